@@ -1,0 +1,168 @@
+//! Client ↔ scheduler API over NATS request-reply, one subject per method
+//! (`<prefix>.api.<method>`). Each request type names its method and response type, so
+//! the client and the server cannot disagree on what a subject carries.
+
+use crate::ids::{JobId, NodeId, OperationId};
+use crate::protocol::{JobStatistics, UnixMillis};
+use crate::resources::ResourceVector;
+use crate::spec::VanillaSpec;
+use crate::states::{AbortReason, JobState, OperationState};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// A typed API call: request body → response body.
+pub trait ApiMethod: Serialize + DeserializeOwned {
+    const METHOD: &'static str;
+    type Response: Serialize + DeserializeOwned;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApiRequest<T> {
+    pub protocol_version: u32,
+    pub user: String,
+    pub body: T,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApiResponse<T> {
+    pub protocol_version: u32,
+    pub result: Result<T, ApiError>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StartOperation {
+    pub spec: VanillaSpec,
+}
+impl ApiMethod for StartOperation {
+    const METHOD: &'static str = "start_operation";
+    type Response = OperationId;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GetOperation {
+    pub operation_id: OperationId,
+}
+impl ApiMethod for GetOperation {
+    const METHOD: &'static str = "get_operation";
+    type Response = OperationInfo;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ListOperations {}
+impl ApiMethod for ListOperations {
+    const METHOD: &'static str = "list_operations";
+    type Response = Vec<OperationInfo>;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AbortOperation {
+    pub operation_id: OperationId,
+}
+impl ApiMethod for AbortOperation {
+    const METHOD: &'static str = "abort_operation";
+    type Response = ();
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ListJobs {
+    pub operation_id: OperationId,
+}
+impl ApiMethod for ListJobs {
+    const METHOD: &'static str = "list_jobs";
+    type Response = Vec<JobInfo>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GetJobOutput {
+    pub operation_id: OperationId,
+    pub job_id: JobId,
+    pub stream: OutputStream,
+}
+impl ApiMethod for GetJobOutput {
+    const METHOD: &'static str = "get_job_output";
+    type Response = String;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ListNodes {}
+impl ApiMethod for ListNodes {
+    const METHOD: &'static str = "list_nodes";
+    type Response = Vec<NodeInfo>;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobCounts {
+    pub waiting: u64,
+    pub running: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub aborted: u64,
+    pub total: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperationInfo {
+    pub id: OperationId,
+    pub user: String,
+    pub state: OperationState,
+    pub pool: String,
+    pub title: Option<String>,
+    pub weight: f64,
+    pub error: Option<String>,
+    pub start_time: UnixMillis,
+    pub finish_time: Option<UnixMillis>,
+    pub jobs: JobCounts,
+    pub resource_usage: ResourceVector,
+    pub resource_demand: ResourceVector,
+    pub spec: VanillaSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub id: JobId,
+    pub operation_id: OperationId,
+    pub task_name: String,
+    pub job_index: u32,
+    pub state: JobState,
+    pub node_id: Option<NodeId>,
+    pub start_time: Option<UnixMillis>,
+    pub finish_time: Option<UnixMillis>,
+    pub error: Option<String>,
+    pub abort_reason: Option<AbortReason>,
+    pub statistics: Option<JobStatistics>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub hostname: String,
+    /// `online`, `offline`, or `refused`.
+    pub state: String,
+    pub tree: Option<String>,
+    pub error: Option<String>,
+    pub tags: Vec<String>,
+    pub resource_limits: ResourceVector,
+    pub resource_usage: ResourceVector,
+    pub running_job_count: u64,
+    pub last_heartbeat: UnixMillis,
+}

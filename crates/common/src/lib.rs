@@ -1,0 +1,18 @@
+//! Types every ytsched binary agrees on: resource vectors, ids, units, the vanilla
+//! operation spec, and the NATS wire protocol (subjects + MessagePack messages).
+//!
+//! Nothing here does I/O; the transport adapters in the binaries own the sockets.
+
+pub mod api;
+pub mod codec;
+pub mod ids;
+pub mod protocol;
+pub mod resources;
+pub mod spec;
+pub mod states;
+pub mod subjects;
+pub mod units;
+
+pub use ids::{IncarnationId, JobId, NodeId, OperationId};
+pub use resources::ResourceVector;
+pub use units::{ByteSize, DurationMs};

