@@ -1,1 +1,8 @@
+//! The ytsched scheduler.
+//!
+//! `core` is the pure, deterministic heart: it owns nodes, operations and jobs and makes
+//! every scheduling decision, with time passed in by the caller. `service` is the thin
+//! NATS adapter that feeds it heartbeats, API calls and clock ticks.
 
+pub mod core;
+pub mod service;

@@ -1,1 +1,58 @@
-fn main(){}
+use clap::Parser;
+use std::time::Duration;
+use ytsched_common::units::DurationMs;
+use ytsched_scheduler::core::CoreConfig;
+use ytsched_scheduler::service::{run, ServiceConfig};
+
+/// The ytsched scheduler: divides the cluster between operations and answers node heartbeats.
+#[derive(Parser, Debug)]
+#[command(name = "ytsched-scheduler", version)]
+struct Args {
+    /// NATS server URL(s), comma-separated for a NATS cluster.
+    #[arg(long, env = "YTSCHED_NATS", default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    /// Prefix of every NATS subject, so several installations can share a NATS cluster.
+    #[arg(long, default_value = ytsched_common::subjects::DEFAULT_PREFIX)]
+    subject_prefix: String,
+    /// Heartbeat period nodes are asked to keep.
+    #[arg(long, default_value = "1s")]
+    heartbeat_period: DurationMs,
+    /// Silence after which a node is offline and its jobs are rescheduled.
+    #[arg(long, default_value = "30s")]
+    node_heartbeat_timeout: DurationMs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let config = ServiceConfig {
+        nats_urls: args.nats,
+        subject_prefix: args.subject_prefix,
+        core: CoreConfig {
+            heartbeat_period_ms: args.heartbeat_period.0.max(1),
+            node_heartbeat_timeout_ms: args.node_heartbeat_timeout.0,
+        },
+        tick_period: Duration::from_millis(200),
+    };
+    tokio::select! {
+        r = run(config) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = terminate() => Ok(()),
+    }
+}
+
+async fn terminate() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}

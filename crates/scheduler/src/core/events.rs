@@ -1,0 +1,17 @@
+//! State changes the core reports to its driver, which logs them (one line each) or,
+//! in the simulator, prints them.
+
+use ytsched_common::states::{AbortReason, OperationState};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CoreEvent {
+    NodeRegistered { id: NodeId, tree: String },
+    NodeRestarted { id: NodeId },
+    NodeOffline { id: NodeId, lost_jobs: usize },
+    OperationStarted { id: OperationId, user: String, pool: String, jobs: u64 },
+    OperationFinished { id: OperationId, state: OperationState, error: Option<String> },
+    JobStarted { id: JobId, operation: OperationId, node: NodeId },
+    JobFinished { id: JobId, operation: OperationId, node: NodeId, state: &'static str, error: Option<String> },
+    JobAborted { id: JobId, operation: OperationId, node: NodeId, reason: AbortReason },
+}

@@ -1,0 +1,249 @@
+//! A node heartbeat: register or refresh the node, take in finished jobs, reconcile
+//! what the node runs with what the scheduler believes, then fill the node with work.
+
+use super::operation::ResultEffect;
+use super::{CoreEvent, Node, SchedulerCore, DEFAULT_TREE};
+use std::collections::{BTreeSet, HashSet};
+use ytsched_common::protocol::{
+    HeartbeatReply, HeartbeatRequest, JobAbort, Registration, UnixMillis, PROTOCOL_VERSION,
+};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::{JobId, NodeId};
+
+impl SchedulerCore {
+    pub fn process_heartbeat(&mut self, req: HeartbeatRequest, now: UnixMillis) -> HeartbeatReply {
+        let period = self.config.heartbeat_period_ms;
+        if req.protocol_version != PROTOCOL_VERSION {
+            return HeartbeatReply::rejected(
+                format!(
+                    "protocol version {} is not supported (scheduler speaks {PROTOCOL_VERSION})",
+                    req.protocol_version
+                ),
+                period,
+            );
+        }
+        if let Err(e) = NodeId::parse(req.node_id.as_str()) {
+            return HeartbeatReply::rejected(e.to_string(), period);
+        }
+        if !req.resource_limits.is_nonnegative() || !req.resource_usage.is_nonnegative() {
+            return HeartbeatReply::rejected(
+                "resource_limits and resource_usage must be non-negative numbers".into(),
+                period,
+            );
+        }
+        let node_id = req.node_id.clone();
+        self.refresh_node(&req, now);
+
+        let mut acknowledged = Vec::with_capacity(req.finished_jobs.len());
+        let mut finished_ids = HashSet::with_capacity(req.finished_jobs.len());
+        for result in &req.finished_jobs {
+            acknowledged.push(result.job_id.clone());
+            finished_ids.insert(result.job_id.clone());
+            self.apply_result(&node_id, result, now);
+        }
+
+        let jobs_to_abort = self.reconcile_running(&req, &finished_ids, now);
+
+        // Jobs being killed still hold their resources until the node reports them gone.
+        let dying: ResourceVector = req
+            .running_jobs
+            .iter()
+            .filter(|r| jobs_to_abort.iter().any(|a| a.job_id == r.job_id))
+            .map(|r| r.resource_usage)
+            .sum();
+        let jobs_to_start = self.fill_node(&node_id, dying, now);
+
+        let node = &self.nodes[&node_id];
+        HeartbeatReply {
+            protocol_version: PROTOCOL_VERSION,
+            registration: node.registration.clone(),
+            jobs_to_start,
+            jobs_to_abort,
+            acknowledged_jobs: acknowledged,
+            user_tags: vec![],
+            heartbeat_period_ms: period,
+        }
+    }
+
+    fn refresh_node(&mut self, req: &HeartbeatRequest, now: UnixMillis) {
+        let registration = Registration::Registered {
+            tree: DEFAULT_TREE.to_string(),
+        };
+        match self.nodes.get_mut(&req.node_id) {
+            Some(node) => {
+                if node.incarnation != req.incarnation_id {
+                    node.incarnation = req.incarnation_id.clone();
+                    self.events.push(CoreEvent::NodeRestarted { id: node.id.clone() });
+                }
+                if !node.online {
+                    node.online = true;
+                    self.events.push(CoreEvent::NodeRegistered {
+                        id: node.id.clone(),
+                        tree: DEFAULT_TREE.to_string(),
+                    });
+                }
+                node.hostname = req.hostname.clone();
+                node.tags = req.tags.clone();
+                node.resource_limits = req.resource_limits;
+                node.reported_usage = req.resource_usage;
+                node.last_heartbeat = now;
+                node.registration = registration;
+            }
+            None => {
+                self.events.push(CoreEvent::NodeRegistered {
+                    id: req.node_id.clone(),
+                    tree: DEFAULT_TREE.to_string(),
+                });
+                self.nodes.insert(
+                    req.node_id.clone(),
+                    Node {
+                        id: req.node_id.clone(),
+                        incarnation: req.incarnation_id.clone(),
+                        hostname: req.hostname.clone(),
+                        tags: req.tags.clone(),
+                        resource_limits: req.resource_limits,
+                        reported_usage: req.resource_usage,
+                        last_heartbeat: now,
+                        online: true,
+                        registration,
+                        jobs: BTreeSet::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    fn apply_result(
+        &mut self,
+        node_id: &NodeId,
+        result: &ytsched_common::protocol::FinishedJob,
+        now: UnixMillis,
+    ) {
+        let Some(op_id) = self.job_owner.get(&result.job_id).cloned() else {
+            return;
+        };
+        let Some(op) = self.operations.get_mut(&op_id) else {
+            return;
+        };
+        let effect = op.apply_result(node_id, result);
+        if effect == ResultEffect::Ignored {
+            return;
+        }
+        if let Some(node) = self.nodes.get_mut(node_id) {
+            node.jobs.remove(&result.job_id);
+        }
+        let job = &op.jobs[&result.job_id];
+        self.events.push(CoreEvent::JobFinished {
+            id: result.job_id.clone(),
+            operation: op_id.clone(),
+            node: node_id.clone(),
+            state: job.state.name(),
+            error: job.error.clone(),
+        });
+        match effect {
+            ResultEffect::OperationCompleted => {
+                self.finish_operation(&op_id, OperationState::Completed, None, now)
+            }
+            ResultEffect::OperationFailed(error) => {
+                self.finish_operation(&op_id, OperationState::Failed, Some(error), now)
+            }
+            ResultEffect::Recorded | ResultEffect::Ignored => {}
+        }
+    }
+
+    /// Jobs the node runs that the scheduler does not (aborted, unknown, given away)
+    /// are aborted; jobs the scheduler placed here that the node does not report were
+    /// never started (their start was lost) or died with an earlier incarnation: they
+    /// are lost and run again.
+    fn reconcile_running(
+        &mut self,
+        req: &HeartbeatRequest,
+        finished: &HashSet<JobId>,
+        now: UnixMillis,
+    ) -> Vec<JobAbort> {
+        let node_id = &req.node_id;
+        let mut aborts = Vec::new();
+        let mut reported = HashSet::with_capacity(req.running_jobs.len());
+        for running in &req.running_jobs {
+            reported.insert(running.job_id.clone());
+            let job = self
+                .job_owner
+                .get(&running.job_id)
+                .and_then(|op| self.operations.get(op))
+                .and_then(|op| op.jobs.get(&running.job_id));
+            match job {
+                Some(j) if j.state == JobState::Running && &j.node == node_id => {}
+                Some(j) => aborts.push(JobAbort {
+                    job_id: running.job_id.clone(),
+                    reason: j.abort_reason.unwrap_or(AbortReason::OperationAborted),
+                    message: match j.abort_reason {
+                        Some(AbortReason::NodeLost) => {
+                            "the scheduler lost contact with this node and ran the job elsewhere".into()
+                        }
+                        Some(r) => format!("job was aborted: {r}"),
+                        None => "job is not running on this node".into(),
+                    },
+                }),
+                None => aborts.push(JobAbort {
+                    job_id: running.job_id.clone(),
+                    reason: AbortReason::OperationAborted,
+                    message: "the scheduler knows no such job".into(),
+                }),
+            }
+        }
+        let believed: Vec<JobId> = self.nodes[node_id].jobs.iter().cloned().collect();
+        for job_id in believed {
+            if reported.contains(&job_id) || finished.contains(&job_id) {
+                continue;
+            }
+            self.lose_job(node_id, &job_id, now);
+        }
+        aborts
+    }
+
+    fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
+        if let Some(node) = self.nodes.get_mut(node_id) {
+            node.jobs.remove(job_id);
+        }
+        let Some(op_id) = self.job_owner.get(job_id).cloned() else {
+            return;
+        };
+        if let Some(op) = self.operations.get_mut(&op_id) {
+            if op.abort_job(job_id, AbortReason::NodeLost, now).is_some() {
+                self.events.push(CoreEvent::JobAborted {
+                    id: job_id.clone(),
+                    operation: op_id,
+                    node: node_id.clone(),
+                    reason: AbortReason::NodeLost,
+                });
+            }
+        }
+    }
+
+    /// Nodes silent for longer than `node_heartbeat_timeout` go offline; their jobs are
+    /// lost and become waiting again.
+    pub(super) fn expire_silent_nodes(&mut self, now: UnixMillis) {
+        let timeout = self.config.node_heartbeat_timeout_ms;
+        let silent: Vec<NodeId> = self
+            .nodes
+            .values()
+            .filter(|n| n.online && now.saturating_sub(n.last_heartbeat) > timeout)
+            .map(|n| n.id.clone())
+            .collect();
+        for node_id in silent {
+            let jobs: Vec<JobId> = self.nodes[&node_id].jobs.iter().cloned().collect();
+            for job_id in &jobs {
+                self.lose_job(&node_id, job_id, now);
+            }
+            if let Some(node) = self.nodes.get_mut(&node_id) {
+                node.online = false;
+            }
+            self.events.push(CoreEvent::NodeOffline {
+                id: node_id.clone(),
+                lost_jobs: jobs.len(),
+            });
+            self.nudge_all_online();
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! One operation's bookkeeping: its tasks' waiting job indices, every job attempt, and
+//! the running usage that placement reads.
+
+use std::collections::{BTreeMap, VecDeque};
+use ytsched_common::protocol::{FinishedJob, JobStatistics, UnixMillis};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub name: String,
+    pub spec: TaskSpec,
+    /// Job indices not yet running, in the order they will start.
+    pub waiting: VecDeque<u32>,
+    pub completed: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub id: JobId,
+    pub task: usize,
+    pub index: u32,
+    pub state: JobState,
+    pub node: NodeId,
+    pub resources: ResourceVector,
+    pub start_time: UnixMillis,
+    pub finish_time: Option<UnixMillis>,
+    pub error: Option<String>,
+    pub abort_reason: Option<AbortReason>,
+    pub statistics: Option<JobStatistics>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Operation {
+    pub id: OperationId,
+    pub user: String,
+    pub pool: String,
+    pub spec: VanillaSpec,
+    pub state: OperationState,
+    pub seq: u64,
+    pub start_time: UnixMillis,
+    pub finish_time: Option<UnixMillis>,
+    pub error: Option<String>,
+    pub tasks: Vec<Task>,
+    /// Every job attempt, including aborted and failed ones.
+    pub jobs: BTreeMap<JobId, Job>,
+    pub failed_job_count: u32,
+    pub usage: ResourceVector,
+    next_job_seq: u64,
+}
+
+/// What a job result did to its operation.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ResultEffect {
+    /// The job was not running here (duplicate or stale result): nothing changed.
+    Ignored,
+    Recorded,
+    OperationCompleted,
+    /// Too many failed jobs; carries the error for the operation.
+    OperationFailed(String),
+}
+
+impl Operation {
+    pub fn new(
+        id: OperationId,
+        user: String,
+        spec: VanillaSpec,
+        seq: u64,
+        now: UnixMillis,
+    ) -> Self {
+        let tasks = spec
+            .tasks
+            .iter()
+            .map(|(name, t)| Task {
+                name: name.clone(),
+                spec: t.clone(),
+                waiting: (0..t.job_count).collect(),
+                completed: 0,
+            })
+            .collect();
+        let pool = spec.pool.clone().unwrap_or_else(|| user.clone());
+        Self {
+            id,
+            user,
+            pool,
+            spec,
+            state: OperationState::Running,
+            seq,
+            start_time: now,
+            finish_time: None,
+            error: None,
+            tasks,
+            jobs: BTreeMap::new(),
+            failed_job_count: 0,
+            usage: ResourceVector::ZERO,
+            next_job_seq: 0,
+        }
+    }
+
+    pub fn weight(&self) -> f64 {
+        self.spec.weight.unwrap_or(1.0)
+    }
+
+    pub fn total_job_count(&self) -> u64 {
+        self.spec.total_job_count()
+    }
+
+    pub fn running_job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .map(|j| j.id.clone())
+    }
+
+    /// Resources still wanted: what runs plus what waits.
+    pub fn demand(&self) -> ResourceVector {
+        self.usage
+            + self
+                .tasks
+                .iter()
+                .map(|t| t.spec.job_resources().scale(t.waiting.len() as f64))
+                .sum()
+    }
+
+    /// The first task with a waiting job that fits into `free`.
+    pub fn next_fitting_task(&self, free: &ResourceVector) -> Option<usize> {
+        self.tasks
+            .iter()
+            .position(|t| !t.waiting.is_empty() && t.spec.job_resources().fits_in(free))
+    }
+
+    pub fn has_waiting_jobs(&self) -> bool {
+        self.tasks.iter().any(|t| !t.waiting.is_empty())
+    }
+
+    /// Starts the next waiting job of `task` on `node`.
+    pub fn start_job(&mut self, task: usize, node: &NodeId, now: UnixMillis) -> &Job {
+        let t = &mut self.tasks[task];
+        let index = t.waiting.pop_front().expect("caller checked a job waits");
+        let resources = t.spec.job_resources();
+        let id = JobId(format!("{}-{}", self.id, self.next_job_seq));
+        self.next_job_seq += 1;
+        self.usage += resources;
+        let job = Job {
+            id: id.clone(),
+            task,
+            index,
+            state: JobState::Running,
+            node: node.clone(),
+            resources,
+            start_time: now,
+            finish_time: None,
+            error: None,
+            abort_reason: None,
+            statistics: None,
+            stdout: String::new(),
+            stderr: String::new(),
+        };
+        self.jobs.insert(id.clone(), job);
+        &self.jobs[&id]
+    }
+
+    /// Marks a running job aborted; preempted and lost jobs go back to waiting.
+    /// Returns the node it ran on.
+    pub fn abort_job(
+        &mut self,
+        id: &JobId,
+        reason: AbortReason,
+        now: UnixMillis,
+    ) -> Option<NodeId> {
+        let job = self.jobs.get_mut(id)?;
+        if job.state != JobState::Running {
+            return None;
+        }
+        job.state = JobState::Aborted;
+        job.abort_reason = Some(reason);
+        job.finish_time = Some(now);
+        self.usage -= job.resources;
+        if reason != AbortReason::OperationAborted && !self.state.is_finished() {
+            self.tasks[job.task].waiting.push_front(job.index);
+        }
+        Some(job.node.clone())
+    }
+
+    /// Applies a result a node reported for one of this operation's jobs.
+    pub fn apply_result(&mut self, node: &NodeId, result: &FinishedJob) -> ResultEffect {
+        let Some(job) = self.jobs.get_mut(&result.job_id) else {
+            return ResultEffect::Ignored;
+        };
+        if &job.node != node {
+            return ResultEffect::Ignored;
+        }
+        // Output and statistics are kept even for jobs the scheduler already aborted:
+        // they are what a person looks at to see what happened.
+        if job.statistics.is_none() {
+            job.statistics = Some(result.statistics.clone());
+            job.stdout = result.stdout_tail.clone();
+            job.stderr = result.stderr_tail.clone();
+            job.start_time = result.start_time;
+        }
+        if job.state != JobState::Running {
+            return ResultEffect::Ignored;
+        }
+        job.finish_time = Some(result.finish_time);
+        self.usage -= job.resources;
+        let task = job.task;
+        match result.state {
+            JobState::Completed => {
+                job.state = JobState::Completed;
+                self.tasks[task].completed += 1;
+                if self
+                    .tasks
+                    .iter()
+                    .all(|t| t.completed == t.spec.job_count)
+                {
+                    return ResultEffect::OperationCompleted;
+                }
+                ResultEffect::Recorded
+            }
+            JobState::Failed => {
+                job.state = JobState::Failed;
+                job.error = result.error.clone();
+                self.failed_job_count += 1;
+                let index = job.index;
+                if self.failed_job_count > self.spec.max_failed_job_count {
+                    return ResultEffect::OperationFailed(format!(
+                        "{} job(s) failed, more than max_failed_job_count = {}; last error: job {} of task '{}': {}",
+                        self.failed_job_count,
+                        self.spec.max_failed_job_count,
+                        result.job_id,
+                        self.tasks[task].name,
+                        result.error.as_deref().unwrap_or("unknown error"),
+                    ));
+                }
+                self.tasks[task].waiting.push_back(index);
+                ResultEffect::Recorded
+            }
+            // The node gave the job up on its own (e.g. the agent was stopped): like a
+            // lost job, it runs again and is no failure.
+            _ => {
+                job.state = JobState::Aborted;
+                job.abort_reason = Some(AbortReason::NodeLost);
+                job.error = result.error.clone();
+                let index = job.index;
+                self.tasks[task].waiting.push_front(index);
+                ResultEffect::Recorded
+            }
+        }
+    }
+
+    pub fn finish(&mut self, state: OperationState, error: Option<String>, now: UnixMillis) {
+        self.state = state;
+        self.error = error;
+        self.finish_time = Some(now);
+        for t in &mut self.tasks {
+            t.waiting.clear();
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Read-only views for the client API.
+
+use super::{Operation, SchedulerCore};
+use ytsched_common::api::{ApiError, JobCounts, JobInfo, NodeInfo, OperationInfo, OutputStream};
+use ytsched_common::states::JobState;
+use ytsched_common::{JobId, OperationId};
+
+impl SchedulerCore {
+    pub fn operation(&self, id: &OperationId) -> Result<&Operation, ApiError> {
+        self.operations
+            .get(id)
+            .ok_or_else(|| ApiError::new(format!("no such operation: {id}")))
+    }
+
+    pub fn operation_info(&self, id: &OperationId) -> Result<OperationInfo, ApiError> {
+        Ok(describe(self.operation(id)?))
+    }
+
+    /// Operations in submission order.
+    pub fn list_operations(&self) -> Vec<OperationInfo> {
+        let mut ops: Vec<&Operation> = self.operations.values().collect();
+        ops.sort_by_key(|o| o.seq);
+        ops.into_iter().map(describe).collect()
+    }
+
+    pub fn list_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
+        let op = self.operation(id)?;
+        let mut jobs: Vec<JobInfo> = op
+            .jobs
+            .values()
+            .map(|j| JobInfo {
+                id: j.id.clone(),
+                operation_id: op.id.clone(),
+                task_name: op.tasks[j.task].name.clone(),
+                job_index: j.index,
+                state: j.state,
+                node_id: Some(j.node.clone()),
+                start_time: Some(j.start_time),
+                finish_time: j.finish_time,
+                error: j.error.clone(),
+                abort_reason: j.abort_reason,
+                statistics: j.statistics.clone(),
+            })
+            .collect();
+        jobs.sort_by_key(|j| (j.start_time, j.job_index));
+        Ok(jobs)
+    }
+
+    pub fn job_output(
+        &self,
+        op: &OperationId,
+        job: &JobId,
+        stream: OutputStream,
+    ) -> Result<String, ApiError> {
+        let j = self
+            .operation(op)?
+            .jobs
+            .get(job)
+            .ok_or_else(|| ApiError::new(format!("operation {op} has no job {job}")))?;
+        if j.statistics.is_none() {
+            return Err(ApiError::new(format!(
+                "job {job} is {}; its output is available once it has finished",
+                j.state
+            )));
+        }
+        Ok(match stream {
+            OutputStream::Stdout => j.stdout.clone(),
+            OutputStream::Stderr => j.stderr.clone(),
+        })
+    }
+
+    pub fn list_nodes(&self) -> Vec<NodeInfo> {
+        self.nodes
+            .values()
+            .map(|n| NodeInfo {
+                id: n.id.clone(),
+                hostname: n.hostname.clone(),
+                state: if n.online { "online" } else { "offline" }.to_string(),
+                tree: match &n.registration {
+                    ytsched_common::protocol::Registration::Registered { tree } => Some(tree.clone()),
+                    _ => None,
+                },
+                error: match &n.registration {
+                    ytsched_common::protocol::Registration::Refused { error } => Some(error.clone()),
+                    _ => None,
+                },
+                tags: n.tags.clone(),
+                resource_limits: n.resource_limits,
+                resource_usage: n.reported_usage,
+                running_job_count: n.jobs.len() as u64,
+                last_heartbeat: n.last_heartbeat,
+            })
+            .collect()
+    }
+}
+
+fn describe(op: &Operation) -> OperationInfo {
+    let mut jobs = JobCounts {
+        total: op.total_job_count(),
+        waiting: op.tasks.iter().map(|t| t.waiting.len() as u64).sum(),
+        ..Default::default()
+    };
+    for j in op.jobs.values() {
+        match j.state {
+            JobState::Running => jobs.running += 1,
+            JobState::Completed => jobs.completed += 1,
+            JobState::Failed => jobs.failed += 1,
+            JobState::Aborted => jobs.aborted += 1,
+            JobState::Waiting => {}
+        }
+    }
+    OperationInfo {
+        id: op.id.clone(),
+        user: op.user.clone(),
+        state: op.state,
+        pool: op.pool.clone(),
+        title: op.spec.title.clone(),
+        weight: op.weight(),
+        error: op.error.clone(),
+        start_time: op.start_time,
+        finish_time: op.finish_time,
+        jobs,
+        resource_usage: op.usage,
+        resource_demand: op.demand(),
+        spec: op.spec.clone(),
+    }
+}

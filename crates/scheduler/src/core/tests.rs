@@ -1,0 +1,218 @@
+//! Core behaviour driven by hand-made heartbeats and a hand-moved clock.
+
+use super::*;
+use ytsched_common::protocol::*;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::states::JobState;
+use ytsched_common::units::ByteSize;
+use ytsched_common::IncarnationId;
+
+fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
+    VanillaSpec::single_task(TaskSpec {
+        command: "true".into(),
+        job_count: jobs,
+        cpu_limit: cpu,
+        memory_limit: ByteSize(1 << 30),
+        gpu_limit: 0,
+        environment: Default::default(),
+        stdin: None,
+        job_speculation_timeout: None,
+    })
+}
+
+fn heartbeat(node: &str, cpu: f64, running: &[JobStartSpec], finished: Vec<FinishedJob>) -> HeartbeatRequest {
+    HeartbeatRequest {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: NodeId(node.into()),
+        incarnation_id: IncarnationId("i1".into()),
+        hostname: node.into(),
+        tags: vec![],
+        resource_limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
+        resource_usage: ResourceVector::ZERO,
+        running_jobs: running
+            .iter()
+            .map(|s| RunningJob {
+                job_id: s.job_id.clone(),
+                operation_id: s.operation_id.clone(),
+                state: JobState::Running,
+                resource_usage: s.resources,
+                start_time: 0,
+            })
+            .collect(),
+        finished_jobs: finished,
+    }
+}
+
+fn done(s: &JobStartSpec, state: JobState) -> FinishedJob {
+    FinishedJob {
+        job_id: s.job_id.clone(),
+        operation_id: s.operation_id.clone(),
+        state,
+        error: (state == JobState::Failed).then(|| "command exited with code 1".into()),
+        start_time: 1,
+        finish_time: 2,
+        statistics: JobStatistics::default(),
+        stdout_tail: format!("out {}", s.job_index),
+        stderr_tail: String::new(),
+    }
+}
+
+#[test]
+fn jobs_fill_node_and_operation_completes() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
+    let op = core.start_operation(OperationId("op".into()), "alice", spec(6, 1.0), 0).unwrap();
+    let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 10);
+    assert_eq!(r.jobs_to_start.len(), 4, "4 cpus fit 4 one-cpu jobs");
+    let info = core.operation_info(&op).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.waiting), (4, 2));
+
+    let first = r.jobs_to_start.clone();
+    let finished = first[..2].iter().map(|s| done(s, JobState::Completed)).collect();
+    let r2 = core.process_heartbeat(heartbeat("n1", 4.0, &first[2..], finished), 20);
+    assert_eq!(r2.acknowledged_jobs.len(), 2);
+    assert_eq!(r2.jobs_to_start.len(), 2);
+    let mut running = first[2..].to_vec();
+    running.extend(r2.jobs_to_start.clone());
+    let finished = running.iter().map(|s| done(s, JobState::Completed)).collect();
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], finished), 30);
+    let info = core.operation_info(&op).unwrap();
+    assert_eq!(info.state, OperationState::Completed);
+    assert_eq!(info.jobs.completed, 6);
+    let jobs = core.list_jobs(&op).unwrap();
+    let out = core.job_output(&op, &jobs[0].id, ytsched_common::api::OutputStream::Stdout).unwrap();
+    assert!(out.starts_with("out "));
+}
+
+#[test]
+fn duplicate_results_count_once() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let op = core.start_operation(OperationId("op".into()), "u", spec(2, 1.0), 0).unwrap();
+    let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
+    let s = r.jobs_to_start[0].clone();
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![done(&s, JobState::Completed)]), 2);
+    // The reply was lost; the node sends the same result again.
+    let again = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![done(&s, JobState::Completed)]), 3);
+    assert_eq!(again.acknowledged_jobs, vec![s.job_id.clone()]);
+    let info = core.operation_info(&op).unwrap();
+    assert_eq!(info.jobs.completed, 1);
+    assert_eq!(info.state, OperationState::Running);
+}
+
+#[test]
+fn failures_past_the_limit_fail_the_operation() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let mut sp = spec(1, 1.0);
+    sp.max_failed_job_count = 1;
+    let op = core.start_operation(OperationId("op".into()), "u", sp, 0).unwrap();
+    let mut finished = vec![];
+    for t in 1..=2 {
+        let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], finished), t);
+        assert_eq!(r.jobs_to_start.len(), 1, "failed job is retried until the limit");
+        finished = vec![done(&r.jobs_to_start[0], JobState::Failed)];
+    }
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], finished), 3);
+    let info = core.operation_info(&op).unwrap();
+    assert_eq!(info.state, OperationState::Failed);
+    let err = info.error.unwrap();
+    assert!(err.contains("max_failed_job_count") && err.contains("exited with code 1"), "{err}");
+}
+
+#[test]
+fn oversized_job_fails_at_once_naming_the_resource() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 0);
+    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 100.0), 0).unwrap();
+    let info = core.operation_info(&op).unwrap();
+    assert_eq!(info.state, OperationState::Failed);
+    assert!(info.error.unwrap().contains("cpu = 100"));
+}
+
+#[test]
+fn operation_waits_while_the_tree_is_empty() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 100.0), 0).unwrap();
+    core.tick(10);
+    assert_eq!(core.operation_info(&op).unwrap().state, OperationState::Running);
+}
+
+#[test]
+fn abort_tells_the_node_until_it_stops_reporting_the_job() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0).unwrap();
+    let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
+    let s = r.jobs_to_start.clone();
+    core.take_nudges();
+    core.abort_operation(&op, 2).unwrap();
+    assert_eq!(core.take_nudges(), vec![NodeId("n1".into())]);
+    for t in 3..5 {
+        let r = core.process_heartbeat(heartbeat("n1", 1.0, &s, vec![]), t);
+        assert_eq!(r.jobs_to_abort.len(), 1);
+        assert_eq!(r.jobs_to_abort[0].reason, AbortReason::OperationAborted);
+        assert!(r.jobs_to_start.is_empty());
+    }
+    let jobs = core.list_jobs(&op).unwrap();
+    assert_eq!(jobs[0].state, JobState::Aborted);
+    assert!(core.abort_operation(&op, 5).is_err());
+}
+
+#[test]
+fn silent_node_loses_its_jobs_and_they_run_elsewhere() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0).unwrap();
+    let lost = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1).jobs_to_start;
+    core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 29_000);
+    core.tick(31_002);
+    let r = core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 31_003);
+    assert_eq!(r.jobs_to_start.len(), 1);
+    assert_ne!(r.jobs_to_start[0].job_id, lost[0].job_id);
+    // n1 comes back still running the old copy: it is told to abort it.
+    let back = core.process_heartbeat(heartbeat("n1", 1.0, &lost, vec![]), 31_004);
+    assert_eq!(back.jobs_to_abort[0].reason, AbortReason::NodeLost);
+    assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 1);
+}
+
+#[test]
+fn lost_start_reply_requeues_the_job() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0).unwrap();
+    let first = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1).jobs_to_start;
+    // The node never got that reply, so it reports nothing running.
+    let second = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 2).jobs_to_start;
+    assert_eq!(second.len(), 1);
+    assert_ne!(first[0].job_id, second[0].job_id);
+    assert_eq!(second[0].job_index, first[0].job_index);
+    assert_eq!(core.operation_info(&op).unwrap().jobs.running, 1);
+}
+
+#[test]
+fn least_satisfied_operation_goes_first() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
+    let a = core.start_operation(OperationId("a".into()), "u", spec(10, 1.0), 0).unwrap();
+    let b = core.start_operation(OperationId("b".into()), "u", spec(10, 1.0), 1).unwrap();
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 2);
+    assert_eq!(core.operation_info(&a).unwrap().jobs.running, 2);
+    assert_eq!(core.operation_info(&b).unwrap().jobs.running, 2);
+}
+
+#[test]
+fn malformed_heartbeats_are_rejected_without_state_change() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut hb = heartbeat("n1", 1.0, &[], vec![]);
+    hb.protocol_version = 99;
+    assert!(matches!(core.process_heartbeat(hb, 0).registration, Registration::Rejected { .. }));
+    let mut hb = heartbeat("bad.id", 1.0, &[], vec![]);
+    hb.node_id = NodeId("bad.id".into());
+    assert!(matches!(core.process_heartbeat(hb, 0).registration, Registration::Rejected { .. }));
+    let mut hb = heartbeat("n1", 1.0, &[], vec![]);
+    hb.resource_limits.cpu = f64::NAN;
+    assert!(matches!(core.process_heartbeat(hb, 0).registration, Registration::Rejected { .. }));
+    assert!(core.list_nodes().is_empty());
+}
