@@ -1,1 +1,135 @@
-fn main(){}
+//! `ytsched`: the command line for users (run and inspect operations), admins (nodes),
+//! and labs (`up`).
+
+mod lab;
+mod output;
+mod run_vanilla;
+
+use clap::{Parser, Subcommand};
+use output::Format;
+use ytsched_common::api::{
+    AbortOperation, GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
+};
+use ytsched_common::subjects::Subjects;
+use ytsched_common::transport::{call, connect};
+use ytsched_common::{JobId, OperationId};
+
+#[derive(Parser, Debug)]
+#[command(name = "ytsched", version, about = "ytsched: a YTsaurus-style cluster scheduler")]
+struct Cli {
+    /// NATS server URL(s), comma-separated.
+    #[arg(long, global = true, env = "YTSCHED_NATS", default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    #[arg(long, global = true, default_value = ytsched_common::subjects::DEFAULT_PREFIX)]
+    subject_prefix: String,
+    /// User the request is made as.
+    #[arg(long, global = true, env = "USER", default_value = "root")]
+    user: String,
+    #[arg(long, global = true, value_enum, default_value = "table")]
+    format: Format,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start a local lab: nats-server, the scheduler and N node agents.
+    Up(lab::UpArgs),
+    /// Run a vanilla operation (follows it to the end unless --async).
+    RunVanilla(run_vanilla::RunVanillaArgs),
+    ListOperations,
+    GetOperation { operation: String },
+    AbortOperation { operation: String },
+    ListJobs { operation: String },
+    GetJobStdout { operation: String, job: String },
+    GetJobStderr { operation: String, job: String },
+    ListNodes,
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    if let Err(e) = run(cli).await {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let subjects = Subjects::new(&cli.subject_prefix);
+    let user = cli.user.as_str();
+    if let Command::Up(args) = cli.command {
+        return lab::up(args, &subjects, user).await;
+    }
+    if let Command::RunVanilla(args) = &cli.command {
+        // Validate before touching the network: a bad spec is the user's to fix.
+        let spec = match run_vanilla::build_spec(args) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::exit(2);
+            }
+        };
+        let client = connect(&cli.nats, "ytsched", false).await?;
+        let id = run_vanilla::submit(&client, &subjects, user, spec).await?;
+        if args.run_async {
+            println!("{id}");
+            return Ok(());
+        }
+        eprintln!("started operation {id}");
+        let info = run_vanilla::follow(&client, &subjects, user, &id).await?;
+        return run_vanilla::check(&info);
+    }
+    let client = connect(&cli.nats, "ytsched", false).await?;
+    let c = &client;
+    let s = &subjects;
+    match cli.command {
+        Command::ListOperations => output::print(&call(c, s, user, ListOperations {}).await?, cli.format),
+        Command::GetOperation { operation } => output::print(
+            &call(c, s, user, GetOperation { operation_id: OperationId(operation) }).await?,
+            cli.format,
+        ),
+        Command::AbortOperation { operation } => {
+            call(c, s, user, AbortOperation { operation_id: OperationId(operation.clone()) }).await?;
+            eprintln!("operation {operation} aborted");
+            Ok(())
+        }
+        Command::ListJobs { operation } => output::print(
+            &call(c, s, user, ListJobs { operation_id: OperationId(operation) }).await?,
+            cli.format,
+        ),
+        Command::GetJobStdout { operation, job } => {
+            print_output(c, s, user, operation, job, OutputStream::Stdout).await
+        }
+        Command::GetJobStderr { operation, job } => {
+            print_output(c, s, user, operation, job, OutputStream::Stderr).await
+        }
+        Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, cli.format),
+        Command::Up(_) | Command::RunVanilla(_) => unreachable!("handled above"),
+    }
+}
+
+async fn print_output(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    user: &str,
+    operation: String,
+    job: String,
+    stream: OutputStream,
+) -> anyhow::Result<()> {
+    let text = call(
+        client,
+        subjects,
+        user,
+        GetJobOutput { operation_id: OperationId(operation), job_id: JobId(job), stream },
+    )
+    .await?;
+    print!("{text}");
+    Ok(())
+}

@@ -11,6 +11,7 @@ pub mod resources;
 pub mod spec;
 pub mod states;
 pub mod subjects;
+pub mod transport;
 pub mod units;
 
 pub use ids::{IncarnationId, JobId, NodeId, OperationId};

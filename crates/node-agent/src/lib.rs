@@ -1,1 +1,11 @@
+//! The ytsched node agent: detects this machine's resources, heartbeats to the
+//! scheduler, and runs each job as real processes in its own sandbox (cgroup,
+//! directory, captured output), killing the whole job when told to.
 
+pub mod agent;
+pub mod cgroup;
+pub mod detect;
+pub mod gpu;
+pub mod job;
+pub mod sandbox;
+pub mod tags;

@@ -1,1 +1,193 @@
-fn main(){}
+use anyhow::{bail, Context};
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use tracing::{info, warn};
+use ytsched_common::subjects::Subjects;
+use ytsched_common::units::{ByteSize, DurationMs};
+use ytsched_common::NodeId;
+use ytsched_node::agent::{Agent, AgentConfig};
+use ytsched_node::cgroup::CgroupManager;
+use ytsched_node::detect::{self, Overrides};
+use ytsched_node::sandbox::{Isolation, SandboxConfig};
+use ytsched_node::{gpu, tags};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SandboxKind {
+    /// Each job in its own cgroup with cpu, memory and pids limits (needs root).
+    Cgroup,
+    /// Own process group only, no resource enforcement (development without root).
+    Process,
+}
+
+/// The ytsched node agent: runs jobs the scheduler assigns, in sandboxes.
+#[derive(Parser, Debug)]
+#[command(name = "ytsched-node", version)]
+struct Args {
+    /// NATS server URL(s), comma-separated for a NATS cluster.
+    #[arg(long, env = "YTSCHED_NATS", default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    #[arg(long, default_value = ytsched_common::subjects::DEFAULT_PREFIX)]
+    subject_prefix: String,
+    /// Node id (default: the hostname, dots turned into '-').
+    #[arg(long)]
+    node_id: Option<String>,
+    /// Configured tag (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// Cores offered to jobs (default: detected, honouring the agent's cgroup quota).
+    #[arg(long)]
+    cpu: Option<f64>,
+    /// Memory offered to jobs, e.g. 8G (default: detected minus the reserve).
+    #[arg(long)]
+    memory: Option<ByteSize>,
+    /// GPUs offered to jobs (default: detected).
+    #[arg(long)]
+    gpu: Option<u32>,
+    /// Concurrent jobs (default: 2 × cpu, at least 1).
+    #[arg(long)]
+    user_slots: Option<u32>,
+    /// Memory kept for the system (default: 1 GiB or 10 %, whichever is smaller).
+    #[arg(long)]
+    memory_reserve: Option<ByteSize>,
+    /// Directory for job sandboxes (default: /tmp/ytsched-node/<node-id>).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Cgroup directory (relative to each hierarchy's mount) holding <node-id>/<job-id>.
+    #[arg(long, default_value = "ytsched")]
+    cgroup_root: String,
+    #[arg(long, value_enum, default_value = "cgroup")]
+    sandbox: SandboxKind,
+    /// Time between SIGTERM and SIGKILL when a job is aborted.
+    #[arg(long, default_value = "5s")]
+    kill_grace: DurationMs,
+    /// Most processes one job may have.
+    #[arg(long, default_value_t = 10_000)]
+    job_pids_limit: u64,
+    /// nvidia-smi to ask when NVML is not available (a path or a name on PATH).
+    #[arg(long, default_value = "nvidia-smi")]
+    nvidia_smi: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+
+    let hostname = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    let node_id = match &args.node_id {
+        Some(id) => NodeId::parse(id)?,
+        None => NodeId::from_hostname(&hostname),
+    };
+    for t in &args.tags {
+        tags::validate_tag(t).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(cpu) = args.cpu {
+        if !cpu.is_finite() || cpu <= 0.0 {
+            bail!("--cpu must be a positive number, got {cpu}");
+        }
+    }
+
+    let (gpus, how) = gpu::detect(&args.nvidia_smi);
+    let mut gpu_devices: Vec<u32> = gpus.iter().map(|g| g.index).collect();
+    if let Some(n) = args.gpu {
+        gpu_devices = (0..n).map(|i| gpu_devices.get(i as usize).copied().unwrap_or(i)).collect();
+    }
+    let models: Vec<String> = gpus
+        .iter()
+        .filter(|g| gpu_devices.contains(&g.index))
+        .map(|g| g.name.clone())
+        .collect();
+    let limits = detect::resource_limits(
+        &Overrides {
+            cpu: args.cpu,
+            memory: args.memory.map(|m| m.0),
+            gpu: args.gpu,
+            user_slots: args.user_slots,
+            memory_reserve: args.memory_reserve.map(|m| m.0),
+        },
+        gpus.len() as u32,
+    );
+    let mut all_tags = tags::system_tags(&hostname, &models);
+    if limits.gpu > 0.0 && !all_tags.iter().any(|t| t == "gpu") {
+        all_tags.push("gpu".into());
+    }
+    for t in &args.tags {
+        if !all_tags.contains(t) {
+            all_tags.push(t.clone());
+        }
+    }
+
+    let work_dir = args
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("ytsched-node").join(node_id.as_str()));
+    let sandboxes_dir = work_dir.join("sandboxes");
+    std::fs::create_dir_all(&sandboxes_dir)
+        .with_context(|| format!("cannot create work directory {}", sandboxes_dir.display()))?;
+
+    let isolation = match args.sandbox {
+        SandboxKind::Cgroup => {
+            let manager = CgroupManager::open(&args.cgroup_root, node_id.as_str()).with_context(|| {
+                "cannot set up job cgroups (run as root, or pass --sandbox=process to run jobs without resource enforcement)"
+            })?;
+            let stale = manager.remove_stale();
+            if stale > 0 {
+                info!(count = stale, "removed stale job cgroups of a previous run");
+            }
+            info!(version = ?manager.version(), "job cgroups ready");
+            Isolation::Cgroup(manager)
+        }
+        SandboxKind::Process => {
+            warn!("--sandbox=process: jobs run in their own process group with NO resource limits");
+            Isolation::Process
+        }
+    };
+    let sandbox = SandboxConfig {
+        isolation,
+        sandboxes_dir,
+        kill_grace: args.kill_grace.as_std(),
+        pids_limit: args.job_pids_limit,
+    };
+    let stale_dirs = sandbox.remove_stale_dirs();
+    if stale_dirs > 0 {
+        info!(count = stale_dirs, "removed stale sandboxes of a previous run");
+    }
+
+    info!(node = %node_id, resources = %limits, tags = ?all_tags, gpus = gpu_devices.len(), gpu_detection = how, "node agent starting");
+    let client = ytsched_common::transport::connect(&args.nats, &format!("ytsched-node {node_id}"), true).await?;
+    let agent = Agent::new(AgentConfig {
+        node_id,
+        hostname,
+        tags: all_tags,
+        resource_limits: limits,
+        gpu_devices,
+        subjects: Subjects::new(&args.subject_prefix),
+        sandbox,
+    });
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    agent.clone().run(client, shutdown).await?;
+    if let Isolation::Cgroup(manager) = &agent_sandbox_isolation(&agent) {
+        manager.remove_node_dirs();
+    }
+    info!("node agent stopped");
+    Ok(())
+}
+
+fn agent_sandbox_isolation(agent: &Agent) -> &Isolation {
+    &agent.sandbox_config().isolation
+}

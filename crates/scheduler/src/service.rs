@@ -3,7 +3,6 @@
 //! an error; they never reach the core.
 
 use crate::core::{CoreConfig, CoreEvent, SchedulerCore};
-use anyhow::Context;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,22 +31,8 @@ pub fn unix_now() -> UnixMillis {
         .unwrap_or(0)
 }
 
-pub async fn connect(urls: &str, name: &str) -> anyhow::Result<async_nats::Client> {
-    let addrs: Vec<async_nats::ServerAddr> = urls
-        .split(',')
-        .map(|u| u.trim().parse())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("bad NATS URL list '{urls}'"))?;
-    async_nats::ConnectOptions::new()
-        .name(name)
-        .retry_on_initial_connect()
-        .connect(addrs)
-        .await
-        .with_context(|| format!("cannot connect to NATS at {urls}"))
-}
-
 pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
-    let client = connect(&config.nats_urls, "ytsched-scheduler").await?;
+    let client = ytsched_common::transport::connect(&config.nats_urls, "ytsched-scheduler", true).await?;
     let subjects = Subjects::new(&config.subject_prefix);
     let core: SharedCore = Arc::new(Mutex::new(SchedulerCore::new(config.core.clone())));
 

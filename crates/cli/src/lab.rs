@@ -1,0 +1,325 @@
+//! `ytsched up`: a local lab of real processes — nats-server with JetStream, the
+//! scheduler, and N node agents — stopped cleanly (no stray process, cgroup or
+//! sandbox) on Ctrl-C.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use ytsched_common::api::ListNodes;
+use ytsched_common::subjects::Subjects;
+use ytsched_common::transport::{call, connect};
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Number of node agents.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// Per-node settings, in node order, e.g. 'cpu=4,memory=8G,gpu=0,user_slots=10,tags=ssd:fast'.
+    #[arg(long = "node")]
+    pub node: Vec<String>,
+    /// Tag given to every node (repeatable).
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    /// NATS port (default: a free one).
+    #[arg(long)]
+    pub nats_port: Option<u16>,
+    /// Lab directory for logs, the JetStream store and sandboxes (default: a fresh temporary one, removed on exit).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Kill grace period given to agents.
+    #[arg(long, default_value = "5s")]
+    pub kill_grace: String,
+    /// Run SPEC scenario 1 (`sleep 60; cat`), print its output, and stop the lab.
+    #[arg(long)]
+    pub demo: bool,
+    /// Command the demo runs.
+    #[arg(long, default_value = "sleep 60; cat", hide = true)]
+    pub demo_command: String,
+}
+
+/// Settings of one agent parsed from `--node`.
+fn node_flags(spec: &str) -> anyhow::Result<Vec<String>> {
+    let mut flags = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part
+            .split_once('=')
+            .with_context(|| format!("--node '{spec}': '{part}' is not key=value"))?;
+        match key {
+            "cpu" | "memory" | "gpu" | "user_slots" => {
+                flags.push(format!("--{}", key.replace('_', "-")));
+                flags.push(value.to_string());
+            }
+            "tags" => {
+                for t in value.split(':').filter(|t| !t.is_empty()) {
+                    flags.push("--tag".into());
+                    flags.push(t.to_string());
+                }
+            }
+            "id" => {
+                flags.push("--node-id".into());
+                flags.push(value.to_string());
+            }
+            other => bail!("--node '{spec}': unknown setting '{other}' (cpu, memory, gpu, user_slots, tags, id)"),
+        }
+    }
+    Ok(flags)
+}
+
+/// Finds nats-server: $YTSCHED_NATS_SERVER, the repository's .tools/bin, then PATH.
+pub fn find_nats_server() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("YTSCHED_NATS_SERVER") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        for dir in exe.ancestors().skip(1).take(4) {
+            let candidate = dir.join(".tools/bin/nats-server");
+            if candidate.exists() {
+                return Ok(candidate);
+            }
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join("nats-server");
+            if candidate.exists() {
+                return Ok(candidate);
+            }
+        }
+    }
+    bail!("nats-server not found: run scripts/install-deps.sh, or set YTSCHED_NATS_SERVER")
+}
+
+fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let path = exe.with_file_name(name);
+    if !path.exists() {
+        bail!("{} not found next to {}; build the workspace (cargo build --workspace)", name, exe.display());
+    }
+    Ok(path)
+}
+
+struct Lab {
+    dir: PathBuf,
+    remove_dir: bool,
+    children: Vec<(String, Child)>,
+}
+
+impl Lab {
+    fn spawn(&mut self, name: &str, cmd: &mut Command) -> anyhow::Result<()> {
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log")))?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {name}"))?;
+        self.children.push((name.to_string(), child));
+        Ok(())
+    }
+
+    /// Agents first (they kill and clean up their jobs), then the scheduler, then NATS.
+    fn stop(&mut self) {
+        for (_, child) in self.children.iter_mut().rev() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.children.clear();
+        if self.remove_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn read_ports_file(dir: &Path, timeout: Duration) -> anyhow::Result<String> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if let Ok(text) = std::fs::read_to_string(e.path()) {
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                        if let Some(url) = v["nats"][0].as_str() {
+                            return Ok(url.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    bail!("nats-server did not report its port within {timeout:?} (see nats.log)")
+}
+
+pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result<()> {
+    if args.node.len() > args.nodes {
+        bail!("{} --node settings given for --nodes {}", args.node.len(), args.nodes);
+    }
+    let (dir, remove_dir) = match &args.work_dir {
+        Some(d) => (d.clone(), false),
+        None => (std::env::temp_dir().join(format!("ytsched-lab-{}", std::process::id())), true),
+    };
+    std::fs::create_dir_all(dir.join("ports"))?;
+    let mut lab = Lab {
+        dir: dir.clone(),
+        remove_dir,
+        children: vec![],
+    };
+    let nats_server = find_nats_server()?;
+    let port = args.nats_port.map(|p| p.to_string()).unwrap_or_else(|| "-1".into());
+    lab.spawn(
+        "nats",
+        Command::new(&nats_server)
+            .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
+            .arg(dir.join("jetstream"))
+            .arg("--ports_file_dir")
+            .arg(dir.join("ports")),
+    )?;
+    let url = read_ports_file(&dir.join("ports"), Duration::from_secs(10))?;
+
+    let prefix = subjects_prefix(subjects);
+    lab.spawn(
+        "scheduler",
+        Command::new(sibling_binary("ytsched-scheduler")?)
+            .args(["--nats", &url, "--subject-prefix", &prefix]),
+    )?;
+    let is_root = nix::unistd::geteuid().is_root();
+    if !is_root {
+        eprintln!("warning: not root, so agents run jobs with --sandbox=process (no resource enforcement)");
+    }
+    let node_bin = sibling_binary("ytsched-node")?;
+    for i in 0..args.nodes {
+        let name = format!("node-{}", i + 1);
+        let mut cmd = Command::new(&node_bin);
+        cmd.args(["--nats", &url, "--subject-prefix", &prefix, "--node-id", &format!("lab-{name}")])
+            .arg("--work-dir")
+            .arg(dir.join(&name))
+            .args(["--cgroup-root", &format!("ytsched-lab-{}", std::process::id())])
+            .args(["--kill-grace", &args.kill_grace]);
+        if !is_root {
+            cmd.arg("--sandbox=process");
+        }
+        for t in &args.tags {
+            cmd.args(["--tag", t]);
+        }
+        if let Some(spec) = args.node.get(i) {
+            cmd.args(node_flags(spec)?);
+        }
+        lab.spawn(&name, &mut cmd)?;
+    }
+
+    let client = connect(&url, "ytsched up", false).await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let online = call(&client, subjects, user, ListNodes {})
+            .await
+            .map(|n| n.iter().filter(|n| n.state == "online").count())
+            .unwrap_or(0);
+        if online >= args.nodes {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("only {online} of {} nodes came online within 30 s; logs are in {}", args.nodes, dir.display());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("YTSCHED_NATS={url}");
+    eprintln!("lab ready: {} node(s), logs in {}; Ctrl-C stops it", args.nodes, dir.display());
+
+    if args.demo {
+        let result = demo(&client, subjects, user, &args.demo_command).await;
+        lab.stop();
+        return result;
+    }
+    wait_for_stop_signal().await;
+    eprintln!("stopping the lab");
+    lab.stop();
+    Ok(())
+}
+
+fn subjects_prefix(subjects: &Subjects) -> String {
+    subjects
+        .api("x")
+        .strip_suffix(".api.x")
+        .unwrap_or(ytsched_common::subjects::DEFAULT_PREFIX)
+        .to_string()
+}
+
+async fn demo(client: &async_nats::Client, subjects: &Subjects, user: &str, command: &str) -> anyhow::Result<()> {
+    use crate::run_vanilla::{build_spec, check, follow, submit, RunVanillaArgs};
+    let args = RunVanillaArgs {
+        command: Some(command.to_string()),
+        job_count: Some(1),
+        cpu_limit: None,
+        memory_limit: None,
+        gpu_limit: None,
+        stdin: Some("hello from a ytsched job\n".into()),
+        pool: None,
+        weight: None,
+        pool_trees: None,
+        title: Some("demo: scenario 1".into()),
+        spec: None,
+        run_async: false,
+    };
+    eprintln!("demo: run-vanilla --command '{command}' (stdin: 'hello from a ytsched job')");
+    let id = submit(client, subjects, user, build_spec(&args)?).await?;
+    let info = follow(client, subjects, user, &id).await?;
+    check(&info)?;
+    let jobs = call(client, subjects, user, ytsched_common::api::ListJobs { operation_id: id.clone() }).await?;
+    for j in jobs {
+        let out = call(
+            client,
+            subjects,
+            user,
+            ytsched_common::api::GetJobOutput {
+                operation_id: id.clone(),
+                job_id: j.id.clone(),
+                stream: ytsched_common::api::OutputStream::Stdout,
+            },
+        )
+        .await?;
+        println!("job {} ({}) stdout:\n{out}", j.id, j.state);
+    }
+    Ok(())
+}
+
+async fn wait_for_stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_settings_become_agent_flags() {
+        let f = node_flags("cpu=4,memory=8G,tags=ssd:fast").unwrap();
+        assert_eq!(f, vec!["--cpu", "4", "--memory", "8G", "--tag", "ssd", "--tag", "fast"]);
+        assert!(node_flags("disk=1").unwrap_err().to_string().contains("disk"));
+        assert!(node_flags("cpu").is_err());
+    }
+}

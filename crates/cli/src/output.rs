@@ -1,0 +1,134 @@
+//! Printing API results as a table (people), JSON or YAML (scripts).
+
+use clap::ValueEnum;
+use comfy_table::Table;
+use serde::Serialize;
+use ytsched_common::api::{JobInfo, NodeInfo, OperationInfo};
+use ytsched_common::units::ByteSize;
+use ytsched_common::ResourceVector;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Something that also knows how to look as a table.
+pub trait Tabular: Serialize {
+    fn table(&self) -> Table;
+}
+
+pub fn print<T: Tabular>(value: &T, format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
+        Format::Table => println!("{}", value.table()),
+    }
+    Ok(())
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.set_header(header.to_vec());
+    t
+}
+
+fn resources(r: &ResourceVector) -> String {
+    let mut s = format!("cpu {} · mem {}", r.cpu, ByteSize(r.memory.max(0.0) as u64));
+    if r.gpu > 0.0 {
+        s.push_str(&format!(" · gpu {}", r.gpu));
+    }
+    s.push_str(&format!(" · slots {}", r.user_slots));
+    s
+}
+
+fn time(ms: Option<u64>) -> String {
+    ms.map(|m| format!("{}.{:03}", m / 1000, m % 1000)).unwrap_or_default()
+}
+
+impl Tabular for Vec<OperationInfo> {
+    fn table(&self) -> Table {
+        let mut t = table(&["id", "user", "pool", "state", "jobs (run/done/total)", "error"]);
+        for o in self {
+            t.add_row(vec![
+                o.id.to_string(),
+                o.user.clone(),
+                o.pool.clone(),
+                o.state.to_string(),
+                format!("{}/{}/{}", o.jobs.running, o.jobs.completed, o.jobs.total),
+                o.error.clone().unwrap_or_default(),
+            ]);
+        }
+        t
+    }
+}
+
+impl Tabular for OperationInfo {
+    fn table(&self) -> Table {
+        let mut t = table(&["field", "value"]);
+        let j = &self.jobs;
+        for (k, v) in [
+            ("id", self.id.to_string()),
+            ("title", self.title.clone().unwrap_or_default()),
+            ("user", self.user.clone()),
+            ("pool", self.pool.clone()),
+            ("weight", self.weight.to_string()),
+            ("state", self.state.to_string()),
+            ("jobs", format!("{} total: {} waiting, {} running, {} completed, {} failed, {} aborted", j.total, j.waiting, j.running, j.completed, j.failed, j.aborted)),
+            ("resource_usage", resources(&self.resource_usage)),
+            ("resource_demand", resources(&self.resource_demand)),
+            ("start_time", time(Some(self.start_time))),
+            ("finish_time", time(self.finish_time)),
+            ("error", self.error.clone().unwrap_or_default()),
+        ] {
+            t.add_row(vec![k.to_string(), v]);
+        }
+        t
+    }
+}
+
+impl Tabular for Vec<JobInfo> {
+    fn table(&self) -> Table {
+        let mut t = table(&["job", "task", "index", "state", "node", "wall time", "error"]);
+        for j in self {
+            t.add_row(vec![
+                j.id.to_string(),
+                j.task_name.clone(),
+                j.job_index.to_string(),
+                match j.abort_reason {
+                    Some(r) => format!("{} ({r})", j.state),
+                    None => j.state.to_string(),
+                },
+                j.node_id.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                j.statistics
+                    .as_ref()
+                    .map(|s| format!("{:.3}s", s.wall_time_ms as f64 / 1000.0))
+                    .unwrap_or_default(),
+                j.error.clone().unwrap_or_default(),
+            ]);
+        }
+        t
+    }
+}
+
+impl Tabular for Vec<NodeInfo> {
+    fn table(&self) -> Table {
+        let mut t = table(&["node", "state", "tree", "resources", "usage", "jobs", "tags"]);
+        for n in self {
+            t.add_row(vec![
+                n.id.to_string(),
+                match &n.error {
+                    Some(e) => format!("{} ({e})", n.state),
+                    None => n.state.clone(),
+                },
+                n.tree.clone().unwrap_or_default(),
+                resources(&n.resource_limits),
+                resources(&n.resource_usage),
+                n.running_job_count.to_string(),
+                n.tags.join(" "),
+            ]);
+        }
+        t
+    }
+}

@@ -1,0 +1,175 @@
+//! `ytsched run-vanilla`: build a spec from flags and/or a file, submit, and (unless
+//! `--async`) follow the operation with a live progress line until it ends.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+use ytsched_common::api::{GetOperation, OperationInfo, StartOperation};
+use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::states::OperationState;
+use ytsched_common::subjects::Subjects;
+use ytsched_common::transport::call;
+use ytsched_common::units::ByteSize;
+use ytsched_common::OperationId;
+
+#[derive(Args, Debug, Clone)]
+pub struct RunVanillaArgs {
+    /// Shell command each job runs (`sh -c`).
+    #[arg(long)]
+    pub command: Option<String>,
+    #[arg(long)]
+    pub job_count: Option<u32>,
+    #[arg(long)]
+    pub cpu_limit: Option<f64>,
+    /// e.g. 512M, 1G.
+    #[arg(long)]
+    pub memory_limit: Option<ByteSize>,
+    #[arg(long)]
+    pub gpu_limit: Option<u32>,
+    /// Text fed to each job's stdin.
+    #[arg(long)]
+    pub stdin: Option<String>,
+    #[arg(long)]
+    pub pool: Option<String>,
+    #[arg(long)]
+    pub weight: Option<f64>,
+    /// Comma-separated pool trees.
+    #[arg(long, value_delimiter = ',')]
+    pub pool_trees: Option<Vec<String>>,
+    #[arg(long)]
+    pub title: Option<String>,
+    /// A spec file (YAML or JSON); flags override its single task and top-level fields.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// Print the operation id and return at once.
+    #[arg(long = "async")]
+    pub run_async: bool,
+}
+
+/// Builds and validates the spec; errors name the offending field.
+pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
+    let mut spec = match &args.spec {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read spec file {}", path.display()))?;
+            serde_yaml_ng::from_str::<VanillaSpec>(&text)
+                .map_err(|e| anyhow::anyhow!("spec {}: {e}", path.display()))?
+        }
+        None => {
+            let Some(command) = &args.command else {
+                bail!("either --command or --spec is required");
+            };
+            VanillaSpec::single_task(TaskSpec {
+                command: command.clone(),
+                job_count: 1,
+                cpu_limit: ytsched_common::spec::DEFAULT_CPU_LIMIT,
+                memory_limit: ByteSize(ytsched_common::spec::DEFAULT_MEMORY_LIMIT),
+                gpu_limit: 0,
+                environment: Default::default(),
+                stdin: None,
+                job_speculation_timeout: None,
+            })
+        }
+    };
+    let task_flags = args.command.is_some()
+        || args.job_count.is_some()
+        || args.cpu_limit.is_some()
+        || args.memory_limit.is_some()
+        || args.gpu_limit.is_some()
+        || args.stdin.is_some();
+    if task_flags {
+        if spec.tasks.len() != 1 {
+            bail!("task flags (--command, --job-count, ...) need a spec with exactly one task");
+        }
+        let task = spec.tasks.values_mut().next().expect("one task");
+        if let Some(c) = &args.command {
+            task.command = c.clone();
+        }
+        if let Some(n) = args.job_count {
+            task.job_count = n;
+        }
+        if let Some(c) = args.cpu_limit {
+            task.cpu_limit = c;
+        }
+        if let Some(m) = args.memory_limit {
+            task.memory_limit = m;
+        }
+        if let Some(g) = args.gpu_limit {
+            task.gpu_limit = g;
+        }
+        if let Some(s) = &args.stdin {
+            task.stdin = Some(s.clone());
+        }
+    }
+    if let Some(p) = &args.pool {
+        spec.pool = Some(p.clone());
+    }
+    if let Some(w) = args.weight {
+        spec.weight = Some(w);
+    }
+    if let Some(t) = &args.pool_trees {
+        spec.pool_trees = Some(t.clone());
+    }
+    if let Some(t) = &args.title {
+        spec.title = Some(t.clone());
+    }
+    spec.validate().map_err(|e| anyhow::anyhow!("invalid spec: {e}"))?;
+    Ok(spec)
+}
+
+pub async fn submit(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    user: &str,
+    spec: VanillaSpec,
+) -> anyhow::Result<OperationId> {
+    Ok(call(client, subjects, user, StartOperation { spec }).await?)
+}
+
+/// Polls the operation until it ends, drawing a progress line on a terminal.
+pub async fn follow(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    user: &str,
+    id: &OperationId,
+) -> anyhow::Result<OperationInfo> {
+    let tty = std::io::stderr().is_terminal();
+    let mut last = String::new();
+    loop {
+        let info = call(client, subjects, user, GetOperation { operation_id: id.clone() }).await?;
+        let j = &info.jobs;
+        let line = format!(
+            "{id}: {} · waiting {} · running {} · completed {}/{} · failed {}",
+            info.state, j.waiting, j.running, j.completed, j.total, j.failed
+        );
+        if line != last {
+            if tty {
+                eprint!("\r\x1b[2K{line}");
+            } else {
+                eprintln!("{line}");
+            }
+            last = line;
+        }
+        if info.state.is_finished() {
+            if tty {
+                eprintln!();
+            }
+            return Ok(info);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Exit status for a finished operation: failure is an error for scripts.
+pub fn check(info: &OperationInfo) -> anyhow::Result<()> {
+    match info.state {
+        OperationState::Completed => Ok(()),
+        s => bail!(
+            "operation {} {s}: {}",
+            info.id,
+            info.error.as_deref().unwrap_or("no error recorded")
+        ),
+    }
+}

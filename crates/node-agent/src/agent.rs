@@ -1,0 +1,322 @@
+//! The agent's state and its heartbeat loop: report running and finished jobs, start
+//! and abort what the scheduler says, and keep results until they are acknowledged.
+
+use crate::job;
+use crate::sandbox::SandboxConfig;
+use futures::StreamExt;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
+use tracing::{info, warn};
+use ytsched_common::codec::{decode, encode};
+use ytsched_common::protocol::{
+    FinishedJob, HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, Registration,
+    RunningJob, UnixMillis, PROTOCOL_VERSION,
+};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::{AbortReason, JobState};
+use ytsched_common::subjects::Subjects;
+use ytsched_common::{IncarnationId, JobId, NodeId};
+
+/// Results larger than this per heartbeat wait for the next one (NATS payload limit).
+const FINISHED_BYTES_PER_HEARTBEAT: usize = 512 * 1024;
+/// Job ids remembered after acknowledgement, so a re-delivered start never runs twice.
+const REMEMBERED_JOB_IDS: usize = 100_000;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+pub struct AgentConfig {
+    pub node_id: NodeId,
+    pub hostname: String,
+    pub tags: Vec<String>,
+    pub resource_limits: ResourceVector,
+    /// Device indices of this node's GPUs, handed to jobs exclusively.
+    pub gpu_devices: Vec<u32>,
+    pub subjects: Subjects,
+    pub sandbox: SandboxConfig,
+}
+
+struct RunningEntry {
+    spec: JobStartSpec,
+    start_time: UnixMillis,
+    abort: Option<oneshot::Sender<JobAbort>>,
+    gpus: Vec<u32>,
+}
+
+#[derive(Default)]
+struct AgentState {
+    running: HashMap<JobId, RunningEntry>,
+    finished: BTreeMap<JobId, FinishedJob>,
+    seen: HashSet<JobId>,
+    seen_order: VecDeque<JobId>,
+    free_gpus: BTreeSet<u32>,
+    shutting_down: bool,
+}
+
+pub struct Agent {
+    config: AgentConfig,
+    incarnation: IncarnationId,
+    state: Mutex<AgentState>,
+    /// Heartbeat now: a job finished.
+    wake: Notify,
+}
+
+impl Agent {
+    pub fn new(config: AgentConfig) -> Arc<Self> {
+        let state = AgentState {
+            free_gpus: config.gpu_devices.iter().copied().collect(),
+            ..Default::default()
+        };
+        Arc::new(Agent {
+            config,
+            incarnation: IncarnationId::random(),
+            state: Mutex::new(state),
+            wake: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AgentState> {
+        self.state.lock().expect("agent state lock")
+    }
+
+    pub fn running_job_count(&self) -> usize {
+        self.lock().running.len()
+    }
+
+    /// Heartbeats until `shutdown` resolves, then kills every job and cleans up.
+    pub async fn run(
+        self: Arc<Self>,
+        client: async_nats::Client,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        let mut nudges = client.subscribe(self.config.subjects.nudge(&self.config.node_id)).await?;
+        let subject = self.config.subjects.heartbeat(&self.config.node_id);
+        let mut backoff = Duration::from_millis(100);
+        let mut reachable: Option<bool> = None;
+        let mut registration: Option<Registration> = None;
+        tokio::pin!(shutdown);
+        loop {
+            let request = self.build_request();
+            let outcome = match encode(&request) {
+                Ok(bytes) => tokio::time::timeout(REQUEST_TIMEOUT, client.request(subject.clone(), bytes.into()))
+                    .await
+                    .map_err(|_| "timed out".to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+                    .and_then(|m| decode::<HeartbeatReply>(&m.payload).map_err(|e| e.to_string())),
+                Err(e) => Err(e.to_string()),
+            };
+            let wait = match outcome {
+                Ok(reply) => {
+                    if reachable != Some(true) {
+                        info!(subject = %subject, "scheduler reachable");
+                        reachable = Some(true);
+                    }
+                    backoff = Duration::from_millis(100);
+                    let period = Duration::from_millis(reply.heartbeat_period_ms.clamp(10, 60_000));
+                    if registration.as_ref() != Some(&reply.registration) {
+                        match &reply.registration {
+                            Registration::Registered { tree } => info!(tree, "registered"),
+                            Registration::Idle => info!("registered, but no pool tree matches this node"),
+                            Registration::Refused { error } => warn!(error, "registration refused"),
+                            Registration::Rejected { error } => warn!(error, "heartbeat rejected"),
+                        }
+                        registration = Some(reply.registration.clone());
+                    }
+                    self.apply_reply(reply);
+                    period
+                }
+                Err(error) => {
+                    if reachable != Some(false) {
+                        warn!(error, "scheduler unreachable; jobs keep running, retrying with backoff");
+                        reachable = Some(false);
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    backoff
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.wake.notified() => {}
+                Some(_) = nudges.next() => {}
+                _ = &mut shutdown => break,
+            }
+        }
+        self.shut_down().await;
+        Ok(())
+    }
+
+    fn build_request(&self) -> HeartbeatRequest {
+        let st = self.lock();
+        let running_jobs: Vec<RunningJob> = st
+            .running
+            .values()
+            .map(|r| RunningJob {
+                job_id: r.spec.job_id.clone(),
+                operation_id: r.spec.operation_id.clone(),
+                state: JobState::Running,
+                resource_usage: r.spec.resources,
+                start_time: r.start_time,
+            })
+            .collect();
+        let mut budget = FINISHED_BYTES_PER_HEARTBEAT;
+        let mut finished_jobs = Vec::new();
+        for f in st.finished.values() {
+            let size = f.stdout_tail.len() + f.stderr_tail.len() + 512;
+            if !finished_jobs.is_empty() && size > budget {
+                break;
+            }
+            budget = budget.saturating_sub(size);
+            finished_jobs.push(f.clone());
+        }
+        HeartbeatRequest {
+            protocol_version: PROTOCOL_VERSION,
+            node_id: self.config.node_id.clone(),
+            incarnation_id: self.incarnation.clone(),
+            hostname: self.config.hostname.clone(),
+            tags: self.config.tags.clone(),
+            resource_limits: self.config.resource_limits,
+            resource_usage: running_jobs.iter().map(|r| r.resource_usage).sum(),
+            running_jobs,
+            finished_jobs,
+        }
+    }
+
+    fn apply_reply(self: &Arc<Self>, reply: HeartbeatReply) {
+        let mut removable = Vec::new();
+        let mut to_start = Vec::new();
+        {
+            let mut st = self.lock();
+            for id in &reply.acknowledged_jobs {
+                if st.finished.remove(id).is_some() {
+                    removable.push(self.config.sandbox.job_dir(id.as_str()));
+                }
+            }
+            for abort in reply.jobs_to_abort {
+                if let Some(entry) = st.running.get_mut(&abort.job_id) {
+                    if let Some(tx) = entry.abort.take() {
+                        info!(job = %abort.job_id, reason = %abort.reason, "aborting job");
+                        let _ = tx.send(abort);
+                    }
+                }
+            }
+            if st.shutting_down {
+                return;
+            }
+            for spec in reply.jobs_to_start {
+                if !st.seen.insert(spec.job_id.clone()) {
+                    continue; // delivered twice: it already runs or ran here
+                }
+                st.seen_order.push_back(spec.job_id.clone());
+                if st.seen_order.len() > REMEMBERED_JOB_IDS {
+                    if let Some(old) = st.seen_order.pop_front() {
+                        st.seen.remove(&old);
+                    }
+                }
+                let want = spec.resources.gpu.max(0.0) as usize;
+                let gpus: Vec<u32> = st.free_gpus.iter().take(want).copied().collect();
+                for g in &gpus {
+                    st.free_gpus.remove(g);
+                }
+                let (tx, rx) = oneshot::channel();
+                st.running.insert(
+                    spec.job_id.clone(),
+                    RunningEntry {
+                        spec: spec.clone(),
+                        start_time: job::unix_now(),
+                        abort: Some(tx),
+                        gpus: gpus.clone(),
+                    },
+                );
+                to_start.push((spec, gpus, rx, want));
+            }
+        }
+        for (spec, gpus, rx, want) in to_start {
+            let agent = self.clone();
+            tokio::spawn(async move {
+                let result = if gpus.len() < want {
+                    gpu_shortage(&spec, want, gpus.len())
+                } else {
+                    let env = gpu_env(&gpus);
+                    job::run(&agent.config.sandbox, &spec, &env, rx).await
+                };
+                agent.job_done(result);
+            });
+        }
+        if !removable.is_empty() {
+            tokio::task::spawn_blocking(move || {
+                for dir in removable {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            });
+        }
+    }
+
+    fn job_done(&self, result: FinishedJob) {
+        let mut st = self.lock();
+        if let Some(entry) = st.running.remove(&result.job_id) {
+            st.free_gpus.extend(entry.gpus);
+        }
+        if !st.shutting_down {
+            st.finished.insert(result.job_id.clone(), result);
+        }
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// Kills every job (SIGTERM, then SIGKILL after the grace) and removes sandboxes.
+    async fn shut_down(&self) {
+        let count = {
+            let mut st = self.lock();
+            st.shutting_down = true;
+            for entry in st.running.values_mut() {
+                if let Some(tx) = entry.abort.take() {
+                    let _ = tx.send(JobAbort {
+                        job_id: entry.spec.job_id.clone(),
+                        reason: AbortReason::NodeLost,
+                        message: "node agent is shutting down".into(),
+                    });
+                }
+            }
+            st.running.len()
+        };
+        info!(jobs = count, "shutting down: stopping jobs");
+        let deadline = tokio::time::Instant::now() + self.config.sandbox.kill_grace + Duration::from_secs(10);
+        while self.running_job_count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.config.sandbox.remove_stale_dirs();
+    }
+}
+
+fn gpu_env(gpus: &[u32]) -> Vec<(String, String)> {
+    if gpus.is_empty() {
+        return vec![];
+    }
+    let list = gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(",");
+    vec![
+        ("CUDA_VISIBLE_DEVICES".to_string(), list.clone()),
+        ("NVIDIA_VISIBLE_DEVICES".to_string(), list),
+    ]
+}
+
+fn gpu_shortage(spec: &JobStartSpec, want: usize, have: usize) -> FinishedJob {
+    let now = job::unix_now();
+    FinishedJob {
+        job_id: spec.job_id.clone(),
+        operation_id: spec.operation_id.clone(),
+        state: JobState::Aborted,
+        error: Some(format!("node has {have} free GPU(s), job needs {want}")),
+        start_time: now,
+        finish_time: now,
+        statistics: Default::default(),
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+    }
+}
+
+impl Agent {
+    pub fn sandbox_config(&self) -> &SandboxConfig {
+        &self.config.sandbox
+    }
+}

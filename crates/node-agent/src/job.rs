@@ -1,0 +1,90 @@
+//! One job from start to result: launch the sandbox, wait for the process or an abort,
+//! collect statistics, and say why it ended.
+
+use crate::sandbox::SandboxConfig;
+use nix::sys::signal::Signal;
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::oneshot;
+use ytsched_common::protocol::{FinishedJob, JobAbort, JobStartSpec, JobStatistics, UnixMillis};
+use ytsched_common::states::JobState;
+
+pub fn unix_now() -> UnixMillis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub async fn run(
+    config: &SandboxConfig,
+    spec: &JobStartSpec,
+    extra_env: &[(String, String)],
+    mut abort: oneshot::Receiver<JobAbort>,
+) -> FinishedJob {
+    let start_time = unix_now();
+    let started = Instant::now();
+    let mut result = FinishedJob {
+        job_id: spec.job_id.clone(),
+        operation_id: spec.operation_id.clone(),
+        state: JobState::Failed,
+        error: None,
+        start_time,
+        finish_time: start_time,
+        statistics: JobStatistics::default(),
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+    };
+    let mut sandbox = match config.launch(spec, extra_env) {
+        Ok(s) => s,
+        Err(e) => {
+            result.error = Some(format!("cannot start job: {e}"));
+            result.finish_time = unix_now();
+            return result;
+        }
+    };
+    tracing::info!(job = %spec.job_id, pid = sandbox.pid().unwrap_or(0), "job started");
+
+    let mut aborted: Option<JobAbort> = None;
+    let status = tokio::select! {
+        s = sandbox.wait() => s,
+        Ok(a) = &mut abort => {
+            aborted = Some(a);
+            sandbox.terminate(config.kill_grace).await;
+            sandbox.wait().await
+        }
+    };
+    let outcome = sandbox.finish().await;
+    result.finish_time = unix_now();
+    result.stdout_tail = outcome.stdout_tail;
+    result.stderr_tail = outcome.stderr_tail;
+    result.statistics = JobStatistics {
+        wall_time_ms: started.elapsed().as_millis() as u64,
+        user_cpu_seconds: outcome.stats.user_cpu_seconds,
+        system_cpu_seconds: outcome.stats.system_cpu_seconds,
+        peak_memory_bytes: outcome.stats.peak_memory_bytes,
+        exit_code: status.as_ref().ok().and_then(|s| s.code()),
+        signal: status
+            .as_ref()
+            .ok()
+            .and_then(|s| s.signal())
+            .map(|n| Signal::try_from(n).map(|s| s.as_str().to_string()).unwrap_or_else(|_| n.to_string())),
+    };
+    let (state, error) = match (&aborted, &status) {
+        (Some(a), _) => (JobState::Aborted, Some(format!("aborted ({}): {}", a.reason, a.message))),
+        (None, Err(e)) => (JobState::Failed, Some(format!("cannot wait for the job: {e}"))),
+        (None, Ok(s)) if s.success() => (JobState::Completed, None),
+        (None, Ok(_)) if outcome.stats.oom_killed => {
+            (JobState::Failed, Some("memory limit exceeded".to_string()))
+        }
+        (None, Ok(s)) => match (s.code(), &result.statistics.signal) {
+            (Some(code), _) => (JobState::Failed, Some(format!("command exited with code {code}"))),
+            (None, Some(sig)) => (JobState::Failed, Some(format!("killed by signal {sig}"))),
+            (None, None) => (JobState::Failed, Some("ended abnormally".to_string())),
+        },
+    };
+    result.state = state;
+    result.error = error;
+    tracing::info!(job = %spec.job_id, state = %state, error = result.error.as_deref().unwrap_or(""), "job finished");
+    result
+}

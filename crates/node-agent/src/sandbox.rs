@@ -1,0 +1,276 @@
+//! A job's sandbox: a fresh directory, a cgroup with the job's limits (or, in process
+//! mode, only a process group), captured stdout/stderr, and the means to kill every
+//! process of the job.
+
+use crate::cgroup::{CgroupManager, CgroupStats, JobCgroup, JobLimits};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use ytsched_common::protocol::{JobStartSpec, OUTPUT_TAIL_BYTES};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot prepare sandbox directory {path}: {source}")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Cgroup(#[from] crate::cgroup::CgroupError),
+    #[error("cannot start the job's shell: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// How jobs are isolated on this node.
+pub enum Isolation {
+    Cgroup(CgroupManager),
+    /// Own process group only: no resource enforcement (development without root).
+    Process,
+}
+
+pub struct SandboxConfig {
+    pub isolation: Isolation,
+    /// Parent of every job's sandbox directory.
+    pub sandboxes_dir: PathBuf,
+    pub kill_grace: Duration,
+    pub pids_limit: u64,
+}
+
+pub struct Sandbox {
+    dir: PathBuf,
+    cgroup: Option<JobCgroup>,
+    child: tokio::process::Child,
+    pgid: Pid,
+}
+
+/// What remains of a job once every process is gone.
+pub struct SandboxOutcome {
+    pub stats: CgroupStats,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+}
+
+impl SandboxConfig {
+    pub fn job_dir(&self, job_id: &str) -> PathBuf {
+        self.sandboxes_dir.join(job_id)
+    }
+
+    /// Removes sandbox directories a previous incarnation left behind.
+    pub fn remove_stale_dirs(&self) -> usize {
+        let Ok(entries) = fs::read_dir(&self.sandboxes_dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter(|e| fs::remove_dir_all(e.path()).is_ok())
+            .count()
+    }
+
+    pub fn launch(
+        &self,
+        spec: &JobStartSpec,
+        extra_env: &[(String, String)],
+    ) -> Result<Sandbox, SandboxError> {
+        let dir = self.job_dir(spec.job_id.as_str());
+        let work = dir.join("work");
+        let dir_err = |source| SandboxError::Dir {
+            path: dir.clone(),
+            source,
+        };
+        fs::create_dir_all(&work).map_err(dir_err)?;
+        let stdin = match &spec.stdin {
+            Some(text) => {
+                let path = dir.join("stdin");
+                fs::write(&path, text).map_err(dir_err)?;
+                Stdio::from(File::open(&path).map_err(dir_err)?)
+            }
+            None => Stdio::null(),
+        };
+        let stdout = File::create(dir.join("stdout")).map_err(dir_err)?;
+        let stderr = File::create(dir.join("stderr")).map_err(dir_err)?;
+
+        let cgroup = match &self.isolation {
+            Isolation::Cgroup(manager) => Some(manager.create_job(
+                spec.job_id.as_str(),
+                &JobLimits {
+                    cpu: spec.resources.cpu,
+                    memory_bytes: spec.resources.memory.max(0.0) as u64,
+                    pids: self.pids_limit,
+                },
+            )?),
+            Isolation::Process => None,
+        };
+
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(&spec.command)
+            .current_dir(&work)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()))
+            .env("HOME", &work)
+            .env("TMPDIR", &work)
+            .envs(&spec.environment)
+            .env("YT_OPERATION_ID", spec.operation_id.as_str())
+            .env("YT_JOB_ID", spec.job_id.as_str())
+            .env("YT_JOB_INDEX", spec.job_index.to_string())
+            .env("YT_TASK_NAME", &spec.task_name)
+            .env("YT_JOB_COUNT", spec.job_count.to_string())
+            .envs(extra_env.iter().map(|(k, v)| (k, v)))
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0);
+
+        // Open every cgroup.procs before forking; the child writes its own pid ("0")
+        // into each before exec, so no process of the job ever runs outside its cgroup.
+        let procs: Vec<File> = match &cgroup {
+            Some(cg) => cg
+                .procs_files()
+                .iter()
+                .map(|p| OpenOptions::new().write(true).open(p))
+                .collect::<Result<_, _>>()
+                .map_err(SandboxError::Spawn)?,
+            None => vec![],
+        };
+        let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
+        // SAFETY: the closure only calls write(2), which is async-signal-safe, on fds
+        // that stay open until spawn returns; it does not allocate.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in &fds {
+                    if libc::write(*fd, b"0".as_ptr().cast(), 1) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.kill_all();
+                    let _ = cg.remove();
+                }
+                return Err(SandboxError::Spawn(e));
+            }
+        };
+        drop(procs);
+        let pgid = Pid::from_raw(child.id().map(|p| p as i32).unwrap_or(0));
+        Ok(Sandbox {
+            dir,
+            cgroup,
+            child,
+            pgid,
+        })
+    }
+}
+
+impl Sandbox {
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    fn signal(&self, signal: Signal) {
+        if self.pgid.as_raw() > 0 {
+            let _ = killpg(self.pgid, signal);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.signal_all(signal);
+        }
+    }
+
+    fn all_gone(&mut self) -> bool {
+        let main_done = !matches!(self.child.try_wait(), Ok(None));
+        let cgroup_empty = self.cgroup.as_ref().map(|c| c.is_empty()).unwrap_or(true);
+        main_done && cgroup_empty
+    }
+
+    /// SIGTERM to the whole job, SIGKILL to whatever is left after `grace`.
+    pub async fn terminate(&mut self, grace: Duration) {
+        self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if self.all_gone() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.signal(Signal::SIGKILL);
+    }
+
+    /// Kills leftovers (background children of a finished job), reads statistics,
+    /// removes the cgroup, and reads the output tails. The directory stays until the
+    /// scheduler has the result.
+    pub async fn finish(self) -> SandboxOutcome {
+        let Sandbox {
+            dir, cgroup, pgid, ..
+        } = self;
+        tokio::task::spawn_blocking(move || {
+            if pgid.as_raw() > 0 {
+                let _ = killpg(pgid, Signal::SIGKILL);
+            }
+            let stats = match &cgroup {
+                Some(cg) => {
+                    cg.kill_all();
+                    let stats = cg.stats();
+                    if let Err(e) = cg.remove() {
+                        tracing::warn!(error = %e, "cannot remove job cgroup");
+                    }
+                    stats
+                }
+                None => CgroupStats::default(),
+            };
+            SandboxOutcome {
+                stats,
+                stdout_tail: read_tail(&dir.join("stdout")),
+                stderr_tail: read_tail(&dir.join("stderr")),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| SandboxOutcome {
+            stats: CgroupStats::default(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        })
+    }
+}
+
+/// The last `OUTPUT_TAIL_BYTES` of a file, lossily decoded.
+pub fn read_tail(path: &Path) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(OUTPUT_TAIL_BYTES as u64);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::with_capacity((len - start) as usize);
+    let _ = f.take(OUTPUT_TAIL_BYTES as u64).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_64k() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out");
+        let mut data = vec![b'a'; 10];
+        data.extend(vec![b'b'; OUTPUT_TAIL_BYTES]);
+        fs::write(&p, &data).unwrap();
+        let t = read_tail(&p);
+        assert_eq!(t.len(), OUTPUT_TAIL_BYTES);
+        assert!(!t.contains('a'));
+        assert_eq!(read_tail(&dir.path().join("missing")), "");
+    }
+}
