@@ -1,1 +1,388 @@
+//! A lab of real processes for end-to-end tests and load tools: nats-server with
+//! JetStream on a free loopback port, the scheduler, node agents, and the `ytsched` CLI.
+//! Every process is started in its own process group and killed by PID on drop.
 
+use anyhow::{bail, Context};
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static LAB_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// `target/<profile>`, where cargo put the workspace binaries.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().expect("exe dir");
+    if dir.ends_with("deps") {
+        dir.parent().expect("profile dir").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+pub fn binary(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first", p.display());
+    p
+}
+
+pub fn nats_server() -> PathBuf {
+    if let Ok(p) = std::env::var("YTSCHED_NATS_SERVER") {
+        return PathBuf::from(p);
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/nats-server");
+    if repo.exists() {
+        return repo;
+    }
+    PathBuf::from("nats-server")
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// One agent's flags beyond the lab's own.
+#[derive(Clone, Debug, Default)]
+pub struct NodeOpts {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl NodeOpts {
+    pub fn args(args: &[&str]) -> Self {
+        Self {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: vec![],
+        }
+    }
+}
+
+pub struct Lab {
+    pub dir: tempfile::TempDir,
+    pub nats_url: String,
+    pub prefix: String,
+    pub cgroup_root: String,
+    nats: Option<Child>,
+    scheduler: Option<Child>,
+    nodes: Vec<Option<Child>>,
+    node_opts: Vec<NodeOpts>,
+}
+
+fn spawn_logged(cmd: &mut Command, log: &Path) -> anyhow::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    Ok(cmd
+        .stdin(Stdio::null())
+        .stdout(f.try_clone()?)
+        .stderr(f)
+        .process_group(0)
+        .spawn()?)
+}
+
+fn stop_child(child: &mut Child, signal: nix::sys::signal::Signal, wait: Duration) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal);
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+impl Lab {
+    /// nats-server and the scheduler, then one agent per entry of `nodes`.
+    pub fn start(nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
+        let dir = tempfile::Builder::new().prefix("ytsched-e2e-").tempdir()?;
+        let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
+        let ports = dir.path().join("ports");
+        std::fs::create_dir_all(&ports)?;
+        let nats = spawn_logged(
+            Command::new(nats_server())
+                .args(["-a", "127.0.0.1", "-p", "-1", "-js", "-sd"])
+                .arg(dir.path().join("js"))
+                .arg("--ports_file_dir")
+                .arg(&ports),
+            &dir.path().join("nats.log"),
+        )
+        .context("cannot start nats-server (run scripts/install-deps.sh)")?;
+        let mut lab = Lab {
+            nats_url: String::new(),
+            prefix: format!("e2e{}x{}", std::process::id(), seq),
+            cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
+            dir,
+            nats: Some(nats),
+            scheduler: None,
+            nodes: vec![],
+            node_opts: vec![],
+        };
+        lab.nats_url = wait_for_ports_file(&ports)?;
+        lab.start_scheduler()?;
+        for opts in nodes {
+            lab.add_node(opts)?;
+        }
+        lab.wait_for_nodes(lab.nodes.len())?;
+        Ok(lab)
+    }
+
+    pub fn start_scheduler(&mut self) -> anyhow::Result<()> {
+        let child = spawn_logged(
+            Command::new(binary("ytsched-scheduler"))
+                .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
+                .args(["--node-heartbeat-timeout", "5s"])
+                .env("RUST_LOG", "info"),
+            &self.dir.path().join("scheduler.log"),
+        )?;
+        self.scheduler = Some(child);
+        Ok(())
+    }
+
+    pub fn node_id(&self, index: usize) -> String {
+        format!("node{index}")
+    }
+
+    pub fn node_work_dir(&self, index: usize) -> PathBuf {
+        self.dir.path().join(format!("node{index}"))
+    }
+
+    pub fn add_node(&mut self, opts: NodeOpts) -> anyhow::Result<usize> {
+        let index = self.nodes.len();
+        self.node_opts.push(opts);
+        self.nodes.push(None);
+        self.restart_node(index)?;
+        Ok(index)
+    }
+
+    /// (Re)starts agent `index` with the options it was added with.
+    pub fn restart_node(&mut self, index: usize) -> anyhow::Result<()> {
+        let opts = self.node_opts[index].clone();
+        let mut cmd = Command::new(binary("ytsched-node"));
+        cmd.args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
+            .args(["--node-id", &self.node_id(index)])
+            .arg("--work-dir")
+            .arg(self.node_work_dir(index))
+            .args(["--cgroup-root", &self.cgroup_root])
+            .args(["--kill-grace", "1s"])
+            .env("RUST_LOG", "info");
+        if !is_root() {
+            cmd.arg("--sandbox=process");
+        }
+        cmd.args(&opts.args);
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        let child = spawn_logged(&mut cmd, &self.dir.path().join(format!("node{index}.log")))?;
+        self.nodes[index] = Some(child);
+        Ok(())
+    }
+
+    pub fn node_pid(&self, index: usize) -> Option<u32> {
+        self.nodes[index].as_ref().map(|c| c.id())
+    }
+
+    pub fn kill_node(&mut self, index: usize, signal: nix::sys::signal::Signal) {
+        if let Some(mut c) = self.nodes[index].take() {
+            stop_child(&mut c, signal, Duration::from_secs(15));
+        }
+    }
+
+    pub fn wait_for_nodes(&self, count: usize) -> anyhow::Result<()> {
+        wait_until(Duration::from_secs(20), || {
+            let nodes: Vec<serde_json::Value> = self.json(&["list-nodes"]).ok()?;
+            (nodes.iter().filter(|n| n["state"] == "online").count() >= count).then_some(())
+        })
+        .with_context(|| format!("{count} nodes did not come online; logs in {}", self.dir.path().display()))
+    }
+
+    /// Runs the CLI against this lab.
+    pub fn ytsched(&self, args: &[&str]) -> Output {
+        Command::new(binary("ytsched"))
+            .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
+            .args(args)
+            .output()
+            .expect("run ytsched")
+    }
+
+    /// Runs the CLI with `--format json` and parses what it prints.
+    pub fn json<T: DeserializeOwned>(&self, args: &[&str]) -> anyhow::Result<T> {
+        let mut all = vec!["--format", "json"];
+        all.extend_from_slice(args);
+        let out = self.ytsched(&all);
+        if !out.status.success() {
+            bail!("ytsched {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    /// Submits a spec file's text with `run-vanilla --async` and returns the id.
+    pub fn submit_spec(&self, yaml: &str) -> anyhow::Result<String> {
+        let path = self.dir.path().join(format!("spec-{}.yaml", LAB_SEQ.fetch_add(1, Ordering::SeqCst)));
+        std::fs::write(&path, yaml)?;
+        let out = self.ytsched(&["run-vanilla", "--async", "--spec", path.to_str().unwrap()]);
+        if !out.status.success() {
+            bail!("submit failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8(out.stdout)?.trim().to_string())
+    }
+
+    pub fn operation(&self, id: &str) -> anyhow::Result<serde_json::Value> {
+        self.json(&["get-operation", id])
+    }
+
+    pub fn jobs(&self, id: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+        self.json(&["list-jobs", id])
+    }
+
+    /// Waits for the operation to reach a final state and returns it.
+    pub fn wait_finished(&self, id: &str, timeout: Duration) -> anyhow::Result<serde_json::Value> {
+        wait_until(timeout, || {
+            let op = self.operation(id).ok()?;
+            matches!(op["state"].as_str(), Some("completed" | "failed" | "aborted")).then_some(op)
+        })
+        .with_context(|| format!("operation {id} did not finish; logs in {}", self.dir.path().display()))
+    }
+
+    pub fn scheduler_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("scheduler.log")).unwrap_or_default()
+    }
+
+    /// Job cgroup directories of this lab in every mounted hierarchy.
+    pub fn cgroup_dirs_of(&self, job_id: &str) -> Vec<PathBuf> {
+        let mut out = vec![];
+        for base in ["/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"] {
+            let root = Path::new(base).join(&self.cgroup_root);
+            if let Ok(nodes) = std::fs::read_dir(&root) {
+                for n in nodes.flatten() {
+                    let d = n.path().join(job_id);
+                    if d.exists() {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for n in self.nodes.iter_mut() {
+            if let Some(c) = n.as_mut() {
+                stop_child(c, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(15));
+            }
+        }
+        if let Some(c) = self.scheduler.as_mut() {
+            stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
+        }
+        if let Some(c) = self.nats.as_mut() {
+            stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
+        }
+        // Whatever a killed agent left is removed by PID here, then the directories.
+        for base in ["/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"] {
+            remove_cgroup_tree(&Path::new(base).join(&self.cgroup_root));
+        }
+    }
+}
+
+fn remove_cgroup_tree(dir: &Path) {
+    if !dir.is_dir() {
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+    }
+    for _ in 0..50 {
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            for pid in procs.lines().filter_map(|l| l.parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        if std::fs::remove_dir(dir).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn wait_for_ports_file(dir: &Path) -> anyhow::Result<String> {
+    wait_until(Duration::from_secs(10), || {
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+            if let Some(url) = v["nats"][0].as_str() {
+                return Some(url.to_string());
+            }
+        }
+        None
+    })
+    .context("nats-server did not write its ports file")
+}
+
+pub fn wait_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> anyhow::Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// PIDs of live processes whose cgroup path mentions `needle` (e.g. a job id).
+pub fn pids_in_cgroup_matching(needle: &str) -> Vec<i32> {
+    let mut out = vec![];
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            if let Ok(cg) = std::fs::read_to_string(e.path().join("cgroup")) {
+                if cg.contains(needle) {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// PIDs whose command line contains `needle`.
+pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
+    let mut out = vec![];
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                if cmd.contains(needle) {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// True if `pid` exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
