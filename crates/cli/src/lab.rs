@@ -4,8 +4,8 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use ytsched_common::api::ListNodes;
@@ -96,7 +96,11 @@ fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let path = exe.with_file_name(name);
     if !path.exists() {
-        bail!("{} not found next to {}; build the workspace (cargo build --workspace)", name, exe.display());
+        bail!(
+            "{} not found next to {}; build the workspace (cargo build --workspace)",
+            name,
+            exe.display()
+        );
     }
     Ok(path)
 }
@@ -172,11 +176,18 @@ fn read_ports_file(dir: &Path, timeout: Duration) -> anyhow::Result<String> {
 
 pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result<()> {
     if args.node.len() > args.nodes {
-        bail!("{} --node settings given for --nodes {}", args.node.len(), args.nodes);
+        bail!(
+            "{} --node settings given for --nodes {}",
+            args.node.len(),
+            args.nodes
+        );
     }
     let (dir, remove_dir) = match &args.work_dir {
         Some(d) => (d.clone(), false),
-        None => (std::env::temp_dir().join(format!("ytsched-lab-{}", std::process::id())), true),
+        None => (
+            std::env::temp_dir().join(format!("ytsched-lab-{}", std::process::id())),
+            true,
+        ),
     };
     std::fs::create_dir_all(dir.join("ports"))?;
     let mut lab = Lab {
@@ -185,7 +196,10 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
         children: vec![],
     };
     let nats_server = find_nats_server()?;
-    let port = args.nats_port.map(|p| p.to_string()).unwrap_or_else(|| "-1".into());
+    let port = args
+        .nats_port
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "-1".into());
     lab.spawn(
         "nats",
         Command::new(&nats_server)
@@ -199,8 +213,12 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
     let prefix = subjects_prefix(subjects);
     lab.spawn(
         "scheduler",
-        Command::new(sibling_binary("ytsched-scheduler")?)
-            .args(["--nats", &url, "--subject-prefix", &prefix]),
+        Command::new(sibling_binary("ytsched-scheduler")?).args([
+            "--nats",
+            &url,
+            "--subject-prefix",
+            &prefix,
+        ]),
     )?;
     let is_root = nix::unistd::geteuid().is_root();
     if !is_root {
@@ -210,11 +228,21 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
     for i in 0..args.nodes {
         let name = format!("node-{}", i + 1);
         let mut cmd = Command::new(&node_bin);
-        cmd.args(["--nats", &url, "--subject-prefix", &prefix, "--node-id", &format!("lab-{name}")])
-            .arg("--work-dir")
-            .arg(dir.join(&name))
-            .args(["--cgroup-root", &format!("ytsched-lab-{}", std::process::id())])
-            .args(["--kill-grace", &args.kill_grace]);
+        cmd.args([
+            "--nats",
+            &url,
+            "--subject-prefix",
+            &prefix,
+            "--node-id",
+            &format!("lab-{name}"),
+        ])
+        .arg("--work-dir")
+        .arg(dir.join(&name))
+        .args([
+            "--cgroup-root",
+            &format!("ytsched-lab-{}", std::process::id()),
+        ])
+        .args(["--kill-grace", &args.kill_grace]);
         if !is_root {
             cmd.arg("--sandbox=process");
         }
@@ -238,12 +266,20 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
             break;
         }
         if Instant::now() > deadline {
-            bail!("only {online} of {} nodes came online within 30 s; logs are in {}", args.nodes, dir.display());
+            bail!(
+                "only {online} of {} nodes came online within 30 s; logs are in {}",
+                args.nodes,
+                dir.display()
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!("YTSCHED_NATS={url}");
-    eprintln!("lab ready: {} node(s), logs in {}; Ctrl-C stops it", args.nodes, dir.display());
+    eprintln!(
+        "lab ready: {} node(s), logs in {}; Ctrl-C stops it",
+        args.nodes,
+        dir.display()
+    );
 
     if args.demo {
         let result = demo(&client, subjects, user, &args.demo_command).await;
@@ -264,7 +300,12 @@ fn subjects_prefix(subjects: &Subjects) -> String {
         .to_string()
 }
 
-async fn demo(client: &async_nats::Client, subjects: &Subjects, user: &str, command: &str) -> anyhow::Result<()> {
+async fn demo(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    user: &str,
+    command: &str,
+) -> anyhow::Result<()> {
     use crate::run_vanilla::{build_spec, check, follow, submit, RunVanillaArgs};
     let args = RunVanillaArgs {
         command: Some(command.to_string()),
@@ -284,7 +325,15 @@ async fn demo(client: &async_nats::Client, subjects: &Subjects, user: &str, comm
     let id = submit(client, subjects, user, build_spec(&args)?).await?;
     let info = follow(client, subjects, user, &id).await?;
     check(&info)?;
-    let jobs = call(client, subjects, user, ytsched_common::api::ListJobs { operation_id: id.clone() }).await?;
+    let jobs = call(
+        client,
+        subjects,
+        user,
+        ytsched_common::api::ListJobs {
+            operation_id: id.clone(),
+        },
+    )
+    .await?;
     for j in jobs {
         let out = call(
             client,
@@ -318,8 +367,14 @@ mod tests {
     #[test]
     fn node_settings_become_agent_flags() {
         let f = node_flags("cpu=4,memory=8G,tags=ssd:fast").unwrap();
-        assert_eq!(f, vec!["--cpu", "4", "--memory", "8G", "--tag", "ssd", "--tag", "fast"]);
-        assert!(node_flags("disk=1").unwrap_err().to_string().contains("disk"));
+        assert_eq!(
+            f,
+            vec!["--cpu", "4", "--memory", "8G", "--tag", "ssd", "--tag", "fast"]
+        );
+        assert!(node_flags("disk=1")
+            .unwrap_err()
+            .to_string()
+            .contains("disk"));
         assert!(node_flags("cpu").is_err());
     }
 }

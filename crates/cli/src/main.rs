@@ -15,10 +15,19 @@ use ytsched_common::transport::{call, connect};
 use ytsched_common::{JobId, OperationId};
 
 #[derive(Parser, Debug)]
-#[command(name = "ytsched", version, about = "ytsched: a YTsaurus-style cluster scheduler")]
+#[command(
+    name = "ytsched",
+    version,
+    about = "ytsched: a YTsaurus-style cluster scheduler"
+)]
 struct Cli {
     /// NATS server URL(s), comma-separated.
-    #[arg(long, global = true, env = "YTSCHED_NATS", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        global = true,
+        env = "YTSCHED_NATS",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     nats: String,
     #[arg(long, global = true, default_value = ytsched_common::subjects::DEFAULT_PREFIX)]
     subject_prefix: String,
@@ -38,11 +47,23 @@ enum Command {
     /// Run a vanilla operation (follows it to the end unless --async).
     RunVanilla(run_vanilla::RunVanillaArgs),
     ListOperations,
-    GetOperation { operation: String },
-    AbortOperation { operation: String },
-    ListJobs { operation: String },
-    GetJobStdout { operation: String, job: String },
-    GetJobStderr { operation: String, job: String },
+    GetOperation {
+        operation: String,
+    },
+    AbortOperation {
+        operation: String,
+    },
+    ListJobs {
+        operation: String,
+    },
+    GetJobStdout {
+        operation: String,
+        job: String,
+    },
+    GetJobStderr {
+        operation: String,
+        job: String,
+    },
     ListNodes,
 }
 
@@ -90,18 +111,44 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let c = &client;
     let s = &subjects;
     match cli.command {
-        Command::ListOperations => output::print(&call(c, s, user, ListOperations {}).await?, cli.format),
+        Command::ListOperations => {
+            output::print(&call(c, s, user, ListOperations {}).await?, cli.format)
+        }
         Command::GetOperation { operation } => output::print(
-            &call(c, s, user, GetOperation { operation_id: OperationId(operation) }).await?,
+            &call(
+                c,
+                s,
+                user,
+                GetOperation {
+                    operation_id: OperationId(operation),
+                },
+            )
+            .await?,
             cli.format,
         ),
         Command::AbortOperation { operation } => {
-            call(c, s, user, AbortOperation { operation_id: OperationId(operation.clone()) }).await?;
+            call(
+                c,
+                s,
+                user,
+                AbortOperation {
+                    operation_id: OperationId(operation.clone()),
+                },
+            )
+            .await?;
             eprintln!("operation {operation} aborted");
             Ok(())
         }
         Command::ListJobs { operation } => output::print(
-            &call(c, s, user, ListJobs { operation_id: OperationId(operation) }).await?,
+            &call(
+                c,
+                s,
+                user,
+                ListJobs {
+                    operation_id: OperationId(operation),
+                },
+            )
+            .await?,
             cli.format,
         ),
         Command::GetJobStdout { operation, job } => {
@@ -127,7 +174,11 @@ async fn print_output(
         client,
         subjects,
         user,
-        GetJobOutput { operation_id: OperationId(operation), job_id: JobId(job), stream },
+        GetJobOutput {
+            operation_id: OperationId(operation),
+            job_id: JobId(job),
+            stream,
+        },
     )
     .await?;
     print!("{text}");

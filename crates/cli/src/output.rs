@@ -44,12 +44,20 @@ fn resources(r: &ResourceVector) -> String {
 }
 
 fn time(ms: Option<u64>) -> String {
-    ms.map(|m| format!("{}.{:03}", m / 1000, m % 1000)).unwrap_or_default()
+    ms.map(|m| format!("{}.{:03}", m / 1000, m % 1000))
+        .unwrap_or_default()
 }
 
 impl Tabular for Vec<OperationInfo> {
     fn table(&self) -> Table {
-        let mut t = table(&["id", "user", "pool", "state", "jobs (run/done/total)", "error"]);
+        let mut t = table(&[
+            "id",
+            "user",
+            "pool",
+            "state",
+            "jobs (run/done/total)",
+            "error",
+        ]);
         for o in self {
             t.add_row(vec![
                 o.id.to_string(),
@@ -75,7 +83,13 @@ impl Tabular for OperationInfo {
             ("pool", self.pool.clone()),
             ("weight", self.weight.to_string()),
             ("state", self.state.to_string()),
-            ("jobs", format!("{} total: {} waiting, {} running, {} completed, {} failed, {} aborted", j.total, j.waiting, j.running, j.completed, j.failed, j.aborted)),
+            (
+                "jobs",
+                format!(
+                    "{} total: {} waiting, {} running, {} completed, {} failed, {} aborted",
+                    j.total, j.waiting, j.running, j.completed, j.failed, j.aborted
+                ),
+            ),
             ("resource_usage", resources(&self.resource_usage)),
             ("resource_demand", resources(&self.resource_demand)),
             ("start_time", time(Some(self.start_time))),
@@ -90,7 +104,15 @@ impl Tabular for OperationInfo {
 
 impl Tabular for Vec<JobInfo> {
     fn table(&self) -> Table {
-        let mut t = table(&["job", "task", "index", "state", "node", "wall time", "error"]);
+        let mut t = table(&[
+            "job",
+            "task",
+            "index",
+            "state",
+            "node",
+            "wall time",
+            "error",
+        ]);
         for j in self {
             t.add_row(vec![
                 j.id.to_string(),
@@ -100,7 +122,10 @@ impl Tabular for Vec<JobInfo> {
                     Some(r) => format!("{} ({r})", j.state),
                     None => j.state.to_string(),
                 },
-                j.node_id.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                j.node_id
+                    .as_ref()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
                 j.statistics
                     .as_ref()
                     .map(|s| format!("{:.3}s", s.wall_time_ms as f64 / 1000.0))
@@ -114,7 +139,15 @@ impl Tabular for Vec<JobInfo> {
 
 impl Tabular for Vec<NodeInfo> {
     fn table(&self) -> Table {
-        let mut t = table(&["node", "state", "tree", "resources", "usage", "jobs", "tags"]);
+        let mut t = table(&[
+            "node",
+            "state",
+            "tree",
+            "resources",
+            "usage",
+            "jobs",
+            "tags",
+        ]);
         for n in self {
             t.add_row(vec![
                 n.id.to_string(),

@@ -115,7 +115,8 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
     if let Some(t) = &args.title {
         spec.title = Some(t.clone());
     }
-    spec.validate().map_err(|e| anyhow::anyhow!("invalid spec: {e}"))?;
+    spec.validate()
+        .map_err(|e| anyhow::anyhow!("invalid spec: {e}"))?;
     Ok(spec)
 }
 
@@ -138,7 +139,15 @@ pub async fn follow(
     let tty = std::io::stderr().is_terminal();
     let mut last = String::new();
     loop {
-        let info = call(client, subjects, user, GetOperation { operation_id: id.clone() }).await?;
+        let info = call(
+            client,
+            subjects,
+            user,
+            GetOperation {
+                operation_id: id.clone(),
+            },
+        )
+        .await?;
         let j = &info.jobs;
         let line = format!(
             "{id}: {} · waiting {} · running {} · completed {}/{} · failed {}",

@@ -117,9 +117,9 @@ impl ResourceVector {
 
     /// The first resource on which `self` does not fit into `available`.
     pub fn first_excess(&self, available: &ResourceVector) -> Option<Resource> {
-        Resource::ALL.into_iter().find(|&r| {
-            self.get(r) > available.get(r) + EPSILON * available.get(r).abs().max(1.0)
-        })
+        Resource::ALL
+            .into_iter()
+            .find(|&r| self.get(r) > available.get(r) + EPSILON * available.get(r).abs().max(1.0))
     }
 
     pub fn component_min(&self, other: &ResourceVector) -> Self {

@@ -122,10 +122,16 @@ impl TaskSpec {
 
     fn validate(&self, field: &str) -> Result<(), SpecError> {
         if self.command.trim().is_empty() {
-            return Err(SpecError::new(format!("{field}.command"), "must not be empty"));
+            return Err(SpecError::new(
+                format!("{field}.command"),
+                "must not be empty",
+            ));
         }
         if self.job_count == 0 {
-            return Err(SpecError::new(format!("{field}.job_count"), "must be at least 1"));
+            return Err(SpecError::new(
+                format!("{field}.job_count"),
+                "must be at least 1",
+            ));
         }
         if !self.cpu_limit.is_finite() || self.cpu_limit < 0.0 {
             return Err(SpecError::new(
@@ -134,7 +140,10 @@ impl TaskSpec {
             ));
         }
         if self.memory_limit.0 == 0 {
-            return Err(SpecError::new(format!("{field}.memory_limit"), "must be positive"));
+            return Err(SpecError::new(
+                format!("{field}.memory_limit"),
+                "must be positive",
+            ));
         }
         for key in self.environment.keys() {
             if key.is_empty() || key.contains('=') || key.contains('\0') {
@@ -225,7 +234,10 @@ impl VanillaSpec {
         }
         if let Some(w) = self.weight {
             if !w.is_finite() || w <= 0.0 {
-                return Err(SpecError::new("weight", format!("must be positive, got {w}")));
+                return Err(SpecError::new(
+                    "weight",
+                    format!("must be positive, got {w}"),
+                ));
             }
         }
         if let Some(r) = self.max_share_ratio {
@@ -272,7 +284,8 @@ impl VanillaSpec {
 
     /// Parses JSON or YAML-as-JSON text; the error names the field serde rejected.
     pub fn from_json(text: &str) -> Result<Self, SpecError> {
-        let spec: VanillaSpec = serde_json::from_str(text).map_err(|e| SpecError::new("spec", e.to_string()))?;
+        let spec: VanillaSpec =
+            serde_json::from_str(text).map_err(|e| SpecError::new("spec", e.to_string()))?;
         spec.validate()?;
         Ok(spec)
     }

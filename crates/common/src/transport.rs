@@ -27,17 +27,22 @@ pub fn parse_urls(urls: &str) -> Result<Vec<async_nats::ServerAddr>, TransportEr
         .map(str::trim)
         .filter(|u| !u.is_empty())
         .map(|u| {
-            u.parse().map_err(|e: std::io::Error| TransportError::BadUrl {
-                url: u.to_string(),
-                message: e.to_string(),
-            })
+            u.parse()
+                .map_err(|e: std::io::Error| TransportError::BadUrl {
+                    url: u.to_string(),
+                    message: e.to_string(),
+                })
         })
         .collect()
 }
 
 /// Connects to NATS. With `retry` the client keeps trying in the background (daemons);
 /// without it a wrong URL fails at once (the CLI).
-pub async fn connect(urls: &str, name: &str, retry: bool) -> Result<async_nats::Client, TransportError> {
+pub async fn connect(
+    urls: &str,
+    name: &str,
+    retry: bool,
+) -> Result<async_nats::Client, TransportError> {
     let addrs = parse_urls(urls)?;
     let mut opts = async_nats::ConnectOptions::new()
         .name(name)
@@ -47,10 +52,12 @@ pub async fn connect(urls: &str, name: &str, retry: bool) -> Result<async_nats::
     } else {
         opts = opts.connection_timeout(Duration::from_secs(3));
     }
-    opts.connect(addrs).await.map_err(|e| TransportError::Connect {
-        urls: urls.to_string(),
-        message: e.to_string(),
-    })
+    opts.connect(addrs)
+        .await
+        .map_err(|e| TransportError::Connect {
+            urls: urls.to_string(),
+            message: e.to_string(),
+        })
 }
 
 /// One typed request to the scheduler's API.

@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnitError {
-    #[error("'{0}' is not a memory size (expected bytes or a number with K, M, G or T; powers of 1024)")]
+    #[error(
+        "'{0}' is not a memory size (expected bytes or a number with K, M, G or T; powers of 1024)"
+    )]
     BadSize(String),
     #[error("'{0}' is not a duration (expected milliseconds or a number with ms, s, m, h or d)")]
     BadDuration(String),
@@ -45,9 +47,14 @@ impl FromStr for ByteSize {
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(&str, u64); 4] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+        const UNITS: [(&str, u64); 4] = [
+            ("T", 1 << 40),
+            ("G", 1 << 30),
+            ("M", 1 << 20),
+            ("K", 1 << 10),
+        ];
         for (name, size) in UNITS {
-            if self.0 >= size && self.0 % size == 0 {
+            if self.0 >= size && self.0.is_multiple_of(size) {
                 return write!(f, "{}{}", self.0 / size, name);
             }
         }
@@ -113,7 +120,7 @@ impl FromStr for DurationMs {
 
 impl fmt::Display for DurationMs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 % 1000 == 0 {
+        if self.0.is_multiple_of(1000) {
             write!(f, "{}s", self.0 / 1000)
         } else {
             write!(f, "{}ms", self.0)
@@ -182,7 +189,10 @@ where
         if v.is_finite() && v >= 0.0 {
             Ok(T::from_base(v.round() as u64))
         } else {
-            Err(E::custom(format!("{} must be a non-negative number, got {v}", self.what)))
+            Err(E::custom(format!(
+                "{} must be a non-negative number, got {v}",
+                self.what
+            )))
         }
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {

@@ -90,7 +90,9 @@ impl Agent {
         client: async_nats::Client,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> anyhow::Result<()> {
-        let mut nudges = client.subscribe(self.config.subjects.nudge(&self.config.node_id)).await?;
+        let mut nudges = client
+            .subscribe(self.config.subjects.nudge(&self.config.node_id))
+            .await?;
         let subject = self.config.subjects.heartbeat(&self.config.node_id);
         let mut backoff = Duration::from_millis(100);
         let mut reachable: Option<bool> = None;
@@ -99,11 +101,14 @@ impl Agent {
         loop {
             let request = self.build_request();
             let outcome = match encode(&request) {
-                Ok(bytes) => tokio::time::timeout(REQUEST_TIMEOUT, client.request(subject.clone(), bytes.into()))
-                    .await
-                    .map_err(|_| "timed out".to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-                    .and_then(|m| decode::<HeartbeatReply>(&m.payload).map_err(|e| e.to_string())),
+                Ok(bytes) => tokio::time::timeout(
+                    REQUEST_TIMEOUT,
+                    client.request(subject.clone(), bytes.into()),
+                )
+                .await
+                .map_err(|_| "timed out".to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+                .and_then(|m| decode::<HeartbeatReply>(&m.payload).map_err(|e| e.to_string())),
                 Err(e) => Err(e.to_string()),
             };
             let wait = match outcome {
@@ -117,7 +122,9 @@ impl Agent {
                     if registration.as_ref() != Some(&reply.registration) {
                         match &reply.registration {
                             Registration::Registered { tree } => info!(tree, "registered"),
-                            Registration::Idle => info!("registered, but no pool tree matches this node"),
+                            Registration::Idle => {
+                                info!("registered, but no pool tree matches this node")
+                            }
                             Registration::Refused { error } => warn!(error, "registration refused"),
                             Registration::Rejected { error } => warn!(error, "heartbeat rejected"),
                         }
@@ -128,7 +135,10 @@ impl Agent {
                 }
                 Err(error) => {
                     if reachable != Some(false) {
-                        warn!(error, "scheduler unreachable; jobs keep running, retrying with backoff");
+                        warn!(
+                            error,
+                            "scheduler unreachable; jobs keep running, retrying with backoff"
+                        );
                         reachable = Some(false);
                     }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -281,7 +291,8 @@ impl Agent {
             st.running.len()
         };
         info!(jobs = count, "shutting down: stopping jobs");
-        let deadline = tokio::time::Instant::now() + self.config.sandbox.kill_grace + Duration::from_secs(10);
+        let deadline =
+            tokio::time::Instant::now() + self.config.sandbox.kill_grace + Duration::from_secs(10);
         while self.running_job_count() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -293,7 +304,11 @@ fn gpu_env(gpus: &[u32]) -> Vec<(String, String)> {
     if gpus.is_empty() {
         return vec![];
     }
-    let list = gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(",");
+    let list = gpus
+        .iter()
+        .map(|g| g.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     vec![
         ("CUDA_VISIBLE_DEVICES".to_string(), list.clone()),
         ("NVIDIA_VISIBLE_DEVICES".to_string(), list),

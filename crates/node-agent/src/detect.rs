@@ -40,7 +40,9 @@ pub fn resource_limits(o: &Overrides, gpu_count: u32) -> ResourceVector {
     let cpu = o.cpu.unwrap_or_else(detected_cpu);
     let memory = o.memory.unwrap_or_else(|| {
         let total = detected_memory();
-        let reserve = o.memory_reserve.unwrap_or_else(|| default_memory_reserve(total));
+        let reserve = o
+            .memory_reserve
+            .unwrap_or_else(|| default_memory_reserve(total));
         total.saturating_sub(reserve)
     });
     let gpu = o.gpu.unwrap_or(gpu_count);
@@ -65,7 +67,10 @@ mod tests {
         };
         let r = resource_limits(&o, 2);
         assert_eq!(r, ResourceVector::new(4.0, (8u64 << 30) as f64, 2.0, 8.0));
-        let o = Overrides { cpu: Some(0.2), ..o };
+        let o = Overrides {
+            cpu: Some(0.2),
+            ..o
+        };
         assert_eq!(resource_limits(&o, 0).user_slots, 1.0);
     }
 
@@ -73,7 +78,13 @@ mod tests {
     fn detection_reserves_memory() {
         assert_eq!(default_memory_reserve(4 << 30), (4u64 << 30) / 10);
         assert_eq!(default_memory_reserve(64 << 30), 1 << 30);
-        let o = Overrides { cpu: None, memory: None, gpu: Some(0), user_slots: None, memory_reserve: None };
+        let o = Overrides {
+            cpu: None,
+            memory: None,
+            gpu: Some(0),
+            user_slots: None,
+            memory_reserve: None,
+        };
         let r = resource_limits(&o, 0);
         assert!(r.cpu >= 1.0 && r.memory > 0.0 && r.user_slots >= 1.0);
         assert!(r.memory < detected_memory() as f64);

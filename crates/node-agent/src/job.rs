@@ -64,21 +64,30 @@ pub async fn run(
         system_cpu_seconds: outcome.stats.system_cpu_seconds,
         peak_memory_bytes: outcome.stats.peak_memory_bytes,
         exit_code: status.as_ref().ok().and_then(|s| s.code()),
-        signal: status
-            .as_ref()
-            .ok()
-            .and_then(|s| s.signal())
-            .map(|n| Signal::try_from(n).map(|s| s.as_str().to_string()).unwrap_or_else(|_| n.to_string())),
+        signal: status.as_ref().ok().and_then(|s| s.signal()).map(|n| {
+            Signal::try_from(n)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| n.to_string())
+        }),
     };
     let (state, error) = match (&aborted, &status) {
-        (Some(a), _) => (JobState::Aborted, Some(format!("aborted ({}): {}", a.reason, a.message))),
-        (None, Err(e)) => (JobState::Failed, Some(format!("cannot wait for the job: {e}"))),
+        (Some(a), _) => (
+            JobState::Aborted,
+            Some(format!("aborted ({}): {}", a.reason, a.message)),
+        ),
+        (None, Err(e)) => (
+            JobState::Failed,
+            Some(format!("cannot wait for the job: {e}")),
+        ),
         (None, Ok(s)) if s.success() => (JobState::Completed, None),
         (None, Ok(_)) if outcome.stats.oom_killed => {
             (JobState::Failed, Some("memory limit exceeded".to_string()))
         }
         (None, Ok(s)) => match (s.code(), &result.statistics.signal) {
-            (Some(code), _) => (JobState::Failed, Some(format!("command exited with code {code}"))),
+            (Some(code), _) => (
+                JobState::Failed,
+                Some(format!("command exited with code {code}")),
+            ),
             (None, Some(sig)) => (JobState::Failed, Some(format!("killed by signal {sig}"))),
             (None, None) => (JobState::Failed, Some("ended abnormally".to_string())),
         },

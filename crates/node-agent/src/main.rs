@@ -72,8 +72,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -98,7 +97,9 @@ async fn main() -> anyhow::Result<()> {
     let (gpus, how) = gpu::detect(&args.nvidia_smi);
     let mut gpu_devices: Vec<u32> = gpus.iter().map(|g| g.index).collect();
     if let Some(n) = args.gpu {
-        gpu_devices = (0..n).map(|i| gpu_devices.get(i as usize).copied().unwrap_or(i)).collect();
+        gpu_devices = (0..n)
+            .map(|i| gpu_devices.get(i as usize).copied().unwrap_or(i))
+            .collect();
     }
     let models: Vec<String> = gpus
         .iter()
@@ -125,10 +126,11 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    let work_dir = args
-        .work_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("ytsched-node").join(node_id.as_str()));
+    let work_dir = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("ytsched-node")
+            .join(node_id.as_str())
+    });
     let sandboxes_dir = work_dir.join("sandboxes");
     std::fs::create_dir_all(&sandboxes_dir)
         .with_context(|| format!("cannot create work directory {}", sandboxes_dir.display()))?;
@@ -158,11 +160,16 @@ async fn main() -> anyhow::Result<()> {
     };
     let stale_dirs = sandbox.remove_stale_dirs();
     if stale_dirs > 0 {
-        info!(count = stale_dirs, "removed stale sandboxes of a previous run");
+        info!(
+            count = stale_dirs,
+            "removed stale sandboxes of a previous run"
+        );
     }
 
     info!(node = %node_id, resources = %limits, tags = ?all_tags, gpus = gpu_devices.len(), gpu_detection = how, "node agent starting");
-    let client = ytsched_common::transport::connect(&args.nats, &format!("ytsched-node {node_id}"), true).await?;
+    let client =
+        ytsched_common::transport::connect(&args.nats, &format!("ytsched-node {node_id}"), true)
+            .await?;
     let agent = Agent::new(AgentConfig {
         node_id,
         hostname,

@@ -16,7 +16,10 @@ use ytsched_common::protocol::{JobStartSpec, OUTPUT_TAIL_BYTES};
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("cannot prepare sandbox directory {path}: {source}")]
-    Dir { path: PathBuf, source: std::io::Error },
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Cgroup(#[from] crate::cgroup::CgroupError),
     #[error("cannot start the job's shell: {0}")]
@@ -108,7 +111,10 @@ impl SandboxConfig {
             .arg(&spec.command)
             .current_dir(&work)
             .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()))
+            .env(
+                "PATH",
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+            )
             .env("HOME", &work)
             .env("TMPDIR", &work)
             .envs(&spec.environment)

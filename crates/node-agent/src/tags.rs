@@ -64,7 +64,13 @@ mod tests {
 
     #[test]
     fn system_tags_include_gpu_models_once() {
-        let t = system_tags("box.lan", &["NVIDIA H100 80GB HBM3".into(), "NVIDIA H100 80GB HBM3".into()]);
+        let t = system_tags(
+            "box.lan",
+            &[
+                "NVIDIA H100 80GB HBM3".into(),
+                "NVIDIA H100 80GB HBM3".into(),
+            ],
+        );
         assert_eq!(t[0], "host:box.lan");
         assert!(t.contains(&"gpu".to_string()));
         assert_eq!(t.iter().filter(|x| x.starts_with("gpu_model:")).count(), 1);

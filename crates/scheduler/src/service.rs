@@ -32,7 +32,8 @@ pub fn unix_now() -> UnixMillis {
 }
 
 pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
-    let client = ytsched_common::transport::connect(&config.nats_urls, "ytsched-scheduler", true).await?;
+    let client =
+        ytsched_common::transport::connect(&config.nats_urls, "ytsched-scheduler", true).await?;
     let subjects = Subjects::new(&config.subject_prefix);
     let core: SharedCore = Arc::new(Mutex::new(SchedulerCore::new(config.core.clone())));
 
@@ -41,9 +42,24 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     client.flush().await?;
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
 
-    let hb = tokio::spawn(serve_heartbeats(client.clone(), subjects.clone(), core.clone(), heartbeats));
-    let apis = tokio::spawn(serve_api(client.clone(), subjects.clone(), core.clone(), api_calls));
-    let ticks = tokio::spawn(tick(client.clone(), subjects.clone(), core.clone(), config.tick_period));
+    let hb = tokio::spawn(serve_heartbeats(
+        client.clone(),
+        subjects.clone(),
+        core.clone(),
+        heartbeats,
+    ));
+    let apis = tokio::spawn(serve_api(
+        client.clone(),
+        subjects.clone(),
+        core.clone(),
+        api_calls,
+    ));
+    let ticks = tokio::spawn(tick(
+        client.clone(),
+        subjects.clone(),
+        core.clone(),
+        config.tick_period,
+    ));
     tokio::select! {
         r = hb => r?,
         r = apis => r?,
@@ -68,7 +84,10 @@ async fn serve_heartbeats(
             Ok(req) if !msg.subject.as_str().ends_with(&format!(".{}", req.node_id)) => {
                 warn!(subject = %msg.subject, node = %req.node_id, "heartbeat node id does not match its subject");
                 HeartbeatReply::rejected(
-                    format!("node id '{}' does not match subject '{}'", req.node_id, msg.subject),
+                    format!(
+                        "node id '{}' does not match subject '{}'",
+                        req.node_id, msg.subject
+                    ),
                     period,
                 )
             }
@@ -108,7 +127,10 @@ async fn serve_api(
         let Some(reply_to) = msg.reply.clone() else {
             continue;
         };
-        let method = subjects.api_method(msg.subject.as_str()).unwrap_or("").to_string();
+        let method = subjects
+            .api_method(msg.subject.as_str())
+            .unwrap_or("")
+            .to_string();
         let (bytes, nudges, events) = {
             let mut core = core.lock().expect("core lock");
             let bytes = dispatch(&mut core, &method, &msg.payload);
@@ -168,7 +190,10 @@ fn respond<M: ApiMethod>(
         Ok(req) => handle(req),
         Err(e) => {
             warn!(method = M::METHOD, error = %e, "malformed API request");
-            Err(ApiError::new(format!("malformed {} request: {e}", M::METHOD)))
+            Err(ApiError::new(format!(
+                "malformed {} request: {e}",
+                M::METHOD
+            )))
         }
     };
     encode(&ApiResponse {
@@ -193,9 +218,16 @@ async fn tick(client: async_nats::Client, subjects: Subjects, core: SharedCore, 
     }
 }
 
-async fn send_nudges(client: &async_nats::Client, subjects: &Subjects, nodes: Vec<ytsched_common::NodeId>) {
+async fn send_nudges(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    nodes: Vec<ytsched_common::NodeId>,
+) {
     for node in nodes {
-        if let Err(e) = client.publish(subjects.nudge(&node), bytes::Bytes::new()).await {
+        if let Err(e) = client
+            .publish(subjects.nudge(&node), bytes::Bytes::new())
+            .await
+        {
             debug!(node = %node, error = %e, "cannot nudge node");
         }
     }
@@ -205,23 +237,45 @@ fn log_events(events: &[CoreEvent]) {
     for e in events {
         match e {
             CoreEvent::NodeRegistered { id, tree } => info!(node = %id, tree, "node registered"),
-            CoreEvent::NodeRestarted { id } => info!(node = %id, "node restarted (new incarnation)"),
+            CoreEvent::NodeRestarted { id } => {
+                info!(node = %id, "node restarted (new incarnation)")
+            }
             CoreEvent::NodeOffline { id, lost_jobs } => {
                 warn!(node = %id, lost_jobs, "node is offline: heartbeats stopped")
             }
-            CoreEvent::OperationStarted { id, user, pool, jobs } => {
+            CoreEvent::OperationStarted {
+                id,
+                user,
+                pool,
+                jobs,
+            } => {
                 info!(operation = %id, user, pool, jobs, "operation started")
             }
             CoreEvent::OperationFinished { id, state, error } => {
                 info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")
             }
-            CoreEvent::JobStarted { id, operation, node } => {
+            CoreEvent::JobStarted {
+                id,
+                operation,
+                node,
+            } => {
                 debug!(job = %id, operation = %operation, node = %node, "job started")
             }
-            CoreEvent::JobFinished { id, operation, node, state, error } => {
+            CoreEvent::JobFinished {
+                id,
+                operation,
+                node,
+                state,
+                error,
+            } => {
                 debug!(job = %id, operation = %operation, node = %node, state, error = error.as_deref().unwrap_or(""), "job finished")
             }
-            CoreEvent::JobAborted { id, operation, node, reason } => {
+            CoreEvent::JobAborted {
+                id,
+                operation,
+                node,
+                reason,
+            } => {
                 info!(job = %id, operation = %operation, node = %node, reason = %reason, "job aborted")
             }
         }

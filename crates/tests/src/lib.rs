@@ -24,7 +24,11 @@ pub fn bin_dir() -> PathBuf {
 
 pub fn binary(name: &str) -> PathBuf {
     let p = bin_dir().join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
     p
 }
 
@@ -72,7 +76,10 @@ pub struct Lab {
 
 fn spawn_logged(cmd: &mut Command, log: &Path) -> anyhow::Result<Child> {
     use std::os::unix::process::CommandExt;
-    let f = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
     Ok(cmd
         .stdin(Stdio::null())
         .stdout(f.try_clone()?)
@@ -195,7 +202,12 @@ impl Lab {
             let nodes: Vec<serde_json::Value> = self.json(&["list-nodes"]).ok()?;
             (nodes.iter().filter(|n| n["state"] == "online").count() >= count).then_some(())
         })
-        .with_context(|| format!("{count} nodes did not come online; logs in {}", self.dir.path().display()))
+        .with_context(|| {
+            format!(
+                "{count} nodes did not come online; logs in {}",
+                self.dir.path().display()
+            )
+        })
     }
 
     /// Runs the CLI against this lab.
@@ -213,14 +225,20 @@ impl Lab {
         all.extend_from_slice(args);
         let out = self.ytsched(&all);
         if !out.status.success() {
-            bail!("ytsched {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "ytsched {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 
     /// Submits a spec file's text with `run-vanilla --async` and returns the id.
     pub fn submit_spec(&self, yaml: &str) -> anyhow::Result<String> {
-        let path = self.dir.path().join(format!("spec-{}.yaml", LAB_SEQ.fetch_add(1, Ordering::SeqCst)));
+        let path = self.dir.path().join(format!(
+            "spec-{}.yaml",
+            LAB_SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
         std::fs::write(&path, yaml)?;
         let out = self.ytsched(&["run-vanilla", "--async", "--spec", path.to_str().unwrap()]);
         if !out.status.success() {
@@ -241,9 +259,18 @@ impl Lab {
     pub fn wait_finished(&self, id: &str, timeout: Duration) -> anyhow::Result<serde_json::Value> {
         wait_until(timeout, || {
             let op = self.operation(id).ok()?;
-            matches!(op["state"].as_str(), Some("completed" | "failed" | "aborted")).then_some(op)
+            matches!(
+                op["state"].as_str(),
+                Some("completed" | "failed" | "aborted")
+            )
+            .then_some(op)
         })
-        .with_context(|| format!("operation {id} did not finish; logs in {}", self.dir.path().display()))
+        .with_context(|| {
+            format!(
+                "operation {id} did not finish; logs in {}",
+                self.dir.path().display()
+            )
+        })
     }
 
     pub fn scheduler_log(&self) -> String {
@@ -253,7 +280,14 @@ impl Lab {
     /// Job cgroup directories of this lab in every mounted hierarchy.
     pub fn cgroup_dirs_of(&self, job_id: &str) -> Vec<PathBuf> {
         let mut out = vec![];
-        for base in ["/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"] {
+        for base in [
+            "/sys/fs/cgroup",
+            "/sys/fs/cgroup/memory",
+            "/sys/fs/cgroup/cpu",
+            "/sys/fs/cgroup/pids",
+            "/sys/fs/cgroup/cpuacct",
+            "/sys/fs/cgroup/cpu,cpuacct",
+        ] {
             let root = Path::new(base).join(&self.cgroup_root);
             if let Ok(nodes) = std::fs::read_dir(&root) {
                 for n in nodes.flatten() {
@@ -272,7 +306,11 @@ impl Drop for Lab {
     fn drop(&mut self) {
         for n in self.nodes.iter_mut() {
             if let Some(c) = n.as_mut() {
-                stop_child(c, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(15));
+                stop_child(
+                    c,
+                    nix::sys::signal::Signal::SIGTERM,
+                    Duration::from_secs(15),
+                );
             }
         }
         if let Some(c) = self.scheduler.as_mut() {
@@ -282,7 +320,14 @@ impl Drop for Lab {
             stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
         }
         // Whatever a killed agent left is removed by PID here, then the directories.
-        for base in ["/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"] {
+        for base in [
+            "/sys/fs/cgroup",
+            "/sys/fs/cgroup/memory",
+            "/sys/fs/cgroup/cpu",
+            "/sys/fs/cgroup/pids",
+            "/sys/fs/cgroup/cpuacct",
+            "/sys/fs/cgroup/cpu,cpuacct",
+        ] {
             remove_cgroup_tree(&Path::new(base).join(&self.cgroup_root));
         }
     }
@@ -302,7 +347,10 @@ fn remove_cgroup_tree(dir: &Path) {
     for _ in 0..50 {
         if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
             for pid in procs.lines().filter_map(|l| l.parse::<i32>().ok()) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
         }
         if std::fs::remove_dir(dir).is_ok() {

@@ -42,7 +42,10 @@ fn two_agent_lab_runs_six_jobs_each_in_its_own_limited_cgroup() {
     assert_eq!(op["jobs"]["completed"], 6);
 
     let jobs = lab.jobs(&id).unwrap();
-    let nodes: BTreeSet<String> = jobs.iter().map(|j| j["node_id"].as_str().unwrap().to_string()).collect();
+    let nodes: BTreeSet<String> = jobs
+        .iter()
+        .map(|j| j["node_id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(nodes.len(), 2, "both agents ran jobs: {nodes:?}");
     let mut indices = BTreeSet::new();
     for j in &jobs {
@@ -55,9 +58,15 @@ fn two_agent_lab_runs_six_jobs_each_in_its_own_limited_cgroup() {
         assert!(stdout.contains("stdin-text-42"), "{stdout}");
         indices.insert(index);
         if is_root() {
-            assert!(stdout.contains(&format!("/{}/", lab.cgroup_root)), "job ran in the lab's cgroup: {stdout}");
+            assert!(
+                stdout.contains(&format!("/{}/", lab.cgroup_root)),
+                "job ran in the lab's cgroup: {stdout}"
+            );
             assert!(stdout.contains(job_id), "the job's own cgroup: {stdout}");
-            assert!(stdout.contains(&format!("memory_limit={}\n", 256 << 20)), "{stdout}");
+            assert!(
+                stdout.contains(&format!("memory_limit={}\n", 256 << 20)),
+                "{stdout}"
+            );
             assert!(stdout.contains("cpu_quota=50000/100000"), "{stdout}");
             let stats = &j["statistics"];
             assert!(stats["wall_time_ms"].as_u64().unwrap() >= 1000, "{stats}");
@@ -70,7 +79,11 @@ fn two_agent_lab_runs_six_jobs_each_in_its_own_limited_cgroup() {
     // Sandboxes go once results are acknowledged.
     wait_until(Duration::from_secs(5), || {
         let left: usize = (0..2)
-            .map(|i| std::fs::read_dir(lab.node_work_dir(i).join("sandboxes")).map(|d| d.count()).unwrap_or(0))
+            .map(|i| {
+                std::fs::read_dir(lab.node_work_dir(i).join("sandboxes"))
+                    .map(|d| d.count())
+                    .unwrap_or(0)
+            })
             .sum();
         (left == 0).then_some(())
     })
@@ -98,7 +111,11 @@ tasks:
     assert!(error.contains("memory limit exceeded"), "{error}");
     assert!(error.contains("max_failed_job_count"), "{error}");
     let jobs = lab.jobs(&id).unwrap();
-    assert_eq!(jobs.len(), 2, "tried once, retried once, then the operation failed");
+    assert_eq!(
+        jobs.len(),
+        2,
+        "tried once, retried once, then the operation failed"
+    );
     for j in jobs {
         assert_eq!(j["state"], "failed");
         assert_eq!(j["error"], "memory limit exceeded");
@@ -123,21 +140,34 @@ fn abort_kills_every_process_of_a_double_forking_job_and_removes_its_cgroup() {
     })
     .unwrap();
     if is_root() {
-        wait_until(Duration::from_secs(5), || (pids_in_cgroup_matching(&job_id).len() >= 3).then_some(()))
-            .expect("the job's three sleeps run in its cgroup");
+        wait_until(Duration::from_secs(5), || {
+            (pids_in_cgroup_matching(&job_id).len() >= 3).then_some(())
+        })
+        .expect("the job's three sleeps run in its cgroup");
         assert!(!lab.cgroup_dirs_of(&job_id).is_empty());
     }
 
     let out = lab.ytsched(&["abort-operation", &id]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let aborted_at = Instant::now();
     // kill grace (1 s) + 1 s
     wait_until(Duration::from_secs(2), || {
         let gone = pids_with_cmdline(&marker).is_empty()
-            && (!is_root() || (pids_in_cgroup_matching(&job_id).is_empty() && lab.cgroup_dirs_of(&job_id).is_empty()));
+            && (!is_root()
+                || (pids_in_cgroup_matching(&job_id).is_empty()
+                    && lab.cgroup_dirs_of(&job_id).is_empty()));
         gone.then_some(())
     })
-    .unwrap_or_else(|_| panic!("job processes or cgroup remain {:?} after abort", aborted_at.elapsed()));
+    .unwrap_or_else(|_| {
+        panic!(
+            "job processes or cgroup remain {:?} after abort",
+            aborted_at.elapsed()
+        )
+    });
 
     let op = lab.operation(&id).unwrap();
     assert_eq!(op["state"], "aborted");
@@ -152,7 +182,10 @@ fn job_larger_than_every_node_fails_the_operation_naming_cpu() {
     let out = lab.ytsched(&["run-vanilla", "--command", "true", "--cpu-limit", "64"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("failed") && stderr.contains("cpu = 64"), "{stderr}");
+    assert!(
+        stderr.contains("failed") && stderr.contains("cpu = 64"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -160,9 +193,15 @@ fn bad_specs_are_refused_naming_the_field() {
     let lab = Lab::start(vec![]).unwrap();
     let cases = [
         ("tasks: {t: {command: x, colour: red}}", "colour"),
-        ("tasks: {t: {command: x, cpu_limit: -1}}", "tasks.t.cpu_limit"),
+        (
+            "tasks: {t: {command: x, cpu_limit: -1}}",
+            "tasks.t.cpu_limit",
+        ),
         ("tasks: {t: {command: ''}}", "tasks.t.command"),
-        ("tasks: {t: {command: x, job_count: 0}}", "tasks.t.job_count"),
+        (
+            "tasks: {t: {command: x, job_count: 0}}",
+            "tasks.t.job_count",
+        ),
         ("tasks: {t: {command: x, memory_limit: lots}}", "lots"),
     ];
     for (i, (spec, field)) in cases.iter().enumerate() {
@@ -176,7 +215,10 @@ fn bad_specs_are_refused_naming_the_field() {
     let out = lab.ytsched(&["run-vanilla", "--command", "true", "--job-count", "0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("job_count"));
-    assert!(lab.json::<Vec<serde_json::Value>>(&["list-operations"]).unwrap().is_empty());
+    assert!(lab
+        .json::<Vec<serde_json::Value>>(&["list-operations"])
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -185,13 +227,24 @@ fn garbage_on_heartbeat_and_api_subjects_is_logged_and_the_scheduler_keeps_servi
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(&lab.nats_url).await.unwrap();
-        let garbage: Vec<u8> = (0..512u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-        for subject in ["heartbeat.node0", "heartbeat.intruder", "api.start_operation", "api.list_nodes", "api.no_such_method"] {
+        let garbage: Vec<u8> = (0..512u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        for subject in [
+            "heartbeat.node0",
+            "heartbeat.intruder",
+            "api.start_operation",
+            "api.list_nodes",
+            "api.no_such_method",
+        ] {
             let subject = format!("{}.{subject}", lab.prefix);
-            let reply = tokio::time::timeout(Duration::from_secs(5), client.request(subject.clone(), garbage.clone().into()))
-                .await
-                .expect("scheduler answers garbage")
-                .expect("a reply");
+            let reply = tokio::time::timeout(
+                Duration::from_secs(5),
+                client.request(subject.clone(), garbage.clone().into()),
+            )
+            .await
+            .expect("scheduler answers garbage")
+            .expect("a reply");
             assert!(!reply.payload.is_empty(), "{subject}");
         }
     });
@@ -199,7 +252,11 @@ fn garbage_on_heartbeat_and_api_subjects_is_logged_and_the_scheduler_keeps_servi
     assert!(log.contains("malformed heartbeat"), "{log}");
     assert!(log.contains("malformed API request"), "{log}");
     let out = lab.ytsched(&["run-vanilla", "--command", "echo still-here"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -211,7 +268,8 @@ fn agent_killed_mid_job_cleans_stale_cgroup_and_sandbox_on_restart() {
     let job_id = wait_until(Duration::from_secs(20), || {
         let jobs = lab.jobs(&id).ok()?;
         let j = jobs.first()?;
-        (j["state"] == "running" && !pids_with_cmdline(&marker).is_empty()).then(|| j["id"].as_str().unwrap().to_string())
+        (j["state"] == "running" && !pids_with_cmdline(&marker).is_empty())
+            .then(|| j["id"].as_str().unwrap().to_string())
     })
     .unwrap();
     let sandbox = lab.node_work_dir(0).join("sandboxes").join(&job_id);
@@ -221,10 +279,16 @@ fn agent_killed_mid_job_cleans_stale_cgroup_and_sandbox_on_restart() {
     lab.kill_node(0, nix::sys::signal::Signal::SIGKILL);
     assert!(sandbox.exists(), "a SIGKILLed agent leaves its sandbox");
     if is_root() {
-        assert!(!lab.cgroup_dirs_of(&job_id).is_empty(), "and its job cgroup");
+        assert!(
+            !lab.cgroup_dirs_of(&job_id).is_empty(),
+            "and its job cgroup"
+        );
     }
     if is_root() {
-        assert!(old_pids.iter().all(|p| is_alive(*p)), "the job outlives its SIGKILLed agent");
+        assert!(
+            old_pids.iter().all(|p| is_alive(*p)),
+            "the job outlives its SIGKILLed agent"
+        );
     }
     lab.restart_node(0).unwrap();
     wait_until(Duration::from_secs(10), || {
@@ -246,23 +310,45 @@ fn fake_nvidia_smi_gives_two_gpus_handed_out_exclusively() {
         "#!/bin/sh\necho '0, GPU-11111111, NVIDIA H100 80GB HBM3, 81559'\necho '1, GPU-22222222, NVIDIA H100 80GB HBM3, 81559'\n",
     )
     .unwrap();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&smi).unwrap().permissions(), 0o755);
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(&smi).unwrap().permissions(),
+        0o755,
+    );
     std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", tools.path().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        tools.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let gpu_node = NodeOpts {
         args: vec!["--cpu".into(), "2".into(), "--memory".into(), "4G".into()],
         env: vec![("PATH".into(), path)],
     };
-    let plain_node = NodeOpts::args(&["--cpu", "2", "--memory", "4G", "--nvidia-smi", "/nonexistent/nvidia-smi"]);
+    let plain_node = NodeOpts::args(&[
+        "--cpu",
+        "2",
+        "--memory",
+        "4G",
+        "--nvidia-smi",
+        "/nonexistent/nvidia-smi",
+    ]);
     let lab = Lab::start(vec![gpu_node, plain_node]).unwrap();
 
     let nodes: Vec<serde_json::Value> = lab.json(&["list-nodes"]).unwrap();
     let gpu = nodes.iter().find(|n| n["id"] == "node0").unwrap();
     let plain = nodes.iter().find(|n| n["id"] == "node1").unwrap();
     assert_eq!(gpu["resource_limits"]["gpu"], 2, "{gpu}");
-    let tags: Vec<&str> = gpu["tags"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let tags: Vec<&str> = gpu["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
     assert!(tags.contains(&"gpu"), "{tags:?}");
-    assert!(tags.contains(&"gpu_model:NVIDIA_H100_80GB_HBM3"), "{tags:?}");
+    assert!(
+        tags.contains(&"gpu_model:NVIDIA_H100_80GB_HBM3"),
+        "{tags:?}"
+    );
     assert_eq!(plain["resource_limits"]["gpu"], 0, "{plain}");
     assert!(!plain["tags"].as_array().unwrap().iter().any(|t| t == "gpu"));
 
@@ -288,8 +374,14 @@ tasks:
         let (cuda, nvidia) = d.split_once('/').unwrap();
         assert_eq!(cuda, nvidia);
         devices.insert(cuda.to_string());
-        windows.push((j["start_time"].as_u64().unwrap(), j["finish_time"].as_u64().unwrap()));
+        windows.push((
+            j["start_time"].as_u64().unwrap(),
+            j["finish_time"].as_u64().unwrap(),
+        ));
     }
     assert_eq!(devices, BTreeSet::from(["0".to_string(), "1".to_string()]));
-    assert!(windows[0].0 < windows[1].1 && windows[1].0 < windows[0].1, "the two jobs overlapped: {windows:?}");
+    assert!(
+        windows[0].0 < windows[1].1 && windows[1].0 < windows[0].1,
+        "the two jobs overlapped: {windows:?}"
+    );
 }

@@ -66,7 +66,8 @@ pub struct CgroupManager {
 impl CgroupManager {
     /// Detects v1 vs v2 and creates the node's directories with controllers enabled.
     pub fn open(cgroup_root: &str, node_id: &str) -> Result<Self, CgroupError> {
-        let mounts = mountinfo::cgroup_mounts().map_err(io_err(Path::new("/proc/self/mountinfo")))?;
+        let mounts =
+            mountinfo::cgroup_mounts().map_err(io_err(Path::new("/proc/self/mountinfo")))?;
         let relative = Path::new(cgroup_root.trim_matches('/')).join(node_id);
         let manager = if let Some(unified) = v2::usable_mount(&mounts) {
             v2::enable_controllers(&unified, &relative)?;
@@ -114,7 +115,12 @@ impl CgroupManager {
         for name in names {
             let job = JobCgroup {
                 version: self.version,
-                dirs: self.node_dirs.iter().map(|d| d.join(&name)).filter(|d| d.exists()).collect(),
+                dirs: self
+                    .node_dirs
+                    .iter()
+                    .map(|d| d.join(&name))
+                    .filter(|d| d.exists())
+                    .collect(),
             };
             job.kill_all();
             if job.remove().is_ok() {

@@ -57,7 +57,11 @@ pub fn apply_limits(dirs: &[PathBuf], l: &JobLimits) -> Result<(), CgroupError> 
     }
     write_if_present(dirs, "memory.limit_in_bytes", &l.memory_bytes.to_string())?;
     // Without swap limits a job could page out instead of hitting its limit.
-    let _ = write_if_present(dirs, "memory.memsw.limit_in_bytes", &l.memory_bytes.to_string());
+    let _ = write_if_present(
+        dirs,
+        "memory.memsw.limit_in_bytes",
+        &l.memory_bytes.to_string(),
+    );
     write_if_present(dirs, "memory.swappiness", "0").ok();
     write_if_present(dirs, "pids.max", &l.pids.to_string())?;
     Ok(())
@@ -87,9 +91,16 @@ pub fn stats(dirs: &[PathBuf]) -> CgroupStats {
     let oom_kills = field(&oom_control, "oom_kill");
     let failcnt = read(dirs, "memory.failcnt").and_then(|t| t.trim().parse::<u64>().ok());
     CgroupStats {
-        user_cpu_seconds: cpu.as_deref().and_then(|t| field(t, "user")).map(|v| v as f64 / ticks),
-        system_cpu_seconds: cpu.as_deref().and_then(|t| field(t, "system")).map(|v| v as f64 / ticks),
-        peak_memory_bytes: read(dirs, "memory.max_usage_in_bytes").and_then(|t| t.trim().parse().ok()),
+        user_cpu_seconds: cpu
+            .as_deref()
+            .and_then(|t| field(t, "user"))
+            .map(|v| v as f64 / ticks),
+        system_cpu_seconds: cpu
+            .as_deref()
+            .and_then(|t| field(t, "system"))
+            .map(|v| v as f64 / ticks),
+        peak_memory_bytes: read(dirs, "memory.max_usage_in_bytes")
+            .and_then(|t| t.trim().parse().ok()),
         // Old kernels lack the oom_kill counter; a hit limit (failcnt) stands in for it.
         oom_killed: match oom_kills {
             Some(n) => n > 0,

@@ -6,12 +6,44 @@ use ytsched_common::{JobId, NodeId, OperationId};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum CoreEvent {
-    NodeRegistered { id: NodeId, tree: String },
-    NodeRestarted { id: NodeId },
-    NodeOffline { id: NodeId, lost_jobs: usize },
-    OperationStarted { id: OperationId, user: String, pool: String, jobs: u64 },
-    OperationFinished { id: OperationId, state: OperationState, error: Option<String> },
-    JobStarted { id: JobId, operation: OperationId, node: NodeId },
-    JobFinished { id: JobId, operation: OperationId, node: NodeId, state: &'static str, error: Option<String> },
-    JobAborted { id: JobId, operation: OperationId, node: NodeId, reason: AbortReason },
+    NodeRegistered {
+        id: NodeId,
+        tree: String,
+    },
+    NodeRestarted {
+        id: NodeId,
+    },
+    NodeOffline {
+        id: NodeId,
+        lost_jobs: usize,
+    },
+    OperationStarted {
+        id: OperationId,
+        user: String,
+        pool: String,
+        jobs: u64,
+    },
+    OperationFinished {
+        id: OperationId,
+        state: OperationState,
+        error: Option<String>,
+    },
+    JobStarted {
+        id: JobId,
+        operation: OperationId,
+        node: NodeId,
+    },
+    JobFinished {
+        id: JobId,
+        operation: OperationId,
+        node: NodeId,
+        state: &'static str,
+        error: Option<String>,
+    },
+    JobAborted {
+        id: JobId,
+        operation: OperationId,
+        node: NodeId,
+        reason: AbortReason,
+    },
 }

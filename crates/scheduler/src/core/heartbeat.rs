@@ -74,7 +74,9 @@ impl SchedulerCore {
             Some(node) => {
                 if node.incarnation != req.incarnation_id {
                     node.incarnation = req.incarnation_id.clone();
-                    self.events.push(CoreEvent::NodeRestarted { id: node.id.clone() });
+                    self.events.push(CoreEvent::NodeRestarted {
+                        id: node.id.clone(),
+                    });
                 }
                 if !node.online {
                     node.online = true;
@@ -179,7 +181,8 @@ impl SchedulerCore {
                     reason: j.abort_reason.unwrap_or(AbortReason::OperationAborted),
                     message: match j.abort_reason {
                         Some(AbortReason::NodeLost) => {
-                            "the scheduler lost contact with this node and ran the job elsewhere".into()
+                            "the scheduler lost contact with this node and ran the job elsewhere"
+                                .into()
                         }
                         Some(r) => format!("job was aborted: {r}"),
                         None => "job is not running on this node".into(),

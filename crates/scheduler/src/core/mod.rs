@@ -103,9 +103,17 @@ impl SchedulerCore {
             .get(id)
             .ok_or_else(|| ApiError::new(format!("no such operation: {id}")))?;
         if op.state.is_finished() {
-            return Err(ApiError::new(format!("operation {id} is already {}", op.state)));
+            return Err(ApiError::new(format!(
+                "operation {id} is already {}",
+                op.state
+            )));
         }
-        self.finish_operation(id, OperationState::Aborted, Some("aborted by user".into()), now);
+        self.finish_operation(
+            id,
+            OperationState::Aborted,
+            Some("aborted by user".into()),
+            now,
+        );
         Ok(())
     }
 

@@ -212,11 +212,7 @@ impl Operation {
             JobState::Completed => {
                 job.state = JobState::Completed;
                 self.tasks[task].completed += 1;
-                if self
-                    .tasks
-                    .iter()
-                    .all(|t| t.completed == t.spec.job_count)
-                {
+                if self.tasks.iter().all(|t| t.completed == t.spec.job_count) {
                     return ResultEffect::OperationCompleted;
                 }
                 ResultEffect::Recorded

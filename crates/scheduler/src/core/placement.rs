@@ -39,11 +39,11 @@ impl SchedulerCore {
         let mut free = node.resource_limits - used - dying;
         let total = self.cluster_resources();
         let mut starts = Vec::new();
-        loop {
-            let Some((op_id, task)) = self.least_satisfied_fitting(&free, &total) else {
-                break;
-            };
-            let op = self.operations.get_mut(&op_id).expect("chosen from the map");
+        while let Some((op_id, task)) = self.least_satisfied_fitting(&free, &total) {
+            let op = self
+                .operations
+                .get_mut(&op_id)
+                .expect("chosen from the map");
             let job = op.start_job(task, node_id, now).clone();
             let t = &op.tasks[job.task];
             let spec = JobStartSpec {

@@ -77,11 +77,15 @@ impl SchedulerCore {
                 hostname: n.hostname.clone(),
                 state: if n.online { "online" } else { "offline" }.to_string(),
                 tree: match &n.registration {
-                    ytsched_common::protocol::Registration::Registered { tree } => Some(tree.clone()),
+                    ytsched_common::protocol::Registration::Registered { tree } => {
+                        Some(tree.clone())
+                    }
                     _ => None,
                 },
                 error: match &n.registration {
-                    ytsched_common::protocol::Registration::Refused { error } => Some(error.clone()),
+                    ytsched_common::protocol::Registration::Refused { error } => {
+                        Some(error.clone())
+                    }
                     _ => None,
                 },
                 tags: n.tags.clone(),

@@ -21,7 +21,12 @@ fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
     })
 }
 
-fn heartbeat(node: &str, cpu: f64, running: &[JobStartSpec], finished: Vec<FinishedJob>) -> HeartbeatRequest {
+fn heartbeat(
+    node: &str,
+    cpu: f64,
+    running: &[JobStartSpec],
+    finished: Vec<FinishedJob>,
+) -> HeartbeatRequest {
     HeartbeatRequest {
         protocol_version: PROTOCOL_VERSION,
         node_id: NodeId(node.into()),
@@ -62,26 +67,36 @@ fn done(s: &JobStartSpec, state: JobState) -> FinishedJob {
 fn jobs_fill_node_and_operation_completes() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
-    let op = core.start_operation(OperationId("op".into()), "alice", spec(6, 1.0), 0).unwrap();
+    let op = core
+        .start_operation(OperationId("op".into()), "alice", spec(6, 1.0), 0)
+        .unwrap();
     let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 10);
     assert_eq!(r.jobs_to_start.len(), 4, "4 cpus fit 4 one-cpu jobs");
     let info = core.operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (4, 2));
 
     let first = r.jobs_to_start.clone();
-    let finished = first[..2].iter().map(|s| done(s, JobState::Completed)).collect();
+    let finished = first[..2]
+        .iter()
+        .map(|s| done(s, JobState::Completed))
+        .collect();
     let r2 = core.process_heartbeat(heartbeat("n1", 4.0, &first[2..], finished), 20);
     assert_eq!(r2.acknowledged_jobs.len(), 2);
     assert_eq!(r2.jobs_to_start.len(), 2);
     let mut running = first[2..].to_vec();
     running.extend(r2.jobs_to_start.clone());
-    let finished = running.iter().map(|s| done(s, JobState::Completed)).collect();
+    let finished = running
+        .iter()
+        .map(|s| done(s, JobState::Completed))
+        .collect();
     core.process_heartbeat(heartbeat("n1", 4.0, &[], finished), 30);
     let info = core.operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 6);
     let jobs = core.list_jobs(&op).unwrap();
-    let out = core.job_output(&op, &jobs[0].id, ytsched_common::api::OutputStream::Stdout).unwrap();
+    let out = core
+        .job_output(&op, &jobs[0].id, ytsched_common::api::OutputStream::Stdout)
+        .unwrap();
     assert!(out.starts_with("out "));
 }
 
@@ -89,12 +104,20 @@ fn jobs_fill_node_and_operation_completes() {
 fn duplicate_results_count_once() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
-    let op = core.start_operation(OperationId("op".into()), "u", spec(2, 1.0), 0).unwrap();
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(2, 1.0), 0)
+        .unwrap();
     let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
     let s = r.jobs_to_start[0].clone();
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![done(&s, JobState::Completed)]), 2);
+    core.process_heartbeat(
+        heartbeat("n1", 1.0, &[], vec![done(&s, JobState::Completed)]),
+        2,
+    );
     // The reply was lost; the node sends the same result again.
-    let again = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![done(&s, JobState::Completed)]), 3);
+    let again = core.process_heartbeat(
+        heartbeat("n1", 1.0, &[], vec![done(&s, JobState::Completed)]),
+        3,
+    );
     assert_eq!(again.acknowledged_jobs, vec![s.job_id.clone()]);
     let info = core.operation_info(&op).unwrap();
     assert_eq!(info.jobs.completed, 1);
@@ -107,25 +130,36 @@ fn failures_past_the_limit_fail_the_operation() {
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
     let mut sp = spec(1, 1.0);
     sp.max_failed_job_count = 1;
-    let op = core.start_operation(OperationId("op".into()), "u", sp, 0).unwrap();
+    let op = core
+        .start_operation(OperationId("op".into()), "u", sp, 0)
+        .unwrap();
     let mut finished = vec![];
     for t in 1..=2 {
         let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], finished), t);
-        assert_eq!(r.jobs_to_start.len(), 1, "failed job is retried until the limit");
+        assert_eq!(
+            r.jobs_to_start.len(),
+            1,
+            "failed job is retried until the limit"
+        );
         finished = vec![done(&r.jobs_to_start[0], JobState::Failed)];
     }
     core.process_heartbeat(heartbeat("n1", 1.0, &[], finished), 3);
     let info = core.operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Failed);
     let err = info.error.unwrap();
-    assert!(err.contains("max_failed_job_count") && err.contains("exited with code 1"), "{err}");
+    assert!(
+        err.contains("max_failed_job_count") && err.contains("exited with code 1"),
+        "{err}"
+    );
 }
 
 #[test]
 fn oversized_job_fails_at_once_naming_the_resource() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 0);
-    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 100.0), 0).unwrap();
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 100.0), 0)
+        .unwrap();
     let info = core.operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Failed);
     assert!(info.error.unwrap().contains("cpu = 100"));
@@ -134,16 +168,23 @@ fn oversized_job_fails_at_once_naming_the_resource() {
 #[test]
 fn operation_waits_while_the_tree_is_empty() {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 100.0), 0).unwrap();
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 100.0), 0)
+        .unwrap();
     core.tick(10);
-    assert_eq!(core.operation_info(&op).unwrap().state, OperationState::Running);
+    assert_eq!(
+        core.operation_info(&op).unwrap().state,
+        OperationState::Running
+    );
 }
 
 #[test]
 fn abort_tells_the_node_until_it_stops_reporting_the_job() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
-    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0).unwrap();
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
     let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
     let s = r.jobs_to_start.clone();
     core.take_nudges();
@@ -164,8 +205,12 @@ fn abort_tells_the_node_until_it_stops_reporting_the_job() {
 fn silent_node_loses_its_jobs_and_they_run_elsewhere() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
-    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0).unwrap();
-    let lost = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1).jobs_to_start;
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
+    let lost = core
+        .process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1)
+        .jobs_to_start;
     core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 29_000);
     core.tick(31_002);
     let r = core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 31_003);
@@ -181,10 +226,16 @@ fn silent_node_loses_its_jobs_and_they_run_elsewhere() {
 fn lost_start_reply_requeues_the_job() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
-    let op = core.start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0).unwrap();
-    let first = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1).jobs_to_start;
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
+    let first = core
+        .process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1)
+        .jobs_to_start;
     // The node never got that reply, so it reports nothing running.
-    let second = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 2).jobs_to_start;
+    let second = core
+        .process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 2)
+        .jobs_to_start;
     assert_eq!(second.len(), 1);
     assert_ne!(first[0].job_id, second[0].job_id);
     assert_eq!(second[0].job_index, first[0].job_index);
@@ -195,8 +246,12 @@ fn lost_start_reply_requeues_the_job() {
 fn least_satisfied_operation_goes_first() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
-    let a = core.start_operation(OperationId("a".into()), "u", spec(10, 1.0), 0).unwrap();
-    let b = core.start_operation(OperationId("b".into()), "u", spec(10, 1.0), 1).unwrap();
+    let a = core
+        .start_operation(OperationId("a".into()), "u", spec(10, 1.0), 0)
+        .unwrap();
+    let b = core
+        .start_operation(OperationId("b".into()), "u", spec(10, 1.0), 1)
+        .unwrap();
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 2);
     assert_eq!(core.operation_info(&a).unwrap().jobs.running, 2);
     assert_eq!(core.operation_info(&b).unwrap().jobs.running, 2);
@@ -207,12 +262,21 @@ fn malformed_heartbeats_are_rejected_without_state_change() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     let mut hb = heartbeat("n1", 1.0, &[], vec![]);
     hb.protocol_version = 99;
-    assert!(matches!(core.process_heartbeat(hb, 0).registration, Registration::Rejected { .. }));
+    assert!(matches!(
+        core.process_heartbeat(hb, 0).registration,
+        Registration::Rejected { .. }
+    ));
     let mut hb = heartbeat("bad.id", 1.0, &[], vec![]);
     hb.node_id = NodeId("bad.id".into());
-    assert!(matches!(core.process_heartbeat(hb, 0).registration, Registration::Rejected { .. }));
+    assert!(matches!(
+        core.process_heartbeat(hb, 0).registration,
+        Registration::Rejected { .. }
+    ));
     let mut hb = heartbeat("n1", 1.0, &[], vec![]);
     hb.resource_limits.cpu = f64::NAN;
-    assert!(matches!(core.process_heartbeat(hb, 0).registration, Registration::Rejected { .. }));
+    assert!(matches!(
+        core.process_heartbeat(hb, 0).registration,
+        Registration::Rejected { .. }
+    ));
     assert!(core.list_nodes().is_empty());
 }
