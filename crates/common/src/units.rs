@@ -15,6 +15,16 @@ pub enum UnitError {
     BadDuration(String),
 }
 
+/// Splits `"1.5G"` into `(1.5, "G")`; the suffix is trimmed.
+fn split_number(text: &str) -> Option<(f64, &str)> {
+    let t = text.trim();
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(end);
+    Some((num.parse().ok()?, suffix.trim()))
+}
+
 /// A number of bytes, written and read with binary suffixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ByteSize(pub u64);
@@ -23,13 +33,8 @@ impl FromStr for ByteSize {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
         let bad = || UnitError::BadSize(s.to_string());
-        let t = s.trim();
-        let split = t
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(t.len());
-        let (num, suffix) = t.split_at(split);
-        let num: f64 = num.parse().map_err(|_| bad())?;
-        let mult: u64 = match suffix.trim().trim_end_matches(['b', 'B']) {
+        let (num, suffix) = split_number(s).ok_or_else(bad)?;
+        let mult: u64 = match suffix.trim_end_matches(['b', 'B']) {
             "" => 1,
             "K" | "k" | "Ki" | "KI" => 1 << 10,
             "M" | "m" | "Mi" | "MI" => 1 << 20,
@@ -96,13 +101,8 @@ impl FromStr for DurationMs {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
         let bad = || UnitError::BadDuration(s.to_string());
-        let t = s.trim();
-        let split = t
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(t.len());
-        let (num, suffix) = t.split_at(split);
-        let num: f64 = num.parse().map_err(|_| bad())?;
-        let mult = match suffix.trim() {
+        let (num, suffix) = split_number(s).ok_or_else(bad)?;
+        let mult = match suffix {
             "" | "ms" => 1.0,
             "s" => 1e3,
             "m" | "min" => 60e3,

@@ -11,6 +11,16 @@ use std::time::{Duration, Instant};
 
 static LAB_SEQ: AtomicUsize = AtomicUsize::new(0);
 
+/// Where job cgroups can be, on v2 and on the usual v1 layouts.
+const CGROUP_MOUNTS: [&str; 6] = [
+    "/sys/fs/cgroup",
+    "/sys/fs/cgroup/memory",
+    "/sys/fs/cgroup/cpu",
+    "/sys/fs/cgroup/pids",
+    "/sys/fs/cgroup/cpuacct",
+    "/sys/fs/cgroup/cpu,cpuacct",
+];
+
 /// `target/<profile>`, where cargo put the workspace binaries.
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
@@ -280,14 +290,7 @@ impl Lab {
     /// Job cgroup directories of this lab in every mounted hierarchy.
     pub fn cgroup_dirs_of(&self, job_id: &str) -> Vec<PathBuf> {
         let mut out = vec![];
-        for base in [
-            "/sys/fs/cgroup",
-            "/sys/fs/cgroup/memory",
-            "/sys/fs/cgroup/cpu",
-            "/sys/fs/cgroup/pids",
-            "/sys/fs/cgroup/cpuacct",
-            "/sys/fs/cgroup/cpu,cpuacct",
-        ] {
+        for base in CGROUP_MOUNTS {
             let root = Path::new(base).join(&self.cgroup_root);
             if let Ok(nodes) = std::fs::read_dir(&root) {
                 for n in nodes.flatten() {
@@ -320,14 +323,7 @@ impl Drop for Lab {
             stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
         }
         // Whatever a killed agent left is removed by PID here, then the directories.
-        for base in [
-            "/sys/fs/cgroup",
-            "/sys/fs/cgroup/memory",
-            "/sys/fs/cgroup/cpu",
-            "/sys/fs/cgroup/pids",
-            "/sys/fs/cgroup/cpuacct",
-            "/sys/fs/cgroup/cpu,cpuacct",
-        ] {
+        for base in CGROUP_MOUNTS {
             remove_cgroup_tree(&Path::new(base).join(&self.cgroup_root));
         }
     }
@@ -387,41 +383,32 @@ pub fn wait_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> any
     }
 }
 
+/// PIDs of processes whose `/proc/<pid>/<file>` (NULs read as spaces) contains `needle`.
+fn pids_where(file: &str, needle: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let text = std::fs::read(e.path().join(file)).ok()?;
+            String::from_utf8_lossy(&text)
+                .replace('\0', " ")
+                .contains(needle)
+                .then_some(pid)
+        })
+        .collect()
+}
+
 /// PIDs of live processes whose cgroup path mentions `needle` (e.g. a job id).
 pub fn pids_in_cgroup_matching(needle: &str) -> Vec<i32> {
-    let mut out = vec![];
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            if let Ok(cg) = std::fs::read_to_string(e.path().join("cgroup")) {
-                if cg.contains(needle) {
-                    out.push(pid);
-                }
-            }
-        }
-    }
-    out
+    pids_where("cgroup", needle)
 }
 
 /// PIDs whose command line contains `needle`.
 pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
-    let mut out = vec![];
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-                if cmd.contains(needle) {
-                    out.push(pid);
-                }
-            }
-        }
-    }
-    out
+    pids_where("cmdline", needle)
 }
 
 /// True if `pid` exists and is not a zombie.
