@@ -210,7 +210,7 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
     )?;
     let url = read_ports_file(&dir.join("ports"), Duration::from_secs(10))?;
 
-    let prefix = subjects_prefix(subjects);
+    let prefix = subjects.prefix().to_string();
     lab.spawn(
         "scheduler",
         Command::new(sibling_binary("ytsched-scheduler")?).args([
@@ -292,14 +292,6 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
     Ok(())
 }
 
-fn subjects_prefix(subjects: &Subjects) -> String {
-    subjects
-        .api("x")
-        .strip_suffix(".api.x")
-        .unwrap_or(ytsched_common::subjects::DEFAULT_PREFIX)
-        .to_string()
-}
-
 async fn demo(
     client: &async_nats::Client,
     subjects: &Subjects,
@@ -310,16 +302,13 @@ async fn demo(
     let args = RunVanillaArgs {
         command: Some(command.to_string()),
         job_count: Some(1),
-        cpu_limit: None,
-        memory_limit: None,
-        gpu_limit: None,
-        stdin: Some("hello from a ytsched job\n".into()),
-        pool: None,
-        weight: None,
-        pool_trees: None,
+        stdin: Some(
+            "hello from a ytsched job
+"
+            .into(),
+        ),
         title: Some("demo: scenario 1".into()),
-        spec: None,
-        run_async: false,
+        ..Default::default()
     };
     eprintln!("demo: run-vanilla --command '{command}' (stdin: 'hello from a ytsched job')");
     let id = submit(client, subjects, user, build_spec(&args)?).await?;

@@ -14,7 +14,7 @@ use ytsched_common::transport::call;
 use ytsched_common::units::ByteSize;
 use ytsched_common::OperationId;
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct RunVanillaArgs {
     /// Shell command each job runs (`sh -c`).
     #[arg(long)]

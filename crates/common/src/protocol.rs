@@ -18,6 +18,15 @@ pub const OUTPUT_TAIL_BYTES: usize = 64 * 1024;
 /// Times on the wire are Unix milliseconds.
 pub type UnixMillis = u64;
 
+/// The wall clock as the wire carries it. Only drivers call this; the scheduler core
+/// is handed `now` instead.
+pub fn unix_now() -> UnixMillis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HeartbeatRequest {
     pub protocol_version: u32,

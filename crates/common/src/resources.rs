@@ -122,10 +122,6 @@ impl ResourceVector {
             .find(|&r| self.get(r) > available.get(r) + EPSILON * available.get(r).abs().max(1.0))
     }
 
-    pub fn component_min(&self, other: &ResourceVector) -> Self {
-        self.map(|r, v| v.min(other.get(r)))
-    }
-
     pub fn component_max(&self, other: &ResourceVector) -> Self {
         self.map(|r, v| v.max(other.get(r)))
     }
@@ -157,10 +153,6 @@ impl ResourceVector {
         Resource::ALL
             .iter()
             .all(|&r| self.get(r) >= -EPSILON && !self.get(r).is_nan())
-    }
-
-    pub fn is_zero(&self) -> bool {
-        Resource::ALL.iter().all(|&r| self.get(r).abs() <= EPSILON)
     }
 }
 

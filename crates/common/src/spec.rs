@@ -281,14 +281,6 @@ impl VanillaSpec {
         }
         Ok(())
     }
-
-    /// Parses JSON or YAML-as-JSON text; the error names the field serde rejected.
-    pub fn from_json(text: &str) -> Result<Self, SpecError> {
-        let spec: VanillaSpec =
-            serde_json::from_str(text).map_err(|e| SpecError::new("spec", e.to_string()))?;
-        spec.validate()?;
-        Ok(spec)
-    }
 }
 
 /// Pool names match `[-_a-z0-9:A-Z]+` (SPEC 4.2).

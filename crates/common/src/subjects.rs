@@ -17,6 +17,10 @@ impl Subjects {
         }
     }
 
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Node → scheduler heartbeat requests; the node id is the last token.
     pub fn heartbeat(&self, node: &NodeId) -> String {
         format!("{}.heartbeat.{}", self.prefix, node)

@@ -89,9 +89,6 @@ impl<'de> Deserialize<'de> for ByteSize {
 pub struct DurationMs(pub u64);
 
 impl DurationMs {
-    pub fn from_secs(s: u64) -> Self {
-        DurationMs(s * 1000)
-    }
     pub fn as_std(self) -> std::time::Duration {
         std::time::Duration::from_millis(self.0)
     }

@@ -2,7 +2,7 @@
 //! and abort what the scheduler says, and keep results until they are acknowledged.
 
 use crate::job;
-use crate::sandbox::SandboxConfig;
+use crate::sandbox::{Isolation, SandboxConfig};
 use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -11,7 +11,7 @@ use tokio::sync::{oneshot, Notify};
 use tracing::{info, warn};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::protocol::{
-    FinishedJob, HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, Registration,
+    unix_now, FinishedJob, HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, Registration,
     RunningJob, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
@@ -233,7 +233,7 @@ impl Agent {
                     spec.job_id.clone(),
                     RunningEntry {
                         spec: spec.clone(),
-                        start_time: job::unix_now(),
+                        start_time: unix_now(),
                         abort: Some(tx),
                         gpus: gpus.clone(),
                     },
@@ -274,7 +274,8 @@ impl Agent {
         self.wake.notify_one();
     }
 
-    /// Kills every job (SIGTERM, then SIGKILL after the grace) and removes sandboxes.
+    /// Kills every job (SIGTERM, then SIGKILL after the grace), removes sandboxes and
+    /// the node's cgroup directories.
     async fn shut_down(&self) {
         let count = {
             let mut st = self.lock();
@@ -297,6 +298,9 @@ impl Agent {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.config.sandbox.remove_stale_dirs();
+        if let Isolation::Cgroup(manager) = &self.config.sandbox.isolation {
+            manager.remove_node_dirs();
+        }
     }
 }
 
@@ -316,7 +320,7 @@ fn gpu_env(gpus: &[u32]) -> Vec<(String, String)> {
 }
 
 fn gpu_shortage(spec: &JobStartSpec, want: usize, have: usize) -> FinishedJob {
-    let now = job::unix_now();
+    let now = unix_now();
     FinishedJob {
         job_id: spec.job_id.clone(),
         operation_id: spec.operation_id.clone(),
@@ -327,11 +331,5 @@ fn gpu_shortage(spec: &JobStartSpec, want: usize, have: usize) -> FinishedJob {
         statistics: Default::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
-    }
-}
-
-impl Agent {
-    pub fn sandbox_config(&self) -> &SandboxConfig {
-        &self.config.sandbox
     }
 }

@@ -4,17 +4,10 @@
 use crate::sandbox::SandboxConfig;
 use nix::sys::signal::Signal;
 use std::os::unix::process::ExitStatusExt;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 use tokio::sync::oneshot;
-use ytsched_common::protocol::{FinishedJob, JobAbort, JobStartSpec, JobStatistics, UnixMillis};
+use ytsched_common::protocol::{unix_now, FinishedJob, JobAbort, JobStartSpec, JobStatistics};
 use ytsched_common::states::JobState;
-
-pub fn unix_now() -> UnixMillis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 pub async fn run(
     config: &SandboxConfig,

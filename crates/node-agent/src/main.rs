@@ -187,14 +187,7 @@ async fn main() -> anyhow::Result<()> {
             _ = term.recv() => {}
         }
     };
-    agent.clone().run(client, shutdown).await?;
-    if let Isolation::Cgroup(manager) = &agent_sandbox_isolation(&agent) {
-        manager.remove_node_dirs();
-    }
+    agent.run(client, shutdown).await?;
     info!("node agent stopped");
     Ok(())
-}
-
-fn agent_sandbox_isolation(agent: &Agent) -> &Isolation {
-    &agent.sandbox_config().isolation
 }

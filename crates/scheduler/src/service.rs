@@ -5,11 +5,11 @@
 use crate::core::{CoreConfig, CoreEvent, SchedulerCore};
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tracing::{debug, info, warn};
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
-use ytsched_common::protocol::{HeartbeatReply, HeartbeatRequest, UnixMillis, PROTOCOL_VERSION};
+use ytsched_common::protocol::{unix_now, HeartbeatReply, HeartbeatRequest, PROTOCOL_VERSION};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::OperationId;
 
@@ -22,126 +22,124 @@ pub struct ServiceConfig {
     pub tick_period: Duration,
 }
 
-type SharedCore = Arc<Mutex<SchedulerCore>>;
+/// The core behind its lock plus the bus it answers on. Every way into the core goes
+/// through `with_core`, so each change's nudges and events always go out.
+#[derive(Clone)]
+struct Driver {
+    client: async_nats::Client,
+    subjects: Subjects,
+    core: Arc<Mutex<SchedulerCore>>,
+    /// For replies to heartbeats rejected before they reach the core.
+    heartbeat_period_ms: u64,
+}
 
-pub fn unix_now() -> UnixMillis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+impl Driver {
+    /// Runs `f` on the core, then logs the state changes it made and nudges the nodes
+    /// it asked for, outside the lock.
+    async fn with_core<R>(&self, f: impl FnOnce(&mut SchedulerCore) -> R) -> R {
+        let (result, nudges, events) = {
+            let mut core = self.core.lock().expect("core lock");
+            let result = f(&mut core);
+            (result, core.take_nudges(), core.take_events())
+        };
+        log_events(&events);
+        for node in nudges {
+            let subject = self.subjects.nudge(&node);
+            if let Err(e) = self.client.publish(subject, bytes::Bytes::new()).await {
+                debug!(node = %node, error = %e, "cannot nudge node");
+            }
+        }
+        result
+    }
+
+    async fn reply(&self, to: async_nats::Subject, bytes: Vec<u8>, what: &str) {
+        if let Err(e) = self.client.publish(to, bytes.into()).await {
+            warn!(error = %e, "cannot send {what} reply");
+        }
+    }
+
+    async fn serve_heartbeats(self, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let Some(reply_to) = msg.reply.clone() else {
+                warn!(subject = %msg.subject, "heartbeat without a reply subject ignored");
+                continue;
+            };
+            let period = self.heartbeat_period_ms;
+            let reply = match decode::<HeartbeatRequest>(&msg.payload) {
+                Ok(req) if msg.subject.rsplit('.').next() != Some(req.node_id.as_str()) => {
+                    warn!(subject = %msg.subject, node = %req.node_id, "heartbeat node id does not match its subject");
+                    HeartbeatReply::rejected(
+                        format!(
+                            "node id '{}' does not match subject '{}'",
+                            req.node_id, msg.subject
+                        ),
+                        period,
+                    )
+                }
+                Ok(req) => {
+                    self.with_core(|core| core.process_heartbeat(req, unix_now()))
+                        .await
+                }
+                Err(e) => {
+                    warn!(subject = %msg.subject, error = %e, "malformed heartbeat");
+                    HeartbeatReply::rejected(format!("malformed heartbeat: {e}"), period)
+                }
+            };
+            match encode(&reply) {
+                Ok(bytes) => self.reply(reply_to, bytes, "heartbeat").await,
+                Err(e) => warn!(error = %e, "cannot encode heartbeat reply"),
+            }
+        }
+    }
+
+    async fn serve_api(self, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let Some(reply_to) = msg.reply.clone() else {
+                continue;
+            };
+            let method = self
+                .subjects
+                .api_method(msg.subject.as_str())
+                .unwrap_or("")
+                .to_string();
+            let bytes = self
+                .with_core(|core| dispatch(core, &method, &msg.payload))
+                .await;
+            self.reply(reply_to, bytes, "API").await;
+        }
+    }
+
+    async fn tick(self, period: Duration) {
+        let mut interval = tokio::time::interval(period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            self.with_core(|core| core.tick(unix_now())).await;
+        }
+    }
 }
 
 pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     let client =
         ytsched_common::transport::connect(&config.nats_urls, "ytsched-scheduler", true).await?;
     let subjects = Subjects::new(&config.subject_prefix);
-    let core: SharedCore = Arc::new(Mutex::new(SchedulerCore::new(config.core.clone())));
-
     let heartbeats = client.subscribe(subjects.heartbeat_wildcard()).await?;
     let api_calls = client.subscribe(subjects.api_wildcard()).await?;
     client.flush().await?;
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
 
-    let hb = tokio::spawn(serve_heartbeats(
-        client.clone(),
-        subjects.clone(),
-        core.clone(),
-        heartbeats,
-    ));
-    let apis = tokio::spawn(serve_api(
-        client.clone(),
-        subjects.clone(),
-        core.clone(),
-        api_calls,
-    ));
-    let ticks = tokio::spawn(tick(
-        client.clone(),
-        subjects.clone(),
-        core.clone(),
-        config.tick_period,
-    ));
+    let driver = Driver {
+        client,
+        subjects,
+        heartbeat_period_ms: config.core.heartbeat_period_ms,
+        core: Arc::new(Mutex::new(SchedulerCore::new(config.core))),
+    };
     tokio::select! {
-        r = hb => r?,
-        r = apis => r?,
-        r = ticks => r?,
+        r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
+        r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
+        r = tokio::spawn(driver.tick(config.tick_period)) => r?,
     }
     Ok(())
-}
-
-async fn serve_heartbeats(
-    client: async_nats::Client,
-    subjects: Subjects,
-    core: SharedCore,
-    mut sub: async_nats::Subscriber,
-) {
-    while let Some(msg) = sub.next().await {
-        let Some(reply_to) = msg.reply.clone() else {
-            warn!(subject = %msg.subject, "heartbeat without a reply subject ignored");
-            continue;
-        };
-        let period = core.lock().expect("core lock").config().heartbeat_period_ms;
-        let reply = match decode::<HeartbeatRequest>(&msg.payload) {
-            Ok(req) if !msg.subject.as_str().ends_with(&format!(".{}", req.node_id)) => {
-                warn!(subject = %msg.subject, node = %req.node_id, "heartbeat node id does not match its subject");
-                HeartbeatReply::rejected(
-                    format!(
-                        "node id '{}' does not match subject '{}'",
-                        req.node_id, msg.subject
-                    ),
-                    period,
-                )
-            }
-            Ok(req) => {
-                let (reply, nudges, events) = {
-                    let mut core = core.lock().expect("core lock");
-                    let reply = core.process_heartbeat(req, unix_now());
-                    (reply, core.take_nudges(), core.take_events())
-                };
-                log_events(&events);
-                send_nudges(&client, &subjects, nudges).await;
-                reply
-            }
-            Err(e) => {
-                warn!(subject = %msg.subject, error = %e, "malformed heartbeat");
-                HeartbeatReply::rejected(format!("malformed heartbeat: {e}"), period)
-            }
-        };
-        match encode(&reply) {
-            Ok(bytes) => {
-                if let Err(e) = client.publish(reply_to, bytes.into()).await {
-                    warn!(error = %e, "cannot send heartbeat reply");
-                }
-            }
-            Err(e) => warn!(error = %e, "cannot encode heartbeat reply"),
-        }
-    }
-}
-
-async fn serve_api(
-    client: async_nats::Client,
-    subjects: Subjects,
-    core: SharedCore,
-    mut sub: async_nats::Subscriber,
-) {
-    while let Some(msg) = sub.next().await {
-        let Some(reply_to) = msg.reply.clone() else {
-            continue;
-        };
-        let method = subjects
-            .api_method(msg.subject.as_str())
-            .unwrap_or("")
-            .to_string();
-        let (bytes, nudges, events) = {
-            let mut core = core.lock().expect("core lock");
-            let bytes = dispatch(&mut core, &method, &msg.payload);
-            (bytes, core.take_nudges(), core.take_events())
-        };
-        log_events(&events);
-        send_nudges(&client, &subjects, nudges).await;
-        if let Err(e) = client.publish(reply_to, bytes.into()).await {
-            warn!(error = %e, "cannot send API reply");
-        }
-    }
 }
 
 /// Decodes one API call, runs it against the core, and encodes the response.
@@ -201,36 +199,6 @@ fn respond<M: ApiMethod>(
         result,
     })
     .unwrap_or_default()
-}
-
-async fn tick(client: async_nats::Client, subjects: Subjects, core: SharedCore, period: Duration) {
-    let mut interval = tokio::time::interval(period);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        interval.tick().await;
-        let (nudges, events) = {
-            let mut core = core.lock().expect("core lock");
-            core.tick(unix_now());
-            (core.take_nudges(), core.take_events())
-        };
-        log_events(&events);
-        send_nudges(&client, &subjects, nudges).await;
-    }
-}
-
-async fn send_nudges(
-    client: &async_nats::Client,
-    subjects: &Subjects,
-    nodes: Vec<ytsched_common::NodeId>,
-) {
-    for node in nodes {
-        if let Err(e) = client
-            .publish(subjects.nudge(&node), bytes::Bytes::new())
-            .await
-        {
-            debug!(node = %node, error = %e, "cannot nudge node");
-        }
-    }
 }
 
 fn log_events(events: &[CoreEvent]) {

@@ -234,8 +234,4 @@ impl JobCgroup {
         }
         Ok(())
     }
-
-    pub fn dirs(&self) -> &[PathBuf] {
-        &self.dirs
-    }
 }

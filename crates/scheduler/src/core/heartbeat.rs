@@ -3,7 +3,7 @@
 
 use super::operation::ResultEffect;
 use super::{CoreEvent, Node, SchedulerCore, DEFAULT_TREE};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use ytsched_common::protocol::{
     HeartbeatReply, HeartbeatRequest, JobAbort, Registration, UnixMillis, PROTOCOL_VERSION,
 };
@@ -36,22 +36,12 @@ impl SchedulerCore {
         self.refresh_node(&req, now);
 
         let mut acknowledged = Vec::with_capacity(req.finished_jobs.len());
-        let mut finished_ids = HashSet::with_capacity(req.finished_jobs.len());
         for result in &req.finished_jobs {
             acknowledged.push(result.job_id.clone());
-            finished_ids.insert(result.job_id.clone());
             self.apply_result(&node_id, result, now);
         }
 
-        let jobs_to_abort = self.reconcile_running(&req, &finished_ids, now);
-
-        // Jobs being killed still hold their resources until the node reports them gone.
-        let dying: ResourceVector = req
-            .running_jobs
-            .iter()
-            .filter(|r| jobs_to_abort.iter().any(|a| a.job_id == r.job_id))
-            .map(|r| r.resource_usage)
-            .sum();
+        let (jobs_to_abort, dying) = self.reconcile_running(&req, now);
         let jobs_to_start = self.fill_node(&node_id, dying, now);
 
         let node = &self.nodes[&node_id];
@@ -67,52 +57,34 @@ impl SchedulerCore {
     }
 
     fn refresh_node(&mut self, req: &HeartbeatRequest, now: UnixMillis) {
-        let registration = Registration::Registered {
+        let node = self
+            .nodes
+            .entry(req.node_id.clone())
+            .or_insert_with(|| Node::new(req.node_id.clone(), req.incarnation_id.clone()));
+        if node.incarnation != req.incarnation_id {
+            node.incarnation = req.incarnation_id.clone();
+            self.events.push(CoreEvent::NodeRestarted {
+                id: node.id.clone(),
+            });
+        }
+        let membership_changed = !node.online || node.resource_limits != req.resource_limits;
+        if !node.online {
+            node.online = true;
+            self.events.push(CoreEvent::NodeRegistered {
+                id: node.id.clone(),
+                tree: DEFAULT_TREE.to_string(),
+            });
+        }
+        node.hostname = req.hostname.clone();
+        node.tags = req.tags.clone();
+        node.resource_limits = req.resource_limits;
+        node.reported_usage = req.resource_usage;
+        node.last_heartbeat = now;
+        node.registration = Registration::Registered {
             tree: DEFAULT_TREE.to_string(),
         };
-        match self.nodes.get_mut(&req.node_id) {
-            Some(node) => {
-                if node.incarnation != req.incarnation_id {
-                    node.incarnation = req.incarnation_id.clone();
-                    self.events.push(CoreEvent::NodeRestarted {
-                        id: node.id.clone(),
-                    });
-                }
-                if !node.online {
-                    node.online = true;
-                    self.events.push(CoreEvent::NodeRegistered {
-                        id: node.id.clone(),
-                        tree: DEFAULT_TREE.to_string(),
-                    });
-                }
-                node.hostname = req.hostname.clone();
-                node.tags = req.tags.clone();
-                node.resource_limits = req.resource_limits;
-                node.reported_usage = req.resource_usage;
-                node.last_heartbeat = now;
-                node.registration = registration;
-            }
-            None => {
-                self.events.push(CoreEvent::NodeRegistered {
-                    id: req.node_id.clone(),
-                    tree: DEFAULT_TREE.to_string(),
-                });
-                self.nodes.insert(
-                    req.node_id.clone(),
-                    Node {
-                        id: req.node_id.clone(),
-                        incarnation: req.incarnation_id.clone(),
-                        hostname: req.hostname.clone(),
-                        tags: req.tags.clone(),
-                        resource_limits: req.resource_limits,
-                        reported_usage: req.resource_usage,
-                        last_heartbeat: now,
-                        online: true,
-                        registration,
-                        jobs: BTreeSet::new(),
-                    },
-                );
-            }
+        if membership_changed {
+            self.recompute_cluster_resources();
         }
     }
 
@@ -157,15 +129,17 @@ impl SchedulerCore {
     /// Jobs the node runs that the scheduler does not (aborted, unknown, given away)
     /// are aborted; jobs the scheduler placed here that the node does not report were
     /// never started (their start was lost) or died with an earlier incarnation: they
-    /// are lost and run again.
+    /// are lost and run again. (Results were applied first, so finished jobs are no
+    /// longer among the node's jobs.) Also returns what the jobs being aborted still
+    /// hold: their resources stay taken until the node reports them gone.
     fn reconcile_running(
         &mut self,
         req: &HeartbeatRequest,
-        finished: &HashSet<JobId>,
         now: UnixMillis,
-    ) -> Vec<JobAbort> {
+    ) -> (Vec<JobAbort>, ResourceVector) {
         let node_id = &req.node_id;
         let mut aborts = Vec::new();
+        let mut dying = ResourceVector::ZERO;
         let mut reported = HashSet::with_capacity(req.running_jobs.len());
         for running in &req.running_jobs {
             reported.insert(running.job_id.clone());
@@ -174,9 +148,9 @@ impl SchedulerCore {
                 .get(&running.job_id)
                 .and_then(|op| self.operations.get(op))
                 .and_then(|op| op.jobs.get(&running.job_id));
-            match job {
-                Some(j) if j.state == JobState::Running && &j.node == node_id => {}
-                Some(j) => aborts.push(JobAbort {
+            let abort = match job {
+                Some(j) if j.state == JobState::Running && &j.node == node_id => continue,
+                Some(j) => JobAbort {
                     job_id: running.job_id.clone(),
                     reason: j.abort_reason.unwrap_or(AbortReason::OperationAborted),
                     message: match j.abort_reason {
@@ -187,22 +161,23 @@ impl SchedulerCore {
                         Some(r) => format!("job was aborted: {r}"),
                         None => "job is not running on this node".into(),
                     },
-                }),
-                None => aborts.push(JobAbort {
+                },
+                None => JobAbort {
                     job_id: running.job_id.clone(),
                     reason: AbortReason::OperationAborted,
                     message: "the scheduler knows no such job".into(),
-                }),
-            }
+                },
+            };
+            dying += running.resource_usage;
+            aborts.push(abort);
         }
         let believed: Vec<JobId> = self.nodes[node_id].jobs.iter().cloned().collect();
         for job_id in believed {
-            if reported.contains(&job_id) || finished.contains(&job_id) {
-                continue;
+            if !reported.contains(&job_id) {
+                self.lose_job(node_id, &job_id, now);
             }
-            self.lose_job(node_id, &job_id, now);
         }
-        aborts
+        (aborts, dying)
     }
 
     fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
@@ -242,6 +217,7 @@ impl SchedulerCore {
             if let Some(node) = self.nodes.get_mut(&node_id) {
                 node.online = false;
             }
+            self.recompute_cluster_resources();
             self.events.push(CoreEvent::NodeOffline {
                 id: node_id.clone(),
                 lost_jobs: jobs.len(),

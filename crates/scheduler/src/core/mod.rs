@@ -16,6 +16,7 @@ pub use operation::{Job, Operation, Task};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ytsched_common::api::ApiError;
 use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -46,6 +47,9 @@ pub struct SchedulerCore {
     operations: BTreeMap<OperationId, Operation>,
     /// Which operation a job belongs to, for results that arrive by job id.
     job_owner: HashMap<JobId, OperationId>,
+    /// Sum of schedulable nodes' limits, recomputed only when nodes join, leave or
+    /// change limits (heartbeats read it on every placement).
+    cluster_resources: ResourceVector,
     /// Submission sequence, the tie-breaker that keeps decisions deterministic.
     next_operation_seq: u64,
     /// Nodes that should heartbeat now because there is new work or an abort for them.
@@ -60,6 +64,7 @@ impl SchedulerCore {
             nodes: BTreeMap::new(),
             operations: BTreeMap::new(),
             job_owner: HashMap::new(),
+            cluster_resources: ResourceVector::ZERO,
             next_operation_seq: 0,
             nudges: BTreeSet::new(),
             events: Vec::new(),

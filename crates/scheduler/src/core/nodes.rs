@@ -17,11 +17,28 @@ pub struct Node {
     pub last_heartbeat: UnixMillis,
     pub online: bool,
     pub registration: Registration,
-    /// Jobs the scheduler considers running here.
+    /// Jobs the scheduler considers running here (exactly its running jobs whose
+    /// `node` is this one).
     pub jobs: BTreeSet<JobId>,
 }
 
 impl Node {
+    /// A node seen for the first time; its first heartbeat fills in the rest.
+    pub fn new(id: NodeId, incarnation: IncarnationId) -> Self {
+        Node {
+            id,
+            incarnation,
+            hostname: String::new(),
+            tags: vec![],
+            resource_limits: ResourceVector::ZERO,
+            reported_usage: ResourceVector::ZERO,
+            last_heartbeat: 0,
+            online: false,
+            registration: Registration::Idle,
+            jobs: BTreeSet::new(),
+        }
+    }
+
     pub fn is_schedulable(&self) -> bool {
         self.online && matches!(self.registration, Registration::Registered { .. })
     }

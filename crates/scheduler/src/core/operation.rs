@@ -2,7 +2,7 @@
 //! the running usage that placement reads.
 
 use std::collections::{BTreeMap, VecDeque};
-use ytsched_common::protocol::{FinishedJob, JobStatistics, UnixMillis};
+use ytsched_common::protocol::{FinishedJob, JobStartSpec, JobStatistics, UnixMillis};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
@@ -133,12 +133,8 @@ impl Operation {
             .position(|t| !t.waiting.is_empty() && t.spec.job_resources().fits_in(free))
     }
 
-    pub fn has_waiting_jobs(&self) -> bool {
-        self.tasks.iter().any(|t| !t.waiting.is_empty())
-    }
-
-    /// Starts the next waiting job of `task` on `node`.
-    pub fn start_job(&mut self, task: usize, node: &NodeId, now: UnixMillis) -> &Job {
+    /// Starts the next waiting job of `task` on `node`; returns what the node needs to run it.
+    pub fn start_job(&mut self, task: usize, node: &NodeId, now: UnixMillis) -> JobStartSpec {
         let t = &mut self.tasks[task];
         let index = t.waiting.pop_front().expect("caller checked a job waits");
         let resources = t.spec.job_resources();
@@ -161,7 +157,17 @@ impl Operation {
             stderr: String::new(),
         };
         self.jobs.insert(id.clone(), job);
-        &self.jobs[&id]
+        JobStartSpec {
+            job_id: id,
+            operation_id: self.id.clone(),
+            task_name: t.name.clone(),
+            job_index: index,
+            job_count: t.spec.job_count,
+            command: t.spec.command.clone(),
+            environment: t.spec.environment.clone(),
+            stdin: t.spec.stdin.clone(),
+            resources,
+        }
     }
 
     /// Marks a running job aborted; preempted and lost jobs go back to waiting.

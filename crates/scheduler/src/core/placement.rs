@@ -11,11 +11,16 @@ use ytsched_common::{NodeId, OperationId};
 impl SchedulerCore {
     /// Sum of the limits of schedulable nodes: what shares are fractions of.
     pub fn cluster_resources(&self) -> ResourceVector {
-        self.nodes
+        self.cluster_resources
+    }
+
+    pub(super) fn recompute_cluster_resources(&mut self) {
+        self.cluster_resources = self
+            .nodes
             .values()
             .filter(|n| n.is_schedulable())
             .map(|n| n.resource_limits)
-            .sum()
+            .sum();
     }
 
     pub(super) fn fill_node(
@@ -37,33 +42,21 @@ impl SchedulerCore {
             })
             .sum();
         let mut free = node.resource_limits - used - dying;
-        let total = self.cluster_resources();
+        let total = self.cluster_resources;
         let mut starts = Vec::new();
         while let Some((op_id, task)) = self.least_satisfied_fitting(&free, &total) {
             let op = self
                 .operations
                 .get_mut(&op_id)
                 .expect("chosen from the map");
-            let job = op.start_job(task, node_id, now).clone();
-            let t = &op.tasks[job.task];
-            let spec = JobStartSpec {
-                job_id: job.id.clone(),
-                operation_id: op_id.clone(),
-                task_name: t.name.clone(),
-                job_index: job.index,
-                job_count: t.spec.job_count,
-                command: t.spec.command.clone(),
-                environment: t.spec.environment.clone(),
-                stdin: t.spec.stdin.clone(),
-                resources: job.resources,
-            };
-            free -= job.resources;
+            let spec = op.start_job(task, node_id, now);
+            free -= spec.resources;
             self.events.push(CoreEvent::JobStarted {
-                id: job.id.clone(),
+                id: spec.job_id.clone(),
                 operation: op_id.clone(),
                 node: node_id.clone(),
             });
-            self.job_owner.insert(job.id.clone(), op_id);
+            self.job_owner.insert(spec.job_id.clone(), op_id);
             self.nodes
                 .get_mut(node_id)
                 .expect("node exists")
