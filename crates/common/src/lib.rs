@@ -6,6 +6,7 @@
 pub mod api;
 pub mod codec;
 pub mod ids;
+pub mod pool_config;
 pub mod protocol;
 pub mod resources;
 pub mod spec;
@@ -13,6 +14,7 @@ pub mod states;
 pub mod subjects;
 pub mod transport;
 pub mod units;
+pub mod yson;
 
 pub use ids::{IncarnationId, JobId, NodeId, OperationId};
 pub use resources::ResourceVector;

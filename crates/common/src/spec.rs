@@ -48,6 +48,16 @@ pub struct ResourceAmounts {
 
 impl ResourceAmounts {
     fn validate(&self, field: &str) -> Result<(), SpecError> {
+        self.check_nonnegative().map_err(|(name, v)| {
+            SpecError::new(
+                format!("{field}.{name}"),
+                format!("must be a non-negative number, got {v}"),
+            )
+        })
+    }
+
+    /// The first component that is negative or not a number, with its value.
+    pub fn check_nonnegative(&self) -> Result<(), (&'static str, f64)> {
         for (name, v) in [
             ("cpu", self.cpu),
             ("gpu", self.gpu),
@@ -55,14 +65,21 @@ impl ResourceAmounts {
         ] {
             if let Some(v) = v {
                 if !v.is_finite() || v < 0.0 {
-                    return Err(SpecError::new(
-                        format!("{field}.{name}"),
-                        format!("must be a non-negative number, got {v}"),
-                    ));
+                    return Err((name, v));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Which components are specified.
+    pub fn specified(&self) -> [bool; 4] {
+        [
+            self.cpu.is_some(),
+            self.memory.is_some(),
+            self.gpu.is_some(),
+            self.user_slots.is_some(),
+        ]
     }
 
     /// The amounts as a vector, with unspecified components set to `unset`.

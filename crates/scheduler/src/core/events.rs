@@ -23,6 +23,19 @@ pub enum CoreEvent {
         pool: String,
         jobs: u64,
     },
+    /// Admitted but waiting for a running-operation slot in its pool or an ancestor.
+    OperationPending {
+        id: OperationId,
+    },
+    /// A pending operation got its slot.
+    OperationRunning {
+        id: OperationId,
+    },
+    /// An ephemeral pool lost its last operation.
+    PoolRemoved {
+        tree: String,
+        pool: String,
+    },
     OperationFinished {
         id: OperationId,
         state: OperationState,

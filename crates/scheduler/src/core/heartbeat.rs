@@ -2,7 +2,7 @@
 //! what the node runs with what the scheduler believes, then fill the node with work.
 
 use super::operation::ResultEffect;
-use super::{CoreEvent, Node, SchedulerCore, DEFAULT_TREE};
+use super::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
 use ytsched_common::protocol::{
     HeartbeatReply, HeartbeatRequest, JobAbort, Registration, UnixMillis, PROTOCOL_VERSION,
@@ -57,6 +57,11 @@ impl SchedulerCore {
     }
 
     fn refresh_node(&mut self, req: &HeartbeatRequest, now: UnixMillis) {
+        // Every node belongs to the default tree until tree filters decide membership.
+        let registration = match &self.cluster.default_tree {
+            Some(tree) => Registration::Registered { tree: tree.clone() },
+            None => Registration::Idle,
+        };
         let node = self
             .nodes
             .entry(req.node_id.clone())
@@ -72,7 +77,10 @@ impl SchedulerCore {
             node.online = true;
             self.events.push(CoreEvent::NodeRegistered {
                 id: node.id.clone(),
-                tree: DEFAULT_TREE.to_string(),
+                tree: match &registration {
+                    Registration::Registered { tree } => tree.clone(),
+                    _ => String::new(),
+                },
             });
         }
         node.hostname = req.hostname.clone();
@@ -80,11 +88,10 @@ impl SchedulerCore {
         node.resource_limits = req.resource_limits;
         node.reported_usage = req.resource_usage;
         node.last_heartbeat = now;
-        node.registration = Registration::Registered {
-            tree: DEFAULT_TREE.to_string(),
-        };
+        let membership_changed = membership_changed || node.registration != registration;
+        node.registration = registration;
         if membership_changed {
-            self.recompute_cluster_resources();
+            self.recompute_tree_resources();
         }
     }
 
@@ -202,11 +209,17 @@ impl SchedulerCore {
     /// Nodes silent for longer than `node_heartbeat_timeout` go offline; their jobs are
     /// lost and become waiting again.
     pub(super) fn expire_silent_nodes(&mut self, now: UnixMillis) {
-        let timeout = self.config.node_heartbeat_timeout_ms;
+        let default_timeout = self.config.node_heartbeat_timeout_ms;
+        let timeout_of = |n: &Node| {
+            self.node_tree(n)
+                .and_then(|t| self.cluster.trees.get(t))
+                .map(|t| t.config.node_heartbeat_timeout.0)
+                .unwrap_or(default_timeout)
+        };
         let silent: Vec<NodeId> = self
             .nodes
             .values()
-            .filter(|n| n.online && now.saturating_sub(n.last_heartbeat) > timeout)
+            .filter(|n| n.online && now.saturating_sub(n.last_heartbeat) > timeout_of(n))
             .map(|n| n.id.clone())
             .collect();
         for node_id in silent {
@@ -217,7 +230,7 @@ impl SchedulerCore {
             if let Some(node) = self.nodes.get_mut(&node_id) {
                 node.online = false;
             }
-            self.recompute_cluster_resources();
+            self.recompute_tree_resources();
             self.events.push(CoreEvent::NodeOffline {
                 id: node_id.clone(),
                 lost_jobs: jobs.len(),

@@ -34,11 +34,31 @@ pub struct Job {
     pub stderr: String,
 }
 
+/// Where and how an admitted operation runs, decided by admission.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    pub tree: String,
+    pub pool: String,
+    pub weight: f64,
+    pub resource_limits: ResourceVector,
+    pub lightweight: bool,
+    pub pending: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct Operation {
     pub id: OperationId,
     pub user: String,
+    /// The pool tree it runs in and its pool there (after ephemeral pool resolution).
+    pub tree: String,
     pub pool: String,
+    /// Weight and limits in its tree (spec, then per-tree overrides).
+    pub weight: f64,
+    pub resource_limits: ResourceVector,
+    pub max_share_ratio: f64,
+    /// Runs in a FIFO pool with lightweight operations enabled: not counted against
+    /// running-operation limits.
+    pub lightweight: bool,
     pub spec: VanillaSpec,
     pub state: OperationState,
     pub seq: u64,
@@ -65,10 +85,12 @@ pub enum ResultEffect {
 }
 
 impl Operation {
+    /// A new operation, running in `placement.tree`/`placement.pool`.
     pub fn new(
         id: OperationId,
         user: String,
         spec: VanillaSpec,
+        placement: Placement,
         seq: u64,
         now: UnixMillis,
     ) -> Self {
@@ -82,13 +104,21 @@ impl Operation {
                 completed: 0,
             })
             .collect();
-        let pool = spec.pool.clone().unwrap_or_else(|| user.clone());
         Self {
             id,
             user,
-            pool,
+            tree: placement.tree,
+            pool: placement.pool,
+            weight: placement.weight,
+            resource_limits: placement.resource_limits,
+            max_share_ratio: spec.max_share_ratio.unwrap_or(1.0),
+            lightweight: placement.lightweight,
             spec,
-            state: OperationState::Running,
+            state: if placement.pending {
+                OperationState::Pending
+            } else {
+                OperationState::Running
+            },
             seq,
             start_time: now,
             finish_time: None,
@@ -102,7 +132,11 @@ impl Operation {
     }
 
     pub fn weight(&self) -> f64 {
-        self.spec.weight.unwrap_or(1.0)
+        self.weight
+    }
+
+    pub fn waiting_job_count(&self) -> u64 {
+        self.tasks.iter().map(|t| t.waiting.len() as u64).sum()
     }
 
     pub fn total_job_count(&self) -> u64 {

@@ -1,28 +1,43 @@
-//! Which job runs where: fill a node's free resources, always serving the least
-//! satisfied operation next (SPEC 5.2). Satisfaction here is the dominant usage share
-//! per unit of weight; the fair share engine replaces it with usage / fair share.
+//! Which job runs where (SPEC 5.2): fill a node's free resources one job at a time,
+//! each time walking down the node's pool tree to the least satisfied child
+//! (usage / fair share) that has a job fitting both the node and every limit on the way.
 
+use super::fair_share::{ElementKind, TreeShares};
 use super::{CoreEvent, SchedulerCore};
 use ytsched_common::protocol::{JobStartSpec, UnixMillis};
-use ytsched_common::resources::ResourceVector;
+use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
 
+/// How satisfied an element is: how far along its fair share its usage is, on the
+/// resources it needs (the largest ratio). Zero fair share with demand is never satisfied
+/// enough to go first: it sorts last.
+pub fn satisfaction(
+    usage: &ResourceVector,
+    fair_share: &ResourceVector,
+    demand: &ResourceVector,
+) -> f64 {
+    let mut ratio: f64 = 0.0;
+    let mut any = false;
+    for r in Resource::ALL {
+        if demand.get(r) <= EPSILON {
+            continue;
+        }
+        any = true;
+        let fs = fair_share.get(r);
+        if fs <= EPSILON {
+            return f64::INFINITY;
+        }
+        ratio = ratio.max(usage.get(r) / fs);
+    }
+    if any {
+        ratio
+    } else {
+        f64::INFINITY
+    }
+}
+
 impl SchedulerCore {
-    /// Sum of the limits of schedulable nodes: what shares are fractions of.
-    pub fn cluster_resources(&self) -> ResourceVector {
-        self.cluster_resources
-    }
-
-    pub(super) fn recompute_cluster_resources(&mut self) {
-        self.cluster_resources = self
-            .nodes
-            .values()
-            .filter(|n| n.is_schedulable())
-            .map(|n| n.resource_limits)
-            .sum();
-    }
-
     pub(super) fn fill_node(
         &mut self,
         node_id: &NodeId,
@@ -33,6 +48,9 @@ impl SchedulerCore {
         if !node.is_schedulable() {
             return vec![];
         }
+        let Some(tree) = self.node_tree(node).map(String::from) else {
+            return vec![];
+        };
         let used: ResourceVector = node
             .jobs
             .iter()
@@ -42,15 +60,27 @@ impl SchedulerCore {
             })
             .sum();
         let mut free = node.resource_limits - used - dying;
-        let total = self.cluster_resources;
+        if !ResourceVector::new(1e-9, 0.0, 0.0, 1e-9).fits_in(&free) {
+            return vec![];
+        }
+        self.update_if_stale(&tree, now);
+        let Some(shares) = self.shares.remove(&tree) else {
+            return vec![];
+        };
+        let mut usage = self.live_usage(&shares);
         let mut starts = Vec::new();
-        while let Some((op_id, task)) = self.least_satisfied_fitting(&free, &total) {
+        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, 0, free) {
             let op = self
                 .operations
                 .get_mut(&op_id)
-                .expect("chosen from the map");
+                .expect("picked from the map");
             let spec = op.start_job(task, node_id, now);
             free -= spec.resources;
+            let mut e = Some(elem);
+            while let Some(i) = e {
+                usage[i] += spec.resources;
+                e = shares.elements[i].parent;
+            }
             self.events.push(CoreEvent::JobStarted {
                 id: spec.job_id.clone(),
                 operation: op_id.clone(),
@@ -64,43 +94,97 @@ impl SchedulerCore {
                 .insert(spec.job_id.clone());
             starts.push(spec);
         }
+        self.shares.insert(tree, shares);
         starts
     }
 
-    fn least_satisfied_fitting(
-        &self,
-        free: &ResourceVector,
-        total: &ResourceVector,
-    ) -> Option<(OperationId, usize)> {
-        self.operations
-            .values()
-            .filter(|op| op.state == OperationState::Running)
-            .filter_map(|op| {
-                let task = op.next_fitting_task(free)?;
-                let satisfaction = op.usage.share_of(total).dominant().1 / op.weight();
-                Some((satisfaction, op.seq, op.id.clone(), task))
-            })
-            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-            .map(|(_, _, id, task)| (id, task))
+    /// Current absolute usage of every element of the last update.
+    fn live_usage(&self, shares: &TreeShares) -> Vec<ResourceVector> {
+        let mut usage = vec![ResourceVector::ZERO; shares.elements.len()];
+        for i in (0..shares.elements.len()).rev() {
+            let e = &shares.elements[i];
+            if let ElementKind::Operation { id } = &e.kind {
+                if let Some(op) = self.operations.get(id) {
+                    usage[i] = op.usage;
+                }
+            }
+            if let Some(p) = e.parent {
+                let u = usage[i];
+                usage[p] += u;
+            }
+        }
+        usage
     }
 
-    /// An operation whose job fits no node of a non-empty tree would wait forever:
+    /// The least satisfied operation under `idx` with a job that fits `room` (free
+    /// resources, narrowed by each element's limits on the way down).
+    fn pick(
+        &self,
+        shares: &TreeShares,
+        usage: &[ResourceVector],
+        idx: usize,
+        room: ResourceVector,
+    ) -> Option<(usize, OperationId, usize)> {
+        let e = &shares.elements[idx];
+        let limit = e.limits_share.map(|r, s| {
+            let t = shares.total.get(r);
+            if s >= 1.0 - EPSILON {
+                f64::INFINITY
+            } else {
+                s * t
+            }
+        });
+        let room = room.map(|r, v| v.min(limit.get(r) - usage[idx].get(r)));
+        match &e.kind {
+            ElementKind::Operation { id } => {
+                let op = self.operations.get(id)?;
+                if op.state != OperationState::Running {
+                    return None;
+                }
+                // The operation's own limits are absolute; check them exactly too.
+                let room = room.map(|r, v| v.min(op.resource_limits.get(r) - op.usage.get(r)));
+                let task = op.next_fitting_task(&room)?;
+                Some((idx, id.clone(), task))
+            }
+            ElementKind::Pool { .. } => {
+                let mut order: Vec<(f64, usize, usize)> = e
+                    .children
+                    .iter()
+                    .map(|&c| {
+                        let child = &shares.elements[c];
+                        let sat = satisfaction(
+                            &usage[c].share_of(&shares.total),
+                            &child.fair_share.total,
+                            &child.demand_share,
+                        );
+                        (sat, child.fifo_index.unwrap_or(0), c)
+                    })
+                    .collect();
+                order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+                order
+                    .into_iter()
+                    .find_map(|(_, _, c)| self.pick(shares, usage, c, room))
+            }
+        }
+    }
+
+    /// An operation whose job fits no node of its (non-empty) tree would wait forever:
     /// fail it now with the resource that is short.
     pub(super) fn fail_unplaceable(&mut self, now: UnixMillis) {
-        let limits: Vec<ResourceVector> = self
-            .nodes
-            .values()
-            .filter(|n| n.is_schedulable())
-            .map(|n| n.resource_limits)
-            .collect();
-        if limits.is_empty() {
-            return;
+        let mut by_tree: std::collections::HashMap<&str, Vec<ResourceVector>> = Default::default();
+        for n in self.nodes.values() {
+            if let Some(t) = self.node_tree(n) {
+                by_tree.entry(t).or_default().push(n.resource_limits);
+            }
         }
-        let largest = limits
-            .iter()
-            .fold(ResourceVector::ZERO, |a, b| a.component_max(b));
         let mut doomed = Vec::new();
         for op in self.operations.values().filter(|o| !o.state.is_finished()) {
+            let Some(limits) = by_tree.get(op.tree.as_str()) else {
+                continue;
+            };
+            let largest = limits
+                .iter()
+                .fold(ResourceVector::ZERO, |a, b| a.component_max(b));
             for task in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
                 let need = task.spec.job_resources();
                 if limits.iter().any(|l| need.fits_in(l)) {
@@ -113,9 +197,10 @@ impl SchedulerCore {
                 doomed.push((
                     op.id.clone(),
                     format!(
-                        "a job of task '{}' needs {resource} = {} but no node has that much (largest node: {resource} = {})",
+                        "a job of task '{}' needs {resource} = {} but no node of pool tree '{}' has that much (largest node: {resource} = {})",
                         task.name,
                         need.get(resource),
+                        op.tree,
                         largest.get(resource),
                     ),
                 ));

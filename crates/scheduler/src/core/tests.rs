@@ -4,7 +4,7 @@ use super::*;
 use ytsched_common::protocol::*;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
-use ytsched_common::states::JobState;
+use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::units::ByteSize;
 use ytsched_common::IncarnationId;
 
@@ -284,16 +284,16 @@ fn malformed_heartbeats_are_rejected_without_state_change() {
 #[test]
 fn cluster_resources_follow_nodes_joining_changing_and_leaving() {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    assert_eq!(core.cluster_resources(), ResourceVector::ZERO);
+    assert_eq!(core.tree_resources("default"), ResourceVector::ZERO);
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
     core.process_heartbeat(heartbeat("n2", 2.0, &[], vec![]), 0);
-    assert_eq!(core.cluster_resources().cpu, 6.0);
+    assert_eq!(core.tree_resources("default").cpu, 6.0);
     // An admin lowered n1's cpu: the next heartbeat carries the new limits.
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
-    assert_eq!(core.cluster_resources().cpu, 3.0);
+    assert_eq!(core.tree_resources("default").cpu, 3.0);
     core.process_heartbeat(heartbeat("n2", 2.0, &[], vec![]), 29_000);
     core.tick(30_002);
-    assert_eq!(core.cluster_resources().cpu, 2.0, "n1 went offline");
+    assert_eq!(core.tree_resources("default").cpu, 2.0, "n1 went offline");
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 30_003);
-    assert_eq!(core.cluster_resources().cpu, 3.0, "n1 is back");
+    assert_eq!(core.tree_resources("default").cpu, 3.0, "n1 is back");
 }

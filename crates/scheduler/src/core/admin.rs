@@ -1,0 +1,454 @@
+//! Admin verbs on YTsaurus paths (SPEC 6.1): get, set, list, remove, exists, and create
+//! for pools and pool trees. Changes are validated on a copy and take effect at the next
+//! fair share update (which runs before the next placement).
+
+use super::pool_tree::{validate_tree_name, PoolTree};
+use super::{AdminPath, ConfigError, SchedulerCore};
+use serde_json::{json, Map, Value};
+use ytsched_common::pool_config::{
+    canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig, ROOT_POOL,
+    DEFAULT_FIFO_SORT_PARAMETERS,
+};
+use ytsched_common::protocol::Registration;
+
+fn navigate<'a>(mut v: &'a Value, sub: &[String], path_for_errors: &str) -> Result<&'a Value, ConfigError> {
+    for key in sub {
+        v = match v {
+            Value::Object(m) => m.get(key),
+            Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        }
+        .ok_or_else(|| ConfigError(format!("{path_for_errors}: no '{key}' here")))?;
+    }
+    Ok(v)
+}
+
+/// Sets `value` at `sub` inside `root`, creating maps on the way.
+fn set_nested(root: &mut Value, sub: &[String], value: Value) -> Result<(), ConfigError> {
+    let Some((last, init)) = sub.split_last() else {
+        *root = value;
+        return Ok(());
+    };
+    let mut cur = root;
+    for key in init {
+        if cur.is_null() {
+            *cur = Value::Object(Map::new());
+        }
+        cur = cur
+            .as_object_mut()
+            .ok_or_else(|| ConfigError(format!("'{key}' is not inside a map")))?
+            .entry(key.clone())
+            .or_insert(Value::Null);
+    }
+    if cur.is_null() {
+        *cur = Value::Object(Map::new());
+    }
+    cur.as_object_mut()
+        .ok_or_else(|| ConfigError(format!("'{last}' is not inside a map")))?
+        .insert(last.clone(), value);
+    Ok(())
+}
+
+fn remove_nested(root: &mut Value, sub: &[String]) -> Result<(), ConfigError> {
+    let (last, init) = sub.split_last().expect("caller passes a non-empty path");
+    let mut cur = root;
+    for key in init {
+        cur = cur
+            .get_mut(key)
+            .ok_or_else(|| ConfigError(format!("no '{key}' here")))?;
+    }
+    cur.as_object_mut()
+        .and_then(|m| m.remove(last))
+        .map(|_| ())
+        .ok_or_else(|| ConfigError(format!("no '{last}' here")))
+}
+
+/// The pool hierarchy below `parent` as nested maps of names (Cypress `get` of a pool).
+fn pool_map(tree: &PoolTree, parent: &str) -> Value {
+    Value::Object(
+        tree.children(parent)
+            .map(|c| (c.to_string(), pool_map(tree, c)))
+            .collect(),
+    )
+}
+
+impl SchedulerCore {
+    fn resolve_pool(&self, tree: &str, pool_path: &[String]) -> Result<String, ConfigError> {
+        let t = self.cluster.tree(tree)?;
+        let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
+        t.resolve_path(&segs)
+            .map_err(|e| ConfigError(format!("pool tree '{tree}': {e}")))
+    }
+
+    /// A pool's attributes: what was specified, plus the effective value of attributes
+    /// with a default, so `get @weight` answers 1 rather than "not set".
+    fn pool_attributes(&self, tree: &str, pool: &str) -> Result<Map<String, Value>, ConfigError> {
+        let t = self.cluster.tree(tree)?;
+        let p = t.pool(pool)?;
+        let mut m = Map::new();
+        m.insert("weight".into(), json!(p.config.weight()));
+        m.insert("mode".into(), json!(p.config.mode()));
+        m.insert("max_share_ratio".into(), json!(p.config.max_share_ratio()));
+        m.insert(
+            "fifo_sort_parameters".into(),
+            json!(p
+                .config
+                .fifo_sort_parameters
+                .clone()
+                .unwrap_or(DEFAULT_FIFO_SORT_PARAMETERS.to_vec())),
+        );
+        m.insert(
+            "max_operation_count".into(),
+            json!(t.max_operation_count(pool)),
+        );
+        m.insert(
+            "max_running_operation_count".into(),
+            json!(t.max_running_operation_count(pool)),
+        );
+        for flag in [
+            "forbid_immediate_operations",
+            "create_ephemeral_subpools",
+            "enable_lightweight_operations",
+        ] {
+            m.insert(flag.into(), json!(false));
+        }
+        for flag in ["allow_regular_preemption", "allow_aggressive_preemption"] {
+            m.insert(flag.into(), json!(true));
+        }
+        m.extend(p.config.to_attributes());
+        m.insert("is_ephemeral".into(), json!(p.ephemeral_user.is_some()));
+        m.insert("parent_name".into(), json!(p.parent));
+        Ok(m)
+    }
+
+    pub fn admin_get(&self, path: &str) -> Result<Value, ConfigError> {
+        let target = AdminPath::parse(path)?;
+        let here = |e: ConfigError| ConfigError(format!("{path}: {}", e.0));
+        match target {
+            AdminPath::PoolTrees => Ok(Value::Object(
+                self.cluster
+                    .trees
+                    .iter()
+                    .map(|(n, t)| (n.clone(), pool_map(t, ROOT_POOL)))
+                    .collect(),
+            )),
+            AdminPath::DefaultTree => Ok(json!(self.cluster.default_tree)),
+            AdminPath::Pool { tree, pool_path } => {
+                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                Ok(pool_map(self.cluster.tree(&tree)?, &pool))
+            }
+            AdminPath::PoolAttribute {
+                tree,
+                pool_path,
+                attribute,
+                sub,
+            } => {
+                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                if pool == ROOT_POOL {
+                    return Err(here(ConfigError(
+                        "the root pool's settings are the tree's @config".into(),
+                    )));
+                }
+                let attrs = Value::Object(self.pool_attributes(&tree, &pool)?);
+                let Some(a) = attribute else {
+                    return Ok(attrs);
+                };
+                let a = canonical_pool_attribute(&a).to_string();
+                let v = attrs.get(&a).ok_or_else(|| {
+                    here(ConfigError(format!("pool '{pool}' has no attribute '{a}' set")))
+                })?;
+                navigate(v, &sub, path).cloned()
+            }
+            AdminPath::TreeConfig {
+                tree,
+                attribute,
+                sub,
+            } => {
+                let config = Value::Object(self.cluster.tree(&tree).map_err(here)?.config.to_attributes());
+                let Some(a) = attribute else {
+                    return Ok(config);
+                };
+                let a = canonical_tree_attribute(&a).to_string();
+                let v = config.get(&a).ok_or_else(|| {
+                    here(ConfigError(format!(
+                        "pool tree '{tree}' has no attribute '{a}' set"
+                    )))
+                })?;
+                navigate(v, &sub, path).cloned()
+            }
+            AdminPath::ClusterNodes => Ok(Value::Object(
+                self.nodes
+                    .keys()
+                    .map(|n| (n.to_string(), json!({})))
+                    .collect(),
+            )),
+            AdminPath::Node {
+                node,
+                attribute,
+                sub,
+            } => {
+                let n = self
+                    .nodes
+                    .values()
+                    .find(|n| n.id.as_str() == node)
+                    .ok_or_else(|| here(ConfigError(format!("no such node: '{node}'"))))?;
+                let attrs = json!({
+                    "tags": n.tags,
+                    "user_tags": Vec::<String>::new(),
+                    "resource_limits": n.resource_limits,
+                    "resource_usage": n.reported_usage,
+                    "state": if n.online { "online" } else { "offline" },
+                    "pool_tree": match &n.registration {
+                        Registration::Registered { tree } => Value::String(tree.clone()),
+                        _ => Value::Null,
+                    },
+                });
+                match attribute {
+                    None if sub.is_empty() => Ok(json!({})),
+                    None => Err(here(ConfigError("nothing may follow '@'".into()))),
+                    Some(a) => {
+                        let v = attrs.get(&a).ok_or_else(|| {
+                            here(ConfigError(format!("node '{node}' has no attribute '{a}'")))
+                        })?;
+                        navigate(v, &sub, path).cloned()
+                    }
+                }
+            }
+            AdminPath::Orchid(sub) => navigate(&self.orchid(), &sub, path).cloned(),
+        }
+    }
+
+    pub fn admin_list(&self, path: &str) -> Result<Vec<String>, ConfigError> {
+        match self.admin_get(path)? {
+            Value::Object(m) => Ok(m.keys().cloned().collect()),
+            other => Err(ConfigError(format!(
+                "{path}: cannot list a {} value",
+                match other {
+                    Value::Array(_) => "list",
+                    Value::String(_) => "string",
+                    Value::Number(_) => "number",
+                    Value::Bool(_) => "boolean",
+                    _ => "null",
+                }
+            ))),
+        }
+    }
+
+    /// True if the path names something; a malformed path is an error, not `false`.
+    pub fn admin_exists(&self, path: &str) -> Result<bool, ConfigError> {
+        AdminPath::parse(path)?;
+        Ok(self.admin_get(path).is_ok())
+    }
+
+    pub fn admin_set(&mut self, path: &str, value: Value) -> Result<(), ConfigError> {
+        let target = AdminPath::parse(path)?;
+        let here = |e: ConfigError| ConfigError(format!("{path}: {}", e.0));
+        match target {
+            AdminPath::DefaultTree => {
+                let tree = match value {
+                    Value::Null => None,
+                    Value::String(s) => {
+                        self.cluster.tree(&s).map_err(here)?;
+                        Some(s)
+                    }
+                    other => {
+                        return Err(here(ConfigError(format!(
+                            "expected a pool tree name, got {other}"
+                        ))))
+                    }
+                };
+                self.cluster.default_tree = tree;
+            }
+            AdminPath::PoolAttribute {
+                tree,
+                pool_path,
+                attribute,
+                sub,
+            } => {
+                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                if pool == ROOT_POOL {
+                    return Err(here(ConfigError(
+                        "the root pool's settings are the tree's @config".into(),
+                    )));
+                }
+                let t = self.cluster.tree_mut(&tree)?;
+                let mut attrs = Value::Object(t.pool(&pool)?.config.to_attributes());
+                match attribute {
+                    None => attrs = value,
+                    Some(a) => {
+                        let a = canonical_pool_attribute(&a).to_string();
+                        let mut full = vec![a];
+                        full.extend(sub);
+                        set_nested(&mut attrs, &full, value).map_err(here)?;
+                    }
+                }
+                let config = PoolConfig::from_attributes(&pool, attrs)?;
+                t.set_pool_config(&tree, &pool, config)?;
+            }
+            AdminPath::TreeConfig {
+                tree,
+                attribute,
+                sub,
+            } => {
+                let t = self.cluster.tree_mut(&tree).map_err(here)?;
+                let mut attrs = Value::Object(t.config.to_attributes());
+                match attribute {
+                    None => attrs = value,
+                    Some(a) => {
+                        let a = canonical_tree_attribute(&a).to_string();
+                        let mut full = vec![a];
+                        full.extend(sub);
+                        set_nested(&mut attrs, &full, value).map_err(here)?;
+                    }
+                }
+                let config = TreeConfig::from_attributes(&tree, attrs)?;
+                let mut next = t.clone();
+                next.config = config;
+                next.validate(&tree)?;
+                *t = next;
+            }
+            AdminPath::Pool { .. } | AdminPath::PoolTrees => {
+                return Err(here(ConfigError(
+                    "pools and pool trees are made with `create scheduler_pool` / `create scheduler_pool_tree`; set their attributes with .../@<attr>".into(),
+                )))
+            }
+            AdminPath::ClusterNodes | AdminPath::Node { .. } => {
+                return Err(here(ConfigError(
+                    "node attributes are read-only for now (user_tags arrive with node tagging)".into(),
+                )))
+            }
+            AdminPath::Orchid(_) => {
+                return Err(here(ConfigError("the orchid is read-only".into())))
+            }
+        }
+        self.on_config_changed();
+        Ok(())
+    }
+
+    pub fn admin_remove(&mut self, path: &str) -> Result<(), ConfigError> {
+        let target = AdminPath::parse(path)?;
+        let here = |e: ConfigError| ConfigError(format!("{path}: {}", e.0));
+        match target {
+            AdminPath::Pool { tree, pool_path } if pool_path.is_empty() => {
+                self.cluster.tree(&tree).map_err(here)?;
+                if self.cluster.default_tree.as_deref() == Some(tree.as_str()) {
+                    return Err(here(ConfigError(format!(
+                        "pool tree '{tree}' is the default tree; set //sys/pool_trees/@default_tree first"
+                    ))));
+                }
+                let busy = self.unfinished_in(&tree, None);
+                if busy > 0 {
+                    return Err(here(ConfigError(format!(
+                        "pool tree '{tree}' has {busy} unfinished operation(s)"
+                    ))));
+                }
+                self.cluster.trees.remove(&tree);
+            }
+            AdminPath::Pool { tree, pool_path } => {
+                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                let busy = self.unfinished_in(&tree, Some(&pool));
+                if busy > 0 {
+                    return Err(here(ConfigError(format!(
+                        "pool '{pool}' has {busy} unfinished operation(s)"
+                    ))));
+                }
+                self.cluster.tree_mut(&tree)?.remove_pool(&pool).map_err(here)?;
+            }
+            AdminPath::PoolAttribute {
+                tree,
+                pool_path,
+                attribute: Some(a),
+                sub,
+            } => {
+                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                let t = self.cluster.tree_mut(&tree)?;
+                let mut attrs = Value::Object(t.pool(&pool)?.config.to_attributes());
+                let mut full = vec![canonical_pool_attribute(&a).to_string()];
+                full.extend(sub);
+                remove_nested(&mut attrs, &full)
+                    .map_err(|_| here(ConfigError(format!("attribute '{a}' is not set"))))?;
+                let config = PoolConfig::from_attributes(&pool, attrs)?;
+                t.set_pool_config(&tree, &pool, config)?;
+            }
+            AdminPath::TreeConfig {
+                tree,
+                attribute: Some(a),
+                sub,
+            } => {
+                let t = self.cluster.tree_mut(&tree).map_err(here)?;
+                let mut attrs = Value::Object(t.config.to_attributes());
+                let mut full = vec![canonical_tree_attribute(&a).to_string()];
+                full.extend(sub);
+                remove_nested(&mut attrs, &full)
+                    .map_err(|_| here(ConfigError(format!("attribute '{a}' is not set"))))?;
+                let config = TreeConfig::from_attributes(&tree, attrs)?;
+                let mut next = t.clone();
+                next.config = config;
+                next.validate(&tree)?;
+                *t = next;
+            }
+            _ => {
+                return Err(here(ConfigError(
+                    "only pools, pool trees and their attributes can be removed".into(),
+                )))
+            }
+        }
+        self.on_config_changed();
+        Ok(())
+    }
+
+    /// `create scheduler_pool`: a pool under `parent` (the root when `None`).
+    pub fn create_pool(
+        &mut self,
+        tree: &str,
+        name: &str,
+        parent: Option<&str>,
+        attributes: Value,
+    ) -> Result<(), ConfigError> {
+        let config = PoolConfig::from_attributes(name, attributes)?;
+        let t = self.cluster.tree_mut(tree)?;
+        t.add_pool(tree, name, parent.unwrap_or(ROOT_POOL), config, None)?;
+        self.on_config_changed();
+        Ok(())
+    }
+
+    /// `create scheduler_pool_tree`: attributes are the tree's config, either directly
+    /// or under a `config` key as YTsaurus writes them.
+    pub fn create_pool_tree(&mut self, name: &str, attributes: Value) -> Result<(), ConfigError> {
+        validate_tree_name(name)?;
+        if self.cluster.trees.contains_key(name) {
+            return Err(ConfigError(format!("pool tree '{name}' already exists")));
+        }
+        let config_value = match attributes {
+            Value::Object(mut m) if m.contains_key("config") => {
+                let c = m.remove("config").unwrap_or(Value::Null);
+                if let Some(k) = m.keys().next() {
+                    return Err(ConfigError(format!(
+                        "pool tree '{name}': unknown attribute '{k}' next to 'config'"
+                    )));
+                }
+                c
+            }
+            other => other,
+        };
+        let config = TreeConfig::from_attributes(name, config_value)?;
+        let tree = PoolTree::new(config);
+        tree.validate(name)?;
+        self.cluster.trees.insert(name.to_string(), tree);
+        if self.cluster.default_tree.is_none() {
+            self.cluster.default_tree = Some(name.to_string());
+        }
+        self.on_config_changed();
+        Ok(())
+    }
+
+    /// Unfinished operations in a tree, or in one pool of it.
+    fn unfinished_in(&self, tree: &str, pool: Option<&str>) -> usize {
+        self.operations
+            .values()
+            .filter(|o| {
+                o.tree == tree && !o.state.is_finished() && pool.is_none_or(|p| o.pool == p)
+            })
+            .count()
+    }
+}

@@ -1,0 +1,397 @@
+//! Operation admission and retirement: which tree and pool an operation runs in
+//! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
+//! lightweight operations (5.6), and what happens when an operation ends.
+
+use super::operation::Placement;
+use super::pool_tree::PoolTree;
+use super::{CoreEvent, Operation, SchedulerCore};
+use std::collections::HashMap;
+use ytsched_common::api::ApiError;
+use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::spec::{validate_pool_name, VanillaSpec};
+use ytsched_common::states::{AbortReason, OperationState};
+use ytsched_common::{JobId, OperationId};
+
+/// Operations counted in a pool and all its descendants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Running and pending.
+    pub total: u32,
+    /// Running, lightweight ones excluded.
+    pub running: u32,
+    pub lightweight_running: u32,
+}
+
+/// An ephemeral pool admission would create.
+struct NewPool {
+    name: String,
+    parent: String,
+    config: PoolConfig,
+}
+
+impl SchedulerCore {
+    /// Admits a validated spec: resolves its tree and pool, checks operation count
+    /// limits, and starts it as `running` or queues it as `pending`.
+    pub fn start_operation(
+        &mut self,
+        id: OperationId,
+        user: &str,
+        spec: VanillaSpec,
+        now: UnixMillis,
+    ) -> Result<OperationId, ApiError> {
+        spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
+        if self.operations.contains_key(&id) {
+            return Err(ApiError::new(format!("operation {id} already exists")));
+        }
+        let tree_name = self.operation_tree(&spec)?;
+        let tree = self.cluster.tree(&tree_name).map_err(|e| ApiError::new(e.0))?;
+        let options = spec.scheduling_options_per_pool_tree.get(&tree_name);
+        let requested = options
+            .and_then(|o| o.pool.clone())
+            .or_else(|| spec.pool.clone())
+            .unwrap_or_else(|| user.to_string());
+        let (pool, new_pool) = resolve_pool(tree, &tree_name, &requested, user)?;
+        let counts = self.pool_counts(&tree_name);
+        let chain: Vec<String> = match &new_pool {
+            Some(np) => std::iter::once(np.name.clone())
+                .chain(tree.ancestry(&np.parent).into_iter().map(String::from))
+                .chain([ROOT_POOL.to_string()])
+                .collect(),
+            None => tree
+                .ancestry(&pool)
+                .into_iter()
+                .map(String::from)
+                .chain([ROOT_POOL.to_string()])
+                .collect(),
+        };
+        let limit_of = |p: &str, running: bool| -> u32 {
+            match &new_pool {
+                Some(np) if np.name == p => {
+                    let c = &np.config;
+                    if running {
+                        c.max_running_operation_count
+                            .unwrap_or(tree.config.max_running_operation_count_per_pool)
+                    } else {
+                        c.max_operation_count
+                            .unwrap_or(tree.config.max_operation_count_per_pool)
+                    }
+                }
+                _ if running => tree.max_running_operation_count(p),
+                _ => tree.max_operation_count(p),
+            }
+        };
+        for p in &chain {
+            let c = counts.get(p).copied().unwrap_or_default();
+            let max = limit_of(p, false);
+            if c.total >= max {
+                let what = if p == ROOT_POOL {
+                    format!("pool tree '{tree_name}'")
+                } else {
+                    format!("pool '{p}'")
+                };
+                return Err(ApiError::new(format!(
+                    "{what} already has {} operations, its max_operation_count is {max}",
+                    c.total
+                )));
+            }
+        }
+        let pool_config = match &new_pool {
+            Some(np) => &np.config,
+            None => &tree.pool(&pool).expect("resolved").config,
+        };
+        let lightweight = pool_config.mode() == PoolMode::Fifo
+            && pool_config.enable_lightweight_operations == Some(true);
+        let pending = !lightweight
+            && chain.iter().any(|p| {
+                counts.get(p).copied().unwrap_or_default().running >= limit_of(p, true)
+            });
+        let mut limits = limits_vector(spec.resource_limits.as_ref());
+        if let Some(l) = options.and_then(|o| o.resource_limits.as_ref()) {
+            limits = limits_vector(Some(l));
+        }
+        let placement = Placement {
+            tree: tree_name.clone(),
+            pool: pool.clone(),
+            weight: options
+                .and_then(|o| o.weight)
+                .or(spec.weight)
+                .unwrap_or(1.0),
+            resource_limits: limits,
+            lightweight,
+            pending,
+        };
+        if let Some(np) = new_pool {
+            let tree = self.cluster.tree_mut(&tree_name).expect("exists");
+            tree.add_pool(&tree_name, &np.name, &np.parent, np.config, Some(user.into()))
+                .map_err(|e| ApiError::new(e.0))?;
+        }
+        let seq = self.next_operation_seq;
+        self.next_operation_seq += 1;
+        let op = Operation::new(id.clone(), user.to_string(), spec, placement, seq, now);
+        self.events.push(CoreEvent::OperationStarted {
+            id: id.clone(),
+            user: user.to_string(),
+            pool: op.pool.clone(),
+            jobs: op.total_job_count(),
+        });
+        if pending {
+            self.events.push(CoreEvent::OperationPending { id: id.clone() });
+        }
+        self.operations.insert(id.clone(), op);
+        self.stale_trees.insert(tree_name);
+        self.fail_unplaceable(now);
+        self.nudge_all_online();
+        Ok(id)
+    }
+
+    pub fn abort_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| ApiError::new(format!("no such operation: {id}")))?;
+        if op.state.is_finished() {
+            return Err(ApiError::new(format!(
+                "operation {id} is already {}",
+                op.state
+            )));
+        }
+        self.finish_operation(
+            id,
+            OperationState::Aborted,
+            Some("aborted by user".into()),
+            now,
+        );
+        Ok(())
+    }
+
+    fn operation_tree(&self, spec: &VanillaSpec) -> Result<String, ApiError> {
+        match spec.pool_trees.as_deref() {
+            Some([]) => Err(ApiError::new("pool_trees: must name at least one pool tree")),
+            Some([one]) => {
+                self.cluster.tree(one).map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
+                Ok(one.clone())
+            }
+            Some(many) => Err(ApiError::new(format!(
+                "pool_trees: an operation runs in one pool tree for now, got {}",
+                many.join(", ")
+            ))),
+            None => self.cluster.default_tree.clone().ok_or_else(|| {
+                ApiError::new(
+                    "no default pool tree is set (//sys/pool_trees/@default_tree); name one in pool_trees",
+                )
+            }),
+        }
+    }
+
+    /// Counts of unfinished operations per pool of `tree` (each counts in its pool and
+    /// every ancestor, `<Root>` included).
+    pub(super) fn pool_counts(&self, tree_name: &str) -> HashMap<String, PoolCounts> {
+        let mut counts: HashMap<String, PoolCounts> = HashMap::new();
+        let Ok(tree) = self.cluster.tree(tree_name) else {
+            return counts;
+        };
+        for op in self
+            .operations
+            .values()
+            .filter(|o| o.tree == tree_name && !o.state.is_finished())
+        {
+            for p in tree.ancestry(&op.pool).into_iter().chain([ROOT_POOL]) {
+                let c = counts.entry(p.to_string()).or_default();
+                c.total += 1;
+                if op.state == OperationState::Running {
+                    if op.lightweight {
+                        c.lightweight_running += 1;
+                    } else {
+                        c.running += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
+    /// Starts pending operations, oldest first, while their pools have room.
+    pub(super) fn promote_pending(&mut self) {
+        let mut pending: Vec<(u64, OperationId)> = self
+            .operations
+            .values()
+            .filter(|o| o.state == OperationState::Pending)
+            .map(|o| (o.seq, o.id.clone()))
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        pending.sort();
+        let mut counts_by_tree: HashMap<String, HashMap<String, PoolCounts>> = HashMap::new();
+        for (_, id) in pending {
+            let (tree_name, pool) = {
+                let op = &self.operations[&id];
+                (op.tree.clone(), op.pool.clone())
+            };
+            let Ok(tree) = self.cluster.tree(&tree_name) else {
+                continue;
+            };
+            let counts = counts_by_tree
+                .entry(tree_name.clone())
+                .or_insert_with(|| self.pool_counts(&tree_name));
+            let chain: Vec<&str> = tree.ancestry(&pool).into_iter().chain([ROOT_POOL]).collect();
+            let blocked = chain.iter().any(|p| {
+                counts.get(*p).copied().unwrap_or_default().running
+                    >= tree.max_running_operation_count(p)
+            });
+            if blocked {
+                continue;
+            }
+            for p in &chain {
+                counts.entry(p.to_string()).or_default().running += 1;
+            }
+            if let Some(op) = self.operations.get_mut(&id) {
+                op.state = OperationState::Running;
+            }
+            self.events.push(CoreEvent::OperationRunning { id: id.clone() });
+            self.stale_trees.insert(tree_name);
+            self.nudge_all_online();
+        }
+    }
+
+    /// Ends an operation: running jobs are aborted (their nodes told on the next
+    /// heartbeat, and nudged so that it comes soon), waiting jobs dropped; a pending
+    /// operation may take its place, and an ephemeral pool left empty goes away.
+    pub(super) fn finish_operation(
+        &mut self,
+        id: &OperationId,
+        state: OperationState,
+        error: Option<String>,
+        now: UnixMillis,
+    ) {
+        let Some(op) = self.operations.get_mut(id) else {
+            return;
+        };
+        let running: Vec<JobId> = op.running_job_ids().collect();
+        for job_id in running {
+            if let Some(node_id) = op.abort_job(&job_id, AbortReason::OperationAborted, now) {
+                if let Some(node) = self.nodes.get_mut(&node_id) {
+                    node.jobs.remove(&job_id);
+                    self.nudges.insert(node_id);
+                }
+            }
+        }
+        op.finish(state, error.clone(), now);
+        let (tree, pool) = (op.tree.clone(), op.pool.clone());
+        self.events.push(CoreEvent::OperationFinished {
+            id: id.clone(),
+            state,
+            error,
+        });
+        self.stale_trees.insert(tree.clone());
+        self.remove_empty_ephemeral_pools(&tree, &pool);
+        self.promote_pending();
+    }
+
+    /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
+    /// and no child pool is left in it.
+    fn remove_empty_ephemeral_pools(&mut self, tree_name: &str, pool: &str) {
+        let mut current = pool.to_string();
+        loop {
+            let busy = self
+                .operations
+                .values()
+                .any(|o| o.tree == tree_name && o.pool == current && !o.state.is_finished());
+            let Ok(tree) = self.cluster.tree_mut(tree_name) else {
+                return;
+            };
+            let Some(p) = tree.pools.get(&current) else {
+                return;
+            };
+            if busy || p.ephemeral_user.is_none() || tree.children(&current).next().is_some() {
+                return;
+            }
+            let parent = p.parent.clone();
+            tree.pools.remove(&current);
+            self.events.push(CoreEvent::PoolRemoved {
+                tree: tree_name.to_string(),
+                pool: current.clone(),
+            });
+            current = parent;
+        }
+    }
+}
+
+/// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing
+/// pool, its `<pool>$<user>` subpool, or a new ephemeral pool under `default_parent_pool`.
+/// Returns the pool name and the pool to create, if any.
+fn resolve_pool(
+    tree: &PoolTree,
+    tree_name: &str,
+    requested: &str,
+    user: &str,
+) -> Result<(String, Option<NewPool>), ApiError> {
+    let ephemeral_quota = |tree: &PoolTree| -> Result<(), ApiError> {
+        let held = tree.ephemeral_pools_of(user);
+        let max = tree.config.max_ephemeral_pool_per_user;
+        if held as u32 >= max {
+            return Err(ApiError::new(format!(
+                "user '{user}' already holds {held} ephemeral pool(s) in pool tree '{tree_name}', max_ephemeral_pool_per_user is {max}"
+            )));
+        }
+        Ok(())
+    };
+    let from_template = |parent: &str| -> PoolConfig {
+        let template = tree
+            .pools
+            .get(parent)
+            .and_then(|p| p.config.ephemeral_subpool_config.clone())
+            .unwrap_or_default();
+        PoolConfig {
+            mode: template.mode,
+            max_running_operation_count: template.max_running_operation_count,
+            max_operation_count: template.max_operation_count,
+            resource_limits: template.resource_limits,
+            ..Default::default()
+        }
+    };
+    match tree.pools.get(requested) {
+        Some(pool) if pool.config.create_ephemeral_subpools == Some(true) => {
+            validate_pool_name(user).map_err(|m| {
+                ApiError::new(format!("cannot create an ephemeral subpool for user: {m}"))
+            })?;
+            let name = format!("{requested}${user}");
+            if tree.pools.contains_key(&name) {
+                return Ok((name, None));
+            }
+            ephemeral_quota(tree)?;
+            let config = from_template(requested);
+            Ok((
+                name.clone(),
+                Some(NewPool {
+                    name,
+                    parent: requested.to_string(),
+                    config,
+                }),
+            ))
+        }
+        Some(pool) => {
+            if pool.config.forbid_immediate_operations == Some(true) {
+                return Err(ApiError::new(format!(
+                    "pool '{requested}' forbids immediate operations (forbid_immediate_operations); use one of its subpools"
+                )));
+            }
+            Ok((requested.to_string(), None))
+        }
+        None => {
+            validate_pool_name(requested).map_err(|m| ApiError::new(format!("pool: {m}")))?;
+            let parent = tree.config.default_parent_pool.clone();
+            ephemeral_quota(tree)?;
+            let config = from_template(&parent);
+            Ok((
+                requested.to_string(),
+                Some(NewPool {
+                    name: requested.to_string(),
+                    parent,
+                    config,
+                }),
+            ))
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The orchid (SPEC 6.2): every fair share figure of the last update, per tree, pool and
+//! operation, under YTsaurus's names. Share vectors are fractions of the tree's
+//! `resource_limits`; resource vectors are absolute.
+
+use super::admission::PoolCounts;
+use super::fair_share::{Element, ElementKind, TreeShares};
+use super::placement::satisfaction;
+use super::SchedulerCore;
+use serde_json::{json, Map, Value};
+use ytsched_common::pool_config::PoolMode;
+use ytsched_common::resources::{Resource, ResourceVector};
+
+fn share_vector(v: &ResourceVector) -> Value {
+    json!({"cpu": v.cpu, "memory": v.memory, "gpu": v.gpu, "user_slots": v.user_slots})
+}
+
+fn resource_vector(v: &ResourceVector) -> Value {
+    json!({"cpu": v.cpu, "memory": v.memory.round(), "gpu": v.gpu, "user_slots": v.user_slots})
+}
+
+fn max_component(v: &ResourceVector) -> f64 {
+    Resource::ALL.iter().map(|&r| v.get(r)).fold(0.0, f64::max)
+}
+
+/// Satisfaction as the orchid shows it: finite (a large number stands for "none yet").
+fn finite(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        1e9
+    }
+}
+
+/// Fields pools and operations share.
+fn common_fields(e: &Element, shares: &TreeShares) -> Map<String, Value> {
+    let t = &shares.total;
+    let fs = &e.fair_share;
+    let mut m = Map::new();
+    m.insert("fair_share_ratio".into(), json!(max_component(&fs.total)));
+    m.insert("usage_ratio".into(), json!(max_component(&e.usage_share)));
+    m.insert("demand_ratio".into(), json!(max_component(&e.demand_share)));
+    m.insert(
+        "dominant_resource".into(),
+        json!(e.demand_share.dominant().0.name()),
+    );
+    m.insert("weight".into(), json!(e.weight));
+    m.insert(
+        "detailed_fair_share".into(),
+        json!({
+            "total": share_vector(&fs.total),
+            "strong_guarantee": share_vector(&fs.strong_guarantee),
+            "integral_guarantee": share_vector(&fs.integral_guarantee),
+            "weight_proportional": share_vector(&fs.weight_proportional),
+        }),
+    );
+    m.insert("usage_share".into(), share_vector(&e.usage_share));
+    m.insert("demand_share".into(), share_vector(&e.demand_share));
+    m.insert("limits_share".into(), share_vector(&e.limits_share));
+    let abs = |s: &ResourceVector| s.map(|r, v| v * t.get(r));
+    m.insert("resource_usage".into(), resource_vector(&abs(&e.usage_share)));
+    m.insert(
+        "resource_demand".into(),
+        resource_vector(&abs(&e.demand_share)),
+    );
+    m.insert(
+        "limited_resource_demand".into(),
+        resource_vector(&abs(&e.limited_demand_share)),
+    );
+    m
+}
+
+impl SchedulerCore {
+    /// The orchid of one tree as of its last fair share update.
+    pub fn tree_orchid(&self, tree_name: &str) -> Option<Value> {
+        let tree = self.cluster.trees.get(tree_name)?;
+        let empty = TreeShares::default();
+        let shares = self.shares.get(tree_name).unwrap_or(&empty);
+        let counts = self.pool_counts(tree_name);
+        let mut pools = Map::new();
+        let mut operations = Map::new();
+        for e in &shares.elements {
+            match &e.kind {
+                ElementKind::Pool { name, mode } => {
+                    let mut m = common_fields(e, shares);
+                    let sat = e
+                        .children
+                        .iter()
+                        .map(|&c| element_satisfaction(&shares.elements[c]))
+                        .fold(f64::INFINITY, f64::min);
+                    m.insert("satisfaction_ratio".into(), json!(finite(sat)));
+                    m.insert(
+                        "mode".into(),
+                        json!(match mode {
+                            PoolMode::FairShare => "fair_share",
+                            PoolMode::Fifo => "fifo",
+                        }),
+                    );
+                    let pool = tree.pools.get(name);
+                    m.insert(
+                        "parent".into(),
+                        match e.parent {
+                            Some(p) => json!(shares.elements[p].name()),
+                            None => Value::Null,
+                        },
+                    );
+                    m.insert(
+                        "is_ephemeral".into(),
+                        json!(pool.is_some_and(|p| p.ephemeral_user.is_some())),
+                    );
+                    let c: PoolCounts = counts.get(name).copied().unwrap_or_default();
+                    m.insert("operation_count".into(), json!(c.total));
+                    m.insert("running_operation_count".into(), json!(c.running));
+                    m.insert(
+                        "lightweight_running_operation_count".into(),
+                        json!(c.lightweight_running),
+                    );
+                    m.insert(
+                        "max_operation_count".into(),
+                        json!(tree.max_operation_count(name)),
+                    );
+                    m.insert(
+                        "max_running_operation_count".into(),
+                        json!(tree.max_running_operation_count(name)),
+                    );
+                    m.insert(
+                        "strong_guarantee_share".into(),
+                        share_vector(&e.strong_guarantee_share),
+                    );
+                    m.insert(
+                        "effective_strong_guarantee_resources".into(),
+                        resource_vector(
+                            &e.strong_guarantee_share
+                                .map(|r, v| v * shares.total.get(r)),
+                        ),
+                    );
+                    if let Some(p) = pool {
+                        if let Some(l) = &p.config.resource_limits {
+                            m.insert("resource_limits".into(), json!(l));
+                        }
+                        if let Some(g) = &p.config.strong_guarantee_resources {
+                            m.insert("strong_guarantee_resources".into(), json!(g));
+                        }
+                    }
+                    pools.insert(name.clone(), Value::Object(m));
+                }
+                ElementKind::Operation { id } => {
+                    let Some(op) = self.operations.get(id) else {
+                        continue;
+                    };
+                    let mut m = common_fields(e, shares);
+                    m.insert(
+                        "satisfaction_ratio".into(),
+                        json!(finite(element_satisfaction(e))),
+                    );
+                    m.insert("state".into(), json!(op.state.name()));
+                    m.insert("pool".into(), json!(op.pool));
+                    m.insert("user".into(), json!(op.user));
+                    m.insert("lightweight".into(), json!(op.lightweight));
+                    m.insert(
+                        "running_job_count".into(),
+                        json!(op.running_job_ids().count()),
+                    );
+                    m.insert("pending_job_count".into(), json!(op.waiting_job_count()));
+                    if let Some(l) = &op.spec.resource_limits {
+                        m.insert("resource_limits".into(), json!(l));
+                    }
+                    if let Some(f) = e.fifo_index {
+                        m.insert("fifo_index".into(), json!(f));
+                    }
+                    operations.insert(id.to_string(), Value::Object(m));
+                }
+            }
+        }
+        let node_count = self
+            .nodes
+            .values()
+            .filter(|n| self.node_tree(n) == Some(tree_name))
+            .count();
+        Some(json!({
+            "resource_limits": resource_vector(&self.tree_resources(tree_name)),
+            "config": tree.config.to_attributes(),
+            "node_count": node_count,
+            "alerts": shares.alerts,
+            "pools": pools,
+            "operations": operations,
+        }))
+    }
+
+    /// `//sys/scheduler/orchid/scheduler`: every tree, and operations by id.
+    pub fn orchid(&self) -> Value {
+        let mut trees = Map::new();
+        let mut operations = Map::new();
+        for name in self.cluster.trees.keys() {
+            if let Some(o) = self.tree_orchid(name) {
+                if let Some(ops) = o.get("operations").and_then(|v| v.as_object()) {
+                    for (id, v) in ops {
+                        operations.insert(id.clone(), v.clone());
+                    }
+                }
+                trees.insert(name.clone(), o);
+            }
+        }
+        json!({"scheduler": {"pool_trees": trees, "operations": operations}})
+    }
+}
+
+fn element_satisfaction(e: &Element) -> f64 {
+    satisfaction(&e.usage_share, &e.fair_share.total, &e.demand_share)
+}

@@ -1,0 +1,406 @@
+//! Pool trees as admins shape them: pools with parents and attributes, plus the rules
+//! that need the whole tree (SPEC 4.2): unique names, FIFO pools without child pools,
+//! children's guarantees within the parent's, and a `default_parent_pool` that exists.
+//!
+//! Every change is made on a copy and validated as a whole before it replaces the
+//! original, so a rejected change leaves nothing half-applied.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use ytsched_common::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
+use ytsched_common::resources::{Resource, EPSILON};
+use ytsched_common::spec::validate_pool_name;
+
+/// A configuration change or lookup that cannot be done, with a message naming the pool,
+/// attribute or path at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl From<ytsched_common::pool_config::AttributeError> for ConfigError {
+    fn from(e: ytsched_common::pool_config::AttributeError) -> Self {
+        ConfigError(e.to_string())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    /// `<Root>` or the name of another pool of the same tree.
+    pub parent: String,
+    pub config: PoolConfig,
+    /// Set for pools the scheduler created for an operation; they vanish with their
+    /// last operation. Holds the user they were created for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral_user: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolTree {
+    pub config: TreeConfig,
+    pub pools: BTreeMap<String, Pool>,
+}
+
+/// Everything an admin configures: the trees and which one is the default. This is
+/// what the store interface saves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    pub default_tree: Option<String>,
+    pub trees: BTreeMap<String, PoolTree>,
+}
+
+pub const DEFAULT_TREE: &str = "default";
+
+impl Default for ClusterConfig {
+    /// A fresh installation: one tree `default` with an empty filter (SPEC 4.1).
+    fn default() -> Self {
+        let mut trees = BTreeMap::new();
+        trees.insert(DEFAULT_TREE.to_string(), PoolTree::new(TreeConfig::default()));
+        Self {
+            default_tree: Some(DEFAULT_TREE.to_string()),
+            trees,
+        }
+    }
+}
+
+impl ClusterConfig {
+    pub fn tree(&self, name: &str) -> Result<&PoolTree, ConfigError> {
+        self.trees
+            .get(name)
+            .ok_or_else(|| ConfigError(format!("no such pool tree: '{name}'")))
+    }
+
+    pub fn tree_mut(&mut self, name: &str) -> Result<&mut PoolTree, ConfigError> {
+        self.trees
+            .get_mut(name)
+            .ok_or_else(|| ConfigError(format!("no such pool tree: '{name}'")))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(d) = &self.default_tree {
+            self.tree(d)
+                .map_err(|_| ConfigError(format!("default_tree names no pool tree: '{d}'")))?;
+        }
+        for (name, tree) in &self.trees {
+            tree.validate(name)?;
+        }
+        Ok(())
+    }
+}
+
+/// Pool tree names follow pool names' alphabet.
+pub fn validate_tree_name(name: &str) -> Result<(), ConfigError> {
+    validate_pool_name(name)
+        .map_err(|m| ConfigError(m.replace("pool name", "pool tree name")))
+}
+
+impl PoolTree {
+    pub fn new(config: TreeConfig) -> Self {
+        Self {
+            config,
+            pools: BTreeMap::new(),
+        }
+    }
+
+    pub fn pool(&self, name: &str) -> Result<&Pool, ConfigError> {
+        self.pools
+            .get(name)
+            .ok_or_else(|| ConfigError(format!("no such pool: '{name}'")))
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        name == ROOT_POOL || self.pools.contains_key(name)
+    }
+
+    /// Child pools of `parent` in name order.
+    pub fn children<'a>(&'a self, parent: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pools
+            .iter()
+            .filter(move |(_, p)| p.parent == parent)
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// `pool` and its ancestors up to (not including) the root, nearest first.
+    pub fn ancestry<'a>(&'a self, pool: &'a str) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        let mut cur = pool;
+        while cur != ROOT_POOL {
+            out.push(cur);
+            match self.pools.get(cur) {
+                Some(p) => cur = p.parent.as_str(),
+                None => break,
+            }
+            if out.len() > self.pools.len() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The pool a path names: `["company", "development"]` must be company's child
+    /// development. An empty path is the root.
+    pub fn resolve_path(&self, segments: &[&str]) -> Result<String, ConfigError> {
+        let mut parent = ROOT_POOL.to_string();
+        for seg in segments {
+            let pool = self.pools.get(*seg).filter(|p| p.parent == parent);
+            if pool.is_none() {
+                return Err(ConfigError(format!(
+                    "no pool '{seg}' under '{parent}'"
+                )));
+            }
+            parent = seg.to_string();
+        }
+        Ok(parent)
+    }
+
+    /// Path segments from the root to `pool`.
+    pub fn path_of(&self, pool: &str) -> Vec<String> {
+        let mut v: Vec<String> = self.ancestry(pool).into_iter().map(String::from).collect();
+        v.reverse();
+        v
+    }
+
+    pub fn max_operation_count(&self, pool: &str) -> u32 {
+        if pool == ROOT_POOL {
+            return self.config.max_operation_count;
+        }
+        self.pools
+            .get(pool)
+            .and_then(|p| p.config.max_operation_count)
+            .unwrap_or(self.config.max_operation_count_per_pool)
+    }
+
+    pub fn max_running_operation_count(&self, pool: &str) -> u32 {
+        if pool == ROOT_POOL {
+            return self.config.max_running_operation_count;
+        }
+        self.pools
+            .get(pool)
+            .and_then(|p| p.config.max_running_operation_count)
+            .unwrap_or(self.config.max_running_operation_count_per_pool)
+    }
+
+    pub fn ephemeral_pools_of(&self, user: &str) -> usize {
+        self.pools
+            .values()
+            .filter(|p| p.ephemeral_user.as_deref() == Some(user))
+            .count()
+    }
+
+    /// Adds a pool after checking that the result is a valid tree.
+    pub fn add_pool(
+        &mut self,
+        tree_name: &str,
+        name: &str,
+        parent: &str,
+        config: PoolConfig,
+        ephemeral_user: Option<String>,
+    ) -> Result<(), ConfigError> {
+        if name != ROOT_POOL && name.contains('$') && ephemeral_user.is_some() {
+            // Ephemeral subpools are `<pool>$<user>`; both halves follow the alphabet.
+            for part in name.split('$') {
+                validate_pool_name(part).map_err(ConfigError)?;
+            }
+        } else {
+            validate_pool_name(name).map_err(ConfigError)?;
+        }
+        if self.pools.contains_key(name) {
+            return Err(ConfigError(format!(
+                "pool '{name}' already exists in pool tree '{tree_name}'"
+            )));
+        }
+        if !self.contains(parent) {
+            return Err(ConfigError(format!(
+                "parent pool '{parent}' does not exist in pool tree '{tree_name}'"
+            )));
+        }
+        config.validate(name)?;
+        let mut next = self.clone();
+        next.pools.insert(
+            name.to_string(),
+            Pool {
+                parent: parent.to_string(),
+                config,
+                ephemeral_user,
+            },
+        );
+        next.validate(tree_name)?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Replaces a pool's attributes after checking the whole tree.
+    pub fn set_pool_config(
+        &mut self,
+        tree_name: &str,
+        name: &str,
+        config: PoolConfig,
+    ) -> Result<(), ConfigError> {
+        self.pool(name)?;
+        config.validate(name)?;
+        let mut next = self.clone();
+        next.pools.get_mut(name).expect("checked").config = config;
+        next.validate(tree_name)?;
+        *self = next;
+        Ok(())
+    }
+
+    pub fn remove_pool(&mut self, name: &str) -> Result<Pool, ConfigError> {
+        self.pool(name)?;
+        if let Some(child) = self.children(name).next() {
+            return Err(ConfigError(format!(
+                "pool '{name}' has child pool '{child}'; remove the children first"
+            )));
+        }
+        Ok(self.pools.remove(name).expect("checked"))
+    }
+
+    /// Whole-tree rules; `tree_name` only feeds messages.
+    pub fn validate(&self, tree_name: &str) -> Result<(), ConfigError> {
+        self.config.validate(tree_name)?;
+        let d = &self.config.default_parent_pool;
+        if !self.contains(d) {
+            return Err(ConfigError(format!(
+                "pool tree '{tree_name}': attribute 'default_parent_pool': pool '{d}' does not exist"
+            )));
+        }
+        if let Some(p) = self.pools.get(d) {
+            if p.config.mode() == PoolMode::Fifo {
+                return Err(ConfigError(format!(
+                    "pool tree '{tree_name}': attribute 'default_parent_pool': pool '{d}' is a FIFO pool and cannot hold ephemeral pools"
+                )));
+            }
+        }
+        for (name, pool) in &self.pools {
+            if !self.contains(&pool.parent) {
+                return Err(ConfigError(format!(
+                    "pool '{name}': parent '{}' does not exist",
+                    pool.parent
+                )));
+            }
+            if self.ancestry(name).len() > self.pools.len() {
+                return Err(ConfigError(format!("pool '{name}' is its own ancestor")));
+            }
+            let total = pool
+                .config
+                .max_operation_count
+                .unwrap_or(self.config.max_operation_count_per_pool);
+            let running = pool
+                .config
+                .max_running_operation_count
+                .unwrap_or(self.config.max_running_operation_count_per_pool);
+            if total < running {
+                return Err(ConfigError(format!(
+                    "pool '{name}': attribute 'max_operation_count': {total} is less than max_running_operation_count = {running}"
+                )));
+            }
+            if pool.config.mode() == PoolMode::Fifo {
+                if let Some(child) = self.children(name).next() {
+                    return Err(ConfigError(format!(
+                        "pool '{name}': a FIFO pool cannot have child pools (it has '{child}')"
+                    )));
+                }
+                if pool.config.create_ephemeral_subpools == Some(true) {
+                    return Err(ConfigError(format!(
+                        "pool '{name}': a FIFO pool cannot create ephemeral subpools"
+                    )));
+                }
+            }
+        }
+        self.check_guarantee_sums()
+    }
+
+    /// Below the root, children's explicit guarantees may not exceed the parent's on any
+    /// resource the parent specifies. (Children of the root are checked against nothing:
+    /// nodes come and go, so an overcommit there is scaled and reported as an alert.)
+    fn check_guarantee_sums(&self) -> Result<(), ConfigError> {
+        for (parent, pool) in &self.pools {
+            let Some(limit) = &pool.config.strong_guarantee_resources else {
+                // A parent without guarantees: children may not have any either.
+                if let Some(child) = self
+                    .children(parent)
+                    .find(|c| has_guarantee(&self.pools[*c].config))
+                {
+                    return Err(ConfigError(format!(
+                        "pool '{child}': attribute 'strong_guarantee_resources': its parent '{parent}' has no strong guarantee to share"
+                    )));
+                }
+                continue;
+            };
+            let specified = limit.specified();
+            let limit_v = limit.to_vector(0.0);
+            for (i, r) in Resource::ALL.into_iter().enumerate() {
+                if !specified[i] {
+                    continue;
+                }
+                let sum: f64 = self
+                    .children(parent)
+                    .filter_map(|c| self.pools[c].config.strong_guarantee_resources.as_ref())
+                    .map(|g| g.to_vector(0.0).get(r))
+                    .sum();
+                if sum > limit_v.get(r) + EPSILON * limit_v.get(r).max(1.0) {
+                    return Err(ConfigError(format!(
+                        "pool '{parent}': children's strong_guarantee_resources sum to {r} = {} which exceeds the pool's own {r} = {}",
+                        fmt_amount(r, sum),
+                        fmt_amount(r, limit_v.get(r))
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn has_guarantee(c: &PoolConfig) -> bool {
+    c.strong_guarantee_resources
+        .as_ref()
+        .is_some_and(|g| g.specified().iter().any(|s| *s) && g.to_vector(0.0) != Default::default())
+}
+
+fn fmt_amount(r: Resource, v: f64) -> String {
+    match r {
+        Resource::Memory => ytsched_common::ByteSize(v.round() as u64).to_string(),
+        _ => format!("{v}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg(v: serde_json::Value) -> PoolConfig {
+        PoolConfig::from_attributes("x", v).unwrap()
+    }
+
+    #[test]
+    fn structural_rules() {
+        let mut t = PoolTree::new(TreeConfig::default());
+        t.add_pool("default", "company", ROOT_POOL, cfg(json!({"strong_guarantee_resources": {"cpu": 24}})), None)
+            .unwrap();
+        t.add_pool("default", "dev", "company", cfg(json!({"strong_guarantee_resources": {"cpu": 20}})), None)
+            .unwrap();
+        let before = t.clone();
+        let e = t
+            .add_pool("default", "ana", "company", cfg(json!({"strong_guarantee_resources": {"cpu": 5}})), None)
+            .unwrap_err();
+        assert!(e.0.contains("company") && e.0.contains("cpu = 25"), "{e}");
+        assert_eq!(t, before, "nothing half-applied");
+        let e = t.add_pool("default", "dev", ROOT_POOL, PoolConfig::default(), None).unwrap_err();
+        assert!(e.0.contains("already exists"), "{e}");
+        t.add_pool("default", "q", ROOT_POOL, cfg(json!({"mode": "fifo"})), None).unwrap();
+        let e = t.add_pool("default", "sub", "q", PoolConfig::default(), None).unwrap_err();
+        assert!(e.0.contains("FIFO"), "{e}");
+        let e = t
+            .add_pool("default", "n", ROOT_POOL, cfg(json!({"max_running_operation_count": 60})), None)
+            .unwrap_err();
+        assert!(e.0.contains("max_operation_count"), "{e}");
+        assert_eq!(t.resolve_path(&["company", "dev"]).unwrap(), "dev");
+        assert!(t.resolve_path(&["dev"]).is_err());
+        assert_eq!(t.path_of("dev"), vec!["company", "dev"]);
+        assert!(t.remove_pool("company").is_err());
+        let e = t
+            .add_pool("default", "g", "q", cfg(json!({"strong_guarantee_resources": {"cpu": 1}})), None)
+            .unwrap_err();
+        assert!(e.0.contains("FIFO") || e.0.contains("guarantee"), "{e}");
+    }
+}

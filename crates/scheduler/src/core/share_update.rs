@@ -1,0 +1,114 @@
+//! When fair share is recomputed: every `fair_share_update_period` of each tree, and
+//! right away (before the next placement) when the tree's operations, configuration or
+//! nodes changed, so a new operation does not wait a whole period for its first job.
+
+use super::fair_share::{self, OperationInput};
+use super::SchedulerCore;
+use ytsched_common::protocol::{Registration, UnixMillis};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::OperationState;
+
+impl SchedulerCore {
+    /// Runs the updates that are due by their period, and those of stale trees.
+    pub(super) fn update_due_shares(&mut self, now: UnixMillis) {
+        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
+        for tree in trees {
+            let period = self.cluster.trees[&tree].config.fair_share_update_period.0;
+            let due = match self.last_share_update.get(&tree) {
+                Some(&last) => now.saturating_sub(last) >= period,
+                None => true,
+            };
+            if due || self.stale_trees.contains(&tree) {
+                self.update_tree_shares(&tree, now);
+            }
+        }
+        self.shares.retain(|t, _| self.cluster.trees.contains_key(t));
+    }
+
+    /// Recomputes every tree now (the simulator's snapshots, admin changes).
+    pub fn update_all_shares(&mut self, now: UnixMillis) {
+        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
+        for tree in trees {
+            self.update_tree_shares(&tree, now);
+        }
+        self.shares.retain(|t, _| self.cluster.trees.contains_key(t));
+    }
+
+    pub(super) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
+        if self.stale_trees.contains(tree) || !self.shares.contains_key(tree) {
+            self.update_tree_shares(tree, now);
+        }
+    }
+
+    fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
+        let Some(tree) = self.cluster.trees.get(tree_name) else {
+            return;
+        };
+        let total = self.tree_resources(tree_name);
+        let inputs: Vec<OperationInput> = self
+            .operations
+            .values()
+            .filter(|o| o.tree == tree_name && o.state == OperationState::Running)
+            .map(|o| OperationInput {
+                id: o.id.clone(),
+                pool: o.pool.clone(),
+                weight: o.weight,
+                demand: o.demand(),
+                usage: o.usage,
+                resource_limits: o.resource_limits,
+                max_share_ratio: o.max_share_ratio,
+                seq: o.seq,
+                pending_job_count: o.waiting_job_count(),
+            })
+            .collect();
+        let shares = fair_share::compute(tree, total, &inputs);
+        self.shares.insert(tree_name.to_string(), shares);
+        self.last_share_update.insert(tree_name.to_string(), now);
+        self.stale_trees.remove(tree_name);
+    }
+
+    /// The tree a node is registered in, if any.
+    pub(super) fn node_tree<'a>(&self, node: &'a super::Node) -> Option<&'a str> {
+        match &node.registration {
+            Registration::Registered { tree } if node.online => Some(tree.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
+    pub fn tree_resources(&self, tree: &str) -> ResourceVector {
+        self.tree_resources.get(tree).copied().unwrap_or_default()
+    }
+
+    pub(super) fn recompute_tree_resources(&mut self) {
+        let mut totals = std::collections::BTreeMap::new();
+        for node in self.nodes.values() {
+            if let Some(tree) = self.node_tree(node) {
+                *totals.entry(tree.to_string()).or_insert(ResourceVector::ZERO) +=
+                    node.resource_limits;
+            }
+        }
+        if totals != self.tree_resources {
+            self.tree_resources = totals;
+            let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
+            self.stale_trees.extend(trees);
+        }
+    }
+
+    /// After any configuration change: trees are recomputed before the next placement,
+    /// nodes follow the default tree, and pending operations may now fit.
+    pub(super) fn on_config_changed(&mut self) {
+        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
+        self.stale_trees.extend(trees);
+        let default_tree = self.cluster.default_tree.clone();
+        for node in self.nodes.values_mut() {
+            node.registration = match &default_tree {
+                Some(t) => Registration::Registered { tree: t.clone() },
+                None => Registration::Idle,
+            };
+        }
+        self.recompute_tree_resources();
+        self.promote_pending();
+        self.nudge_all_online();
+    }
+}
