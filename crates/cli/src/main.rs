@@ -1,6 +1,7 @@
 //! `ytsched`: the command line for users (run and inspect operations), admins (nodes),
 //! and labs (`up`).
 
+mod admin;
 mod lab;
 mod output;
 mod run_vanilla;
@@ -65,6 +66,20 @@ enum Command {
         job: String,
     },
     ListNodes,
+    /// Create a pool (`scheduler_pool`) or a pool tree (`scheduler_pool_tree`).
+    Create(admin::CreateArgs),
+    /// Print the value at a path (//sys/pool_trees/..., //sys/scheduler/orchid/...).
+    Get { path: String },
+    /// Set the value at a path; VALUE is JSON or YSON text, e.g. '{cpu=4;memory=4G}'.
+    Set { path: String, value: String },
+    /// List the names under a path.
+    List { path: String },
+    /// Remove a pool, a pool tree or an attribute.
+    Remove { path: String },
+    /// Print true or false: does the path exist?
+    Exists { path: String },
+    /// Run a scenario against the real scheduler core in virtual time; prints JSON.
+    Simulate { scenario: std::path::PathBuf },
 }
 
 #[tokio::main]
@@ -88,6 +103,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Up(args) = cli.command {
         return lab::up(args, &subjects, user).await;
     }
+    if let Command::Simulate { scenario } = &cli.command {
+        admin::simulate(scenario);
+    }
+    // Values are parsed before connecting: a typo is the user's to fix (exit 2).
+    let set_value = match &cli.command {
+        Command::Set { value, .. } => Some(admin::parse_value_or_exit(value)),
+        _ => None,
+    };
     if let Command::RunVanilla(args) = &cli.command {
         // Validate before touching the network: a bad spec is the user's to fix.
         let spec = match run_vanilla::build_spec(args) {
@@ -158,7 +181,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print_output(c, s, user, operation, job, OutputStream::Stderr).await
         }
         Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, cli.format),
-        Command::Up(_) | Command::RunVanilla(_) => unreachable!("handled above"),
+        Command::Create(args) => admin::create(c, s, user, args).await,
+        Command::Get { path } => admin::get(c, s, user, path, cli.format).await,
+        Command::Set { path, .. } => {
+            let value = set_value.expect("parsed above");
+            admin::set(c, s, user, path, value).await
+        }
+        Command::List { path } => admin::list(c, s, user, path, cli.format).await,
+        Command::Remove { path } => admin::remove(c, s, user, path).await,
+        Command::Exists { path } => admin::exists(c, s, user, path).await,
+        Command::Up(_) | Command::RunVanilla(_) | Command::Simulate { .. } => {
+            unreachable!("handled above")
+        }
     }
 }
 

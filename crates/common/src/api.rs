@@ -166,3 +166,76 @@ pub struct NodeInfo {
     pub running_job_count: u64,
     pub last_heartbeat: UnixMillis,
 }
+
+// Admin verbs on YTsaurus paths (SPEC 6.1). Values travel as JSON text so that any
+// shape (maps, lists, scalars, null) survives MessagePack unchanged.
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdminGet {
+    pub path: String,
+}
+impl ApiMethod for AdminGet {
+    const METHOD: &'static str = "get";
+    /// The value as JSON text.
+    type Response = String;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdminSet {
+    pub path: String,
+    /// JSON text.
+    pub value: String,
+}
+impl ApiMethod for AdminSet {
+    const METHOD: &'static str = "set";
+    type Response = ();
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdminList {
+    pub path: String,
+}
+impl ApiMethod for AdminList {
+    const METHOD: &'static str = "list";
+    type Response = Vec<String>;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdminRemove {
+    pub path: String,
+}
+impl ApiMethod for AdminRemove {
+    const METHOD: &'static str = "remove";
+    type Response = ();
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdminExists {
+    pub path: String,
+}
+impl ApiMethod for AdminExists {
+    const METHOD: &'static str = "exists";
+    type Response = bool;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectType {
+    SchedulerPool,
+    SchedulerPoolTree,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdminCreate {
+    pub object_type: ObjectType,
+    pub name: String,
+    /// Pools only: the parent (the root when absent) and the tree.
+    pub parent_name: Option<String>,
+    pub pool_tree: Option<String>,
+    /// JSON text of the attribute map, if any.
+    pub attributes: Option<String>,
+}
+impl ApiMethod for AdminCreate {
+    const METHOD: &'static str = "create";
+    type Response = ();
+}

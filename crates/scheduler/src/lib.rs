@@ -6,3 +6,5 @@
 
 pub mod core;
 pub mod service;
+pub mod simulate;
+pub mod store;

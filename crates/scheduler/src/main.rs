@@ -1,4 +1,7 @@
+use anyhow::Context;
 use clap::Parser;
+use ytsched_scheduler::core::config_file::ConfigFile;
+use ytsched_scheduler::store::MemoryStore;
 use std::time::Duration;
 use ytsched_common::units::DurationMs;
 use ytsched_scheduler::core::CoreConfig;
@@ -17,9 +20,14 @@ struct Args {
     /// Heartbeat period nodes are asked to keep.
     #[arg(long, default_value = "1s")]
     heartbeat_period: DurationMs,
-    /// Silence after which a node is offline and its jobs are rescheduled.
+    /// Silence after which a node is offline and its jobs are rescheduled (the default
+    /// tree's initial `node_heartbeat_timeout`).
     #[arg(long, default_value = "30s")]
     node_heartbeat_timeout: DurationMs,
+    /// YAML file with initial pool trees and pools (`default_tree`, `pool_trees`), applied
+    /// only when the store holds no configuration yet.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -31,6 +39,19 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    let initial_config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --config {}", path.display()))?;
+            let file: ConfigFile = serde_yaml_ng::from_str(&text)
+                .with_context(|| format!("--config {}", path.display()))?;
+            Some(
+                file.build()
+                    .with_context(|| format!("--config {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
     let config = ServiceConfig {
         nats_urls: args.nats,
         subject_prefix: args.subject_prefix,
@@ -38,7 +59,9 @@ async fn main() -> anyhow::Result<()> {
             heartbeat_period_ms: args.heartbeat_period.0.max(1),
             node_heartbeat_timeout_ms: args.node_heartbeat_timeout.0,
         },
-        tick_period: Duration::from_millis(200),
+        tick_period: Duration::from_millis(50),
+        initial_config,
+        store: Box::new(MemoryStore::default()),
     };
     tokio::select! {
         r = run(config) => r,

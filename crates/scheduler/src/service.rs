@@ -2,7 +2,8 @@
 //! out, a clock tick for housekeeping. Malformed messages are logged and answered with
 //! an error; they never reach the core.
 
-use crate::core::{CoreConfig, CoreEvent, SchedulerCore};
+use crate::core::{ClusterConfig, CoreConfig, CoreEvent, SchedulerCore};
+use crate::store::ConfigStore;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,8 +19,13 @@ pub struct ServiceConfig {
     pub nats_urls: String,
     pub subject_prefix: String,
     pub core: CoreConfig,
-    /// How often housekeeping (silent nodes, unplaceable operations) runs.
+    /// How often housekeeping (silent nodes, unplaceable operations, due fair share
+    /// updates) runs; each tree's own `fair_share_update_period` decides when it updates.
     pub tick_period: Duration,
+    /// Trees and pools for a fresh installation (`--config FILE`); ignored when the
+    /// store already holds a configuration.
+    pub initial_config: Option<ClusterConfig>,
+    pub store: Box<dyn ConfigStore>,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
@@ -29,6 +35,7 @@ struct Driver {
     client: async_nats::Client,
     subjects: Subjects,
     core: Arc<Mutex<SchedulerCore>>,
+    store: Arc<Mutex<Box<dyn ConfigStore>>>,
     /// For replies to heartbeats rejected before they reach the core.
     heartbeat_period_ms: u64,
 }
@@ -39,7 +46,14 @@ impl Driver {
     async fn with_core<R>(&self, f: impl FnOnce(&mut SchedulerCore) -> R) -> R {
         let (result, nudges, events) = {
             let mut core = self.core.lock().expect("core lock");
+            let revision = core.config_revision();
             let result = f(&mut core);
+            if core.config_revision() != revision {
+                let mut store = self.store.lock().expect("store lock");
+                if let Err(e) = store.save(core.cluster_config()) {
+                    warn!(error = %e, "cannot save the pool tree configuration");
+                }
+            }
             (result, core.take_nudges(), core.take_events())
         };
         log_events(&events);
@@ -128,11 +142,29 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     client.flush().await?;
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
 
+    let mut store = config.store;
+    let mut core = SchedulerCore::new(config.core);
+    match store.load()? {
+        Some(saved) => {
+            core.set_cluster_config(saved)
+                .map_err(|e| anyhow::anyhow!("stored configuration is invalid: {e}"))?;
+            info!("pool tree configuration loaded from the store");
+        }
+        None => {
+            if let Some(initial) = config.initial_config {
+                core.set_cluster_config(initial)
+                    .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
+                info!("pool tree configuration taken from --config");
+            }
+            store.save(core.cluster_config())?;
+        }
+    }
     let driver = Driver {
         client,
         subjects,
-        heartbeat_period_ms: config.core.heartbeat_period_ms,
-        core: Arc::new(Mutex::new(SchedulerCore::new(config.core))),
+        heartbeat_period_ms: core.config().heartbeat_period_ms,
+        core: Arc::new(Mutex::new(core)),
+        store: Arc::new(Mutex::new(store)),
     };
     tokio::select! {
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
@@ -165,6 +197,41 @@ fn dispatch(core: &mut SchedulerCore, method: &str, payload: &[u8]) -> Vec<u8> {
             core.job_output(&req.body.operation_id, &req.body.job_id, req.body.stream)
         }),
         api::ListNodes::METHOD => respond::<api::ListNodes>(payload, |_| Ok(core.list_nodes())),
+        api::AdminGet::METHOD => respond::<api::AdminGet>(payload, |req| {
+            core.admin_get(&req.body.path)
+                .map(|v| v.to_string())
+                .map_err(admin_error)
+        }),
+        api::AdminList::METHOD => respond::<api::AdminList>(payload, |req| {
+            core.admin_list(&req.body.path).map_err(admin_error)
+        }),
+        api::AdminExists::METHOD => respond::<api::AdminExists>(payload, |req| {
+            core.admin_exists(&req.body.path).map_err(admin_error)
+        }),
+        api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
+            let value = json_value(&req.body.value)?;
+            core.admin_set(&req.body.path, value).map_err(admin_error)
+        }),
+        api::AdminRemove::METHOD => respond::<api::AdminRemove>(payload, |req| {
+            core.admin_remove(&req.body.path).map_err(admin_error)
+        }),
+        api::AdminCreate::METHOD => respond::<api::AdminCreate>(payload, |req| {
+            let b = req.body;
+            let attributes = match &b.attributes {
+                Some(text) => json_value(text)?,
+                None => serde_json::Value::Null,
+            };
+            match b.object_type {
+                api::ObjectType::SchedulerPool => {
+                    let tree = b.pool_tree.as_deref().ok_or_else(|| {
+                        ApiError::new("create scheduler_pool needs a pool tree (--pool-tree)")
+                    })?;
+                    core.create_pool(tree, &b.name, b.parent_name.as_deref(), attributes)
+                }
+                api::ObjectType::SchedulerPoolTree => core.create_pool_tree(&b.name, attributes),
+            }
+            .map_err(admin_error)
+        }),
         other => {
             warn!(method = other, "unknown API method");
             encode(&ApiResponse::<()> {
@@ -174,6 +241,22 @@ fn dispatch(core: &mut SchedulerCore, method: &str, payload: &[u8]) -> Vec<u8> {
             .unwrap_or_default()
         }
     }
+}
+
+fn admin_error(e: crate::core::ConfigError) -> ApiError {
+    ApiError::new(e.0)
+}
+
+fn json_value(text: &str) -> Result<serde_json::Value, ApiError> {
+    serde_json::from_str(text).map_err(|e| ApiError::new(format!("value is not valid JSON: {e}")))
+}
+
+/// Methods that change the configuration; after each success the store saves it.
+pub fn is_config_change(method: &str) -> bool {
+    matches!(
+        method,
+        api::AdminSet::METHOD | api::AdminRemove::METHOD | api::AdminCreate::METHOD
+    )
 }
 
 fn respond<M: ApiMethod>(

@@ -125,6 +125,7 @@ impl SchedulerCore {
             let tree = self.cluster.tree_mut(&tree_name).expect("exists");
             tree.add_pool(&tree_name, &np.name, &np.parent, np.config, Some(user.into()))
                 .map_err(|e| ApiError::new(e.0))?;
+            self.config_revision += 1;
         }
         let seq = self.next_operation_seq;
         self.next_operation_seq += 1;
@@ -309,6 +310,7 @@ impl SchedulerCore {
             }
             let parent = p.parent.clone();
             tree.pools.remove(&current);
+            self.config_revision += 1;
             self.events.push(CoreEvent::PoolRemoved {
                 tree: tree_name.to_string(),
                 pool: current.clone(),

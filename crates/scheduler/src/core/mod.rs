@@ -62,6 +62,9 @@ pub struct SchedulerCore {
     /// Trees whose operations or configuration changed since their last update: they are
     /// updated before the next placement rather than a period later.
     stale_trees: BTreeSet<String>,
+    /// Bumped on every configuration change (admin or ephemeral pools), so the driver
+    /// knows when to save.
+    config_revision: u64,
     /// Submission sequence, the tie-breaker that keeps decisions deterministic.
     next_operation_seq: u64,
     /// Nodes that should heartbeat now because there is new work or an abort for them.
@@ -89,6 +92,7 @@ impl SchedulerCore {
             shares: BTreeMap::new(),
             last_share_update: BTreeMap::new(),
             stale_trees: BTreeSet::new(),
+            config_revision: 0,
             next_operation_seq: 0,
             nudges: BTreeSet::new(),
             events: Vec::new(),
@@ -109,6 +113,10 @@ impl SchedulerCore {
 
     pub fn cluster_config(&self) -> &ClusterConfig {
         &self.cluster
+    }
+
+    pub fn config_revision(&self) -> u64 {
+        self.config_revision
     }
 
     /// Periodic housekeeping: nodes that went silent, operations that can never run,

@@ -98,6 +98,7 @@ impl SchedulerCore {
     /// After any configuration change: trees are recomputed before the next placement,
     /// nodes follow the default tree, and pending operations may now fit.
     pub(super) fn on_config_changed(&mut self) {
+        self.config_revision += 1;
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         self.stale_trees.extend(trees);
         let default_tree = self.cluster.default_tree.clone();

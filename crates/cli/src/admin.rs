@@ -1,0 +1,199 @@
+//! Admin commands on YTsaurus paths (`create`, `get`, `set`, `list`, `remove`, `exists`)
+//! and `simulate`, which runs the scheduler core locally without any server.
+
+use crate::output::Format;
+use async_nats::Client;
+use clap::{Args, ValueEnum};
+use ytsched_common::api::{
+    AdminCreate, AdminExists, AdminGet, AdminList, AdminRemove, AdminSet, ObjectType,
+};
+use ytsched_common::subjects::Subjects;
+use ytsched_common::transport::call;
+use ytsched_common::yson::parse_value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum CreateType {
+    SchedulerPool,
+    SchedulerPoolTree,
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    #[arg(value_enum)]
+    object_type: CreateType,
+    #[arg(long)]
+    name: String,
+    /// Parent pool (default: the tree's root).
+    #[arg(long)]
+    parent_name: Option<String>,
+    /// Pool tree of a new pool (default: //sys/pool_trees/@default_tree).
+    #[arg(long)]
+    pool_tree: Option<String>,
+    /// Attributes as JSON or YSON text, e.g. '{weight=2;strong_guarantee_resources={cpu=4}}'.
+    #[arg(long)]
+    attributes: Option<String>,
+}
+
+/// Parses a value typed on the command line, exiting with status 2 if it is malformed.
+pub fn parse_value_or_exit(text: &str) -> serde_json::Value {
+    match parse_value(text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+pub async fn create(
+    client: &Client,
+    subjects: &Subjects,
+    user: &str,
+    args: CreateArgs,
+) -> anyhow::Result<()> {
+    let attributes = args
+        .attributes
+        .as_deref()
+        .map(|a| parse_value_or_exit(a).to_string());
+    let (object_type, pool_tree) = match args.object_type {
+        CreateType::SchedulerPoolTree => (ObjectType::SchedulerPoolTree, None),
+        CreateType::SchedulerPool => {
+            let tree = match args.pool_tree {
+                Some(t) => t,
+                None => {
+                    let text = call(
+                        client,
+                        subjects,
+                        user,
+                        AdminGet {
+                            path: "//sys/pool_trees/@default_tree".into(),
+                        },
+                    )
+                    .await?;
+                    match serde_json::from_str::<serde_json::Value>(&text)? {
+                        serde_json::Value::String(t) => t,
+                        _ => anyhow::bail!("no default pool tree is set; pass --pool-tree"),
+                    }
+                }
+            };
+            (ObjectType::SchedulerPool, Some(tree))
+        }
+    };
+    call(
+        client,
+        subjects,
+        user,
+        AdminCreate {
+            object_type,
+            name: args.name.clone(),
+            parent_name: args.parent_name,
+            pool_tree,
+            attributes,
+        },
+    )
+    .await?;
+    eprintln!("created {}", args.name);
+    Ok(())
+}
+
+fn print_value(value: &serde_json::Value, format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
+        // A scalar prints bare, so scripts can use it directly; structures as JSON.
+        _ => match value {
+            serde_json::Value::String(s) => println!("{s}"),
+            v if !v.is_object() && !v.is_array() => println!("{v}"),
+            v => println!("{}", serde_json::to_string_pretty(v)?),
+        },
+    }
+    Ok(())
+}
+
+pub async fn get(
+    client: &Client,
+    subjects: &Subjects,
+    user: &str,
+    path: String,
+    format: Format,
+) -> anyhow::Result<()> {
+    let text = call(client, subjects, user, AdminGet { path }).await?;
+    print_value(&serde_json::from_str(&text)?, format)
+}
+
+pub async fn set(
+    client: &Client,
+    subjects: &Subjects,
+    user: &str,
+    path: String,
+    value: serde_json::Value,
+) -> anyhow::Result<()> {
+    call(
+        client,
+        subjects,
+        user,
+        AdminSet {
+            path,
+            value: value.to_string(),
+        },
+    )
+    .await
+    .map_err(Into::into)
+}
+
+pub async fn list(
+    client: &Client,
+    subjects: &Subjects,
+    user: &str,
+    path: String,
+    format: Format,
+) -> anyhow::Result<()> {
+    let names = call(client, subjects, user, AdminList { path }).await?;
+    match format {
+        Format::Table => names.iter().for_each(|n| println!("{n}")),
+        f => print_value(&serde_json::json!(names), f)?,
+    }
+    Ok(())
+}
+
+pub async fn remove(
+    client: &Client,
+    subjects: &Subjects,
+    user: &str,
+    path: String,
+) -> anyhow::Result<()> {
+    call(client, subjects, user, AdminRemove { path })
+        .await
+        .map_err(Into::into)
+}
+
+pub async fn exists(
+    client: &Client,
+    subjects: &Subjects,
+    user: &str,
+    path: String,
+) -> anyhow::Result<()> {
+    println!("{}", call(client, subjects, user, AdminExists { path }).await?);
+    Ok(())
+}
+
+/// Runs a scenario and prints its JSON; an unreadable or invalid scenario exits 2.
+pub fn simulate(path: &std::path::Path) -> ! {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", path.display());
+            std::process::exit(2);
+        }
+    };
+    match ytsched_scheduler::simulate::run_text(&text) {
+        Ok(out) => {
+            println!("{out}");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            std::process::exit(2);
+        }
+    }
+}

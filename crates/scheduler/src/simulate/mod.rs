@@ -1,0 +1,352 @@
+//! `ytsched simulate` (SPEC 6.3): the real scheduler core against simulated nodes in
+//! virtual time. No NATS, no processes, no wall clock: the same scenario always gives
+//! the same output, byte for byte.
+//!
+//! Order of work at each instant `t`: submissions and admin events due at `t`, job
+//! completions, the core's tick (fair share updates that are due), node heartbeats due
+//! at `t` (in node id order), then a snapshot if one is due: a fresh update, the orchid.
+
+mod scenario;
+
+pub use scenario::{Scenario, ScenarioError};
+
+use crate::core::config_file::ConfigFile;
+use crate::core::{CoreConfig, CoreEvent, SchedulerCore};
+use scenario::{seconds_to_ms, SimNodeSpec, SimOperation};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use ytsched_common::protocol::{
+    FinishedJob, HeartbeatRequest, JobStatistics, RunningJob, PROTOCOL_VERSION,
+};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::JobState;
+use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
+
+struct SimJob {
+    operation: OperationId,
+    resources: ResourceVector,
+    start: u64,
+    finish: Option<u64>,
+}
+
+struct SimNode {
+    spec: SimNodeSpec,
+    running: BTreeMap<JobId, SimJob>,
+    finished: Vec<FinishedJob>,
+}
+
+/// Runs a scenario file's text; the result is the JSON document to print.
+pub fn run_text(text: &str) -> Result<Value, ScenarioError> {
+    let scenario = Scenario::parse(text)?;
+    run(&scenario)
+}
+
+fn secs(ms: u64) -> Value {
+    json!(ms as f64 / 1000.0)
+}
+
+pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
+    let invalid = |e: String| ScenarioError::Invalid(e);
+    let nodes = scenario.node_specs()?;
+    let operations = scenario.sim_operations()?;
+    let until = seconds_to_ms("until", scenario.until)?;
+    let period = scenario.heartbeat_period.0.max(1);
+    let mut snapshots: Vec<u64> = match &scenario.snapshots {
+        Some(s) => s
+            .iter()
+            .enumerate()
+            .map(|(i, t)| seconds_to_ms(&format!("snapshots[{i}]"), *t))
+            .collect::<Result<_, _>>()?,
+        None => vec![until],
+    };
+    snapshots.sort();
+    snapshots.dedup();
+    if let Some(&last) = snapshots.last() {
+        if last > until {
+            return Err(invalid(format!(
+                "snapshots: {} is after until = {}",
+                last as f64 / 1000.0,
+                scenario.until
+            )));
+        }
+    }
+    let mut events: Vec<(u64, usize)> = scenario
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Ok((seconds_to_ms(&format!("events[{i}].at"), e.at)?, i)))
+        .collect::<Result<_, ScenarioError>>()?;
+    for (i, e) in scenario.events.iter().enumerate() {
+        let actions = [
+            e.set.is_some(),
+            e.remove.is_some(),
+            e.create_scheduler_pool.is_some(),
+            e.abort_operation.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count();
+        if actions != 1 {
+            return Err(invalid(format!(
+                "events[{i}]: give exactly one of set, remove, create_scheduler_pool, abort_operation"
+            )));
+        }
+    }
+    events.sort();
+
+    let config = ConfigFile {
+        default_tree: scenario.default_tree.clone(),
+        pool_trees: scenario.pool_trees.clone(),
+    }
+    .build()
+    .map_err(|e| invalid(e.0))?;
+    let mut core = SchedulerCore::new(CoreConfig {
+        heartbeat_period_ms: period,
+        node_heartbeat_timeout_ms: 30_000,
+    });
+    core.set_cluster_config(config).map_err(|e| invalid(e.0))?;
+
+    let durations: BTreeMap<OperationId, &SimOperation> = operations
+        .iter()
+        .map(|o| (OperationId(o.id.clone()), o))
+        .collect();
+    let mut sim_nodes: Vec<SimNode> = nodes
+        .into_iter()
+        .map(|spec| SimNode {
+            spec,
+            running: BTreeMap::new(),
+            finished: vec![],
+        })
+        .collect();
+    let tick_period = core
+        .cluster_config()
+        .trees
+        .values()
+        .map(|t| t.config.fair_share_update_period.0)
+        .min()
+        .unwrap_or(200)
+        .max(1);
+
+    let mut out_snapshots = Vec::new();
+    let mut errors = Vec::new();
+    let mut pending_events: Vec<Value> = Vec::new();
+    let mut next_op = 0usize;
+    let mut next_event = 0usize;
+    let mut next_snapshot = 0usize;
+    let mut t: u64 = 0;
+    loop {
+        while next_op < operations.len() && operations[next_op].at_ms <= t {
+            let op = &operations[next_op];
+            next_op += 1;
+            if let Err(e) =
+                core.start_operation(OperationId(op.id.clone()), &op.user, op.spec.clone(), t)
+            {
+                errors.push(json!({"time": secs(t), "operation": op.id, "error": e.message}));
+            }
+        }
+        while next_event < events.len() && events[next_event].0 <= t {
+            let e = &scenario.events[events[next_event].1];
+            next_event += 1;
+            let (what, result) = apply_event(&mut core, e, t);
+            if let Err(message) = result {
+                errors.push(json!({"time": secs(t), "action": what, "error": message}));
+            }
+        }
+        for node in &mut sim_nodes {
+            let done: Vec<JobId> = node
+                .running
+                .iter()
+                .filter(|(_, j)| j.finish.is_some_and(|f| f <= t))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in done {
+                let job = node.running.remove(&id).expect("listed");
+                let finish = job.finish.expect("filtered");
+                node.finished.push(FinishedJob {
+                    job_id: id,
+                    operation_id: job.operation,
+                    state: JobState::Completed,
+                    error: None,
+                    start_time: job.start,
+                    finish_time: finish,
+                    statistics: JobStatistics {
+                        wall_time_ms: finish - job.start,
+                        exit_code: Some(0),
+                        ..Default::default()
+                    },
+                    stdout_tail: String::new(),
+                    stderr_tail: String::new(),
+                });
+            }
+        }
+        core.tick(t);
+        if t.is_multiple_of(period) {
+            for node in &mut sim_nodes {
+                heartbeat(&mut core, node, &durations, t);
+            }
+        }
+        pending_events.extend(core.take_events().into_iter().map(|e| event_json(t, e)));
+        if next_snapshot < snapshots.len() && snapshots[next_snapshot] == t {
+            next_snapshot += 1;
+            core.update_all_shares(t);
+            let mut trees = Map::new();
+            for name in core.cluster_config().trees.keys() {
+                if let Some(Value::Object(mut o)) = core.tree_orchid(name) {
+                    let mut tree = Map::new();
+                    for key in ["resource_limits", "pools", "operations"] {
+                        tree.insert(key.into(), o.remove(key).unwrap_or(Value::Null));
+                    }
+                    if o.get("alerts").and_then(|a| a.as_array()).is_some_and(|a| !a.is_empty()) {
+                        tree.insert("alerts".into(), o.remove("alerts").unwrap_or_default());
+                    }
+                    trees.insert(name.clone(), Value::Object(tree));
+                }
+            }
+            out_snapshots.push(json!({
+                "time": secs(t),
+                "pool_trees": trees,
+                "events": std::mem::take(&mut pending_events),
+            }));
+        }
+        if t >= until {
+            break;
+        }
+        // Next instant anything can happen: a submission, an event, a heartbeat, a
+        // fair share update or a snapshot (job completions surface at heartbeats).
+        let mut next = until;
+        next = next.min((t / period + 1) * period);
+        next = next.min((t / tick_period + 1) * tick_period);
+        if let Some(op) = operations.get(next_op) {
+            next = next.min(op.at_ms.max(t + 1));
+        }
+        if let Some(e) = events.get(next_event) {
+            next = next.min(e.0.max(t + 1));
+        }
+        if let Some(&s) = snapshots.get(next_snapshot) {
+            next = next.min(s.max(t + 1));
+        }
+        t = next;
+    }
+    Ok(json!({"snapshots": out_snapshots, "errors": errors}))
+}
+
+fn heartbeat(
+    core: &mut SchedulerCore,
+    node: &mut SimNode,
+    ops: &BTreeMap<OperationId, &SimOperation>,
+    t: u64,
+) {
+    let usage: ResourceVector = node.running.values().map(|j| j.resources).sum();
+    let req = HeartbeatRequest {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: NodeId(node.spec.id.clone()),
+        incarnation_id: IncarnationId("simulated".into()),
+        hostname: node.spec.id.clone(),
+        tags: node.spec.tags.clone(),
+        resource_limits: node.spec.resources,
+        resource_usage: usage,
+        running_jobs: node
+            .running
+            .iter()
+            .map(|(id, j)| RunningJob {
+                job_id: id.clone(),
+                operation_id: j.operation.clone(),
+                state: JobState::Running,
+                resource_usage: j.resources,
+                start_time: j.start,
+            })
+            .collect(),
+        finished_jobs: node.finished.clone(),
+    };
+    let reply = core.process_heartbeat(req, t);
+    node.finished
+        .retain(|f| !reply.acknowledged_jobs.contains(&f.job_id));
+    for abort in reply.jobs_to_abort {
+        node.running.remove(&abort.job_id);
+    }
+    for start in reply.jobs_to_start {
+        let duration = ops
+            .get(&start.operation_id)
+            .and_then(|o| o.durations.get(&start.task_name).copied().flatten());
+        node.running.insert(
+            start.job_id.clone(),
+            SimJob {
+                operation: start.operation_id.clone(),
+                resources: start.resources,
+                start: t,
+                finish: duration.map(|d| t + d),
+            },
+        );
+    }
+}
+
+fn apply_event(
+    core: &mut SchedulerCore,
+    e: &scenario::EventEntry,
+    t: u64,
+) -> (String, Result<(), String>) {
+    if let Some(s) = &e.set {
+        return (
+            format!("set {}", s.path),
+            core.admin_set(&s.path, s.value.clone()).map_err(|e| e.0),
+        );
+    }
+    if let Some(p) = &e.remove {
+        return (format!("remove {p}"), core.admin_remove(p).map_err(|e| e.0));
+    }
+    if let Some(c) = &e.create_scheduler_pool {
+        return (
+            format!("create scheduler_pool {}", c.name),
+            core.create_pool(
+                &c.pool_tree,
+                &c.name,
+                c.parent_name.as_deref(),
+                c.attributes.clone(),
+            )
+            .map_err(|e| e.0),
+        );
+    }
+    let id = e.abort_operation.clone().unwrap_or_default();
+    (
+        format!("abort_operation {id}"),
+        core.abort_operation(&OperationId(id.clone()), t)
+            .map_err(|e| e.message),
+    )
+}
+
+fn event_json(t: u64, e: CoreEvent) -> Value {
+    let time = secs(t);
+    match e {
+        CoreEvent::NodeRegistered { id, tree } => {
+            json!({"time": time, "event": "node_registered", "node": id, "tree": tree})
+        }
+        CoreEvent::NodeRestarted { id } => json!({"time": time, "event": "node_restarted", "node": id}),
+        CoreEvent::NodeOffline { id, lost_jobs } => {
+            json!({"time": time, "event": "node_offline", "node": id, "lost_jobs": lost_jobs})
+        }
+        CoreEvent::OperationStarted { id, user, pool, jobs } => {
+            json!({"time": time, "event": "operation_started", "operation": id, "user": user, "pool": pool, "jobs": jobs})
+        }
+        CoreEvent::OperationPending { id } => {
+            json!({"time": time, "event": "operation_pending", "operation": id})
+        }
+        CoreEvent::OperationRunning { id } => {
+            json!({"time": time, "event": "operation_running", "operation": id})
+        }
+        CoreEvent::PoolRemoved { tree, pool } => {
+            json!({"time": time, "event": "pool_removed", "tree": tree, "pool": pool})
+        }
+        CoreEvent::OperationFinished { id, state, error } => {
+            json!({"time": time, "event": format!("operation_{}", state.name()), "operation": id, "error": error})
+        }
+        CoreEvent::JobStarted { id, operation, node } => {
+            json!({"time": time, "event": "job_started", "job": id, "operation": operation, "node": node})
+        }
+        CoreEvent::JobFinished { id, operation, node, state, error } => {
+            json!({"time": time, "event": format!("job_{state}"), "job": id, "operation": operation, "node": node, "error": error})
+        }
+        CoreEvent::JobAborted { id, operation, node, reason } => {
+            json!({"time": time, "event": "job_aborted", "job": id, "operation": operation, "node": node, "reason": reason})
+        }
+    }
+}
