@@ -1,0 +1,250 @@
+//! SPEC §7 scenarios 2, 3, 4, 6–7, 8, 9, 10 and 12, run from `scenarios/` through the
+//! real `ytsched simulate` binary, with the figures of §7 asserted within 0.01.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+use ytsched_tests::binary;
+
+fn scenario_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name)
+}
+
+fn simulate_file(path: &std::path::Path) -> (Value, String) {
+    let out = Command::new(binary("ytsched"))
+        .arg("simulate")
+        .arg(path)
+        .output()
+        .expect("run ytsched simulate");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        out.status.success(),
+        "simulate {} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (serde_json::from_str(&stdout).expect("JSON output"), stdout)
+}
+
+/// The last snapshot's default tree, after checking nothing was rejected.
+fn run(name: &str) -> Value {
+    let (out, _) = simulate_file(&scenario_path(name));
+    assert_eq!(out["errors"], serde_json::json!([]), "{name}");
+    out["snapshots"].as_array().unwrap().last().unwrap()["pool_trees"]["default"].clone()
+}
+
+fn close(actual: &Value, expected: f64, what: &str) {
+    let a = actual
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: not a number: {actual}"));
+    assert!(
+        (a - expected).abs() <= 0.01,
+        "{what}: expected {expected}, got {a}"
+    );
+}
+
+fn op<'a>(tree: &'a Value, id: &str) -> &'a Value {
+    &tree["operations"][id]
+}
+
+fn pool<'a>(tree: &'a Value, name: &str) -> &'a Value {
+    &tree["pools"][name]
+}
+
+#[test]
+fn scenario_02_six_equal_operations() {
+    let t = run("02-six-equal-operations.yaml");
+    for i in 1..=6 {
+        let o = op(&t, &format!("op{i}"));
+        close(&o["demand_ratio"], 0.25, "demand");
+        close(&o["fair_share_ratio"], 1.0 / 6.0, "fair share");
+        close(&o["usage_ratio"], 1.0 / 6.0, "usage once settled");
+    }
+    close(&pool(&t, "research")["demand_ratio"], 1.5, "pool demand");
+}
+
+#[test]
+fn scenario_03_weights() {
+    let t = run("03-weights.yaml");
+    for (id, share) in [("w1", 1.0 / 6.0), ("w2", 2.0 / 6.0), ("w3", 3.0 / 6.0)] {
+        close(&op(&t, id)["fair_share_ratio"], share, id);
+        close(&op(&t, id)["usage_ratio"], share, id);
+    }
+    assert_eq!(pool(&t, "root")["is_ephemeral"], true);
+}
+
+#[test]
+fn scenario_04_two_pools_split_by_weight_inside() {
+    let t = run("04-two-pools.yaml");
+    for p in ["a", "b"] {
+        close(&pool(&t, p)["fair_share_ratio"], 0.5, p);
+        for w in 1..=3 {
+            let id = format!("{p}{w}");
+            close(&op(&t, &id)["fair_share_ratio"], w as f64 / 12.0, &id);
+        }
+    }
+}
+
+#[test]
+fn scenario_06_07_guaranteed_pools_take_the_cluster() {
+    let t = run("06-07-guarantees.yaml");
+    let cpu = |v: &Value| v["detailed_fair_share"]["total"]["cpu"].clone();
+    close(&cpu(pool(&t, "production")), 16.0 / 24.0, "production");
+    close(&cpu(pool(&t, "chyt")), 4.0 / 24.0, "chyt");
+    close(&cpu(pool(&t, "testing")), 4.0 / 24.0, "testing");
+    close(&cpu(pool(&t, "bi")), 0.0, "bi");
+    close(&pool(&t, "company")["usage_ratio"], 1.0, "the whole cluster is used");
+    assert_eq!(op(&t, "bi4")["running_job_count"], 0);
+    assert_eq!(op(&t, "testing8")["running_job_count"], 4);
+    let running: u64 = ["prod4", "prod12"]
+        .iter()
+        .map(|id| op(&t, id)["running_job_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(running, 16);
+    // The guarantee part is visible in the detailed split.
+    close(
+        &pool(&t, "production")["detailed_fair_share"]["strong_guarantee"]["cpu"],
+        16.0 / 24.0,
+        "production strong guarantee part",
+    );
+    close(
+        &pool(&t, "production")["effective_strong_guarantee_resources"]["cpu"],
+        16.0,
+        "effective guarantee in cpus",
+    );
+}
+
+#[test]
+fn scenario_08_limits_beat_demand_and_guarantees() {
+    let t = run("08-limits.yaml");
+    close(&pool(&t, "testing")["fair_share_ratio"], 5.0 / 24.0, "testing fair share");
+    close(
+        &pool(&t, "testing")["resource_usage"]["cpu"],
+        5.0,
+        "testing usage stays at its limit though capacity is free",
+    );
+    close(&pool(&t, "chyt")["resource_usage"]["cpu"], 3.0, "limit 3 beats guarantee 4");
+    close(&op(&t, "chyt8")["fair_share_ratio"], 3.0 / 24.0, "chyt op fair share");
+}
+
+#[test]
+fn scenario_09_per_resource_fair_shares() {
+    let t = run("09-vector-demands.yaml");
+    let c = op(&t, "cpuheavy");
+    let m = op(&t, "memheavy");
+    assert_eq!(c["dominant_resource"], "cpu");
+    assert_eq!(m["dominant_resource"], "memory");
+    let fs = |o: &Value, r: &str| o["detailed_fair_share"]["total"][r].clone();
+    close(&fs(c, "cpu"), 0.8, "cpu-heavy cpu");
+    close(&fs(c, "memory"), 0.16, "cpu-heavy memory");
+    close(&fs(m, "cpu"), 0.2, "memory-heavy cpu");
+    close(&fs(m, "memory"), 0.8, "memory-heavy memory");
+    close(&c["fair_share_ratio"], 0.8, "dominant fair share");
+    close(&m["fair_share_ratio"], 0.8, "dominant fair share");
+}
+
+#[test]
+fn scenario_10_vector_guarantee_gives_memory() {
+    let t = run("10-vector-guarantees.yaml");
+    let chyt = op(&t, "chytmem");
+    close(
+        &chyt["detailed_fair_share"]["total"]["memory"],
+        16.0 / 60.0,
+        "chyt's guaranteed memory share",
+    );
+    assert_eq!(chyt["running_job_count"], 4, "16 GiB fits four 4 GiB jobs");
+    close(
+        &pool(&t, "development")["effective_strong_guarantee_resources"]["memory"],
+        (54.0 - 16.0) * (1u64 << 30) as f64,
+        "development's implicit memory shrinks to what analytics leaves",
+    );
+    assert_eq!(op(&t, "prod")["running_job_count"], 20);
+}
+
+#[test]
+fn scenario_12_fifo_in_submission_order() {
+    let t = run("12-fifo.yaml");
+    let expected = [5, 5, 5, 5, 4, 0];
+    for (i, jobs) in expected.iter().enumerate() {
+        let o = op(&t, &format!("f{}", i + 1));
+        assert_eq!(o["fifo_index"], i, "f{}", i + 1);
+        assert_eq!(o["running_job_count"], *jobs, "f{}", i + 1);
+        close(&o["fair_share_ratio"], *jobs as f64 / 24.0, "fifo fair share");
+    }
+}
+
+#[test]
+fn same_scenario_same_output_byte_for_byte() {
+    let path = scenario_path("06-07-guarantees.yaml");
+    let (_, a) = simulate_file(&path);
+    let (_, b) = simulate_file(&path);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn invalid_scenarios_exit_2_with_the_service_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "resources: {cpu: 4}\npool_trees: {default: {pools: {p: {weight: heavy}}}}\nuntil: 1\n",
+            "weight",
+        ),
+        (
+            "resources: {cpu: 4}\npool_trees: {default: {pools: {p: {mode: fifo, pools: {q: {}}}}}}\nuntil: 1\n",
+            "FIFO",
+        ),
+        (
+            "resources: {cpu: 4}\noperations: [{id: x, spec: {tasks: {t: {job_count: 0}}}}]\nuntil: 1\n",
+            "tasks.t.job_count",
+        ),
+        ("resources: {cpu: 4}\nuntill: 1\n", "untill"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new(binary("ytsched"))
+            .arg("simulate")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "case {i}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "case {i}: {err}");
+    }
+}
+
+#[test]
+fn rejected_submissions_and_admin_actions_are_reported_as_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(
+        &path,
+        r#"
+resources: {cpu: 4, memory: 8G}
+pool_trees:
+  default:
+    pools:
+      small: {max_operation_count: 1, max_running_operation_count: 1}
+operations:
+  - {id: a, spec: {pool: small, tasks: {t: {job_count: 1, duration: 2}}}}
+  - {id: b, at: 0.5, spec: {pool: small, tasks: {t: {job_count: 1}}}}
+events:
+  - {at: 1, set: {path: "//sys/pool_trees/default/small/@weight", value: -1}}
+  - {at: 1, set: {path: "//sys/pool_trees/default/small/@weight", value: 3}}
+until: 5
+"#,
+    )
+    .unwrap();
+    let (out, _) = simulate_file(&path);
+    let errors = out["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    let text = serde_json::to_string(errors).unwrap();
+    assert!(text.contains("pool 'small'") && text.contains("max_operation_count is 1"), "{text}");
+    assert!(text.contains("weight"), "{text}");
+    let tree = &out["snapshots"][0]["pool_trees"]["default"];
+    assert_eq!(tree["pools"]["small"]["weight"], 3.0, "the valid set applied");
+    let events = serde_json::to_string(&out["snapshots"][0]["events"]).unwrap();
+    assert!(events.contains("operation_completed"), "{events}");
+}
