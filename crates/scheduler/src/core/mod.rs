@@ -144,3 +144,5 @@ impl SchedulerCore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod pool_tests;

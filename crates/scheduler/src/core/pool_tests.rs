@@ -1,0 +1,334 @@
+//! Operation count limits, pending queue, ephemeral pools, lightweight operations and
+//! admin changes, driven through the core's public calls.
+
+use super::*;
+use serde_json::json;
+use ytsched_common::protocol::*;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::states::{JobState, OperationState};
+use ytsched_common::units::ByteSize;
+use ytsched_common::IncarnationId;
+
+fn spec_in(pool: Option<&str>, jobs: u32) -> VanillaSpec {
+    let mut s = VanillaSpec::single_task(TaskSpec {
+        command: "true".into(),
+        job_count: jobs,
+        cpu_limit: 1.0,
+        memory_limit: ByteSize(1 << 20),
+        gpu_limit: 0,
+        environment: Default::default(),
+        stdin: None,
+        job_speculation_timeout: None,
+    });
+    s.pool = pool.map(String::from);
+    s
+}
+
+fn hb(cpu: f64, running: &[JobStartSpec], finished: Vec<FinishedJob>) -> HeartbeatRequest {
+    HeartbeatRequest {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: NodeId("n1".into()),
+        incarnation_id: IncarnationId("i".into()),
+        hostname: "n1".into(),
+        tags: vec![],
+        resource_limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 1000.0),
+        resource_usage: ResourceVector::ZERO,
+        running_jobs: running
+            .iter()
+            .map(|s| RunningJob {
+                job_id: s.job_id.clone(),
+                operation_id: s.operation_id.clone(),
+                state: JobState::Running,
+                resource_usage: s.resources,
+                start_time: 0,
+            })
+            .collect(),
+        finished_jobs: finished,
+    }
+}
+
+fn completed(s: &JobStartSpec) -> FinishedJob {
+    FinishedJob {
+        job_id: s.job_id.clone(),
+        operation_id: s.operation_id.clone(),
+        state: JobState::Completed,
+        error: None,
+        start_time: 0,
+        finish_time: 1,
+        statistics: JobStatistics::default(),
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+    }
+}
+
+fn id(s: &str) -> OperationId {
+    OperationId(s.into())
+}
+
+fn state(core: &SchedulerCore, op: &str) -> OperationState {
+    core.operation(&id(op)).unwrap().state
+}
+
+#[test]
+fn fifty_first_operation_is_rejected_and_ninth_waits_in_order() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "p", None, json!({})).unwrap();
+    for i in 0..50 {
+        core.start_operation(id(&format!("op{i:02}")), "u", spec_in(Some("p"), 1), i)
+            .unwrap();
+    }
+    let err = core
+        .start_operation(id("op50"), "u", spec_in(Some("p"), 1), 50)
+        .unwrap_err();
+    assert!(
+        err.message.contains("pool 'p'") && err.message.contains("max_operation_count is 50"),
+        "{err}"
+    );
+    assert!(core.operation(&id("op50")).is_err(), "nothing was admitted");
+    for i in 0..8 {
+        assert_eq!(state(&core, &format!("op{i:02}")), OperationState::Running);
+    }
+    for i in 8..50 {
+        assert_eq!(state(&core, &format!("op{i:02}")), OperationState::Pending);
+    }
+    core.abort_operation(&id("op03"), 60).unwrap();
+    assert_eq!(state(&core, "op08"), OperationState::Running, "oldest pending first");
+    assert_eq!(state(&core, "op09"), OperationState::Pending);
+    core.update_all_shares(61);
+    let orchid = core.admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/p").unwrap();
+    assert_eq!(orchid["operation_count"], 49);
+    assert_eq!(orchid["running_operation_count"], 8);
+}
+
+#[test]
+fn pending_operation_starts_when_a_running_one_completes() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "p", None, json!({"max_running_operation_count": 1}))
+        .unwrap();
+    core.process_heartbeat(hb(4.0, &[], vec![]), 0);
+    core.start_operation(id("a"), "u", spec_in(Some("p"), 1), 0).unwrap();
+    core.start_operation(id("b"), "u", spec_in(Some("p"), 1), 0).unwrap();
+    assert_eq!(state(&core, "b"), OperationState::Pending);
+    let r = core.process_heartbeat(hb(4.0, &[], vec![]), 10);
+    assert_eq!(r.jobs_to_start.len(), 1, "pending operations get no jobs");
+    let r = core.process_heartbeat(hb(4.0, &[], vec![completed(&r.jobs_to_start[0])]), 20);
+    assert_eq!(state(&core, "a"), OperationState::Completed);
+    assert_eq!(state(&core, "b"), OperationState::Running);
+    assert_eq!(r.jobs_to_start.len(), 1);
+    assert_eq!(r.jobs_to_start[0].operation_id, id("b"));
+}
+
+#[test]
+fn ephemeral_user_pool_appears_and_disappears() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(hb(4.0, &[], vec![]), 0);
+    core.start_operation(id("a"), "alice", spec_in(None, 1), 0).unwrap();
+    assert_eq!(core.operation(&id("a")).unwrap().pool, "alice");
+    assert_eq!(core.admin_get("//sys/pool_trees/default/alice/@is_ephemeral").unwrap(), true);
+    // One ephemeral pool per user by default: a second name is refused.
+    let err = core
+        .start_operation(id("b"), "alice", spec_in(Some("other"), 1), 0)
+        .unwrap_err();
+    assert!(err.message.contains("max_ephemeral_pool_per_user"), "{err}");
+    let r = core.process_heartbeat(hb(4.0, &[], vec![]), 10);
+    core.process_heartbeat(hb(4.0, &[], vec![completed(&r.jobs_to_start[0])]), 20);
+    assert!(!core.admin_exists("//sys/pool_trees/default/alice").unwrap());
+}
+
+#[test]
+fn ephemeral_subpools_per_user_with_their_config() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "research",
+        None,
+        json!({"create_ephemeral_subpools": true,
+               "ephemeral_subpool_config": {"mode": "fifo", "max_running_operation_count": 2}}),
+    )
+    .unwrap();
+    core.start_operation(id("a"), "bob", spec_in(Some("research"), 1), 0).unwrap();
+    let op = core.operation(&id("a")).unwrap();
+    assert_eq!(op.pool, "research$bob");
+    let attrs = core.admin_get("//sys/pool_trees/default/research/research$bob/@").unwrap();
+    assert_eq!(attrs["mode"], "fifo");
+    assert_eq!(attrs["max_running_operation_count"], 2);
+    assert_eq!(attrs["is_ephemeral"], true);
+    core.abort_operation(&id("a"), 1).unwrap();
+    assert!(!core.admin_exists("//sys/pool_trees/default/research/research$bob").unwrap());
+    assert!(core.admin_exists("//sys/pool_trees/default/research").unwrap());
+}
+
+#[test]
+fn lightweight_operations_do_not_take_running_slots() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "light",
+        None,
+        json!({"mode": "fifo", "enable_lightweight_operations": true, "max_running_operation_count": 1}),
+    )
+    .unwrap();
+    for name in ["a", "b", "c"] {
+        core.start_operation(id(name), "u", spec_in(Some("light"), 1), 0).unwrap();
+        assert_eq!(state(&core, name), OperationState::Running);
+        assert!(core.operation(&id(name)).unwrap().lightweight);
+    }
+    core.update_all_shares(1);
+    let p = core.admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/light").unwrap();
+    assert_eq!(p["running_operation_count"], 0);
+    assert_eq!(p["lightweight_running_operation_count"], 3);
+    assert_eq!(p["operation_count"], 3);
+}
+
+#[test]
+fn forbidden_immediate_operations() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "org", None, json!({"forbid_immediate_operations": true}))
+        .unwrap();
+    core.create_pool("default", "team", Some("org"), json!({})).unwrap();
+    let e = core
+        .start_operation(id("a"), "u", spec_in(Some("org"), 1), 0)
+        .unwrap_err();
+    assert!(e.message.contains("forbid_immediate_operations"), "{e}");
+    core.start_operation(id("b"), "u", spec_in(Some("team"), 1), 0).unwrap();
+}
+
+#[test]
+fn admin_errors_are_precise_and_change_nothing() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "company", None, json!({"strong_guarantee_resources": {"cpu": 10}}))
+        .unwrap();
+    core.create_pool("default", "dev", Some("company"), json!({"strong_guarantee_resources": {"cpu": 6}}))
+        .unwrap();
+    core.create_pool("default", "ops", Some("company"), json!({})).unwrap();
+    let before = core.cluster_config().clone();
+    let revision = core.config_revision();
+
+    let e = core
+        .admin_set(
+            "//sys/pool_trees/default/company/ops/@strong_guarantee_resources",
+            json!({"cpu": 5}),
+        )
+        .unwrap_err();
+    assert!(e.0.contains("company") && e.0.contains("cpu = 11"), "{e}");
+
+    core.create_pool("default", "q", None, json!({"mode": "fifo"})).unwrap();
+    let before_q = core.cluster_config().clone();
+    let e = core.create_pool("default", "sub", Some("q"), json!({})).unwrap_err();
+    assert!(e.0.contains("FIFO"), "{e}");
+    let e = core
+        .admin_set("//sys/pool_trees/default/company/@mode", json!("fifo"))
+        .unwrap_err();
+    assert!(e.0.contains("FIFO") && e.0.contains("company"), "{e}");
+    assert_eq!(core.cluster_config(), &before_q);
+
+    let e = core.admin_set("//sys/pool_trees/default/nope/@weight", json!(2)).unwrap_err();
+    assert!(e.0.contains("nope"), "{e}");
+    let e = core.admin_set("sys/pool_trees", json!(2)).unwrap_err();
+    assert!(e.0.contains("start with '//'"), "{e}");
+    let e = core
+        .admin_set("//sys/pool_trees/default/company/@weight", json!("heavy"))
+        .unwrap_err();
+    assert!(e.0.contains("weight") && e.0.contains("company"), "{e}");
+    let e = core
+        .admin_set("//sys/pool_trees/default/company/@wieght", json!(2))
+        .unwrap_err();
+    assert!(e.0.contains("wieght"), "{e}");
+    let e = core
+        .admin_set(
+            "//sys/pool_trees/default/company/@max_running_operation_count",
+            json!(80),
+        )
+        .unwrap_err();
+    assert!(e.0.contains("max_operation_count"), "{e}");
+    let e = core
+        .admin_set("//sys/pool_trees/default/@config/fair_share_starvation_tolerance", json!(3))
+        .unwrap_err();
+    assert!(e.0.contains("fair_share_starvation_tolerance"), "{e}");
+    let e = core.create_pool("default", "dev", None, json!({})).unwrap_err();
+    assert!(e.0.contains("already exists"), "{e}");
+    let mut expected = before.clone();
+    expected.trees.get_mut("default").unwrap().pools = before_q.trees["default"].pools.clone();
+    assert_eq!(core.cluster_config(), &expected, "rejected changes left no trace");
+    assert_eq!(core.config_revision(), revision + 1, "only the q pool was created");
+}
+
+#[test]
+fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "company", None, json!({})).unwrap();
+    core.admin_set(
+        "//sys/pool_trees/default/company/@min_share_resources",
+        json!({"cpu": 4, "memory": "2G"}),
+    )
+    .unwrap();
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/default/company/@strong_guarantee_resources/memory")
+            .unwrap(),
+        json!(2u64 << 30)
+    );
+    core.admin_set(
+        "//sys/pool_trees/default/company/@strong_guarantee_resources/cpu",
+        json!(6),
+    )
+    .unwrap();
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/default/company/@strong_guarantee_resources/cpu")
+            .unwrap(),
+        json!(6.0)
+    );
+    assert_eq!(core.admin_get("//sys/pool_trees/default/company/@weight").unwrap(), json!(1.0));
+    assert_eq!(core.admin_list("//sys/pool_trees").unwrap(), vec!["default"]);
+    assert_eq!(core.admin_list("//sys/pool_trees/default").unwrap(), vec!["company"]);
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/default/@config/max_running_operation_count_per_pool")
+            .unwrap(),
+        json!(8)
+    );
+    core.admin_set("//sys/pool_trees/default/@config/fair-share_preemption_timeout", json!("10s"))
+        .unwrap();
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/default/@config/fair_share_starvation_timeout")
+            .unwrap(),
+        json!(10_000)
+    );
+    core.admin_remove("//sys/pool_trees/default/company/@strong_guarantee_resources")
+        .unwrap();
+    assert!(!core
+        .admin_exists("//sys/pool_trees/default/company/@strong_guarantee_resources")
+        .unwrap());
+    core.create_pool_tree("gpu", json!({"config": {"nodes_filter": "gpu"}})).unwrap();
+    assert_eq!(core.admin_get("//sys/pool_trees/gpu/@config/nodes_filter").unwrap(), json!("gpu"));
+    core.admin_set("//sys/pool_trees/@default_tree", json!("gpu")).unwrap();
+    assert!(core.admin_remove("//sys/pool_trees/gpu").is_err(), "the default tree stays");
+    core.admin_set("//sys/pool_trees/@default_tree", json!("default")).unwrap();
+    core.admin_remove("//sys/pool_trees/gpu").unwrap();
+    core.admin_remove("//sys/pool_trees/default/company").unwrap();
+    assert!(core.admin_list("//sys/pool_trees/default").unwrap().is_empty());
+    assert!(core.admin_exists("//bad/path").is_err());
+}
+
+#[test]
+fn weight_change_takes_effect_at_the_next_update() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(hb(10.0, &[], vec![]), 0);
+    core.create_pool("default", "a", None, json!({})).unwrap();
+    core.create_pool("default", "b", None, json!({})).unwrap();
+    core.start_operation(id("x"), "u", spec_in(Some("a"), 20), 0).unwrap();
+    core.start_operation(id("y"), "u", spec_in(Some("b"), 20), 0).unwrap();
+    core.update_all_shares(0);
+    let ratio = |core: &SchedulerCore, p: &str| {
+        core.admin_get(&format!(
+            "//sys/scheduler/orchid/scheduler/pool_trees/default/pools/{p}/fair_share_ratio"
+        ))
+        .unwrap()
+        .as_f64()
+        .unwrap()
+    };
+    assert!((ratio(&core, "a") - 0.5).abs() < 1e-6);
+    core.admin_set("//sys/pool_trees/default/a/@weight", json!(3)).unwrap();
+    core.tick(10_000);
+    assert!((ratio(&core, "a") - 0.75).abs() < 1e-6);
+    assert!((ratio(&core, "b") - 0.25).abs() < 1e-6);
+}
