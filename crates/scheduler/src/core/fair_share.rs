@@ -70,6 +70,8 @@ pub struct Element {
     pub fair_share: DetailedShare,
     /// Position in a FIFO pool's order (operations in FIFO pools only).
     pub fifo_index: Option<usize>,
+    /// For operations: index into the input slice.
+    input: usize,
 }
 
 impl Element {
@@ -158,6 +160,7 @@ fn build_elements(
         strong_guarantee_share: all,
         fair_share: DetailedShare::default(),
         fifo_index: None,
+        input: usize::MAX,
     });
     out.pool_index.insert(ROOT_POOL.into(), 0);
     // Breadth-first so parents precede children.
@@ -186,13 +189,14 @@ fn build_elements(
                 strong_guarantee_share: ResourceVector::ZERO,
                 fair_share: DetailedShare::default(),
                 fifo_index: None,
+                input: usize::MAX,
             });
             out.elements[idx].children.push(ci);
             out.pool_index.insert((*child).to_string(), ci);
             queue.push_back((child, ci));
         }
     }
-    for op in operations {
+    for (input, op) in operations.iter().enumerate() {
         let Some(&parent) = out.pool_index.get(op.pool.as_str()) else {
             continue;
         };
@@ -217,6 +221,7 @@ fn build_elements(
             strong_guarantee_share: ResourceVector::ZERO,
             fair_share: DetailedShare::default(),
             fifo_index: None,
+            input,
         });
         out.elements[parent].children.push(ci);
         out.operation_index.insert(op.id.clone(), ci);
@@ -467,16 +472,13 @@ fn split_fifo(
     operations: &[OperationInput],
     out: &mut TreeShares,
 ) {
-    let by_id: HashMap<&OperationId, &OperationInput> =
-        operations.iter().map(|o| (&o.id, o)).collect();
     let mut order: Vec<usize> = children.to_vec();
     order.sort_by(|&a, &b| {
-        let (oa, ob) = match (&out.elements[a].kind, &out.elements[b].kind) {
-            (ElementKind::Operation { id: x }, ElementKind::Operation { id: y }) => {
-                (by_id[x], by_id[y])
-            }
-            _ => return a.cmp(&b),
-        };
+        let (ea, eb) = (&out.elements[a], &out.elements[b]);
+        if ea.input == usize::MAX || eb.input == usize::MAX {
+            return a.cmp(&b);
+        }
+        let (oa, ob) = (&operations[ea.input], &operations[eb.input]);
         for key in keys {
             let ord = match key {
                 FifoSortParameter::Weight => ob.weight.total_cmp(&oa.weight),
