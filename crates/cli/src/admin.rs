@@ -173,7 +173,10 @@ pub async fn exists(
     user: &str,
     path: String,
 ) -> anyhow::Result<()> {
-    println!("{}", call(client, subjects, user, AdminExists { path }).await?);
+    println!(
+        "{}",
+        call(client, subjects, user, AdminExists { path }).await?
+    );
     Ok(())
 }
 

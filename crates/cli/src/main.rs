@@ -69,17 +69,30 @@ enum Command {
     /// Create a pool (`scheduler_pool`) or a pool tree (`scheduler_pool_tree`).
     Create(admin::CreateArgs),
     /// Print the value at a path (//sys/pool_trees/..., //sys/scheduler/orchid/...).
-    Get { path: String },
+    Get {
+        path: String,
+    },
     /// Set the value at a path; VALUE is JSON or YSON text, e.g. '{cpu=4;memory=4G}'.
-    Set { path: String, value: String },
+    Set {
+        path: String,
+        value: String,
+    },
     /// List the names under a path.
-    List { path: String },
+    List {
+        path: String,
+    },
     /// Remove a pool, a pool tree or an attribute.
-    Remove { path: String },
+    Remove {
+        path: String,
+    },
     /// Print true or false: does the path exist?
-    Exists { path: String },
+    Exists {
+        path: String,
+    },
     /// Run a scenario against the real scheduler core in virtual time; prints JSON.
-    Simulate { scenario: std::path::PathBuf },
+    Simulate {
+        scenario: std::path::PathBuf,
+    },
 }
 
 #[tokio::main]

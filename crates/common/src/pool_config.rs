@@ -143,9 +143,18 @@ const POOL_ALIASES: &[(&str, &str)] = &[
 ];
 
 const TREE_ALIASES: &[(&str, &str)] = &[
-    ("max_ephemeral_pools_per_user", "max_ephemeral_pool_per_user"),
-    ("fair-share_preemption_timeout", "fair_share_starvation_timeout"),
-    ("min_share_preemption_timeout", "fair_share_starvation_timeout"),
+    (
+        "max_ephemeral_pools_per_user",
+        "max_ephemeral_pool_per_user",
+    ),
+    (
+        "fair-share_preemption_timeout",
+        "fair_share_starvation_timeout",
+    ),
+    (
+        "min_share_preemption_timeout",
+        "fair_share_starvation_timeout",
+    ),
     (
         "fair-share_starvation_tolerance",
         "fair_share_starvation_tolerance",
@@ -286,8 +295,9 @@ impl PoolConfig {
             ),
         ] {
             if let Some(a) = amounts {
-                a.check_nonnegative()
-                    .map_err(|(r, v)| err(name, format!("{r} must be a non-negative number, got {v}")))?;
+                a.check_nonnegative().map_err(|(r, v)| {
+                    err(name, format!("{r} must be a non-negative number, got {v}"))
+                })?;
             }
         }
         if let (Some(total), Some(running)) =
@@ -296,9 +306,7 @@ impl PoolConfig {
             if total < running {
                 return Err(err(
                     "max_operation_count",
-                    format!(
-                        "{total} is less than max_running_operation_count = {running}"
-                    ),
+                    format!("{total} is less than max_running_operation_count = {running}"),
                 ));
             }
         }
@@ -350,7 +358,9 @@ impl PoolConfig {
             }
         }
         if let Some(c) = &self.ephemeral_subpool_config {
-            if let (Some(total), Some(running)) = (c.max_operation_count, c.max_running_operation_count) {
+            if let (Some(total), Some(running)) =
+                (c.max_operation_count, c.max_running_operation_count)
+            {
                 if total < running {
                     return Err(err(
                         "ephemeral_subpool_config",
@@ -597,7 +607,10 @@ mod tests {
             json!({"min_share_resources": {"cpu": 4}, "allow_normal_preemption": false}),
         )
         .unwrap();
-        assert_eq!(c.strong_guarantee_resources.as_ref().unwrap().cpu, Some(4.0));
+        assert_eq!(
+            c.strong_guarantee_resources.as_ref().unwrap().cpu,
+            Some(4.0)
+        );
         assert_eq!(c.allow_regular_preemption, Some(false));
         assert_eq!(c.weight(), 1.0);
         assert_eq!(c.mode(), PoolMode::FairShare);
@@ -621,8 +634,8 @@ mod tests {
         assert_eq!(e.attribute, "max_operation_count");
         let e = PoolConfig::from_attributes("p", json!({"mode": "lifo"})).unwrap_err();
         assert_eq!(e.attribute, "mode");
-        let e = PoolConfig::from_attributes("p", json!({"resource_limits": {"cpu": -2}}))
-            .unwrap_err();
+        let e =
+            PoolConfig::from_attributes("p", json!({"resource_limits": {"cpu": -2}})).unwrap_err();
         assert_eq!(e.attribute, "resource_limits");
     }
 

@@ -121,9 +121,10 @@ impl Parser<'_> {
                 Some(b';') => self.pos += 1,
                 Some(c) if c == close => {}
                 _ => {
-                    return Err(
-                        self.error(&format!("expected ';' or '{}' after a value", close as char))
-                    )
+                    return Err(self.error(&format!(
+                        "expected ';' or '{}' after a value",
+                        close as char
+                    )))
                 }
             }
         }
@@ -160,7 +161,9 @@ impl Parser<'_> {
                     return String::from_utf8(out).map_err(|_| self.error("string is not UTF-8"))
                 }
                 b'\\' => {
-                    let Some(&e) = self.s.get(self.pos) else { break };
+                    let Some(&e) = self.s.get(self.pos) else {
+                        break;
+                    };
                     self.pos += 1;
                     out.push(match e {
                         b'n' => b'\n',
@@ -255,7 +258,10 @@ mod tests {
     #[test]
     fn errors_say_where() {
         let e = parse_value("{cpu=4").unwrap_err();
-        assert!(e.message.contains("'}'") || e.message.contains("';'"), "{e}");
+        assert!(
+            e.message.contains("'}'") || e.message.contains("';'"),
+            "{e}"
+        );
         let e = parse_value("{cpu 4}").unwrap_err();
         assert!(e.message.contains("'='"), "{e}");
         assert_eq!(e.offset, 5);

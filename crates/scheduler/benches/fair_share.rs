@@ -25,7 +25,8 @@ fn tree() -> (PoolTree, Vec<String>) {
         name
     };
     for a in 0..10u32 {
-        let attrs = serde_json::json!({"weight": 1 + a % 4, "strong_guarantee_resources": {"cpu": 500}});
+        let attrs =
+            serde_json::json!({"weight": 1 + a % 4, "strong_guarantee_resources": {"cpu": 500}});
         let l1 = add(&mut t, ROOT_POOL, attrs);
         for b in 0..3u32 {
             let attrs = serde_json::json!({"weight": 1 + b % 3, "strong_guarantee_resources": {"cpu": 100}});
@@ -33,7 +34,11 @@ fn tree() -> (PoolTree, Vec<String>) {
             for c in 0..4u32 {
                 let l3 = add(&mut t, &l2, serde_json::json!({"weight": 1 + c % 2}));
                 for d in 0..7u32 {
-                    let mode = if (leaves.len() % 10) == 0 { "fifo" } else { "fair_share" };
+                    let mode = if (leaves.len() % 10) == 0 {
+                        "fifo"
+                    } else {
+                        "fair_share"
+                    };
                     let attrs = serde_json::json!({"weight": 1 + d % 4, "mode": mode});
                     leaves.push(add(&mut t, &l3, attrs));
                 }
@@ -56,7 +61,12 @@ fn operations(leaves: &[String], count: usize) -> Vec<OperationInput> {
                 weight: 1.0 + (i % 3) as f64,
                 demand: job.scale(jobs),
                 usage: job.scale((jobs / 2.0).floor()),
-                resource_limits: ResourceVector::new(f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY),
+                resource_limits: ResourceVector::new(
+                    f64::INFINITY,
+                    f64::INFINITY,
+                    f64::INFINITY,
+                    f64::INFINITY,
+                ),
                 max_share_ratio: 1.0,
                 seq: i as u64,
                 pending_job_count: jobs as u64 / 2,

@@ -1,11 +1,11 @@
 use anyhow::Context;
 use clap::Parser;
-use ytsched_scheduler::core::config_file::ConfigFile;
-use ytsched_scheduler::store::MemoryStore;
 use std::time::Duration;
 use ytsched_common::units::DurationMs;
+use ytsched_scheduler::core::config_file::ConfigFile;
 use ytsched_scheduler::core::CoreConfig;
 use ytsched_scheduler::service::{run, ServiceConfig};
+use ytsched_scheduler::store::MemoryStore;
 
 /// The ytsched scheduler: divides the cluster between operations and answers node heartbeats.
 #[derive(Parser, Debug)]

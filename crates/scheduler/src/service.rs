@@ -305,9 +305,14 @@ fn log_events(events: &[CoreEvent]) {
             CoreEvent::OperationPending { id } => {
                 info!(operation = %id, "operation pending: its pool is at max_running_operation_count")
             }
-            CoreEvent::OperationRunning { id } => info!(operation = %id, "pending operation started"),
+            CoreEvent::OperationRunning { id } => {
+                info!(operation = %id, "pending operation started")
+            }
             CoreEvent::PoolRemoved { tree, pool } => {
-                info!(tree, pool, "ephemeral pool removed: its last operation ended")
+                info!(
+                    tree,
+                    pool, "ephemeral pool removed: its last operation ended"
+                )
             }
             CoreEvent::OperationFinished { id, state, error } => {
                 info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")

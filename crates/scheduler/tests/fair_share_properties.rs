@@ -42,14 +42,16 @@ fn pool_gen(with_limits: bool) -> impl Strategy<Value = PoolGen> {
         prop::option::of(1.0f64..80.0),
         prop::bool::weighted(0.2),
     )
-        .prop_map(move |(parent, weight, guarantee, memory_guarantee, cpu_limit, fifo)| PoolGen {
-            parent: parent.index(usize::MAX),
-            weight,
-            guarantee,
-            memory_guarantee,
-            cpu_limit: cpu_limit.filter(|_| with_limits),
-            fifo,
-        })
+        .prop_map(
+            move |(parent, weight, guarantee, memory_guarantee, cpu_limit, fifo)| PoolGen {
+                parent: parent.index(usize::MAX),
+                weight,
+                guarantee,
+                memory_guarantee,
+                cpu_limit: cpu_limit.filter(|_| with_limits),
+                fifo,
+            },
+        )
 }
 
 fn op_gen() -> impl Strategy<Value = OpGen> {
@@ -62,15 +64,17 @@ fn op_gen() -> impl Strategy<Value = OpGen> {
         0u32..40,
         prop::option::of(1.0f64..30.0),
     )
-        .prop_map(|(pool, weight, jobs, cpu, memory_gib, running, cpu_limit)| OpGen {
-            pool: pool.index(usize::MAX),
-            weight,
-            jobs,
-            cpu,
-            memory_gib,
-            running: running.min(jobs),
-            cpu_limit,
-        })
+        .prop_map(
+            |(pool, weight, jobs, cpu, memory_gib, running, cpu_limit)| OpGen {
+                pool: pool.index(usize::MAX),
+                weight,
+                jobs,
+                cpu,
+                memory_gib,
+                running: running.min(jobs),
+                cpu_limit,
+            },
+        )
 }
 
 const TOTAL: ResourceVector = ResourceVector {
@@ -103,10 +107,8 @@ fn build(pools: &[PoolGen], ops: &[OpGen]) -> (PoolTree, Vec<OperationInput>) {
         attrs.insert("weight".into(), json!(p.weight));
         let mut own = (0.0, 0.0);
         if let Some(frac) = p.guarantee {
-            let (cpu_left, mem_left) = budget.unwrap_or((
-                TOTAL.cpu - root_used(&tree, &names, pools),
-                f64::INFINITY,
-            ));
+            let (cpu_left, mem_left) =
+                budget.unwrap_or((TOTAL.cpu - root_used(&tree, &names, pools), f64::INFINITY));
             let root_level = budget.is_none();
             let parent_has = root_level || budget.is_some_and(|b| b.0 > 0.0);
             if parent_has {
@@ -163,7 +165,8 @@ fn build(pools: &[PoolGen], ops: &[OpGen]) -> (PoolTree, Vec<OperationInput>) {
             } else {
                 names[o.pool % names.len()].clone()
             };
-            let mut limits = ResourceVector::new(f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
+            let mut limits =
+                ResourceVector::new(f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
             if let Some(l) = o.cpu_limit {
                 limits.cpu = l;
             }
@@ -195,7 +198,11 @@ fn root_used(tree: &PoolTree, names: &[String], _pools: &[PoolGen]) -> f64 {
 fn check_invariants(s: &TreeShares) -> Result<(), TestCaseError> {
     for (i, e) in s.elements.iter().enumerate() {
         let fs = e.fair_share.total;
-        let children: ResourceVector = e.children.iter().map(|&c| s.elements[c].fair_share.total).sum();
+        let children: ResourceVector = e
+            .children
+            .iter()
+            .map(|&c| s.elements[c].fair_share.total)
+            .sum();
         for r in Resource::ALL {
             prop_assert!(
                 children.get(r) <= fs.get(r) + EPS,
@@ -204,8 +211,16 @@ fn check_invariants(s: &TreeShares) -> Result<(), TestCaseError> {
                 children.get(r),
                 fs.get(r)
             );
-            prop_assert!(fs.get(r) <= e.demand_share.get(r) + EPS, "{}: {r} above demand", e.name());
-            prop_assert!(fs.get(r) <= e.limits_share.get(r) + EPS, "{}: {r} above limits", e.name());
+            prop_assert!(
+                fs.get(r) <= e.demand_share.get(r) + EPS,
+                "{}: {r} above demand",
+                e.name()
+            );
+            prop_assert!(
+                fs.get(r) <= e.limits_share.get(r) + EPS,
+                "{}: {r} above limits",
+                e.name()
+            );
             prop_assert!(fs.get(r) >= -EPS && fs.get(r).is_finite());
         }
     }

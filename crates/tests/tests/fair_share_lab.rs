@@ -11,8 +11,11 @@ fn seed_cluster_node() -> NodeOpts {
 }
 
 fn operations_orchid(lab: &Lab) -> Value {
-    lab.json(&["get", "//sys/scheduler/orchid/scheduler/pool_trees/default/operations"])
-        .unwrap_or(Value::Null)
+    lab.json(&[
+        "get",
+        "//sys/scheduler/orchid/scheduler/pool_trees/default/operations",
+    ])
+    .unwrap_or(Value::Null)
 }
 
 fn submit(lab: &Lab, pool: Option<&str>, weight: f64, jobs: u32, command: &str) -> String {
@@ -35,7 +38,10 @@ fn wait_settled(lab: &Lab, expected: &[(&str, f64)], timeout: Duration) -> Value
         let ok = expected.iter().all(|(id, jobs)| {
             let o = &ops[*id];
             let running = o["running_job_count"].as_f64().unwrap_or(-10.0);
-            let fs_cpu = o["detailed_fair_share"]["total"]["cpu"].as_f64().unwrap_or(-1.0) * 24.0;
+            let fs_cpu = o["detailed_fair_share"]["total"]["cpu"]
+                .as_f64()
+                .unwrap_or(-1.0)
+                * 24.0;
             (running - jobs).abs() <= 1.0 && (fs_cpu - jobs).abs() <= 0.25
         });
         streak = if ok { streak + 1 } else { 0 };
@@ -61,9 +67,17 @@ fn scenario_03_weights_on_a_real_lab() {
     let ids: Vec<String> = (1..=3)
         .map(|w| submit(&lab, None, w as f64, 200, "sleep 1"))
         .collect();
-    let expected = [(ids[0].as_str(), 4.0), (ids[1].as_str(), 8.0), (ids[2].as_str(), 12.0)];
+    let expected = [
+        (ids[0].as_str(), 4.0),
+        (ids[1].as_str(), 8.0),
+        (ids[2].as_str(), 12.0),
+    ];
     let ops = wait_settled(&lab, &expected, Duration::from_secs(60));
-    for (id, share) in [(&ids[0], 1.0 / 6.0), (&ids[1], 2.0 / 6.0), (&ids[2], 3.0 / 6.0)] {
+    for (id, share) in [
+        (&ids[0], 1.0 / 6.0),
+        (&ids[1], 2.0 / 6.0),
+        (&ids[2], 3.0 / 6.0),
+    ] {
         let ratio = ops[id.as_str()]["fair_share_ratio"].as_f64().unwrap();
         assert!((ratio - share).abs() < 0.01, "{id}: {ratio} vs {share}");
     }
@@ -79,21 +93,52 @@ fn scenario_06_07_guarantees_on_a_real_lab() {
     // Pools made the way an admin would, values in YSON and JSON.
     let pools: [(&str, Option<&str>, &str); 7] = [
         ("company", None, "{strong_guarantee_resources={cpu=24}}"),
-        ("development", Some("company"), r#"{"strong_guarantee_resources": {"cpu": 20}}"#),
-        ("production", Some("development"), "{strong_guarantee_resources={cpu=16}}"),
-        ("testing", Some("development"), "{strong_guarantee_resources={cpu=4}}"),
-        ("analytics", Some("company"), "{strong_guarantee_resources={cpu=4}}"),
-        ("chyt", Some("analytics"), "{strong_guarantee_resources={cpu=4}}"),
+        (
+            "development",
+            Some("company"),
+            r#"{"strong_guarantee_resources": {"cpu": 20}}"#,
+        ),
+        (
+            "production",
+            Some("development"),
+            "{strong_guarantee_resources={cpu=16}}",
+        ),
+        (
+            "testing",
+            Some("development"),
+            "{strong_guarantee_resources={cpu=4}}",
+        ),
+        (
+            "analytics",
+            Some("company"),
+            "{strong_guarantee_resources={cpu=4}}",
+        ),
+        (
+            "chyt",
+            Some("analytics"),
+            "{strong_guarantee_resources={cpu=4}}",
+        ),
         ("bi", Some("analytics"), "{}"),
     ];
     for (name, parent, attrs) in pools {
-        let mut args = vec!["create", "scheduler_pool", "--name", name, "--pool-tree", "default"];
+        let mut args = vec![
+            "create",
+            "scheduler_pool",
+            "--name",
+            name,
+            "--pool-tree",
+            "default",
+        ];
         if let Some(p) = parent {
             args.extend(["--parent-name", p]);
         }
         args.extend(["--attributes", attrs]);
         let out = lab.ytsched(&args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // An overcommitting guarantee is refused and changes nothing.
     let out = lab.ytsched(&[
@@ -103,11 +148,17 @@ fn scenario_06_07_guarantees_on_a_real_lab() {
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("analytics") && err.contains("cpu = 5"), "{err}");
+    assert!(
+        err.contains("analytics") && err.contains("cpu = 5"),
+        "{err}"
+    );
     let bi_attrs: Value = lab
         .json(&["get", "//sys/pool_trees/default/company/analytics/bi/@"])
         .unwrap();
-    assert!(bi_attrs.get("strong_guarantee_resources").is_none(), "{bi_attrs}");
+    assert!(
+        bi_attrs.get("strong_guarantee_resources").is_none(),
+        "{bi_attrs}"
+    );
 
     let long = "sleep 300";
     let prod4 = submit(&lab, Some("production"), 1.0, 4, long);
@@ -126,7 +177,9 @@ fn scenario_06_07_guarantees_on_a_real_lab() {
     let pool_cpu = |p: &str| -> f64 {
         lab.json::<Value>(&[
             "get",
-            &format!("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/{p}/resource_usage/cpu"),
+            &format!(
+                "//sys/scheduler/orchid/scheduler/pool_trees/default/pools/{p}/resource_usage/cpu"
+            ),
         ])
         .unwrap()
         .as_f64()

@@ -95,7 +95,11 @@ fn scenario_06_07_guaranteed_pools_take_the_cluster() {
     close(&cpu(pool(&t, "chyt")), 4.0 / 24.0, "chyt");
     close(&cpu(pool(&t, "testing")), 4.0 / 24.0, "testing");
     close(&cpu(pool(&t, "bi")), 0.0, "bi");
-    close(&pool(&t, "company")["usage_ratio"], 1.0, "the whole cluster is used");
+    close(
+        &pool(&t, "company")["usage_ratio"],
+        1.0,
+        "the whole cluster is used",
+    );
     assert_eq!(op(&t, "bi4")["running_job_count"], 0);
     assert_eq!(op(&t, "testing8")["running_job_count"], 4);
     let running: u64 = ["prod4", "prod12"]
@@ -119,14 +123,26 @@ fn scenario_06_07_guaranteed_pools_take_the_cluster() {
 #[test]
 fn scenario_08_limits_beat_demand_and_guarantees() {
     let t = run("08-limits.yaml");
-    close(&pool(&t, "testing")["fair_share_ratio"], 5.0 / 24.0, "testing fair share");
+    close(
+        &pool(&t, "testing")["fair_share_ratio"],
+        5.0 / 24.0,
+        "testing fair share",
+    );
     close(
         &pool(&t, "testing")["resource_usage"]["cpu"],
         5.0,
         "testing usage stays at its limit though capacity is free",
     );
-    close(&pool(&t, "chyt")["resource_usage"]["cpu"], 3.0, "limit 3 beats guarantee 4");
-    close(&op(&t, "chyt8")["fair_share_ratio"], 3.0 / 24.0, "chyt op fair share");
+    close(
+        &pool(&t, "chyt")["resource_usage"]["cpu"],
+        3.0,
+        "limit 3 beats guarantee 4",
+    );
+    close(
+        &op(&t, "chyt8")["fair_share_ratio"],
+        3.0 / 24.0,
+        "chyt op fair share",
+    );
 }
 
 #[test]
@@ -171,7 +187,11 @@ fn scenario_12_fifo_in_submission_order() {
         let o = op(&t, &format!("f{}", i + 1));
         assert_eq!(o["fifo_index"], i, "f{}", i + 1);
         assert_eq!(o["running_job_count"], *jobs, "f{}", i + 1);
-        close(&o["fair_share_ratio"], *jobs as f64 / 24.0, "fifo fair share");
+        close(
+            &o["fair_share_ratio"],
+            *jobs as f64 / 24.0,
+            "fifo fair share",
+        );
     }
 }
 
@@ -241,10 +261,16 @@ until: 5
     let errors = out["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 2, "{errors:?}");
     let text = serde_json::to_string(errors).unwrap();
-    assert!(text.contains("pool 'small'") && text.contains("max_operation_count is 1"), "{text}");
+    assert!(
+        text.contains("pool 'small'") && text.contains("max_operation_count is 1"),
+        "{text}"
+    );
     assert!(text.contains("weight"), "{text}");
     let tree = &out["snapshots"][0]["pool_trees"]["default"];
-    assert_eq!(tree["pools"]["small"]["weight"], 3.0, "the valid set applied");
+    assert_eq!(
+        tree["pools"]["small"]["weight"], 3.0,
+        "the valid set applied"
+    );
     let events = serde_json::to_string(&out["snapshots"][0]["events"]).unwrap();
     assert!(events.contains("operation_completed"), "{events}");
 }

@@ -6,12 +6,16 @@ use super::pool_tree::{validate_tree_name, PoolTree};
 use super::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Map, Value};
 use ytsched_common::pool_config::{
-    canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig, ROOT_POOL,
-    DEFAULT_FIFO_SORT_PARAMETERS,
+    canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
+    DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
 };
 use ytsched_common::protocol::Registration;
 
-fn navigate<'a>(mut v: &'a Value, sub: &[String], path_for_errors: &str) -> Result<&'a Value, ConfigError> {
+fn navigate<'a>(
+    mut v: &'a Value,
+    sub: &[String],
+    path_for_errors: &str,
+) -> Result<&'a Value, ConfigError> {
     for key in sub {
         v = match v {
             Value::Object(m) => m.get(key),
@@ -155,7 +159,9 @@ impl SchedulerCore {
                 };
                 let a = canonical_pool_attribute(&a).to_string();
                 let v = attrs.get(&a).ok_or_else(|| {
-                    here(ConfigError(format!("pool '{pool}' has no attribute '{a}' set")))
+                    here(ConfigError(format!(
+                        "pool '{pool}' has no attribute '{a}' set"
+                    )))
                 })?;
                 navigate(v, &sub, path).cloned()
             }
@@ -164,7 +170,13 @@ impl SchedulerCore {
                 attribute,
                 sub,
             } => {
-                let config = Value::Object(self.cluster.tree(&tree).map_err(here)?.config.to_attributes());
+                let config = Value::Object(
+                    self.cluster
+                        .tree(&tree)
+                        .map_err(here)?
+                        .config
+                        .to_attributes(),
+                );
                 let Some(a) = attribute else {
                     return Ok(config);
                 };
@@ -352,7 +364,10 @@ impl SchedulerCore {
                         "pool '{pool}' has {busy} unfinished operation(s)"
                     ))));
                 }
-                self.cluster.tree_mut(&tree)?.remove_pool(&pool).map_err(here)?;
+                self.cluster
+                    .tree_mut(&tree)?
+                    .remove_pool(&pool)
+                    .map_err(here)?;
             }
             AdminPath::PoolAttribute {
                 tree,

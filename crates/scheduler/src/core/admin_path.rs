@@ -9,7 +9,10 @@ pub enum AdminPath {
     /// `//sys/pool_trees/@default_tree`
     DefaultTree,
     /// `//sys/pool_trees/<tree>[/<pool>/<child>...]`; an empty `pool_path` is the root.
-    Pool { tree: String, pool_path: Vec<String> },
+    Pool {
+        tree: String,
+        pool_path: Vec<String>,
+    },
     /// `.../<pool>/@` (all attributes) or `.../<pool>/@<attr>[/<key>...]`.
     PoolAttribute {
         tree: String,
@@ -115,7 +118,10 @@ mod tests {
 
     #[test]
     fn parses_the_paths_of_spec_6_1() {
-        assert_eq!(AdminPath::parse("//sys/pool_trees").unwrap(), AdminPath::PoolTrees);
+        assert_eq!(
+            AdminPath::parse("//sys/pool_trees").unwrap(),
+            AdminPath::PoolTrees
+        );
         assert_eq!(
             AdminPath::parse("//sys/pool_trees/@default_tree").unwrap(),
             AdminPath::DefaultTree
@@ -142,7 +148,13 @@ mod tests {
                 .unwrap(),
             AdminPath::Orchid(v) if v.len() == 6
         ));
-        for bad in ["sys/pool_trees", "//sys//pool_trees", "//sys/pool_trees/t/", "//tmp/x", "//sys/pool_trees/t/@weight"] {
+        for bad in [
+            "sys/pool_trees",
+            "//sys//pool_trees",
+            "//sys/pool_trees/t/",
+            "//tmp/x",
+            "//sys/pool_trees/t/@weight",
+        ] {
             let e = AdminPath::parse(bad).unwrap_err();
             assert!(e.0.contains(bad), "{e}");
         }

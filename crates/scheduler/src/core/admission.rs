@@ -45,7 +45,10 @@ impl SchedulerCore {
             return Err(ApiError::new(format!("operation {id} already exists")));
         }
         let tree_name = self.operation_tree(&spec)?;
-        let tree = self.cluster.tree(&tree_name).map_err(|e| ApiError::new(e.0))?;
+        let tree = self
+            .cluster
+            .tree(&tree_name)
+            .map_err(|e| ApiError::new(e.0))?;
         let options = spec.scheduling_options_per_pool_tree.get(&tree_name);
         let requested = options
             .and_then(|o| o.pool.clone())
@@ -103,9 +106,9 @@ impl SchedulerCore {
         let lightweight = pool_config.mode() == PoolMode::Fifo
             && pool_config.enable_lightweight_operations == Some(true);
         let pending = !lightweight
-            && chain.iter().any(|p| {
-                counts.get(p).copied().unwrap_or_default().running >= limit_of(p, true)
-            });
+            && chain
+                .iter()
+                .any(|p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p, true));
         let mut limits = limits_vector(spec.resource_limits.as_ref());
         if let Some(l) = options.and_then(|o| o.resource_limits.as_ref()) {
             limits = limits_vector(Some(l));
@@ -123,8 +126,14 @@ impl SchedulerCore {
         };
         if let Some(np) = new_pool {
             let tree = self.cluster.tree_mut(&tree_name).expect("exists");
-            tree.add_pool(&tree_name, &np.name, &np.parent, np.config, Some(user.into()))
-                .map_err(|e| ApiError::new(e.0))?;
+            tree.add_pool(
+                &tree_name,
+                &np.name,
+                &np.parent,
+                np.config,
+                Some(user.into()),
+            )
+            .map_err(|e| ApiError::new(e.0))?;
             self.config_revision += 1;
         }
         let seq = self.next_operation_seq;
@@ -137,7 +146,8 @@ impl SchedulerCore {
             jobs: op.total_job_count(),
         });
         if pending {
-            self.events.push(CoreEvent::OperationPending { id: id.clone() });
+            self.events
+                .push(CoreEvent::OperationPending { id: id.clone() });
         }
         self.operations.insert(id.clone(), op);
         self.stale_trees.insert(tree_name);
@@ -236,7 +246,11 @@ impl SchedulerCore {
             let counts = counts_by_tree
                 .entry(tree_name.clone())
                 .or_insert_with(|| self.pool_counts(&tree_name));
-            let chain: Vec<&str> = tree.ancestry(&pool).into_iter().chain([ROOT_POOL]).collect();
+            let chain: Vec<&str> = tree
+                .ancestry(&pool)
+                .into_iter()
+                .chain([ROOT_POOL])
+                .collect();
             let blocked = chain.iter().any(|p| {
                 counts.get(*p).copied().unwrap_or_default().running
                     >= tree.max_running_operation_count(p)
@@ -250,7 +264,8 @@ impl SchedulerCore {
             if let Some(op) = self.operations.get_mut(&id) {
                 op.state = OperationState::Running;
             }
-            self.events.push(CoreEvent::OperationRunning { id: id.clone() });
+            self.events
+                .push(CoreEvent::OperationRunning { id: id.clone() });
             self.stale_trees.insert(tree_name);
             self.nudge_all_online();
         }

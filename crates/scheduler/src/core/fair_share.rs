@@ -14,9 +14,7 @@
 //! between steps 2 and 3 (`integral_guarantee` stays zero until they land).
 
 use std::collections::HashMap;
-use ytsched_common::pool_config::{
-    limits_vector, FifoSortParameter, PoolMode, ROOT_POOL,
-};
+use ytsched_common::pool_config::{limits_vector, FifoSortParameter, PoolMode, ROOT_POOL};
 use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::OperationId;
 
@@ -112,7 +110,11 @@ fn present(total: &ResourceVector, v: ResourceVector) -> ResourceVector {
 }
 
 /// Computes fair shares for one tree.
-pub fn compute(tree: &PoolTree, total: ResourceVector, operations: &[OperationInput]) -> TreeShares {
+pub fn compute(
+    tree: &PoolTree,
+    total: ResourceVector,
+    operations: &[OperationInput],
+) -> TreeShares {
     let mut out = TreeShares {
         total,
         ..Default::default()
@@ -142,7 +144,10 @@ fn build_elements(
 ) {
     let mut by_parent: HashMap<&str, Vec<&str>> = HashMap::new();
     for (name, pool) in &tree.pools {
-        by_parent.entry(pool.parent.as_str()).or_default().push(name);
+        by_parent
+            .entry(pool.parent.as_str())
+            .or_default()
+            .push(name);
     }
     let all = present(&total, ONE);
     out.elements.push(Element {
@@ -171,7 +176,10 @@ fn build_elements(
             let limits = limits_vector(pool.config.resource_limits.as_ref());
             let limits_share = present(
                 &total,
-                vmin(&limits.share_of(&total), &ONE.scale(pool.config.max_share_ratio())),
+                vmin(
+                    &limits.share_of(&total),
+                    &ONE.scale(pool.config.max_share_ratio()),
+                ),
             );
             let ci = out.elements.len();
             out.elements.push(Element {
@@ -234,7 +242,11 @@ fn aggregate_bottom_up(out: &mut TreeShares) {
         if matches!(out.elements[i].kind, ElementKind::Operation { .. }) {
             continue;
         }
-        let (mut d, mut u, mut l) = (ResourceVector::ZERO, ResourceVector::ZERO, ResourceVector::ZERO);
+        let (mut d, mut u, mut l) = (
+            ResourceVector::ZERO,
+            ResourceVector::ZERO,
+            ResourceVector::ZERO,
+        );
         for &c in &out.elements[i].children {
             let e = &out.elements[c];
             d += e.demand_share;
@@ -268,7 +280,10 @@ fn assign_guarantees(tree: &PoolTree, out: &mut TreeShares) {
             .map(|&c| {
                 let name = out.elements[c].name();
                 match &tree.pools[name].config.strong_guarantee_resources {
-                    Some(g) => (present(&total, g.to_vector(0.0).share_of(&total)), g.specified()),
+                    Some(g) => (
+                        present(&total, g.to_vector(0.0).share_of(&total)),
+                        g.specified(),
+                    ),
                     None => (ResourceVector::ZERO, [false; 4]),
                 }
             })
@@ -411,7 +426,9 @@ fn split_among_children(
             cpu: (g.cpu + s * d.cpu).min(cap.cpu).max(g.cpu),
             memory: (g.memory + s * d.memory).min(cap.memory).max(g.memory),
             gpu: (g.gpu + s * d.gpu).min(cap.gpu).max(g.gpu),
-            user_slots: (g.user_slots + s * d.user_slots).min(cap.user_slots).max(g.user_slots),
+            user_slots: (g.user_slots + s * d.user_slots)
+                .min(cap.user_slots)
+                .max(g.user_slots),
         }
     };
     let fits = |s: f64| -> bool {
@@ -483,7 +500,9 @@ fn split_fifo(
             let ord = match key {
                 FifoSortParameter::Weight => ob.weight.total_cmp(&oa.weight),
                 FifoSortParameter::StartTime => oa.seq.cmp(&ob.seq),
-                FifoSortParameter::PendingJobCount => oa.pending_job_count.cmp(&ob.pending_job_count),
+                FifoSortParameter::PendingJobCount => {
+                    oa.pending_job_count.cmp(&ob.pending_job_count)
+                }
             };
             if ord != std::cmp::Ordering::Equal {
                 return ord;

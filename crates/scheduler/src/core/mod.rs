@@ -83,8 +83,7 @@ impl SchedulerCore {
             cluster: {
                 let mut c = ClusterConfig::default();
                 if let Some(t) = c.trees.get_mut(DEFAULT_TREE) {
-                    t.config.node_heartbeat_timeout =
-                        ytsched_common::DurationMs(timeout);
+                    t.config.node_heartbeat_timeout = ytsched_common::DurationMs(timeout);
                 }
                 c
             },
@@ -143,6 +142,6 @@ impl SchedulerCore {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod pool_tests;
+#[cfg(test)]
+mod tests;

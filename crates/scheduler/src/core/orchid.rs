@@ -57,7 +57,10 @@ fn common_fields(e: &Element, shares: &TreeShares) -> Map<String, Value> {
     m.insert("demand_share".into(), share_vector(&e.demand_share));
     m.insert("limits_share".into(), share_vector(&e.limits_share));
     let abs = |s: &ResourceVector| s.map(|r, v| v * t.get(r));
-    m.insert("resource_usage".into(), resource_vector(&abs(&e.usage_share)));
+    m.insert(
+        "resource_usage".into(),
+        resource_vector(&abs(&e.usage_share)),
+    );
     m.insert(
         "resource_demand".into(),
         resource_vector(&abs(&e.demand_share)),
@@ -129,8 +132,7 @@ impl SchedulerCore {
                     m.insert(
                         "effective_strong_guarantee_resources".into(),
                         resource_vector(
-                            &e.strong_guarantee_share
-                                .map(|r, v| v * shares.total.get(r)),
+                            &e.strong_guarantee_share.map(|r, v| v * shares.total.get(r)),
                         ),
                     );
                     if let Some(p) = pool {

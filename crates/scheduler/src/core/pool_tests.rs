@@ -93,10 +93,16 @@ fn fifty_first_operation_is_rejected_and_ninth_waits_in_order() {
         assert_eq!(state(&core, &format!("op{i:02}")), OperationState::Pending);
     }
     core.abort_operation(&id("op03"), 60).unwrap();
-    assert_eq!(state(&core, "op08"), OperationState::Running, "oldest pending first");
+    assert_eq!(
+        state(&core, "op08"),
+        OperationState::Running,
+        "oldest pending first"
+    );
     assert_eq!(state(&core, "op09"), OperationState::Pending);
     core.update_all_shares(61);
-    let orchid = core.admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/p").unwrap();
+    let orchid = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/p")
+        .unwrap();
     assert_eq!(orchid["operation_count"], 49);
     assert_eq!(orchid["running_operation_count"], 8);
 }
@@ -104,11 +110,18 @@ fn fifty_first_operation_is_rejected_and_ninth_waits_in_order() {
 #[test]
 fn pending_operation_starts_when_a_running_one_completes() {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool("default", "p", None, json!({"max_running_operation_count": 1}))
-        .unwrap();
+    core.create_pool(
+        "default",
+        "p",
+        None,
+        json!({"max_running_operation_count": 1}),
+    )
+    .unwrap();
     core.process_heartbeat(hb(4.0, &[], vec![]), 0);
-    core.start_operation(id("a"), "u", spec_in(Some("p"), 1), 0).unwrap();
-    core.start_operation(id("b"), "u", spec_in(Some("p"), 1), 0).unwrap();
+    core.start_operation(id("a"), "u", spec_in(Some("p"), 1), 0)
+        .unwrap();
+    core.start_operation(id("b"), "u", spec_in(Some("p"), 1), 0)
+        .unwrap();
     assert_eq!(state(&core, "b"), OperationState::Pending);
     let r = core.process_heartbeat(hb(4.0, &[], vec![]), 10);
     assert_eq!(r.jobs_to_start.len(), 1, "pending operations get no jobs");
@@ -123,9 +136,14 @@ fn pending_operation_starts_when_a_running_one_completes() {
 fn ephemeral_user_pool_appears_and_disappears() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(hb(4.0, &[], vec![]), 0);
-    core.start_operation(id("a"), "alice", spec_in(None, 1), 0).unwrap();
+    core.start_operation(id("a"), "alice", spec_in(None, 1), 0)
+        .unwrap();
     assert_eq!(core.operation(&id("a")).unwrap().pool, "alice");
-    assert_eq!(core.admin_get("//sys/pool_trees/default/alice/@is_ephemeral").unwrap(), true);
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/default/alice/@is_ephemeral")
+            .unwrap(),
+        true
+    );
     // One ephemeral pool per user by default: a second name is refused.
     let err = core
         .start_operation(id("b"), "alice", spec_in(Some("other"), 1), 0)
@@ -147,16 +165,23 @@ fn ephemeral_subpools_per_user_with_their_config() {
                "ephemeral_subpool_config": {"mode": "fifo", "max_running_operation_count": 2}}),
     )
     .unwrap();
-    core.start_operation(id("a"), "bob", spec_in(Some("research"), 1), 0).unwrap();
+    core.start_operation(id("a"), "bob", spec_in(Some("research"), 1), 0)
+        .unwrap();
     let op = core.operation(&id("a")).unwrap();
     assert_eq!(op.pool, "research$bob");
-    let attrs = core.admin_get("//sys/pool_trees/default/research/research$bob/@").unwrap();
+    let attrs = core
+        .admin_get("//sys/pool_trees/default/research/research$bob/@")
+        .unwrap();
     assert_eq!(attrs["mode"], "fifo");
     assert_eq!(attrs["max_running_operation_count"], 2);
     assert_eq!(attrs["is_ephemeral"], true);
     core.abort_operation(&id("a"), 1).unwrap();
-    assert!(!core.admin_exists("//sys/pool_trees/default/research/research$bob").unwrap());
-    assert!(core.admin_exists("//sys/pool_trees/default/research").unwrap());
+    assert!(!core
+        .admin_exists("//sys/pool_trees/default/research/research$bob")
+        .unwrap());
+    assert!(core
+        .admin_exists("//sys/pool_trees/default/research")
+        .unwrap());
 }
 
 #[test]
@@ -170,12 +195,15 @@ fn lightweight_operations_do_not_take_running_slots() {
     )
     .unwrap();
     for name in ["a", "b", "c"] {
-        core.start_operation(id(name), "u", spec_in(Some("light"), 1), 0).unwrap();
+        core.start_operation(id(name), "u", spec_in(Some("light"), 1), 0)
+            .unwrap();
         assert_eq!(state(&core, name), OperationState::Running);
         assert!(core.operation(&id(name)).unwrap().lightweight);
     }
     core.update_all_shares(1);
-    let p = core.admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/light").unwrap();
+    let p = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/light")
+        .unwrap();
     assert_eq!(p["running_operation_count"], 0);
     assert_eq!(p["lightweight_running_operation_count"], 3);
     assert_eq!(p["operation_count"], 3);
@@ -184,24 +212,42 @@ fn lightweight_operations_do_not_take_running_slots() {
 #[test]
 fn forbidden_immediate_operations() {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool("default", "org", None, json!({"forbid_immediate_operations": true}))
+    core.create_pool(
+        "default",
+        "org",
+        None,
+        json!({"forbid_immediate_operations": true}),
+    )
+    .unwrap();
+    core.create_pool("default", "team", Some("org"), json!({}))
         .unwrap();
-    core.create_pool("default", "team", Some("org"), json!({})).unwrap();
     let e = core
         .start_operation(id("a"), "u", spec_in(Some("org"), 1), 0)
         .unwrap_err();
     assert!(e.message.contains("forbid_immediate_operations"), "{e}");
-    core.start_operation(id("b"), "u", spec_in(Some("team"), 1), 0).unwrap();
+    core.start_operation(id("b"), "u", spec_in(Some("team"), 1), 0)
+        .unwrap();
 }
 
 #[test]
 fn admin_errors_are_precise_and_change_nothing() {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool("default", "company", None, json!({"strong_guarantee_resources": {"cpu": 10}}))
+    core.create_pool(
+        "default",
+        "company",
+        None,
+        json!({"strong_guarantee_resources": {"cpu": 10}}),
+    )
+    .unwrap();
+    core.create_pool(
+        "default",
+        "dev",
+        Some("company"),
+        json!({"strong_guarantee_resources": {"cpu": 6}}),
+    )
+    .unwrap();
+    core.create_pool("default", "ops", Some("company"), json!({}))
         .unwrap();
-    core.create_pool("default", "dev", Some("company"), json!({"strong_guarantee_resources": {"cpu": 6}}))
-        .unwrap();
-    core.create_pool("default", "ops", Some("company"), json!({})).unwrap();
     let before = core.cluster_config().clone();
     let revision = core.config_revision();
 
@@ -213,9 +259,12 @@ fn admin_errors_are_precise_and_change_nothing() {
         .unwrap_err();
     assert!(e.0.contains("company") && e.0.contains("cpu = 11"), "{e}");
 
-    core.create_pool("default", "q", None, json!({"mode": "fifo"})).unwrap();
+    core.create_pool("default", "q", None, json!({"mode": "fifo"}))
+        .unwrap();
     let before_q = core.cluster_config().clone();
-    let e = core.create_pool("default", "sub", Some("q"), json!({})).unwrap_err();
+    let e = core
+        .create_pool("default", "sub", Some("q"), json!({}))
+        .unwrap_err();
     assert!(e.0.contains("FIFO"), "{e}");
     let e = core
         .admin_set("//sys/pool_trees/default/company/@mode", json!("fifo"))
@@ -223,7 +272,9 @@ fn admin_errors_are_precise_and_change_nothing() {
     assert!(e.0.contains("FIFO") && e.0.contains("company"), "{e}");
     assert_eq!(core.cluster_config(), &before_q);
 
-    let e = core.admin_set("//sys/pool_trees/default/nope/@weight", json!(2)).unwrap_err();
+    let e = core
+        .admin_set("//sys/pool_trees/default/nope/@weight", json!(2))
+        .unwrap_err();
     assert!(e.0.contains("nope"), "{e}");
     let e = core.admin_set("sys/pool_trees", json!(2)).unwrap_err();
     assert!(e.0.contains("start with '//'"), "{e}");
@@ -243,21 +294,35 @@ fn admin_errors_are_precise_and_change_nothing() {
         .unwrap_err();
     assert!(e.0.contains("max_operation_count"), "{e}");
     let e = core
-        .admin_set("//sys/pool_trees/default/@config/fair_share_starvation_tolerance", json!(3))
+        .admin_set(
+            "//sys/pool_trees/default/@config/fair_share_starvation_tolerance",
+            json!(3),
+        )
         .unwrap_err();
     assert!(e.0.contains("fair_share_starvation_tolerance"), "{e}");
-    let e = core.create_pool("default", "dev", None, json!({})).unwrap_err();
+    let e = core
+        .create_pool("default", "dev", None, json!({}))
+        .unwrap_err();
     assert!(e.0.contains("already exists"), "{e}");
     let mut expected = before.clone();
     expected.trees.get_mut("default").unwrap().pools = before_q.trees["default"].pools.clone();
-    assert_eq!(core.cluster_config(), &expected, "rejected changes left no trace");
-    assert_eq!(core.config_revision(), revision + 1, "only the q pool was created");
+    assert_eq!(
+        core.cluster_config(),
+        &expected,
+        "rejected changes left no trace"
+    );
+    assert_eq!(
+        core.config_revision(),
+        revision + 1,
+        "only the q pool was created"
+    );
 }
 
 #[test]
 fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool("default", "company", None, json!({})).unwrap();
+    core.create_pool("default", "company", None, json!({}))
+        .unwrap();
     core.admin_set(
         "//sys/pool_trees/default/company/@min_share_resources",
         json!({"cpu": 4, "memory": "2G"}),
@@ -278,16 +343,29 @@ fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
             .unwrap(),
         json!(6.0)
     );
-    assert_eq!(core.admin_get("//sys/pool_trees/default/company/@weight").unwrap(), json!(1.0));
-    assert_eq!(core.admin_list("//sys/pool_trees").unwrap(), vec!["default"]);
-    assert_eq!(core.admin_list("//sys/pool_trees/default").unwrap(), vec!["company"]);
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/default/company/@weight")
+            .unwrap(),
+        json!(1.0)
+    );
+    assert_eq!(
+        core.admin_list("//sys/pool_trees").unwrap(),
+        vec!["default"]
+    );
+    assert_eq!(
+        core.admin_list("//sys/pool_trees/default").unwrap(),
+        vec!["company"]
+    );
     assert_eq!(
         core.admin_get("//sys/pool_trees/default/@config/max_running_operation_count_per_pool")
             .unwrap(),
         json!(8)
     );
-    core.admin_set("//sys/pool_trees/default/@config/fair-share_preemption_timeout", json!("10s"))
-        .unwrap();
+    core.admin_set(
+        "//sys/pool_trees/default/@config/fair-share_preemption_timeout",
+        json!("10s"),
+    )
+    .unwrap();
     assert_eq!(
         core.admin_get("//sys/pool_trees/default/@config/fair_share_starvation_timeout")
             .unwrap(),
@@ -298,14 +376,28 @@ fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
     assert!(!core
         .admin_exists("//sys/pool_trees/default/company/@strong_guarantee_resources")
         .unwrap());
-    core.create_pool_tree("gpu", json!({"config": {"nodes_filter": "gpu"}})).unwrap();
-    assert_eq!(core.admin_get("//sys/pool_trees/gpu/@config/nodes_filter").unwrap(), json!("gpu"));
-    core.admin_set("//sys/pool_trees/@default_tree", json!("gpu")).unwrap();
-    assert!(core.admin_remove("//sys/pool_trees/gpu").is_err(), "the default tree stays");
-    core.admin_set("//sys/pool_trees/@default_tree", json!("default")).unwrap();
+    core.create_pool_tree("gpu", json!({"config": {"nodes_filter": "gpu"}}))
+        .unwrap();
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/gpu/@config/nodes_filter")
+            .unwrap(),
+        json!("gpu")
+    );
+    core.admin_set("//sys/pool_trees/@default_tree", json!("gpu"))
+        .unwrap();
+    assert!(
+        core.admin_remove("//sys/pool_trees/gpu").is_err(),
+        "the default tree stays"
+    );
+    core.admin_set("//sys/pool_trees/@default_tree", json!("default"))
+        .unwrap();
     core.admin_remove("//sys/pool_trees/gpu").unwrap();
-    core.admin_remove("//sys/pool_trees/default/company").unwrap();
-    assert!(core.admin_list("//sys/pool_trees/default").unwrap().is_empty());
+    core.admin_remove("//sys/pool_trees/default/company")
+        .unwrap();
+    assert!(core
+        .admin_list("//sys/pool_trees/default")
+        .unwrap()
+        .is_empty());
     assert!(core.admin_exists("//bad/path").is_err());
 }
 
@@ -315,8 +407,10 @@ fn weight_change_takes_effect_at_the_next_update() {
     core.process_heartbeat(hb(10.0, &[], vec![]), 0);
     core.create_pool("default", "a", None, json!({})).unwrap();
     core.create_pool("default", "b", None, json!({})).unwrap();
-    core.start_operation(id("x"), "u", spec_in(Some("a"), 20), 0).unwrap();
-    core.start_operation(id("y"), "u", spec_in(Some("b"), 20), 0).unwrap();
+    core.start_operation(id("x"), "u", spec_in(Some("a"), 20), 0)
+        .unwrap();
+    core.start_operation(id("y"), "u", spec_in(Some("b"), 20), 0)
+        .unwrap();
     core.update_all_shares(0);
     let ratio = |core: &SchedulerCore, p: &str| {
         core.admin_get(&format!(
@@ -327,7 +421,8 @@ fn weight_change_takes_effect_at_the_next_update() {
         .unwrap()
     };
     assert!((ratio(&core, "a") - 0.5).abs() < 1e-6);
-    core.admin_set("//sys/pool_trees/default/a/@weight", json!(3)).unwrap();
+    core.admin_set("//sys/pool_trees/default/a/@weight", json!(3))
+        .unwrap();
     core.tick(10_000);
     assert!((ratio(&core, "a") - 0.75).abs() < 1e-6);
     assert!((ratio(&core, "b") - 0.25).abs() < 1e-6);

@@ -54,7 +54,10 @@ impl Default for ClusterConfig {
     /// A fresh installation: one tree `default` with an empty filter (SPEC 4.1).
     fn default() -> Self {
         let mut trees = BTreeMap::new();
-        trees.insert(DEFAULT_TREE.to_string(), PoolTree::new(TreeConfig::default()));
+        trees.insert(
+            DEFAULT_TREE.to_string(),
+            PoolTree::new(TreeConfig::default()),
+        );
         Self {
             default_tree: Some(DEFAULT_TREE.to_string()),
             trees,
@@ -89,8 +92,7 @@ impl ClusterConfig {
 
 /// Pool tree names follow pool names' alphabet.
 pub fn validate_tree_name(name: &str) -> Result<(), ConfigError> {
-    validate_pool_name(name)
-        .map_err(|m| ConfigError(m.replace("pool name", "pool tree name")))
+    validate_pool_name(name).map_err(|m| ConfigError(m.replace("pool name", "pool tree name")))
 }
 
 impl PoolTree {
@@ -143,9 +145,7 @@ impl PoolTree {
         for seg in segments {
             let pool = self.pools.get(*seg).filter(|p| p.parent == parent);
             if pool.is_none() {
-                return Err(ConfigError(format!(
-                    "no pool '{seg}' under '{parent}'"
-                )));
+                return Err(ConfigError(format!("no pool '{seg}' under '{parent}'")));
             }
             parent = seg.to_string();
         }
@@ -375,23 +375,58 @@ mod tests {
     #[test]
     fn structural_rules() {
         let mut t = PoolTree::new(TreeConfig::default());
-        t.add_pool("default", "company", ROOT_POOL, cfg(json!({"strong_guarantee_resources": {"cpu": 24}})), None)
-            .unwrap();
-        t.add_pool("default", "dev", "company", cfg(json!({"strong_guarantee_resources": {"cpu": 20}})), None)
-            .unwrap();
+        t.add_pool(
+            "default",
+            "company",
+            ROOT_POOL,
+            cfg(json!({"strong_guarantee_resources": {"cpu": 24}})),
+            None,
+        )
+        .unwrap();
+        t.add_pool(
+            "default",
+            "dev",
+            "company",
+            cfg(json!({"strong_guarantee_resources": {"cpu": 20}})),
+            None,
+        )
+        .unwrap();
         let before = t.clone();
         let e = t
-            .add_pool("default", "ana", "company", cfg(json!({"strong_guarantee_resources": {"cpu": 5}})), None)
+            .add_pool(
+                "default",
+                "ana",
+                "company",
+                cfg(json!({"strong_guarantee_resources": {"cpu": 5}})),
+                None,
+            )
             .unwrap_err();
         assert!(e.0.contains("company") && e.0.contains("cpu = 25"), "{e}");
         assert_eq!(t, before, "nothing half-applied");
-        let e = t.add_pool("default", "dev", ROOT_POOL, PoolConfig::default(), None).unwrap_err();
+        let e = t
+            .add_pool("default", "dev", ROOT_POOL, PoolConfig::default(), None)
+            .unwrap_err();
         assert!(e.0.contains("already exists"), "{e}");
-        t.add_pool("default", "q", ROOT_POOL, cfg(json!({"mode": "fifo"})), None).unwrap();
-        let e = t.add_pool("default", "sub", "q", PoolConfig::default(), None).unwrap_err();
+        t.add_pool(
+            "default",
+            "q",
+            ROOT_POOL,
+            cfg(json!({"mode": "fifo"})),
+            None,
+        )
+        .unwrap();
+        let e = t
+            .add_pool("default", "sub", "q", PoolConfig::default(), None)
+            .unwrap_err();
         assert!(e.0.contains("FIFO"), "{e}");
         let e = t
-            .add_pool("default", "n", ROOT_POOL, cfg(json!({"max_running_operation_count": 60})), None)
+            .add_pool(
+                "default",
+                "n",
+                ROOT_POOL,
+                cfg(json!({"max_running_operation_count": 60})),
+                None,
+            )
             .unwrap_err();
         assert!(e.0.contains("max_operation_count"), "{e}");
         assert_eq!(t.resolve_path(&["company", "dev"]).unwrap(), "dev");
@@ -399,7 +434,13 @@ mod tests {
         assert_eq!(t.path_of("dev"), vec!["company", "dev"]);
         assert!(t.remove_pool("company").is_err());
         let e = t
-            .add_pool("default", "g", "q", cfg(json!({"strong_guarantee_resources": {"cpu": 1}})), None)
+            .add_pool(
+                "default",
+                "g",
+                "q",
+                cfg(json!({"strong_guarantee_resources": {"cpu": 1}})),
+                None,
+            )
             .unwrap_err();
         assert!(e.0.contains("FIFO") || e.0.contains("guarantee"), "{e}");
     }

@@ -22,7 +22,8 @@ impl SchedulerCore {
                 self.update_tree_shares(&tree, now);
             }
         }
-        self.shares.retain(|t, _| self.cluster.trees.contains_key(t));
+        self.shares
+            .retain(|t, _| self.cluster.trees.contains_key(t));
     }
 
     /// Recomputes every tree now (the simulator's snapshots, admin changes).
@@ -31,7 +32,8 @@ impl SchedulerCore {
         for tree in trees {
             self.update_tree_shares(&tree, now);
         }
-        self.shares.retain(|t, _| self.cluster.trees.contains_key(t));
+        self.shares
+            .retain(|t, _| self.cluster.trees.contains_key(t));
     }
 
     pub(super) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
@@ -84,8 +86,9 @@ impl SchedulerCore {
         let mut totals = std::collections::BTreeMap::new();
         for node in self.nodes.values() {
             if let Some(tree) = self.node_tree(node) {
-                *totals.entry(tree.to_string()).or_insert(ResourceVector::ZERO) +=
-                    node.resource_limits;
+                *totals
+                    .entry(tree.to_string())
+                    .or_insert(ResourceVector::ZERO) += node.resource_limits;
             }
         }
         if totals != self.tree_resources {

@@ -196,7 +196,10 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
                     for key in ["resource_limits", "pools", "operations"] {
                         tree.insert(key.into(), o.remove(key).unwrap_or(Value::Null));
                     }
-                    if o.get("alerts").and_then(|a| a.as_array()).is_some_and(|a| !a.is_empty()) {
+                    if o.get("alerts")
+                        .and_then(|a| a.as_array())
+                        .is_some_and(|a| !a.is_empty())
+                    {
                         tree.insert("alerts".into(), o.remove("alerts").unwrap_or_default());
                     }
                     trees.insert(name.clone(), Value::Object(tree));
@@ -320,11 +323,18 @@ fn event_json(t: u64, e: CoreEvent) -> Value {
         CoreEvent::NodeRegistered { id, tree } => {
             json!({"time": time, "event": "node_registered", "node": id, "tree": tree})
         }
-        CoreEvent::NodeRestarted { id } => json!({"time": time, "event": "node_restarted", "node": id}),
+        CoreEvent::NodeRestarted { id } => {
+            json!({"time": time, "event": "node_restarted", "node": id})
+        }
         CoreEvent::NodeOffline { id, lost_jobs } => {
             json!({"time": time, "event": "node_offline", "node": id, "lost_jobs": lost_jobs})
         }
-        CoreEvent::OperationStarted { id, user, pool, jobs } => {
+        CoreEvent::OperationStarted {
+            id,
+            user,
+            pool,
+            jobs,
+        } => {
             json!({"time": time, "event": "operation_started", "operation": id, "user": user, "pool": pool, "jobs": jobs})
         }
         CoreEvent::OperationPending { id } => {
@@ -339,13 +349,28 @@ fn event_json(t: u64, e: CoreEvent) -> Value {
         CoreEvent::OperationFinished { id, state, error } => {
             json!({"time": time, "event": format!("operation_{}", state.name()), "operation": id, "error": error})
         }
-        CoreEvent::JobStarted { id, operation, node } => {
+        CoreEvent::JobStarted {
+            id,
+            operation,
+            node,
+        } => {
             json!({"time": time, "event": "job_started", "job": id, "operation": operation, "node": node})
         }
-        CoreEvent::JobFinished { id, operation, node, state, error } => {
+        CoreEvent::JobFinished {
+            id,
+            operation,
+            node,
+            state,
+            error,
+        } => {
             json!({"time": time, "event": format!("job_{state}"), "job": id, "operation": operation, "node": node, "error": error})
         }
-        CoreEvent::JobAborted { id, operation, node, reason } => {
+        CoreEvent::JobAborted {
+            id,
+            operation,
+            node,
+            reason,
+        } => {
             json!({"time": time, "event": "job_aborted", "job": id, "operation": operation, "node": node, "reason": reason})
         }
     }

@@ -139,7 +139,9 @@ pub fn seconds_to_ms(what: &str, s: f64) -> Result<u64, ScenarioError> {
 /// Node resources: user_slots default to twice the cpus, as an agent detects them.
 fn node_resources(what: &str, r: &ResourceAmounts) -> Result<ResourceVector, ScenarioError> {
     r.check_nonnegative().map_err(|(name, v)| {
-        ScenarioError::Invalid(format!("{what}.{name}: must be a non-negative number, got {v}"))
+        ScenarioError::Invalid(format!(
+            "{what}.{name}: must be a non-negative number, got {v}"
+        ))
     })?;
     let mut v = r.to_vector(0.0);
     if r.user_slots.is_none() {
@@ -154,10 +156,14 @@ impl Scenario {
     }
 
     pub fn node_specs(&self) -> Result<Vec<SimNodeSpec>, ScenarioError> {
-        let given = [self.nodes.is_some(), self.cluster.is_some(), self.resources.is_some()]
-            .iter()
-            .filter(|x| **x)
-            .count();
+        let given = [
+            self.nodes.is_some(),
+            self.cluster.is_some(),
+            self.resources.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count();
         if given != 1 {
             return Err(ScenarioError::Invalid(
                 "give exactly one of `nodes`, `cluster` or `resources`".into(),
@@ -229,22 +235,23 @@ impl Scenario {
                 let mut durations = BTreeMap::new();
                 if let Some(tasks) = spec.get_mut("tasks").and_then(|t| t.as_object_mut()) {
                     for (name, task) in tasks.iter_mut() {
-                        let Some(t) = task.as_object_mut() else { continue };
+                        let Some(t) = task.as_object_mut() else {
+                            continue;
+                        };
                         let d = match t.remove("duration") {
                             None | Some(Value::Null) => None,
                             Some(Value::Number(n)) => Some(seconds_to_ms(
                                 &format!("{what}.spec.tasks.{name}.duration"),
                                 n.as_f64().unwrap_or(f64::NAN),
                             )?),
-                            Some(other) => {
-                                return Err(ScenarioError::Invalid(format!(
-                                    "{what}.spec.tasks.{name}.duration: expected seconds, got {other}"
-                                )))
-                            }
+                            Some(other) => return Err(ScenarioError::Invalid(format!(
+                                "{what}.spec.tasks.{name}.duration: expected seconds, got {other}"
+                            ))),
                         };
                         durations.insert(name.clone(), d);
                         // The command never runs in simulation.
-                        t.entry("command").or_insert(Value::String("simulated".into()));
+                        t.entry("command")
+                            .or_insert(Value::String("simulated".into()));
                     }
                 }
                 let spec: VanillaSpec = serde_json::from_value(spec)
