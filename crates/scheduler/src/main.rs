@@ -20,8 +20,9 @@ struct Args {
     /// Heartbeat period nodes are asked to keep.
     #[arg(long, default_value = "1s")]
     heartbeat_period: DurationMs,
-    /// Silence after which a node is offline and its jobs are rescheduled (the default
-    /// tree's initial `node_heartbeat_timeout`).
+    /// Silence after which a node is offline and its jobs are rescheduled: the initial
+    /// `node_heartbeat_timeout` of the default tree when neither the store nor --config
+    /// provides trees (then each tree's own setting applies).
     #[arg(long, default_value = "30s")]
     node_heartbeat_timeout: DurationMs,
     /// YAML file with initial pool trees and pools (`default_tree`, `pool_trees`), applied

@@ -244,9 +244,11 @@ impl Scenario {
                                 &format!("{what}.spec.tasks.{name}.duration"),
                                 n.as_f64().unwrap_or(f64::NAN),
                             )?),
-                            Some(other) => return Err(ScenarioError::Invalid(format!(
+                            Some(other) => {
+                                return Err(ScenarioError::Invalid(format!(
                                 "{what}.spec.tasks.{name}.duration: expected seconds, got {other}"
-                            ))),
+                            )))
+                            }
                         };
                         durations.insert(name.clone(), d);
                         // The command never runs in simulation.
