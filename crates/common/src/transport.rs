@@ -17,7 +17,8 @@ pub enum TransportError {
     NoScheduler { subject: String, message: String },
     #[error(transparent)]
     Codec(#[from] CodecError),
-    #[error("{0}")]
+    /// The scheduler's own message, printed once (not again as a cause).
+    #[error(transparent)]
     Api(#[from] ApiError),
 }
 

@@ -67,14 +67,15 @@ impl SchedulerCore {
         let Some(shares) = self.shares.remove(&tree) else {
             return vec![];
         };
-        let mut usage = self.live_usage(&shares);
+        let (mut usage, mut waiting) = self.live_usage(&shares);
         let mut starts = Vec::new();
-        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, 0, free) {
+        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, 0, free) {
             let op = self
                 .operations
                 .get_mut(&op_id)
                 .expect("picked from the map");
             let spec = op.start_job(task, node_id, now);
+            waiting[elem] = op.waiting_job_count() > 0;
             free -= spec.resources;
             let mut e = Some(elem);
             while let Some(i) = e {
@@ -98,22 +99,28 @@ impl SchedulerCore {
         starts
     }
 
-    /// Current absolute usage of every element of the last update.
-    fn live_usage(&self, shares: &TreeShares) -> Vec<ResourceVector> {
-        let mut usage = vec![ResourceVector::ZERO; shares.elements.len()];
-        for i in (0..shares.elements.len()).rev() {
+    /// Current absolute usage of every element of the last update, and whether any job
+    /// waits below it (subtrees without waiting jobs are not walked).
+    fn live_usage(&self, shares: &TreeShares) -> (Vec<ResourceVector>, Vec<bool>) {
+        let n = shares.elements.len();
+        let mut usage = vec![ResourceVector::ZERO; n];
+        let mut waiting = vec![false; n];
+        for i in (0..n).rev() {
             let e = &shares.elements[i];
             if let ElementKind::Operation { id } = &e.kind {
                 if let Some(op) = self.operations.get(id) {
                     usage[i] = op.usage;
+                    waiting[i] =
+                        op.state == OperationState::Running && op.waiting_job_count() > 0;
                 }
             }
             if let Some(p) = e.parent {
                 let u = usage[i];
                 usage[p] += u;
+                waiting[p] |= waiting[i];
             }
         }
-        usage
+        (usage, waiting)
     }
 
     /// The least satisfied operation under `idx` with a job that fits `room` (free
@@ -122,9 +129,13 @@ impl SchedulerCore {
         &self,
         shares: &TreeShares,
         usage: &[ResourceVector],
+        waiting: &[bool],
         idx: usize,
         room: ResourceVector,
     ) -> Option<(usize, OperationId, usize)> {
+        if !waiting[idx] {
+            return None;
+        }
         let e = &shares.elements[idx];
         let limit = e.limits_share.map(|r, s| {
             let t = shares.total.get(r);
@@ -150,6 +161,7 @@ impl SchedulerCore {
                 let mut order: Vec<(f64, usize, usize)> = e
                     .children
                     .iter()
+                    .filter(|&&c| waiting[c])
                     .map(|&c| {
                         let child = &shares.elements[c];
                         let sat = satisfaction(
@@ -163,7 +175,7 @@ impl SchedulerCore {
                 order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
                 order
                     .into_iter()
-                    .find_map(|(_, _, c)| self.pick(shares, usage, c, room))
+                    .find_map(|(_, _, c)| self.pick(shares, usage, waiting, c, room))
             }
         }
     }
