@@ -100,8 +100,9 @@ pub async fn create(
 fn print_value(value: &serde_json::Value, format: Format) -> anyhow::Result<()> {
     match format {
         Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
-        // A scalar prints bare, so scripts can use it directly; structures as JSON.
-        _ => match value {
+        Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        // For people: a string prints bare, anything else as JSON.
+        Format::Table => match value {
             serde_json::Value::String(s) => println!("{s}"),
             v if !v.is_object() && !v.is_array() => println!("{v}"),
             v => println!("{}", serde_json::to_string_pretty(v)?),

@@ -82,6 +82,7 @@ pub struct Lab {
     scheduler: Option<Child>,
     nodes: Vec<Option<Child>>,
     node_opts: Vec<NodeOpts>,
+    scheduler_args: Vec<String>,
 }
 
 fn spawn_logged(cmd: &mut Command, log: &Path) -> anyhow::Result<Child> {
@@ -114,6 +115,11 @@ fn stop_child(child: &mut Child, signal: nix::sys::signal::Signal, wait: Duratio
 impl Lab {
     /// nats-server and the scheduler, then one agent per entry of `nodes`.
     pub fn start(nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
+        Self::start_with(&[], nodes)
+    }
+
+    /// As `start`, with extra scheduler flags.
+    pub fn start_with(scheduler_args: &[&str], nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
         let dir = tempfile::Builder::new().prefix("ytsched-e2e-").tempdir()?;
         let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
         let ports = dir.path().join("ports");
@@ -136,6 +142,7 @@ impl Lab {
             scheduler: None,
             nodes: vec![],
             node_opts: vec![],
+            scheduler_args: scheduler_args.iter().map(|s| s.to_string()).collect(),
         };
         lab.nats_url = wait_for_ports_file(&ports)?;
         lab.start_scheduler()?;
@@ -151,6 +158,7 @@ impl Lab {
             Command::new(binary("ytsched-scheduler"))
                 .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
                 .args(["--node-heartbeat-timeout", "5s"])
+                .args(&self.scheduler_args)
                 .env("RUST_LOG", "info"),
             &self.dir.path().join("scheduler.log"),
         )?;

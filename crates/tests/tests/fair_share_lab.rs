@@ -193,3 +193,47 @@ fn scenario_06_07_guarantees_on_a_real_lab() {
         lab.ytsched(&["abort-operation", &id]);
     }
 }
+
+#[test]
+fn scheduler_config_file_sets_up_trees_and_pools() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trees.yaml");
+    std::fs::write(
+        &path,
+        r#"
+pool_trees:
+  default:
+    config: {max_running_operation_count_per_pool: 2}
+    pools:
+      company:
+        strong_guarantee_resources: {cpu: 24}
+        pools:
+          development: {weight: 2, mode: fifo}
+"#,
+    )
+    .unwrap();
+    let lab = Lab::start_with(&["--config", path.to_str().unwrap()], vec![]).unwrap();
+    let cpu: Value = lab
+        .json(&["get", "//sys/pool_trees/default/company/@strong_guarantee_resources/cpu"])
+        .unwrap();
+    assert_eq!(cpu, 24.0);
+    let mode: Value = lab
+        .json(&["get", "//sys/pool_trees/default/company/development/@mode"])
+        .unwrap();
+    assert_eq!(mode, "fifo");
+    let limit: Value = lab
+        .json(&["get", "//sys/pool_trees/default/company/development/@max_running_operation_count"])
+        .unwrap();
+    assert_eq!(limit, 2, "the tree's per-pool default applies");
+
+    // A broken config file stops the scheduler with a message naming the problem.
+    std::fs::write(&path, "pool_trees: {default: {pools: {a: {weight: 0}}}}\n").unwrap();
+    let out = std::process::Command::new(binary("ytsched-scheduler"))
+        .args(["--nats", &lab.nats_url, "--subject-prefix", "unused-prefix"])
+        .args(["--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pool 'a'") && err.contains("weight"), "{err}");
+}
