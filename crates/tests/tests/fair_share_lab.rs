@@ -214,7 +214,10 @@ pool_trees:
     .unwrap();
     let lab = Lab::start_with(&["--config", path.to_str().unwrap()], vec![]).unwrap();
     let cpu: Value = lab
-        .json(&["get", "//sys/pool_trees/default/company/@strong_guarantee_resources/cpu"])
+        .json(&[
+            "get",
+            "//sys/pool_trees/default/company/@strong_guarantee_resources/cpu",
+        ])
         .unwrap();
     assert_eq!(cpu, 24.0);
     let mode: Value = lab
@@ -222,7 +225,10 @@ pool_trees:
         .unwrap();
     assert_eq!(mode, "fifo");
     let limit: Value = lab
-        .json(&["get", "//sys/pool_trees/default/company/development/@max_running_operation_count"])
+        .json(&[
+            "get",
+            "//sys/pool_trees/default/company/development/@max_running_operation_count",
+        ])
         .unwrap();
     assert_eq!(limit, 2, "the tree's per-pool default applies");
 

@@ -272,5 +272,9 @@ until: 5
         "the valid set applied"
     );
     let events = serde_json::to_string(&out["snapshots"][0]["events"]).unwrap();
-    assert!(events.contains("operation_completed"), "{events}");
+    assert!(
+        events.contains(r#""event":"operation_finished""#)
+            && events.contains(r#""state":"completed""#),
+        "{events}"
+    );
 }

@@ -67,6 +67,29 @@ fn remove_nested(root: &mut Value, sub: &[String]) -> Result<(), ConfigError> {
         .ok_or_else(|| ConfigError(format!("no '{last}' here")))
 }
 
+/// A change to an attribute map: set a value at a path (the whole map when `None`), or
+/// remove the value at a path.
+enum AttributeEdit {
+    Set(Option<Vec<String>>, Value),
+    Remove(Vec<String>),
+}
+
+impl AttributeEdit {
+    fn apply(self, mut attrs: Value) -> Result<Value, ConfigError> {
+        match self {
+            AttributeEdit::Set(None, value) => return Ok(value),
+            AttributeEdit::Set(Some(path), value) => set_nested(&mut attrs, &path, value)?,
+            AttributeEdit::Remove(path) => remove_nested(&mut attrs, &path)
+                .map_err(|_| ConfigError(format!("attribute '{}' is not set", path.join("/"))))?,
+        }
+        Ok(attrs)
+    }
+}
+
+fn attribute_path(attribute: &str, sub: Vec<String>) -> Vec<String> {
+    std::iter::once(attribute.to_string()).chain(sub).collect()
+}
+
 /// The pool hierarchy below `parent` as nested maps of names (Cypress `get` of a pool).
 fn pool_map(tree: &PoolTree, parent: &str) -> Value {
     Value::Object(
@@ -82,6 +105,17 @@ impl SchedulerCore {
         let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
         t.resolve_path(&segs)
             .map_err(|e| ConfigError(format!("pool tree '{tree}': {e}")))
+    }
+
+    /// The pool a `.../@attr` path is about; the root has no attributes of its own.
+    fn attribute_pool(&self, tree: &str, pool_path: &[String]) -> Result<String, ConfigError> {
+        let pool = self.resolve_pool(tree, pool_path)?;
+        if pool == ROOT_POOL {
+            return Err(ConfigError(
+                "the root pool's settings are the tree's @config".into(),
+            ));
+        }
+        Ok(pool)
     }
 
     /// A pool's attributes: what was specified, plus the effective value of attributes
@@ -147,12 +181,7 @@ impl SchedulerCore {
                 attribute,
                 sub,
             } => {
-                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
-                if pool == ROOT_POOL {
-                    return Err(here(ConfigError(
-                        "the root pool's settings are the tree's @config".into(),
-                    )));
-                }
+                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
                 let attrs = Value::Object(self.pool_attributes(&tree, &pool)?);
                 let Some(a) = attribute else {
                     return Ok(attrs);
@@ -277,47 +306,17 @@ impl SchedulerCore {
                 attribute,
                 sub,
             } => {
-                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
-                if pool == ROOT_POOL {
-                    return Err(here(ConfigError(
-                        "the root pool's settings are the tree's @config".into(),
-                    )));
-                }
-                let t = self.cluster.tree_mut(&tree)?;
-                let mut attrs = Value::Object(t.pool(&pool)?.config.to_attributes());
-                match attribute {
-                    None => attrs = value,
-                    Some(a) => {
-                        let a = canonical_pool_attribute(&a).to_string();
-                        let mut full = vec![a];
-                        full.extend(sub);
-                        set_nested(&mut attrs, &full, value).map_err(here)?;
-                    }
-                }
-                let config = PoolConfig::from_attributes(&pool, attrs)?;
-                t.set_pool_config(&tree, &pool, config)?;
+                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
+                let edit = AttributeEdit::Set(attribute.map(|a| attribute_path(canonical_pool_attribute(&a), sub)), value);
+                self.edit_pool(&tree, &pool, edit).map_err(here)?;
             }
             AdminPath::TreeConfig {
                 tree,
                 attribute,
                 sub,
             } => {
-                let t = self.cluster.tree_mut(&tree).map_err(here)?;
-                let mut attrs = Value::Object(t.config.to_attributes());
-                match attribute {
-                    None => attrs = value,
-                    Some(a) => {
-                        let a = canonical_tree_attribute(&a).to_string();
-                        let mut full = vec![a];
-                        full.extend(sub);
-                        set_nested(&mut attrs, &full, value).map_err(here)?;
-                    }
-                }
-                let config = TreeConfig::from_attributes(&tree, attrs)?;
-                let mut next = t.clone();
-                next.config = config;
-                next.validate(&tree)?;
-                *t = next;
+                let edit = AttributeEdit::Set(attribute.map(|a| attribute_path(canonical_tree_attribute(&a), sub)), value);
+                self.edit_tree_config(&tree, edit).map_err(here)?;
             }
             AdminPath::Pool { .. } | AdminPath::PoolTrees => {
                 return Err(here(ConfigError(
@@ -375,32 +374,17 @@ impl SchedulerCore {
                 attribute: Some(a),
                 sub,
             } => {
-                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
-                let t = self.cluster.tree_mut(&tree)?;
-                let mut attrs = Value::Object(t.pool(&pool)?.config.to_attributes());
-                let mut full = vec![canonical_pool_attribute(&a).to_string()];
-                full.extend(sub);
-                remove_nested(&mut attrs, &full)
-                    .map_err(|_| here(ConfigError(format!("attribute '{a}' is not set"))))?;
-                let config = PoolConfig::from_attributes(&pool, attrs)?;
-                t.set_pool_config(&tree, &pool, config)?;
+                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
+                let edit = AttributeEdit::Remove(attribute_path(canonical_pool_attribute(&a), sub));
+                self.edit_pool(&tree, &pool, edit).map_err(here)?;
             }
             AdminPath::TreeConfig {
                 tree,
                 attribute: Some(a),
                 sub,
             } => {
-                let t = self.cluster.tree_mut(&tree).map_err(here)?;
-                let mut attrs = Value::Object(t.config.to_attributes());
-                let mut full = vec![canonical_tree_attribute(&a).to_string()];
-                full.extend(sub);
-                remove_nested(&mut attrs, &full)
-                    .map_err(|_| here(ConfigError(format!("attribute '{a}' is not set"))))?;
-                let config = TreeConfig::from_attributes(&tree, attrs)?;
-                let mut next = t.clone();
-                next.config = config;
-                next.validate(&tree)?;
-                *t = next;
+                let edit = AttributeEdit::Remove(attribute_path(canonical_tree_attribute(&a), sub));
+                self.edit_tree_config(&tree, edit).map_err(here)?;
             }
             _ => {
                 return Err(here(ConfigError(
@@ -454,6 +438,30 @@ impl SchedulerCore {
             self.cluster.default_tree = Some(name.to_string());
         }
         self.on_config_changed();
+        Ok(())
+    }
+
+    /// Applies an edit to a pool's specified attributes; the result is checked as a
+    /// whole tree before it replaces the old one.
+    fn edit_pool(
+        &mut self,
+        tree: &str,
+        pool: &str,
+        edit: AttributeEdit,
+    ) -> Result<(), ConfigError> {
+        let t = self.cluster.tree_mut(tree)?;
+        let attrs = edit.apply(Value::Object(t.pool(pool)?.config.to_attributes()))?;
+        let config = PoolConfig::from_attributes(pool, attrs)?;
+        t.set_pool_config(tree, pool, config)
+    }
+
+    fn edit_tree_config(&mut self, tree: &str, edit: AttributeEdit) -> Result<(), ConfigError> {
+        let t = self.cluster.tree_mut(tree)?;
+        let attrs = edit.apply(Value::Object(t.config.to_attributes()))?;
+        let mut next = t.clone();
+        next.config = TreeConfig::from_attributes(tree, attrs)?;
+        next.validate(tree)?;
+        *t = next;
         Ok(())
     }
 

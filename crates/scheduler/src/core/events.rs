@@ -1,10 +1,13 @@
 //! State changes the core reports to its driver, which logs them (one line each) or,
 //! in the simulator, prints them.
 
+use serde::Serialize;
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
-#[derive(Clone, Debug, PartialEq)]
+/// Serialises as `{"event": "<snake_case name>", ...fields}` (the simulator's output).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
 pub enum CoreEvent {
     NodeRegistered {
         id: NodeId,

@@ -110,8 +110,7 @@ impl SchedulerCore {
             if let ElementKind::Operation { id } = &e.kind {
                 if let Some(op) = self.operations.get(id) {
                     usage[i] = op.usage;
-                    waiting[i] =
-                        op.state == OperationState::Running && op.waiting_job_count() > 0;
+                    waiting[i] = op.state == OperationState::Running && op.waiting_job_count() > 0;
                 }
             }
             if let Some(p) = e.parent {

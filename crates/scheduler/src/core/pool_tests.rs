@@ -1,65 +1,25 @@
 //! Operation count limits, pending queue, ephemeral pools, lightweight operations and
 //! admin changes, driven through the core's public calls.
 
+use super::tests::{done, heartbeat, spec};
 use super::*;
 use serde_json::json;
 use ytsched_common::protocol::*;
-use ytsched_common::resources::ResourceVector;
-use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::{JobState, OperationState};
-use ytsched_common::units::ByteSize;
-use ytsched_common::IncarnationId;
 
 fn spec_in(pool: Option<&str>, jobs: u32) -> VanillaSpec {
-    let mut s = VanillaSpec::single_task(TaskSpec {
-        command: "true".into(),
-        job_count: jobs,
-        cpu_limit: 1.0,
-        memory_limit: ByteSize(1 << 20),
-        gpu_limit: 0,
-        environment: Default::default(),
-        stdin: None,
-        job_speculation_timeout: None,
-    });
+    let mut s = spec(jobs, 1.0);
     s.pool = pool.map(String::from);
     s
 }
 
 fn hb(cpu: f64, running: &[JobStartSpec], finished: Vec<FinishedJob>) -> HeartbeatRequest {
-    HeartbeatRequest {
-        protocol_version: PROTOCOL_VERSION,
-        node_id: NodeId("n1".into()),
-        incarnation_id: IncarnationId("i".into()),
-        hostname: "n1".into(),
-        tags: vec![],
-        resource_limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 1000.0),
-        resource_usage: ResourceVector::ZERO,
-        running_jobs: running
-            .iter()
-            .map(|s| RunningJob {
-                job_id: s.job_id.clone(),
-                operation_id: s.operation_id.clone(),
-                state: JobState::Running,
-                resource_usage: s.resources,
-                start_time: 0,
-            })
-            .collect(),
-        finished_jobs: finished,
-    }
+    heartbeat("n1", cpu, running, finished)
 }
 
 fn completed(s: &JobStartSpec) -> FinishedJob {
-    FinishedJob {
-        job_id: s.job_id.clone(),
-        operation_id: s.operation_id.clone(),
-        state: JobState::Completed,
-        error: None,
-        start_time: 0,
-        finish_time: 1,
-        statistics: JobStatistics::default(),
-        stdout_tail: String::new(),
-        stderr_tail: String::new(),
-    }
+    done(s, JobState::Completed)
 }
 
 fn id(s: &str) -> OperationId {

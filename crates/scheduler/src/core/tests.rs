@@ -8,7 +8,7 @@ use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::units::ByteSize;
 use ytsched_common::IncarnationId;
 
-fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
+pub(super) fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
     VanillaSpec::single_task(TaskSpec {
         command: "true".into(),
         job_count: jobs,
@@ -21,7 +21,7 @@ fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
     })
 }
 
-fn heartbeat(
+pub(super) fn heartbeat(
     node: &str,
     cpu: f64,
     running: &[JobStartSpec],
@@ -49,7 +49,7 @@ fn heartbeat(
     }
 }
 
-fn done(s: &JobStartSpec, state: JobState) -> FinishedJob {
+pub(super) fn done(s: &JobStartSpec, state: JobState) -> FinishedJob {
     FinishedJob {
         job_id: s.job_id.clone(),
         operation_id: s.operation_id.clone(),

@@ -317,61 +317,12 @@ fn apply_event(
     )
 }
 
+/// An event as the output lists it: its time, then the event's own fields.
 fn event_json(t: u64, e: CoreEvent) -> Value {
-    let time = secs(t);
-    match e {
-        CoreEvent::NodeRegistered { id, tree } => {
-            json!({"time": time, "event": "node_registered", "node": id, "tree": tree})
-        }
-        CoreEvent::NodeRestarted { id } => {
-            json!({"time": time, "event": "node_restarted", "node": id})
-        }
-        CoreEvent::NodeOffline { id, lost_jobs } => {
-            json!({"time": time, "event": "node_offline", "node": id, "lost_jobs": lost_jobs})
-        }
-        CoreEvent::OperationStarted {
-            id,
-            user,
-            pool,
-            jobs,
-        } => {
-            json!({"time": time, "event": "operation_started", "operation": id, "user": user, "pool": pool, "jobs": jobs})
-        }
-        CoreEvent::OperationPending { id } => {
-            json!({"time": time, "event": "operation_pending", "operation": id})
-        }
-        CoreEvent::OperationRunning { id } => {
-            json!({"time": time, "event": "operation_running", "operation": id})
-        }
-        CoreEvent::PoolRemoved { tree, pool } => {
-            json!({"time": time, "event": "pool_removed", "tree": tree, "pool": pool})
-        }
-        CoreEvent::OperationFinished { id, state, error } => {
-            json!({"time": time, "event": format!("operation_{}", state.name()), "operation": id, "error": error})
-        }
-        CoreEvent::JobStarted {
-            id,
-            operation,
-            node,
-        } => {
-            json!({"time": time, "event": "job_started", "job": id, "operation": operation, "node": node})
-        }
-        CoreEvent::JobFinished {
-            id,
-            operation,
-            node,
-            state,
-            error,
-        } => {
-            json!({"time": time, "event": format!("job_{state}"), "job": id, "operation": operation, "node": node, "error": error})
-        }
-        CoreEvent::JobAborted {
-            id,
-            operation,
-            node,
-            reason,
-        } => {
-            json!({"time": time, "event": "job_aborted", "job": id, "operation": operation, "node": node, "reason": reason})
-        }
+    let mut out = Map::new();
+    out.insert("time".into(), secs(t));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(&e) {
+        out.extend(fields);
     }
+    Value::Object(out)
 }
