@@ -5,7 +5,7 @@ use crate::output::Format;
 use async_nats::Client;
 use clap::{Args, ValueEnum};
 use ytsched_common::api::{
-    AdminCreate, AdminExists, AdminGet, AdminList, AdminRemove, AdminSet, ObjectType,
+    AdminCreate, AdminExists, AdminGet, AdminList, AdminRemove, AdminSet, ApiMethod, ObjectType,
 };
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::call;
@@ -46,55 +46,84 @@ pub fn parse_value_or_exit(text: &str) -> serde_json::Value {
     }
 }
 
-pub async fn create(
-    client: &Client,
-    subjects: &Subjects,
-    user: &str,
-    args: CreateArgs,
-) -> anyhow::Result<()> {
-    let attributes = args
-        .attributes
-        .as_deref()
-        .map(|a| parse_value_or_exit(a).to_string());
-    let (object_type, pool_tree) = match args.object_type {
-        CreateType::SchedulerPoolTree => (ObjectType::SchedulerPoolTree, None),
-        CreateType::SchedulerPool => {
-            let tree = match args.pool_tree {
-                Some(t) => t,
-                None => {
-                    let text = call(
-                        client,
-                        subjects,
-                        user,
-                        AdminGet {
-                            path: "//sys/pool_trees/@default_tree".into(),
-                        },
-                    )
-                    .await?;
-                    match serde_json::from_str::<serde_json::Value>(&text)? {
-                        serde_json::Value::String(t) => t,
-                        _ => anyhow::bail!("no default pool tree is set; pass --pool-tree"),
-                    }
-                }
-            };
-            (ObjectType::SchedulerPool, Some(tree))
+/// Who talks to which scheduler: what every admin call needs.
+pub struct Session<'a> {
+    pub client: &'a Client,
+    pub subjects: &'a Subjects,
+    pub user: &'a str,
+}
+
+impl Session<'_> {
+    async fn call<M: ApiMethod>(&self, body: M) -> anyhow::Result<M::Response> {
+        Ok(call(self.client, self.subjects, self.user, body).await?)
+    }
+
+    async fn default_tree(&self) -> anyhow::Result<String> {
+        let text = self
+            .call(AdminGet {
+                path: "//sys/pool_trees/@default_tree".into(),
+            })
+            .await?;
+        match serde_json::from_str::<serde_json::Value>(&text)? {
+            serde_json::Value::String(t) => Ok(t),
+            _ => anyhow::bail!("no default pool tree is set; pass --pool-tree"),
         }
-    };
-    call(
-        client,
-        subjects,
-        user,
-        AdminCreate {
+    }
+
+    pub async fn create(&self, args: CreateArgs) -> anyhow::Result<()> {
+        let attributes = args
+            .attributes
+            .as_deref()
+            .map(|a| parse_value_or_exit(a).to_string());
+        let (object_type, pool_tree) = match args.object_type {
+            CreateType::SchedulerPoolTree => (ObjectType::SchedulerPoolTree, None),
+            CreateType::SchedulerPool => {
+                let tree = match args.pool_tree {
+                    Some(t) => t,
+                    None => self.default_tree().await?,
+                };
+                (ObjectType::SchedulerPool, Some(tree))
+            }
+        };
+        self.call(AdminCreate {
             object_type,
             name: args.name.clone(),
             parent_name: args.parent_name,
             pool_tree,
             attributes,
-        },
-    )
-    .await?;
-    eprintln!("created {}", args.name);
-    Ok(())
+        })
+        .await?;
+        eprintln!("created {}", args.name);
+        Ok(())
+    }
+
+    pub async fn get(&self, path: String, format: Format) -> anyhow::Result<()> {
+        let text = self.call(AdminGet { path }).await?;
+        print_value(&serde_json::from_str(&text)?, format)
+    }
+
+    pub async fn set(&self, path: String, value: serde_json::Value) -> anyhow::Result<()> {
+        let value = value.to_string();
+        self.call(AdminSet { path, value }).await
+    }
+
+    pub async fn list(&self, path: String, format: Format) -> anyhow::Result<()> {
+        let names = self.call(AdminList { path }).await?;
+        match format {
+            Format::Table => names.iter().for_each(|n| println!("{n}")),
+            f => print_value(&serde_json::json!(names), f)?,
+        }
+        Ok(())
+    }
+
+    pub async fn remove(&self, path: String) -> anyhow::Result<()> {
+        self.call(AdminRemove { path }).await
+    }
+
+    pub async fn exists(&self, path: String) -> anyhow::Result<()> {
+        println!("{}", self.call(AdminExists { path }).await?);
+        Ok(())
+    }
 }
 
 fn print_value(value: &serde_json::Value, format: Format) -> anyhow::Result<()> {
@@ -108,76 +137,6 @@ fn print_value(value: &serde_json::Value, format: Format) -> anyhow::Result<()> 
             v => println!("{}", serde_json::to_string_pretty(v)?),
         },
     }
-    Ok(())
-}
-
-pub async fn get(
-    client: &Client,
-    subjects: &Subjects,
-    user: &str,
-    path: String,
-    format: Format,
-) -> anyhow::Result<()> {
-    let text = call(client, subjects, user, AdminGet { path }).await?;
-    print_value(&serde_json::from_str(&text)?, format)
-}
-
-pub async fn set(
-    client: &Client,
-    subjects: &Subjects,
-    user: &str,
-    path: String,
-    value: serde_json::Value,
-) -> anyhow::Result<()> {
-    call(
-        client,
-        subjects,
-        user,
-        AdminSet {
-            path,
-            value: value.to_string(),
-        },
-    )
-    .await
-    .map_err(Into::into)
-}
-
-pub async fn list(
-    client: &Client,
-    subjects: &Subjects,
-    user: &str,
-    path: String,
-    format: Format,
-) -> anyhow::Result<()> {
-    let names = call(client, subjects, user, AdminList { path }).await?;
-    match format {
-        Format::Table => names.iter().for_each(|n| println!("{n}")),
-        f => print_value(&serde_json::json!(names), f)?,
-    }
-    Ok(())
-}
-
-pub async fn remove(
-    client: &Client,
-    subjects: &Subjects,
-    user: &str,
-    path: String,
-) -> anyhow::Result<()> {
-    call(client, subjects, user, AdminRemove { path })
-        .await
-        .map_err(Into::into)
-}
-
-pub async fn exists(
-    client: &Client,
-    subjects: &Subjects,
-    user: &str,
-    path: String,
-) -> anyhow::Result<()> {
-    println!(
-        "{}",
-        call(client, subjects, user, AdminExists { path }).await?
-    );
     Ok(())
 }
 

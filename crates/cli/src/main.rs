@@ -146,6 +146,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let client = connect(&cli.nats, "ytsched", false).await?;
     let c = &client;
     let s = &subjects;
+    let admin = admin::Session {
+        client: c,
+        subjects: s,
+        user,
+    };
     match cli.command {
         Command::ListOperations => {
             output::print(&call(c, s, user, ListOperations {}).await?, cli.format)
@@ -194,15 +199,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print_output(c, s, user, operation, job, OutputStream::Stderr).await
         }
         Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, cli.format),
-        Command::Create(args) => admin::create(c, s, user, args).await,
-        Command::Get { path } => admin::get(c, s, user, path, cli.format).await,
-        Command::Set { path, .. } => {
-            let value = set_value.expect("parsed above");
-            admin::set(c, s, user, path, value).await
-        }
-        Command::List { path } => admin::list(c, s, user, path, cli.format).await,
-        Command::Remove { path } => admin::remove(c, s, user, path).await,
-        Command::Exists { path } => admin::exists(c, s, user, path).await,
+        Command::Create(args) => admin.create(args).await,
+        Command::Get { path } => admin.get(path, cli.format).await,
+        Command::Set { path, .. } => admin.set(path, set_value.expect("parsed above")).await,
+        Command::List { path } => admin.list(path, cli.format).await,
+        Command::Remove { path } => admin.remove(path).await,
+        Command::Exists { path } => admin.exists(path).await,
         Command::Up(_) | Command::RunVanilla(_) | Command::Simulate { .. } => {
             unreachable!("handled above")
         }

@@ -27,6 +27,23 @@ fn navigate<'a>(
     Ok(v)
 }
 
+/// All of `attrs`, or one attribute and the path `sub` inside it.
+fn select(
+    attrs: Value,
+    attribute: Option<String>,
+    sub: &[String],
+    owner: &str,
+    path: &str,
+) -> Result<Value, ConfigError> {
+    let Some(a) = attribute else {
+        return Ok(attrs);
+    };
+    let v = attrs
+        .get(&a)
+        .ok_or_else(|| ConfigError(format!("{path}: {owner} has no attribute '{a}' set")))?;
+    navigate(v, sub, path).cloned()
+}
+
 /// Sets `value` at `sub` inside `root`, creating maps on the way.
 fn set_nested(root: &mut Value, sub: &[String], value: Value) -> Result<(), ConfigError> {
     let Some((last, init)) = sub.split_last() else {
@@ -183,39 +200,24 @@ impl SchedulerCore {
             } => {
                 let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
                 let attrs = Value::Object(self.pool_attributes(&tree, &pool)?);
-                let Some(a) = attribute else {
-                    return Ok(attrs);
-                };
-                let a = canonical_pool_attribute(&a).to_string();
-                let v = attrs.get(&a).ok_or_else(|| {
-                    here(ConfigError(format!(
-                        "pool '{pool}' has no attribute '{a}' set"
-                    )))
-                })?;
-                navigate(v, &sub, path).cloned()
+                let attribute = attribute.map(|a| canonical_pool_attribute(&a).to_string());
+                select(attrs, attribute, &sub, &format!("pool '{pool}'"), path)
             }
             AdminPath::TreeConfig {
                 tree,
                 attribute,
                 sub,
             } => {
-                let config = Value::Object(
-                    self.cluster
-                        .tree(&tree)
-                        .map_err(here)?
-                        .config
-                        .to_attributes(),
-                );
-                let Some(a) = attribute else {
-                    return Ok(config);
-                };
-                let a = canonical_tree_attribute(&a).to_string();
-                let v = config.get(&a).ok_or_else(|| {
-                    here(ConfigError(format!(
-                        "pool tree '{tree}' has no attribute '{a}' set"
-                    )))
-                })?;
-                navigate(v, &sub, path).cloned()
+                let t = self.cluster.tree(&tree).map_err(here)?;
+                let config = Value::Object(t.config.to_attributes());
+                let attribute = attribute.map(|a| canonical_tree_attribute(&a).to_string());
+                select(
+                    config,
+                    attribute,
+                    &sub,
+                    &format!("pool tree '{tree}'"),
+                    path,
+                )
             }
             AdminPath::ClusterNodes => Ok(Value::Object(
                 self.nodes
@@ -247,12 +249,7 @@ impl SchedulerCore {
                 match attribute {
                     None if sub.is_empty() => Ok(json!({})),
                     None => Err(here(ConfigError("nothing may follow '@'".into()))),
-                    Some(a) => {
-                        let v = attrs.get(&a).ok_or_else(|| {
-                            here(ConfigError(format!("node '{node}' has no attribute '{a}'")))
-                        })?;
-                        navigate(v, &sub, path).cloned()
-                    }
+                    a => select(attrs, a, &sub, &format!("node '{node}'"), path),
                 }
             }
             AdminPath::Orchid(sub) => navigate(&self.orchid(), &sub, path).cloned(),
