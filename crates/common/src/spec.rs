@@ -277,7 +277,10 @@ impl VanillaSpec {
             l.validate("resource_limits")?;
         }
         if let Some(p) = &self.pool {
-            validate_pool_name(p).map_err(|m| SpecError::new("pool", m))?;
+            // `<Root>` names the root itself (allowed where the tree permits it).
+            if p != crate::pool_config::ROOT_POOL {
+                validate_pool_name(p).map_err(|m| SpecError::new("pool", m))?;
+            }
         }
         for (tree, opts) in &self.scheduling_options_per_pool_tree {
             let field = format!("scheduling_options_per_pool_tree.{tree}");

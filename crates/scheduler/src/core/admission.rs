@@ -99,8 +99,10 @@ impl SchedulerCore {
                 )));
             }
         }
+        let root_config = PoolConfig::default();
         let pool_config = match &new_pool {
             Some(np) => &np.config,
+            None if pool == ROOT_POOL => &root_config,
             None => &tree.pool(&pool).expect("resolved").config,
         };
         let lightweight = pool_config.mode() == PoolMode::Fifo
@@ -368,6 +370,14 @@ fn resolve_pool(
             ..Default::default()
         }
     };
+    if requested == ROOT_POOL {
+        if tree.config.forbid_immediate_operations_in_root {
+            return Err(ApiError::new(format!(
+                "pool tree '{tree_name}' forbids operations directly in {ROOT_POOL} (forbid_immediate_operations_in_root)"
+            )));
+        }
+        return Ok((ROOT_POOL.to_string(), None));
+    }
     match tree.pools.get(requested) {
         Some(pool) if pool.config.create_ephemeral_subpools == Some(true) => {
             validate_pool_name(user).map_err(|m| {

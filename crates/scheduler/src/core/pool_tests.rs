@@ -190,6 +190,30 @@ fn forbidden_immediate_operations() {
 }
 
 #[test]
+fn operations_in_the_root_only_when_the_tree_allows_it() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let e = core
+        .start_operation(id("a"), "u", spec_in(Some("<Root>"), 1), 0)
+        .unwrap_err();
+    assert!(
+        e.message.contains("forbid_immediate_operations_in_root"),
+        "{e}"
+    );
+    core.admin_set(
+        "//sys/pool_trees/default/@config/forbid_immediate_operations_in_root",
+        json!(false),
+    )
+    .unwrap();
+    core.start_operation(id("b"), "u", spec_in(Some("<Root>"), 1), 0)
+        .unwrap();
+    assert_eq!(core.operation(&id("b")).unwrap().pool, "<Root>");
+    core.process_heartbeat(hb(4.0, &[], vec![]), 1);
+    let r = core.process_heartbeat(hb(4.0, &[], vec![]), 2);
+    let started = core.operation(&id("b")).unwrap().running_job_ids().count();
+    assert_eq!(started, 1, "{r:?}");
+}
+
+#[test]
 fn admin_errors_are_precise_and_change_nothing() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.create_pool(
