@@ -84,6 +84,9 @@ fn remove_nested(root: &mut Value, sub: &[String]) -> Result<(), ConfigError> {
         .ok_or_else(|| ConfigError(format!("no '{last}' here")))
 }
 
+/// Pool attributes the scheduler reports but an admin does not set.
+const READ_ONLY_POOL_ATTRIBUTES: [&str; 2] = ["is_ephemeral", "parent_name"];
+
 /// A change to an attribute map: set a value at a path (the whole map when `None`), or
 /// remove the value at a path.
 enum AttributeEdit {
@@ -171,8 +174,9 @@ impl SchedulerCore {
             m.insert(flag.into(), json!(true));
         }
         m.extend(p.config.to_attributes());
-        m.insert("is_ephemeral".into(), json!(p.ephemeral_user.is_some()));
-        m.insert("parent_name".into(), json!(p.parent));
+        let [is_ephemeral, parent_name] = READ_ONLY_POOL_ATTRIBUTES;
+        m.insert(is_ephemeral.into(), json!(p.ephemeral_user.is_some()));
+        m.insert(parent_name.into(), json!(p.parent));
         Ok(m)
     }
 
@@ -304,16 +308,27 @@ impl SchedulerCore {
                 sub,
             } => {
                 let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
-                let edit = AttributeEdit::Set(attribute.map(|a| attribute_path(canonical_pool_attribute(&a), sub)), value);
-                self.edit_pool(&tree, &pool, edit).map_err(here)?;
+                let target = attribute.map(|a| attribute_path(canonical_pool_attribute(&a), sub));
+                let mut value = value;
+                if target.is_none() {
+                    // What `get @` shows but nobody sets: a map from `get @` goes back in.
+                    if let Some(m) = value.as_object_mut() {
+                        for key in READ_ONLY_POOL_ATTRIBUTES {
+                            m.remove(key);
+                        }
+                    }
+                }
+                self.edit_pool(&tree, &pool, AttributeEdit::Set(target, value))
+                    .map_err(here)?;
             }
             AdminPath::TreeConfig {
                 tree,
                 attribute,
                 sub,
             } => {
-                let edit = AttributeEdit::Set(attribute.map(|a| attribute_path(canonical_tree_attribute(&a), sub)), value);
-                self.edit_tree_config(&tree, edit).map_err(here)?;
+                let target = attribute.map(|a| attribute_path(canonical_tree_attribute(&a), sub));
+                self.edit_tree_config(&tree, AttributeEdit::Set(target, value))
+                    .map_err(here)?;
             }
             AdminPath::Pool { .. } | AdminPath::PoolTrees => {
                 return Err(here(ConfigError(
