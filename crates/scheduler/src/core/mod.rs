@@ -16,6 +16,7 @@ mod placement;
 pub mod pool_tree;
 mod queries;
 mod share_update;
+pub mod starvation;
 
 pub use admin_path::AdminPath;
 pub use events::CoreEvent;
@@ -59,6 +60,8 @@ pub struct SchedulerCore {
     /// The last fair share update of each tree: what placement and the orchid read.
     shares: BTreeMap<String, fair_share::TreeShares>,
     last_share_update: BTreeMap<String, UnixMillis>,
+    /// Scheduling and starvation status of each tree's elements, as of its last update.
+    starvation: BTreeMap<String, starvation::TreeStarvation>,
     /// Trees whose operations or configuration changed since their last update: they are
     /// updated before the next placement rather than a period later.
     stale_trees: BTreeSet<String>,
@@ -90,6 +93,7 @@ impl SchedulerCore {
             tree_resources: BTreeMap::new(),
             shares: BTreeMap::new(),
             last_share_update: BTreeMap::new(),
+            starvation: BTreeMap::new(),
             stale_trees: BTreeSet::new(),
             config_revision: 0,
             next_operation_seq: 0,

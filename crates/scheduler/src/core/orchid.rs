@@ -5,6 +5,7 @@
 use super::admission::PoolCounts;
 use super::fair_share::{Element, ElementKind, TreeShares};
 use super::placement::satisfaction;
+use super::starvation::ElementKey;
 use super::SchedulerCore;
 use serde_json::{json, Map, Value};
 use ytsched_common::pool_config::PoolMode;
@@ -91,6 +92,7 @@ impl SchedulerCore {
                         .map(|&c| element_satisfaction(&shares.elements[c]))
                         .fold(f64::INFINITY, f64::min);
                     m.insert("satisfaction_ratio".into(), json!(finite(sat)));
+                    self.insert_statuses(&mut m, tree_name, ElementKey::Pool(name.clone()));
                     m.insert(
                         "mode".into(),
                         json!(match mode {
@@ -154,6 +156,7 @@ impl SchedulerCore {
                         "satisfaction_ratio".into(),
                         json!(finite(element_satisfaction(e))),
                     );
+                    self.insert_statuses(&mut m, tree_name, ElementKey::Operation(id.clone()));
                     m.insert("state".into(), json!(op.state.name()));
                     m.insert("pool".into(), json!(op.pool));
                     m.insert("user".into(), json!(op.user));
@@ -186,6 +189,13 @@ impl SchedulerCore {
             "pools": pools,
             "operations": operations,
         }))
+    }
+
+    fn insert_statuses(&self, m: &mut Map<String, Value>, tree: &str, key: ElementKey) {
+        if let Some(s) = self.starvation_of(tree, &key) {
+            m.insert("scheduling_status".into(), json!(s.scheduling));
+            m.insert("starvation_status".into(), json!(s.starvation.name()));
+        }
     }
 
     /// `//sys/scheduler/orchid/scheduler`: every tree, and operations by id.

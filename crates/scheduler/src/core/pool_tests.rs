@@ -411,3 +411,118 @@ fn weight_change_takes_effect_at_the_next_update() {
     assert!((ratio(&core, "a") - 0.75).abs() < 1e-6);
     assert!((ratio(&core, "b") - 0.25).abs() < 1e-6);
 }
+
+fn status(core: &SchedulerCore, key: starvation::ElementKey) -> (String, String) {
+    let s = core.starvation_of("default", &key).expect("status");
+    (
+        serde_json::to_value(s.scheduling)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string(),
+        s.starvation.name().to_string(),
+    )
+}
+
+#[test]
+fn an_operation_below_its_fair_share_starves_after_the_timeout() {
+    use starvation::ElementKey::{Operation, Pool};
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "testing", None, json!({}))
+        .unwrap();
+    core.process_heartbeat(heartbeat("n1", 24.0, &[], vec![]), 0);
+    core.start_operation(id("a"), "u", spec_in(Some("testing"), 20), 0)
+        .unwrap();
+    let first = core.process_heartbeat(heartbeat("n1", 24.0, &[], vec![]), 0);
+    assert_eq!(first.jobs_to_start.len(), 20);
+    let mut b = spec_in(Some("testing"), 12);
+    b.fair_share_starvation_timeout = Some(ytsched_common::DurationMs(10_000));
+    core.start_operation(id("b"), "u", b, 1_000).unwrap();
+    let mut c = spec_in(Some("testing"), 1);
+    c.fair_share_starvation_timeout = Some(ytsched_common::DurationMs(60_000));
+    core.start_operation(id("c"), "u", c, 1_000).unwrap();
+    let second = core.process_heartbeat(heartbeat("n1", 24.0, &first.jobs_to_start, vec![]), 1_000);
+    assert_eq!(second.jobs_to_start.len(), 4);
+    // Keep heartbeats coming so the node stays online; the shares stay as they are.
+    let mut running = first.jobs_to_start.clone();
+    running.extend(second.jobs_to_start.clone());
+    let b_key = Operation(id("b"));
+    assert_eq!(status(&core, Operation(id("a"))).0, "normal");
+    assert_eq!(
+        status(&core, b_key.clone()),
+        ("below_fair_share".into(), "non_starving".into())
+    );
+    for t in (2_000..=31_000).step_by(1_000) {
+        core.process_heartbeat(heartbeat("n1", 24.0, &running, vec![]), t);
+        core.tick(t);
+        // B may not starve sooner than its pool's 30 s, whatever its spec says.
+        let expect = if t >= 31_000 {
+            "starving"
+        } else {
+            "non_starving"
+        };
+        assert_eq!(status(&core, b_key.clone()).1, expect, "at {t} ms");
+    }
+    assert_eq!(
+        status(&core, Pool("testing".into())).1,
+        "non_starving",
+        "the pool itself is not below"
+    );
+    // Aggressive starvation only where enabled, after its own timeout.
+    core.admin_set(
+        "//sys/pool_trees/default/@config/enable_aggressive_starvation",
+        json!(true),
+    )
+    .unwrap();
+    core.process_heartbeat(heartbeat("n1", 24.0, &running, vec![]), 122_000);
+    core.tick(122_000);
+    assert_eq!(status(&core, b_key.clone()).1, "aggressively_starving");
+    // Back at its fair share (A's jobs end), it is normal and no longer starving.
+    let finished: Vec<FinishedJob> = first.jobs_to_start[..10].iter().map(completed).collect();
+    core.process_heartbeat(heartbeat("n1", 24.0, &running[10..], finished), 123_000);
+    core.tick(123_500);
+    let (sched, starving) = status(&core, b_key);
+    assert_eq!(
+        (sched.as_str(), starving.as_str()),
+        ("normal", "non_starving")
+    );
+}
+
+#[test]
+fn pools_starve_only_with_enable_pool_starvation() {
+    use starvation::ElementKey::Pool;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "a", None, json!({})).unwrap();
+    core.create_pool(
+        "default",
+        "b",
+        None,
+        json!({"fair_share_starvation_timeout": "5s"}),
+    )
+    .unwrap();
+    core.process_heartbeat(heartbeat("n1", 10.0, &[], vec![]), 0);
+    core.start_operation(id("x"), "u", spec_in(Some("a"), 10), 0)
+        .unwrap();
+    let r = core.process_heartbeat(heartbeat("n1", 10.0, &[], vec![]), 0);
+    core.start_operation(id("y"), "u", spec_in(Some("b"), 10), 0)
+        .unwrap();
+    core.process_heartbeat(heartbeat("n1", 10.0, &r.jobs_to_start, vec![]), 1);
+    core.tick(5_000);
+    assert_eq!(status(&core, Pool("b".into())).1, "non_starving");
+    core.tick(6_000);
+    assert_eq!(
+        status(&core, Pool("b".into())).1,
+        "starving",
+        "pool timeout of 5 s"
+    );
+    core.admin_set(
+        "//sys/pool_trees/default/@config/enable_pool_starvation",
+        json!(false),
+    )
+    .unwrap();
+    core.tick(7_000);
+    assert_eq!(
+        status(&core, Pool("b".into())),
+        ("below_fair_share".into(), "non_starving".into())
+    );
+}

@@ -67,6 +67,7 @@ impl SchedulerCore {
         self.shares.insert(tree_name.to_string(), shares);
         self.last_share_update.insert(tree_name.to_string(), now);
         self.stale_trees.remove(tree_name);
+        self.update_starvation(tree_name, now);
     }
 
     /// The tree a node is registered in, if any.

@@ -1,0 +1,247 @@
+//! Scheduling and starvation status (SPEC 5.3): after every fair share update, each pool
+//! and operation is `below_fair_share` or `normal`, and one that has stayed below for
+//! its starvation timeout is `starving` (then `aggressively_starving`, where allowed).
+//! Preemption reads these; the orchid shows them.
+
+use super::fair_share::{Element, ElementKind, TreeShares};
+use super::pool_tree::PoolTree;
+use super::SchedulerCore;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::{Resource, EPSILON};
+use ytsched_common::OperationId;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulingStatus {
+    Normal,
+    BelowFairShare,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StarvationStatus {
+    #[default]
+    NonStarving,
+    Starving,
+    AggressivelyStarving,
+}
+
+impl StarvationStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NonStarving => "non_starving",
+            Self::Starving => "starving",
+            Self::AggressivelyStarving => "aggressively_starving",
+        }
+    }
+}
+
+/// The starvation settings in force for one element, after inheritance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StarvationSettings {
+    pub timeout_ms: u64,
+    pub aggressive_timeout_ms: u64,
+    pub tolerance: f64,
+    pub aggressive_allowed: bool,
+    /// Pools only: `enable_pool_starvation` of the tree.
+    pub enabled: bool,
+}
+
+/// What is remembered about an element between updates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ElementStarvation {
+    pub scheduling: SchedulingStatus,
+    pub starvation: StarvationStatus,
+    /// When it went below its fair share (and has stayed there since).
+    pub below_since: Option<UnixMillis>,
+}
+
+/// Pools by name and operations by id, per tree.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ElementKey {
+    Pool(String),
+    Operation(OperationId),
+}
+
+pub type TreeStarvation = HashMap<ElementKey, ElementStarvation>;
+
+/// `usage < min(fair_share × tolerance, demand)`, judged at the dominant resource of the
+/// fair share (the scalar "fair share ratio" of SPEC 1) if the element still needs it.
+/// Component by component would call a cpu-bound pool "below" on memory it cannot use:
+/// per-component limits leave a memory share that no cpu is left to go with. An element
+/// whose fair share covers its whole demand uses tolerance 1.
+pub fn scheduling_status(e: &Element, tolerance: f64) -> SchedulingStatus {
+    let fs = &e.fair_share.total;
+    let covers_demand = Resource::ALL
+        .iter()
+        .all(|&r| fs.get(r) + EPSILON >= e.limited_demand_share.get(r));
+    let tolerance = if covers_demand { 1.0 } else { tolerance };
+    let (r, share) = fs.dominant();
+    let usage = e.usage_share.get(r);
+    let demand = e.demand_share.get(r);
+    if share > EPSILON
+        && demand > usage + EPSILON
+        && usage + EPSILON < (share * tolerance).min(demand)
+    {
+        SchedulingStatus::BelowFairShare
+    } else {
+        SchedulingStatus::Normal
+    }
+}
+
+/// Effective settings of every pool: its own, else its parent's, else the tree's.
+fn pool_settings(tree: &PoolTree, shares: &TreeShares) -> Vec<Option<StarvationSettings>> {
+    let c = &tree.config;
+    let root = StarvationSettings {
+        timeout_ms: c.fair_share_starvation_timeout.0,
+        aggressive_timeout_ms: c.fair_share_aggressive_starvation_timeout.0,
+        tolerance: c.fair_share_starvation_tolerance,
+        aggressive_allowed: c.enable_aggressive_starvation,
+        enabled: c.enable_pool_starvation,
+    };
+    let mut out: Vec<Option<StarvationSettings>> = vec![None; shares.elements.len()];
+    for (i, e) in shares.elements.iter().enumerate() {
+        let ElementKind::Pool { name, .. } = &e.kind else {
+            continue;
+        };
+        let inherited = e.parent.and_then(|p| out[p]).unwrap_or(root);
+        let own = match tree.pools.get(name) {
+            Some(p) if name != ROOT_POOL => &p.config,
+            _ => {
+                out[i] = Some(inherited);
+                continue;
+            }
+        };
+        let timeout_ms = own
+            .fair_share_starvation_timeout
+            .map_or(inherited.timeout_ms, |d| d.0);
+        out[i] = Some(StarvationSettings {
+            timeout_ms,
+            aggressive_timeout_ms: own
+                .fair_share_aggressive_starvation_timeout
+                .map_or(inherited.aggressive_timeout_ms, |d| d.0)
+                .max(timeout_ms),
+            tolerance: own
+                .fair_share_starvation_tolerance
+                .unwrap_or(inherited.tolerance),
+            aggressive_allowed: own
+                .enable_aggressive_starvation
+                .unwrap_or(inherited.aggressive_allowed),
+            enabled: inherited.enabled,
+        });
+    }
+    out
+}
+
+fn advance(
+    previous: Option<&ElementStarvation>,
+    scheduling: SchedulingStatus,
+    settings: &StarvationSettings,
+    now: UnixMillis,
+) -> ElementStarvation {
+    let below_since = match scheduling {
+        SchedulingStatus::Normal => None,
+        SchedulingStatus::BelowFairShare => Some(
+            previous
+                .and_then(|p| p.below_since)
+                .map_or(now, |since| since.min(now)),
+        ),
+    };
+    let below_for = below_since.map(|s| now.saturating_sub(s));
+    let starvation = match below_for {
+        Some(d) if settings.aggressive_allowed && d >= settings.aggressive_timeout_ms => {
+            StarvationStatus::AggressivelyStarving
+        }
+        Some(d) if d >= settings.timeout_ms => StarvationStatus::Starving,
+        _ => StarvationStatus::NonStarving,
+    };
+    ElementStarvation {
+        scheduling,
+        starvation,
+        below_since,
+    }
+}
+
+/// Statuses after an update at `now`, continuing the clocks in `previous`.
+pub fn update(
+    tree: &PoolTree,
+    shares: &TreeShares,
+    operation_overrides: &BTreeMap<OperationId, (Option<u64>, Option<f64>)>,
+    previous: &TreeStarvation,
+    now: UnixMillis,
+) -> TreeStarvation {
+    let settings = pool_settings(tree, shares);
+    let mut out = TreeStarvation::with_capacity(shares.elements.len());
+    for (i, e) in shares.elements.iter().enumerate() {
+        let (key, s) = match &e.kind {
+            ElementKind::Pool { name, .. } => {
+                if name == ROOT_POOL {
+                    continue;
+                }
+                let Some(s) = settings[i] else { continue };
+                (ElementKey::Pool(name.clone()), s)
+            }
+            ElementKind::Operation { id } => {
+                let Some(parent) = e.parent.and_then(|p| settings[p]) else {
+                    continue;
+                };
+                // An operation may only be more conservative than its pool.
+                let (timeout, tolerance) = operation_overrides.get(id).copied().unwrap_or_default();
+                let timeout_ms = timeout.map_or(parent.timeout_ms, |t| t.max(parent.timeout_ms));
+                let s = StarvationSettings {
+                    timeout_ms,
+                    aggressive_timeout_ms: parent.aggressive_timeout_ms.max(timeout_ms),
+                    tolerance: tolerance.map_or(parent.tolerance, |t| t.min(parent.tolerance)),
+                    enabled: true,
+                    ..parent
+                };
+                (ElementKey::Operation(id.clone()), s)
+            }
+        };
+        let scheduling = scheduling_status(e, s.tolerance);
+        let mut state = advance(previous.get(&key), scheduling, &s, now);
+        if !s.enabled {
+            state.starvation = StarvationStatus::NonStarving;
+        }
+        out.insert(key, state);
+    }
+    out
+}
+
+impl SchedulerCore {
+    /// Refreshes a tree's statuses from its latest shares.
+    pub(super) fn update_starvation(&mut self, tree_name: &str, now: UnixMillis) {
+        let (Some(tree), Some(shares)) = (
+            self.cluster.trees.get(tree_name),
+            self.shares.get(tree_name),
+        ) else {
+            return;
+        };
+        let overrides: BTreeMap<OperationId, (Option<u64>, Option<f64>)> = self
+            .operations
+            .values()
+            .filter(|o| o.tree == tree_name)
+            .map(|o| {
+                (
+                    o.id.clone(),
+                    (
+                        o.spec.fair_share_starvation_timeout.map(|d| d.0),
+                        o.spec.fair_share_starvation_tolerance,
+                    ),
+                )
+            })
+            .collect();
+        let empty = TreeStarvation::new();
+        let previous = self.starvation.get(tree_name).unwrap_or(&empty);
+        let next = update(tree, shares, &overrides, previous, now);
+        self.starvation.insert(tree_name.to_string(), next);
+    }
+
+    /// An element's statuses as of the last update.
+    pub fn starvation_of(&self, tree: &str, key: &ElementKey) -> Option<ElementStarvation> {
+        self.starvation.get(tree)?.get(key).copied()
+    }
+}
