@@ -278,3 +278,96 @@ until: 5
         "{events}"
     );
 }
+
+#[test]
+fn scenario_11_preemption_after_it_is_allowed() {
+    let (out, _) = simulate_file(&scenario_path("11-preemption.yaml"));
+    assert_eq!(out["errors"], serde_json::json!([]));
+    let snaps = out["snapshots"].as_array().unwrap();
+    let before = &snaps[0]["pool_trees"]["default"]["operations"];
+    assert_eq!(before["a"]["running_job_count"], 20);
+    assert_eq!(
+        before["b"]["running_job_count"], 4,
+        "no preemption while it is off"
+    );
+    assert_eq!(before["b"]["starvation_status"], "starving");
+    assert_eq!(before["a"]["preemptible_job_count"], 8);
+    let none_before = snaps[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["event"] != "job_aborted");
+    assert!(none_before);
+    let after = &snaps[1]["pool_trees"]["default"]["operations"];
+    assert_eq!(after["a"]["running_job_count"], 12);
+    assert_eq!(after["b"]["running_job_count"], 12);
+    close(&after["b"]["fair_share_ratio"], 0.5, "b fair share");
+    let aborted: Vec<&Value> = snaps[1]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "job_aborted")
+        .collect();
+    assert_eq!(aborted.len(), 8, "as few as needed");
+    for (k, e) in aborted.iter().enumerate() {
+        assert_eq!(e["reason"], "preempted");
+        assert_eq!(e["operation"], "a");
+        // A's newest jobs go first: a-19, a-18, ...
+        assert_eq!(e["id"], format!("a-{}", 19 - k));
+        assert!(e["time"].as_f64().unwrap() >= 10.0);
+    }
+}
+
+#[test]
+fn aggressive_preemption_only_where_aggressive_starvation_is_enabled() {
+    let dir = tempfile::tempdir().unwrap();
+    for (enabled, expect_jobs) in [(true, 1), (false, 0)] {
+        // Two 8-cpu nodes full of small jobs that regular preemption may not take
+        // (allow_regular_preemption: false); a half-node job of a third operation can
+        // only get in by aggressive preemption.
+        let text = format!(
+            r#"
+nodes:
+  - {{id: n1, resources: {{cpu: 8, memory: 32G}}}}
+  - {{id: n2, resources: {{cpu: 8, memory: 32G}}}}
+pool_trees:
+  default:
+    config:
+      fair_share_starvation_timeout: 1s
+      fair_share_aggressive_starvation_timeout: 3s
+      enable_aggressive_starvation: {enabled}
+      preemptive_scheduling_backoff: 1s
+    pools:
+      small: {{allow_regular_preemption: false}}
+      big: {{}}
+operations:
+  - {{id: s1, spec: {{pool: small, tasks: {{t: {{job_count: 8}}}}}}}}
+  - {{id: s2, spec: {{pool: small, tasks: {{t: {{job_count: 8}}}}}}}}
+  - {{id: big, at: 2, spec: {{pool: big, tasks: {{t: {{job_count: 1, cpu_limit: 4}}}}}}}}
+snapshots: [20]
+until: 20
+"#
+        );
+        let path = dir.path().join(format!("aggr-{enabled}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let (out, _) = simulate_file(&path);
+        let ops = &out["snapshots"][0]["pool_trees"]["default"]["operations"];
+        assert_eq!(
+            ops["big"]["running_job_count"], expect_jobs,
+            "aggressive={enabled}: {ops}"
+        );
+        let small: u64 = ["s1", "s2"]
+            .iter()
+            .map(|id| ops[*id]["running_job_count"].as_u64().unwrap())
+            .sum();
+        if enabled {
+            assert_eq!(
+                small, 12,
+                "four one-cpu jobs made room for one four-cpu job"
+            );
+        } else {
+            assert_eq!(small, 16);
+            assert_eq!(ops["big"]["starvation_status"], "starving");
+        }
+    }
+}

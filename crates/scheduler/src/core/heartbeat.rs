@@ -41,8 +41,13 @@ impl SchedulerCore {
             self.apply_result(&node_id, result, now);
         }
 
-        let (jobs_to_abort, dying) = self.reconcile_running(&req, now);
-        let jobs_to_start = self.fill_node(&node_id, dying, now);
+        let (mut jobs_to_abort, dying) = self.reconcile_running(&req, now);
+        let mut jobs_to_start = self.fill_node(&node_id, dying, now);
+        let free = self.node_free(&node_id, dying);
+        if let Some((start, aborts)) = self.preemptive_stage(&node_id, free, now) {
+            jobs_to_start.push(start);
+            jobs_to_abort.extend(aborts);
+        }
 
         let node = &self.nodes[&node_id];
         HeartbeatReply {
@@ -165,7 +170,10 @@ impl SchedulerCore {
                             "the scheduler lost contact with this node and ran the job elsewhere"
                                 .into()
                         }
-                        Some(r) => format!("job was aborted: {r}"),
+                        Some(r) => j
+                            .error
+                            .clone()
+                            .unwrap_or_else(|| format!("job was aborted: {r}")),
                         None => "job is not running on this node".into(),
                     },
                 },

@@ -14,6 +14,7 @@ mod operation;
 pub mod orchid;
 mod placement;
 pub mod pool_tree;
+mod preemption;
 mod queries;
 mod share_update;
 pub mod starvation;

@@ -20,6 +20,8 @@ pub struct Node {
     /// Jobs the scheduler considers running here (exactly its running jobs whose
     /// `node` is this one).
     pub jobs: BTreeSet<JobId>,
+    /// When this node last ran a preemptive stage (for `preemptive_scheduling_backoff`).
+    pub last_preemptive_stage: Option<UnixMillis>,
 }
 
 impl Node {
@@ -36,6 +38,7 @@ impl Node {
             online: false,
             registration: Registration::Idle,
             jobs: BTreeSet::new(),
+            last_preemptive_stage: None,
         }
     }
 

@@ -26,6 +26,8 @@ pub struct Job {
     pub node: NodeId,
     pub resources: ResourceVector,
     pub start_time: UnixMillis,
+    /// Start order within the operation: tells apart jobs started in the same instant.
+    pub seq: u64,
     pub finish_time: Option<UnixMillis>,
     pub error: Option<String>,
     pub abort_reason: Option<AbortReason>,
@@ -172,7 +174,8 @@ impl Operation {
         let t = &mut self.tasks[task];
         let index = t.waiting.pop_front().expect("caller checked a job waits");
         let resources = t.spec.job_resources();
-        let id = JobId(format!("{}-{}", self.id, self.next_job_seq));
+        let seq = self.next_job_seq;
+        let id = JobId(format!("{}-{seq}", self.id));
         self.next_job_seq += 1;
         self.usage += resources;
         let job = Job {
@@ -183,6 +186,7 @@ impl Operation {
             node: node.clone(),
             resources,
             start_time: now,
+            seq,
             finish_time: None,
             error: None,
             abort_reason: None,

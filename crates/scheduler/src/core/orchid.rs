@@ -166,6 +166,12 @@ impl SchedulerCore {
                         json!(op.running_job_ids().count()),
                     );
                     m.insert("pending_job_count".into(), json!(op.waiting_job_count()));
+                    let (preemptible, aggressive) = self.preemptible_counts(id);
+                    m.insert("preemptible_job_count".into(), json!(preemptible));
+                    m.insert(
+                        "aggressively_preemptible_job_count".into(),
+                        json!(aggressive),
+                    );
                     if let Some(l) = &op.spec.resource_limits {
                         m.insert("resource_limits".into(), json!(l));
                     }

@@ -51,15 +51,7 @@ impl SchedulerCore {
         let Some(tree) = self.node_tree(node).map(String::from) else {
             return vec![];
         };
-        let used: ResourceVector = node
-            .jobs
-            .iter()
-            .filter_map(|j| {
-                let op = self.job_owner.get(j)?;
-                Some(self.operations.get(op)?.jobs.get(j)?.resources)
-            })
-            .sum();
-        let mut free = node.resource_limits - used - dying;
+        let mut free = self.node_free(node_id, dying);
         if !ResourceVector::new(1e-9, 0.0, 0.0, 1e-9).fits_in(&free) {
             return vec![];
         }
@@ -97,6 +89,22 @@ impl SchedulerCore {
         }
         self.shares.insert(tree, shares);
         starts
+    }
+
+    /// A node's limits less what its jobs (and those being killed) hold.
+    pub(super) fn node_free(&self, node_id: &NodeId, dying: ResourceVector) -> ResourceVector {
+        let Some(node) = self.nodes.get(node_id) else {
+            return ResourceVector::ZERO;
+        };
+        let used: ResourceVector = node
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                let op = self.job_owner.get(j)?;
+                Some(self.operations.get(op)?.jobs.get(j)?.resources)
+            })
+            .sum();
+        node.resource_limits - used - dying
     }
 
     /// Current absolute usage of every element of the last update, and whether any job
