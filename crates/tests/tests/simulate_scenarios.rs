@@ -371,3 +371,52 @@ until: 20
         }
     }
 }
+
+#[test]
+fn lowered_resource_limits_preempt_the_excess() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(
+        &path,
+        r#"
+resources: {cpu: 24, memory: 60G}
+pool_trees:
+  default:
+    pools:
+      testing: {}
+operations:
+  - {id: t, spec: {pool: testing, tasks: {task: {job_count: 8}}}}
+events:
+  - {at: 5, set: {path: "//sys/pool_trees/default/testing/@resource_limits", value: {cpu: 5}}}
+snapshots: [4, 10]
+until: 10
+"#,
+    )
+    .unwrap();
+    let (out, _) = simulate_file(&path);
+    let snaps = out["snapshots"].as_array().unwrap();
+    assert_eq!(
+        snaps[0]["pool_trees"]["default"]["operations"]["t"]["running_job_count"],
+        8
+    );
+    let after = &snaps[1]["pool_trees"]["default"];
+    assert_eq!(after["operations"]["t"]["running_job_count"], 5);
+    close(
+        &after["pools"]["testing"]["resource_usage"]["cpu"],
+        5.0,
+        "usage fits the new limit",
+    );
+    let aborted: Vec<&Value> = snaps[1]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "job_aborted")
+        .collect();
+    assert_eq!(aborted.len(), 3);
+    assert!(aborted
+        .iter()
+        .all(|e| e["reason"] == "resource_limits_violation"));
+    // The newest jobs went: t-7, t-6, t-5.
+    let ids: Vec<&str> = aborted.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["t-7", "t-6", "t-5"]);
+}

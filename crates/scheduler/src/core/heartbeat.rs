@@ -41,7 +41,11 @@ impl SchedulerCore {
             self.apply_result(&node_id, result, now);
         }
 
-        let (mut jobs_to_abort, dying) = self.reconcile_running(&req, now);
+        let (mut jobs_to_abort, mut dying) = self.reconcile_running(&req, now);
+        let (limit_aborts, freed) = self.enforce_limits(&node_id, now);
+        jobs_to_abort.extend(limit_aborts);
+        // Jobs being killed hold their resources until the node reports them gone.
+        dying += freed;
         let mut jobs_to_start = self.fill_node(&node_id, dying, now);
         let free = self.node_free(&node_id, dying);
         if let Some((start, aborts)) = self.preemptive_stage(&node_id, free, now) {

@@ -526,3 +526,33 @@ fn pools_starve_only_with_enable_pool_starvation() {
         ("below_fair_share".into(), "non_starving".into())
     );
 }
+
+#[test]
+fn a_node_whose_limits_drop_gives_back_its_newest_jobs() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
+    core.start_operation(id("a"), "u", spec_in(None, 4), 0)
+        .unwrap();
+    let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 1);
+    assert_eq!(r.jobs_to_start.len(), 4);
+    let r2 = core.process_heartbeat(heartbeat("n1", 2.0, &r.jobs_to_start, vec![]), 2);
+    let ids: Vec<String> = r2
+        .jobs_to_abort
+        .iter()
+        .map(|a| a.job_id.0.clone())
+        .collect();
+    assert_eq!(ids, ["a-3", "a-2"]);
+    assert!(r2
+        .jobs_to_abort
+        .iter()
+        .all(|a| a.reason == ytsched_common::states::AbortReason::ResourceOvercommit));
+    assert!(
+        r2.jobs_to_start.is_empty(),
+        "nothing new while the node is full"
+    );
+    let info = core.operation_info(&id("a")).unwrap();
+    assert_eq!(
+        (info.jobs.running, info.jobs.waiting, info.jobs.failed),
+        (2, 2, 0)
+    );
+}
