@@ -9,6 +9,7 @@ pub mod config_file;
 mod events;
 pub mod fair_share;
 mod heartbeat;
+mod limits_enforcement;
 mod nodes;
 mod operation;
 pub mod orchid;
