@@ -52,6 +52,8 @@ impl SchedulerCore {
             jobs_to_start.push(start);
             jobs_to_abort.extend(aborts);
         }
+        let free = self.node_free(&node_id, dying);
+        jobs_to_start.extend(self.speculative_stage(&node_id, free, now));
 
         let node = &self.nodes[&node_id];
         HeartbeatReply {
@@ -124,6 +126,7 @@ impl SchedulerCore {
             node.jobs.remove(&result.job_id);
         }
         let job = &op.jobs[&result.job_id];
+        let won = job.state == JobState::Completed;
         self.events.push(CoreEvent::JobFinished {
             id: result.job_id.clone(),
             operation: op_id.clone(),
@@ -131,6 +134,9 @@ impl SchedulerCore {
             state: job.state.name(),
             error: job.error.clone(),
         });
+        if won {
+            self.abort_losing_copy(&op_id, &result.job_id, now);
+        }
         match effect {
             ResultEffect::OperationCompleted => {
                 self.finish_operation(&op_id, OperationState::Completed, None, now)

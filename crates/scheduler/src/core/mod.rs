@@ -18,6 +18,7 @@ pub mod pool_tree;
 mod preemption;
 mod queries;
 mod share_update;
+mod speculation;
 pub mod starvation;
 
 pub use admin_path::AdminPath;

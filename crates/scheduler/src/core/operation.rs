@@ -34,6 +34,11 @@ pub struct Job {
     pub statistics: Option<JobStatistics>,
     pub stdout: String,
     pub stderr: String,
+    /// The other attempt of the same job index running alongside (SPEC 5.8): set on
+    /// both the original and its speculative copy.
+    pub copy: Option<JobId>,
+    /// This attempt is the speculative copy.
+    pub speculative: bool,
 }
 
 /// Where and how an admitted operation runs, decided by admission.
@@ -171,8 +176,38 @@ impl Operation {
 
     /// Starts the next waiting job of `task` on `node`; returns what the node needs to run it.
     pub fn start_job(&mut self, task: usize, node: &NodeId, now: UnixMillis) -> JobStartSpec {
-        let t = &mut self.tasks[task];
-        let index = t.waiting.pop_front().expect("caller checked a job waits");
+        let index = self.tasks[task]
+            .waiting
+            .pop_front()
+            .expect("caller checked a job waits");
+        self.launch(task, index, node, now)
+    }
+
+    /// Starts a speculative copy of running job `original` on `node` (SPEC 5.8).
+    pub fn start_copy(&mut self, original: &JobId, node: &NodeId, now: UnixMillis) -> JobStartSpec {
+        let (task, index) = {
+            let j = &self.jobs[original];
+            (j.task, j.index)
+        };
+        let spec = self.launch(task, index, node, now);
+        if let Some(j) = self.jobs.get_mut(original) {
+            j.copy = Some(spec.job_id.clone());
+        }
+        if let Some(c) = self.jobs.get_mut(&spec.job_id) {
+            c.copy = Some(original.clone());
+            c.speculative = true;
+        }
+        spec
+    }
+
+    /// The running other attempt of a job, if any.
+    pub fn running_copy(&self, id: &JobId) -> Option<&Job> {
+        let copy = self.jobs.get(id)?.copy.as_ref()?;
+        self.jobs.get(copy).filter(|c| c.state == JobState::Running)
+    }
+
+    fn launch(&mut self, task: usize, index: u32, node: &NodeId, now: UnixMillis) -> JobStartSpec {
+        let t = &self.tasks[task];
         let resources = t.spec.job_resources();
         let seq = self.next_job_seq;
         let id = JobId(format!("{}-{seq}", self.id));
@@ -193,6 +228,8 @@ impl Operation {
             statistics: None,
             stdout: String::new(),
             stderr: String::new(),
+            copy: None,
+            speculative: false,
         };
         self.jobs.insert(id.clone(), job);
         JobStartSpec {
@@ -216,6 +253,7 @@ impl Operation {
         reason: AbortReason,
         now: UnixMillis,
     ) -> Option<NodeId> {
+        let copy_runs = self.running_copy(id).is_some();
         let job = self.jobs.get_mut(id)?;
         if job.state != JobState::Running {
             return None;
@@ -224,7 +262,14 @@ impl Operation {
         job.abort_reason = Some(reason);
         job.finish_time = Some(now);
         self.usage -= job.resources;
-        if reason != AbortReason::OperationAborted && !self.state.is_finished() {
+        // The index runs again unless the operation is over, the other copy still runs
+        // it, or it lost the race to that copy.
+        let requeue = !matches!(
+            reason,
+            AbortReason::OperationAborted | AbortReason::SpeculativeLost
+        ) && !copy_runs
+            && !self.state.is_finished();
+        if requeue {
             self.tasks[job.task].waiting.push_front(job.index);
         }
         Some(job.node.clone())
@@ -232,6 +277,7 @@ impl Operation {
 
     /// Applies a result a node reported for one of this operation's jobs.
     pub fn apply_result(&mut self, node: &NodeId, result: &FinishedJob) -> ResultEffect {
+        let copy_runs = self.running_copy(&result.job_id).is_some();
         let Some(job) = self.jobs.get_mut(&result.job_id) else {
             return ResultEffect::Ignored;
         };
@@ -276,7 +322,9 @@ impl Operation {
                         result.error.as_deref().unwrap_or("unknown error"),
                     ));
                 }
-                self.tasks[task].waiting.push_back(index);
+                if !copy_runs {
+                    self.tasks[task].waiting.push_back(index);
+                }
                 ResultEffect::Recorded
             }
             // The node gave the job up on its own (e.g. the agent was stopped): like a
@@ -286,7 +334,9 @@ impl Operation {
                 job.abort_reason = Some(AbortReason::NodeLost);
                 job.error = result.error.clone();
                 let index = job.index;
-                self.tasks[task].waiting.push_front(index);
+                if !copy_runs {
+                    self.tasks[task].waiting.push_front(index);
+                }
                 ResultEffect::Recorded
             }
         }

@@ -556,3 +556,39 @@ fn a_node_whose_limits_drop_gives_back_its_newest_jobs() {
         (2, 2, 0)
     );
 }
+
+#[test]
+fn a_slow_job_gets_one_speculative_copy_elsewhere_and_counts_once() {
+    use ytsched_common::states::AbortReason;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let mut s = spec_in(None, 1);
+    s.tasks.get_mut("task").unwrap().job_speculation_timeout =
+        Some(ytsched_common::DurationMs(5_000));
+    core.start_operation(id("a"), "u", s, 0).unwrap();
+    let first = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    assert_eq!(first.jobs_to_start.len(), 1);
+    let original = first.jobs_to_start.clone();
+    let early = core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 3_000);
+    assert!(early.jobs_to_start.is_empty(), "not overdue yet");
+    core.process_heartbeat(heartbeat("n1", 1.0, &original, vec![]), 4_000);
+    let r = core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 5_000);
+    assert_eq!(r.jobs_to_start.len(), 1, "a copy on the other node");
+    let copy = r.jobs_to_start.clone();
+    assert_eq!(copy[0].job_index, original[0].job_index);
+    // The original's node never gets a copy, and there is only ever one.
+    let again = core.process_heartbeat(heartbeat("n1", 1.0, &original, vec![]), 9_000);
+    assert!(again.jobs_to_start.is_empty());
+    // The copy finishes first: the original loses.
+    core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![completed(&copy[0])]), 10_000);
+    let info = core.operation_info(&id("a")).unwrap();
+    assert_eq!(info.state, OperationState::Completed);
+    assert_eq!(info.jobs.completed, 1, "the job counts once");
+    let r = core.process_heartbeat(heartbeat("n1", 1.0, &original, vec![]), 11_000);
+    assert_eq!(r.jobs_to_abort.len(), 1);
+    assert_eq!(r.jobs_to_abort[0].job_id, original[0].job_id);
+    assert_eq!(r.jobs_to_abort[0].reason, AbortReason::SpeculativeLost);
+    let jobs = core.list_jobs(&id("a")).unwrap();
+    let lost = jobs.iter().find(|j| j.id == original[0].job_id).unwrap();
+    assert_eq!(lost.abort_reason, Some(AbortReason::SpeculativeLost));
+}

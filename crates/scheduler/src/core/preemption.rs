@@ -98,9 +98,18 @@ impl SchedulerCore {
             .filter(|j| j.state == JobState::Running)
             .map(|j| (j.id.clone(), (j.start_time, j.seq), j.resources))
             .collect();
+        // The nearest pool that sets a threshold, else the tree's.
         let threshold = tree
-            .config
-            .effective_non_preemptible_threshold()
+            .ancestry(&op.pool)
+            .into_iter()
+            .find_map(|p| {
+                tree.pools
+                    .get(p)?
+                    .config
+                    .non_preemptible_resource_usage_threshold
+                    .clone()
+            })
+            .or_else(|| tree.config.effective_non_preemptible_threshold())
             .map(|t| limits_vector(Some(&t)));
         classify(
             &mut jobs,

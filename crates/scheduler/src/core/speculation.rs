@@ -1,0 +1,105 @@
+//! Speculative jobs (SPEC 5.8): a job of a task with `job_speculation_timeout` that has
+//! run longer than that gets one copy on a different node. The first attempt to finish
+//! wins; the other is aborted as `speculative_lost`, and the job counts once.
+
+use super::preemption::JobAge;
+use super::{CoreEvent, SchedulerCore};
+use ytsched_common::protocol::{JobStartSpec, UnixMillis};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+impl SchedulerCore {
+    /// Starts copies of overdue jobs of this node's tree that run on other nodes, while
+    /// they fit the node's free resources and their operation's limits.
+    pub(super) fn speculative_stage(
+        &mut self,
+        node_id: &NodeId,
+        mut free: ResourceVector,
+        now: UnixMillis,
+    ) -> Vec<JobStartSpec> {
+        let Some(tree) = self.nodes.get(node_id).and_then(|n| self.node_tree(n)) else {
+            return vec![];
+        };
+        let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
+        for op in self.operations.values() {
+            if op.tree != tree
+                || op.state != OperationState::Running
+                || op
+                    .tasks
+                    .iter()
+                    .all(|t| t.spec.job_speculation_timeout.is_none())
+            {
+                continue;
+            }
+            for job in op.jobs.values() {
+                let Some(timeout) = op.tasks[job.task].spec.job_speculation_timeout else {
+                    continue;
+                };
+                if job.state == JobState::Running
+                    && !job.speculative
+                    && job.copy.is_none()
+                    && &job.node != node_id
+                    && now.saturating_sub(job.start_time) >= timeout.0
+                {
+                    overdue.push((
+                        (job.start_time, op.seq, job.seq),
+                        op.id.clone(),
+                        job.id.clone(),
+                        job.resources,
+                    ));
+                }
+            }
+        }
+        overdue.sort_by_key(|o| o.0);
+        let mut starts = vec![];
+        for (_, op_id, job_id, resources) in overdue {
+            let op = &self.operations[&op_id];
+            let room = op.resource_limits - op.usage;
+            if !resources.fits_in(&free) || !resources.fits_in(&room) {
+                continue;
+            }
+            let op = self.operations.get_mut(&op_id).expect("listed");
+            let spec = op.start_copy(&job_id, node_id, now);
+            free -= resources;
+            self.events.push(CoreEvent::JobStarted {
+                id: spec.job_id.clone(),
+                operation: op_id.clone(),
+                node: node_id.clone(),
+            });
+            self.job_owner.insert(spec.job_id.clone(), op_id.clone());
+            if let Some(node) = self.nodes.get_mut(node_id) {
+                node.jobs.insert(spec.job_id.clone());
+            }
+            starts.push(spec);
+        }
+        starts
+    }
+
+    /// After `winner` completed: its other attempt, if still running, loses. Its node is
+    /// told on its next heartbeat (nudged to come soon).
+    pub(super) fn abort_losing_copy(
+        &mut self,
+        op_id: &OperationId,
+        winner: &JobId,
+        now: UnixMillis,
+    ) {
+        let Some(op) = self.operations.get(op_id) else {
+            return;
+        };
+        let Some(loser) = op.running_copy(winner) else {
+            return;
+        };
+        let (loser_id, loser_node) = (loser.id.clone(), loser.node.clone());
+        let message = format!("job {winner} (the other attempt of this job) finished first");
+        self.abort_running_job(
+            &loser_node,
+            op_id,
+            &loser_id,
+            AbortReason::SpeculativeLost,
+            &message,
+            now,
+        );
+        self.nudges.insert(loser_node);
+    }
+}
