@@ -74,21 +74,29 @@ impl SchedulerCore {
                 usage[i] += spec.resources;
                 e = shares.elements[i].parent;
             }
-            self.events.push(CoreEvent::JobStarted {
-                id: spec.job_id.clone(),
-                operation: op_id.clone(),
-                node: node_id.clone(),
-            });
-            self.job_owner.insert(spec.job_id.clone(), op_id);
-            self.nodes
-                .get_mut(node_id)
-                .expect("node exists")
-                .jobs
-                .insert(spec.job_id.clone());
+            self.record_start(node_id, &op_id, &spec);
             starts.push(spec);
         }
         self.shares.insert(tree, shares);
         starts
+    }
+
+    /// Books a job just started on a node: its owner, the node's job set, the event.
+    pub(super) fn record_start(
+        &mut self,
+        node_id: &NodeId,
+        op_id: &OperationId,
+        spec: &JobStartSpec,
+    ) {
+        self.events.push(CoreEvent::JobStarted {
+            id: spec.job_id.clone(),
+            operation: op_id.clone(),
+            node: node_id.clone(),
+        });
+        self.job_owner.insert(spec.job_id.clone(), op_id.clone());
+        if let Some(node) = self.nodes.get_mut(node_id) {
+            node.jobs.insert(spec.job_id.clone());
+        }
     }
 
     /// A node's limits less what its jobs (and those being killed) hold.

@@ -380,14 +380,8 @@ impl SchedulerCore {
             .collect();
         let op = self.operations.get_mut(op_id).expect("starving operation");
         let spec = op.start_job(task, node_id, now);
-        self.events.push(CoreEvent::JobStarted {
-            id: spec.job_id.clone(),
-            operation: op_id.clone(),
-            node: node_id.clone(),
-        });
-        self.job_owner.insert(spec.job_id.clone(), op_id.clone());
+        self.record_start(node_id, op_id, &spec);
         if let Some(node) = self.nodes.get_mut(node_id) {
-            node.jobs.insert(spec.job_id.clone());
             node.last_preemptive_stage = Some(now);
         }
         self.stale_trees.insert(self.operations[op_id].tree.clone());

@@ -3,7 +3,7 @@
 //! wins; the other is aborted as `speculative_lost`, and the job counts once.
 
 use super::preemption::JobAge;
-use super::{CoreEvent, SchedulerCore};
+use super::SchedulerCore;
 use ytsched_common::protocol::{JobStartSpec, UnixMillis};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
@@ -62,15 +62,7 @@ impl SchedulerCore {
             let op = self.operations.get_mut(&op_id).expect("listed");
             let spec = op.start_copy(&job_id, node_id, now);
             free -= resources;
-            self.events.push(CoreEvent::JobStarted {
-                id: spec.job_id.clone(),
-                operation: op_id.clone(),
-                node: node_id.clone(),
-            });
-            self.job_owner.insert(spec.job_id.clone(), op_id.clone());
-            if let Some(node) = self.nodes.get_mut(node_id) {
-                node.jobs.insert(spec.job_id.clone());
-            }
+            self.record_start(node_id, &op_id, &spec);
             starts.push(spec);
         }
         starts
