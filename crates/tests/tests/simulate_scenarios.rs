@@ -420,3 +420,179 @@ until: 10
     let ids: Vec<&str> = aborted.iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["t-7", "t-6", "t-5"]);
 }
+
+#[test]
+fn scenario_15_idle_relaxed_pool_accumulates_its_flow() {
+    let (out, _) = simulate_file(&scenario_path("15-integral-accumulation.yaml"));
+    assert_eq!(out["errors"], serde_json::json!([]));
+    for snap in out["snapshots"].as_array().unwrap() {
+        let t = snap["time"].as_f64().unwrap();
+        let p = &snap["pool_trees"]["default"]["pools"]["integral"];
+        let cpu = p["accumulated_resource_volume"]["cpu"].as_f64().unwrap();
+        assert!((cpu - t).abs() <= 0.05 * t, "{cpu} cpu·s after {t} s");
+        close(
+            &p["accumulated_resource_ratio_volume"],
+            t / 24.0,
+            "ratio volume",
+        );
+        assert_eq!(p["integral_guarantee_type"], "relaxed");
+        close(
+            &p["integral_pool_capacity"]["cpu"],
+            86_400.0,
+            "capacity = k × flow",
+        );
+    }
+}
+
+/// Runs an integral scenario on a 1,000-cpu cluster (10 nodes of 100) with a small k.
+fn integral_run(dir: &std::path::Path, name: &str, pools: &str, ops: &str, extra: &str) -> Value {
+    let text = format!(
+        r#"
+cluster: {{node_count: 10, resources: {{cpu: 100, memory: 1000G}}}}
+pool_trees:
+  default:
+    config:
+      integral_guarantees: {{pool_capacity_saturation_period: 20s, smooth_period: 1s}}
+    pools:
+{pools}
+operations:
+{ops}
+{extra}
+"#
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let (out, _) = simulate_file(&path);
+    assert_eq!(out["errors"], serde_json::json!([]), "{name}");
+    out
+}
+
+fn pool_at<'a>(out: &'a Value, t: f64, pool: &str) -> &'a Value {
+    let snap = out["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| (s["time"].as_f64().unwrap() - t).abs() < 1e-9)
+        .unwrap_or_else(|| panic!("no snapshot at {t}"));
+    &snap["pool_trees"]["default"]["pools"][pool]
+}
+
+#[test]
+fn burst_pool_gets_its_burst_while_volume_lasts_then_refills() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = integral_run(
+        dir.path(),
+        "burst.yaml",
+        "      burst: {integral_guarantees: {guarantee_type: burst, resource_flow: {cpu: 100}, burst_guarantee_resources: {cpu: 500}}}\n      busy: {weight: 4}",
+        "  - {id: b, at: 30, spec: {pool: burst, tasks: {t: {job_count: 100, cpu_limit: 10}}}}\n  - {id: x, at: 30, spec: {pool: busy, tasks: {t: {job_count: 100, cpu_limit: 10}}}}",
+        "events:\n  - {at: 50, abort_operation: b}\nsnapshots: [30, 31, 33, 45, 50, 60]\nuntil: 60",
+    );
+    // Idle: the volume fills to capacity k × flow = 20 s × 0.1.
+    close(
+        &pool_at(&out, 30.0, "burst")["accumulated_resource_ratio_volume"],
+        2.0,
+        "full",
+    );
+    close(
+        &pool_at(&out, 30.0, "burst")["estimated_burst_usage_duration_seconds"],
+        5.0,
+        "2.0 / (0.5 − 0.1)",
+    );
+    // With demand: the burst share, paid from the volume at (500 − 100) cpu/s.
+    for t in [31.0, 33.0] {
+        let p = pool_at(&out, t, "burst");
+        close(
+            &p["fair_share_ratio"],
+            0.5,
+            "burst share while volume lasts",
+        );
+        close(
+            &p["detailed_fair_share"]["integral_guarantee"]["cpu"],
+            0.5,
+            "all of it integral",
+        );
+    }
+    let drained = pool_at(&out, 33.0, "burst")["accumulated_resource_volume"]["cpu"]
+        .as_f64()
+        .unwrap();
+    let expected = 2000.0 - 3.0 * 400.0;
+    assert!(
+        (drained - expected).abs() <= 0.05 * 2000.0,
+        "{drained} vs {expected}"
+    );
+    // Volume spent: back to what weights (and the trickle of flow) give, never above 500.
+    let late = pool_at(&out, 45.0, "burst")["fair_share_ratio"]
+        .as_f64()
+        .unwrap();
+    assert!((0.2..0.35).contains(&late), "{late}");
+    for t in [30.0, 31.0, 33.0, 45.0, 50.0, 60.0] {
+        let fs = pool_at(&out, t, "burst")["fair_share_ratio"]
+            .as_f64()
+            .unwrap();
+        assert!(fs <= 0.5 + 1e-9, "{fs} at {t}");
+    }
+    // Idle again: it refills at the flow.
+    let v50 = pool_at(&out, 50.0, "burst")["accumulated_resource_ratio_volume"]
+        .as_f64()
+        .unwrap();
+    let v60 = pool_at(&out, 60.0, "burst")["accumulated_resource_ratio_volume"]
+        .as_f64()
+        .unwrap();
+    assert!((v60 - v50 - 1.0).abs() < 0.1, "{v50} → {v60}");
+}
+
+#[test]
+fn relaxed_pool_is_capped_at_three_flows_and_gets_its_flow_on_average() {
+    let dir = tempfile::tempdir().unwrap();
+    // Over a long window the volume saved up before it (2.0) matters little.
+    let snapshots: Vec<String> = (21..=200).map(|t| t.to_string()).collect();
+    let out = integral_run(
+        dir.path(),
+        "relaxed.yaml",
+        "      relaxed: {integral_guarantees: {guarantee_type: relaxed, resource_flow: {cpu: 100}}}\n      busy: {weight: 9}",
+        "  - {id: r, at: 20, spec: {pool: relaxed, tasks: {t: {job_count: 100, cpu_limit: 10}}}}\n  - {id: x, at: 20, spec: {pool: busy, tasks: {t: {job_count: 100, cpu_limit: 10}}}}",
+        &format!("snapshots: [{}]\nuntil: 200", snapshots.join(", ")),
+    );
+    let mut integral = 0.0;
+    let mut max_fs: f64 = 0.0;
+    for t in 21..=200 {
+        let p = pool_at(&out, t as f64, "relaxed");
+        integral += p["detailed_fair_share"]["integral_guarantee"]["cpu"]
+            .as_f64()
+            .unwrap();
+        max_fs = max_fs.max(p["fair_share_ratio"].as_f64().unwrap());
+    }
+    assert!(max_fs <= 0.3 + 1e-9, "capped at 3 × flow: {max_fs}");
+    assert!(max_fs > 0.29, "it did use its accumulated volume: {max_fs}");
+    let average = integral / 180.0;
+    assert!(
+        (average - 0.1).abs() < 0.02,
+        "average integral share {average}"
+    );
+}
+
+#[test]
+fn integral_volume_pays_only_beyond_the_strong_guarantee() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = integral_run(
+        dir.path(),
+        "strong.yaml",
+        "      burst: {strong_guarantee_resources: {cpu: 200}, integral_guarantees: {guarantee_type: burst, resource_flow: {cpu: 100}, burst_guarantee_resources: {cpu: 500}}}\n      busy: {weight: 4}",
+        "  - {id: b, at: 30, spec: {pool: burst, tasks: {t: {job_count: 100, cpu_limit: 10}}}}\n  - {id: x, at: 30, spec: {pool: busy, tasks: {t: {job_count: 100, cpu_limit: 10}}}}",
+        "snapshots: [30, 32]\nuntil: 32",
+    );
+    let p = pool_at(&out, 32.0, "burst");
+    close(
+        &p["detailed_fair_share"]["strong_guarantee"]["cpu"],
+        0.2,
+        "strong part",
+    );
+    close(
+        &p["detailed_fair_share"]["integral_guarantee"]["cpu"],
+        0.3,
+        "integral part",
+    );
+    let v = p["accumulated_resource_ratio_volume"].as_f64().unwrap();
+    // Two seconds at 0.3 − 0.1 net: 2.0 − 0.4.
+    assert!((v - 1.6).abs() < 0.1, "{v}");
+}

@@ -18,6 +18,7 @@ use ytsched_common::pool_config::{limits_vector, FifoSortParameter, PoolMode, RO
 use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::OperationId;
 
+use super::integral;
 use super::pool_tree::PoolTree;
 
 /// What the engine needs to know about one schedulable (running) operation.
@@ -65,6 +66,8 @@ pub struct Element {
     pub limited_demand_share: ResourceVector,
     /// Effective strong guarantee (explicit and implicit, scaled, capped by limits).
     pub strong_guarantee_share: ResourceVector,
+    /// Integral guarantee given in this update (own, plus descendants' for ancestors).
+    pub integral_share: ResourceVector,
     pub fair_share: DetailedShare,
     /// Position in a FIFO pool's order (operations in FIFO pools only).
     pub fifo_index: Option<usize>,
@@ -115,13 +118,25 @@ pub fn compute(
     total: ResourceVector,
     operations: &[OperationInput],
 ) -> TreeShares {
+    compute_with_volumes(tree, total, operations, &HashMap::new())
+}
+
+/// As `compute`, with the integral volumes (share × seconds) pools have accumulated.
+pub fn compute_with_volumes(
+    tree: &PoolTree,
+    total: ResourceVector,
+    operations: &[OperationInput],
+    volumes: &HashMap<String, f64>,
+) -> TreeShares {
     let mut out = TreeShares {
         total,
         ..Default::default()
     };
-    build_elements(tree, total, operations, &mut out);
+    let integral_pools = integral::integral_pools(tree, &total);
+    build_elements(tree, total, operations, &integral_pools, &mut out);
     aggregate_bottom_up(&mut out);
     assign_guarantees(tree, &mut out);
+    integral::assign(tree, &integral_pools, volumes, &mut out);
     let root_fs = vmin(&out.elements[0].limited_demand_share, &present(&total, ONE));
     out.elements[0].fair_share = DetailedShare {
         total: root_fs,
@@ -140,6 +155,7 @@ fn build_elements(
     tree: &PoolTree,
     total: ResourceVector,
     operations: &[OperationInput],
+    integral_pools: &HashMap<String, integral::IntegralPool>,
     out: &mut TreeShares,
 ) {
     let mut by_parent: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -163,6 +179,7 @@ fn build_elements(
         limits_share: all,
         limited_demand_share: ResourceVector::ZERO,
         strong_guarantee_share: all,
+        integral_share: ResourceVector::ZERO,
         fair_share: DetailedShare::default(),
         fifo_index: None,
         input: usize::MAX,
@@ -174,13 +191,17 @@ fn build_elements(
         for child in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
             let pool = &tree.pools[*child];
             let limits = limits_vector(pool.config.resource_limits.as_ref());
-            let limits_share = present(
+            let mut limits_share = present(
                 &total,
                 vmin(
                     &limits.share_of(&total),
                     &ONE.scale(pool.config.max_share_ratio()),
                 ),
             );
+            // Integral pools never hold more than their burst share / multiplier × flow.
+            if let Some(cap) = integral_pools.get(*child).and_then(|p| p.share_cap()) {
+                limits_share = vmin(&limits_share, &cap);
+            }
             let ci = out.elements.len();
             out.elements.push(Element {
                 kind: ElementKind::Pool {
@@ -195,6 +216,7 @@ fn build_elements(
                 limits_share,
                 limited_demand_share: ResourceVector::ZERO,
                 strong_guarantee_share: ResourceVector::ZERO,
+                integral_share: ResourceVector::ZERO,
                 fair_share: DetailedShare::default(),
                 fifo_index: None,
                 input: usize::MAX,
@@ -227,6 +249,7 @@ fn build_elements(
             limits_share,
             limited_demand_share: vmin(&demand_share, &limits_share),
             strong_guarantee_share: ResourceVector::ZERO,
+            integral_share: ResourceVector::ZERO,
             fair_share: DetailedShare::default(),
             fifo_index: None,
             input,
@@ -379,7 +402,10 @@ fn split_among_children(
     let guarantees: Vec<ResourceVector> = children
         .iter()
         .zip(&caps)
-        .map(|(&c, cap)| vmin(&out.elements[c].strong_guarantee_share, cap))
+        .map(|(&c, cap)| {
+            let e = &out.elements[c];
+            vmin(&(e.strong_guarantee_share + e.integral_share), cap)
+        })
         .collect();
     let g_sum: ResourceVector = guarantees.iter().copied().sum();
     // Guarantees that do not fit the parent's share (its limit beat them) shrink together.
@@ -391,11 +417,7 @@ fn split_among_children(
     if over < 1.0 {
         for (k, &c) in children.iter().enumerate() {
             let g = guarantees[k].scale(over);
-            out.elements[c].fair_share = DetailedShare {
-                total: g,
-                strong_guarantee: g,
-                ..Default::default()
-            };
+            out.elements[c].fair_share = detailed(&out.elements[c], g);
         }
         return;
     }
@@ -469,13 +491,20 @@ fn split_among_children(
     };
     for (k, &c) in children.iter().enumerate() {
         let total = share_at(s, k);
-        let strong = guarantees[k];
-        out.elements[c].fair_share = DetailedShare {
-            total,
-            strong_guarantee: strong,
-            integral_guarantee: ResourceVector::ZERO,
-            weight_proportional: (total - strong).map(|_, v| v.max(0.0)),
-        };
+        out.elements[c].fair_share = detailed(&out.elements[c], total);
+    }
+}
+
+/// Splits a fair share into its strong guarantee part, then the integral part, then the
+/// rest (weights).
+fn detailed(e: &Element, total: ResourceVector) -> DetailedShare {
+    let strong = vmin(&e.strong_guarantee_share, &total);
+    let integral = vmin(&e.integral_share, &(total - strong).map(|_, v| v.max(0.0)));
+    DetailedShare {
+        total,
+        strong_guarantee: strong,
+        integral_guarantee: integral,
+        weight_proportional: (total - strong - integral).map(|_, v| v.max(0.0)),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod config_file;
 mod events;
 pub mod fair_share;
 mod heartbeat;
+pub mod integral;
 mod limits_enforcement;
 mod nodes;
 mod operation;
@@ -63,6 +64,8 @@ pub struct SchedulerCore {
     /// The last fair share update of each tree: what placement and the orchid read.
     shares: BTreeMap<String, fair_share::TreeShares>,
     last_share_update: BTreeMap<String, UnixMillis>,
+    /// Integral volume (share × seconds) of each tree's burst and relaxed pools.
+    integral_volumes: BTreeMap<String, HashMap<String, f64>>,
     /// Scheduling and starvation status of each tree's elements, as of its last update.
     starvation: BTreeMap<String, starvation::TreeStarvation>,
     /// Trees whose operations or configuration changed since their last update: they are
@@ -97,6 +100,7 @@ impl SchedulerCore {
             shares: BTreeMap::new(),
             last_share_update: BTreeMap::new(),
             starvation: BTreeMap::new(),
+            integral_volumes: BTreeMap::new(),
             stale_trees: BTreeSet::new(),
             config_revision: 0,
             next_operation_seq: 0,

@@ -4,11 +4,12 @@
 
 use super::admission::PoolCounts;
 use super::fair_share::{Element, ElementKind, TreeShares};
+use super::integral;
 use super::placement::satisfaction;
 use super::starvation::ElementKey;
 use super::SchedulerCore;
 use serde_json::{json, Map, Value};
-use ytsched_common::pool_config::PoolMode;
+use ytsched_common::pool_config::{IntegralGuaranteeType, PoolMode};
 use ytsched_common::resources::{Resource, ResourceVector};
 
 fn share_vector(v: &ResourceVector) -> Value {
@@ -80,6 +81,7 @@ impl SchedulerCore {
         let empty = TreeShares::default();
         let shares = self.shares.get(tree_name).unwrap_or(&empty);
         let counts = self.pool_counts(tree_name);
+        let integral_pools = integral::integral_pools(tree, &shares.total);
         let mut pools = Map::new();
         let mut operations = Map::new();
         for e in &shares.elements {
@@ -137,6 +139,9 @@ impl SchedulerCore {
                             &e.strong_guarantee_share.map(|r, v| v * shares.total.get(r)),
                         ),
                     );
+                    if let Some(ip) = integral_pools.get(name) {
+                        self.insert_integral(&mut m, tree_name, name, ip, &integral_pools, shares);
+                    }
                     if let Some(p) = pool {
                         if let Some(l) = &p.config.resource_limits {
                             m.insert("resource_limits".into(), json!(l));
@@ -195,6 +200,57 @@ impl SchedulerCore {
             "pools": pools,
             "operations": operations,
         }))
+    }
+
+    /// SPEC 5.7 fields of a pool with `integral_guarantees`.
+    fn insert_integral(
+        &self,
+        m: &mut Map<String, Value>,
+        tree_name: &str,
+        name: &str,
+        ip: &integral::IntegralPool,
+        all: &std::collections::HashMap<String, integral::IntegralPool>,
+        shares: &TreeShares,
+    ) {
+        let Some(tree) = self.cluster.trees.get(tree_name) else {
+            return;
+        };
+        let total = &shares.total;
+        let volume = self.integral_volume(tree_name, name);
+        let k = tree
+            .config
+            .integral_guarantees
+            .pool_capacity_saturation_period
+            .0 as f64
+            / 1000.0;
+        let (flow_total, burst_total) = integral::subtree_totals(tree, all, name);
+        m.insert("integral_guarantee_type".into(), json!(ip.kind));
+        m.insert("specified_resource_flow_ratio".into(), json!(ip.flow_ratio));
+        m.insert("specified_burst_ratio".into(), json!(ip.burst_ratio));
+        m.insert("total_resource_flow_ratio".into(), json!(flow_total));
+        m.insert("total_burst_ratio".into(), json!(burst_total));
+        m.insert("accumulated_resource_ratio_volume".into(), json!(volume));
+        m.insert(
+            "accumulated_resource_volume".into(),
+            resource_vector(&total.scale(volume)),
+        );
+        m.insert(
+            "integral_pool_capacity".into(),
+            resource_vector(&total.scale(k * ip.flow_ratio)),
+        );
+        if ip.kind == IntegralGuaranteeType::Burst {
+            // How long the volume lasts at the burst share, with the flow still coming in.
+            let drain = ip.burst_ratio - ip.flow_ratio;
+            let seconds = if drain > 1e-12 {
+                volume / drain
+            } else {
+                f64::MAX
+            };
+            m.insert(
+                "estimated_burst_usage_duration_seconds".into(),
+                json!(finite(seconds)),
+            );
+        }
     }
 
     fn insert_statuses(&self, m: &mut Map<String, Value>, tree: &str, key: ElementKey) {

@@ -3,6 +3,7 @@
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
 use super::fair_share::{self, OperationInput};
+use super::integral;
 use super::SchedulerCore;
 use ytsched_common::protocol::{Registration, UnixMillis};
 use ytsched_common::resources::ResourceVector;
@@ -63,11 +64,45 @@ impl SchedulerCore {
                 pending_job_count: o.waiting_job_count(),
             })
             .collect();
-        let shares = fair_share::compute(tree, total, &inputs);
+        // Since the previous update, volumes accrued at the flow and paid for the integral
+        // share given then (used or not); never below zero or above k × flow. The new
+        // shares are computed from the updated volumes.
+        let dt = self
+            .last_share_update
+            .get(tree_name)
+            .map_or(0.0, |&last| now.saturating_sub(last) as f64 / 1000.0);
+        let k = tree
+            .config
+            .integral_guarantees
+            .pool_capacity_saturation_period
+            .0 as f64
+            / 1000.0;
+        let pools = integral::integral_pools(tree, &total);
+        let previous = self.shares.get(tree_name);
+        let volumes = self
+            .integral_volumes
+            .entry(tree_name.to_string())
+            .or_default();
+        volumes.retain(|name, _| pools.get(name).is_some_and(integral::accrues));
+        for (name, p) in pools.iter().filter(|(_, p)| integral::accrues(p)) {
+            let given = previous.map_or(0.0, |s| integral::given_ratio(s, name));
+            let v = volumes.entry(name.clone()).or_insert(0.0);
+            *v = (*v + (p.flow_ratio - given) * dt).clamp(0.0, k * p.flow_ratio);
+        }
+        let shares = fair_share::compute_with_volumes(tree, total, &inputs, volumes);
         self.shares.insert(tree_name.to_string(), shares);
         self.last_share_update.insert(tree_name.to_string(), now);
         self.stale_trees.remove(tree_name);
         self.update_starvation(tree_name, now);
+    }
+
+    /// A pool's accumulated integral volume (share × seconds).
+    pub fn integral_volume(&self, tree: &str, pool: &str) -> f64 {
+        self.integral_volumes
+            .get(tree)
+            .and_then(|v| v.get(pool))
+            .copied()
+            .unwrap_or(0.0)
     }
 
     /// The tree a node is registered in, if any.
