@@ -596,3 +596,30 @@ fn integral_volume_pays_only_beyond_the_strong_guarantee() {
     // Two seconds at 0.3 − 0.1 net: 2.0 − 0.4.
     assert!((v - 1.6).abs() < 0.1, "{v}");
 }
+
+#[test]
+fn seed_production_and_research_share_2000_cpus_over_a_day() {
+    let (out, _) = simulate_file(&scenario_path("integral-production-research.yaml"));
+    assert_eq!(out["errors"], serde_json::json!([]));
+    // Day two (200 s .. 400 s): production works in its second half.
+    let mut research = vec![];
+    for snap in out["snapshots"].as_array().unwrap() {
+        let t = snap["time"].as_f64().unwrap();
+        if t >= 400.0 {
+            continue;
+        }
+        let pools = &snap["pool_trees"]["default"]["pools"];
+        let prod = pools["production"]["fair_share_ratio"].as_f64().unwrap();
+        let res = pools["research"]["fair_share_ratio"].as_f64().unwrap();
+        assert!(prod + res <= 1.0 + 1e-9);
+        if t >= 300.0 {
+            assert!(prod >= 0.99, "production's 2,000-cpu burst at {t}: {prod}");
+        }
+        research.push(res);
+    }
+    let average = research.iter().sum::<f64>() / research.len() as f64;
+    assert!(
+        (average - 0.5).abs() < 0.03,
+        "research averages 1,000 cpus: {average}"
+    );
+}
