@@ -243,3 +243,68 @@ pool_trees:
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("pool 'a'") && err.contains("weight"), "{err}");
 }
+
+#[test]
+fn scenario_15_integral_volume_accumulates_on_a_real_lab() {
+    let lab = Lab::start(vec![seed_cluster_node()]).unwrap();
+    for (name, parent, attrs) in [
+        (
+            "example",
+            None,
+            "{integral_guarantees={resource_flow={cpu=1}}}",
+        ),
+        (
+            "integral",
+            Some("example"),
+            "{integral_guarantees={guarantee_type=relaxed;resource_flow={cpu=1}}}",
+        ),
+    ] {
+        let mut args = vec![
+            "create",
+            "scheduler_pool",
+            "--name",
+            name,
+            "--pool-tree",
+            "default",
+        ];
+        if let Some(p) = parent {
+            args.extend(["--parent-name", p]);
+        }
+        args.extend(["--attributes", attrs]);
+        let out = lab.ytsched(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let path = "//sys/scheduler/orchid/scheduler/pool_trees/default/pools/integral";
+    let sample = || -> (std::time::Instant, f64, f64) {
+        let p: Value = lab.json(&["get", path]).unwrap();
+        (
+            std::time::Instant::now(),
+            p["accumulated_resource_volume"]["cpu"].as_f64().unwrap(),
+            p["accumulated_resource_ratio_volume"].as_f64().unwrap(),
+        )
+    };
+    wait_until(Duration::from_secs(10), || {
+        let p: Value = lab.json(&["get", path]).ok()?;
+        p.get("accumulated_resource_volume").map(|_| ())
+    })
+    .unwrap();
+    let (t0, cpu0, ratio0) = sample();
+    std::thread::sleep(Duration::from_secs(5));
+    let (t1, cpu1, ratio1) = sample();
+    let seconds = (t1 - t0).as_secs_f64();
+    let rate = (cpu1 - cpu0) / seconds;
+    // The orchid is as of the last update (every 200 ms): allow that much of slack.
+    assert!(
+        (rate - 1.0).abs() <= 0.05 + 0.2 / seconds,
+        "{rate} cpu·s per second"
+    );
+    let ratio_rate = (ratio1 - ratio0) / seconds;
+    assert!(
+        (ratio_rate * 24.0 - 1.0).abs() <= 0.05 + 0.2 / seconds,
+        "{ratio_rate}"
+    );
+}
