@@ -623,3 +623,36 @@ fn seed_production_and_research_share_2000_cpus_over_a_day() {
         "research averages 1,000 cpus: {average}"
     );
 }
+
+#[test]
+fn strong_plus_burst_above_the_cluster_are_scaled_together_with_an_alert() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = integral_run(
+        dir.path(),
+        "overcommit.yaml",
+        "      strong: {strong_guarantee_resources: {cpu: 600}}\n      burst: {integral_guarantees: {guarantee_type: burst, resource_flow: {cpu: 100}, burst_guarantee_resources: {cpu: 800}}}",
+        "  - {id: s, spec: {pool: strong, tasks: {t: {job_count: 100, cpu_limit: 10}}}}\n  - {id: b, at: 30, spec: {pool: burst, tasks: {t: {job_count: 100, cpu_limit: 10}}}}",
+        "snapshots: [31]\nuntil: 31",
+    );
+    let tree = &out["snapshots"][0]["pool_trees"]["default"];
+    let alerts = serde_json::to_string(&tree["alerts"]).unwrap();
+    assert!(
+        alerts.contains("strong and burst guarantees exceed the cluster"),
+        "{alerts}"
+    );
+    close(
+        &tree["pools"]["burst"]["fair_share_ratio"],
+        0.8 / 1.4,
+        "burst scaled",
+    );
+    close(
+        &tree["pools"]["strong"]["fair_share_ratio"],
+        0.6 / 1.4,
+        "strong scaled",
+    );
+    close(
+        &tree["pools"]["strong"]["effective_strong_guarantee_resources"]["cpu"],
+        600.0 / 1.4,
+        "effective guarantee shows the scaling",
+    );
+}

@@ -94,6 +94,8 @@ pub struct TreeShares {
     pub total: ResourceVector,
     /// Human-readable problems with the configuration (guarantee overcommit...).
     pub alerts: Vec<String>,
+    /// Common factor that strong and burst guarantees were scaled by to fit (1 = none).
+    pub burst_factor: f64,
 }
 
 const ONE: ResourceVector = ResourceVector {
@@ -135,7 +137,13 @@ pub fn compute_with_volumes(
     let integral_pools = integral::integral_pools(tree, &total);
     build_elements(tree, total, operations, &integral_pools, &mut out);
     aggregate_bottom_up(&mut out);
-    assign_guarantees(tree, &mut out);
+    out.burst_factor = 1.0;
+    let burst_sum: ResourceVector = integral_pools
+        .values()
+        .filter(|p| p.kind == ytsched_common::pool_config::IntegralGuaranteeType::Burst)
+        .map(|p| p.burst_share)
+        .sum();
+    assign_guarantees(tree, burst_sum, &mut out);
     integral::assign(tree, &integral_pools, volumes, &mut out);
     let root_fs = vmin(&out.elements[0].limited_demand_share, &present(&total, ONE));
     out.elements[0].fair_share = DetailedShare {
@@ -284,7 +292,7 @@ fn aggregate_bottom_up(out: &mut TreeShares) {
 }
 
 /// Strong guarantee shares, top-down (SPEC 5.1 "Strong guarantee share").
-fn assign_guarantees(tree: &PoolTree, out: &mut TreeShares) {
+fn assign_guarantees(tree: &PoolTree, burst_sum: ResourceVector, out: &mut TreeShares) {
     let total = out.total;
     for p in 0..out.elements.len() {
         let pool_children: Vec<usize> = out.elements[p]
@@ -315,21 +323,25 @@ fn assign_guarantees(tree: &PoolTree, out: &mut TreeShares) {
         if p == 0 {
             // The root's children are never rejected against the cluster size: scale
             // them all by one factor so they fit, and say so.
+            // Burst guarantees count here too (SPEC 5.7): strong plus burst above the
+            // cluster are scaled together.
+            let claimed = explicit_sum + burst_sum;
             let factor = Resource::ALL
                 .iter()
-                .filter(|&&r| explicit_sum.get(r) > 1.0 + 1e-9)
-                .map(|&r| 1.0 / explicit_sum.get(r))
+                .filter(|&&r| claimed.get(r) > 1.0 + 1e-9)
+                .map(|&r| 1.0 / claimed.get(r))
                 .fold(1.0f64, f64::min);
             if factor < 1.0 {
                 let over: Vec<String> = Resource::ALL
                     .iter()
-                    .filter(|&&r| explicit_sum.get(r) > 1.0 + 1e-9)
-                    .map(|&r| format!("{r} {:.0}%", explicit_sum.get(r) * 100.0))
+                    .filter(|&&r| claimed.get(r) > 1.0 + 1e-9)
+                    .map(|&r| format!("{r} {:.0}%", claimed.get(r) * 100.0))
                     .collect();
                 out.alerts.push(format!(
-                    "strong guarantees of the root's children exceed the cluster ({}); all of them are scaled by {factor:.4}",
+                    "strong and burst guarantees exceed the cluster ({}); all of them are scaled by {factor:.4}",
                     over.join(", ")
                 ));
+                out.burst_factor = factor;
                 for e in &mut explicit {
                     e.0 = e.0.scale(factor);
                 }

@@ -116,7 +116,7 @@ pub fn assign(
             };
             let e = &out.elements[i];
             let target_ratio = match kind {
-                IntegralGuaranteeType::Burst => p.burst_ratio,
+                IntegralGuaranteeType::Burst => p.burst_ratio * out.burst_factor,
                 _ => p.multiplier * p.flow_ratio,
             };
             let dom = e.demand_share.dominant().1;
