@@ -14,6 +14,9 @@ use ytsched_common::protocol::{unix_now, HeartbeatReply, HeartbeatRequest, PROTO
 use ytsched_common::subjects::Subjects;
 use ytsched_common::OperationId;
 
+/// How often integral volumes go to the store.
+const VOLUME_SAVE_PERIOD: Duration = Duration::from_secs(5);
+
 pub struct ServiceConfig {
     /// Comma-separated NATS server URLs (a NATS cluster is several).
     pub nats_urls: String,
@@ -126,9 +129,22 @@ impl Driver {
     async fn tick(self, period: Duration) {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_volume_save = std::time::Instant::now();
         loop {
             interval.tick().await;
-            self.with_core(|core| core.tick(unix_now())).await;
+            let save = last_volume_save.elapsed() >= VOLUME_SAVE_PERIOD;
+            let volumes = self
+                .with_core(|core| {
+                    core.tick(unix_now());
+                    save.then(|| core.integral_volumes().clone())
+                })
+                .await;
+            if let Some(v) = volumes {
+                last_volume_save = std::time::Instant::now();
+                if let Err(e) = self.store.lock().expect("store lock").save_volumes(&v) {
+                    warn!(error = %e, "cannot save integral volumes");
+                }
+            }
         }
     }
 }
@@ -159,6 +175,7 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
             store.save(core.cluster_config())?;
         }
     }
+    core.set_integral_volumes(store.load_volumes()?);
     let driver = Driver {
         client,
         subjects,

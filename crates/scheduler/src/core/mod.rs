@@ -33,6 +33,9 @@ use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::{JobId, NodeId, OperationId};
 
+/// Integral volumes (share × seconds) by tree, then pool: state the store keeps.
+pub type IntegralVolumes = BTreeMap<String, HashMap<String, f64>>;
+
 #[derive(Clone, Debug)]
 pub struct CoreConfig {
     /// Period the scheduler asks nodes to heartbeat at.
@@ -65,7 +68,7 @@ pub struct SchedulerCore {
     shares: BTreeMap<String, fair_share::TreeShares>,
     last_share_update: BTreeMap<String, UnixMillis>,
     /// Integral volume (share × seconds) of each tree's burst and relaxed pools.
-    integral_volumes: BTreeMap<String, HashMap<String, f64>>,
+    integral_volumes: IntegralVolumes,
     /// Scheduling and starvation status of each tree's elements, as of its last update.
     starvation: BTreeMap<String, starvation::TreeStarvation>,
     /// Trees whose operations or configuration changed since their last update: they are
@@ -123,6 +126,15 @@ impl SchedulerCore {
 
     pub fn cluster_config(&self) -> &ClusterConfig {
         &self.cluster
+    }
+
+    pub fn integral_volumes(&self) -> &IntegralVolumes {
+        &self.integral_volumes
+    }
+
+    /// Restores saved volumes (at start, before any update).
+    pub fn set_integral_volumes(&mut self, volumes: IntegralVolumes) {
+        self.integral_volumes = volumes;
     }
 
     pub fn config_revision(&self) -> u64 {

@@ -592,3 +592,29 @@ fn a_slow_job_gets_one_speculative_copy_elsewhere_and_counts_once() {
     let lost = jobs.iter().find(|j| j.id == original[0].job_id).unwrap();
     assert_eq!(lost.abort_reason, Some(AbortReason::SpeculativeLost));
 }
+
+#[test]
+fn integral_volume_carries_over_to_a_new_core() {
+    let relaxed =
+        json!({"integral_guarantees": {"guarantee_type": "relaxed", "resource_flow": {"cpu": 1}}});
+    let mut a = SchedulerCore::new(CoreConfig::default());
+    a.create_pool("default", "r", None, relaxed).unwrap();
+    for t in (0..=10_000).step_by(1_000) {
+        a.process_heartbeat(heartbeat("n1", 10.0, &[], vec![]), t);
+        a.tick(t);
+    }
+    let saved = a.integral_volumes().clone();
+    assert!(
+        (a.integral_volume("default", "r") - 1.0).abs() < 1e-6,
+        "10 s at 0.1"
+    );
+    // What the store kept goes into the next scheduler, which goes on from there.
+    let mut b = SchedulerCore::new(CoreConfig::default());
+    b.set_cluster_config(a.cluster_config().clone()).unwrap();
+    b.set_integral_volumes(saved);
+    for t in (20_000..=25_000).step_by(1_000) {
+        b.process_heartbeat(heartbeat("n1", 10.0, &[], vec![]), t);
+        b.tick(t);
+    }
+    assert!((b.integral_volume("default", "r") - 1.5).abs() < 1e-6);
+}
