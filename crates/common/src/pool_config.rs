@@ -390,6 +390,13 @@ pub struct TreeIntegralGuarantees {
     pub relaxed_share_multiplier_limit: f64,
 }
 
+impl TreeIntegralGuarantees {
+    /// k of SPEC 5.7 in seconds: capacity = k × flow ratio.
+    pub fn capacity_seconds(&self) -> f64 {
+        self.pool_capacity_saturation_period.0 as f64 / 1000.0
+    }
+}
+
 impl Default for TreeIntegralGuarantees {
     fn default() -> Self {
         Self {

@@ -18,6 +18,28 @@ fn operations_orchid(lab: &Lab) -> Value {
     .unwrap_or(Value::Null)
 }
 
+/// `ytsched create scheduler_pool` in the default tree, which must succeed.
+fn create_pool(lab: &Lab, name: &str, parent: Option<&str>, attributes: &str) {
+    let mut args = vec![
+        "create",
+        "scheduler_pool",
+        "--name",
+        name,
+        "--pool-tree",
+        "default",
+    ];
+    if let Some(p) = parent {
+        args.extend(["--parent-name", p]);
+    }
+    args.extend(["--attributes", attributes]);
+    let out = lab.ytsched(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn submit(lab: &Lab, pool: Option<&str>, weight: f64, jobs: u32, command: &str) -> String {
     let mut spec = serde_json::json!({
         "weight": weight,
@@ -121,24 +143,7 @@ fn scenario_06_07_guarantees_on_a_real_lab() {
         ("bi", Some("analytics"), "{}"),
     ];
     for (name, parent, attrs) in pools {
-        let mut args = vec![
-            "create",
-            "scheduler_pool",
-            "--name",
-            name,
-            "--pool-tree",
-            "default",
-        ];
-        if let Some(p) = parent {
-            args.extend(["--parent-name", p]);
-        }
-        args.extend(["--attributes", attrs]);
-        let out = lab.ytsched(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        create_pool(&lab, name, parent, attrs);
     }
     // An overcommitting guarantee is refused and changes nothing.
     let out = lab.ytsched(&[
@@ -247,37 +252,18 @@ pool_trees:
 #[test]
 fn scenario_15_integral_volume_accumulates_on_a_real_lab() {
     let lab = Lab::start(vec![seed_cluster_node()]).unwrap();
-    for (name, parent, attrs) in [
-        (
-            "example",
-            None,
-            "{integral_guarantees={resource_flow={cpu=1}}}",
-        ),
-        (
-            "integral",
-            Some("example"),
-            "{integral_guarantees={guarantee_type=relaxed;resource_flow={cpu=1}}}",
-        ),
-    ] {
-        let mut args = vec![
-            "create",
-            "scheduler_pool",
-            "--name",
-            name,
-            "--pool-tree",
-            "default",
-        ];
-        if let Some(p) = parent {
-            args.extend(["--parent-name", p]);
-        }
-        args.extend(["--attributes", attrs]);
-        let out = lab.ytsched(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    create_pool(
+        &lab,
+        "example",
+        None,
+        "{integral_guarantees={resource_flow={cpu=1}}}",
+    );
+    create_pool(
+        &lab,
+        "integral",
+        Some("example"),
+        "{integral_guarantees={guarantee_type=relaxed;resource_flow={cpu=1}}}",
+    );
     let path = "//sys/scheduler/orchid/scheduler/pool_trees/default/pools/integral";
     let sample = || -> (std::time::Instant, f64, f64) {
         let p: Value = lab.json(&["get", path]).unwrap();

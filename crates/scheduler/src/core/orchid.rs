@@ -217,12 +217,7 @@ impl SchedulerCore {
         };
         let total = &shares.total;
         let volume = self.integral_volume(tree_name, name);
-        let k = tree
-            .config
-            .integral_guarantees
-            .pool_capacity_saturation_period
-            .0 as f64
-            / 1000.0;
+        let k = tree.config.integral_guarantees.capacity_seconds();
         let (flow_total, burst_total) = integral::subtree_totals(tree, all, name);
         m.insert("integral_guarantee_type".into(), json!(ip.kind));
         m.insert("specified_resource_flow_ratio".into(), json!(ip.flow_ratio));

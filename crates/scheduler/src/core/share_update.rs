@@ -71,12 +71,7 @@ impl SchedulerCore {
             .last_share_update
             .get(tree_name)
             .map_or(0.0, |&last| now.saturating_sub(last) as f64 / 1000.0);
-        let k = tree
-            .config
-            .integral_guarantees
-            .pool_capacity_saturation_period
-            .0 as f64
-            / 1000.0;
+        let k = tree.config.integral_guarantees.capacity_seconds();
         let pools = integral::integral_pools(tree, &total);
         let previous = self.shares.get(tree_name);
         let volumes = self
