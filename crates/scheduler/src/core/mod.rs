@@ -67,6 +67,8 @@ pub struct SchedulerCore {
     /// The last fair share update of each tree: what placement and the orchid read.
     shares: BTreeMap<String, fair_share::TreeShares>,
     last_share_update: BTreeMap<String, UnixMillis>,
+    /// Operations that were starving at each tree's last update.
+    starving_operations: BTreeMap<String, Vec<OperationId>>,
     /// Integral volume (share × seconds) of each tree's burst and relaxed pools.
     integral_volumes: IntegralVolumes,
     /// Scheduling and starvation status of each tree's elements, as of its last update.
@@ -104,6 +106,7 @@ impl SchedulerCore {
             last_share_update: BTreeMap::new(),
             starvation: BTreeMap::new(),
             integral_volumes: BTreeMap::new(),
+            starving_operations: BTreeMap::new(),
             stale_trees: BTreeSet::new(),
             config_revision: 0,
             next_operation_seq: 0,

@@ -117,7 +117,7 @@ impl SchedulerCore {
 
     /// Current absolute usage of every element of the last update, and whether any job
     /// waits below it (subtrees without waiting jobs are not walked).
-    fn live_usage(&self, shares: &TreeShares) -> (Vec<ResourceVector>, Vec<bool>) {
+    pub(super) fn live_usage(&self, shares: &TreeShares) -> (Vec<ResourceVector>, Vec<bool>) {
         let n = shares.elements.len();
         let mut usage = vec![ResourceVector::ZERO; n];
         let mut waiting = vec![false; n];
@@ -138,6 +138,51 @@ impl SchedulerCore {
         (usage, waiting)
     }
 
+    /// `room` narrowed by what element `idx` may still take: its limits share of the tree
+    /// less its live usage, and for an operation its own absolute limits exactly.
+    fn element_room(
+        &self,
+        shares: &TreeShares,
+        usage: &[ResourceVector],
+        idx: usize,
+        room: ResourceVector,
+    ) -> ResourceVector {
+        let e = &shares.elements[idx];
+        let mut room = room.map(|r, v| {
+            let s = e.limits_share.get(r);
+            let limit = if s >= 1.0 - EPSILON {
+                f64::INFINITY
+            } else {
+                s * shares.total.get(r)
+            };
+            v.min(limit - usage[idx].get(r))
+        });
+        if let ElementKind::Operation { id } = &e.kind {
+            if let Some(op) = self.operations.get(id) {
+                room = room.map(|r, v| v.min(op.resource_limits.get(r) - op.usage.get(r)));
+            }
+        }
+        room
+    }
+
+    /// What element `idx` may still take given its limits and those of every pool above
+    /// it: the same narrowing placement applies on its way down.
+    pub(super) fn room_along_path(
+        &self,
+        shares: &TreeShares,
+        usage: &[ResourceVector],
+        idx: usize,
+    ) -> ResourceVector {
+        let inf = f64::INFINITY;
+        let mut room = ResourceVector::new(inf, inf, inf, inf);
+        let mut cur = Some(idx);
+        while let Some(i) = cur {
+            room = self.element_room(shares, usage, i, room);
+            cur = shares.elements[i].parent;
+        }
+        room
+    }
+
     /// The least satisfied operation under `idx` with a job that fits `room` (free
     /// resources, narrowed by each element's limits on the way down).
     fn pick(
@@ -152,23 +197,13 @@ impl SchedulerCore {
             return None;
         }
         let e = &shares.elements[idx];
-        let limit = e.limits_share.map(|r, s| {
-            let t = shares.total.get(r);
-            if s >= 1.0 - EPSILON {
-                f64::INFINITY
-            } else {
-                s * t
-            }
-        });
-        let room = room.map(|r, v| v.min(limit.get(r) - usage[idx].get(r)));
+        let room = self.element_room(shares, usage, idx, room);
         match &e.kind {
             ElementKind::Operation { id } => {
                 let op = self.operations.get(id)?;
                 if op.state != OperationState::Running {
                     return None;
                 }
-                // The operation's own limits are absolute; check them exactly too.
-                let room = room.map(|r, v| v.min(op.resource_limits.get(r) - op.usage.get(r)));
                 let task = op.next_fitting_task(&room)?;
                 Some((idx, id.clone(), task))
             }

@@ -7,7 +7,7 @@
 //! threshold` × fair share aggressively preemptible, beyond that preemptible. So the
 //! newest jobs beyond fair share go first.
 
-use super::fair_share::{ElementKind, TreeShares};
+use super::fair_share::TreeShares;
 use super::starvation::{ElementKey, StarvationStatus};
 use super::{CoreEvent, SchedulerCore};
 use serde::Serialize;
@@ -178,15 +178,15 @@ impl SchedulerCore {
         }
         // Everything on this node that someone else could take, by class.
         let mut candidates: Vec<(Candidate, Preemptibility)> = vec![];
-        let mut by_op: HashMap<OperationId, Vec<(JobId, Preemptibility)>> = HashMap::new();
+        let mut by_op: HashMap<OperationId, HashMap<JobId, Preemptibility>> = HashMap::new();
         for job_id in &node.jobs {
             let Some(op_id) = self.job_owner.get(job_id) else {
                 continue;
             };
             let classes = by_op
                 .entry(op_id.clone())
-                .or_insert_with(|| self.job_classes(op_id));
-            let Some(class) = classes.iter().find(|(j, _)| j == job_id).map(|(_, c)| *c) else {
+                .or_insert_with(|| self.job_classes(op_id).into_iter().collect());
+            let Some(&class) = classes.get(job_id) else {
                 continue;
             };
             let owner = &self.operations[op_id];
@@ -203,10 +203,14 @@ impl SchedulerCore {
         }
         // Latest started first.
         candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
+        let (usage, _) = self.live_usage(shares);
         for (op_id, status) in starving {
             let op = &self.operations[&op_id];
             let aggressive = status == StarvationStatus::AggressivelyStarving;
-            let room = self.limits_room(&op_id, shares);
+            let Some(&idx) = shares.operation_index.get(&op_id) else {
+                continue;
+            };
+            let room = self.room_along_path(shares, &usage, idx);
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;
             };
@@ -274,12 +278,13 @@ impl SchedulerCore {
         tree: &str,
         shares: &TreeShares,
     ) -> Vec<(OperationId, StarvationStatus)> {
+        let Some(ids) = self.starving_operations.get(tree) else {
+            return vec![];
+        };
         let mut out: Vec<(StarvationStatus, f64, u64, OperationId)> = vec![];
-        for e in &shares.elements {
-            let ElementKind::Operation { id } = &e.kind else {
-                continue;
-            };
-            let Some(op) = self.operations.get(id) else {
+        for id in ids {
+            let (Some(op), Some(&i)) = (self.operations.get(id), shares.operation_index.get(id))
+            else {
                 continue;
             };
             if op.state != OperationState::Running || op.waiting_job_count() == 0 {
@@ -288,9 +293,7 @@ impl SchedulerCore {
             let Some(s) = self.starvation_of(tree, &ElementKey::Operation(id.clone())) else {
                 continue;
             };
-            if s.starvation == StarvationStatus::NonStarving {
-                continue;
-            }
+            let e = &shares.elements[i];
             let sat = super::placement::satisfaction(
                 &op.usage.share_of(&shares.total),
                 &e.fair_share.total,
@@ -300,53 +303,6 @@ impl SchedulerCore {
         }
         out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
         out.into_iter().map(|(s, _, _, id)| (id, s)).collect()
-    }
-
-    /// What the operation and every pool above it may still take (absolute).
-    fn limits_room(&self, op_id: &OperationId, shares: &TreeShares) -> ResourceVector {
-        let op = &self.operations[op_id];
-        let mut room = op.resource_limits - op.usage;
-        let Some(&mut_idx) = shares.operation_index.get(op_id) else {
-            return room;
-        };
-        let mut idx = shares.elements[mut_idx].parent;
-        while let Some(i) = idx {
-            let e = &shares.elements[i];
-            if let ElementKind::Pool { name, .. } = &e.kind {
-                if name != ROOT_POOL {
-                    let limit = self.pool_limit(&op.tree, name, &shares.total);
-                    let usage = self.pool_usage(&op.tree, name);
-                    room = room.map(|r, v| v.min(limit.get(r) - usage.get(r)));
-                }
-            }
-            idx = e.parent;
-        }
-        room
-    }
-
-    fn pool_limit(&self, tree: &str, pool: &str, total: &ResourceVector) -> ResourceVector {
-        let Some(p) = self.cluster.trees.get(tree).and_then(|t| t.pools.get(pool)) else {
-            return limits_vector(None);
-        };
-        let ratio = p.config.max_share_ratio();
-        let mut limit = limits_vector(p.config.resource_limits.as_ref());
-        if ratio < 1.0 {
-            limit = limit.map(|r, v| v.min(ratio * total.get(r)));
-        }
-        limit
-    }
-
-    /// Live usage of a pool: its operations and those of its descendants.
-    pub(super) fn pool_usage(&self, tree: &str, pool: &str) -> ResourceVector {
-        let Some(t) = self.cluster.trees.get(tree) else {
-            return ResourceVector::ZERO;
-        };
-        self.operations
-            .values()
-            .filter(|o| o.tree == tree && o.state == OperationState::Running)
-            .filter(|o| t.ancestry(&o.pool).contains(&pool))
-            .map(|o| o.usage)
-            .sum()
     }
 
     fn preempt_and_start(

@@ -7,7 +7,7 @@ use super::fair_share::{Element, ElementKind, TreeShares};
 use super::pool_tree::PoolTree;
 use super::SchedulerCore;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, EPSILON};
@@ -169,7 +169,7 @@ fn advance(
 pub fn update(
     tree: &PoolTree,
     shares: &TreeShares,
-    operation_overrides: &BTreeMap<OperationId, (Option<u64>, Option<f64>)>,
+    operation_overrides: impl Fn(&OperationId) -> (Option<u64>, Option<f64>),
     previous: &TreeStarvation,
     now: UnixMillis,
 ) -> TreeStarvation {
@@ -189,7 +189,7 @@ pub fn update(
                     continue;
                 };
                 // An operation may only be more conservative than its pool.
-                let (timeout, tolerance) = operation_overrides.get(id).copied().unwrap_or_default();
+                let (timeout, tolerance) = operation_overrides(id);
                 let timeout_ms = timeout.map_or(parent.timeout_ms, |t| t.max(parent.timeout_ms));
                 let s = StarvationSettings {
                     timeout_ms,
@@ -220,23 +220,28 @@ impl SchedulerCore {
         ) else {
             return;
         };
-        let overrides: BTreeMap<OperationId, (Option<u64>, Option<f64>)> = self
-            .operations
-            .values()
-            .filter(|o| o.tree == tree_name)
-            .map(|o| {
+        let overrides = |id: &OperationId| {
+            self.operations.get(id).map_or((None, None), |o| {
                 (
-                    o.id.clone(),
-                    (
-                        o.spec.fair_share_starvation_timeout.map(|d| d.0),
-                        o.spec.fair_share_starvation_tolerance,
-                    ),
+                    o.spec.fair_share_starvation_timeout.map(|d| d.0),
+                    o.spec.fair_share_starvation_tolerance,
                 )
             })
-            .collect();
+        };
         let empty = TreeStarvation::new();
         let previous = self.starvation.get(tree_name).unwrap_or(&empty);
-        let next = update(tree, shares, &overrides, previous, now);
+        let next = update(tree, shares, overrides, previous, now);
+        // Preemption looks only at these, not at every element on every heartbeat.
+        let starving: Vec<OperationId> = next
+            .iter()
+            .filter(|(_, s)| s.starvation != StarvationStatus::NonStarving)
+            .filter_map(|(k, _)| match k {
+                ElementKey::Operation(id) => Some(id.clone()),
+                ElementKey::Pool(_) => None,
+            })
+            .collect();
+        self.starving_operations
+            .insert(tree_name.to_string(), starving);
         self.starvation.insert(tree_name.to_string(), next);
     }
 
