@@ -51,13 +51,22 @@ impl Driver {
             let mut core = self.core.lock().expect("core lock");
             let revision = core.config_revision();
             let result = f(&mut core);
-            if core.config_revision() != revision {
-                let mut store = self.store.lock().expect("store lock");
-                if let Err(e) = store.save(core.cluster_config()) {
+            // The store is taken before the core is let go, so saves keep the order of
+            // changes, but the (possibly slow) save itself runs outside the core lock.
+            let save = (core.config_revision() != revision).then(|| {
+                (
+                    core.cluster_config().clone(),
+                    self.store.lock().expect("store lock"),
+                )
+            });
+            let out = (result, core.take_nudges(), core.take_events());
+            drop(core);
+            if let Some((config, mut store)) = save {
+                if let Err(e) = store.save(&config) {
                     warn!(error = %e, "cannot save the pool tree configuration");
                 }
             }
-            (result, core.take_nudges(), core.take_events())
+            out
         };
         log_events(&events);
         for node in nudges {

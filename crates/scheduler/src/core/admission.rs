@@ -151,6 +151,13 @@ impl SchedulerCore {
             self.events
                 .push(CoreEvent::OperationPending { id: id.clone() });
         }
+        if op
+            .tasks
+            .iter()
+            .any(|t| t.spec.job_speculation_timeout.is_some())
+        {
+            self.speculating.insert(id.clone());
+        }
         self.operations.insert(id.clone(), op);
         self.stale_trees.insert(tree_name);
         self.fail_unplaceable(now);
@@ -296,6 +303,7 @@ impl SchedulerCore {
             }
         }
         op.finish(state, error.clone(), now);
+        self.speculating.remove(id);
         let (tree, pool) = (op.tree.clone(), op.pool.clone());
         self.events.push(CoreEvent::OperationFinished {
             id: id.clone(),

@@ -84,8 +84,21 @@ impl Element {
     }
 }
 
+impl TreeShares {
+    /// `idx` and its ancestors up to the root, nearest first.
+    pub fn path(&self, idx: usize) -> Vec<usize> {
+        let mut out = vec![];
+        let mut cur = Some(idx);
+        while let Some(i) = cur {
+            out.push(i);
+            cur = self.elements[i].parent;
+        }
+        out
+    }
+}
+
 /// The result of one update of one tree.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct TreeShares {
     /// Element 0 is `<Root>`; parents come before their children.
     pub elements: Vec<Element>,
@@ -96,6 +109,22 @@ pub struct TreeShares {
     pub alerts: Vec<String>,
     /// Common factor that strong and burst guarantees were scaled by to fit (1 = none).
     pub burst_factor: f64,
+    /// Integral settings of the tree's pools as shares of `total`.
+    pub integral_pools: HashMap<String, integral::IntegralPool>,
+}
+
+impl Default for TreeShares {
+    fn default() -> Self {
+        Self {
+            elements: vec![],
+            pool_index: HashMap::new(),
+            operation_index: HashMap::new(),
+            total: ResourceVector::ZERO,
+            alerts: vec![],
+            burst_factor: 1.0,
+            integral_pools: HashMap::new(),
+        }
+    }
 }
 
 const ONE: ResourceVector = ResourceVector {
@@ -137,7 +166,6 @@ pub fn compute_with_volumes(
     let integral_pools = integral::integral_pools(tree, &total);
     build_elements(tree, total, operations, &integral_pools, &mut out);
     aggregate_bottom_up(&mut out);
-    out.burst_factor = 1.0;
     let burst_sum: ResourceVector = integral_pools
         .values()
         .filter(|p| p.kind == ytsched_common::pool_config::IntegralGuaranteeType::Burst)
@@ -145,6 +173,7 @@ pub fn compute_with_volumes(
         .sum();
     assign_guarantees(tree, burst_sum, &mut out);
     integral::assign(tree, &integral_pools, volumes, &mut out);
+    out.integral_pools = integral_pools;
     let root_fs = vmin(&out.elements[0].limited_demand_share, &present(&total, ONE));
     out.elements[0].fair_share = DetailedShare {
         total: root_fs,

@@ -46,13 +46,14 @@ impl SchedulerCore {
         jobs_to_abort.extend(limit_aborts);
         // Jobs being killed hold their resources until the node reports them gone.
         dying += freed;
-        let mut jobs_to_start = self.fill_node(&node_id, dying, now);
-        let free = self.node_free(&node_id, dying);
+        let mut free = self.node_free(&node_id, dying);
+        let mut jobs_to_start = self.fill_node(&node_id, &mut free, now);
         if let Some((start, aborts)) = self.preemptive_stage(&node_id, free, now) {
+            // The victims are still being killed: their resources are not free yet.
+            free -= start.resources;
             jobs_to_start.push(start);
             jobs_to_abort.extend(aborts);
         }
-        let free = self.node_free(&node_id, dying);
         jobs_to_start.extend(self.speculative_stage(&node_id, free, now));
 
         let node = &self.nodes[&node_id];

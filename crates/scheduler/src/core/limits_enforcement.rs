@@ -2,13 +2,14 @@
 //! (`resource_overcommit`), and operations or pools over `resource_limits` lowered at
 //! run time (`resource_limits_violation`). Newest jobs on the node go first.
 
+use super::fair_share::{ElementKind, TreeShares};
 use super::preemption::JobAge;
 use super::SchedulerCore;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use ytsched_common::pool_config::limits_vector;
 use ytsched_common::protocol::{JobAbort, UnixMillis};
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::states::{AbortReason, OperationState};
+use ytsched_common::states::AbortReason;
 use ytsched_common::{JobId, NodeId, OperationId};
 
 impl SchedulerCore {
@@ -68,58 +69,36 @@ impl SchedulerCore {
             freed += *res;
             taken.insert(job.clone());
         }
-        // Pools with limits, and their current usage.
-        let Some(tree) = self.cluster.trees.get(&tree_name) else {
+        // Placement never goes over a limit, so only a limit lowered since can be
+        // exceeded; the fair share update says whether any is (and runs first if due).
+        self.update_if_stale(&tree_name, now);
+        if !self.over_limit_trees.contains(&tree_name) {
+            return (aborts, freed);
+        }
+        let Some(shares) = self.shares.remove(&tree_name) else {
             return (aborts, freed);
         };
-        let limited: HashMap<String, ResourceVector> = tree
-            .pools
-            .iter()
-            .filter_map(|(name, p)| {
-                p.config
-                    .resource_limits
-                    .as_ref()
-                    .map(|l| (name.clone(), limits_vector(Some(l))))
-            })
-            .collect();
-        let mut pool_usage: HashMap<String, ResourceVector> = HashMap::new();
-        if !limited.is_empty() {
-            for op in self
-                .operations
-                .values()
-                .filter(|o| o.tree == tree_name && o.state == OperationState::Running)
-            {
-                for p in tree.ancestry(&op.pool) {
-                    if limited.contains_key(p) {
-                        *pool_usage.entry(p.to_string()).or_default() += op.usage;
-                    }
-                }
-            }
-        }
+        let limits = self.element_limits(&tree_name, &shares);
+        let (mut usage, _) = self.live_usage(&shares);
         for (_, job, owner, res) in &jobs {
             if taken.contains(job) {
                 continue;
             }
-            let op = &self.operations[owner];
-            let over = if !op.usage.fits_in(&op.resource_limits) {
-                Some(format!("operation {owner}"))
-            } else {
-                self.cluster.trees[&tree_name]
-                    .ancestry(&op.pool)
-                    .into_iter()
-                    .find(|p| {
-                        limited.get(*p).is_some_and(|l| {
-                            !pool_usage.get(*p).copied().unwrap_or_default().fits_in(l)
-                        })
-                    })
-                    .map(|p| format!("pool {p}"))
+            let Some(&leaf) = shares.operation_index.get(owner) else {
+                continue;
             };
-            let Some(what) = over else { continue };
-            let ancestry: Vec<String> = self.cluster.trees[&tree_name]
-                .ancestry(&op.pool)
-                .into_iter()
-                .map(String::from)
-                .collect();
+            let path = shares.path(leaf);
+            let Some(&over) = path
+                .iter()
+                .find(|&&i| limits[i].is_some_and(|l| !usage[i].fits_in(&l)))
+            else {
+                continue;
+            };
+            let e = &shares.elements[over];
+            let what = match &e.kind {
+                ElementKind::Operation { id } => format!("operation {id}"),
+                ElementKind::Pool { name, .. } => format!("pool {name}"),
+            };
             let message = format!("{what} is over its resource_limits");
             self.abort_running_job(
                 node_id,
@@ -129,10 +108,8 @@ impl SchedulerCore {
                 &message,
                 now,
             );
-            for p in ancestry {
-                if let Some(u) = pool_usage.get_mut(&p) {
-                    *u -= *res;
-                }
+            for &i in &path {
+                usage[i] -= *res;
             }
             aborts.push(JobAbort {
                 job_id: job.clone(),
@@ -141,6 +118,46 @@ impl SchedulerCore {
             });
             freed += *res;
         }
+        self.shares.insert(tree_name, shares);
         (aborts, freed)
+    }
+
+    /// Absolute `resource_limits` of every element of an update (`None` where unset):
+    /// what lowered limits are enforced against. (`max_share_ratio` is not: nodes leaving
+    /// would make it preempt.)
+    fn element_limits(&self, tree_name: &str, shares: &TreeShares) -> Vec<Option<ResourceVector>> {
+        let tree = self.cluster.trees.get(tree_name);
+        shares
+            .elements
+            .iter()
+            .map(|e| match &e.kind {
+                ElementKind::Pool { name, .. } => tree
+                    .and_then(|t| t.pools.get(name))
+                    .and_then(|p| p.config.resource_limits.as_ref())
+                    .map(|l| limits_vector(Some(l))),
+                ElementKind::Operation { id } => self
+                    .operations
+                    .get(id)
+                    .map(|o| o.resource_limits)
+                    .filter(|l| {
+                        l.cpu.is_finite()
+                            || l.memory.is_finite()
+                            || l.gpu.is_finite()
+                            || l.user_slots.is_finite()
+                    }),
+            })
+            .collect()
+    }
+
+    /// Whether some element of a fresh update uses more than its `resource_limits`.
+    pub(super) fn exceeds_limits(&self, tree_name: &str, shares: &TreeShares) -> bool {
+        let limits = self.element_limits(tree_name, shares);
+        shares.elements.iter().zip(&limits).any(|(e, l)| {
+            l.is_some_and(|l| {
+                !e.usage_share
+                    .map(|r, v| v * shares.total.get(r))
+                    .fits_in(&l)
+            })
+        })
     }
 }

@@ -67,6 +67,15 @@ pub struct SchedulerCore {
     /// The last fair share update of each tree: what placement and the orchid read.
     shares: BTreeMap<String, fair_share::TreeShares>,
     last_share_update: BTreeMap<String, UnixMillis>,
+    /// Trees where some pool or operation used more than its `resource_limits` at the
+    /// last update (a limit was lowered): only their heartbeats look for jobs to take back.
+    over_limit_trees: BTreeSet<String>,
+    /// Unfinished operations with a task that has `job_speculation_timeout`: the only
+    /// ones the speculative stage of a heartbeat looks at.
+    speculating: BTreeSet<OperationId>,
+    /// Nodes joined, left or changed since operations were last checked for jobs no node
+    /// can hold.
+    placeability_stale: bool,
     /// Operations that were starving at each tree's last update.
     starving_operations: BTreeMap<String, Vec<OperationId>>,
     /// Integral volume (share × seconds) of each tree's burst and relaxed pools.
@@ -107,6 +116,9 @@ impl SchedulerCore {
             starvation: BTreeMap::new(),
             integral_volumes: BTreeMap::new(),
             starving_operations: BTreeMap::new(),
+            over_limit_trees: BTreeSet::new(),
+            speculating: BTreeSet::new(),
+            placeability_stale: false,
             stale_trees: BTreeSet::new(),
             config_revision: 0,
             next_operation_seq: 0,
@@ -148,7 +160,9 @@ impl SchedulerCore {
     /// fair share updates that are due.
     pub fn tick(&mut self, now: UnixMillis) {
         self.expire_silent_nodes(now);
-        self.fail_unplaceable(now);
+        if std::mem::take(&mut self.placeability_stale) {
+            self.fail_unplaceable(now);
+        }
         self.update_due_shares(now);
     }
 

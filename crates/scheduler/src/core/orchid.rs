@@ -81,7 +81,7 @@ impl SchedulerCore {
         let empty = TreeShares::default();
         let shares = self.shares.get(tree_name).unwrap_or(&empty);
         let counts = self.pool_counts(tree_name);
-        let integral_pools = integral::integral_pools(tree, &shares.total);
+        let integral_pools = &shares.integral_pools;
         let mut pools = Map::new();
         let mut operations = Map::new();
         for e in &shares.elements {
@@ -140,7 +140,7 @@ impl SchedulerCore {
                         ),
                     );
                     if let Some(ip) = integral_pools.get(name) {
-                        self.insert_integral(&mut m, tree_name, name, ip, &integral_pools, shares);
+                        self.insert_integral(&mut m, tree_name, name, ip, integral_pools, shares);
                     }
                     if let Some(p) = pool {
                         if let Some(l) = &p.config.resource_limits {

@@ -38,10 +38,11 @@ pub fn satisfaction(
 }
 
 impl SchedulerCore {
+    /// Fills `free` (the node's free resources, taken from as jobs start) with jobs.
     pub(super) fn fill_node(
         &mut self,
         node_id: &NodeId,
-        dying: ResourceVector,
+        free: &mut ResourceVector,
         now: UnixMillis,
     ) -> Vec<JobStartSpec> {
         let node = &self.nodes[node_id];
@@ -51,8 +52,7 @@ impl SchedulerCore {
         let Some(tree) = self.node_tree(node).map(String::from) else {
             return vec![];
         };
-        let mut free = self.node_free(node_id, dying);
-        if !ResourceVector::new(1e-9, 0.0, 0.0, 1e-9).fits_in(&free) {
+        if !ResourceVector::new(1e-9, 0.0, 0.0, 1e-9).fits_in(free) {
             return vec![];
         }
         self.update_if_stale(&tree, now);
@@ -61,18 +61,16 @@ impl SchedulerCore {
         };
         let (mut usage, mut waiting) = self.live_usage(&shares);
         let mut starts = Vec::new();
-        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, 0, free) {
+        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, 0, *free) {
             let op = self
                 .operations
                 .get_mut(&op_id)
                 .expect("picked from the map");
             let spec = op.start_job(task, node_id, now);
             waiting[elem] = op.waiting_job_count() > 0;
-            free -= spec.resources;
-            let mut e = Some(elem);
-            while let Some(i) = e {
+            *free -= spec.resources;
+            for i in shares.path(elem) {
                 usage[i] += spec.resources;
-                e = shares.elements[i].parent;
             }
             self.record_start(node_id, &op_id, &spec);
             starts.push(spec);

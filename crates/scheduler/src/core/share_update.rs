@@ -72,19 +72,26 @@ impl SchedulerCore {
             .get(tree_name)
             .map_or(0.0, |&last| now.saturating_sub(last) as f64 / 1000.0);
         let k = tree.config.integral_guarantees.capacity_seconds();
-        let pools = integral::integral_pools(tree, &total);
-        let previous = self.shares.get(tree_name);
         let volumes = self
             .integral_volumes
             .entry(tree_name.to_string())
             .or_default();
-        volumes.retain(|name, _| pools.get(name).is_some_and(integral::accrues));
-        for (name, p) in pools.iter().filter(|(_, p)| integral::accrues(p)) {
-            let given = previous.map_or(0.0, |s| integral::given_ratio(s, name));
-            let v = volumes.entry(name.clone()).or_insert(0.0);
-            *v = (*v + (p.flow_ratio - given) * dt).clamp(0.0, k * p.flow_ratio);
+        if let Some(previous) = self.shares.get(tree_name) {
+            // The interval ran under the previous update's pools and shares.
+            let pools = &previous.integral_pools;
+            volumes.retain(|name, _| pools.get(name).is_some_and(integral::accrues));
+            for (name, p) in pools.iter().filter(|(_, p)| integral::accrues(p)) {
+                let given = integral::given_ratio(previous, name);
+                let v = volumes.entry(name.clone()).or_insert(0.0);
+                *v = (*v + (p.flow_ratio - given) * dt).clamp(0.0, k * p.flow_ratio);
+            }
         }
         let shares = fair_share::compute_with_volumes(tree, total, &inputs, volumes);
+        if self.exceeds_limits(tree_name, &shares) {
+            self.over_limit_trees.insert(tree_name.to_string());
+        } else {
+            self.over_limit_trees.remove(tree_name);
+        }
         self.shares.insert(tree_name.to_string(), shares);
         self.last_share_update.insert(tree_name.to_string(), now);
         self.stale_trees.remove(tree_name);
@@ -114,6 +121,7 @@ impl SchedulerCore {
     }
 
     pub(super) fn recompute_tree_resources(&mut self) {
+        self.placeability_stale = true;
         let mut totals = std::collections::BTreeMap::new();
         for node in self.nodes.values() {
             if let Some(tree) = self.node_tree(node) {

@@ -22,14 +22,12 @@ impl SchedulerCore {
             return vec![];
         };
         let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
-        for op in self.operations.values() {
-            if op.tree != tree
-                || op.state != OperationState::Running
-                || op
-                    .tasks
-                    .iter()
-                    .all(|t| t.spec.job_speculation_timeout.is_none())
-            {
+        for op in self
+            .speculating
+            .iter()
+            .filter_map(|id| self.operations.get(id))
+        {
+            if op.tree != tree || op.state != OperationState::Running {
                 continue;
             }
             for job in op.jobs.values() {
