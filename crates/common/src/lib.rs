@@ -6,6 +6,7 @@
 pub mod api;
 pub mod codec;
 pub mod ids;
+pub mod logging;
 pub mod pool_config;
 pub mod protocol;
 pub mod resources;

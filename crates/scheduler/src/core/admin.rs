@@ -256,7 +256,31 @@ impl SchedulerCore {
                     a => select(attrs, a, &sub, &format!("node '{node}'"), path),
                 }
             }
-            AdminPath::Orchid(sub) => navigate(&self.orchid(), &sub, path).cloned(),
+            AdminPath::Orchid(sub) => self.orchid_get(&sub, path),
+        }
+    }
+
+    /// Builds only the part of the orchid a path reaches into: one tree for a tree's
+    /// or an operation's fields, everything only for the orchid's top.
+    fn orchid_get(&self, sub: &[String], path: &str) -> Result<Value, ConfigError> {
+        let missing = || ConfigError(format!("{path}: no such orchid node"));
+        let parts: Vec<&str> = sub.iter().map(String::as_str).collect();
+        match parts.as_slice() {
+            ["scheduler", "pool_trees", tree, ..] => {
+                let orchid = self.tree_orchid(tree).ok_or_else(missing)?;
+                navigate(&orchid, &sub[3..], path).cloned()
+            }
+            ["scheduler", "operations", op, ..] => {
+                let tree = self
+                    .operations
+                    .get(&ytsched_common::OperationId(op.to_string()))
+                    .map(|o| o.tree.clone())
+                    .ok_or_else(missing)?;
+                let orchid = self.tree_orchid(&tree).ok_or_else(missing)?;
+                let operation = orchid["operations"].get(*op).ok_or_else(missing)?;
+                navigate(operation, &sub[3..], path).cloned()
+            }
+            _ => navigate(&self.orchid(), sub, path).cloned(),
         }
     }
 

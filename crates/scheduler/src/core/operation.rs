@@ -138,10 +138,6 @@ impl Operation {
         }
     }
 
-    pub fn weight(&self) -> f64 {
-        self.weight
-    }
-
     pub fn waiting_job_count(&self) -> u64 {
         self.tasks.iter().map(|t| t.waiting.len() as u64).sum()
     }

@@ -410,6 +410,20 @@ fn weight_change_takes_effect_at_the_next_update() {
     core.tick(10_000);
     assert!((ratio(&core, "a") - 0.75).abs() < 1e-6);
     assert!((ratio(&core, "b") - 0.25).abs() < 1e-6);
+    // Operations are found by id without naming their tree, and the orchid's top holds all.
+    assert_eq!(
+        core.admin_get("//sys/scheduler/orchid/scheduler/operations/x/pool")
+            .unwrap(),
+        json!("a")
+    );
+    assert!(core
+        .admin_get("//sys/scheduler/orchid/scheduler/operations/nope/pool")
+        .is_err());
+    let top = core.admin_get("//sys/scheduler/orchid").unwrap();
+    assert_eq!(
+        top["scheduler"]["pool_trees"]["default"]["pools"]["b"]["weight"],
+        1.0
+    );
 }
 
 fn status(core: &SchedulerCore, key: starvation::ElementKey) -> (String, String) {

@@ -442,6 +442,6 @@ mod tests {
                 None,
             )
             .unwrap_err();
-        assert!(e.0.contains("FIFO") || e.0.contains("guarantee"), "{e}");
+        assert!(e.0.contains("FIFO pool cannot have child pools"), "{e}");
     }
 }

@@ -119,7 +119,7 @@ fn describe(op: &Operation) -> OperationInfo {
         state: op.state,
         pool: op.pool.clone(),
         title: op.spec.title.clone(),
-        weight: op.weight(),
+        weight: op.weight,
         error: op.error.clone(),
         start_time: op.start_time,
         finish_time: op.finish_time,
