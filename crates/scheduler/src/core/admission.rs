@@ -56,32 +56,25 @@ impl SchedulerCore {
             .unwrap_or_else(|| user.to_string());
         let (pool, new_pool) = resolve_pool(tree, &tree_name, &requested, user)?;
         let counts = self.pool_counts(&tree_name);
-        let chain: Vec<String> = match &new_pool {
-            Some(np) => std::iter::once(np.name.clone())
-                .chain(tree.ancestry(&np.parent).into_iter().map(String::from))
-                .chain([ROOT_POOL.to_string()])
-                .collect(),
-            None => tree
-                .ancestry(&pool)
-                .into_iter()
-                .map(String::from)
-                .chain([ROOT_POOL.to_string()])
-                .collect(),
-        };
+        // The pool and its ancestors up to the root, a pool still to be created first.
+        let first_existing = new_pool
+            .as_ref()
+            .map_or(pool.as_str(), |np| np.parent.as_str());
+        let chain: Vec<String> = new_pool
+            .iter()
+            .map(|np| np.name.clone())
+            .chain(tree.ancestry(first_existing).into_iter().map(String::from))
+            .chain([ROOT_POOL.to_string()])
+            .collect();
         let limit_of = |p: &str, running: bool| -> u32 {
-            match &new_pool {
-                Some(np) if np.name == p => {
-                    let c = &np.config;
-                    if running {
-                        c.max_running_operation_count
-                            .unwrap_or(tree.config.max_running_operation_count_per_pool)
-                    } else {
-                        c.max_operation_count
-                            .unwrap_or(tree.config.max_operation_count_per_pool)
-                    }
-                }
-                _ if running => tree.max_running_operation_count(p),
-                _ => tree.max_operation_count(p),
+            let (total, run) = match &new_pool {
+                Some(np) if np.name == p => tree.count_limits_of(&np.config),
+                _ => tree.count_limits(p),
+            };
+            if running {
+                run
+            } else {
+                total
             }
         };
         for p in &chain {

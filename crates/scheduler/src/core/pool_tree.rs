@@ -159,24 +159,39 @@ impl PoolTree {
         v
     }
 
-    pub fn max_operation_count(&self, pool: &str) -> u32 {
+    /// (max_operation_count, max_running_operation_count) of a pool with `config`: its
+    /// own settings, else the tree's per-pool defaults.
+    pub fn count_limits_of(&self, config: &PoolConfig) -> (u32, u32) {
+        (
+            config
+                .max_operation_count
+                .unwrap_or(self.config.max_operation_count_per_pool),
+            config
+                .max_running_operation_count
+                .unwrap_or(self.config.max_running_operation_count_per_pool),
+        )
+    }
+
+    /// Count limits of a pool of this tree; `<Root>` has the tree's own.
+    pub fn count_limits(&self, pool: &str) -> (u32, u32) {
         if pool == ROOT_POOL {
-            return self.config.max_operation_count;
+            return (
+                self.config.max_operation_count,
+                self.config.max_running_operation_count,
+            );
         }
-        self.pools
-            .get(pool)
-            .and_then(|p| p.config.max_operation_count)
-            .unwrap_or(self.config.max_operation_count_per_pool)
+        match self.pools.get(pool) {
+            Some(p) => self.count_limits_of(&p.config),
+            None => self.count_limits_of(&PoolConfig::default()),
+        }
+    }
+
+    pub fn max_operation_count(&self, pool: &str) -> u32 {
+        self.count_limits(pool).0
     }
 
     pub fn max_running_operation_count(&self, pool: &str) -> u32 {
-        if pool == ROOT_POOL {
-            return self.config.max_running_operation_count;
-        }
-        self.pools
-            .get(pool)
-            .and_then(|p| p.config.max_running_operation_count)
-            .unwrap_or(self.config.max_running_operation_count_per_pool)
+        self.count_limits(pool).1
     }
 
     pub fn ephemeral_pools_of(&self, user: &str) -> usize {
@@ -280,14 +295,7 @@ impl PoolTree {
             if self.ancestry(name).len() > self.pools.len() {
                 return Err(ConfigError(format!("pool '{name}' is its own ancestor")));
             }
-            let total = pool
-                .config
-                .max_operation_count
-                .unwrap_or(self.config.max_operation_count_per_pool);
-            let running = pool
-                .config
-                .max_running_operation_count
-                .unwrap_or(self.config.max_running_operation_count_per_pool);
+            let (total, running) = self.count_limits_of(&pool.config);
             if total < running {
                 return Err(ConfigError(format!(
                     "pool '{name}': attribute 'max_operation_count': {total} is less than max_running_operation_count = {running}"

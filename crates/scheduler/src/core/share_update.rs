@@ -23,8 +23,6 @@ impl SchedulerCore {
                 self.update_tree_shares(&tree, now);
             }
         }
-        self.shares
-            .retain(|t, _| self.cluster.trees.contains_key(t));
     }
 
     /// Recomputes every tree now (the simulator's snapshots, admin changes).
@@ -33,8 +31,19 @@ impl SchedulerCore {
         for tree in trees {
             self.update_tree_shares(&tree, now);
         }
-        self.shares
-            .retain(|t, _| self.cluster.trees.contains_key(t));
+    }
+
+    /// Drops what was computed for trees the configuration no longer has.
+    pub(super) fn forget_removed_trees(&mut self) {
+        let trees = &self.cluster.trees;
+        self.shares.retain(|t, _| trees.contains_key(t));
+        self.last_share_update.retain(|t, _| trees.contains_key(t));
+        self.starvation.retain(|t, _| trees.contains_key(t));
+        self.starving_operations
+            .retain(|t, _| trees.contains_key(t));
+        self.integral_volumes.retain(|t, _| trees.contains_key(t));
+        self.over_limit_trees.retain(|t| trees.contains_key(t));
+        self.stale_trees.retain(|t| trees.contains_key(t));
     }
 
     pub(super) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
@@ -141,6 +150,7 @@ impl SchedulerCore {
     /// nodes follow the default tree, and pending operations may now fit.
     pub(super) fn on_config_changed(&mut self) {
         self.config_revision += 1;
+        self.forget_removed_trees();
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         self.stale_trees.extend(trees);
         let default_tree = self.cluster.default_tree.clone();
