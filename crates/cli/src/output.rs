@@ -81,6 +81,14 @@ impl Tabular for OperationInfo {
             ("title", self.title.clone().unwrap_or_default()),
             ("user", self.user.clone()),
             ("pool", self.pool.clone()),
+            (
+                "pool_trees",
+                self.pool_trees
+                    .iter()
+                    .map(|(t, p)| format!("{t}: {p}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
             ("weight", self.weight.to_string()),
             ("state", self.state.to_string()),
             (
@@ -146,7 +154,9 @@ impl Tabular for Vec<NodeInfo> {
             "resources",
             "usage",
             "jobs",
+            "system tags",
             "tags",
+            "user tags",
         ]);
         for n in self {
             t.add_row(vec![
@@ -159,7 +169,9 @@ impl Tabular for Vec<NodeInfo> {
                 resources(&n.resource_limits),
                 resources(&n.resource_usage),
                 n.running_job_count.to_string(),
+                n.system_tags.join(" "),
                 n.tags.join(" "),
+                n.user_tags.join(" "),
             ]);
         }
         t

@@ -8,6 +8,7 @@ use crate::resources::ResourceVector;
 use crate::spec::VanillaSpec;
 use crate::states::{AbortReason, JobState, OperationState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A typed API call: request body → response body.
 pub trait ApiMethod: Serialize + DeserializeOwned {
@@ -125,7 +126,11 @@ pub struct OperationInfo {
     pub id: OperationId,
     pub user: String,
     pub state: OperationState,
+    /// Its pool in the first of its pool trees.
     pub pool: String,
+    /// Its pool in each of its pool trees.
+    #[serde(default)]
+    pub pool_trees: BTreeMap<String, String>,
     pub title: Option<String>,
     pub weight: f64,
     pub error: Option<String>,
@@ -156,11 +161,16 @@ pub struct JobInfo {
 pub struct NodeInfo {
     pub id: NodeId,
     pub hostname: String,
-    /// `online`, `offline`, or `refused`.
+    /// `online` (in `tree`), `idle` (online, no tree's filter matches), `refused`
+    /// (online, `error` says why) or `offline`.
     pub state: String,
     pub tree: Option<String>,
     pub error: Option<String>,
+    pub system_tags: Vec<String>,
+    /// Configured on the agent (`--tag`).
     pub tags: Vec<String>,
+    /// Set by an admin (`//sys/cluster_nodes/<node>/@user_tags`).
+    pub user_tags: Vec<String>,
     pub resource_limits: ResourceVector,
     pub resource_usage: ResourceVector,
     pub running_job_count: u64,

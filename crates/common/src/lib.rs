@@ -13,6 +13,7 @@ pub mod resources;
 pub mod spec;
 pub mod states;
 pub mod subjects;
+pub mod tag_filter;
 pub mod transport;
 pub mod units;
 pub mod yson;

@@ -8,6 +8,7 @@
 use crate::resources::ResourceVector;
 use crate::spec::ResourceAmounts;
 use crate::units::DurationMs;
+use crate::tag_filter::TagFilter;
 use serde::{Deserialize, Serialize};
 
 /// An attribute value that is wrong on its own (wrong type, out of range, unknown name).
@@ -413,7 +414,7 @@ pub const ROOT_POOL: &str = "<Root>";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TreeConfig {
-    pub nodes_filter: String,
+    pub nodes_filter: TagFilter,
     pub max_operation_count: u32,
     pub max_operation_count_per_pool: u32,
     pub max_running_operation_count: u32,
@@ -442,7 +443,7 @@ pub struct TreeConfig {
 impl Default for TreeConfig {
     fn default() -> Self {
         Self {
-            nodes_filter: String::new(),
+            nodes_filter: TagFilter::default(),
             max_operation_count: 50_000,
             max_operation_count_per_pool: 50,
             max_running_operation_count: 2_000,

@@ -33,6 +33,10 @@ pub struct HeartbeatRequest {
     pub node_id: NodeId,
     pub incarnation_id: IncarnationId,
     pub hostname: String,
+    /// Tags the agent detected (`host:`, `arch:`, `gpu`, `gpu_model:`).
+    #[serde(default)]
+    pub system_tags: Vec<String>,
+    /// Tags configured on the agent (`--tag`).
     pub tags: Vec<String>,
     pub resource_limits: ResourceVector,
     pub resource_usage: ResourceVector,
@@ -91,6 +95,17 @@ pub enum Registration {
     Rejected { error: String },
 }
 
+impl std::fmt::Display for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Registration::Registered { tree } => write!(f, "in pool tree '{tree}'"),
+            Registration::Idle => f.write_str("idle: no pool tree's nodes_filter matches it"),
+            Registration::Refused { error } => write!(f, "refused: {error}"),
+            Registration::Rejected { error } => write!(f, "rejected: {error}"),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HeartbeatReply {
     pub protocol_version: u32,
@@ -98,6 +113,7 @@ pub struct HeartbeatReply {
     pub jobs_to_start: Vec<JobStartSpec>,
     pub jobs_to_abort: Vec<JobAbort>,
     pub acknowledged_jobs: Vec<JobId>,
+    /// Tags an admin set on the node (`//sys/cluster_nodes/<node>/@user_tags`).
     pub user_tags: Vec<String>,
     pub heartbeat_period_ms: u64,
 }

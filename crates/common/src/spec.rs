@@ -4,6 +4,7 @@
 //! names the offending field by its path, e.g. `tasks.main.cpu_limit`.
 
 use crate::resources::ResourceVector;
+use crate::tag_filter::TagFilter;
 use crate::units::{ByteSize, DurationMs};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -276,6 +277,23 @@ impl VanillaSpec {
         if let Some(l) = &self.resource_limits {
             l.validate("resource_limits")?;
         }
+        if let Some(f) = &self.scheduling_tag_filter {
+            TagFilter::parse(f)
+                .map_err(|e| SpecError::new("scheduling_tag_filter", e.to_string()))?;
+        }
+        if let Some(trees) = &self.pool_trees {
+            if trees.is_empty() {
+                return Err(SpecError::new("pool_trees", "must name at least one pool tree"));
+            }
+            for (i, t) in trees.iter().enumerate() {
+                if trees[..i].contains(t) {
+                    return Err(SpecError::new(
+                        "pool_trees",
+                        format!("pool tree '{t}' is named twice"),
+                    ));
+                }
+            }
+        }
         if let Some(p) = &self.pool {
             // `<Root>` names the root itself (allowed where the tree permits it).
             if p != crate::pool_config::ROOT_POOL {
@@ -297,6 +315,14 @@ impl VanillaSpec {
             }
             if let Some(l) = &opts.resource_limits {
                 l.validate(&format!("{field}.resource_limits"))?;
+            }
+            if let Some(trees) = &self.pool_trees {
+                if !trees.contains(tree) {
+                    return Err(SpecError::new(
+                        field,
+                        format!("'{tree}' is not one of pool_trees ({})", trees.join(", ")),
+                    ));
+                }
             }
         }
         Ok(())
@@ -321,6 +347,26 @@ pub fn validate_pool_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tree_options_and_tag_filter_are_checked() {
+        let base = "tasks: {t: {command: 'true'}}";
+        let e = parse_yaml(&format!("{{scheduling_tag_filter: 'ssd &', {base}}}")).unwrap_err();
+        assert!(e.starts_with("scheduling_tag_filter: filter 'ssd &': at column 6"), "{e}");
+        let e = parse_yaml(&format!(
+            "{{pool_trees: [a], scheduling_options_per_pool_tree: {{b: {{pool: x}}}}, {base}}}"
+        ))
+        .unwrap_err();
+        assert_eq!(e, "scheduling_options_per_pool_tree.b: 'b' is not one of pool_trees (a)");
+        let e = parse_yaml(&format!("{{pool_trees: [a, a], {base}}}")).unwrap_err();
+        assert_eq!(e, "pool_trees: pool tree 'a' is named twice");
+        let e = parse_yaml(&format!("{{pool_trees: [], {base}}}")).unwrap_err();
+        assert_eq!(e, "pool_trees: must name at least one pool tree");
+        parse_yaml(&format!(
+            "{{pool_trees: [a, b], scheduling_tag_filter: 'ssd & !slow', scheduling_options_per_pool_tree: {{b: {{pool: x}}}}, {base}}}"
+        ))
+        .unwrap();
+    }
 
     fn parse_yaml(text: &str) -> Result<VanillaSpec, String> {
         let spec: VanillaSpec = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;

@@ -65,8 +65,8 @@ impl fmt::Display for JobState {
     }
 }
 
-/// Why the scheduler took a job away. Preempted, lost and speculative-lost jobs go back
-/// to waiting and do not count as failures.
+/// Why the scheduler took a job away. Only `operation_aborted` and `speculative_lost`
+/// jobs do not run again; none counts as a failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AbortReason {
@@ -76,6 +76,9 @@ pub enum AbortReason {
     SpeculativeLost,
     ResourceOvercommit,
     ResourceLimitsViolation,
+    /// Its node left the job's pool tree (re-tagged, or the tree's filter changed); the
+    /// job runs again in its tree. YTsaurus calls this `node_fair_share_tree_changed`.
+    NodeFairShareTreeChanged,
 }
 
 impl AbortReason {
@@ -87,6 +90,7 @@ impl AbortReason {
             Self::SpeculativeLost => "speculative_lost",
             Self::ResourceOvercommit => "resource_overcommit",
             Self::ResourceLimitsViolation => "resource_limits_violation",
+            Self::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
         }
     }
 }

@@ -29,6 +29,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub struct AgentConfig {
     pub node_id: NodeId,
     pub hostname: String,
+    /// Detected: `host:`, `arch:`, `gpu`, `gpu_model:`.
+    pub system_tags: Vec<String>,
+    /// From `--tag`.
     pub tags: Vec<String>,
     pub resource_limits: ResourceVector,
     /// Device indices of this node's GPUs, handed to jobs exclusively.
@@ -97,6 +100,7 @@ impl Agent {
         let mut backoff = Duration::from_millis(100);
         let mut reachable: Option<bool> = None;
         let mut registration: Option<Registration> = None;
+        let mut user_tags: Option<Vec<String>> = None;
         tokio::pin!(shutdown);
         loop {
             let request = self.build_request();
@@ -129,6 +133,12 @@ impl Agent {
                             Registration::Rejected { error } => warn!(error, "heartbeat rejected"),
                         }
                         registration = Some(reply.registration.clone());
+                    }
+                    if user_tags.as_ref() != Some(&reply.user_tags) {
+                        if user_tags.is_some() || !reply.user_tags.is_empty() {
+                            info!(user_tags = ?reply.user_tags, "user tags set by the scheduler");
+                        }
+                        user_tags = Some(reply.user_tags.clone());
                     }
                     self.apply_reply(reply);
                     period
@@ -184,6 +194,7 @@ impl Agent {
             node_id: self.config.node_id.clone(),
             incarnation_id: self.incarnation.clone(),
             hostname: self.config.hostname.clone(),
+            system_tags: self.config.system_tags.clone(),
             tags: self.config.tags.clone(),
             resource_limits: self.config.resource_limits,
             resource_usage: running_jobs.iter().map(|r| r.resource_usage).sum(),

@@ -111,13 +111,14 @@ async fn main() -> anyhow::Result<()> {
         },
         gpus.len() as u32,
     );
-    let mut all_tags = tags::system_tags(&hostname, &models);
-    if limits.gpu > 0.0 && !all_tags.iter().any(|t| t == "gpu") {
-        all_tags.push("gpu".into());
+    let mut system_tags = tags::system_tags(&hostname, &models);
+    if limits.gpu > 0.0 && !system_tags.iter().any(|t| t == "gpu") {
+        system_tags.push("gpu".into());
     }
+    let mut configured_tags: Vec<String> = vec![];
     for t in &args.tags {
-        if !all_tags.contains(t) {
-            all_tags.push(t.clone());
+        if !configured_tags.contains(t) {
+            configured_tags.push(t.clone());
         }
     }
 
@@ -161,14 +162,15 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    info!(node = %node_id, resources = %limits, tags = ?all_tags, gpus = gpu_devices.len(), gpu_detection = how, "node agent starting");
+    info!(node = %node_id, resources = %limits, system_tags = ?system_tags, tags = ?configured_tags, gpus = gpu_devices.len(), gpu_detection = how, "node agent starting");
     let client =
         ytsched_common::transport::connect(&args.nats, &format!("ytsched-node {node_id}"), true)
             .await?;
     let agent = Agent::new(AgentConfig {
         node_id,
         hostname,
-        tags: all_tags,
+        system_tags,
+        tags: configured_tags,
         resource_limits: limits,
         gpu_devices,
         subjects: Subjects::new(&args.subject_prefix),

@@ -1,21 +1,6 @@
 //! Node tags: system tags the agent detects plus the ones an admin configures.
 
-/// Tag names match `[A-Za-z0-9_./:-]+` and are not all digits (SPEC 4.1).
-pub fn validate_tag(tag: &str) -> Result<(), String> {
-    let charset_ok = !tag.is_empty()
-        && tag
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '-'));
-    if !charset_ok {
-        return Err(format!(
-            "tag '{tag}' is invalid: use letters, digits and _ . / : - only"
-        ));
-    }
-    if tag.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!("tag '{tag}' is invalid: it must not be all digits"));
-    }
-    Ok(())
-}
+pub use ytsched_common::tag_filter::validate_tag;
 
 /// Turns free text (a GPU model name) into a valid tag fragment.
 pub fn sanitize(text: &str) -> String {
@@ -52,15 +37,6 @@ pub fn system_tags(hostname: &str, gpu_models: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tag_rules() {
-        assert!(validate_tag("ssd").is_ok());
-        assert!(validate_tag("gpu_model:NVIDIA_H100").is_ok());
-        assert!(validate_tag("123").is_err());
-        assert!(validate_tag("a b").is_err());
-        assert!(validate_tag("").is_err());
-    }
 
     #[test]
     fn system_tags_include_gpu_models_once() {

@@ -10,7 +10,9 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
-use ytsched_common::protocol::{unix_now, HeartbeatReply, HeartbeatRequest, PROTOCOL_VERSION};
+use ytsched_common::protocol::{
+    unix_now, HeartbeatReply, HeartbeatRequest, Registration, PROTOCOL_VERSION,
+};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::OperationId;
 
@@ -313,7 +315,13 @@ fn respond<M: ApiMethod>(
 fn log_events(events: &[CoreEvent]) {
     for e in events {
         match e {
-            CoreEvent::NodeRegistered { id, tree } => info!(node = %id, tree, "node registered"),
+            CoreEvent::NodeRegistered { id, registration } => {
+                info!(node = %id, %registration, "node registered")
+            }
+            CoreEvent::NodeMembership { id, registration } => match registration {
+                Registration::Refused { .. } => warn!(node = %id, %registration, "node membership changed"),
+                _ => info!(node = %id, %registration, "node membership changed"),
+            },
             CoreEvent::NodeRestarted { id } => {
                 info!(node = %id, "node restarted (new incarnation)")
             }

@@ -10,6 +10,8 @@ use ytsched_common::pool_config::{
     DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
 };
 use ytsched_common::protocol::Registration;
+use ytsched_common::tag_filter::validate_tag;
+use ytsched_common::NodeId;
 
 fn navigate<'a>(
     mut v: &'a Value,
@@ -240,13 +242,26 @@ impl SchedulerCore {
                     .find(|n| n.id.as_str() == node)
                     .ok_or_else(|| here(ConfigError(format!("no such node: '{node}'"))))?;
                 let attrs = json!({
-                    "tags": n.tags,
-                    "user_tags": Vec::<String>::new(),
+                    "tags": n.all_tags,
+                    "system_tags": n.system_tags,
+                    "configured_tags": n.tags,
+                    "user_tags": self.cluster.user_tags(&n.id),
                     "resource_limits": n.resource_limits,
                     "resource_usage": n.reported_usage,
-                    "state": if n.online { "online" } else { "offline" },
+                    "state": match &n.registration {
+                        _ if !n.online => "offline",
+                        Registration::Registered { .. } => "online",
+                        Registration::Idle => "idle",
+                        _ => "refused",
+                    },
                     "pool_tree": match &n.registration {
                         Registration::Registered { tree } => Value::String(tree.clone()),
+                        _ => Value::Null,
+                    },
+                    "registration_error": match &n.registration {
+                        Registration::Refused { error } | Registration::Rejected { error } => {
+                            Value::String(error.clone())
+                        }
                         _ => Value::Null,
                     },
                 });
@@ -274,7 +289,7 @@ impl SchedulerCore {
                 let tree = self
                     .operations
                     .get(&ytsched_common::OperationId(op.to_string()))
-                    .map(|o| o.tree.clone())
+                    .map(|o| o.main_tree().to_string())
                     .ok_or_else(missing)?;
                 let orchid = self.tree_orchid(&tree).ok_or_else(missing)?;
                 let operation = orchid["operations"].get(*op).ok_or_else(missing)?;
@@ -359,9 +374,16 @@ impl SchedulerCore {
                     "pools and pool trees are made with `create scheduler_pool` / `create scheduler_pool_tree`; set their attributes with .../@<attr>".into(),
                 )))
             }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if a == "user_tags" && sub.is_empty() => {
+                self.set_user_tags(&node, value).map_err(here)?;
+            }
             AdminPath::ClusterNodes | AdminPath::Node { .. } => {
                 return Err(here(ConfigError(
-                    "node attributes are read-only for now (user_tags arrive with node tagging)".into(),
+                    "of a node's attributes only @user_tags can be set".into(),
                 )))
             }
             AdminPath::Orchid(_) => {
@@ -422,9 +444,17 @@ impl SchedulerCore {
                 let edit = AttributeEdit::Remove(attribute_path(canonical_tree_attribute(&a), sub));
                 self.edit_tree_config(&tree, edit).map_err(here)?;
             }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if a == "user_tags" && sub.is_empty() => {
+                self.set_user_tags(&node, Value::Null).map_err(here)?;
+            }
             _ => {
                 return Err(here(ConfigError(
-                    "only pools, pool trees and their attributes can be removed".into(),
+                    "only pools, pool trees, their attributes and node @user_tags can be removed"
+                        .into(),
                 )))
             }
         }
@@ -469,6 +499,7 @@ impl SchedulerCore {
         let config = TreeConfig::from_attributes(name, config_value)?;
         let tree = PoolTree::new(config);
         tree.validate(name)?;
+        self.check_membership_with(name, &tree)?;
         self.cluster.trees.insert(name.to_string(), tree);
         if self.cluster.default_tree.is_none() {
             self.cluster.default_tree = Some(name.to_string());
@@ -497,8 +528,68 @@ impl SchedulerCore {
         let mut next = t.clone();
         next.config = TreeConfig::from_attributes(tree, attrs)?;
         next.validate(tree)?;
-        *t = next;
+        if next.config.nodes_filter != t.config.nodes_filter {
+            self.check_membership_with(tree, &next)?;
+        }
+        *self.cluster.tree_mut(tree)? = next;
         Ok(())
+    }
+
+    /// Refuses a tree (new or changed) whose `nodes_filter` would make current nodes
+    /// match several trees; names the nodes.
+    fn check_membership_with(&self, name: &str, tree: &PoolTree) -> Result<(), ConfigError> {
+        let mut next = self.cluster.clone();
+        next.trees.insert(name.to_string(), tree.clone());
+        let overlaps = self.new_overlaps(&next);
+        if overlaps.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError(format!(
+            "nodes_filter '{}' of pool tree '{name}' would put nodes in several pool trees: {}",
+            tree.config.nodes_filter,
+            overlaps.join(", ")
+        )))
+    }
+
+    /// `set //sys/cluster_nodes/<node>/@user_tags`: a list of tags, or null to clear.
+    fn set_user_tags(&mut self, node: &str, value: Value) -> Result<(), ConfigError> {
+        let id = self.known_node(node)?;
+        let tags: Vec<String> = match value {
+            Value::Null => vec![],
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => validate_tag(&s).map(|_| s).map_err(ConfigError),
+                    other => Err(ConfigError(format!("user_tags: expected tag strings, got {other}"))),
+                })
+                .collect::<Result<_, _>>()?,
+            other => {
+                return Err(ConfigError(format!(
+                    "user_tags: expected a list of tags, e.g. [\"custom_tag\"], got {other}"
+                )))
+            }
+        };
+        let mut unique = Vec::with_capacity(tags.len());
+        for t in tags {
+            if !unique.contains(&t) {
+                unique.push(t);
+            }
+        }
+        if unique.is_empty() {
+            self.cluster.node_user_tags.remove(&id);
+        } else {
+            self.cluster.node_user_tags.insert(id, unique);
+        }
+        Ok(())
+    }
+
+    fn known_node(&self, node: &str) -> Result<NodeId, ConfigError> {
+        let id = NodeId(node.to_string());
+        if self.nodes.contains_key(&id) {
+            Ok(id)
+        } else {
+            Err(ConfigError(format!("no such node: '{node}'")))
+        }
     }
 
     /// Unfinished operations in a tree, or in one pool of it.
@@ -506,7 +597,8 @@ impl SchedulerCore {
         self.operations
             .values()
             .filter(|o| {
-                o.tree == tree && !o.state.is_finished() && pool.is_none_or(|p| o.pool == p)
+                !o.state.is_finished()
+                    && o.slot(tree).is_some_and(|s| pool.is_none_or(|p| s.pool == p))
             })
             .count()
     }

@@ -2,13 +2,14 @@
 //! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
 //! lightweight operations (5.6), and what happens when an operation ends.
 
-use super::operation::Placement;
+use super::operation::{Placement, TreeSlot};
 use super::pool_tree::PoolTree;
 use super::{CoreEvent, Operation, SchedulerCore};
 use std::collections::HashMap;
 use ytsched_common::api::ApiError;
 use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
 use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{validate_pool_name, VanillaSpec};
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, OperationId};
@@ -23,6 +24,14 @@ pub struct PoolCounts {
     pub lightweight_running: u32,
 }
 
+/// What admission decided for one tree of an operation.
+struct TreeAdmission {
+    slot: TreeSlot,
+    new_pool: Option<NewPool>,
+    /// A running-operation count limit is reached: the operation waits as pending.
+    blocked: bool,
+}
+
 /// An ephemeral pool admission would create.
 struct NewPool {
     name: String,
@@ -31,8 +40,9 @@ struct NewPool {
 }
 
 impl SchedulerCore {
-    /// Admits a validated spec: resolves its tree and pool, checks operation count
-    /// limits, and starts it as `running` or queues it as `pending`.
+    /// Admits a validated spec: resolves its pool in each of its trees, checks operation
+    /// count limits, and starts it as `running` or queues it as `pending` (pending while
+    /// any of its trees has no room for one more running operation).
     pub fn start_operation(
         &mut self,
         id: OperationId,
@@ -44,18 +54,81 @@ impl SchedulerCore {
         if self.operations.contains_key(&id) {
             return Err(ApiError::new(format!("operation {id} already exists")));
         }
-        let tree_name = self.operation_tree(&spec)?;
+        let tree_names = self.operation_trees(&spec)?;
+        let mut slots = Vec::with_capacity(tree_names.len());
+        let mut new_pools = Vec::new();
+        let mut pending = false;
+        for tree_name in &tree_names {
+            let admitted = self.admit_in_tree(tree_name, user, &spec)?;
+            pending |= admitted.blocked;
+            if let Some(np) = admitted.new_pool {
+                new_pools.push((tree_name.clone(), np));
+            }
+            slots.push((tree_name.clone(), admitted.slot));
+        }
+        for (tree_name, np) in new_pools {
+            let tree = self.cluster.tree_mut(&tree_name).expect("exists");
+            tree.add_pool(
+                &tree_name,
+                &np.name,
+                &np.parent,
+                np.config,
+                Some(user.into()),
+            )
+            .map_err(|e| ApiError::new(e.0))?;
+            self.config_revision += 1;
+        }
+        let seq = self.next_operation_seq;
+        self.next_operation_seq += 1;
+        let placement = Placement {
+            trees: slots,
+            pending,
+        };
+        let op = Operation::new(id.clone(), user.to_string(), spec, placement, seq, now);
+        self.events.push(CoreEvent::OperationStarted {
+            id: id.clone(),
+            user: user.to_string(),
+            pool: op.main_pool().to_string(),
+            jobs: op.total_job_count(),
+        });
+        if pending {
+            self.events
+                .push(CoreEvent::OperationPending { id: id.clone() });
+        }
+        if op
+            .tasks
+            .iter()
+            .any(|t| t.spec.job_speculation_timeout.is_some())
+        {
+            self.speculating.insert(id.clone());
+        }
+        self.operations.insert(id.clone(), op);
+        self.stale_trees.extend(tree_names);
+        self.fail_unplaceable(now);
+        self.nudge_all_online();
+        Ok(id)
+    }
+
+    /// How an operation would run in one tree: its pool there (and the ephemeral pool to
+    /// create), weight and limits after per-tree overrides, and whether a running-count
+    /// limit holds it back. Total-count limits refuse it outright.
+    fn admit_in_tree(
+        &self,
+        tree_name: &str,
+        user: &str,
+        spec: &VanillaSpec,
+    ) -> Result<TreeAdmission, ApiError> {
         let tree = self
             .cluster
-            .tree(&tree_name)
+            .tree(tree_name)
             .map_err(|e| ApiError::new(e.0))?;
-        let options = spec.scheduling_options_per_pool_tree.get(&tree_name);
+        let options = spec.scheduling_options_per_pool_tree.get(tree_name);
         let requested = options
             .and_then(|o| o.pool.clone())
             .or_else(|| spec.pool.clone())
             .unwrap_or_else(|| user.to_string());
-        let (pool, new_pool) = resolve_pool(tree, &tree_name, &requested, user)?;
-        let counts = self.pool_counts(&tree_name);
+        let (pool, new_pool) = resolve_pool(tree, tree_name, &requested, user)?;
+        let counts = self.pool_counts(tree_name);
         // The pool and its ancestors up to the root, a pool still to be created first.
         let first_existing = new_pool
             .as_ref()
@@ -84,7 +157,7 @@ impl SchedulerCore {
                 let what = if p == ROOT_POOL {
                     format!("pool tree '{tree_name}'")
                 } else {
-                    format!("pool '{p}'")
+                    format!("pool '{p}' of pool tree '{tree_name}'")
                 };
                 return Err(ApiError::new(format!(
                     "{what} already has {} operations, its max_operation_count is {max}",
@@ -100,62 +173,27 @@ impl SchedulerCore {
         };
         let lightweight = pool_config.mode() == PoolMode::Fifo
             && pool_config.enable_lightweight_operations == Some(true);
-        let pending = !lightweight
+        let blocked = !lightweight
             && chain
                 .iter()
                 .any(|p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p, true));
-        let mut limits = limits_vector(spec.resource_limits.as_ref());
-        if let Some(l) = options.and_then(|o| o.resource_limits.as_ref()) {
-            limits = limits_vector(Some(l));
-        }
-        let placement = Placement {
-            tree: tree_name.clone(),
-            pool: pool.clone(),
-            weight: options
-                .and_then(|o| o.weight)
-                .or(spec.weight)
-                .unwrap_or(1.0),
-            resource_limits: limits,
-            lightweight,
-            pending,
-        };
-        if let Some(np) = new_pool {
-            let tree = self.cluster.tree_mut(&tree_name).expect("exists");
-            tree.add_pool(
-                &tree_name,
-                &np.name,
-                &np.parent,
-                np.config,
-                Some(user.into()),
-            )
-            .map_err(|e| ApiError::new(e.0))?;
-            self.config_revision += 1;
-        }
-        let seq = self.next_operation_seq;
-        self.next_operation_seq += 1;
-        let op = Operation::new(id.clone(), user.to_string(), spec, placement, seq, now);
-        self.events.push(CoreEvent::OperationStarted {
-            id: id.clone(),
-            user: user.to_string(),
-            pool: op.pool.clone(),
-            jobs: op.total_job_count(),
-        });
-        if pending {
-            self.events
-                .push(CoreEvent::OperationPending { id: id.clone() });
-        }
-        if op
-            .tasks
-            .iter()
-            .any(|t| t.spec.job_speculation_timeout.is_some())
-        {
-            self.speculating.insert(id.clone());
-        }
-        self.operations.insert(id.clone(), op);
-        self.stale_trees.insert(tree_name);
-        self.fail_unplaceable(now);
-        self.nudge_all_online();
-        Ok(id)
+        let limits = options
+            .and_then(|o| o.resource_limits.as_ref())
+            .or(spec.resource_limits.as_ref());
+        Ok(TreeAdmission {
+            slot: TreeSlot {
+                pool,
+                weight: options
+                    .and_then(|o| o.weight)
+                    .or(spec.weight)
+                    .unwrap_or(1.0),
+                resource_limits: limits_vector(limits),
+                lightweight,
+                usage: ResourceVector::ZERO,
+            },
+            new_pool,
+            blocked,
+        })
     }
 
     pub fn abort_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
@@ -178,22 +216,27 @@ impl SchedulerCore {
         Ok(())
     }
 
-    fn operation_tree(&self, spec: &VanillaSpec) -> Result<String, ApiError> {
+    /// The trees an operation runs in: its `pool_trees`, else the default tree.
+    fn operation_trees(&self, spec: &VanillaSpec) -> Result<Vec<String>, ApiError> {
         match spec.pool_trees.as_deref() {
-            Some([]) => Err(ApiError::new("pool_trees: must name at least one pool tree")),
-            Some([one]) => {
-                self.cluster.tree(one).map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
-                Ok(one.clone())
+            Some(trees) => {
+                for t in trees {
+                    self.cluster
+                        .tree(t)
+                        .map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
+                }
+                Ok(trees.to_vec())
             }
-            Some(many) => Err(ApiError::new(format!(
-                "pool_trees: an operation runs in one pool tree for now, got {}",
-                many.join(", ")
-            ))),
-            None => self.cluster.default_tree.clone().ok_or_else(|| {
-                ApiError::new(
-                    "no default pool tree is set (//sys/pool_trees/@default_tree); name one in pool_trees",
-                )
-            }),
+            None => self
+                .cluster
+                .default_tree
+                .clone()
+                .map(|t| vec![t])
+                .ok_or_else(|| {
+                    ApiError::new(
+                        "no default pool tree is set (//sys/pool_trees/@default_tree); name one in pool_trees",
+                    )
+                }),
         }
     }
 
@@ -204,16 +247,15 @@ impl SchedulerCore {
         let Ok(tree) = self.cluster.tree(tree_name) else {
             return counts;
         };
-        for op in self
-            .operations
-            .values()
-            .filter(|o| o.tree == tree_name && !o.state.is_finished())
-        {
-            for p in tree.ancestry(&op.pool).into_iter().chain([ROOT_POOL]) {
+        for op in self.operations.values().filter(|o| !o.state.is_finished()) {
+            let Some(slot) = op.slot(tree_name) else {
+                continue;
+            };
+            for p in tree.ancestry(&slot.pool).into_iter().chain([ROOT_POOL]) {
                 let c = counts.entry(p.to_string()).or_default();
                 c.total += 1;
                 if op.state == OperationState::Running {
-                    if op.lightweight {
+                    if slot.lightweight {
                         c.lightweight_running += 1;
                     } else {
                         c.running += 1;
@@ -238,37 +280,49 @@ impl SchedulerCore {
         pending.sort();
         let mut counts_by_tree: HashMap<String, HashMap<String, PoolCounts>> = HashMap::new();
         for (_, id) in pending {
-            let (tree_name, pool) = {
-                let op = &self.operations[&id];
-                (op.tree.clone(), op.pool.clone())
-            };
-            let Ok(tree) = self.cluster.tree(&tree_name) else {
-                continue;
-            };
-            let counts = counts_by_tree
-                .entry(tree_name.clone())
-                .or_insert_with(|| self.pool_counts(&tree_name));
-            let chain: Vec<&str> = tree
-                .ancestry(&pool)
-                .into_iter()
-                .chain([ROOT_POOL])
+            let slots: Vec<(String, String, bool)> = self.operations[&id]
+                .trees
+                .iter()
+                .map(|(t, s)| (t.clone(), s.pool.clone(), s.lightweight))
                 .collect();
-            let blocked = chain.iter().any(|p| {
-                counts.get(*p).copied().unwrap_or_default().running
-                    >= tree.max_running_operation_count(p)
-            });
+            let mut chains = Vec::with_capacity(slots.len());
+            let mut blocked = false;
+            for (tree_name, pool, lightweight) in &slots {
+                let Ok(tree) = self.cluster.tree(tree_name) else {
+                    blocked = true;
+                    break;
+                };
+                let counts = counts_by_tree
+                    .entry(tree_name.clone())
+                    .or_insert_with(|| self.pool_counts(tree_name));
+                let chain: Vec<String> = tree
+                    .ancestry(pool)
+                    .into_iter()
+                    .chain([ROOT_POOL])
+                    .map(String::from)
+                    .collect();
+                blocked |= !lightweight
+                    && chain.iter().any(|p| {
+                        counts.get(p).copied().unwrap_or_default().running
+                            >= tree.max_running_operation_count(p)
+                    });
+                chains.push((tree_name.clone(), chain));
+            }
             if blocked {
                 continue;
             }
-            for p in &chain {
-                counts.entry(p.to_string()).or_default().running += 1;
+            for (tree_name, chain) in chains {
+                let counts = counts_by_tree.get_mut(&tree_name).expect("counted above");
+                for p in chain {
+                    counts.entry(p).or_default().running += 1;
+                }
+                self.stale_trees.insert(tree_name);
             }
             if let Some(op) = self.operations.get_mut(&id) {
                 op.state = OperationState::Running;
             }
             self.events
                 .push(CoreEvent::OperationRunning { id: id.clone() });
-            self.stale_trees.insert(tree_name);
             self.nudge_all_online();
         }
     }
@@ -297,14 +351,20 @@ impl SchedulerCore {
         }
         op.finish(state, error.clone(), now);
         self.speculating.remove(id);
-        let (tree, pool) = (op.tree.clone(), op.pool.clone());
+        let pools: Vec<(String, String)> = op
+            .trees
+            .iter()
+            .map(|(t, s)| (t.clone(), s.pool.clone()))
+            .collect();
         self.events.push(CoreEvent::OperationFinished {
             id: id.clone(),
             state,
             error,
         });
-        self.stale_trees.insert(tree.clone());
-        self.remove_empty_ephemeral_pools(&tree, &pool);
+        for (tree, pool) in pools {
+            self.stale_trees.insert(tree.clone());
+            self.remove_empty_ephemeral_pools(&tree, &pool);
+        }
         self.promote_pending();
     }
 
@@ -316,7 +376,8 @@ impl SchedulerCore {
             let busy = self
                 .operations
                 .values()
-                .any(|o| o.tree == tree_name && o.pool == current && !o.state.is_finished());
+                .filter(|o| !o.state.is_finished())
+                .any(|o| o.slot(tree_name).is_some_and(|s| s.pool == current));
             let Ok(tree) = self.cluster.tree_mut(tree_name) else {
                 return;
             };

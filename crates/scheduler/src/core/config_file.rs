@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use ytsched_common::pool_config::{PoolConfig, TreeConfig, ROOT_POOL};
+use ytsched_common::NodeId;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +37,9 @@ pub struct ConfigFile {
     pub default_tree: Option<String>,
     #[serde(default)]
     pub pool_trees: BTreeMap<String, TreeSection>,
+    /// Admin-set tags by node id (`//sys/cluster_nodes/<node>/@user_tags`).
+    #[serde(default)]
+    pub node_user_tags: BTreeMap<NodeId, Vec<String>>,
 }
 
 impl ConfigFile {
@@ -48,6 +52,8 @@ impl ConfigFile {
                 c.tree(d)?;
                 c.default_tree = Some(d.clone());
             }
+            c.node_user_tags = self.node_user_tags.clone();
+            c.validate()?;
             return Ok(c);
         }
         let mut trees = BTreeMap::new();
@@ -73,6 +79,7 @@ impl ConfigFile {
         let c = ClusterConfig {
             default_tree,
             trees,
+            node_user_tags: self.node_user_tags.clone(),
         };
         c.validate()?;
         Ok(c)

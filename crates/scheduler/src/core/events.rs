@@ -2,6 +2,7 @@
 //! in the simulator, prints them.
 
 use serde::Serialize;
+use ytsched_common::protocol::Registration;
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
@@ -9,9 +10,15 @@ use ytsched_common::{JobId, NodeId, OperationId};
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum CoreEvent {
+    /// The node came online (first heartbeat, or back after going silent).
     NodeRegistered {
         id: NodeId,
-        tree: String,
+        registration: Registration,
+    },
+    /// The node's pool tree changed (it joined one, moved, went idle or was refused).
+    NodeMembership {
+        id: NodeId,
+        registration: Registration,
     },
     NodeRestarted {
         id: NodeId,

@@ -100,6 +100,8 @@ impl TreeShares {
 /// The result of one update of one tree.
 #[derive(Clone, Debug)]
 pub struct TreeShares {
+    /// The tree these shares are of (set by the caller that names trees).
+    pub tree: String,
     /// Element 0 is `<Root>`; parents come before their children.
     pub elements: Vec<Element>,
     pub pool_index: HashMap<String, usize>,
@@ -116,6 +118,7 @@ pub struct TreeShares {
 impl Default for TreeShares {
     fn default() -> Self {
         Self {
+            tree: String::new(),
             elements: vec![],
             pool_index: HashMap::new(),
             operation_index: HashMap::new(),
@@ -160,6 +163,7 @@ pub fn compute_with_volumes(
     volumes: &HashMap<String, f64>,
 ) -> TreeShares {
     let mut out = TreeShares {
+        tree: String::new(),
         total,
         ..Default::default()
     };

@@ -5,7 +5,7 @@ use super::operation::ResultEffect;
 use super::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
 use ytsched_common::protocol::{
-    HeartbeatReply, HeartbeatRequest, JobAbort, Registration, UnixMillis, PROTOCOL_VERSION,
+    HeartbeatReply, HeartbeatRequest, JobAbort, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
@@ -41,6 +41,7 @@ impl SchedulerCore {
             self.apply_result(&node_id, result, now);
         }
 
+        self.evict_jobs_of_other_trees(&node_id, now);
         let (mut jobs_to_abort, mut dying) = self.reconcile_running(&req, now);
         let (limit_aborts, freed) = self.enforce_limits(&node_id, now);
         jobs_to_abort.extend(limit_aborts);
@@ -63,17 +64,14 @@ impl SchedulerCore {
             jobs_to_start,
             jobs_to_abort,
             acknowledged_jobs: acknowledged,
-            user_tags: vec![],
+            user_tags: self.cluster.user_tags(&node_id).to_vec(),
             heartbeat_period_ms: period,
         }
     }
 
+    /// Records what the node reported; a node seen for the first time, back online, or
+    /// with other tags has its tree membership (re)evaluated.
     fn refresh_node(&mut self, req: &HeartbeatRequest, now: UnixMillis) {
-        // Every node belongs to the default tree until tree filters decide membership.
-        let registration = match &self.cluster.default_tree {
-            Some(tree) => Registration::Registered { tree: tree.clone() },
-            None => Registration::Idle,
-        };
         let node = self
             .nodes
             .entry(req.node_id.clone())
@@ -84,25 +82,28 @@ impl SchedulerCore {
                 id: node.id.clone(),
             });
         }
-        let membership_changed = !node.online || node.resource_limits != req.resource_limits;
-        if !node.online {
-            node.online = true;
-            self.events.push(CoreEvent::NodeRegistered {
-                id: node.id.clone(),
-                tree: match &registration {
-                    Registration::Registered { tree } => tree.clone(),
-                    _ => String::new(),
-                },
-            });
-        }
+        let returning = !node.online;
+        let tags_changed = node.system_tags != req.system_tags || node.tags != req.tags;
+        let limits_changed = node.resource_limits != req.resource_limits;
         node.hostname = req.hostname.clone();
+        node.system_tags = req.system_tags.clone();
         node.tags = req.tags.clone();
         node.resource_limits = req.resource_limits;
         node.reported_usage = req.resource_usage;
         node.last_heartbeat = now;
-        let membership_changed = membership_changed || node.registration != registration;
-        node.registration = registration;
-        if membership_changed {
+        // Evaluated while still offline, so that joining is one event, not two.
+        if returning || tags_changed {
+            self.reassign_node(&req.node_id);
+        }
+        let node = self.nodes.get_mut(&req.node_id).expect("inserted above");
+        if returning {
+            node.online = true;
+            self.events.push(CoreEvent::NodeRegistered {
+                id: node.id.clone(),
+                registration: node.registration.clone(),
+            });
+        }
+        if returning || tags_changed || limits_changed {
             self.recompute_tree_resources();
         }
     }

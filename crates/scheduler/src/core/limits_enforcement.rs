@@ -138,7 +138,8 @@ impl SchedulerCore {
                 ElementKind::Operation { id } => self
                     .operations
                     .get(id)
-                    .map(|o| o.resource_limits)
+                    .and_then(|o| o.slot(tree_name))
+                    .map(|s| s.resource_limits)
                     .filter(|l| {
                         l.cpu.is_finite()
                             || l.memory.is_finite()

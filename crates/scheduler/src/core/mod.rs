@@ -11,6 +11,7 @@ pub mod fair_share;
 mod heartbeat;
 pub mod integral;
 mod limits_enforcement;
+pub mod membership;
 mod nodes;
 mod operation;
 pub mod orchid;

@@ -10,7 +10,12 @@ pub struct Node {
     pub id: NodeId,
     pub incarnation: IncarnationId,
     pub hostname: String,
+    /// Detected by the agent.
+    pub system_tags: Vec<String>,
+    /// Configured on the agent (`--tag`).
     pub tags: Vec<String>,
+    /// Every tag, admin-set user tags included: what filters are evaluated against.
+    pub all_tags: BTreeSet<String>,
     pub resource_limits: ResourceVector,
     /// Usage as the node last reported it (includes jobs being killed).
     pub reported_usage: ResourceVector,
@@ -31,7 +36,9 @@ impl Node {
             id,
             incarnation,
             hostname: String::new(),
+            system_tags: vec![],
             tags: vec![],
+            all_tags: BTreeSet::new(),
             resource_limits: ResourceVector::ZERO,
             reported_usage: ResourceVector::ZERO,
             last_heartbeat: 0,

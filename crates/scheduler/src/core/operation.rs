@@ -6,6 +6,7 @@ use ytsched_common::protocol::{FinishedJob, JobStartSpec, JobStatistics, UnixMil
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::tag_filter::TagFilter;
 use ytsched_common::{JobId, NodeId, OperationId};
 
 #[derive(Clone, Debug)]
@@ -24,6 +25,8 @@ pub struct Job {
     pub index: u32,
     pub state: JobState,
     pub node: NodeId,
+    /// The pool tree of the node it was started on: whose usage it counts in.
+    pub tree: String,
     pub resources: ResourceVector,
     pub start_time: UnixMillis,
     /// Start order within the operation: tells apart jobs started in the same instant.
@@ -41,14 +44,25 @@ pub struct Job {
     pub speculative: bool,
 }
 
-/// Where and how an admitted operation runs, decided by admission.
+/// How an operation runs in one of its pool trees (SPEC 5.9): its pool there (after
+/// ephemeral pool resolution), weight and limits (spec, then per-tree overrides), and
+/// the usage of its jobs on that tree's nodes.
 #[derive(Clone, Debug)]
-pub struct Placement {
-    pub tree: String,
+pub struct TreeSlot {
     pub pool: String,
     pub weight: f64,
     pub resource_limits: ResourceVector,
+    /// Runs in a FIFO pool with lightweight operations enabled: not counted against
+    /// running-operation limits.
     pub lightweight: bool,
+    pub usage: ResourceVector,
+}
+
+/// Where and how an admitted operation runs, decided by admission.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// One slot per pool tree, in the order the spec named the trees.
+    pub trees: Vec<(String, TreeSlot)>,
     pub pending: bool,
 }
 
@@ -56,16 +70,12 @@ pub struct Placement {
 pub struct Operation {
     pub id: OperationId,
     pub user: String,
-    /// The pool tree it runs in and its pool there (after ephemeral pool resolution).
-    pub tree: String,
-    pub pool: String,
-    /// Weight and limits in its tree (spec, then per-tree overrides).
-    pub weight: f64,
-    pub resource_limits: ResourceVector,
+    /// The pool trees it runs in, the first being the one named first.
+    pub trees: BTreeMap<String, TreeSlot>,
+    pub tree_order: Vec<String>,
     pub max_share_ratio: f64,
-    /// Runs in a FIFO pool with lightweight operations enabled: not counted against
-    /// running-operation limits.
-    pub lightweight: bool,
+    /// Nodes its jobs may run on (`scheduling_tag_filter`; empty: any node of its trees).
+    pub tag_filter: TagFilter,
     pub spec: VanillaSpec,
     pub state: OperationState,
     pub seq: u64,
@@ -76,7 +86,6 @@ pub struct Operation {
     /// Every job attempt, including aborted and failed ones.
     pub jobs: BTreeMap<JobId, Job>,
     pub failed_job_count: u32,
-    pub usage: ResourceVector,
     next_job_seq: u64,
 }
 
@@ -92,7 +101,7 @@ pub enum ResultEffect {
 }
 
 impl Operation {
-    /// A new operation, running in `placement.tree`/`placement.pool`.
+    /// A new operation, running in the trees and pools of `placement`.
     pub fn new(
         id: OperationId,
         user: String,
@@ -111,15 +120,18 @@ impl Operation {
                 completed: 0,
             })
             .collect();
+        let tag_filter = spec
+            .scheduling_tag_filter
+            .as_deref()
+            .and_then(|f| TagFilter::parse(f).ok())
+            .unwrap_or_default();
         Self {
             id,
             user,
-            tree: placement.tree,
-            pool: placement.pool,
-            weight: placement.weight,
-            resource_limits: placement.resource_limits,
+            tree_order: placement.trees.iter().map(|(t, _)| t.clone()).collect(),
+            trees: placement.trees.into_iter().collect(),
             max_share_ratio: spec.max_share_ratio.unwrap_or(1.0),
-            lightweight: placement.lightweight,
+            tag_filter,
             spec,
             state: if placement.pending {
                 OperationState::Pending
@@ -133,7 +145,6 @@ impl Operation {
             tasks,
             jobs: BTreeMap::new(),
             failed_job_count: 0,
-            usage: ResourceVector::ZERO,
             next_job_seq: 0,
         }
     }
@@ -153,14 +164,40 @@ impl Operation {
             .map(|j| j.id.clone())
     }
 
-    /// Resources still wanted: what runs plus what waits.
-    pub fn demand(&self) -> ResourceVector {
-        self.usage
+    /// The first tree the spec named: where the operation is listed by default.
+    pub fn main_tree(&self) -> &str {
+        &self.tree_order[0]
+    }
+
+    /// Its pool in the first tree.
+    pub fn main_pool(&self) -> &str {
+        &self.trees[self.main_tree()].pool
+    }
+
+    pub fn slot(&self, tree: &str) -> Option<&TreeSlot> {
+        self.trees.get(tree)
+    }
+
+    /// What all its running jobs hold, over every tree.
+    pub fn usage(&self) -> ResourceVector {
+        self.trees.values().map(|s| s.usage).sum()
+    }
+
+    /// What it still wants in `tree`: what runs there plus every waiting job, which any
+    /// of its trees may take (YTsaurus gives each tree the whole pending demand).
+    pub fn demand_in(&self, tree: &str) -> ResourceVector {
+        self.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage)
             + self
                 .tasks
                 .iter()
                 .map(|t| t.spec.job_resources().scale(t.waiting.len() as f64))
                 .sum()
+    }
+
+    /// What it may still start in `tree` under its own limits there.
+    pub fn room_in(&self, tree: &str) -> ResourceVector {
+        self.slot(tree)
+            .map_or(ResourceVector::ZERO, |s| s.resource_limits - s.usage)
     }
 
     /// The first task with a waiting job that fits into `free`.
@@ -170,22 +207,35 @@ impl Operation {
             .position(|t| !t.waiting.is_empty() && t.spec.job_resources().fits_in(free))
     }
 
-    /// Starts the next waiting job of `task` on `node`; returns what the node needs to run it.
-    pub fn start_job(&mut self, task: usize, node: &NodeId, now: UnixMillis) -> JobStartSpec {
+    /// Starts the next waiting job of `task` on `node` of `tree`; returns what the node
+    /// needs to run it.
+    pub fn start_job(
+        &mut self,
+        task: usize,
+        node: &NodeId,
+        tree: &str,
+        now: UnixMillis,
+    ) -> JobStartSpec {
         let index = self.tasks[task]
             .waiting
             .pop_front()
             .expect("caller checked a job waits");
-        self.launch(task, index, node, now)
+        self.launch(task, index, node, tree, now)
     }
 
     /// Starts a speculative copy of running job `original` on `node` (SPEC 5.8).
-    pub fn start_copy(&mut self, original: &JobId, node: &NodeId, now: UnixMillis) -> JobStartSpec {
+    pub fn start_copy(
+        &mut self,
+        original: &JobId,
+        node: &NodeId,
+        tree: &str,
+        now: UnixMillis,
+    ) -> JobStartSpec {
         let (task, index) = {
             let j = &self.jobs[original];
             (j.task, j.index)
         };
-        let spec = self.launch(task, index, node, now);
+        let spec = self.launch(task, index, node, tree, now);
         if let Some(j) = self.jobs.get_mut(original) {
             j.copy = Some(spec.job_id.clone());
         }
@@ -202,19 +252,29 @@ impl Operation {
         self.jobs.get(copy).filter(|c| c.state == JobState::Running)
     }
 
-    fn launch(&mut self, task: usize, index: u32, node: &NodeId, now: UnixMillis) -> JobStartSpec {
+    fn launch(
+        &mut self,
+        task: usize,
+        index: u32,
+        node: &NodeId,
+        tree: &str,
+        now: UnixMillis,
+    ) -> JobStartSpec {
         let t = &self.tasks[task];
         let resources = t.spec.job_resources();
         let seq = self.next_job_seq;
         let id = JobId(format!("{}-{seq}", self.id));
         self.next_job_seq += 1;
-        self.usage += resources;
+        if let Some(slot) = self.trees.get_mut(tree) {
+            slot.usage += resources;
+        }
         let job = Job {
             id: id.clone(),
             task,
             index,
             state: JobState::Running,
             node: node.clone(),
+            tree: tree.to_string(),
             resources,
             start_time: now,
             seq,
@@ -257,7 +317,9 @@ impl Operation {
         job.state = JobState::Aborted;
         job.abort_reason = Some(reason);
         job.finish_time = Some(now);
-        self.usage -= job.resources;
+        if let Some(slot) = self.trees.get_mut(&job.tree) {
+            slot.usage -= job.resources;
+        }
         // The index runs again unless the operation is over, the other copy still runs
         // it, or it lost the race to that copy.
         let requeue = !matches!(
@@ -292,7 +354,9 @@ impl Operation {
             return ResultEffect::Ignored;
         }
         job.finish_time = Some(result.finish_time);
-        self.usage -= job.resources;
+        if let Some(slot) = self.trees.get_mut(&job.tree) {
+            slot.usage -= job.resources;
+        }
         let task = job.task;
         match result.state {
             JobState::Completed => {

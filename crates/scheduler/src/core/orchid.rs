@@ -163,15 +163,16 @@ impl SchedulerCore {
                     );
                     self.insert_statuses(&mut m, tree_name, ElementKey::Operation(id.clone()));
                     m.insert("state".into(), json!(op.state.name()));
-                    m.insert("pool".into(), json!(op.pool));
+                    let slot = op.slot(tree_name);
+                    m.insert("pool".into(), json!(slot.map(|s| &s.pool)));
                     m.insert("user".into(), json!(op.user));
-                    m.insert("lightweight".into(), json!(op.lightweight));
+                    m.insert("lightweight".into(), json!(slot.is_some_and(|s| s.lightweight)));
                     m.insert(
                         "running_job_count".into(),
                         json!(op.running_job_ids().count()),
                     );
                     m.insert("pending_job_count".into(), json!(op.waiting_job_count()));
-                    let (preemptible, aggressive) = self.preemptible_counts(id);
+                    let (preemptible, aggressive) = self.preemptible_counts(id, tree_name);
                     m.insert("preemptible_job_count".into(), json!(preemptible));
                     m.insert(
                         "aggressively_preemptible_job_count".into(),

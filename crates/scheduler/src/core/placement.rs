@@ -4,6 +4,7 @@
 
 use super::fair_share::{ElementKind, TreeShares};
 use super::{CoreEvent, SchedulerCore};
+use std::collections::BTreeSet;
 use ytsched_common::protocol::{JobStartSpec, UnixMillis};
 use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
@@ -59,14 +60,16 @@ impl SchedulerCore {
         let Some(shares) = self.shares.remove(&tree) else {
             return vec![];
         };
+        let tags = std::mem::take(&mut self.nodes.get_mut(node_id).expect("checked").all_tags);
         let (mut usage, mut waiting) = self.live_usage(&shares);
         let mut starts = Vec::new();
-        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, 0, *free) {
+        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, &tags, 0, *free)
+        {
             let op = self
                 .operations
                 .get_mut(&op_id)
                 .expect("picked from the map");
-            let spec = op.start_job(task, node_id, now);
+            let spec = op.start_job(task, node_id, &tree, now);
             waiting[elem] = op.waiting_job_count() > 0;
             *free -= spec.resources;
             for i in shares.path(elem) {
@@ -76,6 +79,9 @@ impl SchedulerCore {
             starts.push(spec);
         }
         self.shares.insert(tree, shares);
+        if let Some(node) = self.nodes.get_mut(node_id) {
+            node.all_tags = tags;
+        }
         starts
     }
 
@@ -123,7 +129,7 @@ impl SchedulerCore {
             let e = &shares.elements[i];
             if let ElementKind::Operation { id } = &e.kind {
                 if let Some(op) = self.operations.get(id) {
-                    usage[i] = op.usage;
+                    usage[i] = op.slot(&shares.tree).map_or(ResourceVector::ZERO, |s| s.usage);
                     waiting[i] = op.state == OperationState::Running && op.waiting_job_count() > 0;
                 }
             }
@@ -157,7 +163,7 @@ impl SchedulerCore {
         });
         if let ElementKind::Operation { id } = &e.kind {
             if let Some(op) = self.operations.get(id) {
-                room = room.map(|r, v| v.min(op.resource_limits.get(r) - op.usage.get(r)));
+                room = room.map(|r, v| v.min(op.room_in(&shares.tree).get(r)));
             }
         }
         room
@@ -181,13 +187,15 @@ impl SchedulerCore {
         room
     }
 
-    /// The least satisfied operation under `idx` with a job that fits `room` (free
-    /// resources, narrowed by each element's limits on the way down).
+    /// The least satisfied operation under `idx` whose `scheduling_tag_filter` admits a
+    /// node with `tags` and with a job that fits `room` (free resources, narrowed by each
+    /// element's limits on the way down).
     fn pick(
         &self,
         shares: &TreeShares,
         usage: &[ResourceVector],
         waiting: &[bool],
+        tags: &BTreeSet<String>,
         idx: usize,
         room: ResourceVector,
     ) -> Option<(usize, OperationId, usize)> {
@@ -199,7 +207,7 @@ impl SchedulerCore {
         match &e.kind {
             ElementKind::Operation { id } => {
                 let op = self.operations.get(id)?;
-                if op.state != OperationState::Running {
+                if op.state != OperationState::Running || !op.tag_filter.matches(tags) {
                     return None;
                 }
                 let task = op.next_fitting_task(&room)?;
@@ -223,25 +231,34 @@ impl SchedulerCore {
                 order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
                 order
                     .into_iter()
-                    .find_map(|(_, _, c)| self.pick(shares, usage, waiting, c, room))
+                    .find_map(|(_, _, c)| self.pick(shares, usage, waiting, tags, c, room))
             }
         }
     }
 
-    /// An operation whose job fits no node of its (non-empty) tree would wait forever:
-    /// fail it now with the resource that is short.
+    /// An operation whose job fits no node it may run on (in its trees, through its tag
+    /// filter) would wait forever: fail it now with the resource that is short. With no
+    /// such node at all it waits, as nodes may still come.
     pub(super) fn fail_unplaceable(&mut self, now: UnixMillis) {
-        let mut by_tree: std::collections::HashMap<&str, Vec<ResourceVector>> = Default::default();
+        let mut by_tree: std::collections::HashMap<&str, Vec<&super::Node>> = Default::default();
         for n in self.nodes.values() {
             if let Some(t) = self.node_tree(n) {
-                by_tree.entry(t).or_default().push(n.resource_limits);
+                by_tree.entry(t).or_default().push(n);
             }
         }
         let mut doomed = Vec::new();
         for op in self.operations.values().filter(|o| !o.state.is_finished()) {
-            let Some(limits) = by_tree.get(op.tree.as_str()) else {
+            let limits: Vec<ResourceVector> = op
+                .trees
+                .keys()
+                .filter_map(|t| by_tree.get(t.as_str()))
+                .flatten()
+                .filter(|n| op.tag_filter.matches(&n.all_tags))
+                .map(|n| n.resource_limits)
+                .collect();
+            if limits.is_empty() {
                 continue;
-            };
+            }
             let largest = limits
                 .iter()
                 .fold(ResourceVector::ZERO, |a, b| a.component_max(b));
@@ -254,13 +271,18 @@ impl SchedulerCore {
                     .first_excess(&largest)
                     .or_else(|| need.first_excess(&limits[0]))
                     .expect("a job that fits no node exceeds some resource");
+                let filter = if op.tag_filter.is_empty() {
+                    String::new()
+                } else {
+                    format!(" matching '{}'", op.tag_filter)
+                };
                 doomed.push((
                     op.id.clone(),
                     format!(
-                        "a job of task '{}' needs {resource} = {} but no node of pool tree '{}' has that much (largest node: {resource} = {})",
+                        "a job of task '{}' needs {resource} = {} but no node{filter} of pool tree(s) {} has that much (largest node: {resource} = {})",
                         task.name,
                         need.get(resource),
-                        op.tree,
+                        op.tree_order.join(", "),
                         largest.get(resource),
                     ),
                 ));

@@ -98,7 +98,7 @@ fn ephemeral_user_pool_appears_and_disappears() {
     core.process_heartbeat(hb(4.0, &[], vec![]), 0);
     core.start_operation(id("a"), "alice", spec_in(None, 1), 0)
         .unwrap();
-    assert_eq!(core.operation(&id("a")).unwrap().pool, "alice");
+    assert_eq!(core.operation(&id("a")).unwrap().main_pool(), "alice");
     assert_eq!(
         core.admin_get("//sys/pool_trees/default/alice/@is_ephemeral")
             .unwrap(),
@@ -128,7 +128,7 @@ fn ephemeral_subpools_per_user_with_their_config() {
     core.start_operation(id("a"), "bob", spec_in(Some("research"), 1), 0)
         .unwrap();
     let op = core.operation(&id("a")).unwrap();
-    assert_eq!(op.pool, "research$bob");
+    assert_eq!(op.main_pool(), "research$bob");
     let attrs = core
         .admin_get("//sys/pool_trees/default/research/research$bob/@")
         .unwrap();
@@ -158,7 +158,7 @@ fn lightweight_operations_do_not_take_running_slots() {
         core.start_operation(id(name), "u", spec_in(Some("light"), 1), 0)
             .unwrap();
         assert_eq!(state(&core, name), OperationState::Running);
-        assert!(core.operation(&id(name)).unwrap().lightweight);
+        assert!(core.operation(&id(name)).unwrap().trees["default"].lightweight);
     }
     core.update_all_shares(1);
     let p = core
@@ -206,7 +206,7 @@ fn operations_in_the_root_only_when_the_tree_allows_it() {
     .unwrap();
     core.start_operation(id("b"), "u", spec_in(Some("<Root>"), 1), 0)
         .unwrap();
-    assert_eq!(core.operation(&id("b")).unwrap().pool, "<Root>");
+    assert_eq!(core.operation(&id("b")).unwrap().main_pool(), "<Root>");
     core.process_heartbeat(hb(4.0, &[], vec![]), 1);
     let r = core.process_heartbeat(hb(4.0, &[], vec![]), 2);
     let started = core.operation(&id("b")).unwrap().running_job_ids().count();

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use ytsched_common::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
 use ytsched_common::resources::{Resource, EPSILON};
 use ytsched_common::spec::validate_pool_name;
+use ytsched_common::tag_filter::validate_tag;
+use ytsched_common::NodeId;
 
 /// A configuration change or lookup that cannot be done, with a message naming the pool,
 /// attribute or path at fault.
@@ -46,6 +48,10 @@ pub struct PoolTree {
 pub struct ClusterConfig {
     pub default_tree: Option<String>,
     pub trees: BTreeMap<String, PoolTree>,
+    /// Tags admins set on nodes (`//sys/cluster_nodes/<node>/@user_tags`): configuration,
+    /// kept across node restarts and saved with the trees.
+    #[serde(default)]
+    pub node_user_tags: BTreeMap<NodeId, Vec<String>>,
 }
 
 pub const DEFAULT_TREE: &str = "default";
@@ -61,11 +67,16 @@ impl Default for ClusterConfig {
         Self {
             default_tree: Some(DEFAULT_TREE.to_string()),
             trees,
+            node_user_tags: BTreeMap::new(),
         }
     }
 }
 
 impl ClusterConfig {
+    pub fn user_tags(&self, node: &NodeId) -> &[String] {
+        self.node_user_tags.get(node).map_or(&[], Vec::as_slice)
+    }
+
     pub fn tree(&self, name: &str) -> Result<&PoolTree, ConfigError> {
         self.trees
             .get(name)
@@ -85,6 +96,11 @@ impl ClusterConfig {
         }
         for (name, tree) in &self.trees {
             tree.validate(name)?;
+        }
+        for (node, tags) in &self.node_user_tags {
+            for t in tags {
+                validate_tag(t).map_err(|m| ConfigError(format!("user_tags of node {node}: {m}")))?;
+            }
         }
         Ok(())
     }

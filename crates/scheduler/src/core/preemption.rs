@@ -77,14 +77,20 @@ struct Candidate {
 }
 
 impl SchedulerCore {
-    /// Classes of every running job of `op` as of the tree's last update.
-    pub(super) fn job_classes(&self, op_id: &OperationId) -> Vec<(JobId, Preemptibility)> {
+    /// Classes of the running jobs of `op` in `tree_name` as of that tree's last update.
+    pub(super) fn job_classes(
+        &self,
+        op_id: &OperationId,
+        tree_name: &str,
+    ) -> Vec<(JobId, Preemptibility)> {
         let Some(op) = self.operations.get(op_id) else {
             return vec![];
         };
-        let (Some(shares), Some(tree)) =
-            (self.shares.get(&op.tree), self.cluster.trees.get(&op.tree))
-        else {
+        let (Some(shares), Some(tree), Some(slot)) = (
+            self.shares.get(tree_name),
+            self.cluster.trees.get(tree_name),
+            op.slot(tree_name),
+        ) else {
             return vec![];
         };
         let fs = shares
@@ -95,12 +101,12 @@ impl SchedulerCore {
         let mut jobs: Vec<(JobId, StartKey, ResourceVector)> = op
             .jobs
             .values()
-            .filter(|j| j.state == JobState::Running)
+            .filter(|j| j.state == JobState::Running && j.tree == tree_name)
             .map(|j| (j.id.clone(), (j.start_time, j.seq), j.resources))
             .collect();
         // The nearest pool that sets a threshold, else the tree's.
         let threshold = tree
-            .ancestry(&op.pool)
+            .ancestry(&slot.pool)
             .into_iter()
             .find_map(|p| {
                 tree.pools
@@ -121,9 +127,9 @@ impl SchedulerCore {
         )
     }
 
-    /// (preemptible, aggressively preemptible) job counts of an operation.
-    pub fn preemptible_counts(&self, op_id: &OperationId) -> (usize, usize) {
-        let classes = self.job_classes(op_id);
+    /// (preemptible, aggressively preemptible) job counts of an operation in a tree.
+    pub fn preemptible_counts(&self, op_id: &OperationId, tree: &str) -> (usize, usize) {
+        let classes = self.job_classes(op_id, tree);
         let count = |c| classes.iter().filter(|(_, k)| *k == c).count();
         (
             count(Preemptibility::Preemptible),
@@ -185,7 +191,7 @@ impl SchedulerCore {
             };
             let classes = by_op
                 .entry(op_id.clone())
-                .or_insert_with(|| self.job_classes(op_id).into_iter().collect());
+                .or_insert_with(|| self.job_classes(op_id, &tree_name).into_iter().collect());
             let Some(&class) = classes.get(job_id) else {
                 continue;
             };
@@ -206,6 +212,9 @@ impl SchedulerCore {
         let (usage, _) = self.live_usage(shares);
         for (op_id, status) in starving {
             let op = &self.operations[&op_id];
+            if !op.tag_filter.matches(&node.all_tags) {
+                continue;
+            }
             let aggressive = status == StarvationStatus::AggressivelyStarving;
             let Some(&idx) = shares.operation_index.get(&op_id) else {
                 continue;
@@ -224,16 +233,21 @@ impl SchedulerCore {
                 if c.operation == op_id {
                     continue;
                 }
-                let victim_op = &self.operations[&c.operation];
+                let Some(victim_pool) = self.operations[&c.operation]
+                    .slot(&tree_name)
+                    .map(|s| s.pool.as_str())
+                else {
+                    continue;
+                };
                 // Aggressive preemption may also take what regular preemption may.
                 let eligible = match class {
                     Preemptibility::Preemptible => {
-                        self.preemption_allowed(&tree_name, &victim_op.pool, false)
+                        self.preemption_allowed(&tree_name, victim_pool, false)
                             || (aggressive
-                                && self.preemption_allowed(&tree_name, &victim_op.pool, true))
+                                && self.preemption_allowed(&tree_name, victim_pool, true))
                     }
                     Preemptibility::AggressivelyPreemptible => {
-                        aggressive && self.preemption_allowed(&tree_name, &victim_op.pool, true)
+                        aggressive && self.preemption_allowed(&tree_name, victim_pool, true)
                     }
                     Preemptibility::NonPreemptible => false,
                 };
@@ -258,12 +272,14 @@ impl SchedulerCore {
                     kept.retain(|k| k.job != v.job);
                 }
             }
-            let pool = op.pool.clone();
+            let pool = op.slot(&tree_name).map(|s| s.pool.clone()).unwrap_or_default();
             let victims: Vec<(JobId, OperationId)> = kept
                 .iter()
                 .map(|c| (c.job.clone(), c.operation.clone()))
                 .collect();
-            return Some(self.preempt_and_start(node_id, &op_id, &pool, task, victims, now));
+            return Some(self.preempt_and_start(
+                node_id, &tree_name, &op_id, &pool, task, victims, now,
+            ));
         }
         if let Some(n) = self.nodes.get_mut(node_id) {
             n.last_preemptive_stage = Some(now);
@@ -294,8 +310,9 @@ impl SchedulerCore {
                 continue;
             };
             let e = &shares.elements[i];
+            let usage = op.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage);
             let sat = super::placement::satisfaction(
-                &op.usage.share_of(&shares.total),
+                &usage.share_of(&shares.total),
                 &e.fair_share.total,
                 &e.demand_share,
             );
@@ -305,9 +322,11 @@ impl SchedulerCore {
         out.into_iter().map(|(s, _, _, id)| (id, s)).collect()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn preempt_and_start(
         &mut self,
         node_id: &NodeId,
+        tree: &str,
         op_id: &OperationId,
         pool: &str,
         task: usize,
@@ -335,12 +354,12 @@ impl SchedulerCore {
             })
             .collect();
         let op = self.operations.get_mut(op_id).expect("starving operation");
-        let spec = op.start_job(task, node_id, now);
+        let spec = op.start_job(task, node_id, tree, now);
         self.record_start(node_id, op_id, &spec);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
         }
-        self.stale_trees.insert(self.operations[op_id].tree.clone());
+        self.stale_trees.insert(tree.to_string());
         (spec, aborts)
     }
 

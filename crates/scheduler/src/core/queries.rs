@@ -2,6 +2,7 @@
 
 use super::{Operation, SchedulerCore};
 use ytsched_common::api::{ApiError, JobCounts, JobInfo, NodeInfo, OperationInfo, OutputStream};
+use ytsched_common::protocol::Registration;
 use ytsched_common::states::JobState;
 use ytsched_common::{JobId, OperationId};
 
@@ -75,20 +76,28 @@ impl SchedulerCore {
             .map(|n| NodeInfo {
                 id: n.id.clone(),
                 hostname: n.hostname.clone(),
-                state: if n.online { "online" } else { "offline" }.to_string(),
+                state: match &n.registration {
+                    _ if !n.online => "offline",
+                    Registration::Registered { .. } => "online",
+                    Registration::Idle => "idle",
+                    Registration::Refused { .. } | Registration::Rejected { .. } => "refused",
+                }
+                .to_string(),
                 tree: match &n.registration {
-                    ytsched_common::protocol::Registration::Registered { tree } => {
+                    Registration::Registered { tree } => {
                         Some(tree.clone())
                     }
                     _ => None,
                 },
                 error: match &n.registration {
-                    ytsched_common::protocol::Registration::Refused { error } => {
+                    Registration::Refused { error } => {
                         Some(error.clone())
                     }
                     _ => None,
                 },
+                system_tags: n.system_tags.clone(),
                 tags: n.tags.clone(),
+                user_tags: self.cluster.user_tags(&n.id).to_vec(),
                 resource_limits: n.resource_limits,
                 resource_usage: n.reported_usage,
                 running_job_count: n.jobs.len() as u64,
@@ -117,15 +126,20 @@ fn describe(op: &Operation) -> OperationInfo {
         id: op.id.clone(),
         user: op.user.clone(),
         state: op.state,
-        pool: op.pool.clone(),
+        pool: op.main_pool().to_string(),
+        pool_trees: op
+            .tree_order
+            .iter()
+            .map(|t| (t.clone(), op.trees[t].pool.clone()))
+            .collect(),
         title: op.spec.title.clone(),
-        weight: op.weight,
+        weight: op.trees[op.main_tree()].weight,
         error: op.error.clone(),
         start_time: op.start_time,
         finish_time: op.finish_time,
         jobs,
-        resource_usage: op.usage,
-        resource_demand: op.demand(),
+        resource_usage: op.usage(),
+        resource_demand: op.demand_in(op.main_tree()),
         spec: op.spec.clone(),
     }
 }

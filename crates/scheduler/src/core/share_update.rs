@@ -60,14 +60,15 @@ impl SchedulerCore {
         let inputs: Vec<OperationInput> = self
             .operations
             .values()
-            .filter(|o| o.tree == tree_name && o.state == OperationState::Running)
-            .map(|o| OperationInput {
+            .filter(|o| o.state == OperationState::Running)
+            .filter_map(|o| Some((o, o.slot(tree_name)?)))
+            .map(|(o, slot)| OperationInput {
                 id: o.id.clone(),
-                pool: o.pool.clone(),
-                weight: o.weight,
-                demand: o.demand(),
-                usage: o.usage,
-                resource_limits: o.resource_limits,
+                pool: slot.pool.clone(),
+                weight: slot.weight,
+                demand: o.demand_in(tree_name),
+                usage: slot.usage,
+                resource_limits: slot.resource_limits,
                 max_share_ratio: o.max_share_ratio,
                 seq: o.seq,
                 pending_job_count: o.waiting_job_count(),
@@ -95,7 +96,8 @@ impl SchedulerCore {
                 *v = (*v + (p.flow_ratio - given) * dt).clamp(0.0, k * p.flow_ratio);
             }
         }
-        let shares = fair_share::compute_with_volumes(tree, total, &inputs, volumes);
+        let mut shares = fair_share::compute_with_volumes(tree, total, &inputs, volumes);
+        shares.tree = tree_name.to_string();
         if self.exceeds_limits(tree_name, &shares) {
             self.over_limit_trees.insert(tree_name.to_string());
         } else {
@@ -147,19 +149,13 @@ impl SchedulerCore {
     }
 
     /// After any configuration change: trees are recomputed before the next placement,
-    /// nodes follow the default tree, and pending operations may now fit.
+    /// nodes are re-sorted into trees by their filters, and pending operations may now fit.
     pub(super) fn on_config_changed(&mut self) {
         self.config_revision += 1;
         self.forget_removed_trees();
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         self.stale_trees.extend(trees);
-        let default_tree = self.cluster.default_tree.clone();
-        for node in self.nodes.values_mut() {
-            node.registration = match &default_tree {
-                Some(t) => Registration::Registered { tree: t.clone() },
-                None => Registration::Idle,
-            };
-        }
+        self.reassign_nodes();
         self.recompute_tree_resources();
         self.promote_pending();
         self.nudge_all_online();

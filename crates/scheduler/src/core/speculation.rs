@@ -18,16 +18,24 @@ impl SchedulerCore {
         mut free: ResourceVector,
         now: UnixMillis,
     ) -> Vec<JobStartSpec> {
-        let Some(tree) = self.nodes.get(node_id).and_then(|n| self.node_tree(n)) else {
+        let Some(node) = self.nodes.get(node_id) else {
             return vec![];
         };
+        let Some(tree) = self.node_tree(node).map(String::from) else {
+            return vec![];
+        };
+        let tree = tree.as_str();
+        let node_tags = &node.all_tags;
         let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
         for op in self
             .speculating
             .iter()
             .filter_map(|id| self.operations.get(id))
         {
-            if op.tree != tree || op.state != OperationState::Running {
+            if op.slot(tree).is_none()
+                || op.state != OperationState::Running
+                || !op.tag_filter.matches(node_tags)
+            {
                 continue;
             }
             for job in op.jobs.values() {
@@ -52,13 +60,12 @@ impl SchedulerCore {
         overdue.sort_by_key(|o| o.0);
         let mut starts = vec![];
         for (_, op_id, job_id, resources) in overdue {
-            let op = &self.operations[&op_id];
-            let room = op.resource_limits - op.usage;
+            let room = self.operations[&op_id].room_in(tree);
             if !resources.fits_in(&free) || !resources.fits_in(&room) {
                 continue;
             }
             let op = self.operations.get_mut(&op_id).expect("listed");
-            let spec = op.start_copy(&job_id, node_id, now);
+            let spec = op.start_copy(&job_id, node_id, tree, now);
             free -= resources;
             self.record_start(node_id, &op_id, &spec);
             starts.push(spec);

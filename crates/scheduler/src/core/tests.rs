@@ -32,6 +32,7 @@ pub(super) fn heartbeat(
         node_id: NodeId(node.into()),
         incarnation_id: IncarnationId("i1".into()),
         hostname: node.into(),
+        system_tags: vec![],
         tags: vec![],
         resource_limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
         resource_usage: ResourceVector::ZERO,

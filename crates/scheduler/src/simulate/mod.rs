@@ -97,6 +97,7 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
     let config = ConfigFile {
         default_tree: scenario.default_tree.clone(),
         pool_trees: scenario.pool_trees.clone(),
+        node_user_tags: Default::default(),
     }
     .build()
     .map_err(|e| invalid(e.0))?;
@@ -245,6 +246,7 @@ fn heartbeat(
         node_id: NodeId(node.spec.id.clone()),
         incarnation_id: IncarnationId("simulated".into()),
         hostname: node.spec.id.clone(),
+        system_tags: vec![],
         tags: node.spec.tags.clone(),
         resource_limits: node.spec.resources,
         resource_usage: usage,

@@ -1,0 +1,147 @@
+//! Which pool tree each node belongs to (SPEC 5.9): the one tree whose `nodes_filter`
+//! its tags (system, configured and admin-set user tags) satisfy. A node matching
+//! several trees is refused, one matching none is idle. Membership is re-evaluated the
+//! moment tags or filters change; jobs a node still runs for a tree it left are aborted
+//! at its next heartbeat (nudged to come at once), where the abort travels to the agent.
+
+use super::{ClusterConfig, CoreEvent, Node, SchedulerCore};
+use std::collections::BTreeSet;
+use ytsched_common::protocol::{Registration, UnixMillis};
+use ytsched_common::states::{AbortReason, JobState};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+/// Trees whose filter a tag set satisfies, in name order.
+pub fn matching_trees<'a>(cluster: &'a ClusterConfig, tags: &BTreeSet<String>) -> Vec<&'a str> {
+    cluster
+        .trees
+        .iter()
+        .filter(|(_, t)| t.config.nodes_filter.matches(tags))
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+/// What registration a node with these tags gets.
+pub fn registration_for(cluster: &ClusterConfig, tags: &BTreeSet<String>) -> Registration {
+    match matching_trees(cluster, tags).as_slice() {
+        [] => Registration::Idle,
+        [one] => Registration::Registered {
+            tree: one.to_string(),
+        },
+        [init @ .., last] => Registration::Refused {
+            error: format!(
+                "node matches pool trees {} and {last}; exactly one tree's nodes_filter may match a node",
+                init.join(", ")
+            ),
+        },
+    }
+}
+
+/// Every tag of a node: what the agent reports plus what an admin set.
+pub fn all_tags(node: &Node, cluster: &ClusterConfig) -> BTreeSet<String> {
+    node.system_tags
+        .iter()
+        .chain(&node.tags)
+        .chain(cluster.user_tags(&node.id))
+        .cloned()
+        .collect()
+}
+
+impl SchedulerCore {
+    /// Re-evaluates the membership of every node (after tags or filters changed).
+    /// Returns whether any node changed tree.
+    pub(super) fn reassign_nodes(&mut self) -> bool {
+        let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
+        let mut changed = false;
+        for id in ids {
+            changed |= self.reassign_node(&id);
+        }
+        if changed {
+            self.recompute_tree_resources();
+        }
+        changed
+    }
+
+    /// Recomputes one node's tags and registration; the caller recomputes tree totals
+    /// when this returns true.
+    pub(super) fn reassign_node(&mut self, id: &NodeId) -> bool {
+        let Some(node) = self.nodes.get(id) else {
+            return false;
+        };
+        let tags = all_tags(node, &self.cluster);
+        let registration = registration_for(&self.cluster, &tags);
+        let node = self.nodes.get_mut(id).expect("looked up above");
+        node.all_tags = tags;
+        if node.registration == registration {
+            return false;
+        }
+        node.registration = registration.clone();
+        if node.online {
+            self.events.push(CoreEvent::NodeMembership {
+                id: id.clone(),
+                registration,
+            });
+            self.nudges.insert(id.clone());
+        }
+        true
+    }
+
+    /// Aborts the jobs a node runs for a tree it is no longer in; they run again in
+    /// their tree. Called at the node's heartbeat, before what it runs is reconciled.
+    pub(super) fn evict_jobs_of_other_trees(&mut self, node_id: &NodeId, now: UnixMillis) {
+        let Some(node) = self.nodes.get(node_id) else {
+            return;
+        };
+        let current = self.node_tree(node).map(String::from);
+        let strays: Vec<(OperationId, JobId, String)> = node
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                let op = self.job_owner.get(j)?;
+                let job = self.operations.get(op)?.jobs.get(j)?;
+                (job.state == JobState::Running && Some(&job.tree) != current.as_ref())
+                    .then(|| (op.clone(), j.clone(), job.tree.clone()))
+            })
+            .collect();
+        for (op, job, tree) in strays {
+            let message = match &current {
+                Some(now_in) => format!(
+                    "node {node_id} moved from pool tree '{tree}' to '{now_in}'; the job runs again in '{tree}'"
+                ),
+                None => format!(
+                    "node {node_id} left pool tree '{tree}' ({}); the job runs again in '{tree}'",
+                    match &self.nodes[node_id].registration {
+                        Registration::Refused { error } => error.clone(),
+                        _ => "no tree's nodes_filter matches it".to_string(),
+                    }
+                ),
+            };
+            self.abort_running_job(
+                node_id,
+                &op,
+                &job,
+                AbortReason::NodeFairShareTreeChanged,
+                &message,
+                now,
+            );
+            self.stale_trees.insert(tree);
+        }
+    }
+
+    /// Nodes that match more than one tree under `next` but did not match exactly those
+    /// trees before: a filter change that would do this is refused.
+    pub(super) fn new_overlaps(&self, next: &ClusterConfig) -> Vec<String> {
+        self.nodes
+            .values()
+            .filter_map(|n| {
+                let now_matches = matching_trees(next, &all_tags(n, next));
+                if now_matches.len() < 2 {
+                    return None;
+                }
+                let before = matching_trees(&self.cluster, &all_tags(n, &self.cluster));
+                (before != now_matches).then(|| {
+                    format!("{} (would match {})", n.id, now_matches.join(" and "))
+                })
+            })
+            .collect()
+    }
+}
