@@ -7,8 +7,8 @@
 
 use crate::resources::ResourceVector;
 use crate::spec::ResourceAmounts;
-use crate::units::DurationMs;
 use crate::tag_filter::TagFilter;
+use crate::units::DurationMs;
 use serde::{Deserialize, Serialize};
 
 /// An attribute value that is wrong on its own (wrong type, out of range, unknown name).

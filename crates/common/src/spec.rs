@@ -283,7 +283,10 @@ impl VanillaSpec {
         }
         if let Some(trees) = &self.pool_trees {
             if trees.is_empty() {
-                return Err(SpecError::new("pool_trees", "must name at least one pool tree"));
+                return Err(SpecError::new(
+                    "pool_trees",
+                    "must name at least one pool tree",
+                ));
             }
             for (i, t) in trees.iter().enumerate() {
                 if trees[..i].contains(t) {
@@ -352,12 +355,18 @@ mod tests {
     fn tree_options_and_tag_filter_are_checked() {
         let base = "tasks: {t: {command: 'true'}}";
         let e = parse_yaml(&format!("{{scheduling_tag_filter: 'ssd &', {base}}}")).unwrap_err();
-        assert!(e.starts_with("scheduling_tag_filter: filter 'ssd &': at column 6"), "{e}");
+        assert!(
+            e.starts_with("scheduling_tag_filter: filter 'ssd &': at column 6"),
+            "{e}"
+        );
         let e = parse_yaml(&format!(
             "{{pool_trees: [a], scheduling_options_per_pool_tree: {{b: {{pool: x}}}}, {base}}}"
         ))
         .unwrap_err();
-        assert_eq!(e, "scheduling_options_per_pool_tree.b: 'b' is not one of pool_trees (a)");
+        assert_eq!(
+            e,
+            "scheduling_options_per_pool_tree.b: 'b' is not one of pool_trees (a)"
+        );
         let e = parse_yaml(&format!("{{pool_trees: [a, a], {base}}}")).unwrap_err();
         assert_eq!(e, "pool_trees: pool tree 'a' is named twice");
         let e = parse_yaml(&format!("{{pool_trees: [], {base}}}")).unwrap_err();

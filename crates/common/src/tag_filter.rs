@@ -60,21 +60,12 @@ impl Expr {
 }
 
 /// A parsed filter; keeps its text, which is what admins set and read back.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct TagFilter {
     text: String,
     /// `None`: the empty formula, true for every node.
     expr: Option<Expr>,
-}
-
-impl Default for TagFilter {
-    fn default() -> Self {
-        Self {
-            text: String::new(),
-            expr: None,
-        }
-    }
 }
 
 impl TagFilter {
@@ -93,7 +84,10 @@ impl TagFilter {
             if let Some(t) = p.peek() {
                 return Err(p.error_at(
                     t.column,
-                    format!("expected '&', '|' or the end of the filter, found {}", t.kind),
+                    format!(
+                        "expected '&', '|' or the end of the filter, found {}",
+                        t.kind
+                    ),
                 ));
             }
             Some(e)
@@ -349,21 +343,32 @@ mod tests {
         assert!(eval("!!a", &["a"]));
         assert!(eval("!custom_tag", &["host:n1"]));
         assert!(!eval("!custom_tag", &["custom_tag"]));
-        assert!(eval("gpu_model:NVIDIA_A100 & arch:x86_64", &["gpu_model:NVIDIA_A100", "arch:x86_64"]));
+        assert!(eval(
+            "gpu_model:NVIDIA_A100 & arch:x86_64",
+            &["gpu_model:NVIDIA_A100", "arch:x86_64"]
+        ));
     }
 
     #[test]
     fn typical_mistakes_say_where_and_what() {
         let e = TagFilter::parse("a & | b").unwrap_err();
         assert_eq!(e.column, 5);
-        assert!(e.message.contains("expected a tag, '!' or '(', found '|'"), "{e}");
+        assert!(
+            e.message.contains("expected a tag, '!' or '(', found '|'"),
+            "{e}"
+        );
         let e = TagFilter::parse("(a").unwrap_err();
         assert_eq!(e.column, 3);
-        assert!(e.message.contains("expected ')' to close the '(' at column 1"), "{e}");
+        assert!(
+            e.message
+                .contains("expected ')' to close the '(' at column 1"),
+            "{e}"
+        );
         let e = TagFilter::parse("a b").unwrap_err();
         assert_eq!(e.column, 3);
         assert!(
-            e.message.contains("expected '&', '|' or the end of the filter, found tag 'b'"),
+            e.message
+                .contains("expected '&', '|' or the end of the filter, found tag 'b'"),
             "{e}"
         );
         let e = TagFilter::parse("a &").unwrap_err();
@@ -382,7 +387,10 @@ mod tests {
     #[test]
     fn deep_nesting_is_an_error_not_a_crash() {
         let deep = "(".repeat(100_000) + "a" + &")".repeat(100_000);
-        assert!(TagFilter::parse(&deep).unwrap_err().message.contains("nested"));
+        assert!(TagFilter::parse(&deep)
+            .unwrap_err()
+            .message
+            .contains("nested"));
         let nots = "!".repeat(100_000) + "a";
         assert!(TagFilter::parse(&nots).is_err());
         let shallow = "(".repeat(20) + "a" + &")".repeat(20);
@@ -415,10 +423,9 @@ mod tests {
         });
         leaf.prop_recursive(6, 64, 2, |inner| {
             prop_oneof![
-                inner.clone().prop_map(|(s, t)| (
-                    format!("!{s}"),
-                    t.iter().map(|v| !v).collect()
-                )),
+                inner
+                    .clone()
+                    .prop_map(|(s, t)| (format!("!{s}"), t.iter().map(|v| !v).collect())),
                 (inner.clone(), inner.clone()).prop_map(|((a, ta), (b, tb))| (
                     format!("({a} & {b})"),
                     ta.iter().zip(&tb).map(|(x, y)| *x && *y).collect()

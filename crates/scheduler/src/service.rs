@@ -319,7 +319,9 @@ fn log_events(events: &[CoreEvent]) {
                 info!(node = %id, %registration, "node registered")
             }
             CoreEvent::NodeMembership { id, registration } => match registration {
-                Registration::Refused { .. } => warn!(node = %id, %registration, "node membership changed"),
+                Registration::Refused { .. } => {
+                    warn!(node = %id, %registration, "node membership changed")
+                }
                 _ => info!(node = %id, %registration, "node membership changed"),
             },
             CoreEvent::NodeRestarted { id } => {

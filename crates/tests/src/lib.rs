@@ -237,6 +237,17 @@ impl Lab {
             .expect("run ytsched")
     }
 
+    /// Runs the CLI and fails the test, with its stderr, if the command fails.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.ytsched(args);
+        assert!(
+            out.status.success(),
+            "ytsched {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Runs the CLI with `--format json` and parses what it prints.
     pub fn json<T: DeserializeOwned>(&self, args: &[&str]) -> anyhow::Result<T> {
         let mut all = vec!["--format", "json"];
@@ -293,6 +304,18 @@ impl Lab {
 
     pub fn scheduler_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("scheduler.log")).unwrap_or_default()
+    }
+
+    pub fn node_log(&self, index: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("node{index}.log")))
+            .unwrap_or_default()
+    }
+
+    /// Agent `index` as `list-nodes` shows it.
+    pub fn node_info(&self, index: usize) -> Option<serde_json::Value> {
+        let nodes: Vec<serde_json::Value> = self.json(&["list-nodes"]).ok()?;
+        let id = self.node_id(index);
+        nodes.into_iter().find(|n| n["id"] == id.as_str())
     }
 
     /// Job cgroup directories of this lab in every mounted hierarchy.

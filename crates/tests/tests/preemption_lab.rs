@@ -15,15 +15,6 @@ fn running(lab: &Lab, op: &str) -> i64 {
         .unwrap_or(-1)
 }
 
-fn ok(lab: &Lab, args: &[&str]) {
-    let out = lab.ytsched(args);
-    assert!(
-        out.status.success(),
-        "ytsched {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A job that records its PID and waits until the test releases it.
 fn held_job(dir: &Path) -> String {
     let d = dir.display();
@@ -41,35 +32,26 @@ fn scenario_11_preemption_on_a_real_lab() {
         "48",
     ])])
     .unwrap();
-    ok(
-        &lab,
-        &[
-            "set",
-            "//sys/pool_trees/default/@config/fair_share_starvation_timeout",
-            "2s",
-        ],
-    );
-    ok(
-        &lab,
-        &[
-            "set",
-            "//sys/pool_trees/default/@config/preemptive_scheduling_backoff",
-            "1s",
-        ],
-    );
-    ok(
-        &lab,
-        &[
-            "create",
-            "scheduler_pool",
-            "--name",
-            "testing",
-            "--pool-tree",
-            "default",
-            "--attributes",
-            "{allow_regular_preemption=%false}",
-        ],
-    );
+    lab.ok(&[
+        "set",
+        "//sys/pool_trees/default/@config/fair_share_starvation_timeout",
+        "2s",
+    ]);
+    lab.ok(&[
+        "set",
+        "//sys/pool_trees/default/@config/preemptive_scheduling_backoff",
+        "1s",
+    ]);
+    lab.ok(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "testing",
+        "--pool-tree",
+        "default",
+        "--attributes",
+        "{allow_regular_preemption=%false}",
+    ]);
     let work = lab.dir.path().join("jobs");
     std::fs::create_dir_all(&work).unwrap();
     let spec = |jobs: u32| {
@@ -101,14 +83,11 @@ fn scenario_11_preemption_on_a_real_lab() {
     assert_eq!(running(&lab, &b), 4);
     assert_eq!(running(&lab, &a), 20);
 
-    ok(
-        &lab,
-        &[
-            "set",
-            "//sys/pool_trees/default/testing/@allow_regular_preemption",
-            "%true",
-        ],
-    );
+    lab.ok(&[
+        "set",
+        "//sys/pool_trees/default/testing/@allow_regular_preemption",
+        "%true",
+    ]);
     wait_until(Duration::from_secs(60), || {
         (running(&lab, &a) == 12 && running(&lab, &b) == 12).then_some(())
     })

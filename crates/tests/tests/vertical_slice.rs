@@ -338,7 +338,7 @@ fn fake_nvidia_smi_gives_two_gpus_handed_out_exclusively() {
     let gpu = nodes.iter().find(|n| n["id"] == "node0").unwrap();
     let plain = nodes.iter().find(|n| n["id"] == "node1").unwrap();
     assert_eq!(gpu["resource_limits"]["gpu"], 2, "{gpu}");
-    let tags: Vec<&str> = gpu["tags"]
+    let tags: Vec<&str> = gpu["system_tags"]
         .as_array()
         .unwrap()
         .iter()
@@ -350,7 +350,11 @@ fn fake_nvidia_smi_gives_two_gpus_handed_out_exclusively() {
         "{tags:?}"
     );
     assert_eq!(plain["resource_limits"]["gpu"], 0, "{plain}");
-    assert!(!plain["tags"].as_array().unwrap().iter().any(|t| t == "gpu"));
+    assert!(!plain["system_tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "gpu"));
 
     let spec = r#"
 tasks:

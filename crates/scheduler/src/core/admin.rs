@@ -560,7 +560,9 @@ impl SchedulerCore {
                 .into_iter()
                 .map(|v| match v {
                     Value::String(s) => validate_tag(&s).map(|_| s).map_err(ConfigError),
-                    other => Err(ConfigError(format!("user_tags: expected tag strings, got {other}"))),
+                    other => Err(ConfigError(format!(
+                        "user_tags: expected tag strings, got {other}"
+                    ))),
                 })
                 .collect::<Result<_, _>>()?,
             other => {
@@ -598,7 +600,8 @@ impl SchedulerCore {
             .values()
             .filter(|o| {
                 !o.state.is_finished()
-                    && o.slot(tree).is_some_and(|s| pool.is_none_or(|p| s.pool == p))
+                    && o.slot(tree)
+                        .is_some_and(|s| pool.is_none_or(|p| s.pool == p))
             })
             .count()
     }

@@ -138,9 +138,8 @@ impl SchedulerCore {
                     return None;
                 }
                 let before = matching_trees(&self.cluster, &all_tags(n, &self.cluster));
-                (before != now_matches).then(|| {
-                    format!("{} (would match {})", n.id, now_matches.join(" and "))
-                })
+                (before != now_matches)
+                    .then(|| format!("{} (would match {})", n.id, now_matches.join(" and ")))
             })
             .collect()
     }

@@ -186,3 +186,5 @@ impl SchedulerCore {
 mod pool_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tree_tests;

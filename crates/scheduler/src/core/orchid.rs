@@ -166,7 +166,10 @@ impl SchedulerCore {
                     let slot = op.slot(tree_name);
                     m.insert("pool".into(), json!(slot.map(|s| &s.pool)));
                     m.insert("user".into(), json!(op.user));
-                    m.insert("lightweight".into(), json!(slot.is_some_and(|s| s.lightweight)));
+                    m.insert(
+                        "lightweight".into(),
+                        json!(slot.is_some_and(|s| s.lightweight)),
+                    );
                     m.insert(
                         "running_job_count".into(),
                         json!(op.running_job_ids().count()),

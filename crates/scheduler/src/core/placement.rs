@@ -129,7 +129,9 @@ impl SchedulerCore {
             let e = &shares.elements[i];
             if let ElementKind::Operation { id } = &e.kind {
                 if let Some(op) = self.operations.get(id) {
-                    usage[i] = op.slot(&shares.tree).map_or(ResourceVector::ZERO, |s| s.usage);
+                    usage[i] = op
+                        .slot(&shares.tree)
+                        .map_or(ResourceVector::ZERO, |s| s.usage);
                     waiting[i] = op.state == OperationState::Running && op.waiting_job_count() > 0;
                 }
             }

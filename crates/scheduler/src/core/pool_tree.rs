@@ -99,7 +99,8 @@ impl ClusterConfig {
         }
         for (node, tags) in &self.node_user_tags {
             for t in tags {
-                validate_tag(t).map_err(|m| ConfigError(format!("user_tags of node {node}: {m}")))?;
+                validate_tag(t)
+                    .map_err(|m| ConfigError(format!("user_tags of node {node}: {m}")))?;
             }
         }
         Ok(())

@@ -272,14 +272,17 @@ impl SchedulerCore {
                     kept.retain(|k| k.job != v.job);
                 }
             }
-            let pool = op.slot(&tree_name).map(|s| s.pool.clone()).unwrap_or_default();
+            let pool = op
+                .slot(&tree_name)
+                .map(|s| s.pool.clone())
+                .unwrap_or_default();
             let victims: Vec<(JobId, OperationId)> = kept
                 .iter()
                 .map(|c| (c.job.clone(), c.operation.clone()))
                 .collect();
-            return Some(self.preempt_and_start(
-                node_id, &tree_name, &op_id, &pool, task, victims, now,
-            ));
+            return Some(
+                self.preempt_and_start(node_id, &tree_name, &op_id, &pool, task, victims, now),
+            );
         }
         if let Some(n) = self.nodes.get_mut(node_id) {
             n.last_preemptive_stage = Some(now);

@@ -84,15 +84,11 @@ impl SchedulerCore {
                 }
                 .to_string(),
                 tree: match &n.registration {
-                    Registration::Registered { tree } => {
-                        Some(tree.clone())
-                    }
+                    Registration::Registered { tree } => Some(tree.clone()),
                     _ => None,
                 },
                 error: match &n.registration {
-                    Registration::Refused { error } => {
-                        Some(error.clone())
-                    }
+                    Registration::Refused { error } => Some(error.clone()),
                     _ => None,
                 },
                 system_tags: n.system_tags.clone(),

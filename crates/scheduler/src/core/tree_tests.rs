@@ -1,0 +1,385 @@
+//! Several pool trees (SPEC 5.9): node membership by `nodes_filter`, re-tagging at run
+//! time, refused nodes, operations in several trees and `scheduling_tag_filter`.
+
+use super::tests::{done, spec};
+use super::*;
+use serde_json::json;
+use ytsched_common::protocol::*;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::IncarnationId;
+
+/// A simulated agent: what it runs, so heartbeats report it truthfully.
+struct Agent {
+    id: &'static str,
+    cpu: f64,
+    tags: Vec<String>,
+    running: Vec<JobStartSpec>,
+}
+
+impl Agent {
+    fn new(id: &'static str, cpu: f64, tags: &[&str]) -> Self {
+        Agent {
+            id,
+            cpu,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            running: vec![],
+        }
+    }
+
+    /// One heartbeat: applies the reply (starts and aborts) like an agent would.
+    fn beat(&mut self, core: &mut SchedulerCore, now: u64) -> HeartbeatReply {
+        self.report(core, now, vec![])
+    }
+
+    /// A heartbeat on which every running job has completed.
+    fn finish_all(&mut self, core: &mut SchedulerCore, now: u64) -> HeartbeatReply {
+        let finished = self
+            .running
+            .drain(..)
+            .map(|s| done(&s, JobState::Completed))
+            .collect();
+        self.report(core, now, finished)
+    }
+
+    fn report(
+        &mut self,
+        core: &mut SchedulerCore,
+        now: u64,
+        finished_jobs: Vec<FinishedJob>,
+    ) -> HeartbeatReply {
+        let req = HeartbeatRequest {
+            protocol_version: PROTOCOL_VERSION,
+            node_id: NodeId(self.id.into()),
+            incarnation_id: IncarnationId("i".into()),
+            hostname: self.id.into(),
+            system_tags: vec![format!("host:{}", self.id)],
+            tags: self.tags.clone(),
+            resource_limits: ResourceVector::new(self.cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
+            resource_usage: self.running.iter().map(|s| s.resources).sum(),
+            running_jobs: self
+                .running
+                .iter()
+                .map(|s| RunningJob {
+                    job_id: s.job_id.clone(),
+                    operation_id: s.operation_id.clone(),
+                    state: JobState::Running,
+                    resource_usage: s.resources,
+                    start_time: 0,
+                })
+                .collect(),
+            finished_jobs,
+        };
+        let reply = core.process_heartbeat(req, now);
+        self.running
+            .retain(|s| !reply.jobs_to_abort.iter().any(|a| a.job_id == s.job_id));
+        self.running.extend(reply.jobs_to_start.clone());
+        reply
+    }
+
+    fn ops(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .map(|s| s.operation_id.to_string())
+            .collect()
+    }
+}
+
+fn op(id: &str) -> OperationId {
+    OperationId(id.into())
+}
+
+fn in_trees(trees: &[&str], jobs: u32) -> ytsched_common::spec::VanillaSpec {
+    let mut s = spec(jobs, 1.0);
+    s.pool = Some("p".into());
+    s.pool_trees = Some(trees.iter().map(|t| t.to_string()).collect());
+    s
+}
+
+fn node_info(core: &SchedulerCore, id: &str) -> ytsched_common::api::NodeInfo {
+    core.list_nodes()
+        .into_iter()
+        .find(|n| n.id.as_str() == id)
+        .unwrap()
+}
+
+/// SPEC §7 scenario 13 set up through admin paths, as an admin would.
+fn scenario_13() -> (SchedulerCore, Vec<Agent>) {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut agents = vec![
+        Agent::new("n1", 4.0, &[]),
+        Agent::new("n2", 4.0, &[]),
+        Agent::new("n3", 4.0, &[]),
+    ];
+    for a in &mut agents {
+        a.beat(&mut core, 0);
+    }
+    core.admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["custom_tag"]))
+        .unwrap();
+    // `other` first would put n3 in two trees: refused, naming the node.
+    let e = core
+        .create_pool_tree("other", json!({"nodes_filter": "custom_tag"}))
+        .unwrap_err();
+    assert!(
+        e.0.contains("n3 (would match default and other)"),
+        "{}",
+        e.0
+    );
+    core.admin_set(
+        "//sys/pool_trees/default/@config/nodes_filter",
+        json!("!custom_tag"),
+    )
+    .unwrap();
+    assert_eq!(node_info(&core, "n3").state, "idle");
+    core.create_pool_tree("other", json!({"config": {"nodes_filter": "custom_tag"}}))
+        .unwrap();
+    for tree in ["default", "other"] {
+        core.create_pool(tree, "p", None, json!({})).unwrap();
+    }
+    (core, agents)
+}
+
+#[test]
+fn scenario_13_tagged_node_serves_only_its_tree() {
+    let (mut core, mut agents) = scenario_13();
+    let n3 = node_info(&core, "n3");
+    assert_eq!(
+        (n3.state.as_str(), n3.tree.as_deref()),
+        ("online", Some("other"))
+    );
+    assert_eq!(n3.user_tags, vec!["custom_tag"]);
+    assert_eq!(node_info(&core, "n1").tree.as_deref(), Some("default"));
+    assert_eq!(
+        core.tree_resources("other").cpu,
+        4.0,
+        "each tree's total follows its nodes"
+    );
+    assert_eq!(core.tree_resources("default").cpu, 8.0);
+    assert_eq!(
+        core.admin_get("//sys/cluster_nodes/n3/@pool_tree").unwrap(),
+        json!("other")
+    );
+
+    core.start_operation(op("o"), "u", in_trees(&["other"], 10), 1)
+        .unwrap();
+    core.start_operation(op("d"), "u", in_trees(&["default"], 20), 1)
+        .unwrap();
+    for a in &mut agents {
+        let r = a.beat(&mut core, 2);
+        let tree = if a.id == "n3" { "other" } else { "default" };
+        assert_eq!(
+            r.registration,
+            Registration::Registered { tree: tree.into() }
+        );
+    }
+    assert!(agents[2].ops().iter().all(|o| o == "o"));
+    assert_eq!(agents[2].running.len(), 4);
+    for a in &agents[..2] {
+        assert_eq!(a.running.len(), 4);
+        assert!(a.ops().iter().all(|o| o == "d"), "{:?}", a.ops());
+    }
+}
+
+#[test]
+fn untagging_a_busy_node_moves_it_back_and_its_jobs_run_again_in_their_tree() {
+    let (mut core, mut agents) = scenario_13();
+    core.start_operation(op("o"), "u", in_trees(&["other"], 4), 1)
+        .unwrap();
+    agents[2].beat(&mut core, 2);
+    assert_eq!(agents[2].running.len(), 4);
+
+    core.admin_remove("//sys/cluster_nodes/n3/@user_tags")
+        .unwrap();
+    assert_eq!(node_info(&core, "n3").tree.as_deref(), Some("default"));
+    assert_eq!(core.tree_resources("other").cpu, 0.0);
+    assert!(core.take_nudges().contains(&NodeId("n3".into())));
+    let r = agents[2].beat(&mut core, 3);
+    assert_eq!(r.jobs_to_abort.len(), 4);
+    for a in &r.jobs_to_abort {
+        assert_eq!(a.reason, AbortReason::NodeFairShareTreeChanged);
+        assert!(
+            a.message
+                .contains("moved from pool tree 'other' to 'default'"),
+            "{}",
+            a.message
+        );
+    }
+    assert!(r.jobs_to_start.is_empty(), "nothing of default waits");
+    let info = core.operation_info(&op("o")).unwrap();
+    assert_eq!((info.jobs.waiting, info.jobs.aborted), (4, 4));
+    assert_eq!(info.state, OperationState::Running);
+
+    // Tagged again, it takes the jobs back in `other`.
+    core.admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["custom_tag"]))
+        .unwrap();
+    let r = agents[2].beat(&mut core, 4);
+    assert_eq!(r.user_tags, vec!["custom_tag"]);
+    assert_eq!(r.jobs_to_start.len(), 4);
+    assert_eq!(core.operation_info(&op("o")).unwrap().jobs.running, 4);
+}
+
+#[test]
+fn node_matching_two_trees_is_refused_until_a_filter_is_fixed() {
+    let (mut core, mut agents) = scenario_13();
+    core.create_pool_tree("fast", json!({"nodes_filter": "fast"}))
+        .unwrap();
+    let mut both = Agent::new("n4", 2.0, &["custom_tag", "fast"]);
+    let r = both.beat(&mut core, 1);
+    match &r.registration {
+        Registration::Refused { error } => assert!(
+            error.contains("node matches pool trees fast and other"),
+            "{error}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let info = node_info(&core, "n4");
+    assert_eq!(info.state, "refused");
+    assert!(info.error.unwrap().contains("fast and other"));
+    assert_eq!(
+        core.tree_resources("other").cpu,
+        4.0,
+        "a refused node adds nothing"
+    );
+
+    core.start_operation(op("o"), "u", in_trees(&["other"], 8), 1)
+        .unwrap();
+    assert!(both.beat(&mut core, 2).jobs_to_start.is_empty());
+    agents[2].beat(&mut core, 2);
+
+    // Changing a filter so that it no longer overlaps admits the node at once.
+    core.admin_set(
+        "//sys/pool_trees/fast/@config/nodes_filter",
+        json!("fast & !custom_tag"),
+    )
+    .unwrap();
+    assert_eq!(node_info(&core, "n4").tree.as_deref(), Some("other"));
+    let r = both.beat(&mut core, 3);
+    assert_eq!(
+        r.registration,
+        Registration::Registered {
+            tree: "other".into()
+        }
+    );
+    assert_eq!(r.jobs_to_start.len(), 2);
+}
+
+#[test]
+fn bad_filters_and_user_tags_are_refused_with_reasons() {
+    let (mut core, _agents) = scenario_13();
+    let e = core
+        .admin_set(
+            "//sys/pool_trees/other/@config/nodes_filter",
+            json!("a & | b"),
+        )
+        .unwrap_err();
+    assert!(e.0.contains("at column 5"), "{}", e.0);
+    let e = core
+        .admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["ok", "not ok"]))
+        .unwrap_err();
+    assert!(e.0.contains("tag 'not ok' is invalid"), "{}", e.0);
+    let e = core
+        .admin_set("//sys/cluster_nodes/nope/@user_tags", json!(["x"]))
+        .unwrap_err();
+    assert!(e.0.contains("no such node: 'nope'"), "{}", e.0);
+    let e = core
+        .admin_set("//sys/cluster_nodes/n3/@tags", json!(["x"]))
+        .unwrap_err();
+    assert!(e.0.contains("only @user_tags can be set"), "{}", e.0);
+    // Nothing changed.
+    assert_eq!(node_info(&core, "n3").tree.as_deref(), Some("other"));
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/other/@config/nodes_filter")
+            .unwrap(),
+        json!("custom_tag")
+    );
+}
+
+#[test]
+fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
+    let (mut core, mut agents) = scenario_13();
+    core.create_pool("other", "research", None, json!({}))
+        .unwrap();
+    let mut s = in_trees(&["default", "other"], 20);
+    s.scheduling_options_per_pool_tree.insert(
+        "other".into(),
+        ytsched_common::spec::TreeSchedulingOptions {
+            pool: Some("research".into()),
+            weight: Some(3.0),
+            resource_limits: Some(ytsched_common::spec::ResourceAmounts {
+                cpu: Some(3.0),
+                ..Default::default()
+            }),
+        },
+    );
+    core.start_operation(op("both"), "u", s, 1).unwrap();
+    for a in &mut agents {
+        a.beat(&mut core, 2);
+    }
+    assert_eq!(agents[0].running.len() + agents[1].running.len(), 8);
+    assert_eq!(
+        agents[2].running.len(),
+        3,
+        "the per-tree limit holds in other"
+    );
+    core.update_all_shares(3);
+    let default = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/operations/both")
+        .unwrap();
+    let other = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/other/operations/both")
+        .unwrap();
+    assert_eq!(default["pool"], json!("p"));
+    assert_eq!(other["pool"], json!("research"));
+    assert_eq!(other["weight"], json!(3.0));
+    let cpu = |v: &serde_json::Value| v["resource_usage"]["cpu"].as_f64().unwrap();
+    assert!((cpu(&default) - 8.0).abs() < 1e-6, "{default}");
+    assert!((cpu(&other) - 3.0).abs() < 1e-6, "{other}");
+    let info = core.operation_info(&op("both")).unwrap();
+    assert_eq!(info.resource_usage.cpu, 11.0);
+    assert_eq!(info.pool_trees["other"], "research");
+
+    // Jobs finished in either tree count toward the same operation, once.
+    let mut now = 4;
+    while core.operation_info(&op("both")).unwrap().state == OperationState::Running {
+        for a in &mut agents {
+            a.finish_all(&mut core, now);
+        }
+        now += 1;
+        assert!(now < 20, "the operation should complete");
+    }
+    let info = core.operation_info(&op("both")).unwrap();
+    assert_eq!(info.state, OperationState::Completed);
+    assert_eq!((info.jobs.completed, info.jobs.total), (20, 20));
+}
+
+#[test]
+fn scheduling_tag_filter_keeps_jobs_off_other_nodes() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut plain = Agent::new("n1", 4.0, &[]);
+    let mut ssd = Agent::new("n2", 4.0, &["ssd"]);
+    plain.beat(&mut core, 0);
+    ssd.beat(&mut core, 0);
+    let mut s = spec(6, 1.0);
+    s.scheduling_tag_filter = Some("ssd & !slow".into());
+    core.start_operation(op("f"), "u", s, 1).unwrap();
+    assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
+    assert_eq!(ssd.beat(&mut core, 2).jobs_to_start.len(), 4);
+    assert_eq!(core.operation_info(&op("f")).unwrap().jobs.waiting, 2);
+}
+
+#[test]
+fn a_node_with_no_matching_tree_is_idle_and_offers_nothing() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.admin_set(
+        "//sys/pool_trees/default/@config/nodes_filter",
+        json!("ssd"),
+    )
+    .unwrap();
+    let mut plain = Agent::new("n1", 4.0, &[]);
+    let r = plain.beat(&mut core, 0);
+    assert_eq!(r.registration, Registration::Idle);
+    assert_eq!(node_info(&core, "n1").state, "idle");
+    core.start_operation(op("x"), "u", spec(1, 1.0), 1).unwrap();
+    assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
+    assert_eq!(core.tree_resources("default"), ResourceVector::ZERO);
+}
