@@ -1,4 +1,4 @@
-//! SPEC §7 scenarios 2, 3, 4, 6–7, 8, 9, 10 and 12, run from `scenarios/` through the
+//! SPEC §7 scenarios 2, 3, 4, 6–7, 8, 9, 10, 12 and 13, run from `scenarios/` through the
 //! real `ytsched simulate` binary, with the figures of §7 asserted within 0.01.
 
 use serde_json::Value;
@@ -655,4 +655,70 @@ fn strong_plus_burst_above_the_cluster_are_scaled_together_with_an_alert() {
         600.0 / 1.4,
         "effective guarantee shows the scaling",
     );
+}
+
+#[test]
+fn scenario_13_tagged_node_serves_its_own_tree_until_untagged() {
+    let (out, _) = simulate_file(&scenario_path("13-pool-trees.yaml"));
+    assert_eq!(out["errors"], serde_json::json!([]));
+    let snaps = out["snapshots"].as_array().unwrap();
+    let (tagged, untagged) = (&snaps[0]["pool_trees"], &snaps[1]["pool_trees"]);
+    close(
+        &tagged["other"]["resource_limits"]["cpu"],
+        8.0,
+        "other holds n3",
+    );
+    close(
+        &tagged["default"]["resource_limits"]["cpu"],
+        16.0,
+        "default holds n1, n2",
+    );
+    close(
+        &op(&tagged["other"], "in_other")["resource_usage"]["cpu"],
+        8.0,
+        "other op",
+    );
+    close(
+        &op(&tagged["default"], "in_default")["resource_usage"]["cpu"],
+        16.0,
+        "default op",
+    );
+    let placed_on = |events: &Value, op: &str| -> std::collections::BTreeSet<String> {
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "job_started" && e["operation"] == op)
+            .map(|e| e["node"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        placed_on(&snaps[0]["events"], "in_other"),
+        ["n3".to_string()].into()
+    );
+    assert!(!placed_on(&snaps[0]["events"], "in_default").contains("n3"));
+
+    close(
+        &untagged["other"]["resource_limits"]["cpu"],
+        0.0,
+        "other is empty",
+    );
+    close(
+        &untagged["default"]["resource_limits"]["cpu"],
+        24.0,
+        "n3 is back",
+    );
+    close(
+        &op(&untagged["default"], "in_default")["resource_usage"]["cpu"],
+        24.0,
+        "default op",
+    );
+    let aborted = snaps[1]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "job_aborted" && e["reason"] == "node_fair_share_tree_changed")
+        .count();
+    assert_eq!(aborted, 8, "n3's jobs of `other` were aborted when it left");
+    assert_eq!(op(&untagged["other"], "in_other")["pending_job_count"], 30);
 }

@@ -97,7 +97,7 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
     let config = ConfigFile {
         default_tree: scenario.default_tree.clone(),
         pool_trees: scenario.pool_trees.clone(),
-        node_user_tags: Default::default(),
+        node_user_tags: scenario.node_user_tags.clone(),
     }
     .build()
     .map_err(|e| invalid(e.0))?;

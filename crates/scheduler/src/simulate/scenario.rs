@@ -94,6 +94,9 @@ pub struct Scenario {
     pub default_tree: Option<String>,
     #[serde(default)]
     pub pool_trees: BTreeMap<String, TreeSection>,
+    /// Admin-set node tags, as `//sys/cluster_nodes/<node>/@user_tags` holds them.
+    #[serde(default)]
+    pub node_user_tags: BTreeMap<ytsched_common::NodeId, Vec<String>>,
     #[serde(default)]
     pub operations: Vec<OperationEntry>,
     #[serde(default)]
