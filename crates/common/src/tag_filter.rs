@@ -237,28 +237,29 @@ impl Parser<'_> {
     }
 
     fn or(&mut self) -> Result<Expr, TagFilterError> {
-        let mut terms = vec![self.and()?];
-        while self.peek().is_some_and(|t| t.kind == Kind::Or) {
-            self.pos += 1;
-            terms.push(self.and()?);
-        }
-        Ok(if terms.len() == 1 {
-            terms.pop().expect("one term")
-        } else {
-            Expr::Or(terms)
-        })
+        self.joined(Kind::Or, Self::and, Expr::Or)
     }
 
     fn and(&mut self) -> Result<Expr, TagFilterError> {
-        let mut terms = vec![self.unary()?];
-        while self.peek().is_some_and(|t| t.kind == Kind::And) {
+        self.joined(Kind::And, Self::unary, Expr::And)
+    }
+
+    /// `operand (op operand)*`, one level of the precedence ladder.
+    fn joined(
+        &mut self,
+        op: Kind,
+        operand: fn(&mut Self) -> Result<Expr, TagFilterError>,
+        combine: fn(Vec<Expr>) -> Expr,
+    ) -> Result<Expr, TagFilterError> {
+        let mut terms = vec![operand(self)?];
+        while self.peek().is_some_and(|t| t.kind == op) {
             self.pos += 1;
-            terms.push(self.unary()?);
+            terms.push(operand(self)?);
         }
         Ok(if terms.len() == 1 {
             terms.pop().expect("one term")
         } else {
-            Expr::And(terms)
+            combine(terms)
         })
     }
 

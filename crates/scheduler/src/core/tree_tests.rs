@@ -1,7 +1,7 @@
 //! Several pool trees (SPEC 5.9): node membership by `nodes_filter`, re-tagging at run
 //! time, refused nodes, operations in several trees and `scheduling_tag_filter`.
 
-use super::tests::{done, spec};
+use super::tests::{done, heartbeat, spec};
 use super::*;
 use serde_json::json;
 use ytsched_common::protocol::*;
@@ -48,28 +48,9 @@ impl Agent {
         now: u64,
         finished_jobs: Vec<FinishedJob>,
     ) -> HeartbeatReply {
-        let req = HeartbeatRequest {
-            protocol_version: PROTOCOL_VERSION,
-            node_id: NodeId(self.id.into()),
-            incarnation_id: IncarnationId("i".into()),
-            hostname: self.id.into(),
-            system_tags: vec![format!("host:{}", self.id)],
-            tags: self.tags.clone(),
-            resource_limits: ResourceVector::new(self.cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
-            resource_usage: self.running.iter().map(|s| s.resources).sum(),
-            running_jobs: self
-                .running
-                .iter()
-                .map(|s| RunningJob {
-                    job_id: s.job_id.clone(),
-                    operation_id: s.operation_id.clone(),
-                    state: JobState::Running,
-                    resource_usage: s.resources,
-                    start_time: 0,
-                })
-                .collect(),
-            finished_jobs,
-        };
+        let mut req = heartbeat(self.id, self.cpu, &self.running, finished_jobs);
+        req.system_tags = vec![format!("host:{}", self.id)];
+        req.tags = self.tags.clone();
         let reply = core.process_heartbeat(req, now);
         self.running
             .retain(|s| !reply.jobs_to_abort.iter().any(|a| a.job_id == s.job_id));
