@@ -7,7 +7,6 @@ use serde_json::json;
 use ytsched_common::protocol::*;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
-use ytsched_common::IncarnationId;
 
 /// A simulated agent: what it runs, so heartbeats report it truthfully.
 struct Agent {
