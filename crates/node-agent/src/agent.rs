@@ -24,7 +24,8 @@ const FINISHED_BYTES_PER_HEARTBEAT: usize = 512 * 1024;
 /// Job ids remembered after acknowledgement, so a re-delivered start never runs twice.
 const REMEMBERED_JOB_IDS: usize = 100_000;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// Short enough that agents are back within a revived scheduler's revival window.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 pub struct AgentConfig {
     pub node_id: NodeId,

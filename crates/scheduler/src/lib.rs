@@ -5,6 +5,8 @@
 //! NATS adapter that feeds it heartbeats, API calls and clock ticks.
 
 pub mod core;
+pub mod lease;
 pub mod service;
 pub mod simulate;
 pub mod store;
+pub mod writer;

@@ -5,7 +5,6 @@ use ytsched_common::units::DurationMs;
 use ytsched_scheduler::core::config_file::ConfigFile;
 use ytsched_scheduler::core::CoreConfig;
 use ytsched_scheduler::service::{run, ServiceConfig};
-use ytsched_scheduler::store::MemoryStore;
 
 /// The ytsched scheduler: divides the cluster between operations and answers node heartbeats.
 #[derive(Parser, Debug)]
@@ -29,6 +28,16 @@ struct Args {
     /// only when the store holds no configuration yet.
     #[arg(long)]
     config: Option<std::path::PathBuf>,
+    /// Replicas of the scheduler's KV buckets: 1 on a single NATS server, 3 on a cluster.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+    kv_replicas: u8,
+    /// A leader that has not renewed its lease for this long is replaced by a standby.
+    #[arg(long, default_value = "3s")]
+    lease_ttl: DurationMs,
+    /// After a restart, how long jobs the store says are running wait for their nodes to
+    /// report them before they run again elsewhere.
+    #[arg(long, default_value = "10s")]
+    revival_window: DurationMs,
 }
 
 #[tokio::main]
@@ -57,7 +66,9 @@ async fn main() -> anyhow::Result<()> {
         },
         tick_period: Duration::from_millis(50),
         initial_config,
-        store: Box::new(MemoryStore::default()),
+        kv_replicas: args.kv_replicas as usize,
+        lease_ttl: Duration::from_millis(args.lease_ttl.0.max(300)),
+        revival_window: Duration::from_millis(args.revival_window.0),
     };
     tokio::select! {
         r = run(config) => r,

@@ -3,11 +3,13 @@
 //! an error; they never reach the core.
 
 use crate::core::{ClusterConfig, CoreConfig, CoreEvent, SchedulerCore};
-use crate::store::ConfigStore;
+use crate::lease::Lease;
+use crate::store;
+use crate::writer::Writer;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::protocol::{
@@ -30,47 +32,60 @@ pub struct ServiceConfig {
     /// Trees and pools for a fresh installation (`--config FILE`); ignored when the
     /// store already holds a configuration.
     pub initial_config: Option<ClusterConfig>,
-    pub store: Box<dyn ConfigStore>,
+    /// Replicas of the KV buckets (3 on a NATS cluster).
+    pub kv_replicas: usize,
+    /// How long a leader's lease lasts without renewal: the failover time.
+    pub lease_ttl: Duration,
+    /// How long a revived scheduler waits for nodes to report the jobs it restored.
+    pub revival_window: Duration,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
-/// through `with_core`, so each change's nudges and events always go out.
+/// through `with_core`, so each change is stored, and its nudges and events go out.
 #[derive(Clone)]
 struct Driver {
     client: async_nats::Client,
     subjects: Subjects,
     core: Arc<Mutex<SchedulerCore>>,
-    store: Arc<Mutex<Box<dyn ConfigStore>>>,
+    writer: Writer,
     /// For replies to heartbeats rejected before they reach the core.
     heartbeat_period_ms: u64,
 }
 
+/// The writes a core call made: its configuration if that changed, then its operations
+/// and jobs.
+fn collect_writes(core: &mut SchedulerCore, config_changed: bool) -> Vec<store::Write> {
+    let mut writes = Vec::new();
+    if config_changed {
+        match store::config_write(core.cluster_config()) {
+            Ok(w) => writes.push(w),
+            Err(e) => error!(error = %e, "cannot encode the configuration for the store"),
+        }
+    }
+    match store::writes_of(&core.take_changes()) {
+        Ok(w) => writes.extend(w),
+        Err(e) => error!(error = %e, "cannot encode operation state for the store"),
+    }
+    writes
+}
+
 impl Driver {
-    /// Runs `f` on the core, then logs the state changes it made and nudges the nodes
-    /// it asked for, outside the lock.
+    /// Runs `f` on the core, queues what it changed for the store (in the order of
+    /// changes, as the lock orders them), and returns once that is stored, so a reply
+    /// never announces what a crash could lose. Then logs the state changes and nudges
+    /// the nodes the core asked for.
     async fn with_core<R>(&self, f: impl FnOnce(&mut SchedulerCore) -> R) -> R {
-        let (result, nudges, events) = {
+        let (result, nudges, events, stored) = {
             let mut core = self.core.lock().expect("core lock");
             let revision = core.config_revision();
             let result = f(&mut core);
-            // The store is taken before the core is let go, so saves keep the order of
-            // changes, but the (possibly slow) save itself runs outside the core lock.
-            let save = (core.config_revision() != revision).then(|| {
-                (
-                    core.cluster_config().clone(),
-                    self.store.lock().expect("store lock"),
-                )
-            });
-            let out = (result, core.take_nudges(), core.take_events());
-            drop(core);
-            if let Some((config, mut store)) = save {
-                if let Err(e) = store.save(&config) {
-                    warn!(error = %e, "cannot save the pool tree configuration");
-                }
-            }
-            out
+            let changed = core.config_revision() != revision;
+            let writes = collect_writes(&mut core, changed);
+            let stored = self.writer.submit(writes);
+            (result, core.take_nudges(), core.take_events(), stored)
         };
         log_events(&events);
+        stored.wait().await;
         for node in nudges {
             let subject = self.subjects.nudge(&node);
             if let Err(e) = self.client.publish(subject, bytes::Bytes::new()).await {
@@ -86,37 +101,44 @@ impl Driver {
         }
     }
 
+    /// Each heartbeat is handled in its own task: the core serialises them, and a
+    /// heartbeat waiting for its writes does not hold up the next one.
     async fn serve_heartbeats(self, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
-            let Some(reply_to) = msg.reply.clone() else {
-                warn!(subject = %msg.subject, "heartbeat without a reply subject ignored");
-                continue;
-            };
-            let period = self.heartbeat_period_ms;
-            let reply = match decode::<HeartbeatRequest>(&msg.payload) {
-                Ok(req) if msg.subject.rsplit('.').next() != Some(req.node_id.as_str()) => {
-                    warn!(subject = %msg.subject, node = %req.node_id, "heartbeat node id does not match its subject");
-                    HeartbeatReply::rejected(
-                        format!(
-                            "node id '{}' does not match subject '{}'",
-                            req.node_id, msg.subject
-                        ),
-                        period,
-                    )
-                }
-                Ok(req) => {
-                    self.with_core(|core| core.process_heartbeat(req, unix_now()))
-                        .await
-                }
-                Err(e) => {
-                    warn!(subject = %msg.subject, error = %e, "malformed heartbeat");
-                    HeartbeatReply::rejected(format!("malformed heartbeat: {e}"), period)
-                }
-            };
-            match encode(&reply) {
-                Ok(bytes) => self.reply(reply_to, bytes, "heartbeat").await,
-                Err(e) => warn!(error = %e, "cannot encode heartbeat reply"),
+            let driver = self.clone();
+            tokio::spawn(async move { driver.heartbeat(msg).await });
+        }
+    }
+
+    async fn heartbeat(self, msg: async_nats::Message) {
+        let Some(reply_to) = msg.reply.clone() else {
+            warn!(subject = %msg.subject, "heartbeat without a reply subject ignored");
+            return;
+        };
+        let period = self.heartbeat_period_ms;
+        let reply = match decode::<HeartbeatRequest>(&msg.payload) {
+            Ok(req) if msg.subject.rsplit('.').next() != Some(req.node_id.as_str()) => {
+                warn!(subject = %msg.subject, node = %req.node_id, "heartbeat node id does not match its subject");
+                HeartbeatReply::rejected(
+                    format!(
+                        "node id '{}' does not match subject '{}'",
+                        req.node_id, msg.subject
+                    ),
+                    period,
+                )
             }
+            Ok(req) => {
+                self.with_core(|core| core.process_heartbeat(req, unix_now()))
+                    .await
+            }
+            Err(e) => {
+                warn!(subject = %msg.subject, error = %e, "malformed heartbeat");
+                HeartbeatReply::rejected(format!("malformed heartbeat: {e}"), period)
+            }
+        };
+        match encode(&reply) {
+            Ok(bytes) => self.reply(reply_to, bytes, "heartbeat").await,
+            Err(e) => warn!(error = %e, "cannot encode heartbeat reply"),
         }
     }
 
@@ -125,15 +147,18 @@ impl Driver {
             let Some(reply_to) = msg.reply.clone() else {
                 continue;
             };
-            let method = self
-                .subjects
-                .api_method(msg.subject.as_str())
-                .unwrap_or("")
-                .to_string();
-            let bytes = self
-                .with_core(|core| dispatch(core, &method, &msg.payload))
-                .await;
-            self.reply(reply_to, bytes, "API").await;
+            let driver = self.clone();
+            tokio::spawn(async move {
+                let method = driver
+                    .subjects
+                    .api_method(msg.subject.as_str())
+                    .unwrap_or("")
+                    .to_string();
+                let bytes = driver
+                    .with_core(|core| dispatch(core, &method, &msg.payload))
+                    .await;
+                driver.reply(reply_to, bytes, "API").await;
+            });
         }
     }
 
@@ -147,31 +172,59 @@ impl Driver {
             let volumes = self
                 .with_core(|core| {
                     core.tick(unix_now());
-                    save.then(|| core.integral_volumes().clone())
+                    save.then(|| store::volumes_write(core.integral_volumes()))
                 })
                 .await;
-            if let Some(v) = volumes {
-                last_volume_save = std::time::Instant::now();
-                if let Err(e) = self.store.lock().expect("store lock").save_volumes(&v) {
-                    warn!(error = %e, "cannot save integral volumes");
+            match volumes {
+                Some(Ok(w)) => {
+                    last_volume_save = std::time::Instant::now();
+                    // Volumes are an estimate refreshed every few seconds: no one waits.
+                    let _ = self.writer.submit(vec![w]);
                 }
+                Some(Err(e)) => warn!(error = %e, "cannot encode integral volumes"),
+                None => {}
             }
         }
     }
 }
 
+/// Becomes the leader (a standby waits here), revives the state from the store, then
+/// serves until the process stops or the lease is lost.
 pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     let client =
         ytsched_common::transport::connect(&config.nats_urls, "ytsched-scheduler", true).await?;
-    let subjects = Subjects::new(&config.subject_prefix);
-    let heartbeats = client.subscribe(subjects.heartbeat_wildcard()).await?;
-    let api_calls = client.subscribe(subjects.api_wildcard()).await?;
-    client.flush().await?;
-    info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
+    let js = async_nats::jetstream::new(client.clone());
+    let prefix = &config.subject_prefix;
+    let state = store::open_bucket(
+        &js,
+        &store::bucket_name(prefix, "state"),
+        config.kv_replicas,
+        Duration::ZERO,
+    )
+    .await?;
+    let leases = store::open_bucket(
+        &js,
+        &store::bucket_name(prefix, "leader"),
+        config.kv_replicas,
+        config.lease_ttl,
+    )
+    .await?;
+    let holder = format!(
+        "{}/pid {}/{}",
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let lease = Lease::acquire(leases, holder, config.lease_ttl).await;
 
-    let mut store = config.store;
+    let started = std::time::Instant::now();
+    let snapshot = store::load(&state).await?;
+    let writer = Writer::spawn(state);
     let mut core = SchedulerCore::new(config.core);
-    match store.load()? {
+    let fresh = snapshot.config.is_none();
+    match snapshot.config {
         Some(saved) => {
             core.set_cluster_config(saved)
                 .map_err(|e| anyhow::anyhow!("stored configuration is invalid: {e}"))?;
@@ -183,21 +236,43 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
                     .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
                 info!("pool tree configuration taken from --config");
             }
-            store.save(core.cluster_config())?;
         }
     }
-    core.set_integral_volumes(store.load_volumes()?);
+    core.set_integral_volumes(snapshot.volumes);
+    let summary = core.restore(
+        snapshot.operations,
+        snapshot.jobs,
+        unix_now(),
+        config.revival_window.as_millis() as u64,
+    );
+    let writes = collect_writes(&mut core, fresh);
+    log_events(&core.take_events());
+    writer.submit(writes).wait().await;
+    info!(
+        operations = summary.operations,
+        unfinished = summary.unfinished,
+        running_jobs = summary.running_jobs,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "state revived from the store"
+    );
+
+    let subjects = Subjects::new(prefix);
+    let heartbeats = client.subscribe(subjects.heartbeat_wildcard()).await?;
+    let api_calls = client.subscribe(subjects.api_wildcard()).await?;
+    client.flush().await?;
+    info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
     let driver = Driver {
         client,
         subjects,
         heartbeat_period_ms: core.config().heartbeat_period_ms,
         core: Arc::new(Mutex::new(core)),
-        store: Arc::new(Mutex::new(store)),
+        writer,
     };
     tokio::select! {
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
         r = tokio::spawn(driver.tick(config.tick_period)) => r?,
+        e = lease.hold() => return Err(e),
     }
     Ok(())
 }
@@ -279,14 +354,6 @@ fn json_value(text: &str) -> Result<serde_json::Value, ApiError> {
     serde_json::from_str(text).map_err(|e| ApiError::new(format!("value is not valid JSON: {e}")))
 }
 
-/// Methods that change the configuration; after each success the store saves it.
-pub fn is_config_change(method: &str) -> bool {
-    matches!(
-        method,
-        api::AdminSet::METHOD | api::AdminRemove::METHOD | api::AdminCreate::METHOD
-    )
-}
-
 fn respond<M: ApiMethod>(
     payload: &[u8],
     handle: impl FnOnce(ApiRequest<M>) -> Result<M::Response, ApiError>,
@@ -324,6 +391,25 @@ fn log_events(events: &[CoreEvent]) {
                 }
                 _ => info!(node = %id, %registration, "node membership changed"),
             },
+            CoreEvent::Revived {
+                operations,
+                unfinished,
+                running_jobs,
+                window_ms,
+            } => info!(
+                operations,
+                unfinished,
+                running_jobs,
+                window_ms,
+                "revival: state reloaded from the store; waiting for nodes to report running jobs"
+            ),
+            CoreEvent::RevivalEnded {
+                lost_jobs,
+                silent_nodes,
+            } => info!(
+                lost_jobs,
+                silent_nodes, "revival done: jobs no node reported will run again"
+            ),
             CoreEvent::NodeRestarted { id } => {
                 info!(node = %id, "node restarted (new incarnation)")
             }

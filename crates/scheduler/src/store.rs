@@ -1,42 +1,155 @@
-//! Where the scheduler keeps its configuration between changes. The service saves after
-//! every successful admin change and loads at start; today's store is memory, and a
-//! durable one (JetStream KV) plugs in behind the same trait.
+//! The scheduler's state in NATS JetStream KV (SPEC 5.10): configuration, integral
+//! volumes, operations and jobs, one key each, in one bucket per installation.
+//!
+//! Keys: `config`, `volumes`, `op.<operation id>`, `job.<job id>`. Values are MessagePack
+//! with named fields, like the wire. The bucket keeps one revision per key; a revived
+//! scheduler reads the latest value of every key with one ordered consumer.
 
+use crate::core::records::{JobRecord, OperationRecord, StateChange};
 use crate::core::{ClusterConfig, IntegralVolumes};
+use anyhow::Context;
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use futures::StreamExt;
+use ytsched_common::codec::{decode, encode, CodecError};
 
-pub trait ConfigStore: Send {
-    /// The saved configuration, or `None` for a fresh installation.
-    fn load(&mut self) -> anyhow::Result<Option<ClusterConfig>>;
-    fn save(&mut self, config: &ClusterConfig) -> anyhow::Result<()>;
-    /// Integral volumes per tree and pool, saved every few seconds: a restart loses at
-    /// most that much accrual.
-    fn load_volumes(&mut self) -> anyhow::Result<IntegralVolumes>;
-    fn save_volumes(&mut self, volumes: &IntegralVolumes) -> anyhow::Result<()>;
+pub const CONFIG_KEY: &str = "config";
+pub const VOLUMES_KEY: &str = "volumes";
+const OPERATION_PREFIX: &str = "op.";
+const JOB_PREFIX: &str = "job.";
+
+/// A bucket name for this installation: its subject prefix, made safe for bucket names.
+pub fn bucket_name(prefix: &str, what: &str) -> String {
+    let safe: String = prefix
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}_{what}")
 }
 
-/// Keeps the configuration for the life of the process.
+/// Opens (creating if missing) a KV bucket that keeps the latest value of each key.
+pub async fn open_bucket(
+    js: &jetstream::Context,
+    name: &str,
+    replicas: usize,
+    max_age: std::time::Duration,
+) -> anyhow::Result<kv::Store> {
+    if let Ok(store) = js.get_key_value(name).await {
+        return Ok(store);
+    }
+    let created = js
+        .create_key_value(kv::Config {
+            bucket: name.to_string(),
+            history: 1,
+            num_replicas: replicas.max(1),
+            max_age,
+            ..Default::default()
+        })
+        .await;
+    match created {
+        Ok(store) => Ok(store),
+        // Another scheduler may have created it at the same moment.
+        Err(e) => js
+            .get_key_value(name)
+            .await
+            .with_context(|| format!("cannot create KV bucket {name}: {e}")),
+    }
+}
+
+/// Everything the store holds, as a revived scheduler needs it.
 #[derive(Default)]
-pub struct MemoryStore {
-    saved: Option<ClusterConfig>,
-    volumes: IntegralVolumes,
+pub struct Snapshot {
+    pub config: Option<ClusterConfig>,
+    pub volumes: IntegralVolumes,
+    pub operations: Vec<OperationRecord>,
+    pub jobs: Vec<JobRecord>,
 }
 
-impl ConfigStore for MemoryStore {
-    fn load(&mut self) -> anyhow::Result<Option<ClusterConfig>> {
-        Ok(self.saved.clone())
+/// Reads the latest value of every key. A value that cannot be decoded is an error
+/// naming its key: the scheduler must not start on a state it only half understands.
+pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
+    let mut snapshot = Snapshot::default();
+    let messages = store
+        .stream
+        .clone()
+        .info()
+        .await
+        .context("cannot read the state bucket's info")?
+        .state
+        .messages;
+    if messages == 0 {
+        return Ok(snapshot);
     }
-
-    fn save(&mut self, config: &ClusterConfig) -> anyhow::Result<()> {
-        self.saved = Some(config.clone());
-        Ok(())
+    let mut entries = store
+        .watch_with_history(">")
+        .await
+        .context("cannot read the state bucket")?;
+    while let Some(entry) = entries.next().await {
+        let entry = entry.context("cannot read the state bucket")?;
+        if entry.operation == kv::Operation::Put {
+            let bad = |e: CodecError| anyhow::anyhow!("stored value of key '{}': {e}", entry.key);
+            let key = entry.key.as_str();
+            if key == CONFIG_KEY {
+                snapshot.config = Some(decode(&entry.value).map_err(bad)?);
+            } else if key == VOLUMES_KEY {
+                snapshot.volumes = decode(&entry.value).map_err(bad)?;
+            } else if key.starts_with(OPERATION_PREFIX) {
+                snapshot.operations.push(decode(&entry.value).map_err(bad)?);
+            } else if key.starts_with(JOB_PREFIX) {
+                snapshot.jobs.push(decode(&entry.value).map_err(bad)?);
+            }
+        }
+        if entry.delta == 0 {
+            break;
+        }
     }
+    Ok(snapshot)
+}
 
-    fn load_volumes(&mut self) -> anyhow::Result<IntegralVolumes> {
-        Ok(self.volumes.clone())
-    }
+/// One key to write and its encoded value.
+pub type Write = (String, Bytes);
 
-    fn save_volumes(&mut self, volumes: &IntegralVolumes) -> anyhow::Result<()> {
-        self.volumes = volumes.clone();
-        Ok(())
+/// Encodes the core's changes as writes; operations come before jobs.
+pub fn writes_of(changes: &[StateChange]) -> Result<Vec<Write>, CodecError> {
+    changes
+        .iter()
+        .map(|c| {
+            Ok(match c {
+                StateChange::Operation(op) => {
+                    (format!("{OPERATION_PREFIX}{}", op.id), encode(op.as_ref())?.into())
+                }
+                StateChange::Job(job) => (
+                    format!("{JOB_PREFIX}{}", job.job.id),
+                    encode(job.as_ref())?.into(),
+                ),
+            })
+        })
+        .collect()
+}
+
+pub fn config_write(config: &ClusterConfig) -> Result<Write, CodecError> {
+    Ok((CONFIG_KEY.to_string(), encode(config)?.into()))
+}
+
+pub fn volumes_write(volumes: &IntegralVolumes) -> Result<Write, CodecError> {
+    Ok((VOLUMES_KEY.to_string(), encode(volumes)?.into()))
+}
+
+/// Order of phases within a batch of writes: configuration (pools an operation runs in),
+/// then operations, then their jobs, so that a crash in the middle never leaves a job
+/// whose operation or pool the store does not have.
+pub fn phase(key: &str) -> u8 {
+    if key == CONFIG_KEY || key == VOLUMES_KEY {
+        0
+    } else if key.starts_with(OPERATION_PREFIX) {
+        1
+    } else {
+        2
     }
 }

@@ -50,6 +50,7 @@ impl SchedulerCore {
         spec: VanillaSpec,
         now: UnixMillis,
     ) -> Result<OperationId, ApiError> {
+        self.observe(now);
         spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
         if self.operations.contains_key(&id) {
             return Err(ApiError::new(format!("operation {id} already exists")));
@@ -103,6 +104,7 @@ impl SchedulerCore {
             self.speculating.insert(id.clone());
         }
         self.operations.insert(id.clone(), op);
+        self.touched.insert(id.clone());
         self.stale_trees.extend(tree_names);
         self.fail_unplaceable(now);
         self.nudge_all_online();
@@ -267,7 +269,7 @@ impl SchedulerCore {
     }
 
     /// Starts pending operations, oldest first, while their pools have room.
-    pub(super) fn promote_pending(&mut self) {
+    pub(super) fn promote_pending(&mut self, now: UnixMillis) {
         let mut pending: Vec<(u64, OperationId)> = self
             .operations
             .values()
@@ -319,8 +321,9 @@ impl SchedulerCore {
                 self.stale_trees.insert(tree_name);
             }
             if let Some(op) = self.operations.get_mut(&id) {
-                op.state = OperationState::Running;
+                op.promote(now);
             }
+            self.touched.insert(id.clone());
             self.events
                 .push(CoreEvent::OperationRunning { id: id.clone() });
             self.nudge_all_online();
@@ -350,6 +353,7 @@ impl SchedulerCore {
             }
         }
         op.finish(state, error.clone(), now);
+        self.touched.insert(id.clone());
         self.speculating.remove(id);
         let pools: Vec<(String, String)> = op
             .trees
@@ -365,7 +369,7 @@ impl SchedulerCore {
             self.stale_trees.insert(tree.clone());
             self.remove_empty_ephemeral_pools(&tree, &pool);
         }
-        self.promote_pending();
+        self.promote_pending(now);
     }
 
     /// Removes `pool` (and then its ephemeral parents) once no unfinished operation

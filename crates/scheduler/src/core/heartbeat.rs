@@ -13,6 +13,7 @@ use ytsched_common::{JobId, NodeId};
 
 impl SchedulerCore {
     pub fn process_heartbeat(&mut self, req: HeartbeatRequest, now: UnixMillis) -> HeartbeatReply {
+        self.observe(now);
         let period = self.config.heartbeat_period_ms;
         if req.protocol_version != PROTOCOL_VERSION {
             return HeartbeatReply::rejected(
@@ -77,10 +78,13 @@ impl SchedulerCore {
             .entry(req.node_id.clone())
             .or_insert_with(|| Node::new(req.node_id.clone(), req.incarnation_id.clone()));
         if node.incarnation != req.incarnation_id {
+            // An empty incarnation is a node restored from the store, not yet heard from.
+            if !node.incarnation.as_str().is_empty() {
+                self.events.push(CoreEvent::NodeRestarted {
+                    id: node.id.clone(),
+                });
+            }
             node.incarnation = req.incarnation_id.clone();
-            self.events.push(CoreEvent::NodeRestarted {
-                id: node.id.clone(),
-            });
         }
         let returning = !node.online;
         let tags_changed = node.system_tags != req.system_tags || node.tags != req.tags;
@@ -121,6 +125,7 @@ impl SchedulerCore {
             return;
         };
         let effect = op.apply_result(node_id, result);
+        self.touched.insert(op_id.clone());
         if effect == ResultEffect::Ignored {
             return;
         }
@@ -207,7 +212,7 @@ impl SchedulerCore {
         (aborts, dying)
     }
 
-    fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
+    pub(super) fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.jobs.remove(job_id);
         }
@@ -216,6 +221,7 @@ impl SchedulerCore {
         };
         if let Some(op) = self.operations.get_mut(&op_id) {
             if op.abort_job(job_id, AbortReason::NodeLost, now).is_some() {
+                self.touched.insert(op_id.clone());
                 self.events.push(CoreEvent::JobAborted {
                     id: job_id.clone(),
                     operation: op_id,

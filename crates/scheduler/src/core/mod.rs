@@ -19,6 +19,7 @@ mod placement;
 pub mod pool_tree;
 mod preemption;
 mod queries;
+pub mod records;
 mod share_update;
 mod speculation;
 pub mod starvation;
@@ -93,6 +94,14 @@ pub struct SchedulerCore {
     next_operation_seq: u64,
     /// Nodes that should heartbeat now because there is new work or an abort for them.
     nudges: BTreeSet<NodeId>,
+    /// Operations changed since the store last took the changes.
+    touched: BTreeSet<OperationId>,
+    /// The latest `now` any call brought: the time of changes that come from calls
+    /// without one (admin changes promoting pending operations).
+    latest_now: UnixMillis,
+    /// Until when a revived scheduler waits for nodes to report the jobs it restored
+    /// before it counts the unreported ones as lost.
+    revival_deadline: Option<UnixMillis>,
     events: Vec<CoreEvent>,
 }
 
@@ -124,6 +133,9 @@ impl SchedulerCore {
             config_revision: 0,
             next_operation_seq: 0,
             nudges: BTreeSet::new(),
+            touched: BTreeSet::new(),
+            latest_now: 0,
+            revival_deadline: None,
             events: Vec::new(),
         }
     }
@@ -160,7 +172,9 @@ impl SchedulerCore {
     /// Periodic housekeeping: nodes that went silent, operations that can never run,
     /// fair share updates that are due.
     pub fn tick(&mut self, now: UnixMillis) {
+        self.observe(now);
         self.expire_silent_nodes(now);
+        self.end_revival_if_due(now);
         if std::mem::take(&mut self.placeability_stale) {
             self.fail_unplaceable(now);
         }
@@ -173,6 +187,10 @@ impl SchedulerCore {
 
     pub fn take_events(&mut self) -> Vec<CoreEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    fn observe(&mut self, now: UnixMillis) {
+        self.latest_now = self.latest_now.max(now);
     }
 
     fn nudge_all_online(&mut self) {

@@ -1,6 +1,7 @@
 //! One operation's bookkeeping: its tasks' waiting job indices, every job attempt, and
 //! the running usage that placement reads.
 
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use ytsched_common::protocol::{FinishedJob, JobStartSpec, JobStatistics, UnixMillis};
 use ytsched_common::resources::ResourceVector;
@@ -18,7 +19,7 @@ pub struct Task {
     pub completed: u32,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
     pub task: usize,
@@ -47,7 +48,7 @@ pub struct Job {
 /// How an operation runs in one of its pool trees (SPEC 5.9): its pool there (after
 /// ephemeral pool resolution), weight and limits (spec, then per-tree overrides), and
 /// the usage of its jobs on that tree's nodes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TreeSlot {
     pub pool: String,
     pub weight: f64,
@@ -55,7 +56,17 @@ pub struct TreeSlot {
     /// Runs in a FIFO pool with lightweight operations enabled: not counted against
     /// running-operation limits.
     pub lightweight: bool,
+    /// Derived from the running jobs: not stored.
+    #[serde(skip)]
     pub usage: ResourceVector,
+}
+
+/// One line of an operation's history (`get-operation`): what happened to it and when,
+/// revivals by a restarted scheduler included.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub time: UnixMillis,
+    pub event: String,
 }
 
 /// Where and how an admitted operation runs, decided by admission.
@@ -86,7 +97,12 @@ pub struct Operation {
     /// Every job attempt, including aborted and failed ones.
     pub jobs: BTreeMap<JobId, Job>,
     pub failed_job_count: u32,
+    pub history: Vec<HistoryEntry>,
     next_job_seq: u64,
+    /// What changed since the store last took the changes: the operation's own fields,
+    /// and which jobs.
+    header_changed: bool,
+    changed_jobs: Vec<JobId>,
 }
 
 /// What a job result did to its operation.
@@ -145,8 +161,85 @@ impl Operation {
             tasks,
             jobs: BTreeMap::new(),
             failed_job_count: 0,
+            history: vec![HistoryEntry {
+                time: now,
+                event: if placement.pending {
+                    "submitted; pending until its pool may run another operation".into()
+                } else {
+                    "submitted; running".into()
+                },
+            }],
             next_job_seq: 0,
+            header_changed: true,
+            changed_jobs: vec![],
         }
+    }
+
+    /// Takes in jobs restored from the store and recomputes what derives from them:
+    /// waiting indices, completed and failed counts, usage per tree, the next job number.
+    pub(super) fn adopt_jobs(&mut self, jobs: Vec<Job>) {
+        for job in jobs {
+            self.next_job_seq = self.next_job_seq.max(job.seq + 1);
+            match job.state {
+                JobState::Running => {
+                    if let Some(slot) = self.trees.get_mut(&job.tree) {
+                        slot.usage += job.resources;
+                    }
+                }
+                JobState::Failed => self.failed_job_count += 1,
+                _ => {}
+            }
+            self.jobs.insert(job.id.clone(), job);
+        }
+        let finished = self.state.is_finished();
+        for (i, task) in self.tasks.iter_mut().enumerate() {
+            let mut done = std::collections::BTreeSet::new();
+            let mut running = std::collections::BTreeSet::new();
+            for j in self.jobs.values().filter(|j| j.task == i) {
+                match j.state {
+                    JobState::Completed => {
+                        done.insert(j.index);
+                    }
+                    JobState::Running => {
+                        running.insert(j.index);
+                    }
+                    _ => {}
+                }
+            }
+            task.completed = done.len() as u32;
+            task.waiting = if finished {
+                VecDeque::new()
+            } else {
+                (0..task.spec.job_count)
+                    .filter(|x| !done.contains(x) && !running.contains(x))
+                    .collect()
+            };
+        }
+    }
+
+    pub fn all_jobs_completed(&self) -> bool {
+        self.tasks.iter().all(|t| t.completed == t.spec.job_count)
+    }
+
+    /// A pending operation got its running slot.
+    pub fn promote(&mut self, now: UnixMillis) {
+        self.state = OperationState::Running;
+        self.record(now, "running".into());
+    }
+
+    /// Adds a history line (and marks the operation for the store).
+    pub fn record(&mut self, now: UnixMillis, event: String) {
+        self.history.push(HistoryEntry { time: now, event });
+        self.header_changed = true;
+    }
+
+    /// Takes what changed since the last call: whether the operation's own fields did,
+    /// and the jobs that did (each once).
+    pub fn take_changes(&mut self) -> (bool, Vec<JobId>) {
+        let mut jobs = std::mem::take(&mut self.changed_jobs);
+        jobs.sort();
+        jobs.dedup();
+        (std::mem::take(&mut self.header_changed), jobs)
     }
 
     pub fn waiting_job_count(&self) -> u64 {
@@ -288,6 +381,7 @@ impl Operation {
             speculative: false,
         };
         self.jobs.insert(id.clone(), job);
+        self.changed_jobs.push(id.clone());
         JobStartSpec {
             job_id: id,
             operation_id: self.id.clone(),
@@ -320,6 +414,7 @@ impl Operation {
         if let Some(slot) = self.trees.get_mut(&job.tree) {
             slot.usage -= job.resources;
         }
+        self.changed_jobs.push(id.clone());
         // The index runs again unless the operation is over, the other copy still runs
         // it, or it lost the race to that copy.
         let requeue = !matches!(
@@ -349,6 +444,7 @@ impl Operation {
             job.stdout = result.stdout_tail.clone();
             job.stderr = result.stderr_tail.clone();
             job.start_time = result.start_time;
+            self.changed_jobs.push(result.job_id.clone());
         }
         if job.state != JobState::Running {
             return ResultEffect::Ignored;
@@ -357,12 +453,13 @@ impl Operation {
         if let Some(slot) = self.trees.get_mut(&job.tree) {
             slot.usage -= job.resources;
         }
+        self.changed_jobs.push(result.job_id.clone());
         let task = job.task;
         match result.state {
             JobState::Completed => {
                 job.state = JobState::Completed;
                 self.tasks[task].completed += 1;
-                if self.tasks.iter().all(|t| t.completed == t.spec.job_count) {
+                if self.all_jobs_completed() {
                     return ResultEffect::OperationCompleted;
                 }
                 ResultEffect::Recorded
@@ -404,8 +501,15 @@ impl Operation {
 
     pub fn finish(&mut self, state: OperationState, error: Option<String>, now: UnixMillis) {
         self.state = state;
-        self.error = error;
         self.finish_time = Some(now);
+        self.record(
+            now,
+            match &error {
+                Some(e) => format!("{state}: {e}"),
+                None => state.to_string(),
+            },
+        );
+        self.error = error;
         for t in &mut self.tasks {
             t.waiting.clear();
         }

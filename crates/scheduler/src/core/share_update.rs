@@ -157,7 +157,7 @@ impl SchedulerCore {
         self.stale_trees.extend(trees);
         self.reassign_nodes();
         self.recompute_tree_resources();
-        self.promote_pending();
+        self.promote_pending(self.latest_now);
         self.nudge_all_online();
     }
 }

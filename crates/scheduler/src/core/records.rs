@@ -1,0 +1,242 @@
+//! What the store keeps of operations and jobs, and how a restarted scheduler rebuilds
+//! its state from it (SPEC 5.10).
+//!
+//! The core hands out the records changed by each call (`take_changes`); the driver writes
+//! them before it replies to the call, so nothing a node or a user was told is ever
+//! missing from the store. On start, `restore` rebuilds operations from the records: jobs
+//! recorded as running stay running, and their nodes have a revival window to report them
+//! before they count as lost.
+
+use super::operation::{HistoryEntry, Job, Operation, TreeSlot};
+use super::{CoreEvent, Node, SchedulerCore};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::spec::VanillaSpec;
+use ytsched_common::states::{JobState, OperationState};
+use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
+
+/// An operation without its jobs: changes only when its state does.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OperationRecord {
+    pub id: OperationId,
+    pub user: String,
+    pub spec: VanillaSpec,
+    pub state: OperationState,
+    pub seq: u64,
+    pub start_time: UnixMillis,
+    pub finish_time: Option<UnixMillis>,
+    pub error: Option<String>,
+    /// Its pool trees in the order the spec named them.
+    pub trees: Vec<(String, TreeSlot)>,
+    pub history: Vec<HistoryEntry>,
+}
+
+/// One job attempt.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub operation: OperationId,
+    pub job: Job,
+}
+
+#[derive(Clone, Debug)]
+pub enum StateChange {
+    Operation(Box<OperationRecord>),
+    Job(Box<JobRecord>),
+}
+
+impl OperationRecord {
+    fn of(op: &Operation) -> Self {
+        OperationRecord {
+            id: op.id.clone(),
+            user: op.user.clone(),
+            spec: op.spec.clone(),
+            state: op.state,
+            seq: op.seq,
+            start_time: op.start_time,
+            finish_time: op.finish_time,
+            error: op.error.clone(),
+            trees: op
+                .tree_order
+                .iter()
+                .map(|t| (t.clone(), op.trees[t].clone()))
+                .collect(),
+            history: op.history.clone(),
+        }
+    }
+}
+
+/// What a revival found, for its log line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RevivalSummary {
+    pub operations: usize,
+    pub unfinished: usize,
+    pub running_jobs: usize,
+}
+
+impl SchedulerCore {
+    /// Records of everything changed since the last call, operations before their jobs.
+    pub fn take_changes(&mut self) -> Vec<StateChange> {
+        let mut out = Vec::new();
+        for id in std::mem::take(&mut self.touched) {
+            let Some(op) = self.operations.get_mut(&id) else {
+                continue;
+            };
+            let (header, jobs) = op.take_changes();
+            if header {
+                out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
+            }
+            for j in jobs {
+                if let Some(job) = op.jobs.get(&j) {
+                    out.push(StateChange::Job(Box::new(JobRecord {
+                        operation: id.clone(),
+                        job: job.clone(),
+                    })));
+                }
+            }
+        }
+        out
+    }
+
+    /// Rebuilds operations from the store at start (before any heartbeat). Jobs recorded
+    /// as running wait up to `revival_window_ms` for their node to report them.
+    pub fn restore(
+        &mut self,
+        operations: Vec<OperationRecord>,
+        jobs: Vec<JobRecord>,
+        now: UnixMillis,
+        revival_window_ms: u64,
+    ) -> RevivalSummary {
+        self.observe(now);
+        let mut by_op: BTreeMap<OperationId, Vec<Job>> = BTreeMap::new();
+        for r in jobs {
+            by_op.entry(r.operation).or_default().push(r.job);
+        }
+        let mut summary = RevivalSummary::default();
+        for record in operations {
+            let id = record.id.clone();
+            let jobs = by_op.remove(&id).unwrap_or_default();
+            let mut op = Operation::restore(record, jobs);
+            summary.operations += 1;
+            self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
+            for (job_id, job) in &op.jobs {
+                self.job_owner.insert(job_id.clone(), id.clone());
+                if job.state == JobState::Running {
+                    summary.running_jobs += 1;
+                    self.nodes
+                        .entry(job.node.clone())
+                        .or_insert_with(|| Node::new(job.node.clone(), IncarnationId(String::new())))
+                        .jobs
+                        .insert(job_id.clone());
+                }
+            }
+            if !op.state.is_finished() {
+                summary.unfinished += 1;
+                let running = op.running_job_ids().count();
+                op.record(
+                    now,
+                    format!(
+                        "revived by a restarted scheduler; {running} running job(s) to re-learn from their nodes"
+                    ),
+                );
+                self.touched.insert(id.clone());
+                if op
+                    .tasks
+                    .iter()
+                    .any(|t| t.spec.job_speculation_timeout.is_some())
+                {
+                    self.speculating.insert(id.clone());
+                }
+            }
+            self.operations.insert(id, op);
+        }
+        // A crash between a job's last result and its operation's end leaves an
+        // operation with every job done: it ends now.
+        let done: Vec<OperationId> = self
+            .operations
+            .values()
+            .filter(|o| !o.state.is_finished() && o.all_jobs_completed())
+            .map(|o| o.id.clone())
+            .collect();
+        for id in done {
+            self.finish_operation(&id, OperationState::Completed, None, now);
+        }
+        self.revival_deadline = Some(now + revival_window_ms);
+        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
+        self.stale_trees.extend(trees);
+        self.events.push(CoreEvent::Revived {
+            operations: summary.operations,
+            unfinished: summary.unfinished,
+            running_jobs: summary.running_jobs,
+            window_ms: revival_window_ms,
+        });
+        summary
+    }
+
+    /// At the end of the revival window, jobs no node reported are lost: they run again.
+    pub(super) fn end_revival_if_due(&mut self, now: UnixMillis) {
+        if self.revival_deadline.is_none_or(|d| now < d) {
+            return;
+        }
+        self.revival_deadline = None;
+        let silent: Vec<(NodeId, Vec<JobId>)> = self
+            .nodes
+            .values()
+            .filter(|n| !n.online && !n.jobs.is_empty())
+            .map(|n| (n.id.clone(), n.jobs.iter().cloned().collect()))
+            .collect();
+        let mut lost = 0;
+        for (node, jobs) in &silent {
+            for job in jobs {
+                lost += 1;
+                self.lose_job(node, job, now);
+                if let Some(op) = self.job_owner.get(job).cloned() {
+                    if let Some(o) = self.operations.get_mut(&op) {
+                        o.record(
+                            now,
+                            format!("job {job} lost: node {node} did not report it after the revival"),
+                        );
+                    }
+                }
+            }
+        }
+        self.events.push(CoreEvent::RevivalEnded {
+            lost_jobs: lost,
+            silent_nodes: silent.len(),
+        });
+        self.nudge_all_online();
+    }
+
+    /// Whether jobs restored at start are still waiting for their nodes to report.
+    pub fn reviving(&self) -> bool {
+        self.revival_deadline.is_some()
+    }
+}
+
+impl Operation {
+    /// An operation as the store kept it, with everything derived from its jobs
+    /// recomputed: waiting indices, completed and failed counts, usage per tree.
+    pub fn restore(record: OperationRecord, jobs: Vec<Job>) -> Self {
+        let pending = record.state == OperationState::Pending;
+        let placement = super::operation::Placement {
+            trees: record.trees,
+            pending,
+        };
+        let mut op = Operation::new(
+            record.id,
+            record.user,
+            record.spec,
+            placement,
+            record.seq,
+            record.start_time,
+        );
+        op.state = record.state;
+        op.finish_time = record.finish_time;
+        op.error = record.error;
+        op.history = record.history;
+        op.adopt_jobs(jobs);
+        // Nothing here is new to the store.
+        op.take_changes();
+        op
+    }
+}

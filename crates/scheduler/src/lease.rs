@@ -1,0 +1,108 @@
+//! Leadership (SPEC 5.10 hot standby): one key in a KV bucket whose entries expire after
+//! the lease time. The leader creates the key and renews it with compare-and-set on its
+//! revision; a standby keeps trying to create it, which succeeds only once the leader has
+//! stopped renewing and the key has expired.
+
+use async_nats::jetstream::kv;
+use std::time::Duration;
+use tracing::{info, warn};
+
+const KEY: &str = "leader";
+
+pub struct Lease {
+    store: kv::Store,
+    holder: String,
+    revision: u64,
+    ttl: Duration,
+}
+
+impl Lease {
+    /// Waits until this scheduler holds the lease.
+    pub async fn acquire(store: kv::Store, holder: String, ttl: Duration) -> Lease {
+        let mut logged_standby = false;
+        let mut logged_error = false;
+        loop {
+            match store.create(KEY, holder.clone().into()).await {
+                Ok(revision) => {
+                    info!(holder, "leader lease acquired");
+                    return Lease {
+                        store,
+                        holder,
+                        revision,
+                        ttl,
+                    };
+                }
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    if !logged_standby {
+                        let current = store
+                            .get(KEY)
+                            .await
+                            .ok()
+                            .flatten()
+                            .map(|v| String::from_utf8_lossy(&v).into_owned())
+                            .unwrap_or_default();
+                        info!(leader = %current, "standby: another scheduler holds the leader lease; waiting to take over");
+                        logged_standby = true;
+                    }
+                }
+                Err(e) => {
+                    if !logged_error {
+                        warn!(error = %e, "cannot reach the leader lease; retrying");
+                        logged_error = true;
+                    }
+                }
+            }
+            tokio::time::sleep(ttl / 6).await;
+        }
+    }
+
+    /// Renews the lease until it is lost to another scheduler; returns why.
+    pub async fn hold(mut self) -> anyhow::Error {
+        let mut failing = false;
+        loop {
+            tokio::time::sleep(self.ttl / 3).await;
+            match self
+                .store
+                .update(KEY, self.holder.clone().into(), self.revision)
+                .await
+            {
+                Ok(revision) => {
+                    self.revision = revision;
+                    if failing {
+                        info!("leader lease renewed again");
+                        failing = false;
+                    }
+                }
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    // Expired (e.g. NATS was down longer than the lease): take it back
+                    // unless someone else has.
+                    match self.store.create(KEY, self.holder.clone().into()).await {
+                        Ok(revision) => {
+                            warn!("leader lease had expired; re-acquired it");
+                            self.revision = revision;
+                        }
+                        Err(_) => {
+                            let other = self
+                                .store
+                                .get(KEY)
+                                .await
+                                .ok()
+                                .flatten()
+                                .map(|v| String::from_utf8_lossy(&v).into_owned())
+                                .unwrap_or_else(|| "another scheduler".into());
+                            return anyhow::anyhow!(
+                                "lost the leader lease to {other}; stopping so that only one scheduler serves"
+                            );
+                        }
+                    }
+                }
+                Err(e) => {
+                    if !failing {
+                        warn!(error = %e, "cannot renew the leader lease; retrying");
+                        failing = true;
+                    }
+                }
+            }
+        }
+    }
+}
