@@ -103,6 +103,14 @@ impl Tabular for OperationInfo {
             ("start_time", time(Some(self.start_time))),
             ("finish_time", time(self.finish_time)),
             ("error", self.error.clone().unwrap_or_default()),
+            (
+                "history",
+                self.history
+                    .iter()
+                    .map(|h| format!("{}  {}", time(Some(h.time)), h.event))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
         ] {
             t.add_row(vec![k.to_string(), v]);
         }

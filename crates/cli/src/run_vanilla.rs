@@ -10,9 +10,12 @@ use ytsched_common::api::{GetOperation, OperationInfo, StartOperation};
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::states::OperationState;
 use ytsched_common::subjects::Subjects;
-use ytsched_common::transport::call;
+use ytsched_common::transport::{call, TransportError};
 use ytsched_common::units::ByteSize;
 use ytsched_common::OperationId;
+
+/// How long `follow` keeps waiting for an unreachable scheduler before giving up.
+const SCHEDULER_WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct RunVanillaArgs {
@@ -138,8 +141,9 @@ pub async fn follow(
 ) -> anyhow::Result<OperationInfo> {
     let tty = std::io::stderr().is_terminal();
     let mut last = String::new();
+    let mut unreachable_since: Option<std::time::Instant> = None;
     loop {
-        let info = call(
+        let asked = call(
             client,
             subjects,
             user,
@@ -147,7 +151,27 @@ pub async fn follow(
                 operation_id: id.clone(),
             },
         )
-        .await?;
+        .await;
+        // A scheduler restarting or failing over to its standby is a pause, not the end:
+        // the operation lives in the store.
+        let info = match asked {
+            Ok(info) => {
+                unreachable_since = None;
+                info
+            }
+            Err(e @ TransportError::NoScheduler { .. }) => {
+                let since = *unreachable_since.get_or_insert_with(|| {
+                    eprintln!("{id}: scheduler unreachable ({e}); still following");
+                    std::time::Instant::now()
+                });
+                if since.elapsed() > SCHEDULER_WAIT {
+                    return Err(e.into());
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let j = &info.jobs;
         let line = format!(
             "{id}: {} · waiting {} · running {} · completed {}/{} · failed {}",

@@ -140,6 +140,15 @@ pub struct OperationInfo {
     pub resource_usage: ResourceVector,
     pub resource_demand: ResourceVector,
     pub spec: VanillaSpec,
+    /// What happened to it, oldest first (submission, revivals, the end).
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub time: UnixMillis,
+    pub event: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -121,9 +121,10 @@ pub fn writes_of(changes: &[StateChange]) -> Result<Vec<Write>, CodecError> {
         .iter()
         .map(|c| {
             Ok(match c {
-                StateChange::Operation(op) => {
-                    (format!("{OPERATION_PREFIX}{}", op.id), encode(op.as_ref())?.into())
-                }
+                StateChange::Operation(op) => (
+                    format!("{OPERATION_PREFIX}{}", op.id),
+                    encode(op.as_ref())?.into(),
+                ),
                 StateChange::Job(job) => (
                     format!("{JOB_PREFIX}{}", job.job.id),
                     encode(job.as_ref())?.into(),

@@ -84,7 +84,9 @@ async fn run(store: kv::Store, mut rx: mpsc::UnboundedReceiver<Batch>) {
             let mut backoff = Duration::from_millis(50);
             while !pending.is_empty() {
                 let results = futures::future::join_all(
-                    pending.iter().map(|(k, v)| store.put(k.as_str(), v.clone())),
+                    pending
+                        .iter()
+                        .map(|(k, v)| store.put(k.as_str(), v.clone())),
                 )
                 .await;
                 let mut retry = Vec::new();

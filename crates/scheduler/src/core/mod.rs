@@ -203,6 +203,8 @@ impl SchedulerCore {
 #[cfg(test)]
 mod pool_tests;
 #[cfg(test)]
+mod revival_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tree_tests;

@@ -137,5 +137,13 @@ fn describe(op: &Operation) -> OperationInfo {
         resource_usage: op.usage(),
         resource_demand: op.demand_in(op.main_tree()),
         spec: op.spec.clone(),
+        history: op
+            .history
+            .iter()
+            .map(|h| ytsched_common::api::HistoryEntry {
+                time: h.time,
+                event: h.event.clone(),
+            })
+            .collect(),
     }
 }

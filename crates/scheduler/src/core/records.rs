@@ -125,7 +125,9 @@ impl SchedulerCore {
                     summary.running_jobs += 1;
                     self.nodes
                         .entry(job.node.clone())
-                        .or_insert_with(|| Node::new(job.node.clone(), IncarnationId(String::new())))
+                        .or_insert_with(|| {
+                            Node::new(job.node.clone(), IncarnationId(String::new()))
+                        })
                         .jobs
                         .insert(job_id.clone());
                 }
@@ -194,7 +196,9 @@ impl SchedulerCore {
                     if let Some(o) = self.operations.get_mut(&op) {
                         o.record(
                             now,
-                            format!("job {job} lost: node {node} did not report it after the revival"),
+                            format!(
+                                "job {job} lost: node {node} did not report it after the revival"
+                            ),
                         );
                     }
                 }
