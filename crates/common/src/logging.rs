@@ -1,5 +1,6 @@
 //! Log setup every binary shares: `tracing` lines to stderr, filtered by `RUST_LOG`
-//! (falling back to the binary's own default level).
+//! (falling back to the binary's own default level). Colours only on a terminal, so log
+//! files and `docker logs` read (and grep) as plain text.
 
 /// Installs the global subscriber; `default_filter` applies when `RUST_LOG` is unset.
 pub fn init(default_filter: &str) {
@@ -9,5 +10,6 @@ pub fn init(default_filter: &str) {
                 .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }

@@ -32,6 +32,11 @@ pub struct HeartbeatRequest {
     pub protocol_version: u32,
     pub node_id: NodeId,
     pub incarnation_id: IncarnationId,
+    /// Numbers this incarnation's heartbeats from 1. The bus may deliver an old request
+    /// late (a client flushes what it buffered during an outage): the scheduler ignores
+    /// any request not newer than the last it took from the same incarnation. 0: unnumbered.
+    #[serde(default)]
+    pub seq: u64,
     pub hostname: String,
     /// Tags the agent detected (`host:`, `arch:`, `gpu`, `gpu_model:`).
     #[serde(default)]

@@ -61,6 +61,8 @@ struct AgentState {
 pub struct Agent {
     config: AgentConfig,
     incarnation: IncarnationId,
+    /// Numbers heartbeats so the scheduler can ignore one delivered late.
+    heartbeat_seq: std::sync::atomic::AtomicU64,
     state: Mutex<AgentState>,
     /// Heartbeat now: a job finished.
     wake: Notify,
@@ -75,6 +77,7 @@ impl Agent {
         Arc::new(Agent {
             config,
             incarnation: IncarnationId::random(),
+            heartbeat_seq: std::sync::atomic::AtomicU64::new(0),
             state: Mutex::new(state),
             wake: Notify::new(),
         })
@@ -194,6 +197,10 @@ impl Agent {
             protocol_version: PROTOCOL_VERSION,
             node_id: self.config.node_id.clone(),
             incarnation_id: self.incarnation.clone(),
+            seq: self
+                .heartbeat_seq
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1,
             hostname: self.config.hostname.clone(),
             system_tags: self.config.system_tags.clone(),
             tags: self.config.tags.clone(),

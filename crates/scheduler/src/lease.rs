@@ -56,6 +56,15 @@ impl Lease {
         }
     }
 
+    /// A handle that gives the lease up on a clean stop, so that a successor need not
+    /// wait for it to expire.
+    pub fn releaser(&self) -> Releaser {
+        Releaser {
+            store: self.store.clone(),
+            holder: self.holder.clone(),
+        }
+    }
+
     /// Renews the lease until it is lost to another scheduler; returns why.
     pub async fn hold(mut self) -> anyhow::Error {
         let mut failing = false;
@@ -102,6 +111,33 @@ impl Lease {
                         failing = true;
                     }
                 }
+            }
+        }
+    }
+}
+
+pub struct Releaser {
+    store: kv::Store,
+    holder: String,
+}
+
+impl Releaser {
+    /// Deletes the lease if this scheduler still holds it.
+    pub async fn release(self) {
+        let ours = self
+            .store
+            .entry(KEY)
+            .await
+            .ok()
+            .flatten()
+            .filter(|e| e.operation == kv::Operation::Put && e.value == self.holder.as_bytes());
+        if let Some(entry) = ours {
+            if let Err(e) = self
+                .store
+                .delete_expect_revision(KEY, Some(entry.revision))
+                .await
+            {
+                warn!(error = %e, "cannot release the leader lease; a successor waits for it to expire");
             }
         }
     }

@@ -70,11 +70,13 @@ async fn main() -> anyhow::Result<()> {
         lease_ttl: Duration::from_millis(args.lease_ttl.0.max(300)),
         revival_window: Duration::from_millis(args.revival_window.0),
     };
-    tokio::select! {
-        r = run(config) => r,
-        _ = tokio::signal::ctrl_c() => Ok(()),
-        _ = terminate() => Ok(()),
-    }
+    run(config, async {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate() => {}
+        }
+    })
+    .await
 }
 
 async fn terminate() {

@@ -166,8 +166,21 @@ impl Driver {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_volume_save = std::time::Instant::now();
+        let mut bus_down = false;
         loop {
             interval.tick().await;
+            // While the bus is down nodes cannot heartbeat: their silence must not count.
+            if self.client.connection_state() != async_nats::connection::State::Connected {
+                if !bus_down {
+                    warn!("lost the NATS connection; node timeouts are paused until it is back");
+                    bus_down = true;
+                }
+                continue;
+            }
+            if std::mem::take(&mut bus_down) {
+                info!("NATS connection is back; node timeouts restart now");
+                self.with_core(|core| core.bus_restored(unix_now())).await;
+            }
             let save = last_volume_save.elapsed() >= VOLUME_SAVE_PERIOD;
             let volumes = self
                 .with_core(|core| {
@@ -190,7 +203,10 @@ impl Driver {
 
 /// Becomes the leader (a standby waits here), revives the state from the store, then
 /// serves until the process stops or the lease is lost.
-pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
+pub async fn run(
+    config: ServiceConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let client =
         ytsched_common::transport::connect(&config.nats_urls, "ytsched-scheduler", true).await?;
     let js = async_nats::jetstream::new(client.clone());
@@ -268,11 +284,17 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
         core: Arc::new(Mutex::new(core)),
         writer,
     };
+    let released = lease.releaser();
     tokio::select! {
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
         r = tokio::spawn(driver.tick(config.tick_period)) => r?,
         e = lease.hold() => return Err(e),
+        _ = shutdown => {
+            // Everything acknowledged is already stored; a successor may start at once.
+            released.release().await;
+            info!("scheduler stopped; leader lease released");
+        }
     }
     Ok(())
 }

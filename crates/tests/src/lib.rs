@@ -79,7 +79,10 @@ pub struct Lab {
     pub prefix: String,
     pub cgroup_root: String,
     nats: Option<Child>,
-    scheduler: Option<Child>,
+    /// The NATS port, kept so that a restarted server comes back where clients look.
+    nats_port: u16,
+    /// Schedulers in start order; more than one is a leader and its standbys.
+    schedulers: Vec<Option<Child>>,
     nodes: Vec<Option<Child>>,
     node_opts: Vec<NodeOpts>,
     scheduler_args: Vec<String>,
@@ -97,6 +100,20 @@ fn spawn_logged(cmd: &mut Command, log: &Path) -> anyhow::Result<Child> {
         .stderr(f)
         .process_group(0)
         .spawn()?)
+}
+
+/// nats-server with JetStream, its store in `dir/js`, on `port` (`-1`: any free port,
+/// written to `dir/ports`).
+fn spawn_nats(dir: &Path, port: &str) -> anyhow::Result<Child> {
+    spawn_logged(
+        Command::new(nats_server())
+            .args(["-a", "127.0.0.1", "-p", port, "-js", "-sd"])
+            .arg(dir.join("js"))
+            .arg("--ports_file_dir")
+            .arg(dir.join("ports")),
+        &dir.join("nats.log"),
+    )
+    .context("cannot start nats-server (run scripts/install-deps.sh)")
 }
 
 fn stop_child(child: &mut Child, signal: nix::sys::signal::Signal, wait: Duration) {
@@ -124,27 +141,26 @@ impl Lab {
         let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
         let ports = dir.path().join("ports");
         std::fs::create_dir_all(&ports)?;
-        let nats = spawn_logged(
-            Command::new(nats_server())
-                .args(["-a", "127.0.0.1", "-p", "-1", "-js", "-sd"])
-                .arg(dir.path().join("js"))
-                .arg("--ports_file_dir")
-                .arg(&ports),
-            &dir.path().join("nats.log"),
-        )
-        .context("cannot start nats-server (run scripts/install-deps.sh)")?;
+        let nats = spawn_nats(dir.path(), "-1")?;
         let mut lab = Lab {
             nats_url: String::new(),
             prefix: format!("e2e{}x{}", std::process::id(), seq),
             cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
             dir,
             nats: Some(nats),
-            scheduler: None,
+            nats_port: 0,
+            schedulers: vec![],
             nodes: vec![],
             node_opts: vec![],
             scheduler_args: scheduler_args.iter().map(|s| s.to_string()).collect(),
         };
         lab.nats_url = wait_for_ports_file(&ports)?;
+        lab.nats_port = lab
+            .nats_url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .context("nats URL without a port")?;
         lab.start_scheduler()?;
         for opts in nodes {
             lab.add_node(opts)?;
@@ -153,17 +169,74 @@ impl Lab {
         Ok(lab)
     }
 
-    pub fn start_scheduler(&mut self) -> anyhow::Result<()> {
+    /// Starts one more scheduler (the first leads, later ones stand by); returns its index.
+    pub fn start_scheduler(&mut self) -> anyhow::Result<usize> {
+        let index = self.schedulers.len();
+        self.schedulers.push(None);
+        self.restart_scheduler(index)?;
+        Ok(index)
+    }
+
+    /// (Re)starts scheduler `index`; its log goes on in `scheduler{index}.log`.
+    pub fn restart_scheduler(&mut self, index: usize) -> anyhow::Result<()> {
         let child = spawn_logged(
             Command::new(binary("ytsched-scheduler"))
                 .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
                 .args(["--node-heartbeat-timeout", "5s"])
                 .args(&self.scheduler_args)
                 .env("RUST_LOG", "info"),
-            &self.dir.path().join("scheduler.log"),
+            &self.scheduler_log_path(index),
         )?;
-        self.scheduler = Some(child);
+        self.schedulers[index] = Some(child);
         Ok(())
+    }
+
+    fn scheduler_log_path(&self, index: usize) -> PathBuf {
+        match index {
+            0 => self.dir.path().join("scheduler.log"),
+            i => self.dir.path().join(format!("scheduler{i}.log")),
+        }
+    }
+
+    pub fn scheduler_pid(&self, index: usize) -> Option<u32> {
+        self.schedulers[index].as_ref().map(|c| c.id())
+    }
+
+    /// Stops scheduler `index` with `signal` (SIGKILL: a crash) and waits for it to go.
+    pub fn kill_scheduler(&mut self, index: usize, signal: nix::sys::signal::Signal) {
+        if let Some(mut c) = self.schedulers[index].take() {
+            stop_child(&mut c, signal, Duration::from_secs(15));
+        }
+    }
+
+    /// Whether scheduler `index` still runs (a leader that lost its lease exits).
+    pub fn scheduler_running(&mut self, index: usize) -> bool {
+        self.schedulers[index]
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Stops nats-server (SIGTERM, as an admin would) and keeps its store directory.
+    pub fn stop_nats(&mut self) {
+        if let Some(mut c) = self.nats.take() {
+            stop_child(
+                &mut c,
+                nix::sys::signal::Signal::SIGTERM,
+                Duration::from_secs(15),
+            );
+        }
+    }
+
+    /// Starts nats-server again on the same port with the same store directory.
+    pub fn start_nats(&mut self) -> anyhow::Result<()> {
+        let port = self.nats_port.to_string();
+        self.nats = Some(spawn_nats(self.dir.path(), &port)?);
+        wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", self.nats_port))
+                .ok()
+                .map(|_| ())
+        })
+        .context("nats-server did not come back")
     }
 
     pub fn node_id(&self, index: usize) -> String {
@@ -302,8 +375,13 @@ impl Lab {
         })
     }
 
+    /// The first scheduler's log.
     pub fn scheduler_log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("scheduler.log")).unwrap_or_default()
+        self.scheduler_log_of(0)
+    }
+
+    pub fn scheduler_log_of(&self, index: usize) -> String {
+        std::fs::read_to_string(self.scheduler_log_path(index)).unwrap_or_default()
     }
 
     pub fn node_log(&self, index: usize) -> String {
@@ -347,7 +425,7 @@ impl Drop for Lab {
                 );
             }
         }
-        if let Some(c) = self.scheduler.as_mut() {
+        for c in self.schedulers.iter_mut().flatten() {
             stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
         }
         if let Some(c) = self.nats.as_mut() {

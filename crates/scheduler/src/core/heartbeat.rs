@@ -33,6 +33,17 @@ impl SchedulerCore {
                 period,
             );
         }
+        if let Some(node) = self.nodes.get(&req.node_id) {
+            if req.seq != 0 && node.incarnation == req.incarnation_id && req.seq <= node.last_seq {
+                return HeartbeatReply::rejected(
+                    format!(
+                        "stale heartbeat {} (already have {}): ignored",
+                        req.seq, node.last_seq
+                    ),
+                    period,
+                );
+            }
+        }
         let node_id = req.node_id.clone();
         self.refresh_node(&req, now);
 
@@ -86,6 +97,7 @@ impl SchedulerCore {
             }
             node.incarnation = req.incarnation_id.clone();
         }
+        node.last_seq = req.seq;
         let returning = !node.online;
         let tags_changed = node.system_tags != req.system_tags || node.tags != req.tags;
         let limits_changed = node.resource_limits != req.resource_limits;
@@ -229,6 +241,18 @@ impl SchedulerCore {
                     reason: AbortReason::NodeLost,
                 });
             }
+        }
+    }
+
+    /// The scheduler itself was cut off from the bus (a NATS outage): nodes could not
+    /// reach it either, so their silence so far is not theirs. Their timeouts restart now.
+    pub fn bus_restored(&mut self, now: UnixMillis) {
+        self.observe(now);
+        for node in self.nodes.values_mut().filter(|n| n.online) {
+            node.last_heartbeat = node.last_heartbeat.max(now);
+        }
+        if let Some(deadline) = self.revival_deadline.as_mut() {
+            *deadline = (*deadline).max(now + self.config.heartbeat_period_ms * 5);
         }
     }
 

@@ -9,6 +9,8 @@ use ytsched_common::{IncarnationId, JobId, NodeId};
 pub struct Node {
     pub id: NodeId,
     pub incarnation: IncarnationId,
+    /// The newest heartbeat taken from this incarnation.
+    pub last_seq: u64,
     pub hostname: String,
     /// Detected by the agent.
     pub system_tags: Vec<String>,
@@ -35,6 +37,7 @@ impl Node {
         Node {
             id,
             incarnation,
+            last_seq: 0,
             hostname: String::new(),
             system_tags: vec![],
             tags: vec![],

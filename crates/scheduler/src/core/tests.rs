@@ -31,6 +31,7 @@ pub(super) fn heartbeat(
         protocol_version: PROTOCOL_VERSION,
         node_id: NodeId(node.into()),
         incarnation_id: IncarnationId("i1".into()),
+        seq: 0,
         hostname: node.into(),
         system_tags: vec![],
         tags: vec![],
@@ -297,4 +298,25 @@ fn cluster_resources_follow_nodes_joining_changing_and_leaving() {
     assert_eq!(core.tree_resources("default").cpu, 2.0, "n1 went offline");
     core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 30_003);
     assert_eq!(core.tree_resources("default").cpu, 3.0, "n1 is back");
+}
+
+#[test]
+fn a_heartbeat_delivered_late_is_ignored() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut old = heartbeat("n1", 2.0, &[], vec![]);
+    old.seq = 1;
+    let mut new = old.clone();
+    new.seq = 2;
+    core.process_heartbeat(new.clone(), 0);
+    core.start_operation(OperationId("op".into()), "u", spec(2, 1.0), 1)
+        .unwrap();
+    new.seq = 3;
+    let started = core.process_heartbeat(new, 2).jobs_to_start;
+    assert_eq!(started.len(), 2);
+    // The request numbered 1 arrives now: it does not know of the starts, and must not
+    // make them look lost.
+    let r = core.process_heartbeat(old, 3);
+    assert!(matches!(r.registration, Registration::Rejected { .. }));
+    let info = core.operation_info(&OperationId("op".into())).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.aborted), (2, 0));
 }

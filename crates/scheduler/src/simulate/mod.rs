@@ -245,6 +245,7 @@ fn heartbeat(
         protocol_version: PROTOCOL_VERSION,
         node_id: NodeId(node.spec.id.clone()),
         incarnation_id: IncarnationId("simulated".into()),
+        seq: 0,
         hostname: node.spec.id.clone(),
         system_tags: vec![],
         tags: node.spec.tags.clone(),

@@ -1,0 +1,303 @@
+//! Durability and fault tolerance on real processes (SPEC 3.3, 5.10): the scheduler is
+//! killed and revived, agents die or stall, NATS goes away, a standby takes over. Jobs
+//! write marker files, so "ran twice" and "lost" are read from what really ran.
+
+use nix::sys::signal::Signal;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use ytsched_tests::*;
+
+fn node(cpu: &str, slots: &str) -> NodeOpts {
+    NodeOpts::args(&[
+        "--cpu",
+        cpu,
+        "--memory",
+        "8G",
+        "--user-slots",
+        slots,
+        "--nvidia-smi",
+        "/nonexistent",
+    ])
+}
+
+/// A job that notes each start (with its PID) and each completion by job index.
+fn marked_job(dir: &Path, body: &str) -> String {
+    let d = dir.display();
+    format!("echo $$ >> {d}/$YT_JOB_INDEX.start; {body}; echo $YT_JOB_ID >> {d}/$YT_JOB_INDEX.done")
+}
+
+/// Lines per index in `<index>.<suffix>` files.
+fn marks(dir: &Path, suffix: &str) -> BTreeMap<u32, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(index) = name
+            .strip_suffix(&format!(".{suffix}"))
+            .and_then(|i| i.parse::<u32>().ok())
+        {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            out.insert(index, text.lines().map(String::from).collect());
+        }
+    }
+    out
+}
+
+fn running(lab: &Lab, op: &str) -> i64 {
+    lab.operation(op)
+        .ok()
+        .and_then(|o| o["jobs"]["running"].as_i64())
+        .unwrap_or(-1)
+}
+
+fn wait_running(lab: &Lab, op: &str, n: i64) {
+    wait_until(Duration::from_secs(30), || {
+        (running(lab, op) == n).then_some(())
+    })
+    .unwrap_or_else(|_| panic!("{op} never had {n} running jobs: {:?}", lab.operation(op)));
+}
+
+/// Every index 0..n completed exactly once and was started exactly `starts` times.
+fn assert_each_ran_once(dir: &Path, n: u32) {
+    let done = marks(dir, "done");
+    let starts = marks(dir, "start");
+    for i in 0..n {
+        assert_eq!(
+            done.get(&i).map(Vec::len),
+            Some(1),
+            "index {i} completed {:?}",
+            done.get(&i)
+        );
+        assert_eq!(
+            starts.get(&i).map(Vec::len),
+            Some(1),
+            "index {i} started {:?}",
+            starts.get(&i)
+        );
+    }
+}
+
+#[test]
+fn killed_scheduler_revives_and_every_job_keeps_running() {
+    let marks_dir = tempfile::tempdir().unwrap();
+    let mut lab = Lab::start(vec![node("4", "20"), node("4", "20"), node("4", "20")]).unwrap();
+    let spec = format!(
+        "tasks: {{t: {{command: '{}', job_count: 50, cpu_limit: 0.2, memory_limit: 64M}}}}",
+        marked_job(marks_dir.path(), "sleep 8")
+    );
+    let op = lab.submit_spec(&spec).unwrap();
+    wait_running(&lab, &op, 50);
+    let before = wait_until(Duration::from_secs(10), || {
+        let m = marks(marks_dir.path(), "start");
+        (m.len() == 50 && m.values().all(|v| v.len() == 1)).then_some(m)
+    })
+    .unwrap();
+
+    lab.kill_scheduler(0, Signal::SIGKILL);
+    lab.restart_scheduler(0).unwrap();
+    let done = lab.wait_finished(&op, Duration::from_secs(60)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["jobs"]["completed"], 50);
+    assert_eq!(
+        done["jobs"]["aborted"], 0,
+        "no job was lost or killed: {done}"
+    );
+    assert_each_ran_once(marks_dir.path(), 50);
+    assert_eq!(
+        marks(marks_dir.path(), "start"),
+        before,
+        "same processes, started once"
+    );
+    let history: Vec<String> = done["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["event"].as_str().unwrap().to_string())
+        .collect();
+    assert!(history.iter().any(|h| h.contains("revived")), "{history:?}");
+    let log = lab.scheduler_log();
+    assert!(log.contains("state revived from the store"), "{log}");
+    assert!(log.contains("running_jobs=50"), "{log}");
+}
+
+#[test]
+fn lost_agent_jobs_run_elsewhere_and_nothing_stale_survives_its_return() {
+    let marks_dir = tempfile::tempdir().unwrap();
+    let mut lab = Lab::start(vec![node("2", "4"), node("2", "4"), node("2", "4")]).unwrap();
+    let spec = format!(
+        "tasks: {{t: {{command: '{}', job_count: 4, cpu_limit: 1}}}}",
+        marked_job(marks_dir.path(), "sleep 12")
+    );
+    let op = lab.submit_spec(&spec).unwrap();
+    wait_running(&lab, &op, 4);
+    wait_until(Duration::from_secs(10), || {
+        (marks(marks_dir.path(), "start").len() == 4).then_some(())
+    })
+    .unwrap();
+    let jobs = lab.jobs(&op).unwrap();
+    let node_of = |i: usize| format!("node{i}");
+    let busy: Vec<usize> = (0..3)
+        .filter(|&i| jobs.iter().any(|j| j["node_id"] == node_of(i).as_str()))
+        .collect();
+    assert_eq!(busy.len(), 2, "{jobs:?}");
+    let (stalled, killed) = (busy[0], busy[1]);
+    let pids_on = |i: usize| -> Vec<i32> {
+        let starts = marks(marks_dir.path(), "start");
+        jobs.iter()
+            .filter(|j| j["node_id"] == node_of(i).as_str())
+            .flat_map(|j| starts[&(j["job_index"].as_u64().unwrap() as u32)].clone())
+            .map(|p| p.parse().unwrap())
+            .collect()
+    };
+    let (stalled_pids, killed_pids) = (pids_on(stalled), pids_on(killed));
+
+    // One agent stalls (its jobs go on), one dies (its jobs go on, orphaned).
+    let stalled_pid = nix::unistd::Pid::from_raw(lab.node_pid(stalled).unwrap() as i32);
+    nix::sys::signal::kill(stalled_pid, Signal::SIGSTOP).unwrap();
+    lab.kill_node(killed, Signal::SIGKILL);
+    // After the 5 s node timeout the four jobs run again on the one free node and the
+    // others as they free up; the stalled and dead nodes are offline.
+    wait_until(Duration::from_secs(30), || {
+        let n = lab.node_info(stalled)?;
+        (n["state"] == "offline").then_some(())
+    })
+    .unwrap();
+    // The stalled agent wakes up: it is told to abort the jobs given away.
+    nix::sys::signal::kill(stalled_pid, Signal::SIGCONT).unwrap();
+    wait_until(Duration::from_secs(20), || {
+        stalled_pids.iter().all(|p| !is_alive(*p)).then_some(())
+    })
+    .expect("the returning node killed the jobs the scheduler gave away");
+    assert!(lab.node_log(stalled).contains("aborting job"));
+    // The dead agent comes back: it removes its stale jobs and runs nothing old.
+    lab.restart_node(killed).unwrap();
+    wait_until(Duration::from_secs(20), || {
+        killed_pids.iter().all(|p| !is_alive(*p)).then_some(())
+    })
+    .expect("the restarted agent removed its stale jobs");
+
+    let done = lab.wait_finished(&op, Duration::from_secs(90)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    let jobs = lab.jobs(&op).unwrap();
+    let lost: Vec<&serde_json::Value> = jobs
+        .iter()
+        .filter(|j| j["abort_reason"] == "node_lost")
+        .collect();
+    assert_eq!(lost.len(), 4, "the four first attempts were lost: {jobs:?}");
+    assert!(lost
+        .iter()
+        .all(|j| j["node_id"] == node_of(stalled).as_str()
+            || j["node_id"] == node_of(killed).as_str()));
+    let completions = marks(marks_dir.path(), "done");
+    for i in 0..4 {
+        assert_eq!(completions[&i].len(), 1, "index {i}: {:?}", completions[&i]);
+    }
+}
+
+#[test]
+fn a_nats_outage_loses_nothing() {
+    let marks_dir = tempfile::tempdir().unwrap();
+    let mut lab = Lab::start(vec![node("2", "4"), node("2", "4"), node("2", "4")]).unwrap();
+    let spec = format!(
+        "tasks: {{t: {{command: '{}', job_count: 12, cpu_limit: 1}}}}",
+        marked_job(marks_dir.path(), "sleep 4")
+    );
+    let op = lab.submit_spec(&spec).unwrap();
+    wait_running(&lab, &op, 6);
+    lab.stop_nats();
+    std::thread::sleep(Duration::from_secs(10));
+    lab.start_nats().unwrap();
+    let done = lab.wait_finished(&op, Duration::from_secs(90)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["jobs"]["completed"], 12);
+    // A start whose reply the outage swallowed shows as an aborted attempt that never
+    // ran; no index ran twice or went missing.
+    assert_each_ran_once(marks_dir.path(), 12);
+    assert!(lab.scheduler_log().contains("NATS connection is back"));
+}
+
+#[test]
+fn standby_takes_over_when_the_leader_dies() {
+    let mut lab = Lab::start(vec![node("2", "4"), node("2", "4")]).unwrap();
+    let standby = lab.start_scheduler().unwrap();
+    wait_until(Duration::from_secs(10), || {
+        lab.scheduler_log_of(standby)
+            .contains("standby")
+            .then_some(())
+    })
+    .expect("the second scheduler waits as a standby");
+
+    // A synchronous run-vanilla started before the leader dies.
+    let follower = std::process::Command::new(binary("ytsched"))
+        .args(["--nats", &lab.nats_url, "--subject-prefix", &lab.prefix])
+        .args(["run-vanilla", "--command", "sleep 3", "--job-count", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(20), || {
+        let ops: Vec<serde_json::Value> = lab.json(&["list-operations"]).ok()?;
+        (ops.first()?["jobs"]["running"] == 4).then_some(())
+    })
+    .unwrap();
+    let killed = Instant::now();
+    lab.kill_scheduler(0, Signal::SIGKILL);
+    wait_until(Duration::from_secs(20), || {
+        lab.json::<Vec<serde_json::Value>>(&["list-nodes"]).ok()
+    })
+    .expect("the standby serves");
+    println!(
+        "failover: the standby answered {:?} after the leader died",
+        killed.elapsed()
+    );
+    let out = follower.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "run-vanilla across the failover: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = lab.scheduler_log_of(standby);
+    assert!(log.contains("leader lease acquired"), "{log}");
+    assert!(log.contains("state revived from the store"), "{log}");
+}
+
+#[test]
+fn crashing_the_scheduler_at_random_points_never_duplicates_or_loses_a_job() {
+    let marks_dir = tempfile::tempdir().unwrap();
+    let mut lab = Lab::start_with(
+        &["--lease-ttl", "1s"],
+        vec![node("2", "4"), node("2", "4"), node("2", "4")],
+    )
+    .unwrap();
+    let spec = format!(
+        "tasks: {{t: {{command: '{}', job_count: 60, cpu_limit: 1}}}}",
+        marked_job(marks_dir.path(), "sleep 0.5")
+    );
+    let op = lab.submit_spec(&spec).unwrap();
+    // A small deterministic generator: the points differ per iteration, not per run.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..20 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let pause = 100 + (seed >> 33) % 500;
+        std::thread::sleep(Duration::from_millis(pause));
+        lab.kill_scheduler(0, Signal::SIGKILL);
+        lab.restart_scheduler(0).unwrap();
+    }
+    let done = lab.wait_finished(&op, Duration::from_secs(120)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["jobs"]["completed"], 60);
+    let completions = marks(marks_dir.path(), "done");
+    for i in 0..60 {
+        assert_eq!(
+            completions.get(&i).map(Vec::len),
+            Some(1),
+            "index {i}: {:?}",
+            completions.get(&i)
+        );
+    }
+    // A start stored but never delivered is run again by the revived scheduler before
+    // any process exists, so no index ever starts twice either.
+    assert_each_ran_once(marks_dir.path(), 60);
+}
