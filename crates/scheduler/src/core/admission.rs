@@ -106,7 +106,7 @@ impl SchedulerCore {
         self.operations.insert(id.clone(), op);
         self.touched.insert(id.clone());
         self.stale_trees.extend(tree_names);
-        self.fail_unplaceable(now);
+        self.fail_if_unplaceable(&id, now);
         self.nudge_all_online();
         Ok(id)
     }

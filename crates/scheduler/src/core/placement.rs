@@ -243,6 +243,15 @@ impl SchedulerCore {
     /// filter) would wait forever: fail it now with the resource that is short. With no
     /// such node at all it waits, as nodes may still come.
     pub(super) fn fail_unplaceable(&mut self, now: UnixMillis) {
+        self.fail_unplaceable_among(None, now);
+    }
+
+    /// As `fail_unplaceable`, for one operation only (a new one: nodes did not change).
+    pub(super) fn fail_if_unplaceable(&mut self, id: &OperationId, now: UnixMillis) {
+        self.fail_unplaceable_among(Some(id), now);
+    }
+
+    fn fail_unplaceable_among(&mut self, only: Option<&OperationId>, now: UnixMillis) {
         let mut by_tree: std::collections::HashMap<&str, Vec<&super::Node>> = Default::default();
         for n in self.nodes.values() {
             if let Some(t) = self.node_tree(n) {
@@ -250,7 +259,11 @@ impl SchedulerCore {
             }
         }
         let mut doomed = Vec::new();
-        for op in self.operations.values().filter(|o| !o.state.is_finished()) {
+        let candidates: Box<dyn Iterator<Item = &super::Operation>> = match only {
+            Some(id) => Box::new(self.operations.get(id).into_iter()),
+            None => Box::new(self.operations.values()),
+        };
+        for op in candidates.filter(|o| !o.state.is_finished()) {
             let limits: Vec<ResourceVector> = op
                 .trees
                 .keys()

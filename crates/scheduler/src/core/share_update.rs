@@ -10,7 +10,9 @@ use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
 
 impl SchedulerCore {
-    /// Runs the updates that are due by their period, and those of stale trees.
+    /// Runs the updates that are due by their period. Stale trees are not updated here:
+    /// placement updates them right before it needs them, and a stream of submissions
+    /// must not turn every tick into a full update of a large tree.
     pub(super) fn update_due_shares(&mut self, now: UnixMillis) {
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         for tree in trees {
@@ -19,7 +21,7 @@ impl SchedulerCore {
                 Some(&last) => now.saturating_sub(last) >= period,
                 None => true,
             };
-            if due || self.stale_trees.contains(&tree) {
+            if due {
                 self.update_tree_shares(&tree, now);
             }
         }
