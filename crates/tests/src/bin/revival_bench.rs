@@ -48,8 +48,7 @@ async fn until_serving(client: &async_nats::Client, s: &Subjects) -> Duration {
 /// The load time the scheduler itself logged for its last revival.
 fn logged_revival_ms(log: &str) -> Option<u64> {
     log.lines()
-        .filter(|l| l.contains("state revived from the store"))
-        .last()?
+        .rfind(|l| l.contains("state revived from the store"))?
         .split("elapsed_ms=")
         .nth(1)?
         .split_whitespace()
