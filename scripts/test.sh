@@ -11,3 +11,6 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
+
+# The docker-compose lab, end to end (skips, saying so, without a Docker engine).
+YTSCHED_LAB_PROFILE=debug bash compose/lab-test.sh

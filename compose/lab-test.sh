@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# End-to-end test of the docker-compose lab (compose/README.md), run by .ci/run:
+# builds the image, brings the lab up under a project name of its own, waits for the
+# three nodes, runs an operation in each pool tree and checks where the jobs ran and
+# that they ran in job cgroups, kills one agent container and sees its jobs run
+# elsewhere, then tears everything down and checks nothing is left behind.
+# Skips (exit 0, saying so) where no Docker engine is reachable.
+#   YTSCHED_LAB_PROFILE=debug  use debug binaries (faster to build; CI does this)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if ! docker info >/dev/null 2>&1; then
+    echo "lab-test: SKIPPED: no Docker engine is reachable here"
+    exit 0
+fi
+if docker compose version >/dev/null 2>&1; then
+    compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+    compose_cmd=(docker-compose)
+else
+    echo "lab-test: SKIPPED: Docker has no compose tool (docker compose / docker-compose)"
+    exit 0
+fi
+
+profile="${YTSCHED_LAB_PROFILE:-release}"
+./compose/build-image.sh --profile "$profile"
+cli="$PWD/target/$profile/ytsched"
+
+project="ytsched-labtest-$$"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export YTSCHED_LAB_NATS_PORT="$port" YTSCHED_LAB_CGROUP_ROOT="$project"
+compose() { "${compose_cmd[@]}" -p "$project" -f compose/compose.yaml "$@"; }
+yt() { "$cli" --nats "nats://127.0.0.1:$port" "$@"; }
+
+cleanup() {
+    local status=$?
+    if [[ $status -ne 0 ]]; then
+        echo "lab-test: FAILED; the lab's logs:" >&2
+        compose logs --no-color --tail 40 >&2 || true
+    fi
+    compose down -v --remove-orphans >/dev/null 2>&1 || true
+    remove_job_cgroups
+    exit $status
+}
+
+# On a cgroup v1 host the agents' job cgroups live in the host's hierarchy: remove this
+# run's (empty by now) directories, deepest first.
+remove_job_cgroups() {
+    local d
+    for d in /sys/fs/cgroup/*/"$project" /sys/fs/cgroup/"$project"; do
+        [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    return 0
+}
+trap cleanup EXIT
+
+fail() { echo "lab-test: FAILED: $*" >&2; exit 1; }
+
+# Waits up to $1 seconds for the command after it to succeed.
+wait_for() {
+    local deadline=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+        (( SECONDS < deadline )) || return 1
+        sleep 0.5
+    done
+}
+
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+echo "lab-test: starting the lab (project $project, NATS on 127.0.0.1:$port)"
+compose up -d >compose/.build/up.log 2>&1 || { cat compose/.build/up.log >&2; fail "compose up"; }
+three_nodes() {
+    [[ $(yt --format json list-nodes | json_field "sum(1 for n in d if n['state']=='online')") == 3 ]]
+}
+wait_for 60 three_nodes || fail "three nodes did not register"
+yt list-nodes
+trees=$(yt --format json list-nodes | json_field "' '.join(n['id']+'='+str(n['tree']) for n in sorted(d, key=lambda n: n['id']))")
+[[ "$trees" == "node1=default node2=default node3=other" ]] || fail "trees by node: $trees"
+
+# One operation per tree; each job prints its cgroup membership.
+job='cat /proc/self/cgroup; sleep 1'
+op_default=$(yt run-vanilla --async --command "$job" --job-count 6 --pool development --cpu-limit 0.5)
+op_other=$(yt run-vanilla --async --command "$job" --job-count 3 --pool research --pool-trees other --cpu-limit 0.5)
+finished() { [[ $(yt --format json get-operation "$1" | json_field "d['state']") == completed ]]; }
+wait_for 90 finished "$op_default" || fail "operation in default did not complete"
+wait_for 90 finished "$op_other" || fail "operation in other did not complete"
+
+placement() {
+    yt --format json list-jobs "$1" | json_field "' '.join(sorted(set(j['node_id'] for j in d if j['state']=='completed')))"
+}
+echo "lab-test: default-tree operation $op_default ran on: $(placement "$op_default")"
+echo "lab-test: other-tree operation $op_other ran on: $(placement "$op_other")"
+[[ "$(placement "$op_other")" == "node3" ]] || fail "tree other ran outside node3"
+[[ "$(placement "$op_default")" != *node3* ]] || fail "tree default ran on node3"
+
+first_job=$(yt --format json list-jobs "$op_default" | json_field "d[0]['id']")
+cgroups=$(yt get-job-stdout "$op_default" "$first_job")
+grep -q "$project/node[12]/$first_job" <<<"$cgroups" || fail "job did not run in its cgroup: $cgroups"
+echo "lab-test: job $first_job ran in cgroup $(grep -o "/$project/[^ ]*" <<<"$cgroups" | head -1)"
+
+# A machine dies: its jobs run again on the other default node.
+op_long=$(yt run-vanilla --async --command 'sleep 6' --job-count 4 --pool development --cpu-limit 1)
+running_on_both() {
+    [[ $(yt --format json list-jobs "$op_long" | json_field "len(set(j['node_id'] for j in d if j['state']=='running'))") == 2 ]]
+}
+wait_for 30 running_on_both || fail "the long operation did not spread over node1 and node2"
+compose kill node2 >/dev/null 2>&1
+echo "lab-test: killed the node2 container"
+wait_for 120 finished "$op_long" || fail "the long operation did not complete after node2 died"
+lost=$(yt --format json list-jobs "$op_long" | json_field "sum(1 for j in d if j.get('abort_reason')=='node_lost')")
+after=$(placement "$op_long")
+echo "lab-test: after node2 died: $lost job(s) lost and rerun; completed on: $after"
+[[ "$lost" -ge 1 && "$after" == "node1" ]] || fail "jobs of node2 were not rescheduled onto node1"
+
+compose down -v --remove-orphans >/dev/null 2>&1
+left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \
+       docker network ls -q --filter "label=com.docker.compose.project=$project"; \
+       docker volume ls -q --filter "label=com.docker.compose.project=$project")
+[[ -z "$left" ]] || fail "left behind: $left"
+echo "lab-test: PASSED (nothing left behind)"
