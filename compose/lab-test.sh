@@ -27,8 +27,10 @@ profile="${YTSCHED_LAB_PROFILE:-release}"
 cli="$PWD/target/$profile/ytsched"
 
 project="ytsched-labtest-$$"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export YTSCHED_LAB_NATS_PORT="$port" YTSCHED_LAB_CGROUP_ROOT="$project"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+http_port=$(free_port)
+export YTSCHED_LAB_NATS_PORT="$port" YTSCHED_LAB_HTTP_PORT="$http_port" YTSCHED_LAB_CGROUP_ROOT="$project"
 compose() { "${compose_cmd[@]}" -p "$project" -f compose/compose.yaml "$@"; }
 yt() { "$cli" --nats "nats://127.0.0.1:$port" "$@"; }
 
@@ -97,6 +99,11 @@ first_job=$(yt --format json list-jobs "$op_default" | json_field "d[0]['id']")
 cgroups=$(yt get-job-stdout "$op_default" "$first_job")
 grep -q "$project/node[12]/$first_job" <<<"$cgroups" || fail "job did not run in its cgroup: $cgroups"
 echo "lab-test: job $first_job ran in cgroup $(grep -o "/$project/[^ ]*" <<<"$cgroups" | head -1)"
+
+# The scheduler's HTTP port, published on localhost.
+metrics=$(python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$http_port/metrics').read().decode())")
+grep -q 'ytsched_nodes{state="online"} 3' <<<"$metrics" || fail "metrics on the HTTP port: $metrics"
+echo "lab-test: http://127.0.0.1:$http_port/metrics reports 3 online nodes"
 
 # A machine dies: its jobs run again on the other default node.
 op_long=$(yt run-vanilla --async --command 'sleep 6' --job-count 4 --pool development --cpu-limit 1)

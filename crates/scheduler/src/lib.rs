@@ -5,6 +5,7 @@
 //! NATS adapter that feeds it heartbeats, API calls and clock ticks.
 
 pub mod core;
+pub mod http;
 pub mod lease;
 pub mod service;
 pub mod simulate;

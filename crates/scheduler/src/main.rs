@@ -38,6 +38,10 @@ struct Args {
     /// report them before they run again elsewhere.
     #[arg(long, default_value = "10s")]
     revival_window: DurationMs,
+    /// Serve a web page, JSON (`/api/...`) and Prometheus metrics (`/metrics`) here,
+    /// e.g. 127.0.0.1:8080 (port 0: any free port, logged).
+    #[arg(long)]
+    http: Option<std::net::SocketAddr>,
 }
 
 #[tokio::main]
@@ -69,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
         kv_replicas: args.kv_replicas as usize,
         lease_ttl: Duration::from_millis(args.lease_ttl.0.max(300)),
         revival_window: Duration::from_millis(args.revival_window.0),
+        http: args.http,
     };
     run(config, async {
         tokio::select! {

@@ -6,6 +6,7 @@ use crate::core::{ClusterConfig, CoreConfig, CoreEvent, SchedulerCore};
 use crate::lease::Lease;
 use crate::store;
 use crate::writer::Writer;
+use anyhow::Context;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,6 +39,8 @@ pub struct ServiceConfig {
     pub lease_ttl: Duration,
     /// How long a revived scheduler waits for nodes to report the jobs it restored.
     pub revival_window: Duration,
+    /// Where to serve the web page, JSON and metrics (`--http`); only while leading.
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
@@ -284,6 +287,17 @@ pub async fn run(
         core: Arc::new(Mutex::new(core)),
         writer,
     };
+    if let Some(addr) = config.http {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--http {addr}: cannot listen"))?;
+        let core = driver.core.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::http::serve(listener, core).await {
+                error!(error = %e, "HTTP server stopped");
+            }
+        });
+    }
     let released = lease.releaser();
     tokio::select! {
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,

@@ -1,0 +1,89 @@
+//! The scheduler's HTTP face on a real lab (SPEC 6.4): the web page, JSON and metrics.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+use ytsched_tests::*;
+
+/// A plain HTTP/1.1 GET: (status code, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
+    (status, body)
+}
+
+#[test]
+fn web_page_json_and_metrics() {
+    let lab = Lab::start_with(
+        &["--http", "127.0.0.1:0"],
+        vec![NodeOpts::args(&["--cpu", "2", "--memory", "2G"])],
+    )
+    .unwrap();
+    let addr = wait_until(Duration::from_secs(10), || {
+        let log = lab.scheduler_log();
+        let line = log.lines().find(|l| l.contains("HTTP listening"))?;
+        Some(
+            line.split("addr=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .to_string(),
+        )
+    })
+    .expect("the scheduler logs its HTTP address");
+    let op = lab
+        .submit_spec("tasks: {t: {command: 'echo oops >&2', job_count: 2}}")
+        .unwrap();
+    lab.wait_finished(&op, Duration::from_secs(30)).unwrap();
+
+    let (status, page) = get(&addr, "/");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&op) && page.contains("node0") && page.contains("Pool trees"),
+        "{page}"
+    );
+    let (status, nodes) = get(&addr, "/api/nodes");
+    assert_eq!(status, 200);
+    let nodes: serde_json::Value = serde_json::from_str(&nodes).unwrap();
+    assert_eq!(nodes[0]["id"], "node0");
+    let (_, info) = get(&addr, &format!("/api/operations/{op}"));
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["state"], "completed");
+    let (_, jobs) = get(&addr, &format!("/api/operations/{op}/jobs"));
+    let jobs: serde_json::Value = serde_json::from_str(&jobs).unwrap();
+    let job = jobs[0]["id"].as_str().unwrap().to_string();
+    let (status, stderr) = get(&addr, &format!("/operations/{op}/jobs/{job}/stderr"));
+    assert_eq!((status, stderr.trim()), (200, "oops"));
+    let (_, op_page) = get(&addr, &format!("/operations/{op}"));
+    assert!(
+        op_page.contains("History") && op_page.contains(&job),
+        "{op_page}"
+    );
+    let (status, metrics) = get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("ytsched_operations{state=\"completed\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ytsched_nodes{state=\"online\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ytsched_pool_ratio{tree=\"default\""),
+        "{metrics}"
+    );
+    let (status, _) = get(&addr, "/api/operations/no-such-op");
+    assert_eq!(status, 404);
+}
