@@ -530,3 +530,18 @@ pub fn is_alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Writes an executable fake `nvidia-smi` into `dir` that prints one CSV line per GPU,
+/// as the agent's fallback detection asks for (`index, uuid, name, memory.total`).
+pub fn fake_nvidia_smi(dir: &Path, gpus: &[&str]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let smi = dir.join("nvidia-smi");
+    let mut script = String::from("#!/bin/sh\n");
+    for line in gpus {
+        script.push_str(&format!("echo '{line}'\n"));
+    }
+    std::fs::write(&smi, script).expect("write fake nvidia-smi");
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755))
+        .expect("make fake nvidia-smi executable");
+    smi
+}

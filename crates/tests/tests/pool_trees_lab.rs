@@ -230,13 +230,13 @@ fn node_matching_two_trees_is_refused_until_the_filter_is_fixed() {
 #[test]
 fn gpu_tree_holds_only_the_gpu_node() {
     let tools = tempfile::tempdir().unwrap();
-    let smi = tools.path().join("nvidia-smi");
-    std::fs::write(
-        &smi,
-        "#!/bin/sh\necho '0, GPU-aaaa, NVIDIA A100-SXM4-40GB, 40960'\necho '1, GPU-bbbb, NVIDIA A100-SXM4-40GB, 40960'\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let smi = fake_nvidia_smi(
+        tools.path(),
+        &[
+            "0, GPU-aaaa, NVIDIA A100-SXM4-40GB, 40960",
+            "1, GPU-bbbb, NVIDIA A100-SXM4-40GB, 40960",
+        ],
+    );
     let lab = Lab::start(vec![
         small_node(&[]),
         NodeOpts::args(&[

@@ -304,17 +304,13 @@ fn agent_killed_mid_job_cleans_stale_cgroup_and_sandbox_on_restart() {
 #[test]
 fn fake_nvidia_smi_gives_two_gpus_handed_out_exclusively() {
     let tools = tempfile::tempdir().unwrap();
-    let smi = tools.path().join("nvidia-smi");
-    std::fs::write(
-        &smi,
-        "#!/bin/sh\necho '0, GPU-11111111, NVIDIA H100 80GB HBM3, 81559'\necho '1, GPU-22222222, NVIDIA H100 80GB HBM3, 81559'\n",
-    )
-    .unwrap();
-    std::os::unix::fs::PermissionsExt::set_mode(
-        &mut std::fs::metadata(&smi).unwrap().permissions(),
-        0o755,
+    fake_nvidia_smi(
+        tools.path(),
+        &[
+            "0, GPU-11111111, NVIDIA H100 80GB HBM3, 81559",
+            "1, GPU-22222222, NVIDIA H100 80GB HBM3, 81559",
+        ],
     );
-    std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let path = format!(
         "{}:{}",
         tools.path().display(),
