@@ -157,9 +157,27 @@ impl Driver {
                     .api_method(msg.subject.as_str())
                     .unwrap_or("")
                     .to_string();
-                let bytes = driver
+                let mut bytes = driver
                     .with_core(|core| dispatch(core, &method, &msg.payload))
                     .await;
+                let max = driver.client.server_info().max_payload;
+                if bytes.len() > max {
+                    // NATS would drop the reply and the caller would only see a timeout.
+                    warn!(
+                        method,
+                        bytes = bytes.len(),
+                        max,
+                        "API reply too large for NATS"
+                    );
+                    bytes = encode(&ApiResponse::<()> {
+                        protocol_version: PROTOCOL_VERSION,
+                        result: Err(ApiError::new(format!(
+                            "the answer to {method} is {} bytes, more than NATS's max_payload of {max}; ask for less (e.g. one operation with get-operation, or the web page / JSON API of --http)",
+                            bytes.len()
+                        ))),
+                    })
+                    .unwrap_or_default();
+                }
                 driver.reply(reply_to, bytes, "API").await;
             });
         }
