@@ -145,6 +145,8 @@ pub struct OperationInfo {
     pub history: Vec<HistoryEntry>,
 }
 
+/// One line of an operation's history: what happened to it and when (submission,
+/// revivals by a restarted scheduler, its end). The scheduler stores these as they are.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub time: UnixMillis,

@@ -9,6 +9,12 @@ use tracing::{info, warn};
 
 const KEY: &str = "leader";
 
+/// Who holds the lease now, if anyone (for log lines).
+async fn holder_of(store: &kv::Store) -> Option<String> {
+    let value = store.get(KEY).await.ok().flatten()?;
+    Some(String::from_utf8_lossy(&value).into_owned())
+}
+
 pub struct Lease {
     store: kv::Store,
     holder: String,
@@ -34,13 +40,7 @@ impl Lease {
                 }
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                     if !logged_standby {
-                        let current = store
-                            .get(KEY)
-                            .await
-                            .ok()
-                            .flatten()
-                            .map(|v| String::from_utf8_lossy(&v).into_owned())
-                            .unwrap_or_default();
+                        let current = holder_of(&store).await.unwrap_or_default();
                         info!(leader = %current, "standby: another scheduler holds the leader lease; waiting to take over");
                         logged_standby = true;
                     }
@@ -91,13 +91,8 @@ impl Lease {
                             self.revision = revision;
                         }
                         Err(_) => {
-                            let other = self
-                                .store
-                                .get(KEY)
+                            let other = holder_of(&self.store)
                                 .await
-                                .ok()
-                                .flatten()
-                                .map(|v| String::from_utf8_lossy(&v).into_owned())
                                 .unwrap_or_else(|| "another scheduler".into());
                             return anyhow::anyhow!(
                                 "lost the leader lease to {other}; stopping so that only one scheduler serves"

@@ -289,8 +289,9 @@ pub async fn run(
         operations = summary.operations,
         unfinished = summary.unfinished,
         running_jobs = summary.running_jobs,
+        window_ms = config.revival_window.as_millis() as u64,
         elapsed_ms = started.elapsed().as_millis() as u64,
-        "state revived from the store"
+        "state revived from the store; waiting for nodes to report running jobs"
     );
 
     let subjects = Subjects::new(prefix);
@@ -445,18 +446,6 @@ fn log_events(events: &[CoreEvent]) {
                 }
                 _ => info!(node = %id, %registration, "node membership changed"),
             },
-            CoreEvent::Revived {
-                operations,
-                unfinished,
-                running_jobs,
-                window_ms,
-            } => info!(
-                operations,
-                unfinished,
-                running_jobs,
-                window_ms,
-                "revival: state reloaded from the store; waiting for nodes to report running jobs"
-            ),
             CoreEvent::RevivalEnded {
                 lost_jobs,
                 silent_nodes,

@@ -9,7 +9,6 @@ use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
     DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
 };
-use ytsched_common::protocol::Registration;
 use ytsched_common::tag_filter::validate_tag;
 use ytsched_common::NodeId;
 
@@ -248,22 +247,9 @@ impl SchedulerCore {
                     "user_tags": self.cluster.user_tags(&n.id),
                     "resource_limits": n.resource_limits,
                     "resource_usage": n.reported_usage,
-                    "state": match &n.registration {
-                        _ if !n.online => "offline",
-                        Registration::Registered { .. } => "online",
-                        Registration::Idle => "idle",
-                        _ => "refused",
-                    },
-                    "pool_tree": match &n.registration {
-                        Registration::Registered { tree } => Value::String(tree.clone()),
-                        _ => Value::Null,
-                    },
-                    "registration_error": match &n.registration {
-                        Registration::Refused { error } | Registration::Rejected { error } => {
-                            Value::String(error.clone())
-                        }
-                        _ => Value::Null,
-                    },
+                    "state": n.state_name(),
+                    "pool_tree": n.registered_tree(),
+                    "registration_error": n.registration_error(),
                 });
                 match attribute {
                     None if sub.is_empty() => Ok(json!({})),

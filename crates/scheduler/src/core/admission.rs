@@ -96,11 +96,7 @@ impl SchedulerCore {
             self.events
                 .push(CoreEvent::OperationPending { id: id.clone() });
         }
-        if op
-            .tasks
-            .iter()
-            .any(|t| t.spec.job_speculation_timeout.is_some())
-        {
+        if op.uses_speculation() {
             self.speculating.insert(id.clone());
         }
         self.operations.insert(id.clone(), op);

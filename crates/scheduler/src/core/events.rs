@@ -27,13 +27,6 @@ pub enum CoreEvent {
         id: NodeId,
         lost_jobs: usize,
     },
-    /// State reloaded from the store at start.
-    Revived {
-        operations: usize,
-        unfinished: usize,
-        running_jobs: usize,
-        window_ms: u64,
-    },
     /// The revival window closed; jobs no node reported were lost and run again.
     RevivalEnded {
         lost_jobs: usize,

@@ -34,7 +34,10 @@ impl SchedulerCore {
             );
         }
         if let Some(node) = self.nodes.get(&req.node_id) {
-            if req.seq != 0 && node.incarnation == req.incarnation_id && req.seq <= node.last_seq {
+            if req.seq != 0
+                && node.incarnation.as_ref() == Some(&req.incarnation_id)
+                && req.seq <= node.last_seq
+            {
                 return HeartbeatReply::rejected(
                     format!(
                         "stale heartbeat {} (already have {}): ignored",
@@ -87,15 +90,14 @@ impl SchedulerCore {
         let node = self
             .nodes
             .entry(req.node_id.clone())
-            .or_insert_with(|| Node::new(req.node_id.clone(), req.incarnation_id.clone()));
-        if node.incarnation != req.incarnation_id {
-            // An empty incarnation is a node restored from the store, not yet heard from.
-            if !node.incarnation.as_str().is_empty() {
+            .or_insert_with(|| Node::new(req.node_id.clone(), Some(req.incarnation_id.clone())));
+        if node.incarnation.as_ref() != Some(&req.incarnation_id) {
+            if node.incarnation.is_some() {
                 self.events.push(CoreEvent::NodeRestarted {
                     id: node.id.clone(),
                 });
             }
-            node.incarnation = req.incarnation_id.clone();
+            node.incarnation = Some(req.incarnation_id.clone());
         }
         node.last_seq = req.seq;
         let returning = !node.online;

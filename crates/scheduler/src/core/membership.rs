@@ -47,34 +47,29 @@ pub fn all_tags(node: &Node, cluster: &ClusterConfig) -> BTreeSet<String> {
 }
 
 impl SchedulerCore {
-    /// Re-evaluates the membership of every node (after tags or filters changed).
-    /// Returns whether any node changed tree.
-    pub(super) fn reassign_nodes(&mut self) -> bool {
+    /// Re-evaluates the membership of every node (after tags or filters changed); the
+    /// caller recomputes tree totals.
+    pub(super) fn reassign_nodes(&mut self) {
         let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
-        let mut changed = false;
         for id in ids {
-            changed |= self.reassign_node(&id);
+            self.reassign_node(&id);
         }
-        if changed {
-            self.recompute_tree_resources();
-        }
-        changed
     }
 
-    /// Recomputes one node's tags and registration; the caller recomputes tree totals
-    /// when this returns true.
-    pub(super) fn reassign_node(&mut self, id: &NodeId) -> bool {
+    /// Recomputes one node's tags and registration; the caller recomputes tree totals.
+    pub(super) fn reassign_node(&mut self, id: &NodeId) {
         let Some(node) = self.nodes.get(id) else {
-            return false;
+            return;
         };
         let tags = all_tags(node, &self.cluster);
         let registration = registration_for(&self.cluster, &tags);
         let node = self.nodes.get_mut(id).expect("looked up above");
         node.all_tags = tags;
         if node.registration == registration {
-            return false;
+            return;
         }
         node.registration = registration.clone();
+        node.tree_changed = true;
         if node.online {
             self.events.push(CoreEvent::NodeMembership {
                 id: id.clone(),
@@ -82,15 +77,19 @@ impl SchedulerCore {
             });
             self.nudges.insert(id.clone());
         }
-        true
     }
 
     /// Aborts the jobs a node runs for a tree it is no longer in; they run again in
-    /// their tree. Called at the node's heartbeat, before what it runs is reconciled.
+    /// their tree. Called at the node's heartbeat, before what it runs is reconciled;
+    /// does nothing unless its tree changed since the last one.
     pub(super) fn evict_jobs_of_other_trees(&mut self, node_id: &NodeId, now: UnixMillis) {
-        let Some(node) = self.nodes.get(node_id) else {
+        let Some(node) = self.nodes.get_mut(node_id) else {
             return;
         };
+        if !std::mem::take(&mut node.tree_changed) {
+            return;
+        }
+        let node = &self.nodes[node_id];
         let current = self.node_tree(node).map(String::from);
         let strays: Vec<(OperationId, JobId, String)> = node
             .jobs

@@ -8,7 +8,9 @@ use ytsched_common::{IncarnationId, JobId, NodeId};
 #[derive(Clone, Debug)]
 pub struct Node {
     pub id: NodeId,
-    pub incarnation: IncarnationId,
+    /// The agent run it last heard from; `None` for a node known only from jobs the
+    /// store says run there (a revived scheduler has not heard from it yet).
+    pub incarnation: Option<IncarnationId>,
     /// The newest heartbeat taken from this incarnation.
     pub last_seq: u64,
     pub hostname: String,
@@ -24,6 +26,9 @@ pub struct Node {
     pub last_heartbeat: UnixMillis,
     pub online: bool,
     pub registration: Registration,
+    /// Its tree changed since its last heartbeat: that heartbeat looks for jobs of the
+    /// tree it left (and no other heartbeat needs to).
+    pub tree_changed: bool,
     /// Jobs the scheduler considers running here (exactly its running jobs whose
     /// `node` is this one).
     pub jobs: BTreeSet<JobId>,
@@ -33,7 +38,7 @@ pub struct Node {
 
 impl Node {
     /// A node seen for the first time; its first heartbeat fills in the rest.
-    pub fn new(id: NodeId, incarnation: IncarnationId) -> Self {
+    pub fn new(id: NodeId, incarnation: Option<IncarnationId>) -> Self {
         Node {
             id,
             incarnation,
@@ -47,8 +52,36 @@ impl Node {
             last_heartbeat: 0,
             online: false,
             registration: Registration::Idle,
+            tree_changed: false,
             jobs: BTreeSet::new(),
             last_preemptive_stage: None,
+        }
+    }
+
+    /// What `list-nodes` and `//sys/cluster_nodes/<n>/@state` say: `online` (in a tree),
+    /// `idle` (no tree matches), `refused` (several match) or `offline`.
+    pub fn state_name(&self) -> &'static str {
+        match &self.registration {
+            _ if !self.online => "offline",
+            Registration::Registered { .. } => "online",
+            Registration::Idle => "idle",
+            Registration::Refused { .. } | Registration::Rejected { .. } => "refused",
+        }
+    }
+
+    /// The tree it is registered in (kept while offline, for display).
+    pub fn registered_tree(&self) -> Option<&str> {
+        match &self.registration {
+            Registration::Registered { tree } => Some(tree),
+            _ => None,
+        }
+    }
+
+    /// Why it was refused, if it was.
+    pub fn registration_error(&self) -> Option<&str> {
+        match &self.registration {
+            Registration::Refused { error } | Registration::Rejected { error } => Some(error),
+            _ => None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use ytsched_common::api::HistoryEntry;
 use ytsched_common::protocol::{FinishedJob, JobStartSpec, JobStatistics, UnixMillis};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
@@ -61,14 +62,6 @@ pub struct TreeSlot {
     pub usage: ResourceVector,
 }
 
-/// One line of an operation's history (`get-operation`): what happened to it and when,
-/// revivals by a restarted scheduler included.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    pub time: UnixMillis,
-    pub event: String,
-}
-
 /// Where and how an admitted operation runs, decided by admission.
 #[derive(Clone, Debug)]
 pub struct Placement {
@@ -81,9 +74,9 @@ pub struct Placement {
 pub struct Operation {
     pub id: OperationId,
     pub user: String,
-    /// The pool trees it runs in, the first being the one named first.
-    pub trees: BTreeMap<String, TreeSlot>,
-    pub tree_order: Vec<String>,
+    /// The pool trees it runs in, in the order the spec named them (one or two, so a
+    /// list beats a map).
+    pub trees: Vec<(String, TreeSlot)>,
     pub max_share_ratio: f64,
     /// Nodes its jobs may run on (`scheduling_tag_filter`; empty: any node of its trees).
     pub tag_filter: TagFilter,
@@ -103,6 +96,12 @@ pub struct Operation {
     /// and which jobs.
     header_changed: bool,
     changed_jobs: Vec<JobId>,
+}
+
+/// An operation's slot in `tree`, taking only the slots (not the whole operation), so
+/// that its jobs and tasks can be borrowed alongside.
+fn slot_mut<'a>(trees: &'a mut [(String, TreeSlot)], tree: &str) -> Option<&'a mut TreeSlot> {
+    trees.iter_mut().find(|(t, _)| t == tree).map(|(_, s)| s)
 }
 
 /// What a job result did to its operation.
@@ -144,8 +143,7 @@ impl Operation {
         Self {
             id,
             user,
-            tree_order: placement.trees.iter().map(|(t, _)| t.clone()).collect(),
-            trees: placement.trees.into_iter().collect(),
+            trees: placement.trees,
             max_share_ratio: spec.max_share_ratio.unwrap_or(1.0),
             tag_filter,
             spec,
@@ -178,13 +176,21 @@ impl Operation {
     /// Takes in jobs restored from the store and recomputes what derives from them:
     /// waiting indices, completed and failed counts, usage per tree, the next job number.
     pub(super) fn adopt_jobs(&mut self, jobs: Vec<Job>) {
+        // Per task: indices completed, and indices taken (completed or running).
+        let mut done = vec![std::collections::BTreeSet::new(); self.tasks.len()];
+        let mut taken = done.clone();
         for job in jobs {
             self.next_job_seq = self.next_job_seq.max(job.seq + 1);
             match job.state {
                 JobState::Running => {
-                    if let Some(slot) = self.trees.get_mut(&job.tree) {
+                    if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
                         slot.usage += job.resources;
                     }
+                    taken[job.task].insert(job.index);
+                }
+                JobState::Completed => {
+                    done[job.task].insert(job.index);
+                    taken[job.task].insert(job.index);
                 }
                 JobState::Failed => self.failed_job_count += 1,
                 _ => {}
@@ -193,28 +199,23 @@ impl Operation {
         }
         let finished = self.state.is_finished();
         for (i, task) in self.tasks.iter_mut().enumerate() {
-            let mut done = std::collections::BTreeSet::new();
-            let mut running = std::collections::BTreeSet::new();
-            for j in self.jobs.values().filter(|j| j.task == i) {
-                match j.state {
-                    JobState::Completed => {
-                        done.insert(j.index);
-                    }
-                    JobState::Running => {
-                        running.insert(j.index);
-                    }
-                    _ => {}
-                }
-            }
-            task.completed = done.len() as u32;
+            task.completed = done[i].len() as u32;
             task.waiting = if finished {
                 VecDeque::new()
             } else {
                 (0..task.spec.job_count)
-                    .filter(|x| !done.contains(x) && !running.contains(x))
+                    .filter(|x| !taken[i].contains(x))
                     .collect()
             };
         }
+    }
+
+    /// Whether a task of it has `job_speculation_timeout` (SPEC 5.8): only such
+    /// operations are looked at by the speculative stage.
+    pub fn uses_speculation(&self) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| t.spec.job_speculation_timeout.is_some())
     }
 
     pub fn all_jobs_completed(&self) -> bool {
@@ -259,21 +260,25 @@ impl Operation {
 
     /// The first tree the spec named: where the operation is listed by default.
     pub fn main_tree(&self) -> &str {
-        &self.tree_order[0]
+        &self.trees[0].0
     }
 
     /// Its pool in the first tree.
     pub fn main_pool(&self) -> &str {
-        &self.trees[self.main_tree()].pool
+        &self.trees[0].1.pool
     }
 
     pub fn slot(&self, tree: &str) -> Option<&TreeSlot> {
-        self.trees.get(tree)
+        self.trees.iter().find(|(t, _)| t == tree).map(|(_, s)| s)
+    }
+
+    pub fn tree_names(&self) -> impl Iterator<Item = &str> {
+        self.trees.iter().map(|(t, _)| t.as_str())
     }
 
     /// What all its running jobs hold, over every tree.
     pub fn usage(&self) -> ResourceVector {
-        self.trees.values().map(|s| s.usage).sum()
+        self.trees.iter().map(|(_, s)| s.usage).sum()
     }
 
     /// What it still wants in `tree`: what runs there plus every waiting job, which any
@@ -358,7 +363,7 @@ impl Operation {
         let seq = self.next_job_seq;
         let id = JobId(format!("{}-{seq}", self.id));
         self.next_job_seq += 1;
-        if let Some(slot) = self.trees.get_mut(tree) {
+        if let Some(slot) = slot_mut(&mut self.trees, tree) {
             slot.usage += resources;
         }
         let job = Job {
@@ -411,7 +416,7 @@ impl Operation {
         job.state = JobState::Aborted;
         job.abort_reason = Some(reason);
         job.finish_time = Some(now);
-        if let Some(slot) = self.trees.get_mut(&job.tree) {
+        if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
             slot.usage -= job.resources;
         }
         self.changed_jobs.push(id.clone());
@@ -450,7 +455,7 @@ impl Operation {
             return ResultEffect::Ignored;
         }
         job.finish_time = Some(result.finish_time);
-        if let Some(slot) = self.trees.get_mut(&job.tree) {
+        if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
             slot.usage -= job.resources;
         }
         self.changed_jobs.push(result.job_id.clone());

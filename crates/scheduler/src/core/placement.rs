@@ -265,9 +265,8 @@ impl SchedulerCore {
         };
         for op in candidates.filter(|o| !o.state.is_finished()) {
             let limits: Vec<ResourceVector> = op
-                .trees
-                .keys()
-                .filter_map(|t| by_tree.get(t.as_str()))
+                .tree_names()
+                .filter_map(|t| by_tree.get(t))
                 .flatten()
                 .filter(|n| op.tag_filter.matches(&n.all_tags))
                 .map(|n| n.resource_limits)
@@ -298,7 +297,7 @@ impl SchedulerCore {
                         "a job of task '{}' needs {resource} = {} but no node{filter} of pool tree(s) {} has that much (largest node: {resource} = {})",
                         task.name,
                         need.get(resource),
-                        op.tree_order.join(", "),
+                        op.tree_names().collect::<Vec<_>>().join(", "),
                         largest.get(resource),
                     ),
                 ));

@@ -158,7 +158,13 @@ fn lightweight_operations_do_not_take_running_slots() {
         core.start_operation(id(name), "u", spec_in(Some("light"), 1), 0)
             .unwrap();
         assert_eq!(state(&core, name), OperationState::Running);
-        assert!(core.operation(&id(name)).unwrap().trees["default"].lightweight);
+        assert!(
+            core.operation(&id(name))
+                .unwrap()
+                .slot("default")
+                .unwrap()
+                .lightweight
+        );
     }
     core.update_all_shares(1);
     let p = core

@@ -272,17 +272,11 @@ impl SchedulerCore {
                     kept.retain(|k| k.job != v.job);
                 }
             }
-            let pool = op
-                .slot(&tree_name)
-                .map(|s| s.pool.clone())
-                .unwrap_or_default();
             let victims: Vec<(JobId, OperationId)> = kept
                 .iter()
                 .map(|c| (c.job.clone(), c.operation.clone()))
                 .collect();
-            return Some(
-                self.preempt_and_start(node_id, &tree_name, &op_id, &pool, task, victims, now),
-            );
+            return Some(self.preempt_and_start(node_id, &tree_name, &op_id, task, victims, now));
         }
         if let Some(n) = self.nodes.get_mut(node_id) {
             n.last_preemptive_stage = Some(now);
@@ -325,17 +319,18 @@ impl SchedulerCore {
         out.into_iter().map(|(s, _, _, id)| (id, s)).collect()
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn preempt_and_start(
         &mut self,
         node_id: &NodeId,
         tree: &str,
         op_id: &OperationId,
-        pool: &str,
         task: usize,
         victims: Vec<(JobId, OperationId)>,
         now: UnixMillis,
     ) -> (JobStartSpec, Vec<JobAbort>) {
+        let pool = self.operations[op_id]
+            .slot(tree)
+            .map_or("", |s| s.pool.as_str());
         let message =
             format!("preempted to make room for starving operation {op_id} in pool {pool}");
         let aborts = victims

@@ -2,7 +2,6 @@
 
 use super::{Operation, SchedulerCore};
 use ytsched_common::api::{ApiError, JobCounts, JobInfo, NodeInfo, OperationInfo, OutputStream};
-use ytsched_common::protocol::Registration;
 use ytsched_common::states::JobState;
 use ytsched_common::{JobId, OperationId};
 
@@ -76,21 +75,9 @@ impl SchedulerCore {
             .map(|n| NodeInfo {
                 id: n.id.clone(),
                 hostname: n.hostname.clone(),
-                state: match &n.registration {
-                    _ if !n.online => "offline",
-                    Registration::Registered { .. } => "online",
-                    Registration::Idle => "idle",
-                    Registration::Refused { .. } | Registration::Rejected { .. } => "refused",
-                }
-                .to_string(),
-                tree: match &n.registration {
-                    Registration::Registered { tree } => Some(tree.clone()),
-                    _ => None,
-                },
-                error: match &n.registration {
-                    Registration::Refused { error } => Some(error.clone()),
-                    _ => None,
-                },
+                state: n.state_name().to_string(),
+                tree: n.registered_tree().map(String::from),
+                error: n.registration_error().map(String::from),
                 system_tags: n.system_tags.clone(),
                 tags: n.tags.clone(),
                 user_tags: self.cluster.user_tags(&n.id).to_vec(),
@@ -124,12 +111,12 @@ fn describe(op: &Operation) -> OperationInfo {
         state: op.state,
         pool: op.main_pool().to_string(),
         pool_trees: op
-            .tree_order
+            .trees
             .iter()
-            .map(|t| (t.clone(), op.trees[t].pool.clone()))
+            .map(|(t, s)| (t.clone(), s.pool.clone()))
             .collect(),
         title: op.spec.title.clone(),
-        weight: op.trees[op.main_tree()].weight,
+        weight: op.trees[0].1.weight,
         error: op.error.clone(),
         start_time: op.start_time,
         finish_time: op.finish_time,
@@ -137,13 +124,6 @@ fn describe(op: &Operation) -> OperationInfo {
         resource_usage: op.usage(),
         resource_demand: op.demand_in(op.main_tree()),
         spec: op.spec.clone(),
-        history: op
-            .history
-            .iter()
-            .map(|h| ytsched_common::api::HistoryEntry {
-                time: h.time,
-                event: h.event.clone(),
-            })
-            .collect(),
+        history: op.history.clone(),
     }
 }

@@ -7,14 +7,15 @@
 //! recorded as running stay running, and their nodes have a revival window to report them
 //! before they count as lost.
 
-use super::operation::{HistoryEntry, Job, Operation, TreeSlot};
+use super::operation::{Job, Operation, TreeSlot};
 use super::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use ytsched_common::api::HistoryEntry;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::{JobState, OperationState};
-use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
+use ytsched_common::{JobId, NodeId, OperationId};
 
 /// An operation without its jobs: changes only when its state does.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -56,11 +57,7 @@ impl OperationRecord {
             start_time: op.start_time,
             finish_time: op.finish_time,
             error: op.error.clone(),
-            trees: op
-                .tree_order
-                .iter()
-                .map(|t| (t.clone(), op.trees[t].clone()))
-                .collect(),
+            trees: op.trees.clone(),
             history: op.history.clone(),
         }
     }
@@ -125,9 +122,7 @@ impl SchedulerCore {
                     summary.running_jobs += 1;
                     self.nodes
                         .entry(job.node.clone())
-                        .or_insert_with(|| {
-                            Node::new(job.node.clone(), IncarnationId(String::new()))
-                        })
+                        .or_insert_with(|| Node::new(job.node.clone(), None))
                         .jobs
                         .insert(job_id.clone());
                 }
@@ -142,11 +137,7 @@ impl SchedulerCore {
                     ),
                 );
                 self.touched.insert(id.clone());
-                if op
-                    .tasks
-                    .iter()
-                    .any(|t| t.spec.job_speculation_timeout.is_some())
-                {
+                if op.uses_speculation() {
                     self.speculating.insert(id.clone());
                 }
             }
@@ -166,12 +157,6 @@ impl SchedulerCore {
         self.revival_deadline = Some(now + revival_window_ms);
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         self.stale_trees.extend(trees);
-        self.events.push(CoreEvent::Revived {
-            operations: summary.operations,
-            unfinished: summary.unfinished,
-            running_jobs: summary.running_jobs,
-            window_ms: revival_window_ms,
-        });
         summary
     }
 

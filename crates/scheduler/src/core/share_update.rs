@@ -5,7 +5,7 @@
 use super::fair_share::{self, OperationInput};
 use super::integral;
 use super::SchedulerCore;
-use ytsched_common::protocol::{Registration, UnixMillis};
+use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
 
@@ -122,10 +122,7 @@ impl SchedulerCore {
 
     /// The tree a node is registered in, if any.
     pub(super) fn node_tree<'a>(&self, node: &'a super::Node) -> Option<&'a str> {
-        match &node.registration {
-            Registration::Registered { tree } if node.online => Some(tree.as_str()),
-            _ => None,
-        }
+        node.registered_tree().filter(|_| node.online)
     }
 
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
