@@ -350,38 +350,28 @@ mod tests {
         ));
     }
 
+    /// Parsing `text` fails at `column` with a message containing `says`.
+    fn fails_at(text: &str, column: usize, says: &str) -> TagFilterError {
+        let e = TagFilter::parse(text).unwrap_err();
+        assert_eq!(e.column, column, "{e}");
+        assert!(e.message.contains(says), "{e}");
+        e
+    }
+
     #[test]
     fn typical_mistakes_say_where_and_what() {
-        let e = TagFilter::parse("a & | b").unwrap_err();
-        assert_eq!(e.column, 5);
-        assert!(
-            e.message.contains("expected a tag, '!' or '(', found '|'"),
-            "{e}"
+        fails_at("a & | b", 5, "expected a tag, '!' or '(', found '|'");
+        fails_at("(a", 3, "expected ')' to close the '(' at column 1");
+        fails_at(
+            "a b",
+            3,
+            "expected '&', '|' or the end of the filter, found tag 'b'",
         );
-        let e = TagFilter::parse("(a").unwrap_err();
-        assert_eq!(e.column, 3);
-        assert!(
-            e.message
-                .contains("expected ')' to close the '(' at column 1"),
-            "{e}"
-        );
-        let e = TagFilter::parse("a b").unwrap_err();
-        assert_eq!(e.column, 3);
-        assert!(
-            e.message
-                .contains("expected '&', '|' or the end of the filter, found tag 'b'"),
-            "{e}"
-        );
-        let e = TagFilter::parse("a &").unwrap_err();
-        assert!(e.message.contains("found the end of the filter"), "{e}");
-        let e = TagFilter::parse("a)").unwrap_err();
-        assert!(e.message.contains("found ')'"), "{e}");
-        let e = TagFilter::parse("ssd && fast").unwrap_err();
-        assert_eq!(e.column, 6);
-        let e = TagFilter::parse("a = b").unwrap_err();
-        assert!(e.message.contains("unexpected character '='"), "{e}");
-        let e = TagFilter::parse("42").unwrap_err();
-        assert!(e.message.contains("all digits"), "{e}");
+        fails_at("a &", 4, "found the end of the filter");
+        fails_at("a)", 2, "found ')'");
+        fails_at("ssd && fast", 6, "found '&'");
+        fails_at("a = b", 3, "unexpected character '='");
+        let e = fails_at("42", 1, "all digits");
         assert!(e.to_string().starts_with("filter '42': at column 1"), "{e}");
     }
 
