@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use ytsched_common::api::{
     AdminCreate, AdminExists, AdminGet, AdminList, AdminRemove, AdminSet, ApiMethod, ObjectType,
 };
+use ytsched_common::identity::Caller;
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::call;
 use ytsched_common::yson::parse_value;
@@ -50,7 +51,7 @@ pub fn parse_value_or_exit(text: &str) -> serde_json::Value {
 pub struct Session<'a> {
     pub client: &'a Client,
     pub subjects: &'a Subjects,
-    pub user: &'a str,
+    pub user: &'a Caller,
 }
 
 impl Session<'_> {

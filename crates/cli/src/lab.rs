@@ -2,6 +2,7 @@
 //! scheduler, and N node agents — stopped cleanly (no stray process, cgroup or
 //! sandbox) on Ctrl-C.
 
+use crate::auth::AuthDir;
 use anyhow::{bail, Context};
 use clap::Args;
 use std::os::unix::process::CommandExt;
@@ -9,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use ytsched_common::api::ListNodes;
+use ytsched_common::identity::{Caller, Role, UserName};
 use ytsched_common::subjects::Subjects;
-use ytsched_common::transport::{call, connect};
+use ytsched_common::transport::{call, connect, ConnectAuth, TlsFiles};
 
 #[derive(Args, Debug)]
 pub struct UpArgs {
@@ -35,6 +37,14 @@ pub struct UpArgs {
     /// Run SPEC scenario 1 (`sleep 60; cat`), print its output, and stop the lab.
     #[arg(long)]
     pub demo: bool,
+    /// Encrypt the bus: a private CA, a server certificate and mutual TLS for every
+    /// component.
+    #[arg(long)]
+    pub tls: bool,
+    /// Run without authentication (anyone who reaches the loopback port controls the
+    /// lab); the default generates credentials in the lab directory.
+    #[arg(long)]
+    pub insecure: bool,
     /// Command the demo runs.
     #[arg(long, default_value = "sleep 60; cat", hide = true)]
     pub demo_command: String,
@@ -174,7 +184,82 @@ fn read_ports_file(dir: &Path, timeout: Duration) -> anyhow::Result<String> {
     bail!("nats-server did not report its port within {timeout:?} (see nats.log)")
 }
 
-pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result<()> {
+/// Where the lab's identities and TLS files are, and how each component connects.
+struct LabSecurity {
+    auth: Option<AuthDir>,
+    tls_dir: Option<PathBuf>,
+}
+
+impl LabSecurity {
+    /// Flags for a component connecting as `name` (no `--creds` on an insecure lab).
+    fn flags(&self, name: &str) -> Vec<std::ffi::OsString> {
+        let mut out: Vec<std::ffi::OsString> = vec![];
+        match &self.auth {
+            Some(auth) => {
+                out.push("--creds".into());
+                out.push(
+                    auth.creds_path(&UserName::parse(name).expect("lab names are valid"))
+                        .into(),
+                );
+            }
+            None => out.push("--insecure".into()),
+        }
+        if let Some(dir) = &self.tls_dir {
+            for (flag, file) in [
+                ("--tls-ca", "ca.pem"),
+                ("--tls-cert", "client.pem"),
+                ("--tls-key", "client-key.pem"),
+            ] {
+                out.push(flag.into());
+                out.push(dir.join(file).into());
+            }
+        }
+        out
+    }
+
+    fn connect_auth(&self, name: &str) -> anyhow::Result<ConnectAuth> {
+        let creds = self
+            .auth
+            .as_ref()
+            .map(|a| a.creds_path(&UserName::parse(name).expect("lab names are valid")));
+        let tls = match &self.tls_dir {
+            Some(dir) => TlsFiles {
+                ca: Some(dir.join("ca.pem")),
+                cert: Some(dir.join("client.pem")),
+                key: Some(dir.join("client-key.pem")),
+            },
+            None => TlsFiles::default(),
+        };
+        Ok(ConnectAuth::from_flags(creds.as_deref(), tls)?)
+    }
+
+    /// nats.conf: the identities' permissions and, with TLS, mutual TLS.
+    fn nats_conf(&self) -> String {
+        let mut conf = String::new();
+        if self.auth.is_some() {
+            conf.push_str("include \"auth/auth.conf\"\n");
+        }
+        if let Some(dir) = &self.tls_dir {
+            conf.push_str(&format!(
+                "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n}}\n",
+                dir.join("server.pem").display(),
+                dir.join("server-key.pem").display(),
+                dir.join("ca.pem").display()
+            ));
+        }
+        conf
+    }
+}
+
+/// The name of lab agent `i` (0-based): its node id and its identity.
+fn lab_node_name(i: usize) -> String {
+    format!("lab-node-{}", i + 1)
+}
+
+pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Result<()> {
+    if tls.ca.is_some() {
+        bail!("ytsched up makes its own TLS files with --tls; --tls-ca is for connecting to a running lab");
+    }
     if args.node.len() > args.nodes {
         bail!(
             "{} --node settings given for --nodes {}",
@@ -195,6 +280,37 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
         remove_dir,
         children: vec![],
     };
+    let admin = UserName::parse("admin")?;
+    let security = if args.insecure {
+        eprintln!("warning: --insecure: the lab's bus is unauthenticated; anyone who can reach 127.0.0.1 controls it");
+        LabSecurity {
+            auth: None,
+            tls_dir: None,
+        }
+    } else {
+        let mut auth = AuthDir::init(&dir.join("auth"), subjects.prefix(), &admin)?;
+        for i in 0..args.nodes {
+            auth.add(UserName::parse(&lab_node_name(i))?, Role::Node)?;
+        }
+        LabSecurity {
+            auth: Some(auth),
+            tls_dir: None,
+        }
+    };
+    let security = if args.tls {
+        crate::tls::make_ca_and_server_cert(
+            &dir.join("tls"),
+            &["localhost".to_string(), "127.0.0.1".to_string()],
+        )?;
+        LabSecurity {
+            tls_dir: Some(dir.join("tls")),
+            ..security
+        }
+    } else {
+        security
+    };
+    std::fs::create_dir_all(dir.join("auth"))?;
+    std::fs::write(dir.join("nats.conf"), security.nats_conf())?;
     let nats_server = find_nats_server()?;
     let port = args
         .nats_port
@@ -203,22 +319,24 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
     lab.spawn(
         "nats",
         Command::new(&nats_server)
+            .arg("-c")
+            .arg(dir.join("nats.conf"))
             .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
             .arg(dir.join("jetstream"))
             .arg("--ports_file_dir")
-            .arg(dir.join("ports")),
+            .arg(dir.join("ports"))
+            .arg("-P")
+            .arg(dir.join("auth/nats.pid")),
     )?;
     let url = read_ports_file(&dir.join("ports"), Duration::from_secs(10))?;
+    // The ports file says nats:// even with TLS on; clients require TLS by their flags.
 
     let prefix = subjects.prefix().to_string();
     lab.spawn(
         "scheduler",
-        Command::new(sibling_binary("ytsched-scheduler")?).args([
-            "--nats",
-            &url,
-            "--subject-prefix",
-            &prefix,
-        ]),
+        Command::new(sibling_binary("ytsched-scheduler")?)
+            .args(["--nats", &url, "--subject-prefix", &prefix])
+            .args(security.flags("scheduler")),
     )?;
     let is_root = nix::unistd::geteuid().is_root();
     if !is_root {
@@ -234,8 +352,9 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
             "--subject-prefix",
             &prefix,
             "--node-id",
-            &format!("lab-{name}"),
+            &lab_node_name(i),
         ])
+        .args(security.flags(&lab_node_name(i)))
         .arg("--work-dir")
         .arg(dir.join(&name))
         .args([
@@ -255,7 +374,13 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
         lab.spawn(&name, &mut cmd)?;
     }
 
-    let client = connect(&url, "ytsched up", false).await?;
+    let client = connect(&url, "ytsched up", false, &security.connect_auth("admin")?).await?;
+    // On an insecure lab the bus vouches for no one: the lab acts as its admin anyway.
+    let caller = Caller {
+        user: admin.clone(),
+        admin: true,
+    };
+    let user = &caller;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let online = call(&client, subjects, user, ListNodes {})
@@ -275,6 +400,14 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!("YTSCHED_NATS={url}");
+    if let Some(auth) = &security.auth {
+        println!("YTSCHED_CREDS={}", auth.creds_path(&admin).display());
+    }
+    if let Some(tls) = &security.tls_dir {
+        println!("YTSCHED_TLS_CA={}", tls.join("ca.pem").display());
+        println!("YTSCHED_TLS_CERT={}", tls.join("client.pem").display());
+        println!("YTSCHED_TLS_KEY={}", tls.join("client-key.pem").display());
+    }
     eprintln!(
         "lab ready: {} node(s), logs in {}; Ctrl-C stops it",
         args.nodes,
@@ -295,7 +428,7 @@ pub async fn up(args: UpArgs, subjects: &Subjects, user: &str) -> anyhow::Result
 async fn demo(
     client: &async_nats::Client,
     subjects: &Subjects,
-    user: &str,
+    user: &Caller,
     command: &str,
 ) -> anyhow::Result<()> {
     use crate::run_vanilla::{build_spec, check, follow, submit, RunVanillaArgs};

@@ -2,17 +2,20 @@
 //! and labs (`up`).
 
 mod admin;
+mod auth;
 mod lab;
 mod output;
 mod run_vanilla;
+mod tls;
 
 use clap::{Parser, Subcommand};
 use output::Format;
 use ytsched_common::api::{
     AbortOperation, GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
 };
+use ytsched_common::identity::{Caller, Role, UserName};
 use ytsched_common::subjects::Subjects;
-use ytsched_common::transport::{call, connect};
+use ytsched_common::transport::{call, connect, ConnectAuth, TlsFiles};
 use ytsched_common::{JobId, OperationId};
 
 #[derive(Parser, Debug)]
@@ -32,7 +35,19 @@ struct Cli {
     nats: String,
     #[arg(long, global = true, default_value = ytsched_common::subjects::DEFAULT_PREFIX)]
     subject_prefix: String,
-    /// User the request is made as.
+    /// Credentials file (`ytsched auth`); the user is the one named in it.
+    #[arg(long, global = true, env = "YTSCHED_CREDS")]
+    creds: Option<std::path::PathBuf>,
+    /// CA certificate that signed nats-server's certificate (turns TLS on).
+    #[arg(long, global = true, env = "YTSCHED_TLS_CA")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate and key for mutual TLS.
+    #[arg(long, global = true, env = "YTSCHED_TLS_CERT")]
+    tls_cert: Option<std::path::PathBuf>,
+    #[arg(long, global = true, env = "YTSCHED_TLS_KEY")]
+    tls_key: Option<std::path::PathBuf>,
+    /// User to act as on an unauthenticated (--insecure) bus; with --creds the user is
+    /// the credentials' identity and this is ignored.
     #[arg(long, global = true, env = "USER", default_value = "root")]
     user: String,
     #[arg(long, global = true, value_enum, default_value = "table")]
@@ -45,6 +60,8 @@ struct Cli {
 enum Command {
     /// Start a local lab: nats-server, the scheduler and N node agents.
     Up(lab::UpArgs),
+    /// Manage identities: keys, nats-server permissions, TLS certificates.
+    Auth(auth::AuthArgs),
     /// Run a vanilla operation (follows it to the end unless --async).
     RunVanilla(run_vanilla::RunVanillaArgs),
     ListOperations,
@@ -97,6 +114,14 @@ enum Command {
 
 #[tokio::main]
 async fn main() {
+    // `ytsched get … | head`: a closed pipe ends the program quietly, as for any CLI.
+    // SAFETY: restoring the default disposition of a signal before any thread uses it.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        );
+    }
     ytsched_common::logging::init("warn");
     let cli = Cli::parse();
     if let Err(e) = run(cli).await {
@@ -107,10 +132,34 @@ async fn main() {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let subjects = Subjects::new(&cli.subject_prefix);
-    let user = cli.user.as_str();
-    if let Command::Up(args) = cli.command {
-        return lab::up(args, &subjects, user).await;
+    if let Command::Auth(args) = cli.command {
+        return auth::run(args, subjects.prefix());
     }
+    let tls = TlsFiles {
+        ca: cli.tls_ca.clone(),
+        cert: cli.tls_cert.clone(),
+        key: cli.tls_key.clone(),
+    };
+    if let Command::Up(args) = cli.command {
+        return lab::up(args, &subjects, tls).await;
+    }
+    let auth = ConnectAuth::from_flags(cli.creds.as_deref(), tls)?;
+    auth.expect_role(
+        &[Role::User, Role::Admin, Role::Scheduler],
+        "the ytsched CLI",
+    )?;
+    let caller = match &auth.creds {
+        Some(c) => Caller {
+            user: c.name.clone(),
+            admin: c.role != Role::User,
+        },
+        // An open bus vouches for no one: whoever connects can do anything anyway.
+        None => Caller {
+            user: UserName::parse(&cli.user).map_err(|e| anyhow::anyhow!("--user: {e}"))?,
+            admin: true,
+        },
+    };
+    let user = &caller;
     if let Command::Simulate { scenario } = &cli.command {
         admin::simulate(scenario);
     }
@@ -128,7 +177,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 std::process::exit(2);
             }
         };
-        let client = connect(&cli.nats, "ytsched", false).await?;
+        let client = connect(&cli.nats, "ytsched", false, &auth).await?;
         let id = run_vanilla::submit(&client, &subjects, user, spec).await?;
         if args.run_async {
             println!("{id}");
@@ -138,7 +187,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let info = run_vanilla::follow(&client, &subjects, user, &id).await?;
         return run_vanilla::check(&info);
     }
-    let client = connect(&cli.nats, "ytsched", false).await?;
+    let client = connect(&cli.nats, "ytsched", false, &auth).await?;
     let c = &client;
     let s = &subjects;
     let admin = admin::Session {
@@ -200,7 +249,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::List { path } => admin.list(path, cli.format).await,
         Command::Remove { path } => admin.remove(path).await,
         Command::Exists { path } => admin.exists(path).await,
-        Command::Up(_) | Command::RunVanilla(_) | Command::Simulate { .. } => {
+        Command::Up(_) | Command::Auth(_) | Command::RunVanilla(_) | Command::Simulate { .. } => {
             unreachable!("handled above")
         }
     }
@@ -209,7 +258,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn print_output(
     client: &async_nats::Client,
     subjects: &Subjects,
-    user: &str,
+    user: &Caller,
     operation: String,
     job: String,
     stream: OutputStream,

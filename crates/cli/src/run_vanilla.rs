@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 use ytsched_common::api::{GetOperation, OperationInfo, StartOperation};
+use ytsched_common::identity::Caller;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::states::OperationState;
 use ytsched_common::subjects::Subjects;
@@ -126,17 +127,41 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
 pub async fn submit(
     client: &async_nats::Client,
     subjects: &Subjects,
-    user: &str,
+    user: &Caller,
     spec: VanillaSpec,
 ) -> anyhow::Result<OperationId> {
-    Ok(call(client, subjects, user, StartOperation { spec }).await?)
+    // The id is ours: a retry after a lost reply names the same operation, and the
+    // scheduler answers it with the one it already started.
+    let id = OperationId::random();
+    let mut last = None;
+    for attempt in 0..SUBMIT_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let request = StartOperation {
+            spec: spec.clone(),
+            operation_id: Some(id.clone()),
+        };
+        match call(client, subjects, user, request).await {
+            Ok(id) => return Ok(id),
+            Err(e @ TransportError::NoScheduler { .. }) => last = Some(e),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    bail!(
+        "timed out, state unknown: operation {id} may or may not have started ({}); `ytsched get-operation {id}` tells",
+        last.map(|e| e.to_string()).unwrap_or_default()
+    )
 }
+
+/// Tries of one submission before the CLI gives up with "state unknown".
+const SUBMIT_ATTEMPTS: u32 = 3;
 
 /// Polls the operation until it ends, drawing a progress line on a terminal.
 pub async fn follow(
     client: &async_nats::Client,
     subjects: &Subjects,
-    user: &str,
+    user: &Caller,
     id: &OperationId,
 ) -> anyhow::Result<OperationInfo> {
     let tty = std::io::stderr().is_terminal();

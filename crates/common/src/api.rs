@@ -19,7 +19,7 @@ pub trait ApiMethod: Serialize + DeserializeOwned {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ApiRequest<T> {
     pub protocol_version: u32,
-    pub user: String,
+    /// The caller is not here: it is the request's subject, which nats-server vouches for.
     pub body: T,
 }
 
@@ -46,6 +46,10 @@ pub struct ApiResponse<T> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StartOperation {
     pub spec: VanillaSpec,
+    /// Made by the client, so that a submission retried after a lost reply is the same
+    /// operation, never a second one. None: the scheduler makes one.
+    #[serde(default)]
+    pub operation_id: Option<OperationId>,
 }
 impl ApiMethod for StartOperation {
     const METHOD: &'static str = "start_operation";

@@ -1,19 +1,67 @@
-//! Typed identifiers. Node ids appear as a NATS subject token, so they are validated
-//! to contain no subject separators or wildcards.
+//! Typed identifiers. Every id that arrives from outside (wire, store, CLI) is checked
+//! as it is decoded: ids are NATS subject tokens and directory names (a job's sandbox),
+//! so one holding '.', '/', a wildcard or nothing at all cannot exist past the boundary.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Longest id on the wire.
+pub const MAX_ID_LEN: usize = 128;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} '{shown}' is invalid: use 1 to {MAX_ID_LEN} letters, digits, '_' and '-'{extra}")]
+pub struct BadId {
+    kind: &'static str,
+    shown: String,
+    extra: &'static str,
+}
+
+fn check_id(kind: &'static str, s: &str, colon: bool) -> Result<(), BadId> {
+    let ok = !s.is_empty()
+        && s.len() <= MAX_ID_LEN
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-') || (colon && c == ':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(BadId {
+            kind,
+            shown: s.chars().take(80).collect(),
+            extra: if colon { " and ':'" } else { "" },
+        })
+    }
+}
+
 macro_rules! string_id {
-    ($(#[$m:meta])* $name:ident) => {
+    ($(#[$m:meta])* $name:ident, $kind:literal, $colon:literal) => {
         $(#[$m])*
         #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
+        #[serde(try_from = "String", into = "String")]
         pub struct $name(pub String);
 
         impl $name {
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+
+            /// Checks an id given by a person or a wire message.
+            pub fn parse(s: &str) -> Result<Self, BadId> {
+                check_id($kind, s, $colon)?;
+                Ok($name(s.to_string()))
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = BadId;
+            fn try_from(s: String) -> Result<Self, BadId> {
+                check_id($kind, &s, $colon)?;
+                Ok($name(s))
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
             }
         }
 
@@ -33,19 +81,19 @@ macro_rules! string_id {
 
 string_id!(
     /// An operation, e.g. `7f2c1a9e-…`; chosen by the scheduler at submission.
-    OperationId
+    OperationId, "operation id", false
 );
 string_id!(
     /// One run of one job of a task; a retried job gets a new id.
-    JobId
+    JobId, "job id", false
 );
 string_id!(
     /// An exec node; also the last token of its heartbeat subject.
-    NodeId
+    NodeId, "node id", true
 );
 string_id!(
     /// One start of a node agent, so the scheduler can tell a restart from a lost reply.
-    IncarnationId
+    IncarnationId, "incarnation id", false
 );
 
 impl OperationId {
@@ -60,24 +108,7 @@ impl IncarnationId {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("node id '{0}' is invalid: use letters, digits, '_', '-' and ':' only (it is a NATS subject token)")]
-pub struct BadNodeId(pub String);
-
 impl NodeId {
-    /// Validates a node id given by a person or a wire message.
-    pub fn parse(s: &str) -> Result<Self, BadNodeId> {
-        let ok = !s.is_empty()
-            && s.len() <= 128
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':'));
-        if ok {
-            Ok(NodeId(s.to_string()))
-        } else {
-            Err(BadNodeId(s.to_string()))
-        }
-    }
-
     /// Makes a valid node id from a hostname (dots become '-').
     pub fn from_hostname(host: &str) -> Self {
         let cleaned: String = host
@@ -109,5 +140,15 @@ mod tests {
         assert!(NodeId::parse("a*").is_err());
         assert!(NodeId::parse("").is_err());
         assert_eq!(NodeId::from_hostname("h.example.com").0, "h-example-com");
+    }
+
+    #[test]
+    fn ids_from_the_wire_are_checked_as_they_are_decoded() {
+        let bad: Result<JobId, _> = serde_json::from_str("\"../../x\"");
+        assert!(bad.unwrap_err().to_string().contains("job id '../../x'"));
+        let ok: JobId = serde_json::from_str("\"abc-1\"").unwrap();
+        assert_eq!(ok.as_str(), "abc-1");
+        assert!(OperationId::parse("a/b").is_err());
+        assert!(OperationId::parse(&"x".repeat(129)).is_err());
     }
 }

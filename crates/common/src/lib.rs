@@ -3,8 +3,10 @@
 //!
 //! Nothing here does I/O; the transport adapters in the binaries own the sockets.
 
+pub mod acl;
 pub mod api;
 pub mod codec;
+pub mod identity;
 pub mod ids;
 pub mod logging;
 pub mod pool_config;

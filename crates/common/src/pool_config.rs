@@ -135,6 +135,9 @@ pub struct PoolConfig {
     pub fair_share_starvation_tolerance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_aggressive_starvation: Option<bool>,
+    /// Who may use and administer the pool (and, by inheritance, its descendants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<Vec<crate::acl::Ace>>,
 }
 
 /// Attribute aliases accepted in paths and attribute maps, with their canonical names.
@@ -267,6 +270,9 @@ impl PoolConfig {
             if !w.is_finite() || w <= 0.0 {
                 return Err(err("weight", format!("must be a positive number, got {w}")));
             }
+        }
+        if let Some(acl) = &self.acl {
+            crate::acl::validate(acl).map_err(|m| err("acl", m))?;
         }
         if let Some(r) = self.max_share_ratio {
             if !r.is_finite() || !(0.0..=1.0).contains(&r) {

@@ -10,7 +10,8 @@ use crate::states::{AbortReason, JobState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: API subjects carry the caller (`<prefix>.api.<user>.<method>`), requests no `user`.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Bytes of stdout/stderr that travel with a job result.
 pub const OUTPUT_TAIL_BYTES: usize = 64 * 1024;

@@ -13,6 +13,20 @@ pub const DEFAULT_CPU_LIMIT: f64 = 1.0;
 pub const DEFAULT_MEMORY_LIMIT: u64 = 512 << 20;
 pub const DEFAULT_MAX_FAILED_JOB_COUNT: u32 = 10;
 
+// Bounds on a spec (SPEC 5.12). Each keeps one operation's stored record well below the
+// bus's payload limit and its waiting jobs within the scheduler's memory.
+/// Jobs per operation (and so per task).
+pub const MAX_JOBS_PER_OPERATION: u64 = 1_000_000;
+pub const MAX_TASKS: usize = 100;
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+pub const MAX_STDIN_BYTES: usize = 256 * 1024;
+pub const MAX_ENVIRONMENT_BYTES: usize = 64 * 1024;
+/// Commands, stdin and environments of all tasks together.
+pub const MAX_SPEC_TEXT_BYTES: usize = 384 * 1024;
+pub const MAX_TITLE_BYTES: usize = 1024;
+pub const MAX_OWNERS: usize = 100;
+pub const MAX_GPU_PER_JOB: u32 = 1024;
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct SpecError {
@@ -128,6 +142,18 @@ fn default_max_failed() -> u32 {
 }
 
 impl TaskSpec {
+    fn environment_bytes(&self) -> usize {
+        self.environment
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum()
+    }
+
+    /// Bytes of free text this task carries (command, stdin, environment).
+    fn text_bytes(&self) -> usize {
+        self.command.len() + self.stdin.as_ref().map_or(0, |s| s.len()) + self.environment_bytes()
+    }
+
     /// What one job of this task occupies on a node.
     pub fn job_resources(&self) -> ResourceVector {
         ResourceVector {
@@ -151,6 +177,59 @@ impl TaskSpec {
                 "must be at least 1",
             ));
         }
+        if self.job_count as u64 > MAX_JOBS_PER_OPERATION {
+            return Err(SpecError::new(
+                format!("{field}.job_count"),
+                format!(
+                    "{} is more than the limit of {MAX_JOBS_PER_OPERATION} jobs per operation",
+                    self.job_count
+                ),
+            ));
+        }
+        if self.command.len() > MAX_COMMAND_BYTES {
+            return Err(SpecError::new(
+                format!("{field}.command"),
+                format!(
+                    "{} bytes is more than the limit of {MAX_COMMAND_BYTES}",
+                    self.command.len()
+                ),
+            ));
+        }
+        if self.command.contains('\0') {
+            return Err(SpecError::new(
+                format!("{field}.command"),
+                "must not contain NUL bytes",
+            ));
+        }
+        if let Some(stdin) = &self.stdin {
+            if stdin.len() > MAX_STDIN_BYTES {
+                return Err(SpecError::new(
+                    format!("{field}.stdin"),
+                    format!(
+                        "{} bytes is more than the limit of {MAX_STDIN_BYTES}",
+                        stdin.len()
+                    ),
+                ));
+            }
+        }
+        if self.environment_bytes() > MAX_ENVIRONMENT_BYTES {
+            return Err(SpecError::new(
+                format!("{field}.environment"),
+                format!(
+                    "{} bytes is more than the limit of {MAX_ENVIRONMENT_BYTES}",
+                    self.environment_bytes()
+                ),
+            ));
+        }
+        if self.gpu_limit > MAX_GPU_PER_JOB {
+            return Err(SpecError::new(
+                format!("{field}.gpu_limit"),
+                format!(
+                    "{} is more than the limit of {MAX_GPU_PER_JOB}",
+                    self.gpu_limit
+                ),
+            ));
+        }
         if !self.cpu_limit.is_finite() || self.cpu_limit < 0.0 {
             return Err(SpecError::new(
                 format!("{field}.cpu_limit"),
@@ -163,7 +242,13 @@ impl TaskSpec {
                 "must be positive",
             ));
         }
-        for key in self.environment.keys() {
+        for (key, value) in &self.environment {
+            if value.contains('\0') {
+                return Err(SpecError::new(
+                    format!("{field}.environment.{key}"),
+                    "must not contain NUL bytes",
+                ));
+            }
             if key.is_empty() || key.contains('=') || key.contains('\0') {
                 return Err(SpecError::new(
                     format!("{field}.environment"),
@@ -212,6 +297,10 @@ pub struct VanillaSpec {
     pub fair_share_starvation_timeout: Option<DurationMs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_starvation_tolerance: Option<f64>,
+    /// Users who, besides the submitter and admins, may abort the operation and read
+    /// its jobs' output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<String>,
     pub tasks: BTreeMap<String, TaskSpec>,
 }
 
@@ -232,6 +321,7 @@ impl VanillaSpec {
             scheduling_options_per_pool_tree: BTreeMap::new(),
             fair_share_starvation_timeout: None,
             fair_share_starvation_tolerance: None,
+            owners: vec![],
             tasks,
         }
     }
@@ -244,9 +334,60 @@ impl VanillaSpec {
         if self.tasks.is_empty() {
             return Err(SpecError::new("tasks", "at least one task is required"));
         }
+        if self.tasks.len() > MAX_TASKS {
+            return Err(SpecError::new(
+                "tasks",
+                format!(
+                    "{} tasks is more than the limit of {MAX_TASKS}",
+                    self.tasks.len()
+                ),
+            ));
+        }
+        if self.total_job_count() > MAX_JOBS_PER_OPERATION {
+            return Err(SpecError::new(
+                "tasks",
+                format!(
+                    "{} jobs in all is more than the limit of {MAX_JOBS_PER_OPERATION} jobs per operation",
+                    self.total_job_count()
+                ),
+            ));
+        }
+        let text: usize = self.tasks.values().map(TaskSpec::text_bytes).sum();
+        if text > MAX_SPEC_TEXT_BYTES {
+            return Err(SpecError::new(
+                "tasks",
+                format!("commands, stdin and environments come to {text} bytes, more than the limit of {MAX_SPEC_TEXT_BYTES}"),
+            ));
+        }
+        if self.owners.len() > MAX_OWNERS {
+            return Err(SpecError::new(
+                "owners",
+                format!(
+                    "{} owners is more than the limit of {MAX_OWNERS}",
+                    self.owners.len()
+                ),
+            ));
+        }
+        for o in &self.owners {
+            crate::identity::UserName::parse(o)
+                .map_err(|e| SpecError::new("owners", e.to_string()))?;
+        }
+        if self
+            .title
+            .as_ref()
+            .is_some_and(|t| t.len() > MAX_TITLE_BYTES)
+        {
+            return Err(SpecError::new(
+                "title",
+                format!("longer than the limit of {MAX_TITLE_BYTES} bytes"),
+            ));
+        }
         for (name, task) in &self.tasks {
-            if name.is_empty() {
-                return Err(SpecError::new("tasks", "task names must not be empty"));
+            if name.is_empty() || name.len() > 128 {
+                return Err(SpecError::new(
+                    "tasks",
+                    "task names must be 1 to 128 bytes long",
+                ));
             }
             task.validate(&format!("tasks.{name}"))?;
         }

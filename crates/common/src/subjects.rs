@@ -1,6 +1,7 @@
 //! Every NATS subject ytsched uses, under one configurable prefix so several
 //! installations can share a NATS cluster.
 
+use crate::identity::{inbox_prefix, Caller, Role, UserName};
 use crate::ids::NodeId;
 
 pub const DEFAULT_PREFIX: &str = "ytsched";
@@ -35,20 +36,83 @@ impl Subjects {
         format!("{}.nudge.{}", self.prefix, node)
     }
 
-    /// Client → scheduler request for one API method.
-    pub fn api(&self, method: &str) -> String {
-        format!("{}.api.{}", self.prefix, method)
+    /// Client → scheduler request for one API method. The user is a subject token so
+    /// that nats-server, which lets each user publish only below its own name, vouches
+    /// for it; the scheduler never takes the user from the message body.
+    pub fn api(&self, user: &UserName, method: &str) -> String {
+        format!("{}.api.{}.{}", self.prefix, user, method)
     }
 
-    pub fn api_wildcard(&self) -> String {
-        format!("{}.api.>", self.prefix)
+    /// As `api`, on the subjects only admins may publish on.
+    pub fn admin_api(&self, user: &UserName, method: &str) -> String {
+        format!("{}.admin.{}.{}", self.prefix, user, method)
     }
 
-    /// The method token of an API subject, if `subject` is one of ours.
-    pub fn api_method<'a>(&self, subject: &'a str) -> Option<&'a str> {
-        subject
+    /// The subject a caller sends `method` on.
+    pub fn call(&self, caller: &Caller, method: &str) -> String {
+        if caller.admin {
+            self.admin_api(&caller.user, method)
+        } else {
+            self.api(&caller.user, method)
+        }
+    }
+
+    /// What the scheduler subscribes to: user and admin API subjects.
+    pub fn api_wildcards(&self) -> [String; 2] {
+        [
+            format!("{}.api.*.*", self.prefix),
+            format!("{}.admin.*.*", self.prefix),
+        ]
+    }
+
+    /// The caller and method of an API subject, if `subject` is a well-formed one of ours.
+    pub fn parse_api<'a>(&self, subject: &'a str) -> Option<(Caller, &'a str)> {
+        let rest = subject
             .strip_prefix(self.prefix.as_str())?
-            .strip_prefix(".api.")
+            .strip_prefix('.')?;
+        let (kind, rest) = rest.split_once('.')?;
+        let admin = match kind {
+            "api" => false,
+            "admin" => true,
+            _ => return None,
+        };
+        let (user, method) = rest.split_once('.')?;
+        let user = UserName::parse(user).ok()?;
+        Some((Caller { user, admin }, method))
+    }
+}
+
+/// What one identity may publish and subscribe to; nats-server enforces it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permissions {
+    pub publish: Vec<String>,
+    pub subscribe: Vec<String>,
+}
+
+impl Subjects {
+    /// The permissions of an identity of `role` named `name` under this prefix (SPEC 5.11).
+    /// The scheduler may use everything, JetStream included; no one else touches it.
+    pub fn permissions(&self, role: Role, name: &UserName) -> Permissions {
+        let p = &self.prefix;
+        let inbox = format!("{}.>", inbox_prefix(role, name.as_str()));
+        match role {
+            Role::Scheduler => Permissions {
+                publish: vec![">".into()],
+                subscribe: vec![">".into()],
+            },
+            Role::Node => Permissions {
+                publish: vec![format!("{p}.heartbeat.{name}")],
+                subscribe: vec![format!("{p}.nudge.{name}"), inbox],
+            },
+            Role::User => Permissions {
+                publish: vec![format!("{p}.api.{name}.*")],
+                subscribe: vec![inbox],
+            },
+            Role::Admin => Permissions {
+                publish: vec![format!("{p}.api.{name}.*"), format!("{p}.admin.{name}.*")],
+                subscribe: vec![inbox],
+            },
+        }
     }
 }
 
@@ -66,8 +130,22 @@ mod tests {
     fn subjects_carry_prefix_and_node() {
         let s = Subjects::new("lab1");
         assert_eq!(s.heartbeat(&NodeId("n1".into())), "lab1.heartbeat.n1");
-        assert_eq!(s.api("start_operation"), "lab1.api.start_operation");
-        assert_eq!(s.api_method("lab1.api.list_nodes"), Some("list_nodes"));
-        assert_eq!(s.api_method("other.api.list_nodes"), None);
+        let alice = Caller::user("alice");
+        assert_eq!(
+            s.call(&alice, "start_operation"),
+            "lab1.api.alice.start_operation"
+        );
+        assert_eq!(s.call(&Caller::admin("root"), "set"), "lab1.admin.root.set");
+        assert_eq!(
+            s.parse_api("lab1.api.alice.list_nodes"),
+            Some((alice, "list_nodes"))
+        );
+        assert_eq!(
+            s.parse_api("lab1.admin.bob.set"),
+            Some((Caller::admin("bob"), "set"))
+        );
+        assert_eq!(s.parse_api("other.api.alice.list_nodes"), None);
+        assert_eq!(s.parse_api("lab1.api.list_nodes"), None);
+        assert_eq!(s.parse_api("lab1x.api.a.b"), None);
     }
 }

@@ -3,8 +3,10 @@
 
 use crate::api::{ApiError, ApiMethod, ApiRequest, ApiResponse};
 use crate::codec::{decode, encode, CodecError};
+use crate::identity::{Caller, Credentials, Role};
 use crate::protocol::PROTOCOL_VERSION;
 use crate::subjects::Subjects;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -15,6 +17,8 @@ pub enum TransportError {
     Connect { urls: String, message: String },
     #[error("no scheduler answered on {subject} ({message}); is ytsched-scheduler running?")]
     NoScheduler { subject: String, message: String },
+    #[error("{0}")]
+    Auth(String),
     #[error(transparent)]
     Codec(#[from] CodecError),
     /// The scheduler's own message, printed once (not again as a cause).
@@ -37,17 +41,159 @@ pub fn parse_urls(urls: &str) -> Result<Vec<async_nats::ServerAddr>, TransportEr
         .collect()
 }
 
+/// How a binary proves who it is to nats-server, and how it checks the server.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectAuth {
+    /// None: an anonymous connection, which only an `--insecure` bus accepts.
+    pub creds: Option<Credentials>,
+    pub tls: TlsFiles,
+}
+
+/// TLS files (`--tls-ca`, and for mutual TLS `--tls-cert`/`--tls-key`).
+#[derive(Clone, Debug, Default)]
+pub struct TlsFiles {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl ConnectAuth {
+    /// Reads `--creds` (if given) and checks the TLS flags come in the pairs they need.
+    pub fn from_flags(creds: Option<&Path>, tls: TlsFiles) -> Result<Self, TransportError> {
+        if tls.cert.is_some() != tls.key.is_some() {
+            return Err(TransportError::Auth(
+                "--tls-cert and --tls-key go together (mutual TLS needs both)".into(),
+            ));
+        }
+        let creds = creds
+            .map(Credentials::read)
+            .transpose()
+            .map_err(|e| TransportError::Auth(e.to_string()))?;
+        Ok(ConnectAuth { creds, tls })
+    }
+
+    /// Refuses credentials of another role: a node's key in the scheduler is a mistake
+    /// nats-server would only report as a permissions violation much later.
+    pub fn expect_role(&self, roles: &[Role], what: &str) -> Result<(), TransportError> {
+        match &self.creds {
+            Some(c) if !roles.contains(&c.role) => Err(TransportError::Auth(format!(
+                "--creds holds the {} identity '{}'; {what} needs a {} identity",
+                c.role,
+                c.name,
+                roles
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How the daemons (scheduler, node agent) authenticate to the bus.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct BusArgs {
+    /// Credentials file made by `ytsched auth` for this daemon's identity.
+    #[arg(long, env = "YTSCHED_CREDS")]
+    pub creds: Option<PathBuf>,
+    /// CA certificate that signed nats-server's certificate (turns TLS on).
+    #[arg(long, env = "YTSCHED_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate for mutual TLS (with --tls-key).
+    #[arg(long, env = "YTSCHED_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, env = "YTSCHED_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Connect without credentials: anyone on the bus can then do anything. Refused
+    /// unless every NATS URL is on loopback.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+impl BusArgs {
+    /// Checks the flags for a daemon of one of `roles` connecting to `urls`.
+    pub fn daemon_auth(
+        &self,
+        urls: &str,
+        roles: &[Role],
+        what: &str,
+    ) -> Result<ConnectAuth, TransportError> {
+        let tls = TlsFiles {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+        };
+        if self.insecure {
+            if self.creds.is_some() {
+                return Err(TransportError::Auth(
+                    "--insecure and --creds contradict each other; drop one".into(),
+                ));
+            }
+            if !all_loopback(urls) {
+                return Err(TransportError::Auth(format!(
+                    "--insecure is refused: NATS at {urls} is not on loopback, and an unauthenticated bus there lets anyone run jobs as this cluster"
+                )));
+            }
+            return ConnectAuth::from_flags(None, tls);
+        }
+        let Some(creds) = &self.creds else {
+            return Err(TransportError::Auth(format!(
+                "{what} needs credentials: pass --creds FILE (made by `ytsched auth`), or --insecure for a loopback-only lab without authentication"
+            )));
+        };
+        let auth = ConnectAuth::from_flags(Some(creds), tls)?;
+        auth.expect_role(roles, what)?;
+        Ok(auth)
+    }
+}
+
+/// Whether every URL names a loopback host: an unauthenticated bus is allowed only there.
+pub fn all_loopback(urls: &str) -> bool {
+    urls.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .all(|u| {
+            let rest = u.split_once("://").map(|(_, r)| r).unwrap_or(u);
+            let hostport = rest.rsplit_once('@').map(|(_, h)| h).unwrap_or(rest);
+            let host = if let Some(v6) = hostport.strip_prefix('[') {
+                v6.split(']').next().unwrap_or("")
+            } else {
+                hostport.split(':').next().unwrap_or("")
+            };
+            host == "localhost"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .map(|ip| ip.is_loopback())
+                    .unwrap_or(false)
+        })
+}
+
 /// Connects to NATS. With `retry` the client keeps trying in the background (daemons);
 /// without it a wrong URL fails at once (the CLI).
 pub async fn connect(
     urls: &str,
     name: &str,
     retry: bool,
+    auth: &ConnectAuth,
 ) -> Result<async_nats::Client, TransportError> {
     let addrs = parse_urls(urls)?;
     let mut opts = async_nats::ConnectOptions::new()
         .name(name)
         .request_timeout(Some(Duration::from_secs(10)));
+    if let Some(creds) = &auth.creds {
+        opts = opts
+            .nkey(creds.seed().to_string())
+            .custom_inbox_prefix(creds.inbox_prefix());
+    }
+    if let Some(ca) = &auth.tls.ca {
+        opts = opts.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let (Some(cert), Some(key)) = (&auth.tls.cert, &auth.tls.key) {
+        opts = opts
+            .add_client_certificate(cert.clone(), key.clone())
+            .require_tls(true);
+    }
     if retry {
         opts = opts.retry_on_initial_connect();
     } else {
@@ -65,13 +211,12 @@ pub async fn connect(
 pub async fn call<M: ApiMethod>(
     client: &async_nats::Client,
     subjects: &Subjects,
-    user: &str,
+    caller: &Caller,
     body: M,
 ) -> Result<M::Response, TransportError> {
-    let subject = subjects.api(M::METHOD);
+    let subject = subjects.call(caller, M::METHOD);
     let request = ApiRequest {
         protocol_version: PROTOCOL_VERSION,
-        user: user.to_string(),
         body,
     };
     let reply = client
@@ -83,4 +228,18 @@ pub async fn call<M: ApiMethod>(
         })?;
     let response: ApiResponse<M::Response> = decode(&reply.payload)?;
     Ok(response.result?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_urls_are_told_apart() {
+        assert!(all_loopback("nats://127.0.0.1:4222"));
+        assert!(all_loopback("nats://localhost:4222,127.0.0.2:1"));
+        assert!(all_loopback("nats://[::1]:4222"));
+        assert!(!all_loopback("nats://10.0.0.1:4222"));
+        assert!(!all_loopback("nats://127.0.0.1:1,nats://nats:4222"));
+    }
 }

@@ -2,7 +2,9 @@ use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use tracing::{info, warn};
+use ytsched_common::identity::Role;
 use ytsched_common::subjects::Subjects;
+use ytsched_common::transport::BusArgs;
 use ytsched_common::units::{ByteSize, DurationMs};
 use ytsched_common::NodeId;
 use ytsched_node::agent::{Agent, AgentConfig};
@@ -66,20 +68,34 @@ struct Args {
     /// nvidia-smi to ask when NVML is not available (a path or a name on PATH).
     #[arg(long, default_value = "nvidia-smi")]
     nvidia_smi: PathBuf,
+    #[command(flatten)]
+    bus: BusArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     ytsched_common::logging::init("info");
     let args = Args::parse();
+    let auth = args
+        .bus
+        .daemon_auth(&args.nats, &[Role::Node], "ytsched-node")?;
 
     let hostname = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "localhost".into());
-    let node_id = match &args.node_id {
-        Some(id) => NodeId::parse(id)?,
-        None => NodeId::from_hostname(&hostname),
+    // nats-server lets a node heartbeat only under its own identity's name.
+    let identity = auth.creds.as_ref().map(|c| c.name.as_str().to_string());
+    let node_id = match (&args.node_id, &identity) {
+        (Some(id), Some(name)) if id != name => bail!(
+            "--node-id {id} differs from the identity '{name}' in --creds: a node may heartbeat only as its own identity"
+        ),
+        (Some(id), _) => NodeId::parse(id)?,
+        (None, Some(name)) => NodeId::parse(name)?,
+        (None, None) => NodeId::from_hostname(&hostname),
     };
+    if args.bus.insecure {
+        warn!("--insecure: the bus is unauthenticated, so anyone who reaches it controls this node's jobs");
+    }
     for t in &args.tags {
         tags::validate_tag(t).map_err(anyhow::Error::msg)?;
     }
@@ -163,9 +179,13 @@ async fn main() -> anyhow::Result<()> {
     }
 
     info!(node = %node_id, resources = %limits, system_tags = ?system_tags, tags = ?configured_tags, gpus = gpu_devices.len(), gpu_detection = how, "node agent starting");
-    let client =
-        ytsched_common::transport::connect(&args.nats, &format!("ytsched-node {node_id}"), true)
-            .await?;
+    let client = ytsched_common::transport::connect(
+        &args.nats,
+        &format!("ytsched-node {node_id}"),
+        true,
+        &auth,
+    )
+    .await?;
     let agent = Agent::new(AgentConfig {
         node_id,
         hostname,

@@ -1,6 +1,8 @@
 use anyhow::Context;
 use clap::Parser;
 use std::time::Duration;
+use ytsched_common::identity::Role;
+use ytsched_common::transport::BusArgs;
 use ytsched_common::units::DurationMs;
 use ytsched_scheduler::core::config_file::ConfigFile;
 use ytsched_scheduler::core::CoreConfig;
@@ -42,12 +44,22 @@ struct Args {
     /// e.g. 127.0.0.1:8080 (port 0: any free port, logged).
     #[arg(long)]
     http: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    bus: BusArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     ytsched_common::logging::init("info");
     let args = Args::parse();
+    let auth = args
+        .bus
+        .daemon_auth(&args.nats, &[Role::Scheduler], "ytsched-scheduler")?;
+    if args.bus.insecure {
+        tracing::warn!(
+            "--insecure: the bus is unauthenticated, so anyone who reaches it controls the cluster"
+        );
+    }
     let initial_config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -63,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let config = ServiceConfig {
         nats_urls: args.nats,
+        auth,
         subject_prefix: args.subject_prefix,
         core: CoreConfig {
             heartbeat_period_ms: args.heartbeat_period.0.max(1),

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tracing::{debug, error, info, warn};
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
+use ytsched_common::identity::Caller;
 use ytsched_common::protocol::{
     unix_now, HeartbeatReply, HeartbeatRequest, Registration, PROTOCOL_VERSION,
 };
@@ -25,6 +26,8 @@ const VOLUME_SAVE_PERIOD: Duration = Duration::from_secs(5);
 pub struct ServiceConfig {
     /// Comma-separated NATS server URLs (a NATS cluster is several).
     pub nats_urls: String,
+    /// The scheduler's identity (None only on an --insecure loopback bus).
+    pub auth: ytsched_common::transport::ConnectAuth,
     pub subject_prefix: String,
     pub core: CoreConfig,
     /// How often housekeeping (silent nodes, unplaceable operations, due fair share
@@ -145,20 +148,21 @@ impl Driver {
         }
     }
 
-    async fn serve_api(self, mut sub: async_nats::Subscriber) {
+    async fn serve_api(self, mut sub: impl futures::Stream<Item = async_nats::Message> + Unpin) {
         while let Some(msg) = sub.next().await {
             let Some(reply_to) = msg.reply.clone() else {
                 continue;
             };
             let driver = self.clone();
             tokio::spawn(async move {
-                let method = driver
-                    .subjects
-                    .api_method(msg.subject.as_str())
-                    .unwrap_or("")
-                    .to_string();
+                // nats-server let this subject through only for the user it names.
+                let Some((caller, method)) = driver.subjects.parse_api(msg.subject.as_str()) else {
+                    warn!(subject = %msg.subject, "API request on a malformed subject ignored");
+                    return;
+                };
+                let method = method.to_string();
                 let mut bytes = driver
-                    .with_core(|core| dispatch(core, &method, &msg.payload))
+                    .with_core(|core| dispatch(core, &caller, &method, &msg.payload))
                     .await;
                 let max = driver.client.server_info().max_payload;
                 if bytes.len() > max {
@@ -228,8 +232,13 @@ pub async fn run(
     config: ServiceConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let client =
-        ytsched_common::transport::connect(&config.nats_urls, "ytsched-scheduler", true).await?;
+    let client = ytsched_common::transport::connect(
+        &config.nats_urls,
+        "ytsched-scheduler",
+        true,
+        &config.auth,
+    )
+    .await?;
     let js = async_nats::jetstream::new(client.clone());
     let prefix = &config.subject_prefix;
     let state = store::open_bucket(
@@ -296,7 +305,11 @@ pub async fn run(
 
     let subjects = Subjects::new(prefix);
     let heartbeats = client.subscribe(subjects.heartbeat_wildcard()).await?;
-    let api_calls = client.subscribe(subjects.api_wildcard()).await?;
+    let [user_api, admin_api] = subjects.api_wildcards();
+    let api_calls = futures::stream::select(
+        client.subscribe(user_api).await?,
+        client.subscribe(admin_api).await?,
+    );
     client.flush().await?;
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
     let driver = Driver {
@@ -332,12 +345,14 @@ pub async fn run(
     Ok(())
 }
 
-/// Decodes one API call, runs it against the core, and encodes the response.
-fn dispatch(core: &mut SchedulerCore, method: &str, payload: &[u8]) -> Vec<u8> {
+/// Decodes one API call, checks the caller may make it, runs it against the core, and
+/// encodes the response.
+fn dispatch(core: &mut SchedulerCore, caller: &Caller, method: &str, payload: &[u8]) -> Vec<u8> {
     let now = unix_now();
     match method {
         api::StartOperation::METHOD => respond::<api::StartOperation>(payload, |req| {
-            core.start_operation(OperationId::random(), &req.user, req.body.spec, now)
+            let id = req.body.operation_id.unwrap_or_else(OperationId::random);
+            core.start_operation_as(id, caller, req.body.spec, now)
         }),
         api::GetOperation::METHOD => {
             respond::<api::GetOperation>(payload, |req| core.operation_info(&req.body.operation_id))
@@ -346,12 +361,14 @@ fn dispatch(core: &mut SchedulerCore, method: &str, payload: &[u8]) -> Vec<u8> {
             respond::<api::ListOperations>(payload, |_| Ok(core.list_operations()))
         }
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
+            core.authorize_operation(caller, &req.body.operation_id, "abort")?;
             core.abort_operation(&req.body.operation_id, now)
         }),
         api::ListJobs::METHOD => {
             respond::<api::ListJobs>(payload, |req| core.list_jobs(&req.body.operation_id))
         }
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
+            core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
             core.job_output(&req.body.operation_id, &req.body.job_id, req.body.stream)
         }),
         api::ListNodes::METHOD => respond::<api::ListNodes>(payload, |_| Ok(core.list_nodes())),
@@ -367,14 +384,22 @@ fn dispatch(core: &mut SchedulerCore, method: &str, payload: &[u8]) -> Vec<u8> {
             core.admin_exists(&req.body.path).map_err(admin_error)
         }),
         api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
+            core.authorize_change(caller, &req.body.path)?;
             let value = json_value(&req.body.value)?;
             core.admin_set(&req.body.path, value).map_err(admin_error)
         }),
         api::AdminRemove::METHOD => respond::<api::AdminRemove>(payload, |req| {
+            core.authorize_change(caller, &req.body.path)?;
             core.admin_remove(&req.body.path).map_err(admin_error)
         }),
         api::AdminCreate::METHOD => respond::<api::AdminCreate>(payload, |req| {
             let b = req.body;
+            core.authorize_create(
+                caller,
+                b.object_type,
+                b.pool_tree.as_deref(),
+                b.parent_name.as_deref(),
+            )?;
             let attributes = match &b.attributes {
                 Some(text) => json_value(text)?,
                 None => serde_json::Value::Null,

@@ -103,17 +103,39 @@ fn spawn_logged(cmd: &mut Command, log: &Path) -> anyhow::Result<Child> {
 }
 
 /// nats-server with JetStream, its store in `dir/js`, on `port` (`-1`: any free port,
-/// written to `dir/ports`).
+/// written to `dir/ports`), with the identities of `dir/auth` (reloaded by
+/// `ytsched auth` through `dir/auth/nats.pid`).
 fn spawn_nats(dir: &Path, port: &str) -> anyhow::Result<Child> {
     spawn_logged(
         Command::new(nats_server())
+            .arg("-c")
+            .arg(dir.join("nats.conf"))
             .args(["-a", "127.0.0.1", "-p", port, "-js", "-sd"])
             .arg(dir.join("js"))
             .arg("--ports_file_dir")
-            .arg(dir.join("ports")),
+            .arg(dir.join("ports"))
+            .arg("-P")
+            .arg(dir.join("auth/nats.pid")),
         &dir.join("nats.log"),
     )
     .context("cannot start nats-server (run scripts/install-deps.sh)")
+}
+
+/// Makes `dir/auth` (scheduler and admin identities for subjects under `prefix`) and a
+/// `dir/nats.conf` that includes its permissions.
+fn init_auth(dir: &Path, prefix: &str) -> anyhow::Result<()> {
+    let out = Command::new(binary("ytsched"))
+        .args(["--subject-prefix", prefix, "auth", "init"])
+        .arg(dir.join("auth"))
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "ytsched auth init: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::write(dir.join("nats.conf"), "include \"auth/auth.conf\"\n")?;
+    Ok(())
 }
 
 fn stop_child(child: &mut Child, signal: nix::sys::signal::Signal, wait: Duration) {
@@ -141,10 +163,12 @@ impl Lab {
         let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
         let ports = dir.path().join("ports");
         std::fs::create_dir_all(&ports)?;
+        let prefix = format!("e2e{}x{}", std::process::id(), seq);
+        init_auth(dir.path(), &prefix)?;
         let nats = spawn_nats(dir.path(), "-1")?;
         let mut lab = Lab {
             nats_url: String::new(),
-            prefix: format!("e2e{}x{}", std::process::id(), seq),
+            prefix,
             cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
             dir,
             nats: Some(nats),
@@ -182,6 +206,8 @@ impl Lab {
         let child = spawn_logged(
             Command::new(binary("ytsched-scheduler"))
                 .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
+                .arg("--creds")
+                .arg(self.creds("scheduler"))
                 .args(["--node-heartbeat-timeout", "5s"])
                 .args(&self.scheduler_args)
                 .env("RUST_LOG", "info"),
@@ -249,6 +275,7 @@ impl Lab {
 
     pub fn add_node(&mut self, opts: NodeOpts) -> anyhow::Result<usize> {
         let index = self.nodes.len();
+        self.add_identity("add-node", &self.node_id(index))?;
         self.node_opts.push(opts);
         self.nodes.push(None);
         self.restart_node(index)?;
@@ -261,6 +288,8 @@ impl Lab {
         let mut cmd = Command::new(binary("ytsched-node"));
         cmd.args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
             .args(["--node-id", &self.node_id(index)])
+            .arg("--creds")
+            .arg(self.creds(&self.node_id(index)))
             .arg("--work-dir")
             .arg(self.node_work_dir(index))
             .args(["--cgroup-root", &self.cgroup_root])
@@ -301,13 +330,67 @@ impl Lab {
         })
     }
 
-    /// Runs the CLI against this lab.
+    /// The credentials file of identity `name` (`scheduler`, `admin`, nodes, users).
+    pub fn creds(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("auth/{name}.creds"))
+    }
+
+    /// `ytsched auth <verb> NAME` on this lab's identities (nats-server reloads them).
+    fn add_identity(&self, verb: &str, name: &str) -> anyhow::Result<()> {
+        self.auth(&[verb, name])
+    }
+
+    /// Runs `ytsched auth ARGS --dir <lab auth dir>`.
+    pub fn auth(&self, args: &[&str]) -> anyhow::Result<()> {
+        let out = Command::new(binary("ytsched"))
+            .arg("auth")
+            .args(args)
+            .arg("--dir")
+            .arg(self.dir.path().join("auth"))
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "ytsched auth {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// Adds a user identity (an admin with `admin`) and returns its credentials file.
+    pub fn add_user(&self, name: &str, admin: bool) -> anyhow::Result<PathBuf> {
+        let mut args = vec!["add-user", name];
+        if admin {
+            args.push("--admin");
+        }
+        self.auth(&args)?;
+        Ok(self.creds(name))
+    }
+
+    /// Runs the CLI against this lab as its first admin.
     pub fn ytsched(&self, args: &[&str]) -> Output {
+        self.ytsched_as("admin", args)
+    }
+
+    /// Runs the CLI against this lab as identity `name`.
+    pub fn ytsched_as(&self, name: &str, args: &[&str]) -> Output {
         Command::new(binary("ytsched"))
             .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
+            .arg("--creds")
+            .arg(self.creds(name))
             .args(args)
             .output()
             .expect("run ytsched")
+    }
+
+    /// A NATS client authenticated as identity `name`, for tests and load tools that
+    /// speak the wire protocol themselves.
+    pub async fn client_as(&self, name: &str) -> anyhow::Result<async_nats::Client> {
+        let auth = ytsched_common::transport::ConnectAuth::from_flags(
+            Some(&self.creds(name)),
+            Default::default(),
+        )?;
+        Ok(ytsched_common::transport::connect(&self.nats_url, name, false, &auth).await?)
     }
 
     /// Runs the CLI and fails the test, with its stderr, if the command fails.

@@ -2,11 +2,14 @@
 //! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
 //! lightweight operations (5.6), and what happens when an operation ends.
 
+use super::access::{pool_allows, refusal};
 use super::operation::{Placement, TreeSlot};
 use super::pool_tree::PoolTree;
 use super::{CoreEvent, Operation, SchedulerCore};
 use std::collections::HashMap;
+use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
+use ytsched_common::identity::Caller;
 use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
@@ -43,10 +46,44 @@ impl SchedulerCore {
     /// Admits a validated spec: resolves its pool in each of its trees, checks operation
     /// count limits, and starts it as `running` or queues it as `pending` (pending while
     /// any of its trees has no room for one more running operation).
+    /// Trusted callers (the simulator, tests) start operations here without ACL checks.
     pub fn start_operation(
         &mut self,
         id: OperationId,
         user: &str,
+        spec: VanillaSpec,
+        now: UnixMillis,
+    ) -> Result<OperationId, ApiError> {
+        self.admit(id, user, None, spec, now)
+    }
+
+    /// A request from the bus: the caller needs `use` on the operation's pool in each of
+    /// its trees (its own ephemeral pool is always usable). The id is the client's, so a
+    /// submission retried after a lost reply finds its operation instead of starting a
+    /// second one.
+    pub fn start_operation_as(
+        &mut self,
+        id: OperationId,
+        caller: &Caller,
+        spec: VanillaSpec,
+        now: UnixMillis,
+    ) -> Result<OperationId, ApiError> {
+        if let Some(op) = self.operations.get(&id) {
+            if op.user == caller.user.as_str() && op.spec == spec {
+                return Ok(id);
+            }
+            return Err(ApiError::new(format!(
+                "operation id {id} is already taken by another submission"
+            )));
+        }
+        self.admit(id, caller.user.as_str(), Some(caller), spec, now)
+    }
+
+    fn admit(
+        &mut self,
+        id: OperationId,
+        user: &str,
+        caller: Option<&Caller>,
         spec: VanillaSpec,
         now: UnixMillis,
     ) -> Result<OperationId, ApiError> {
@@ -60,7 +97,7 @@ impl SchedulerCore {
         let mut new_pools = Vec::new();
         let mut pending = false;
         for tree_name in &tree_names {
-            let admitted = self.admit_in_tree(tree_name, user, &spec)?;
+            let admitted = self.admit_in_tree(tree_name, user, caller, &spec)?;
             pending |= admitted.blocked;
             if let Some(np) = admitted.new_pool {
                 new_pools.push((tree_name.clone(), np));
@@ -114,6 +151,7 @@ impl SchedulerCore {
         &self,
         tree_name: &str,
         user: &str,
+        caller: Option<&Caller>,
         spec: &VanillaSpec,
     ) -> Result<TreeAdmission, ApiError> {
         let tree = self
@@ -131,6 +169,16 @@ impl SchedulerCore {
         let first_existing = new_pool
             .as_ref()
             .map_or(pool.as_str(), |np| np.parent.as_str());
+        if let Some(c) = caller {
+            let own_ephemeral = new_pool.as_ref().is_some_and(|np| np.name == user);
+            if !own_ephemeral && !pool_allows(tree, first_existing, c, Permission::Use) {
+                return Err(refusal(
+                    c,
+                    Permission::Use,
+                    &format!("pool '{first_existing}' of pool tree '{tree_name}'"),
+                ));
+            }
+        }
         let chain: Vec<String> = new_pool
             .iter()
             .map(|np| np.name.clone())

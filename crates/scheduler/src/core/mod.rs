@@ -2,6 +2,7 @@
 //! (Unix milliseconds supplied by the caller), so the service, the simulator and tests
 //! drive exactly the same code, and the same inputs give the same decisions.
 
+mod access;
 mod admin;
 mod admin_path;
 mod admission;

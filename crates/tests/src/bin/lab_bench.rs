@@ -9,10 +9,11 @@ use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ytsched_common::api::{GetJobOutput, GetOperation, ListJobs, OutputStream, StartOperation};
+use ytsched_common::identity::Caller;
 use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::OperationState;
 use ytsched_common::subjects::Subjects;
-use ytsched_common::transport::{call, connect};
+use ytsched_common::transport::call;
 use ytsched_common::OperationId;
 use ytsched_tests::{Lab, NodeOpts};
 
@@ -36,7 +37,7 @@ async fn wait_done(
         let info = call(
             client,
             s,
-            "bench",
+            &bench(),
             GetOperation {
                 operation_id: id.clone(),
             },
@@ -50,6 +51,11 @@ async fn wait_done(
         }
         tokio::time::sleep(poll).await;
     }
+}
+
+/// The bench submits as the lab's first admin.
+fn bench() -> Caller {
+    Caller::admin("admin")
 }
 
 fn spec(yaml: &str) -> anyhow::Result<VanillaSpec> {
@@ -87,7 +93,7 @@ async fn main() -> anyhow::Result<()> {
     })
     .await??;
     let s = Subjects::new(&lab.prefix);
-    let client = connect(&lab.nats_url, "bench", false).await?;
+    let client = lab.client_as("admin").await?;
     println!(
         "lab: 1 node (cpu 2, memory 4G, user_slots 32), nats {}, {} cores on this machine",
         lab.nats_url,
@@ -102,12 +108,21 @@ async fn main() -> anyhow::Result<()> {
             r#"{"tasks": {"t": {"command": "date +%s%N", "cpu_limit": 0.1, "memory_limit": "64M"}}}"#,
         )?;
         let t0 = unix_nanos();
-        let id = call(&client, &s, "bench", StartOperation { spec: sp }).await?;
+        let id = call(
+            &client,
+            &s,
+            &bench(),
+            StartOperation {
+                spec: sp,
+                operation_id: None,
+            },
+        )
+        .await?;
         wait_done(&client, &s, &id, Duration::from_millis(5)).await?;
         let jobs = call(
             &client,
             &s,
-            "bench",
+            &bench(),
             ListJobs {
                 operation_id: id.clone(),
             },
@@ -116,7 +131,7 @@ async fn main() -> anyhow::Result<()> {
         let out = call(
             &client,
             &s,
-            "bench",
+            &bench(),
             GetJobOutput {
                 operation_id: id.clone(),
                 job_id: jobs[0].id.clone(),
@@ -142,7 +157,16 @@ async fn main() -> anyhow::Result<()> {
         r#"{{"tasks": {{"t": {{"command": "true", "job_count": {THROUGHPUT_JOBS}, "cpu_limit": 0.05, "memory_limit": "16M"}}}}}}"#
     ))?;
     let t0 = Instant::now();
-    let id = call(&client, &s, "bench", StartOperation { spec: sp }).await?;
+    let id = call(
+        &client,
+        &s,
+        &bench(),
+        StartOperation {
+            spec: sp,
+            operation_id: None,
+        },
+    )
+    .await?;
     wait_done(&client, &s, &id, Duration::from_millis(20)).await?;
     let secs = t0.elapsed().as_secs_f64();
     println!(

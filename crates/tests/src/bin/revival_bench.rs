@@ -9,9 +9,10 @@ use futures::StreamExt;
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 use ytsched_common::api::{ListNodes, StartOperation};
+use ytsched_common::identity::Caller;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::subjects::Subjects;
-use ytsched_common::transport::{call, connect};
+use ytsched_common::transport::call;
 use ytsched_common::ByteSize;
 use ytsched_tests::Lab;
 
@@ -38,7 +39,10 @@ fn one_job() -> VanillaSpec {
 async fn until_serving(client: &async_nats::Client, s: &Subjects) -> Duration {
     let t0 = Instant::now();
     loop {
-        if call(client, s, "bench", ListNodes {}).await.is_ok() {
+        if call(client, s, &Caller::admin("admin"), ListNodes {})
+            .await
+            .is_ok()
+        {
             return t0.elapsed();
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -60,7 +64,8 @@ fn logged_revival_ms(log: &str) -> Option<u64> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut lab = Lab::start_with(&["--lease-ttl", "2s"], vec![])?;
-    let client = connect(&lab.nats_url, "revival-bench", false).await?;
+    // The scheduler's identity may publish on every user's subjects: the bench plays many users.
+    let client = lab.client_as("scheduler").await?;
     let s = Subjects::new(&lab.prefix);
 
     let t0 = Instant::now();
@@ -68,8 +73,12 @@ async fn main() -> anyhow::Result<()> {
         .map(|i| {
             let (client, s) = (client.clone(), s.clone());
             async move {
-                let user = format!("user{}", i / PER_USER);
-                call(&client, &s, &user, StartOperation { spec: one_job() })
+                let user = Caller::user(&format!("user{}", i / PER_USER));
+                let start = StartOperation {
+                    spec: one_job(),
+                    operation_id: None,
+                };
+                call(&client, &s, &user, start)
                     .await
                     .map(|_| ())
                     .context("submit")

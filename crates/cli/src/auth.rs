@@ -1,0 +1,370 @@
+//! `ytsched auth`: the identities of one installation (SPEC 5.11), kept in a directory.
+//!
+//! ```text
+//! DIR/identities.json   names, roles and public keys (no secrets); the source of truth
+//! DIR/auth.conf         nats-server `authorization` block made from it, to `include`
+//! DIR/<name>.creds      one identity's secret seed, mode 0600, read with --creds
+//! DIR/nats.pid          nats-server's pid file (-P), if it runs with this directory
+//! DIR/tls/              CA and server certificate (`init --tls`)
+//! ```
+//!
+//! Adding or revoking an identity rewrites `auth.conf` and sends nats-server SIGHUP (its
+//! config reload): the `users` list reloads without a restart, and a revoked identity's
+//! open connection is closed by the server. Nothing here involves the scheduler: it learns
+//! who calls from the subject nats-server let through.
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use ytsched_common::identity::{Credentials, Role, UserName};
+use ytsched_common::subjects::Subjects;
+
+/// How many identities one directory holds; auth.conf stays a config file, not a database.
+const MAX_IDENTITIES: usize = 10_000;
+
+#[derive(Args, Debug)]
+pub struct AuthArgs {
+    #[command(subcommand)]
+    pub command: AuthCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuthCommand {
+    /// Create DIR with keys for the scheduler and a first admin, and auth.conf.
+    Init {
+        dir: PathBuf,
+        /// Name of the first admin.
+        #[arg(long, default_value = "admin")]
+        admin: String,
+        /// Also make a CA and a server certificate for nats-server (DIR/tls).
+        #[arg(long)]
+        tls: bool,
+        /// Host names and IPs the server certificate is valid for.
+        #[arg(long = "tls-host", default_values = ["localhost", "127.0.0.1"])]
+        tls_hosts: Vec<String>,
+    },
+    /// Add a node identity (it may heartbeat only as NAME).
+    AddNode {
+        name: String,
+        #[arg(long, env = "YTSCHED_AUTH_DIR")]
+        dir: PathBuf,
+    },
+    /// Add a user identity (its API calls carry NAME); --admin for the admin paths.
+    AddUser {
+        name: String,
+        #[arg(long)]
+        admin: bool,
+        #[arg(long, env = "YTSCHED_AUTH_DIR")]
+        dir: PathBuf,
+    },
+    /// Remove an identity: its key stops working at once (its connection is closed).
+    Revoke {
+        name: String,
+        #[arg(long, env = "YTSCHED_AUTH_DIR")]
+        dir: PathBuf,
+    },
+    /// List identities (names, roles, public keys; never secrets).
+    List {
+        #[arg(long, env = "YTSCHED_AUTH_DIR")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Identity {
+    pub name: UserName,
+    pub role: Role,
+    /// The NKey public key (`U…`); the seed is only in the .creds file.
+    pub public_key: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Registry {
+    subject_prefix: String,
+    identities: Vec<Identity>,
+}
+
+/// An identities directory.
+pub struct AuthDir {
+    dir: PathBuf,
+    registry: Registry,
+}
+
+impl AuthDir {
+    /// Makes a new directory with the scheduler and a first admin.
+    pub fn init(dir: &Path, prefix: &str, admin: &UserName) -> anyhow::Result<AuthDir> {
+        if dir.join("identities.json").exists() {
+            bail!(
+                "{} already holds identities; use add-user/add-node/revoke",
+                dir.display()
+            );
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        let mut auth = AuthDir {
+            dir: dir.to_path_buf(),
+            registry: Registry {
+                subject_prefix: prefix.to_string(),
+                identities: vec![],
+            },
+        };
+        auth.add(UserName::parse("scheduler")?, Role::Scheduler)?;
+        auth.add(admin.clone(), Role::Admin)?;
+        Ok(auth)
+    }
+
+    pub fn open(dir: &Path) -> anyhow::Result<AuthDir> {
+        let path = dir.join("identities.json");
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "{} is not an identities directory (run `ytsched auth init {}`)",
+                dir.display(),
+                dir.display()
+            )
+        })?;
+        let registry: Registry = serde_json::from_str(&text)
+            .with_context(|| format!("{} is damaged", path.display()))?;
+        Ok(AuthDir {
+            dir: dir.to_path_buf(),
+            registry,
+        })
+    }
+
+    pub fn creds_path(&self, name: &UserName) -> PathBuf {
+        self.dir.join(format!("{name}.creds"))
+    }
+
+    pub fn identities(&self) -> &[Identity] {
+        &self.registry.identities
+    }
+
+    /// Adds an identity, writes its creds file (0600) and the new auth.conf.
+    pub fn add(&mut self, name: UserName, role: Role) -> anyhow::Result<PathBuf> {
+        if self.registry.identities.iter().any(|i| i.name == name) {
+            bail!("identity '{name}' already exists (revoke it first to replace its key)");
+        }
+        if self.registry.identities.len() >= MAX_IDENTITIES {
+            bail!("{MAX_IDENTITIES} identities is the most one directory holds");
+        }
+        let key = nkeys::KeyPair::new_user();
+        let seed = key
+            .seed()
+            .map_err(|e| anyhow::anyhow!("cannot make a key: {e}"))?;
+        let path = self.creds_path(&name);
+        write_secret(
+            &path,
+            &Credentials::new(name.clone(), role, seed).to_file_text(),
+        )?;
+        self.registry.identities.push(Identity {
+            name,
+            role,
+            public_key: key.public_key(),
+        });
+        self.save()?;
+        Ok(path)
+    }
+
+    pub fn revoke(&mut self, name: &UserName) -> anyhow::Result<Role> {
+        let Some(pos) = self
+            .registry
+            .identities
+            .iter()
+            .position(|i| &i.name == name)
+        else {
+            bail!("no identity named '{name}'");
+        };
+        let role = self.registry.identities[pos].role;
+        if role == Role::Scheduler {
+            bail!("'{name}' is the scheduler's identity; revoking it would stop the cluster");
+        }
+        self.registry.identities.remove(pos);
+        self.save()?;
+        let _ = std::fs::remove_file(self.creds_path(name));
+        Ok(role)
+    }
+
+    fn save(&self) -> anyhow::Result<()> {
+        let json = serde_json::to_string_pretty(&self.registry)?;
+        write_atomically(&self.dir.join("identities.json"), &json, 0o600)?;
+        write_atomically(&self.dir.join("auth.conf"), &self.render(), 0o600)
+    }
+
+    /// The nats-server `authorization` block: one NKey user per identity with the
+    /// permissions its role gets under this installation's subject prefix.
+    fn render(&self) -> String {
+        let subjects = Subjects::new(&self.registry.subject_prefix);
+        let mut out = String::from(
+            "# Made by `ytsched auth`; edit with it, not by hand. Included by nats.conf.\nauthorization {\n  users = [\n",
+        );
+        for id in &self.registry.identities {
+            let p = subjects.permissions(id.role, &id.name);
+            out.push_str(&format!(
+                "    # {} {}\n    {{ nkey: \"{}\", permissions: {{ publish: {{ allow: {} }}, subscribe: {{ allow: {} }} }} }}\n",
+                id.role,
+                id.name,
+                id.public_key,
+                quoted_list(&p.publish),
+                quoted_list(&p.subscribe)
+            ));
+        }
+        out.push_str("  ]\n}\n");
+        out
+    }
+
+    /// Tells a nats-server running with this directory to reload its users. Returns
+    /// whether one was signalled.
+    pub fn reload_server(&self) -> anyhow::Result<bool> {
+        let pid_file = self.dir.join("nats.pid");
+        let Ok(text) = std::fs::read_to_string(&pid_file) else {
+            return Ok(false);
+        };
+        let pid: i32 = text
+            .trim()
+            .parse()
+            .with_context(|| format!("{} does not hold a pid", pid_file.display()))?;
+        match nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGHUP,
+        ) {
+            Ok(()) => Ok(true),
+            Err(nix::errno::Errno::ESRCH) => Ok(false),
+            Err(e) => bail!("cannot signal nats-server (pid {pid}) to reload: {e}"),
+        }
+    }
+}
+
+fn quoted_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("\"{s}\"")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// Creates `path` with mode 0600 from the start, so the secret is never readable by others.
+fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn write_atomically(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Runs one `ytsched auth` command.
+pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
+    match args.command {
+        AuthCommand::Init {
+            dir,
+            admin,
+            tls,
+            tls_hosts,
+        } => {
+            let admin = UserName::parse(&admin)?;
+            let auth = AuthDir::init(&dir, prefix, &admin)?;
+            if tls {
+                crate::tls::make_ca_and_server_cert(&dir.join("tls"), &tls_hosts)?;
+            }
+            println!("identities in {}", dir.display());
+            println!(
+                "scheduler: --creds {}",
+                auth.creds_path(&UserName::parse("scheduler")?).display()
+            );
+            println!("YTSCHED_CREDS={}", auth.creds_path(&admin).display());
+            println!(
+                "nats-server: add `include \"{}\"` to its config and start it with -P {}",
+                dir.join("auth.conf").display(),
+                dir.join("nats.pid").display()
+            );
+            if tls {
+                println!(
+                    "TLS: server cert {}, clients pass --tls-ca {}",
+                    dir.join("tls/server.pem").display(),
+                    dir.join("tls/ca.pem").display()
+                );
+            }
+            Ok(())
+        }
+        AuthCommand::AddNode { name, dir } => add(&dir, &name, Role::Node),
+        AuthCommand::AddUser { name, admin, dir } => {
+            add(&dir, &name, if admin { Role::Admin } else { Role::User })
+        }
+        AuthCommand::Revoke { name, dir } => {
+            let mut auth = AuthDir::open(&dir)?;
+            let role = auth.revoke(&UserName::parse(&name)?)?;
+            let reloaded = auth.reload_server()?;
+            println!("revoked {role} '{name}'");
+            reload_note(reloaded);
+            Ok(())
+        }
+        AuthCommand::List { dir } => {
+            let auth = AuthDir::open(&dir)?;
+            for id in auth.identities() {
+                println!("{:<10} {:<24} {}", id.role, id.name, id.public_key);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn add(dir: &Path, name: &str, role: Role) -> anyhow::Result<()> {
+    let mut auth = AuthDir::open(dir)?;
+    let path = auth.add(UserName::parse(name)?, role)?;
+    let reloaded = auth.reload_server()?;
+    println!("added {role} '{name}': --creds {}", path.display());
+    reload_note(reloaded);
+    Ok(())
+}
+
+fn reload_note(reloaded: bool) {
+    if reloaded {
+        eprintln!("nats-server reloaded its users");
+    } else {
+        eprintln!("no running nats-server found by nats.pid: reload it yourself (nats-server --signal reload)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_add_revoke_keep_secrets_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("auth");
+        let mut auth = AuthDir::init(&dir, "lab", &UserName::parse("root").unwrap()).unwrap();
+        let alice = UserName::parse("alice").unwrap();
+        let path = auth.add(alice.clone(), Role::User).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let conf = std::fs::read_to_string(dir.join("auth.conf")).unwrap();
+        assert!(conf.contains("\"lab.api.alice.*\""), "{conf}");
+        assert!(conf.contains("\"lab.admin.root.*\""), "{conf}");
+        let creds = Credentials::read(&path).unwrap();
+        assert!(!conf.contains(creds.seed()), "auth.conf must hold no seed");
+        assert!(auth.add(alice.clone(), Role::Admin).is_err());
+        auth.revoke(&alice).unwrap();
+        let conf = std::fs::read_to_string(dir.join("auth.conf")).unwrap();
+        assert!(!conf.contains("alice"));
+        assert!(!path.exists());
+        assert!(auth.revoke(&UserName::parse("scheduler").unwrap()).is_err());
+        assert!(AuthDir::init(&dir, "lab", &alice).is_err(), "init twice");
+    }
+}

@@ -1,0 +1,150 @@
+//! Who may do what (SPEC 5.11): pool ACLs for running and administering, ownership for
+//! aborting operations and reading job output, the admin role for everything else.
+//!
+//! The caller comes from the request's subject, which nats-server vouches for; these
+//! checks only decide. Admins pass every check, as YTsaurus superusers do; reads of
+//! metadata (operations, pools, nodes, orchid) are open to everyone.
+
+use super::admin_path::AdminPath;
+use super::pool_tree::PoolTree;
+use super::SchedulerCore;
+use ytsched_common::acl::{self, Ace, Permission};
+use ytsched_common::api::{ApiError, ObjectType};
+use ytsched_common::identity::Caller;
+use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::OperationId;
+
+/// Whether `caller` holds `permission` on `pool` of `tree` (the root when absent):
+/// the pool's ACL, its ancestors', then the root's default.
+pub(super) fn pool_allows(
+    tree: &PoolTree,
+    pool: &str,
+    caller: &Caller,
+    permission: Permission,
+) -> bool {
+    if caller.admin {
+        return true;
+    }
+    let root = acl::root_default();
+    let own: Vec<&[Ace]> = if pool == ROOT_POOL {
+        vec![]
+    } else {
+        tree.ancestry(pool)
+            .into_iter()
+            .filter_map(|p| tree.pools.get(p)?.config.acl.as_deref())
+            .collect()
+    };
+    acl::decide(
+        own.into_iter().chain([root.as_slice()]),
+        &caller.user,
+        caller.admin,
+        permission,
+    )
+}
+
+pub(super) fn refusal(caller: &Caller, permission: Permission, what: &str) -> ApiError {
+    ApiError::new(format!(
+        "access denied: user '{}' has no '{permission}' permission on {what}",
+        caller.user
+    ))
+}
+
+impl SchedulerCore {
+    /// Abort and job output: the operation's owner, its spec's `owners`, and admins.
+    pub fn authorize_operation(
+        &self,
+        caller: &Caller,
+        id: &OperationId,
+        action: &str,
+    ) -> Result<(), ApiError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| ApiError::new(format!("no such operation: {id}")))?;
+        let user = caller.user.as_str();
+        if caller.admin || op.user == user || op.spec.owners.iter().any(|o| o == user) {
+            return Ok(());
+        }
+        Err(ApiError::new(format!(
+            "access denied: user '{user}' may not {action} operation {id}: only its owner '{}', the users in its spec's owners and admins may",
+            op.user
+        )))
+    }
+
+    /// `set` and `remove`: `administer` on the pool for a pool or its attributes; the
+    /// admin role for trees, tree configuration, the default tree and nodes.
+    pub fn authorize_change(&self, caller: &Caller, path: &str) -> Result<(), ApiError> {
+        if caller.admin {
+            return Ok(());
+        }
+        let pool = match AdminPath::parse(path).map_err(|e| ApiError::new(e.0))? {
+            AdminPath::Pool { tree, pool_path } if !pool_path.is_empty() => Some((tree, pool_path)),
+            AdminPath::PoolAttribute {
+                tree, pool_path, ..
+            } if !pool_path.is_empty() => Some((tree, pool_path)),
+            _ => None,
+        };
+        let Some((tree_name, pool_path)) = pool else {
+            return Err(ApiError::new(format!(
+                "access denied: user '{}' may not change {path}: only admins may change pool trees, their configuration and nodes",
+                caller.user
+            )));
+        };
+        let tree = self
+            .cluster
+            .tree(&tree_name)
+            .map_err(|e| ApiError::new(e.0))?;
+        let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
+        let pool = tree.resolve_path(&segs).map_err(|e| ApiError::new(e.0))?;
+        if pool_allows(tree, &pool, caller, Permission::Administer) {
+            Ok(())
+        } else {
+            Err(refusal(
+                caller,
+                Permission::Administer,
+                &format!("pool '{pool}' of pool tree '{tree_name}'"),
+            ))
+        }
+    }
+
+    /// `create`: a pool needs `administer` on its parent, a pool tree the admin role.
+    pub fn authorize_create(
+        &self,
+        caller: &Caller,
+        object_type: ObjectType,
+        tree_name: Option<&str>,
+        parent: Option<&str>,
+    ) -> Result<(), ApiError> {
+        if caller.admin {
+            return Ok(());
+        }
+        match (object_type, tree_name) {
+            (ObjectType::SchedulerPool, Some(tree_name)) => {
+                let tree = self
+                    .cluster
+                    .tree(tree_name)
+                    .map_err(|e| ApiError::new(e.0))?;
+                let parent = parent.unwrap_or(ROOT_POOL);
+                if parent != ROOT_POOL && !tree.contains(parent) {
+                    return Err(ApiError::new(format!(
+                        "pool tree '{tree_name}' has no pool '{parent}'"
+                    )));
+                }
+                if pool_allows(tree, parent, caller, Permission::Administer) {
+                    Ok(())
+                } else {
+                    Err(refusal(
+                        caller,
+                        Permission::Administer,
+                        &format!("pool '{parent}' of pool tree '{tree_name}'"),
+                    ))
+                }
+            }
+            (ObjectType::SchedulerPool, None) => Ok(()), // the create itself names what is missing
+            (ObjectType::SchedulerPoolTree, _) => Err(ApiError::new(format!(
+                "access denied: user '{}' may not create pool trees: only admins may",
+                caller.user
+            ))),
+        }
+    }
+}
