@@ -149,6 +149,26 @@ impl ResourceVector {
         best
     }
 
+    /// What one node may offer: far beyond any machine, yet finite, so one node's
+    /// report can never swamp a tree's totals (and with them every fair share).
+    pub const NODE_MAXIMUM: ResourceVector = ResourceVector {
+        cpu: 100_000.0,
+        memory: (1u64 << 52) as f64,
+        gpu: 4096.0,
+        user_slots: 100_000.0,
+    };
+
+    /// Whether every component is finite and within `max`; else the first one that is not.
+    pub fn check_within(&self, max: &ResourceVector) -> Result<(), (Resource, f64)> {
+        for &r in Resource::ALL.iter() {
+            let v = self.get(r);
+            if !v.is_finite() || v < -EPSILON || v > max.get(r) {
+                return Err((r, v));
+            }
+        }
+        Ok(())
+    }
+
     pub fn is_nonnegative(&self) -> bool {
         Resource::ALL
             .iter()

@@ -230,6 +230,8 @@ fn standby_takes_over_when_the_leader_dies() {
     // A synchronous run-vanilla started before the leader dies.
     let follower = std::process::Command::new(binary("ytsched"))
         .args(["--nats", &lab.nats_url, "--subject-prefix", &lab.prefix])
+        .arg("--creds")
+        .arg(lab.creds("admin"))
         .args(["run-vanilla", "--command", "sleep 3", "--job-count", "4"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

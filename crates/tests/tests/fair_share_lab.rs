@@ -241,6 +241,8 @@ pool_trees:
     std::fs::write(&path, "pool_trees: {default: {pools: {a: {weight: 0}}}}\n").unwrap();
     let out = std::process::Command::new(binary("ytsched-scheduler"))
         .args(["--nats", &lab.nats_url, "--subject-prefix", "unused-prefix"])
+        .arg("--creds")
+        .arg(lab.creds("scheduler"))
         .args(["--config", path.to_str().unwrap()])
         .output()
         .unwrap();

@@ -226,16 +226,17 @@ fn garbage_on_heartbeat_and_api_subjects_is_logged_and_the_scheduler_keeps_servi
     let lab = Lab::start(vec![two_cpu_node()]).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let client = async_nats::connect(&lab.nats_url).await.unwrap();
+        // Each identity sends garbage on the subjects it may publish on.
+        let node = lab.client_as("node0").await.unwrap();
+        let admin = lab.client_as("admin").await.unwrap();
         let garbage: Vec<u8> = (0..512u32)
             .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
             .collect();
-        for subject in [
-            "heartbeat.node0",
-            "heartbeat.intruder",
-            "api.start_operation",
-            "api.list_nodes",
-            "api.no_such_method",
+        for (client, subject) in [
+            (&node, "heartbeat.node0"),
+            (&admin, "admin.admin.start_operation"),
+            (&admin, "admin.admin.list_nodes"),
+            (&admin, "admin.admin.no_such_method"),
         ] {
             let subject = format!("{}.{subject}", lab.prefix);
             let reply = tokio::time::timeout(

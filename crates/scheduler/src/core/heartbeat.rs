@@ -11,6 +11,10 @@ use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId};
 
+/// How far one heartbeat's sequence number may run ahead of the last one taken from the
+/// same incarnation (a million periods: days of heartbeats the scheduler never saw).
+const MAX_SEQ_JUMP: u64 = 1_000_000;
+
 impl SchedulerCore {
     pub fn process_heartbeat(&mut self, req: HeartbeatRequest, now: UnixMillis) -> HeartbeatReply {
         self.observe(now);
@@ -27,13 +31,35 @@ impl SchedulerCore {
         if let Err(e) = NodeId::parse(req.node_id.as_str()) {
             return HeartbeatReply::rejected(e.to_string(), period);
         }
-        if !req.resource_limits.is_nonnegative() || !req.resource_usage.is_nonnegative() {
-            return HeartbeatReply::rejected(
-                "resource_limits and resource_usage must be non-negative numbers".into(),
-                period,
-            );
+        for (what, v) in [
+            ("resource_limits", &req.resource_limits),
+            ("resource_usage", &req.resource_usage),
+        ] {
+            if let Err((r, x)) = v.check_within(&ResourceVector::NODE_MAXIMUM) {
+                return HeartbeatReply::rejected(
+                    format!(
+                        "{what}.{r} = {x} is not a finite number between 0 and {}",
+                        ResourceVector::NODE_MAXIMUM.get(r)
+                    ),
+                    period,
+                );
+            }
         }
         if let Some(node) = self.nodes.get(&req.node_id) {
+            // A sequence number far ahead of the last one is not a late delivery but a
+            // forgery or a bug; taking it would make every real heartbeat look stale.
+            if node.online
+                && node.incarnation.as_ref() == Some(&req.incarnation_id)
+                && req.seq > node.last_seq.saturating_add(MAX_SEQ_JUMP)
+            {
+                return HeartbeatReply::rejected(
+                    format!(
+                        "heartbeat {} is more than {MAX_SEQ_JUMP} ahead of the last one ({}): ignored",
+                        req.seq, node.last_seq
+                    ),
+                    period,
+                );
+            }
             if req.seq != 0
                 && node.incarnation.as_ref() == Some(&req.incarnation_id)
                 && req.seq <= node.last_seq
@@ -52,8 +78,12 @@ impl SchedulerCore {
 
         let mut acknowledged = Vec::with_capacity(req.finished_jobs.len());
         for result in &req.finished_jobs {
-            acknowledged.push(result.job_id.clone());
-            self.apply_result(&node_id, result, now);
+            // Only a result of a job placed on this very node is taken and acknowledged
+            // (the agent deletes the job's sandbox on the acknowledgement).
+            if self.placed_on(&result.job_id, &node_id) {
+                acknowledged.push(result.job_id.clone());
+                self.apply_result(&node_id, result, now);
+            }
         }
 
         self.evict_jobs_of_other_trees(&node_id, now);
@@ -124,6 +154,14 @@ impl SchedulerCore {
         if returning || tags_changed || limits_changed {
             self.recompute_tree_resources();
         }
+    }
+
+    fn placed_on(&self, job: &JobId, node: &NodeId) -> bool {
+        self.job_owner
+            .get(job)
+            .and_then(|op| self.operations.get(op))
+            .and_then(|op| op.jobs.get(job))
+            .is_some_and(|j| &j.node == node)
     }
 
     fn apply_result(

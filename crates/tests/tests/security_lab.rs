@@ -1,0 +1,429 @@
+//! SPEC 5.11/5.12 on a real authenticated lab: nats-server enforces each identity's
+//! permissions, the scheduler takes the caller from the subject and applies pool ACLs and
+//! operation ownership, revoked keys stop working at once, and hostile messages on every
+//! subject an identity may publish on change nothing.
+
+use std::time::Duration;
+use ytsched_common::codec::encode;
+use ytsched_common::protocol::{HeartbeatRequest, PROTOCOL_VERSION};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::{IncarnationId, NodeId};
+use ytsched_tests::{wait_until, Lab, NodeOpts};
+
+fn node() -> NodeOpts {
+    NodeOpts::args(&["--cpu", "2", "--memory", "4G", "--user-slots", "4"])
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs the CLI as `who`, expecting it to fail with a message containing `needle`.
+fn refused(lab: &Lab, who: &str, args: &[&str], needle: &str) {
+    let out = lab.ytsched_as(who, args);
+    assert!(
+        !out.status.success(),
+        "{who} {args:?} should be refused, got {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr(&out).contains(needle),
+        "{who} {args:?}: expected '{needle}' in: {}",
+        stderr(&out)
+    );
+}
+
+fn ok_as(lab: &Lab, who: &str, args: &[&str]) -> String {
+    let out = lab.ytsched_as(who, args);
+    assert!(out.status.success(), "{who} {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A request that nats-server must refuse: it gets no answer (an error or a timeout).
+async fn no_answer(client: &async_nats::Client, subject: String, payload: Vec<u8>) -> bool {
+    matches!(
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            client.request(subject, payload.into())
+        )
+        .await,
+        Err(_) | Ok(Err(_))
+    )
+}
+
+fn heartbeat(node: &str, seq: u64) -> HeartbeatRequest {
+    HeartbeatRequest {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: NodeId::parse(node).unwrap(),
+        incarnation_id: IncarnationId::random(),
+        seq,
+        hostname: "forger".into(),
+        system_tags: vec![],
+        tags: vec![],
+        resource_limits: ResourceVector {
+            cpu: 64.0,
+            memory: 1e12,
+            gpu: 0.0,
+            user_slots: 64.0,
+        },
+        resource_usage: ResourceVector::ZERO,
+        running_jobs: vec![],
+        finished_jobs: vec![],
+    }
+}
+
+#[test]
+fn users_are_who_their_keys_say_and_pool_acls_and_ownership_decide() {
+    let lab = Lab::start(vec![node()]).unwrap();
+    lab.add_user("alice", false).unwrap();
+    lab.add_user("bob", false).unwrap();
+
+    // The user is the identity's name, whatever --user claims.
+    let op = ok_as(
+        &lab,
+        "alice",
+        &[
+            "--user",
+            "root",
+            "run-vanilla",
+            "--async",
+            "--command",
+            "echo secret-of-alice; sleep 30",
+        ],
+    );
+    let info: serde_json::Value = lab.operation(&op).unwrap();
+    assert_eq!(info["user"], "alice", "{info}");
+
+    // Everyone sees metadata; only the owner, owners and admins abort or read output.
+    ok_as(&lab, "bob", &["get-operation", &op]);
+    refused(
+        &lab,
+        "bob",
+        &["abort-operation", &op],
+        &format!("access denied: user 'bob' may not abort operation {op}"),
+    );
+    let job = wait_until(Duration::from_secs(20), || {
+        let jobs = lab.jobs(&op).ok()?;
+        jobs.first()?["id"].as_str().map(str::to_string)
+    })
+    .unwrap();
+    refused(
+        &lab,
+        "bob",
+        &["get-job-stdout", &op, &job],
+        "may not read the job output of",
+    );
+    ok_as(&lab, "alice", &["abort-operation", &op]);
+
+    // A spec's owners share those rights.
+    let shared = lab.dir.path().join("shared.yaml");
+    std::fs::write(
+        &shared,
+        "owners: [bob]\ntasks: {t: {command: 'sleep 30', cpu_limit: 0.5}}\n",
+    )
+    .unwrap();
+    let op2 = ok_as(
+        &lab,
+        "alice",
+        &["run-vanilla", "--async", "--spec", shared.to_str().unwrap()],
+    );
+    ok_as(&lab, "bob", &["abort-operation", &op2]);
+
+    // Pool ACLs: deny beats allow, inherited by children.
+    lab.ok(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "research",
+        "--pool-tree",
+        "default",
+        "--attributes",
+        r#"{"acl": [{"action": "allow", "subjects": ["everyone"], "permissions": ["use"]},
+                    {"action": "deny", "subjects": ["bob"], "permissions": ["use"]},
+                    {"action": "allow", "subjects": ["alice"], "permissions": ["administer"]}]}"#,
+    ]);
+    lab.ok(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "ml",
+        "--parent-name",
+        "research",
+        "--pool-tree",
+        "default",
+    ]);
+    refused(
+        &lab,
+        "bob",
+        &[
+            "run-vanilla",
+            "--async",
+            "--pool",
+            "ml",
+            "--command",
+            "true",
+        ],
+        "access denied: user 'bob' has no 'use' permission on pool 'ml' of pool tree 'default'",
+    );
+    let op3 = ok_as(
+        &lab,
+        "alice",
+        &[
+            "run-vanilla",
+            "--async",
+            "--pool",
+            "ml",
+            "--command",
+            "true",
+        ],
+    );
+    lab.wait_finished(&op3, Duration::from_secs(30)).unwrap();
+
+    // administer: alice may shape research and create under it, bob may not; neither
+    // may touch the root, trees or nodes.
+    ok_as(
+        &lab,
+        "alice",
+        &["set", "//sys/pool_trees/default/research/@weight", "3"],
+    );
+    ok_as(
+        &lab,
+        "alice",
+        &[
+            "create",
+            "scheduler_pool",
+            "--name",
+            "nlp",
+            "--parent-name",
+            "research",
+            "--pool-tree",
+            "default",
+        ],
+    );
+    refused(
+        &lab,
+        "bob",
+        &["set", "//sys/pool_trees/default/research/ml/@weight", "5"],
+        "access denied: user 'bob' has no 'administer' permission on pool 'ml'",
+    );
+    refused(
+        &lab,
+        "alice",
+        &[
+            "create",
+            "scheduler_pool",
+            "--name",
+            "mine",
+            "--pool-tree",
+            "default",
+        ],
+        "no 'administer' permission on pool '<Root>'",
+    );
+    refused(
+        &lab,
+        "alice",
+        &["create", "scheduler_pool_tree", "--name", "evil"],
+        "only admins may",
+    );
+    refused(
+        &lab,
+        "alice",
+        &[
+            "set",
+            "//sys/pool_trees/default/@config/nodes_filter",
+            "\"x\"",
+        ],
+        "only admins may change",
+    );
+    refused(
+        &lab,
+        "bob",
+        &["set", "//sys/cluster_nodes/node0/@user_tags", "[\"x\"]"],
+        "only admins may change",
+    );
+    assert_eq!(
+        lab.ok(&["get", "//sys/pool_trees/default/research/ml/@weight"])
+            .trim(),
+        "1.0",
+        "a refused change changes nothing (the default weight stands)"
+    );
+}
+
+#[test]
+fn nats_server_refuses_forgeries_and_hostile_messages_change_nothing() {
+    let lab = Lab::start(vec![node(), node()]).unwrap();
+    lab.add_user("mallory", false).unwrap();
+    let before = lab.ok(&["list-operations", "--format", "json"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let p = &lab.prefix;
+        let node1 = lab.client_as("node1").await.unwrap();
+        let mallory = lab.client_as("mallory").await.unwrap();
+
+        // The control: on her own subject mallory is answered (so silence below is refusal).
+        let own = ytsched_common::api::ApiRequest {
+            protocol_version: PROTOCOL_VERSION,
+            body: ytsched_common::api::ListNodes {},
+        };
+        assert!(
+            !no_answer(
+                &mallory,
+                format!("{p}.api.mallory.list_nodes"),
+                encode(&own).unwrap()
+            )
+            .await
+        );
+        // Node 1 heartbeating as node 0 (a new incarnation would take node 0 over).
+        let forged = encode(&heartbeat("node0", 1)).unwrap();
+        assert!(no_answer(&node1, format!("{p}.heartbeat.node0"), forged.clone()).await);
+        // A user heartbeating as a node, calling as another user, or as an admin.
+        assert!(no_answer(&mallory, format!("{p}.heartbeat.node0"), forged).await);
+        for subject in [
+            format!("{p}.api.alice.list_operations"),
+            format!("{p}.admin.mallory.set"),
+            format!("{p}.admin.admin.create"),
+            // JetStream and KV are the scheduler's alone.
+            "$JS.API.STREAM.LIST".to_string(),
+            format!("$KV.{p}_state.config"),
+            format!("$JS.API.STREAM.PURGE.KV_{p}_state"),
+        ] {
+            assert!(
+                no_answer(&mallory, subject.clone(), b"{}".to_vec()).await,
+                "mallory got an answer on {subject}"
+            );
+        }
+        // Subscribing to others' traffic is refused too: nothing arrives.
+        let mut spy = mallory.subscribe(format!("{p}.heartbeat.>")).await.unwrap();
+        let mut inbox_spy = mallory.subscribe("_INBOX.>".to_string()).await.unwrap();
+        let heard = tokio::time::timeout(Duration::from_secs(3), async {
+            use futures::StreamExt;
+            tokio::select! {
+                m = spy.next() => m.is_some(),
+                m = inbox_spy.next() => m.is_some(),
+            }
+        })
+        .await;
+        assert!(
+            !matches!(heard, Ok(true)),
+            "mallory overheard another identity's traffic"
+        );
+
+        // Hostile payloads on the subjects each identity may use: random, truncated,
+        // wrong-shaped, oversized. Each gets an error reply or is dropped, never a crash.
+        let node0 = lab.client_as("node0").await.unwrap();
+        let good = encode(&heartbeat("node0", 1)).unwrap();
+        let mut payloads: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0xc1],
+            good[..good.len() / 2].to_vec(),
+            encode(&vec![1u8, 2, 3]).unwrap(),
+            vec![0x91; 100_000], // deep nesting of one-element arrays
+        ];
+        let mut x: u32 = 0x9e3779b9;
+        for len in [1usize, 7, 64, 4096, 200_000] {
+            payloads.push(
+                (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        x as u8
+                    })
+                    .collect(),
+            );
+        }
+        for payload in &payloads {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                node0.request(format!("{p}.heartbeat.node0"), payload.clone().into()),
+            )
+            .await;
+            for method in [
+                "start_operation",
+                "abort_operation",
+                "set",
+                "create",
+                "get_job_output",
+            ] {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    mallory.request(format!("{p}.api.mallory.{method}"), payload.clone().into()),
+                )
+                .await;
+            }
+        }
+        // Far more than the bus's payload limit is refused by the client or the server.
+        let huge = vec![0u8; 2 << 20];
+        assert!(no_answer(&mallory, format!("{p}.api.mallory.set"), huge).await);
+    });
+    // The lab still runs operations, and nothing stored changed.
+    assert_eq!(lab.ok(&["list-operations", "--format", "json"]), before);
+    let out = lab.ytsched(&[
+        "run-vanilla",
+        "--command",
+        "echo still-here",
+        "--job-count",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for i in 0..2 {
+        assert_eq!(lab.node_info(i).unwrap()["state"], "online");
+    }
+}
+
+#[test]
+fn a_revoked_identity_is_cut_off_at_once_without_restarts() {
+    let lab = Lab::start(vec![node(), node()]).unwrap();
+    lab.add_user("dave", false).unwrap();
+    // Keep a copy of the key: revoking deletes the file, but the server must refuse it.
+    let kept = lab.dir.path().join("dave-kept.creds");
+    std::fs::copy(lab.creds("dave"), &kept).unwrap();
+    ok_as(&lab, "dave", &["list-nodes"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(lab.client_as("dave")).unwrap();
+
+    lab.auth(&["revoke", "dave"]).unwrap();
+    wait_until(Duration::from_secs(10), || {
+        (client.connection_state() != async_nats::connection::State::Connected).then_some(())
+    })
+    .expect("nats-server closes the revoked identity's connection");
+    std::fs::copy(&kept, lab.creds("dave")).unwrap();
+    refused(&lab, "dave", &["list-nodes"], "cannot connect");
+
+    // A revoked node is cut off too: it goes offline, and its jobs run elsewhere.
+    lab.auth(&["revoke", "node1"]).unwrap();
+    wait_until(Duration::from_secs(20), || {
+        (lab.node_info(1)?["state"] == "offline").then_some(())
+    })
+    .expect("the revoked node goes offline");
+    assert_eq!(lab.node_info(0).unwrap()["state"], "online");
+    let out = lab.ytsched(&["run-vanilla", "--command", "true", "--job-count", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn daemons_refuse_to_run_unauthenticated_unless_told_and_never_off_loopback() {
+    let run = |bin: &str, args: &[&str]| {
+        std::process::Command::new(ytsched_tests::binary(bin))
+            .args(args)
+            .env_remove("YTSCHED_CREDS")
+            .output()
+            .unwrap()
+    };
+    for bin in ["ytsched-scheduler", "ytsched-node"] {
+        let out = run(bin, &["--nats", "nats://127.0.0.1:1"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("needs credentials"),
+            "{bin}: {}",
+            stderr(&out)
+        );
+        let out = run(bin, &["--nats", "nats://10.1.2.3:4222", "--insecure"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("--insecure is refused"),
+            "{bin}: {}",
+            stderr(&out)
+        );
+    }
+}
