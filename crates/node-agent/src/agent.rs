@@ -46,6 +46,7 @@ struct RunningEntry {
     start_time: UnixMillis,
     abort: Option<oneshot::Sender<JobAbort>>,
     gpus: Vec<u32>,
+    slot: Option<u32>,
 }
 
 #[derive(Default)]
@@ -55,6 +56,8 @@ struct AgentState {
     seen: HashSet<JobId>,
     seen_order: VecDeque<JobId>,
     free_gpus: BTreeSet<u32>,
+    /// Slot indices not held by a running job; a job runs as its slot's user.
+    free_slots: BTreeSet<u32>,
     shutting_down: bool,
 }
 
@@ -72,6 +75,7 @@ impl Agent {
     pub fn new(config: AgentConfig) -> Arc<Self> {
         let state = AgentState {
             free_gpus: config.gpu_devices.iter().copied().collect(),
+            free_slots: (0..config.resource_limits.user_slots.max(1.0) as u32).collect(),
             ..Default::default()
         };
         Arc::new(Agent {
@@ -247,6 +251,7 @@ impl Agent {
                 for g in &gpus {
                     st.free_gpus.remove(g);
                 }
+                let slot = st.free_slots.pop_first();
                 let (tx, rx) = oneshot::channel();
                 st.running.insert(
                     spec.job_id.clone(),
@@ -255,19 +260,25 @@ impl Agent {
                         start_time: unix_now(),
                         abort: Some(tx),
                         gpus: gpus.clone(),
+                        slot,
                     },
                 );
-                to_start.push((spec, gpus, rx, want));
+                to_start.push((spec, gpus, rx, want, slot));
             }
         }
-        for (spec, gpus, rx, want) in to_start {
+        for (spec, gpus, rx, want, slot) in to_start {
             let agent = self.clone();
             tokio::spawn(async move {
-                let result = if gpus.len() < want {
-                    gpu_shortage(&spec, want, gpus.len())
-                } else {
-                    let env = gpu_env(&gpus);
-                    job::run(&agent.config.sandbox, &spec, &env, rx).await
+                let result = match slot {
+                    _ if gpus.len() < want => shortage(
+                        &spec,
+                        format!("node has {} free GPU(s), job needs {want}", gpus.len()),
+                    ),
+                    None => shortage(&spec, "node has no free job slot".into()),
+                    Some(slot) => {
+                        let env = gpu_env(&gpus);
+                        job::run(&agent.config.sandbox, &spec, &env, slot, rx).await
+                    }
                 };
                 agent.job_done(result);
             });
@@ -285,6 +296,7 @@ impl Agent {
         let mut st = self.lock();
         if let Some(entry) = st.running.remove(&result.job_id) {
             st.free_gpus.extend(entry.gpus);
+            st.free_slots.extend(entry.slot);
         }
         if !st.shutting_down {
             st.finished.insert(result.job_id.clone(), result);
@@ -338,13 +350,14 @@ fn gpu_env(gpus: &[u32]) -> Vec<(String, String)> {
     ]
 }
 
-fn gpu_shortage(spec: &JobStartSpec, want: usize, have: usize) -> FinishedJob {
+/// A job the node could not start for want of something it should have had.
+fn shortage(spec: &JobStartSpec, error: String) -> FinishedJob {
     let now = unix_now();
     FinishedJob {
         job_id: spec.job_id.clone(),
         operation_id: spec.operation_id.clone(),
         state: JobState::Aborted,
-        error: Some(format!("node has {have} free GPU(s), job needs {want}")),
+        error: Some(error),
         start_time: now,
         finish_time: now,
         statistics: Default::default(),

@@ -13,6 +13,7 @@ pub async fn run(
     config: &SandboxConfig,
     spec: &JobStartSpec,
     extra_env: &[(String, String)],
+    slot: u32,
     mut abort: oneshot::Receiver<JobAbort>,
 ) -> FinishedJob {
     let start_time = unix_now();
@@ -28,7 +29,7 @@ pub async fn run(
         stdout_tail: String::new(),
         stderr_tail: String::new(),
     };
-    let mut sandbox = match config.launch(spec, extra_env) {
+    let mut sandbox = match config.launch(spec, extra_env, slot) {
         Ok(s) => s,
         Err(e) => {
             result.error = Some(format!("cannot start job: {e}"));
@@ -37,6 +38,8 @@ pub async fn run(
         }
     };
     tracing::info!(job = %spec.job_id, pid = sandbox.pid().unwrap_or(0), "job started");
+    let pgid = sandbox.pgid();
+    config.guardian.watch(pgid);
 
     let mut aborted: Option<JobAbort> = None;
     let status = tokio::select! {
@@ -48,6 +51,7 @@ pub async fn run(
         }
     };
     let outcome = sandbox.finish().await;
+    config.guardian.forget(pgid);
     result.finish_time = unix_now();
     result.stdout_tail = outcome.stdout_tail;
     result.stderr_tail = outcome.stderr_tail;

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod detect;
 pub mod gpu;
+pub mod guardian;
 pub mod job;
 pub mod sandbox;
 pub mod tags;

@@ -10,6 +10,7 @@ use ytsched_common::NodeId;
 use ytsched_node::agent::{Agent, AgentConfig};
 use ytsched_node::cgroup::CgroupManager;
 use ytsched_node::detect::{self, Overrides};
+use ytsched_node::guardian::{self, Guardian};
 use ytsched_node::sandbox::{Isolation, SandboxConfig};
 use ytsched_node::{gpu, tags};
 
@@ -62,9 +63,14 @@ struct Args {
     /// Time between SIGTERM and SIGKILL when a job is aborted.
     #[arg(long, default_value = "5s")]
     kill_grace: DurationMs,
-    /// Most processes one job may have.
-    #[arg(long, default_value_t = 10_000)]
-    job_pids_limit: u64,
+    /// Most processes one job may have (default: 10,000, or less so that every slot's
+    /// jobs together stay below half the machine's pid_max).
+    #[arg(long)]
+    job_pids_limit: Option<u64>,
+    /// Jobs of slot N run as uid and gid BASE + N (YTsaurus slot users). Used when the
+    /// agent runs as root; otherwise jobs run as the agent's own user.
+    #[arg(long, default_value_t = 20_000)]
+    slot_uid_base: u32,
     /// nvidia-smi to ask when NVML is not available (a path or a name on PATH).
     #[arg(long, default_value = "nvidia-smi")]
     nvidia_smi: PathBuf,
@@ -72,8 +78,14 @@ struct Args {
     bus: BusArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some(guardian::GUARDIAN_FLAG) {
+        guardian::run();
+    }
+    tokio::runtime::Runtime::new()?.block_on(agent_main())
+}
+
+async fn agent_main() -> anyhow::Result<()> {
     ytsched_common::logging::init("info");
     let args = Args::parse();
     let auth = args
@@ -164,11 +176,39 @@ async fn main() -> anyhow::Result<()> {
             Isolation::Process
         }
     };
+    let slot_uid_base = if nix::unistd::geteuid().is_root() {
+        let last = args.slot_uid_base as u64 + limits.user_slots as u64;
+        if args.slot_uid_base == 0 || last >= i32::MAX as u64 {
+            bail!(
+                "--slot-uid-base {}: slot users would run from uid {} to {last}; use a base above 0 with room for {} slots",
+                args.slot_uid_base, args.slot_uid_base, limits.user_slots
+            );
+        }
+        // Jobs must reach their own directory below these, and see nothing else in them.
+        for d in [&work_dir, &sandboxes_dir] {
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o711))
+                .with_context(|| format!("cannot set the mode of {}", d.display()))?;
+        }
+        Some(args.slot_uid_base)
+    } else {
+        warn!("not root: jobs run as this agent's own user, not as slot users");
+        None
+    };
+    let pids_limit = args
+        .job_pids_limit
+        .unwrap_or_else(|| default_pids_limit(limits.user_slots));
+    let cgroup_dirs = match &isolation {
+        Isolation::Cgroup(m) => m.node_dirs().to_vec(),
+        Isolation::Process => vec![],
+    };
+    let guardian = Guardian::spawn(&cgroup_dirs).context("cannot start the job guardian")?;
     let sandbox = SandboxConfig {
+        guardian,
         isolation,
         sandboxes_dir,
         kill_grace: args.kill_grace.as_std(),
-        pids_limit: args.job_pids_limit,
+        pids_limit,
+        slot_uid_base,
     };
     let stale_dirs = sandbox.remove_stale_dirs();
     if stale_dirs > 0 {
@@ -207,4 +247,14 @@ async fn main() -> anyhow::Result<()> {
     agent.run(client, shutdown).await?;
     info!("node agent stopped");
     Ok(())
+}
+
+/// 10,000 processes per job, lowered so that a full node's jobs together stay below half
+/// of the kernel's pid_max (the rest is for the system and the agent).
+fn default_pids_limit(user_slots: f64) -> u64 {
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(32_768);
+    (pid_max / 2 / (user_slots.max(1.0) as u64)).clamp(16, 10_000)
 }

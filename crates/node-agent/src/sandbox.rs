@@ -8,6 +8,7 @@ use nix::unistd::Pid;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +40,11 @@ pub struct SandboxConfig {
     pub sandboxes_dir: PathBuf,
     pub kill_grace: Duration,
     pub pids_limit: u64,
+    /// Kills the jobs should the agent die.
+    pub guardian: crate::guardian::Guardian,
+    /// Slot users (YTsaurus): slot N's job runs as uid and gid `base + N`, never as the
+    /// agent's user. None when the agent cannot switch users (not root).
+    pub slot_uid_base: Option<u32>,
 }
 
 pub struct Sandbox {
@@ -75,6 +81,7 @@ impl SandboxConfig {
         &self,
         spec: &JobStartSpec,
         extra_env: &[(String, String)],
+        slot: u32,
     ) -> Result<Sandbox, SandboxError> {
         let dir = self.job_dir(spec.job_id.as_str());
         let work = dir.join("work");
@@ -83,6 +90,14 @@ impl SandboxConfig {
             source,
         };
         fs::create_dir_all(&work).map_err(dir_err)?;
+        let uid = self.slot_uid_base.map(|base| base + slot);
+        if let Some(uid) = uid {
+            // The job's own, private directory: no other slot user can look in.
+            for d in [&dir, &work] {
+                std::os::unix::fs::chown(d, Some(uid), Some(uid)).map_err(dir_err)?;
+                fs::set_permissions(d, fs::Permissions::from_mode(0o700)).map_err(dir_err)?;
+            }
+        }
         let stdin = match &spec.stdin {
             Some(text) => {
                 let path = dir.join("stdin");
@@ -141,15 +156,31 @@ impl SandboxConfig {
             None => vec![],
         };
         let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
-        // SAFETY: the closure only calls write(2), which is async-signal-safe, on fds
-        // that stay open until spawn returns; it does not allocate.
+        // SAFETY: the closure only makes async-signal-safe system calls (write, setgroups,
+        // setgid, setuid, prctl) on fds that stay open until spawn returns; it does not
+        // allocate.
         unsafe {
             cmd.pre_exec(move || {
+                let check = |rc: libc::c_int| {
+                    if rc < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(())
+                    }
+                };
+                // Join the cgroup while still privileged, then drop to the slot user.
                 for fd in &fds {
                     if libc::write(*fd, b"0".as_ptr().cast(), 1) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
+                if let Some(uid) = uid {
+                    check(libc::setgroups(0, std::ptr::null()))?;
+                    check(libc::setgid(uid))?;
+                    check(libc::setuid(uid))?;
+                }
+                // Nothing the job execs (setuid binaries included) gains privileges.
+                check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
                 Ok(())
             });
         }
@@ -177,6 +208,11 @@ impl SandboxConfig {
 impl Sandbox {
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// The job's process group (its main process's pid).
+    pub fn pgid(&self) -> i32 {
+        self.pgid.as_raw()
     }
 
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {

@@ -160,6 +160,9 @@ impl Lab {
     /// As `start`, with extra scheduler flags.
     pub fn start_with(scheduler_args: &[&str], nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
         let dir = tempfile::Builder::new().prefix("ytsched-e2e-").tempdir()?;
+        // Jobs run as slot users: they must pass through (not list) the lab directory to
+        // reach their sandboxes. Secrets stay in auth/, which is 0700.
+        set_mode(dir.path(), 0o711)?;
         let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
         let ports = dir.path().join("ports");
         std::fs::create_dir_all(&ports)?;
@@ -546,6 +549,18 @@ fn remove_cgroup_tree(dir: &Path) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// A temporary directory jobs may write into (they run as slot users, not as the test).
+pub fn job_writable_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    set_mode(dir.path(), 0o1777).expect("chmod");
+    dir
 }
 
 pub fn wait_for_ports_file(dir: &Path) -> anyhow::Result<String> {

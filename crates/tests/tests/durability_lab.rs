@@ -79,7 +79,7 @@ fn assert_each_ran_once(dir: &Path, n: u32) {
 
 #[test]
 fn killed_scheduler_revives_and_every_job_keeps_running() {
-    let marks_dir = tempfile::tempdir().unwrap();
+    let marks_dir = ytsched_tests::job_writable_dir();
     let mut lab = Lab::start(vec![node("4", "20"), node("4", "20"), node("4", "20")]).unwrap();
     let spec = format!(
         "tasks: {{t: {{command: '{}', job_count: 50, cpu_limit: 0.2, memory_limit: 64M}}}}",
@@ -122,7 +122,7 @@ fn killed_scheduler_revives_and_every_job_keeps_running() {
 
 #[test]
 fn lost_agent_jobs_run_elsewhere_and_nothing_stale_survives_its_return() {
-    let marks_dir = tempfile::tempdir().unwrap();
+    let marks_dir = ytsched_tests::job_writable_dir();
     let mut lab = Lab::start(vec![node("2", "4"), node("2", "4"), node("2", "4")]).unwrap();
     let spec = format!(
         "tasks: {{t: {{command: '{}', job_count: 4, cpu_limit: 1}}}}",
@@ -196,7 +196,7 @@ fn lost_agent_jobs_run_elsewhere_and_nothing_stale_survives_its_return() {
 
 #[test]
 fn a_nats_outage_loses_nothing() {
-    let marks_dir = tempfile::tempdir().unwrap();
+    let marks_dir = ytsched_tests::job_writable_dir();
     let mut lab = Lab::start(vec![node("2", "4"), node("2", "4"), node("2", "4")]).unwrap();
     let spec = format!(
         "tasks: {{t: {{command: '{}', job_count: 12, cpu_limit: 1}}}}",
@@ -265,7 +265,7 @@ fn standby_takes_over_when_the_leader_dies() {
 
 #[test]
 fn crashing_the_scheduler_at_random_points_never_duplicates_or_loses_a_job() {
-    let marks_dir = tempfile::tempdir().unwrap();
+    let marks_dir = ytsched_tests::job_writable_dir();
     let mut lab = Lab::start_with(
         &["--lease-ttl", "1s"],
         vec![node("2", "4"), node("2", "4"), node("2", "4")],

@@ -427,3 +427,69 @@ fn daemons_refuse_to_run_unauthenticated_unless_told_and_never_off_loopback() {
         );
     }
 }
+
+#[test]
+fn jobs_run_as_slot_users_confined_to_their_own_sandbox_and_cgroup() {
+    if !ytsched_tests::is_root() {
+        eprintln!("skipped: slot users need the agent to run as root (this test is not root)");
+        return;
+    }
+    let lab = Lab::start(vec![node()]).unwrap();
+    let shared = ytsched_tests::job_writable_dir();
+    let m = shared.path().display();
+    let creds = lab.creds("node0");
+    let creds = creds.display();
+    let script = format!(
+        r#"echo uid=$(id -u)
+grep NoNewPrivs /proc/self/status
+echo $$ > {m}/pid-$YT_JOB_INDEX
+cat /etc/shadow >/dev/null 2>&1 && echo shadow=read || echo shadow=denied
+cat {creds} >/dev/null 2>&1 && echo creds=read || echo creds=denied
+ls ../.. 2>&1 | grep -q 'Permission denied' && echo sandboxes=denied || echo sandboxes=listed
+p=$(grep -E ':memory:' /proc/self/cgroup | head -1 | cut -d: -f3)
+if [ -n "$p" ]; then f=/sys/fs/cgroup/memory$p/memory.limit_in_bytes; r=/sys/fs/cgroup/memory/cgroup.procs
+else p=$(grep '^0::' /proc/self/cgroup | cut -d: -f3); f=/sys/fs/cgroup$p/memory.max; r=/sys/fs/cgroup/cgroup.procs; fi
+(echo 999999999 > $f) 2>/dev/null && echo cgroup=written || echo cgroup=denied
+(echo $$ > $r) 2>/dev/null && echo escape=moved || echo escape=denied
+sleep 2
+for j in 0 1; do
+  [ "$j" = "$YT_JOB_INDEX" ] && continue
+  ls ../../$YT_OPERATION_ID-$j 2>&1 | grep -q 'Permission denied' && echo other=denied || echo other=seen
+  other=$(cat {m}/pid-$j)
+  kill -0 $other 2>&1 | grep -q 'not permitted' && echo signal=denied || echo signal=sent
+done
+sleep 1
+"#
+    );
+    let spec =
+        serde_json::json!({"tasks": {"t": {"command": script, "job_count": 2, "cpu_limit": 0.5}}});
+    let op = lab.submit_spec(&spec.to_string()).unwrap();
+    let done = lab.wait_finished(&op, Duration::from_secs(60)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    let mut uids = vec![];
+    for job in lab.jobs(&op).unwrap() {
+        let out = lab.ok(&["get-job-stdout", &op, job["id"].as_str().unwrap()]);
+        let uid: u32 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("uid="))
+            .and_then(|u| u.parse().ok())
+            .unwrap_or_else(|| panic!("no uid in {out}"));
+        assert!(uid >= 20_000, "a job runs as a slot user, not {uid}: {out}");
+        uids.push(uid);
+        for expected in [
+            "NoNewPrivs:\t1",
+            "shadow=denied",
+            "creds=denied",
+            "sandboxes=denied",
+            "cgroup=denied",
+            "escape=denied",
+            "other=denied",
+            "signal=denied",
+        ] {
+            assert!(out.contains(expected), "expected {expected} in:\n{out}");
+        }
+    }
+    uids.sort();
+    uids.dedup();
+    assert_eq!(uids.len(), 2, "two concurrent jobs, two slot users");
+}

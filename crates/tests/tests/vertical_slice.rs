@@ -261,7 +261,7 @@ fn garbage_on_heartbeat_and_api_subjects_is_logged_and_the_scheduler_keeps_servi
 }
 
 #[test]
-fn agent_killed_mid_job_cleans_stale_cgroup_and_sandbox_on_restart() {
+fn agent_killed_mid_job_takes_its_job_along_and_the_restart_cleans_up() {
     let mut lab = Lab::start(vec![two_cpu_node()]).unwrap();
     let marker = format!("sleep 92{}", std::process::id());
     let spec = serde_json::json!({"tasks": {"t": {"command": format!("{marker}1")}}});
@@ -279,18 +279,12 @@ fn agent_killed_mid_job_cleans_stale_cgroup_and_sandbox_on_restart() {
 
     lab.kill_node(0, nix::sys::signal::Signal::SIGKILL);
     assert!(sandbox.exists(), "a SIGKILLed agent leaves its sandbox");
-    if is_root() {
-        assert!(
-            !lab.cgroup_dirs_of(&job_id).is_empty(),
-            "and its job cgroup"
-        );
-    }
-    if is_root() {
-        assert!(
-            old_pids.iter().all(|p| is_alive(*p)),
-            "the job outlives its SIGKILLed agent"
-        );
-    }
+    // The job dies with its agent (the agent's guardian kills it), so it cannot run on
+    // unsupervised while the scheduler runs it again elsewhere.
+    wait_until(Duration::from_secs(5), || {
+        old_pids.iter().all(|p| !is_alive(*p)).then_some(())
+    })
+    .expect("the job dies with its SIGKILLed agent");
     lab.restart_node(0).unwrap();
     wait_until(Duration::from_secs(10), || {
         let clean = !sandbox.exists()

@@ -98,6 +98,11 @@ impl CgroupManager {
         self.version
     }
 
+    /// The node's directory in each hierarchy (job cgroups are its children).
+    pub fn node_dirs(&self) -> &[PathBuf] {
+        &self.node_dirs
+    }
+
     /// Kills whatever a previous incarnation left and removes its job cgroups.
     /// Returns how many stale cgroups were removed.
     pub fn remove_stale(&self) -> usize {
