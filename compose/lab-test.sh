@@ -30,9 +30,11 @@ project="ytsched-labtest-$$"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 http_port=$(free_port)
-export YTSCHED_LAB_NATS_PORT="$port" YTSCHED_LAB_HTTP_PORT="$http_port" YTSCHED_LAB_CGROUP_ROOT="$project"
+auth_dir="$PWD/compose/.build/auth-$project"
+export YTSCHED_LAB_NATS_PORT="$port" YTSCHED_LAB_HTTP_PORT="$http_port" YTSCHED_LAB_CGROUP_ROOT="$project" \
+    YTSCHED_LAB_AUTH_DIR="$auth_dir"
 compose() { "${compose_cmd[@]}" -p "$project" -f compose/compose.yaml "$@"; }
-yt() { "$cli" --nats "nats://127.0.0.1:$port" "$@"; }
+yt() { "$cli" --nats "nats://127.0.0.1:$port" --creds "$auth_dir/admin.creds" "$@"; }
 
 cleanup() {
     local status=$?
@@ -41,6 +43,7 @@ cleanup() {
         compose logs --no-color --tail 40 >&2 || true
     fi
     compose down -v --remove-orphans >/dev/null 2>&1 || true
+    rm -rf "$auth_dir"
     remove_job_cgroups
     exit $status
 }
@@ -75,6 +78,12 @@ three_nodes() {
     [[ $(yt --format json list-nodes | json_field "sum(1 for n in d if n['state']=='online')") == 3 ]]
 }
 wait_for 60 three_nodes || fail "three nodes did not register"
+# Authenticated: an anonymous client is turned away, and the lab printed how to connect.
+if "$cli" --nats "nats://127.0.0.1:$port" list-nodes >/dev/null 2>&1; then
+    fail "an unauthenticated client was served"
+fi
+compose logs auth | grep -q "YTSCHED_CREDS=$auth_dir/admin.creds" || fail "the lab did not print YTSCHED_CREDS"
+echo "lab-test: authenticated (anonymous clients refused; YTSCHED_CREDS printed)"
 yt list-nodes
 trees=$(yt --format json list-nodes | json_field "' '.join(n['id']+'='+str(n['tree']) for n in sorted(d, key=lambda n: n['id']))")
 [[ "$trees" == "node1=default node2=default node3=other" ]] || fail "trees by node: $trees"

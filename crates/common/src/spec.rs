@@ -352,13 +352,6 @@ impl VanillaSpec {
                 ),
             ));
         }
-        let text: usize = self.tasks.values().map(TaskSpec::text_bytes).sum();
-        if text > MAX_SPEC_TEXT_BYTES {
-            return Err(SpecError::new(
-                "tasks",
-                format!("commands, stdin and environments come to {text} bytes, more than the limit of {MAX_SPEC_TEXT_BYTES}"),
-            ));
-        }
         if self.owners.len() > MAX_OWNERS {
             return Err(SpecError::new(
                 "owners",
@@ -390,6 +383,13 @@ impl VanillaSpec {
                 ));
             }
             task.validate(&format!("tasks.{name}"))?;
+        }
+        let text: usize = self.tasks.values().map(TaskSpec::text_bytes).sum();
+        if text > MAX_SPEC_TEXT_BYTES {
+            return Err(SpecError::new(
+                "tasks",
+                format!("commands, stdin and environments come to {text} bytes, more than the limit of {MAX_SPEC_TEXT_BYTES}"),
+            ));
         }
         if let Some(w) = self.weight {
             if !w.is_finite() || w <= 0.0 {
@@ -474,7 +474,17 @@ impl VanillaSpec {
 }
 
 /// Pool names match `[-_a-z0-9:A-Z]+` (SPEC 4.2).
+/// Longest pool (and pool tree) name.
+pub const MAX_POOL_NAME_LEN: usize = 100;
+
 pub fn validate_pool_name(name: &str) -> Result<(), String> {
+    if name.len() > MAX_POOL_NAME_LEN {
+        return Err(format!(
+            "'{}…' is not a valid pool name: {} bytes is longer than the limit of {MAX_POOL_NAME_LEN}",
+            name.chars().take(40).collect::<String>(),
+            name.len()
+        ));
+    }
     if !name.is_empty()
         && name
             .chars()

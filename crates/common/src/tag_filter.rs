@@ -13,6 +13,10 @@ use std::fmt;
 /// Deeper nesting than this is refused: real filters are a few levels deep, and the
 /// bound keeps the recursive parser safe on hostile input.
 const MAX_DEPTH: usize = 64;
+/// Longest filter text; a filter names a few tags, not a document.
+pub const MAX_FILTER_LEN: usize = 4096;
+/// Longest tag.
+pub const MAX_TAG_LEN: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("filter '{text}': at column {column}: {message}")]
@@ -25,6 +29,13 @@ pub struct TagFilterError {
 
 /// Whether `tag` is a valid tag name: `[A-Za-z0-9_./:-]+`, not all digits.
 pub fn validate_tag(tag: &str) -> Result<(), String> {
+    if tag.len() > MAX_TAG_LEN {
+        return Err(format!(
+            "tag '{}…' is invalid: {} bytes is longer than the limit of {MAX_TAG_LEN}",
+            tag.chars().take(40).collect::<String>(),
+            tag.len()
+        ));
+    }
     if tag.is_empty() || !tag.chars().all(is_tag_char) {
         return Err(format!(
             "tag '{tag}' is invalid: use letters, digits and _ . / : - only"
@@ -70,6 +81,16 @@ pub struct TagFilter {
 
 impl TagFilter {
     pub fn parse(text: &str) -> Result<Self, TagFilterError> {
+        if text.len() > MAX_FILTER_LEN {
+            return Err(TagFilterError {
+                text: text.chars().take(40).chain("…".chars()).collect(),
+                column: MAX_FILTER_LEN + 1,
+                message: format!(
+                    "{} bytes is longer than the limit of {MAX_FILTER_LEN}",
+                    text.len()
+                ),
+            });
+        }
         let tokens = tokenize(text)?;
         let mut p = Parser {
             text,

@@ -56,6 +56,8 @@ struct Driver {
     writer: Writer,
     /// For replies to heartbeats rejected before they reach the core.
     heartbeat_period_ms: u64,
+    /// The most one stored record may take: the bus's payload limit less a margin.
+    max_record_bytes: usize,
 }
 
 /// The writes a core call made: its configuration if that changed, then its operations
@@ -161,8 +163,9 @@ impl Driver {
                     return;
                 };
                 let method = method.to_string();
+                let max_record = driver.max_record_bytes;
                 let mut bytes = driver
-                    .with_core(|core| dispatch(core, &caller, &method, &msg.payload))
+                    .with_core(|core| dispatch(core, &caller, &method, &msg.payload, max_record))
                     .await;
                 let max = driver.client.server_info().max_payload;
                 if bytes.len() > max {
@@ -267,7 +270,20 @@ pub async fn run(
 
     let started = std::time::Instant::now();
     let snapshot = store::load(&state).await?;
-    let writer = Writer::spawn(state);
+    for d in &snapshot.damaged {
+        // An alert, not a crash: the record moves aside and the rest revives.
+        error!(key = %d.key, error = %d.error, kept_as = %store::damaged_key(&d.key), "ALERT: a stored record cannot be read; it is set aside");
+        state
+            .put(store::damaged_key(&d.key), d.value.clone())
+            .await
+            .with_context(|| format!("cannot set aside damaged record {}", d.key))?;
+        state
+            .delete(&d.key)
+            .await
+            .with_context(|| format!("cannot remove damaged record {}", d.key))?;
+    }
+    let max_record_bytes = record_limit(client.server_info().max_payload);
+    let writer = Writer::spawn(state, max_record_bytes);
     let mut core = SchedulerCore::new(config.core);
     let fresh = snapshot.config.is_none();
     match snapshot.config {
@@ -285,6 +301,13 @@ pub async fn run(
         }
     }
     core.set_integral_volumes(snapshot.volumes);
+    for d in &snapshot.damaged {
+        if let Some(id) = d.key.strip_prefix(store::OPERATION_PREFIX) {
+            if let Ok(id) = OperationId::parse(id) {
+                core.note_damaged_operation(id, d.error.clone());
+            }
+        }
+    }
     let summary = core.restore(
         snapshot.operations,
         snapshot.jobs,
@@ -316,6 +339,7 @@ pub async fn run(
         client,
         subjects,
         heartbeat_period_ms: core.config().heartbeat_period_ms,
+        max_record_bytes,
         core: Arc::new(Mutex::new(core)),
         writer,
     };
@@ -345,12 +369,55 @@ pub async fn run(
     Ok(())
 }
 
+/// The most one stored record may take, given the bus's payload limit: what a KV put
+/// can carry, less room for the message's headers.
+fn record_limit(max_payload: usize) -> usize {
+    max_payload.max(128 * 1024) - 16 * 1024
+}
+
+/// Room an operation's record needs beyond its spec (pools, history, counters).
+const OPERATION_RECORD_OVERHEAD: usize = 64 * 1024;
+
+/// Runs an admin change and takes it back if the configuration it leaves could not be
+/// stored: a change the store cannot hold must fail, not wedge every later write.
+fn within_record_limit(
+    core: &mut SchedulerCore,
+    max_record: usize,
+    change: impl FnOnce(&mut SchedulerCore) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    let before = core.cluster_config().clone();
+    change(core)?;
+    let size = store::config_write(core.cluster_config())
+        .map(|(_, v)| v.len())
+        .unwrap_or(usize::MAX);
+    if size > max_record {
+        let _ = core.set_cluster_config(before);
+        return Err(ApiError::new(format!(
+            "refused: the pool configuration would take {size} bytes, more than the store's record limit of {max_record}; remove pools or shorten attributes"
+        )));
+    }
+    Ok(())
+}
+
 /// Decodes one API call, checks the caller may make it, runs it against the core, and
 /// encodes the response.
-fn dispatch(core: &mut SchedulerCore, caller: &Caller, method: &str, payload: &[u8]) -> Vec<u8> {
+fn dispatch(
+    core: &mut SchedulerCore,
+    caller: &Caller,
+    method: &str,
+    payload: &[u8],
+    max_record: usize,
+) -> Vec<u8> {
     let now = unix_now();
     match method {
         api::StartOperation::METHOD => respond::<api::StartOperation>(payload, |req| {
+            let spec_limit = max_record.saturating_sub(OPERATION_RECORD_OVERHEAD);
+            if payload.len() > spec_limit {
+                return Err(ApiError::new(format!(
+                    "spec: {} bytes is more than the limit of {spec_limit} (the store's record limit less room for the operation's state)",
+                    payload.len()
+                )));
+            }
             let id = req.body.operation_id.unwrap_or_else(OperationId::random);
             core.start_operation_as(id, caller, req.body.spec, now)
         }),
@@ -386,7 +453,9 @@ fn dispatch(core: &mut SchedulerCore, caller: &Caller, method: &str, payload: &[
         api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
             core.authorize_change(caller, &req.body.path)?;
             let value = json_value(&req.body.value)?;
-            core.admin_set(&req.body.path, value).map_err(admin_error)
+            within_record_limit(core, max_record, |core| {
+                core.admin_set(&req.body.path, value).map_err(admin_error)
+            })
         }),
         api::AdminRemove::METHOD => respond::<api::AdminRemove>(payload, |req| {
             core.authorize_change(caller, &req.body.path)?;
@@ -404,16 +473,18 @@ fn dispatch(core: &mut SchedulerCore, caller: &Caller, method: &str, payload: &[
                 Some(text) => json_value(text)?,
                 None => serde_json::Value::Null,
             };
-            match b.object_type {
+            within_record_limit(core, max_record, |core| match b.object_type {
                 api::ObjectType::SchedulerPool => {
                     let tree = b.pool_tree.as_deref().ok_or_else(|| {
                         ApiError::new("create scheduler_pool needs a pool tree (--pool-tree)")
                     })?;
                     core.create_pool(tree, &b.name, b.parent_name.as_deref(), attributes)
+                        .map_err(admin_error)
                 }
-                api::ObjectType::SchedulerPoolTree => core.create_pool_tree(&b.name, attributes),
-            }
-            .map_err(admin_error)
+                api::ObjectType::SchedulerPoolTree => core
+                    .create_pool_tree(&b.name, attributes)
+                    .map_err(admin_error),
+            })
         }),
         other => {
             warn!(method = other, "unknown API method");

@@ -15,8 +15,9 @@ use ytsched_common::codec::{decode, encode, CodecError};
 
 pub const CONFIG_KEY: &str = "config";
 pub const VOLUMES_KEY: &str = "volumes";
-const OPERATION_PREFIX: &str = "op.";
+pub const OPERATION_PREFIX: &str = "op.";
 const JOB_PREFIX: &str = "job.";
+const DAMAGED_PREFIX: &str = "damaged.";
 
 /// A bucket name for this installation: its subject prefix, made safe for bucket names.
 pub fn bucket_name(prefix: &str, what: &str) -> String {
@@ -69,10 +70,25 @@ pub struct Snapshot {
     pub volumes: IntegralVolumes,
     pub operations: Vec<OperationRecord>,
     pub jobs: Vec<JobRecord>,
+    /// Values that could not be decoded: set aside by the service, never fatal.
+    pub damaged: Vec<Damaged>,
 }
 
-/// Reads the latest value of every key. A value that cannot be decoded is an error
-/// naming its key: the scheduler must not start on a state it only half understands.
+/// A stored value this version cannot read.
+pub struct Damaged {
+    pub key: String,
+    pub value: Bytes,
+    pub error: String,
+}
+
+/// Where a damaged value is kept for an admin to inspect.
+pub fn damaged_key(key: &str) -> String {
+    format!("{DAMAGED_PREFIX}{key}")
+}
+
+/// Reads the latest value of every key. A value that cannot be decoded is listed in
+/// `damaged` with its key and error; one bad record must not keep the scheduler from
+/// starting (its operation is failed, a job's index simply runs again).
 pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
     let mut snapshot = Snapshot::default();
     let messages = store
@@ -93,16 +109,25 @@ pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
     while let Some(entry) = entries.next().await {
         let entry = entry.context("cannot read the state bucket")?;
         if entry.operation == kv::Operation::Put {
-            let bad = |e: CodecError| anyhow::anyhow!("stored value of key '{}': {e}", entry.key);
             let key = entry.key.as_str();
-            if key == CONFIG_KEY {
-                snapshot.config = Some(decode(&entry.value).map_err(bad)?);
-            } else if key == VOLUMES_KEY {
-                snapshot.volumes = decode(&entry.value).map_err(bad)?;
-            } else if key.starts_with(OPERATION_PREFIX) {
-                snapshot.operations.push(decode(&entry.value).map_err(bad)?);
-            } else if key.starts_with(JOB_PREFIX) {
-                snapshot.jobs.push(decode(&entry.value).map_err(bad)?);
+            let decoded: Result<(), CodecError> = (|| {
+                if key == CONFIG_KEY {
+                    snapshot.config = Some(decode(&entry.value)?);
+                } else if key == VOLUMES_KEY {
+                    snapshot.volumes = decode(&entry.value)?;
+                } else if key.starts_with(OPERATION_PREFIX) {
+                    snapshot.operations.push(decode(&entry.value)?);
+                } else if key.starts_with(JOB_PREFIX) {
+                    snapshot.jobs.push(decode(&entry.value)?);
+                }
+                Ok(())
+            })();
+            if let Err(e) = decoded {
+                snapshot.damaged.push(Damaged {
+                    key: key.to_string(),
+                    value: entry.value.clone(),
+                    error: e.to_string(),
+                });
             }
         }
         if entry.delta == 0 {

@@ -6,14 +6,16 @@
 //! every queued batch at once, keeps the last value of each key, and writes them in
 //! phases (configuration, operations, jobs), each phase's keys concurrently. A failed
 //! write is retried until it succeeds: during a NATS outage callers wait, and nothing
-//! is dropped.
+//! is dropped. A value larger than a record may be can never succeed: it is refused
+//! with an alert instead of being retried forever in front of every later write (the
+//! API refuses requests that would make one, so this is the last line).
 
 use crate::store::{phase, Write};
 use async_nats::jetstream::kv;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 struct Batch {
     writes: Vec<Write>,
@@ -37,9 +39,9 @@ impl Stored {
 }
 
 impl Writer {
-    pub fn spawn(store: kv::Store) -> Writer {
+    pub fn spawn(store: kv::Store, max_value_bytes: usize) -> Writer {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, rx));
+        tokio::spawn(run(store, rx, max_value_bytes));
         Writer { tx }
     }
 
@@ -58,7 +60,7 @@ impl Writer {
 
 const MAX_BATCHES: usize = 512;
 
-async fn run(store: kv::Store, mut rx: mpsc::UnboundedReceiver<Batch>) {
+async fn run(store: kv::Store, mut rx: mpsc::UnboundedReceiver<Batch>, max_value_bytes: usize) {
     let mut failing = false;
     while let Some(first) = rx.recv().await {
         let mut batches = vec![first];
@@ -72,6 +74,10 @@ async fn run(store: kv::Store, mut rx: mpsc::UnboundedReceiver<Batch>) {
         let mut latest: BTreeMap<(u8, String), bytes::Bytes> = BTreeMap::new();
         for b in &mut batches {
             for (k, v) in b.writes.drain(..) {
+                if v.len() > max_value_bytes {
+                    error!(key = %k, bytes = v.len(), limit = max_value_bytes, "ALERT: state record too large for the store; not written");
+                    continue;
+                }
                 latest.insert((phase(&k), k), v);
             }
         }

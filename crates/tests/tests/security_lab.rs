@@ -493,3 +493,92 @@ sleep 1
     uids.dedup();
     assert_eq!(uids.len(), 2, "two concurrent jobs, two slot users");
 }
+
+#[test]
+fn oversized_input_and_damaged_records_never_wedge_the_scheduler() {
+    let mut lab = Lab::start(vec![node()]).unwrap();
+    // Requests whose records could not be stored are refused, naming the limit.
+    let big_command = "x".repeat(900_000);
+    let spec = serde_json::json!({"tasks": {"t": {"command": big_command}}});
+    let err = lab.submit_spec(&spec.to_string()).unwrap_err().to_string();
+    assert!(
+        err.contains("tasks.t.command") && err.contains("65536"),
+        "{err}"
+    );
+    let huge_count = lab
+        .submit_spec("tasks: {t: {command: 'true', job_count: 4000000000}}")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        huge_count.contains("1000000 jobs per operation"),
+        "{huge_count}"
+    );
+    let long_name = "p".repeat(120_000);
+    let out = lab.ytsched(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        &long_name,
+        "--pool-tree",
+        "default",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("longer than the limit of 100"),
+        "{}",
+        stderr(&out)
+    );
+    let filter = format!("\"{}\"", "a|".repeat(60_000) + "a");
+    let out = lab.ytsched(&[
+        "set",
+        "//sys/pool_trees/default/@config/nodes_filter",
+        &filter,
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("limit of 4096"), "{}", stderr(&out));
+
+    // A record nobody can decode, written behind the scheduler's back, and a scheduler
+    // crash: it starts anyway, sets the record aside and answers for the operation.
+    let victim = "0b4d0000-0000-4000-8000-000000000001";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = lab.client_as("scheduler").await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let kv = js
+            .get_key_value(format!("{}_state", lab.prefix))
+            .await
+            .unwrap();
+        kv.put(format!("op.{victim}"), b"\xc1 not msgpack".to_vec().into())
+            .await
+            .unwrap();
+        kv.put("job.x-1", vec![0x91; 3].into()).await.unwrap();
+    });
+    lab.kill_scheduler(0, nix::sys::signal::Signal::SIGKILL);
+    lab.restart_scheduler(0).unwrap();
+    let answer = wait_until(Duration::from_secs(20), || {
+        let out = lab.ytsched(&["get-operation", victim]);
+        let e = stderr(&out);
+        e.contains("failed at revival").then_some(e)
+    })
+    .expect("the revived scheduler answers for the damaged operation");
+    assert!(answer.contains("could not be read"), "{answer}");
+    assert!(lab
+        .scheduler_log()
+        .contains("ALERT: a stored record cannot be read"));
+    let out = lab.ytsched(&["run-vanilla", "--command", "echo alive"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    rt.block_on(async {
+        let client = lab.client_as("scheduler").await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let kv = js
+            .get_key_value(format!("{}_state", lab.prefix))
+            .await
+            .unwrap();
+        assert!(kv
+            .get(format!("damaged.op.{victim}"))
+            .await
+            .unwrap()
+            .is_some());
+        assert!(kv.get(format!("op.{victim}")).await.unwrap().is_none());
+    });
+}

@@ -104,6 +104,8 @@ pub struct SchedulerCore {
     /// before it counts the unreported ones as lost.
     revival_deadline: Option<UnixMillis>,
     events: Vec<CoreEvent>,
+    /// Operations whose stored record could not be read at revival, with why.
+    damaged: BTreeMap<OperationId, String>,
 }
 
 impl SchedulerCore {
@@ -138,6 +140,7 @@ impl SchedulerCore {
             latest_now: 0,
             revival_deadline: None,
             events: Vec::new(),
+            damaged: BTreeMap::new(),
         }
     }
 

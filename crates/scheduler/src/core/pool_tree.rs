@@ -56,6 +56,10 @@ pub struct ClusterConfig {
 
 pub const DEFAULT_TREE: &str = "default";
 
+/// Pools one tree may hold (ephemeral ones included): the whole configuration is one
+/// stored record, and every fair share update walks every pool.
+pub const MAX_POOLS_PER_TREE: usize = 5_000;
+
 impl Default for ClusterConfig {
     /// A fresh installation: one tree `default` with an empty filter (SPEC 4.1).
     fn default() -> Self {
@@ -238,6 +242,12 @@ impl PoolTree {
         if self.pools.contains_key(name) {
             return Err(ConfigError(format!(
                 "pool '{name}' already exists in pool tree '{tree_name}'"
+            )));
+        }
+        if self.pools.len() >= MAX_POOLS_PER_TREE {
+            return Err(ConfigError(format!(
+                "pool tree '{tree_name}' already has {} pools, the limit is {MAX_POOLS_PER_TREE}",
+                self.pools.len()
             )));
         }
         if !self.contains(parent) {

@@ -7,9 +7,12 @@ use ytsched_common::{JobId, OperationId};
 
 impl SchedulerCore {
     pub fn operation(&self, id: &OperationId) -> Result<&Operation, ApiError> {
-        self.operations
-            .get(id)
-            .ok_or_else(|| ApiError::new(format!("no such operation: {id}")))
+        self.operations.get(id).ok_or_else(|| match self.damaged.get(id) {
+            Some(reason) => ApiError::new(format!(
+                "operation {id} failed at revival: its stored record could not be read ({reason}); it is kept aside in the store"
+            )),
+            None => ApiError::new(format!("no such operation: {id}")),
+        })
     }
 
     pub fn operation_info(&self, id: &OperationId) -> Result<OperationInfo, ApiError> {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use ytsched_common::api::HistoryEntry;
 use ytsched_common::protocol::UnixMillis;
-use ytsched_common::spec::VanillaSpec;
+use ytsched_common::spec::{VanillaSpec, MAX_JOBS_PER_OPERATION};
 use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
@@ -31,6 +31,52 @@ pub struct OperationRecord {
     /// Its pool trees in the order the spec named them.
     pub trees: Vec<(String, TreeSlot)>,
     pub history: Vec<HistoryEntry>,
+}
+
+impl OperationRecord {
+    /// Why this record and its jobs cannot be revived as they are, if they cannot.
+    pub fn check(&self, jobs: &[Job]) -> Result<(), String> {
+        self.spec.validate().map_err(|e| format!("spec: {e}"))?;
+        if self.trees.is_empty() {
+            return Err("it runs in no pool tree".into());
+        }
+        let counts: Vec<u32> = self.spec.tasks.values().map(|t| t.job_count).collect();
+        for j in jobs {
+            if j.task >= counts.len() || j.index >= counts[j.task] {
+                return Err(format!(
+                    "job {} is index {} of task {}, but the spec has {} task(s)",
+                    j.id,
+                    j.index,
+                    j.task,
+                    counts.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes this record a failed operation that is safe to hold in memory.
+    fn fail_as_invalid(&mut self, error: String, now: UnixMillis) {
+        self.state = OperationState::Failed;
+        self.error = Some(error.clone());
+        self.finish_time = Some(now);
+        for task in self.spec.tasks.values_mut() {
+            task.job_count = task.job_count.min(MAX_JOBS_PER_OPERATION as u32);
+        }
+        if self.trees.is_empty() {
+            // Queries show an operation's first tree; this one names none.
+            self.trees.push((
+                "<unknown>".into(),
+                TreeSlot {
+                    pool: "<unknown>".into(),
+                    weight: 1.0,
+                    resource_limits: ytsched_common::ResourceVector::ZERO,
+                    lightweight: false,
+                    usage: ytsched_common::ResourceVector::ZERO,
+                },
+            ));
+        }
+    }
 }
 
 /// One job attempt.
@@ -110,10 +156,29 @@ impl SchedulerCore {
             by_op.entry(r.operation).or_default().push(r.job);
         }
         let mut summary = RevivalSummary::default();
-        for record in operations {
+        for mut record in operations {
             let id = record.id.clone();
-            let jobs = by_op.remove(&id).unwrap_or_default();
+            let mut jobs = by_op.remove(&id).unwrap_or_default();
+            let mut invalid = None;
+            if let Err(reason) = record.check(&jobs) {
+                // A record that no longer validates (written by an older version, or
+                // damaged) fails its operation; reviving it as it is could panic or
+                // exhaust memory on every restart.
+                let error = format!("failed at revival: its stored record is invalid: {reason}");
+                self.events.push(CoreEvent::OperationFinished {
+                    id: id.clone(),
+                    state: OperationState::Failed,
+                    error: Some(error.clone()),
+                });
+                record.fail_as_invalid(error.clone(), now);
+                jobs.clear();
+                invalid = Some(error);
+            }
             let mut op = Operation::restore(record, jobs);
+            if let Some(error) = invalid {
+                op.record(now, error);
+                self.touched.insert(id.clone());
+            }
             summary.operations += 1;
             self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
             for (job_id, job) in &op.jobs {
@@ -158,6 +223,11 @@ impl SchedulerCore {
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         self.stale_trees.extend(trees);
         summary
+    }
+
+    /// An operation whose record the store could not decode: it answers as failed.
+    pub fn note_damaged_operation(&mut self, id: OperationId, reason: String) {
+        self.damaged.insert(id, reason);
     }
 
     /// At the end of the revival window, jobs no node reported are lost: they run again.
@@ -206,6 +276,7 @@ impl Operation {
     /// An operation as the store kept it, with everything derived from its jobs
     /// recomputed: waiting indices, completed and failed counts, usage per tree.
     pub fn restore(record: OperationRecord, jobs: Vec<Job>) -> Self {
+        debug_assert!(record.check(&jobs).is_ok() || record.state.is_finished());
         let pending = record.state == OperationState::Pending;
         let placement = super::operation::Placement {
             trees: record.trees,

@@ -175,3 +175,60 @@ fn an_operation_whose_every_job_finished_before_the_crash_completes_at_revival()
         OperationState::Completed
     );
 }
+
+/// Records that no longer validate fail their operation at revival instead of panicking
+/// or exhausting memory on every restart.
+#[test]
+fn invalid_stored_records_fail_their_operation_and_revival_goes_on() {
+    let (store, _) = running_two();
+    // A job whose task index the spec does not have.
+    let mut ops: Vec<OperationRecord> = store.ops.values().map(|b| decode(b).unwrap()).collect();
+    let mut jobs: Vec<JobRecord> = store.jobs.values().map(|b| decode(b).unwrap()).collect();
+    jobs[0].job.task = 7;
+    // Another operation whose job_count is beyond any bound (6×10^8 jobs).
+    let mut huge = ops[0].clone();
+    huge.id = OperationId("huge".into());
+    huge.spec.tasks.values_mut().next().unwrap().job_count = 600_000_000;
+    ops.push(huge);
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.set_cluster_config(decode(store.config.as_ref().unwrap()).unwrap())
+        .unwrap();
+    core.restore(ops, jobs, 10, 5_000);
+
+    for id in [op(), OperationId("huge".into())] {
+        let info = core.operation_info(&id).unwrap();
+        assert_eq!(info.state, OperationState::Failed, "{id}");
+        let error = info.error.unwrap();
+        assert!(error.contains("stored record is invalid"), "{error}");
+    }
+    assert!(core
+        .operation_info(&op())
+        .unwrap()
+        .error
+        .unwrap()
+        .contains("index 0 of task 7"));
+    assert!(core
+        .operation_info(&OperationId("huge".into()))
+        .unwrap()
+        .error
+        .unwrap()
+        .contains("1000000 jobs per operation"));
+    // The failed operations are stored as failed, and the core serves on.
+    assert!(core.take_changes().len() >= 2);
+    core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 20);
+}
+
+#[test]
+fn an_unreadable_operation_answers_as_failed() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.note_damaged_operation(OperationId("gone".into()), "malformed message".into());
+    let e = core
+        .operation_info(&OperationId("gone".into()))
+        .unwrap_err();
+    assert!(e.message.contains("failed at revival"), "{e}");
+    assert!(core
+        .operation_info(&OperationId("other".into()))
+        .unwrap_err()
+        .message
+        .contains("no such operation"));
+}
