@@ -1,0 +1,169 @@
+//! Hostile input (SPEC 5.12): every decoder that reads what crosses a boundary — wire
+//! messages, specs, YSON/JSON values, units, tag filters, credentials — returns a value
+//! or an error for any input, never panics and never hangs. Inputs are arbitrary bytes
+//! and valid encodings cut short or with bytes flipped.
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use ytsched_common::api::{self, ApiRequest, ApiResponse};
+use ytsched_common::codec::{decode, encode};
+use ytsched_common::identity::Credentials;
+use ytsched_common::protocol::{
+    FinishedJob, HeartbeatReply, HeartbeatRequest, JobStartSpec, PROTOCOL_VERSION,
+};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::VanillaSpec;
+use ytsched_common::states::JobState;
+use ytsched_common::tag_filter::TagFilter;
+use ytsched_common::units::{ByteSize, DurationMs};
+use ytsched_common::yson::parse_value;
+use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
+
+fn heartbeat() -> HeartbeatRequest {
+    HeartbeatRequest {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: NodeId::parse("n1").unwrap(),
+        incarnation_id: IncarnationId::random(),
+        seq: 3,
+        hostname: "h".into(),
+        system_tags: vec!["arch:x86_64".into()],
+        tags: vec!["ssd".into()],
+        resource_limits: ResourceVector {
+            cpu: 4.0,
+            memory: 1e9,
+            gpu: 0.0,
+            user_slots: 8.0,
+        },
+        resource_usage: ResourceVector::ZERO,
+        running_jobs: vec![],
+        finished_jobs: vec![FinishedJob {
+            job_id: JobId::parse("op-1").unwrap(),
+            operation_id: OperationId::parse("op").unwrap(),
+            state: JobState::Completed,
+            error: None,
+            start_time: 1,
+            finish_time: 2,
+            statistics: Default::default(),
+            stdout_tail: "out".into(),
+            stderr_tail: String::new(),
+        }],
+    }
+}
+
+fn job_start() -> JobStartSpec {
+    JobStartSpec {
+        job_id: JobId::parse("op-1").unwrap(),
+        operation_id: OperationId::parse("op").unwrap(),
+        task_name: "t".into(),
+        job_index: 0,
+        job_count: 1,
+        command: "echo hi".into(),
+        environment: BTreeMap::from([("A".to_string(), "b".to_string())]),
+        stdin: Some("in".into()),
+        resources: ResourceVector::ZERO,
+    }
+}
+
+/// Valid encodings of every wire message, to cut and flip.
+fn samples() -> Vec<Vec<u8>> {
+    let spec: VanillaSpec =
+        serde_json::from_str(r#"{"tasks": {"t": {"command": "x", "job_count": 2}}}"#).unwrap();
+    vec![
+        encode(&heartbeat()).unwrap(),
+        encode(&HeartbeatReply::rejected("no".into(), 1000)).unwrap(),
+        encode(&job_start()).unwrap(),
+        encode(&ApiRequest {
+            protocol_version: PROTOCOL_VERSION,
+            body: api::StartOperation {
+                spec,
+                operation_id: None,
+            },
+        })
+        .unwrap(),
+        encode(&ApiRequest {
+            protocol_version: PROTOCOL_VERSION,
+            body: api::AdminSet {
+                path: "//sys/pool_trees/default/a/@weight".into(),
+                value: "2".into(),
+            },
+        })
+        .unwrap(),
+    ]
+}
+
+/// Tries every decoder on `bytes`; only a panic or a hang fails.
+fn decode_everything(bytes: &[u8]) {
+    let _ = decode::<HeartbeatRequest>(bytes);
+    let _ = decode::<HeartbeatReply>(bytes);
+    let _ = decode::<JobStartSpec>(bytes);
+    let _ = decode::<ApiRequest<api::StartOperation>>(bytes);
+    let _ = decode::<ApiRequest<api::AdminSet>>(bytes);
+    let _ = decode::<ApiRequest<api::AdminCreate>>(bytes);
+    let _ = decode::<ApiRequest<api::GetJobOutput>>(bytes);
+    let _ = decode::<ApiResponse<api::OperationInfo>>(bytes);
+    if let Ok(spec) = decode::<VanillaSpec>(bytes) {
+        let _ = spec.validate();
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let _ = parse_value(&text);
+    let _ = TagFilter::parse(&text);
+    let _ = text.parse::<ByteSize>();
+    let _ = text.parse::<DurationMs>();
+    let _ = Credentials::parse(&text, "fuzz");
+    if let Ok(spec) = serde_yaml_ng::from_str::<VanillaSpec>(&text) {
+        let _ = spec.validate();
+    }
+    if let Ok(spec) = serde_json::from_str::<VanillaSpec>(&text) {
+        let _ = spec.validate();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        decode_everything(&bytes);
+    }
+
+    #[test]
+    fn cut_and_flipped_messages_never_panic(
+        which in 0usize..5,
+        cut in any::<prop::sample::Index>(),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+    ) {
+        let mut bytes = samples()[which].clone();
+        let len = cut.index(bytes.len() + 1);
+        bytes.truncate(len);
+        for (at, b) in flips {
+            if !bytes.is_empty() {
+                let i = at.index(bytes.len());
+                bytes[i] ^= b;
+            }
+        }
+        decode_everything(&bytes);
+    }
+
+    #[test]
+    fn text_soup_never_panics(text in "[-a-z0-9 :{}\\[\\];=\"'#&|!()@/.,<>$%^*+]{0,400}") {
+        decode_everything(text.as_bytes());
+    }
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let deep = vec![0x91u8; 1_000_000];
+    decode_everything(&deep);
+    let text = "[".repeat(100_000);
+    assert!(parse_value(&text).is_err());
+    assert!(TagFilter::parse(&"(".repeat(3000)).is_err());
+}
+
+#[test]
+fn ids_that_could_escape_a_directory_cannot_be_decoded() {
+    let mut start = job_start();
+    start.job_id = JobId("../../x".into());
+    let bytes = encode(&start).unwrap();
+    let e = decode::<JobStartSpec>(&bytes).unwrap_err().to_string();
+    assert!(e.contains("job id '../../x' is invalid"), "{e}");
+}
