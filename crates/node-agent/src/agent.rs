@@ -277,7 +277,7 @@ impl Agent {
                     None => shortage(&spec, "node has no free job slot".into()),
                     Some(slot) => {
                         let env = gpu_env(&gpus);
-                        job::run(&agent.config.sandbox, &spec, &env, slot, rx).await
+                        job::run(&agent.config.sandbox, &spec, &env, slot, &gpus, rx).await
                     }
                 };
                 agent.job_done(result);

@@ -14,6 +14,7 @@ pub async fn run(
     spec: &JobStartSpec,
     extra_env: &[(String, String)],
     slot: u32,
+    gpus: &[u32],
     mut abort: oneshot::Receiver<JobAbort>,
 ) -> FinishedJob {
     let start_time = unix_now();
@@ -29,7 +30,7 @@ pub async fn run(
         stdout_tail: String::new(),
         stderr_tail: String::new(),
     };
-    let mut sandbox = match config.launch(spec, extra_env, slot) {
+    let mut sandbox = match config.launch(spec, extra_env, slot, gpus) {
         Ok(s) => s,
         Err(e) => {
             result.error = Some(format!("cannot start job: {e}"));

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod cgroup;
 pub mod detect;
+pub mod device_access;
 pub mod gpu;
 pub mod guardian;
 pub mod job;

@@ -10,6 +10,7 @@ use ytsched_common::NodeId;
 use ytsched_node::agent::{Agent, AgentConfig};
 use ytsched_node::cgroup::CgroupManager;
 use ytsched_node::detect::{self, Overrides};
+use ytsched_node::device_access::DeviceAccess;
 use ytsched_node::guardian::{self, Guardian};
 use ytsched_node::sandbox::{Isolation, SandboxConfig};
 use ytsched_node::{gpu, tags};
@@ -74,6 +75,9 @@ struct Args {
     /// nvidia-smi to ask when NVML is not available (a path or a name on PATH).
     #[arg(long, default_value = "nvidia-smi")]
     nvidia_smi: PathBuf,
+    /// Where the GPU device nodes (`nvidiaN`) are; a job may open only its own.
+    #[arg(long, default_value = "/dev", hide = true)]
+    gpu_device_dir: PathBuf,
     #[command(flatten)]
     bus: BusArgs,
 }
@@ -194,6 +198,14 @@ async fn agent_main() -> anyhow::Result<()> {
         warn!("not root: jobs run as this agent's own user, not as slot users");
         None
     };
+    let devices = DeviceAccess::discover(&args.gpu_device_dir, &work_dir)
+        .context("cannot prepare GPU device isolation")?;
+    if devices.device_count() > 0 {
+        info!(
+            devices = devices.device_count(),
+            "jobs may open only the GPU device nodes they were given"
+        );
+    }
     let pids_limit = args
         .job_pids_limit
         .unwrap_or_else(|| default_pids_limit(limits.user_slots));
@@ -209,6 +221,7 @@ async fn agent_main() -> anyhow::Result<()> {
         kill_grace: args.kill_grace.as_std(),
         pids_limit,
         slot_uid_base,
+        devices,
     };
     let stale_dirs = sandbox.remove_stale_dirs();
     if stale_dirs > 0 {

@@ -45,6 +45,8 @@ pub struct SandboxConfig {
     /// Slot users (YTsaurus): slot N's job runs as uid and gid `base + N`, never as the
     /// agent's user. None when the agent cannot switch users (not root).
     pub slot_uid_base: Option<u32>,
+    /// Which GPU device nodes a job may open.
+    pub devices: crate::device_access::DeviceAccess,
 }
 
 pub struct Sandbox {
@@ -82,6 +84,7 @@ impl SandboxConfig {
         spec: &JobStartSpec,
         extra_env: &[(String, String)],
         slot: u32,
+        gpus: &[u32],
     ) -> Result<Sandbox, SandboxError> {
         let dir = self.job_dir(spec.job_id.as_str());
         let work = dir.join("work");
@@ -156,9 +159,10 @@ impl SandboxConfig {
             None => vec![],
         };
         let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
-        // SAFETY: the closure only makes async-signal-safe system calls (write, setgroups,
-        // setgid, setuid, prctl) on fds that stay open until spawn returns; it does not
-        // allocate.
+        let hide = self.devices.plan(gpus);
+        // SAFETY: the closure only makes async-signal-safe system calls (write, unshare,
+        // mount, setgroups, setgid, setuid, prctl) on fds that stay open until spawn
+        // returns and on memory allocated before the fork; it does not allocate.
         unsafe {
             cmd.pre_exec(move || {
                 let check = |rc: libc::c_int| {
@@ -173,6 +177,9 @@ impl SandboxConfig {
                     if libc::write(*fd, b"0".as_ptr().cast(), 1) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
+                }
+                if let Some(plan) = &hide {
+                    plan.apply()?;
                 }
                 if let Some(uid) = uid {
                     check(libc::setgroups(0, std::ptr::null()))?;

@@ -582,3 +582,70 @@ fn oversized_input_and_damaged_records_never_wedge_the_scheduler() {
         assert!(kv.get(format!("op.{victim}")).await.unwrap().is_none());
     });
 }
+
+#[test]
+fn a_job_opens_only_the_gpu_device_nodes_it_was_given() {
+    if !ytsched_tests::is_root() {
+        eprintln!("skipped: hiding GPU device nodes needs a root agent (mount namespaces)");
+        return;
+    }
+    let tools = tempfile::tempdir().unwrap();
+    let smi = ytsched_tests::fake_nvidia_smi(
+        tools.path(),
+        &[
+            "0, GPU-11111111, NVIDIA H100 80GB HBM3, 81559",
+            "1, GPU-22222222, NVIDIA H100 80GB HBM3, 81559",
+        ],
+    );
+    // Stand-ins for /dev/nvidia0 and /dev/nvidia1, readable by everyone as real ones are.
+    let dev = ytsched_tests::job_writable_dir();
+    for i in 0..2 {
+        let p = dev.path().join(format!("nvidia{i}"));
+        std::fs::write(&p, format!("device-{i}\n")).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    }
+    let d = dev.path().display().to_string();
+    let lab = Lab::start(vec![NodeOpts::args(&[
+        "--cpu",
+        "2",
+        "--memory",
+        "4G",
+        "--nvidia-smi",
+        smi.to_str().unwrap(),
+        "--gpu-device-dir",
+        &d,
+    ])])
+    .unwrap();
+    let script = format!(
+        "for i in 0 1; do cat {d}/nvidia$i 2>&1 | grep -q 'Permission denied' && echo gpu$i=denied || echo gpu$i=$(cat {d}/nvidia$i); done"
+    );
+    let run = |gpus: u32| {
+        let spec = serde_json::json!({"tasks": {"t": {"command": script, "gpu_limit": gpus, "cpu_limit": 0.5}}});
+        let op = lab.submit_spec(&spec.to_string()).unwrap();
+        let done = lab.wait_finished(&op, Duration::from_secs(30)).unwrap();
+        assert_eq!(done["state"], "completed", "{done}");
+        let job = lab.jobs(&op).unwrap()[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        lab.ok(&["get-job-stdout", &op, &job])
+    };
+    let none = run(0);
+    assert!(
+        none.contains("gpu0=denied") && none.contains("gpu1=denied"),
+        "{none}"
+    );
+    let one = run(1);
+    let opened: Vec<&str> = one.lines().filter(|l| l.contains("=device-")).collect();
+    let denied: Vec<&str> = one.lines().filter(|l| l.ends_with("=denied")).collect();
+    assert_eq!(
+        (opened.len(), denied.len()),
+        (1, 1),
+        "one GPU given, one hidden:\n{one}"
+    );
+    // The host's files are untouched by the jobs' private mounts.
+    assert_eq!(
+        std::fs::read_to_string(dev.path().join("nvidia1")).unwrap(),
+        "device-1\n"
+    );
+}
