@@ -333,6 +333,14 @@ impl Lab {
         })
     }
 
+    /// A directory in the lab that jobs (running as slot users) may write into.
+    pub fn job_dir(&self, name: &str) -> PathBuf {
+        let dir = self.dir.path().join(name);
+        std::fs::create_dir_all(&dir).expect("create job directory");
+        set_mode(&dir, 0o1777).expect("chmod job directory");
+        dir
+    }
+
     /// The credentials file of identity `name` (`scheduler`, `admin`, nodes, users).
     pub fn creds(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("auth/{name}.creds"))

@@ -52,8 +52,7 @@ fn scenario_11_preemption_on_a_real_lab() {
         "--attributes",
         "{allow_regular_preemption=%false}",
     ]);
-    let work = lab.dir.path().join("jobs");
-    std::fs::create_dir_all(&work).unwrap();
+    let work = lab.job_dir("jobs");
     let spec = |jobs: u32| {
         serde_json::json!({"pool": "testing", "tasks": {"task": {
             "command": held_job(&work), "job_count": jobs, "memory_limit": "64M"}}})

@@ -11,8 +11,7 @@ use ytsched_tests::*;
 fn scenario_14_speculative_copy_wins_and_the_hanging_attempt_is_killed() {
     let node = || NodeOpts::args(&["--cpu", "2", "--memory", "4G", "--user-slots", "4"]);
     let lab = Lab::start(vec![node(), node()]).unwrap();
-    let dir = lab.dir.path().join("spec14");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = lab.job_dir("spec14");
     let d = dir.display();
     let command = format!(
         "if mkdir {d}/first 2>/dev/null; then echo $$ > {d}/hang.pid; exec sleep 600; fi; echo done"
