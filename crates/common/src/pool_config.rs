@@ -11,6 +11,9 @@ use crate::tag_filter::TagFilter;
 use crate::units::DurationMs;
 use serde::{Deserialize, Serialize};
 
+pub const MIN_FAIR_SHARE_UPDATE_PERIOD_MS: u64 = 10;
+pub const MIN_NODE_HEARTBEAT_TIMEOUT_MS: u64 = 1_000;
+
 /// An attribute value that is wrong on its own (wrong type, out of range, unknown name).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{subject}: attribute '{attribute}': {message}")]
@@ -558,11 +561,24 @@ impl TreeConfig {
                 ),
             ));
         }
-        if self.fair_share_update_period.0 == 0 {
-            return Err(err("fair_share_update_period", "must be positive".into()));
+        // Minimums keep a typo from making the scheduler spin or drop every node.
+        if self.fair_share_update_period.0 < MIN_FAIR_SHARE_UPDATE_PERIOD_MS {
+            return Err(err(
+                "fair_share_update_period",
+                format!(
+                    "{} is shorter than the minimum of {MIN_FAIR_SHARE_UPDATE_PERIOD_MS} ms",
+                    self.fair_share_update_period
+                ),
+            ));
         }
-        if self.node_heartbeat_timeout.0 == 0 {
-            return Err(err("node_heartbeat_timeout", "must be positive".into()));
+        if self.node_heartbeat_timeout.0 < MIN_NODE_HEARTBEAT_TIMEOUT_MS {
+            return Err(err(
+                "node_heartbeat_timeout",
+                format!(
+                    "{} is shorter than the minimum of {MIN_NODE_HEARTBEAT_TIMEOUT_MS} ms",
+                    self.node_heartbeat_timeout
+                ),
+            ));
         }
         let ig = &self.integral_guarantees;
         if ig.pool_capacity_saturation_period.0 == 0 || ig.smooth_period.0 == 0 {
@@ -651,6 +667,20 @@ mod tests {
         let e =
             PoolConfig::from_attributes("p", json!({"resource_limits": {"cpu": -2}})).unwrap_err();
         assert_eq!(e.attribute, "resource_limits");
+    }
+
+    #[test]
+    fn tree_timeouts_have_sane_minimums() {
+        for (attr, value) in [
+            ("fair_share_update_period", 1),
+            ("node_heartbeat_timeout", 10),
+        ] {
+            let e = TreeConfig::from_attributes("t", serde_json::json!({ attr: value }))
+                .and_then(|c| c.validate("t").map(|_| c))
+                .unwrap_err();
+            assert_eq!(e.attribute, attr);
+            assert!(e.message.contains("minimum"), "{e}");
+        }
     }
 
     #[test]

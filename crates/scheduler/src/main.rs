@@ -52,6 +52,13 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     ytsched_common::logging::init("info");
     let args = Args::parse();
+    if args.node_heartbeat_timeout.0 < ytsched_common::pool_config::MIN_NODE_HEARTBEAT_TIMEOUT_MS {
+        anyhow::bail!(
+            "--node-heartbeat-timeout {} is shorter than the minimum of {} ms",
+            args.node_heartbeat_timeout,
+            ytsched_common::pool_config::MIN_NODE_HEARTBEAT_TIMEOUT_MS
+        );
+    }
     let auth = args
         .bus
         .daemon_auth(&args.nats, &[Role::Scheduler], "ytsched-scheduler")?;

@@ -722,3 +722,26 @@ fn scenario_13_tagged_node_serves_its_own_tree_until_untagged() {
     assert_eq!(aborted, 8, "n3's jobs of `other` were aborted when it left");
     assert_eq!(op(&untagged["other"], "in_other")["pending_job_count"], 30);
 }
+
+/// `ytsched … | head`: the reader going away ends the CLI quietly (no panic, no
+/// "Broken pipe" message). The output here is far larger than a pipe's buffer, so the
+/// CLI is still writing when `head` leaves.
+#[test]
+fn a_closed_pipe_ends_the_cli_quietly() {
+    let scenario = scenario_path("integral-production-research.yaml");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' simulate '{}' | head -c 10",
+            binary("ytsched").display(),
+            scenario.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout.len(), 10);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
