@@ -253,7 +253,9 @@ fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_atomically(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
+/// Writes `path` through a temporary file created with `mode` from the start, so no
+/// one else can read a secret even for a moment, and readers never see half a file.
+pub(crate) fn write_atomically(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
     let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()

@@ -3,8 +3,6 @@
 
 use anyhow::Context;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub fn make_ca_and_server_cert(dir: &Path, hosts: &[String]) -> anyhow::Result<()> {
@@ -40,14 +38,5 @@ pub fn make_ca_and_server_cert(dir: &Path, hosts: &[String]) -> anyhow::Result<(
 }
 
 fn write(dir: &Path, name: &str, text: &str, mode: u32) -> anyhow::Result<()> {
-    let path = dir.join(name);
-    let _ = std::fs::remove_file(&path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    Ok(())
+    crate::auth::write_atomically(&dir.join(name), text, mode)
 }

@@ -149,6 +149,25 @@ pub struct OperationInfo {
     pub history: Vec<HistoryEntry>,
 }
 
+impl OperationInfo {
+    /// The operation as anyone may see it: its jobs' environment values and stdin,
+    /// which often carry secrets, are replaced by a marker.
+    pub fn redacted(mut self) -> Self {
+        for task in self.spec.tasks.values_mut() {
+            for v in task.environment.values_mut() {
+                *v = REDACTED.into();
+            }
+            if task.stdin.is_some() {
+                task.stdin = Some(REDACTED.into());
+            }
+        }
+        self
+    }
+}
+
+/// What stands in for a value only the operation's owners may read.
+pub const REDACTED: &str = "<redacted>";
+
 /// One line of an operation's history: what happened to it and when (submission,
 /// revivals by a restarted scheduler, its end). The scheduler stores these as they are.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,8 +12,7 @@ use axum::{Json, Router};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
-use ytsched_common::api::OutputStream;
-use ytsched_common::{JobId, OperationId};
+use ytsched_common::OperationId;
 
 type Core = Arc<Mutex<SchedulerCore>>;
 
@@ -21,7 +20,6 @@ pub fn router(core: Core) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/operations/{id}", get(operation_page))
-        .route("/operations/{id}/jobs/{job}/stderr", get(job_stderr))
         .route("/api/operations", get(api_operations))
         .route("/api/operations/{id}", get(api_operation))
         .route("/api/operations/{id}/jobs", get(api_jobs))
@@ -46,13 +44,21 @@ fn not_found(what: String) -> Response {
     (StatusCode::NOT_FOUND, what).into_response()
 }
 
+// Nobody is authenticated here: operations show without their secrets (environment
+// values, stdin), and job output is never served.
+
 async fn api_operations(State(core): State<Core>) -> Response {
-    Json(lock(&core).list_operations()).into_response()
+    let ops: Vec<_> = lock(&core)
+        .list_operations()
+        .into_iter()
+        .map(|o| o.redacted())
+        .collect();
+    Json(ops).into_response()
 }
 
 async fn api_operation(State(core): State<Core>, Path(id): Path<String>) -> Response {
     match lock(&core).operation_info(&OperationId(id)) {
-        Ok(info) => Json(info).into_response(),
+        Ok(info) => Json(info.redacted()).into_response(),
         Err(e) => not_found(e.to_string()),
     }
 }
@@ -70,13 +76,6 @@ async fn api_nodes(State(core): State<Core>) -> Response {
 
 async fn api_orchid(State(core): State<Core>) -> Response {
     Json(lock(&core).orchid()).into_response()
-}
-
-async fn job_stderr(State(core): State<Core>, Path((id, job)): Path<(String, String)>) -> Response {
-    match lock(&core).job_output(&OperationId(id), &JobId(job), OutputStream::Stderr) {
-        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
-        Err(e) => not_found(e.to_string()),
-    }
 }
 
 /// Prometheus text exposition: node, operation and job counts, and per pool its shares.
@@ -248,12 +247,12 @@ async fn operation_page(State(core): State<Core>, Path(id): Path<String>) -> Res
     for e in &info.history {
         let _ = write!(h, "<li>{} {}</li>", e.time, escape(&e.event));
     }
-    h.push_str("</ul><h2>Jobs</h2><table><tr><th>job</th><th>task</th><th>index</th><th>state</th><th>node</th><th>wall time</th><th>user cpu</th><th>peak memory</th><th>error</th><th>stderr</th></tr>");
+    h.push_str("</ul><h2>Jobs</h2><table><tr><th>job</th><th>task</th><th>index</th><th>state</th><th>node</th><th>wall time</th><th>user cpu</th><th>peak memory</th><th>error</th></tr>");
     for j in &jobs {
         let s = j.statistics.as_ref();
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href=\"/operations/{id}/jobs/{}/stderr\">stderr</a></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(j.id.as_str()),
             escape(&j.task_name),
             j.job_index,
@@ -264,7 +263,6 @@ async fn operation_page(State(core): State<Core>, Path(id): Path<String>) -> Res
             s.and_then(|s| s.user_cpu_seconds).map(|v| format!("{v:.2}s")).unwrap_or_default(),
             s.and_then(|s| s.peak_memory_bytes).map(|v| v.to_string()).unwrap_or_default(),
             escape(j.error.as_deref().unwrap_or("")),
-            escape(j.id.as_str()),
         );
     }
     h.push_str("</table>");

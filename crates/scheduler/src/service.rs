@@ -421,12 +421,18 @@ fn dispatch(
             let id = req.body.operation_id.unwrap_or_else(OperationId::random);
             core.start_operation_as(id, caller, req.body.spec, now)
         }),
-        api::GetOperation::METHOD => {
-            respond::<api::GetOperation>(payload, |req| core.operation_info(&req.body.operation_id))
-        }
-        api::ListOperations::METHOD => {
-            respond::<api::ListOperations>(payload, |_| Ok(core.list_operations()))
-        }
+        // Metadata is everyone's; environment values and stdin only their owners'.
+        api::GetOperation::METHOD => respond::<api::GetOperation>(payload, |req| {
+            let info = core.operation_info(&req.body.operation_id)?;
+            Ok(visible_to(core, caller, info))
+        }),
+        api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |_| {
+            Ok(core
+                .list_operations()
+                .into_iter()
+                .map(|info| visible_to(core, caller, info))
+                .collect())
+        }),
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;
             core.abort_operation(&req.body.operation_id, now)
@@ -494,6 +500,18 @@ fn dispatch(
             })
             .unwrap_or_default()
         }
+    }
+}
+
+fn visible_to(
+    core: &SchedulerCore,
+    caller: &Caller,
+    info: api::OperationInfo,
+) -> api::OperationInfo {
+    if core.authorize_operation(caller, &info.id, "read").is_ok() {
+        info
+    } else {
+        info.redacted()
     }
 }
 

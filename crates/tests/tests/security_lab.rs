@@ -649,3 +649,101 @@ fn a_job_opens_only_the_gpu_device_nodes_it_was_given() {
         "device-1\n"
     );
 }
+
+#[test]
+fn others_see_an_operations_metadata_but_not_its_secrets() {
+    let lab = Lab::start(vec![node()]).unwrap();
+    lab.add_user("alice", false).unwrap();
+    lab.add_user("bob", false).unwrap();
+    let spec = lab.dir.path().join("secret.yaml");
+    std::fs::write(
+        &spec,
+        "tasks: {t: {command: 'true', environment: {TOKEN: hunter2}, stdin: 'password'}}\n",
+    )
+    .unwrap();
+    let op = ok_as(
+        &lab,
+        "alice",
+        &["run-vanilla", "--async", "--spec", spec.to_str().unwrap()],
+    );
+    let mine = ok_as(&lab, "alice", &["--format", "json", "get-operation", &op]);
+    assert!(
+        mine.contains("hunter2") && mine.contains("password"),
+        "{mine}"
+    );
+    for (who, args) in [
+        (
+            "bob",
+            vec!["--format", "json", "get-operation", op.as_str()],
+        ),
+        ("bob", vec!["--format", "json", "list-operations"]),
+    ] {
+        let seen = ok_as(&lab, who, &args);
+        assert!(seen.contains(&op) && seen.contains("<redacted>"), "{seen}");
+        assert!(
+            !seen.contains("hunter2") && !seen.contains("password"),
+            "{seen}"
+        );
+    }
+}
+
+#[test]
+fn ytsched_up_runs_an_authenticated_lab_over_mutual_tls() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = std::process::Command::new(ytsched_tests::binary("ytsched"))
+        .args([
+            "up",
+            "--nodes",
+            "1",
+            "--tls",
+            "--kill-grace",
+            "1s",
+            "--work-dir",
+        ])
+        .arg(dir.path().join("lab"))
+        .env_remove("YTSCHED_CREDS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut env = std::collections::BTreeMap::new();
+    for line in std::io::BufReader::new(up.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some((k, v)) = line.split_once('=') {
+            env.insert(k.to_string(), v.to_string());
+        }
+        if env.len() == 5 {
+            break;
+        }
+    }
+    let cli = |with_tls: bool, args: &[&str]| {
+        let mut c = std::process::Command::new(ytsched_tests::binary("ytsched"));
+        c.args([
+            "--nats",
+            &env["YTSCHED_NATS"],
+            "--creds",
+            &env["YTSCHED_CREDS"],
+        ]);
+        if with_tls {
+            c.args(["--tls-ca", &env["YTSCHED_TLS_CA"]])
+                .args(["--tls-cert", &env["YTSCHED_TLS_CERT"]])
+                .args(["--tls-key", &env["YTSCHED_TLS_KEY"]]);
+        }
+        c.args(args).output().unwrap()
+    };
+    let out = cli(true, &["run-vanilla", "--command", "echo over-tls"]);
+    let plain = cli(false, &["list-nodes"]);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(up.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = up.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!plain.status.success(), "a client without TLS was served");
+    let conf = std::fs::read_to_string(dir.path().join("lab/nats.conf")).unwrap();
+    assert!(
+        conf.contains("verify: true") && conf.contains("auth.conf"),
+        "{conf}"
+    );
+}
