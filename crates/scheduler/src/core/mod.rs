@@ -209,6 +209,8 @@ mod pool_tests;
 #[cfg(test)]
 mod revival_tests;
 #[cfg(test)]
+mod security_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tree_tests;

@@ -1,0 +1,137 @@
+//! The core's side of SPEC 5.11/5.12: refusals by pool ACL and ownership, idempotent
+//! submission by client-made id, results taken only from the node a job was placed on,
+//! heartbeat numbers that cannot lock a node out, and node reports that must be finite.
+
+use super::tests::{done, heartbeat, spec};
+use super::*;
+use ytsched_common::api::ObjectType;
+use ytsched_common::identity::Caller;
+use ytsched_common::states::JobState;
+
+#[test]
+fn a_retried_submission_is_the_same_operation() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let id = OperationId::random();
+    let alice = Caller::user("alice");
+    core.start_operation_as(id.clone(), &alice, spec(2, 1.0), 0)
+        .unwrap();
+    core.start_operation_as(id.clone(), &alice, spec(2, 1.0), 5)
+        .unwrap();
+    assert_eq!(core.list_operations().len(), 1, "the retry found the first");
+    let e = core
+        .start_operation_as(id, &Caller::user("bob"), spec(2, 1.0), 6)
+        .unwrap_err();
+    assert!(e.message.contains("already taken"), "{e}");
+}
+
+#[test]
+fn acls_and_ownership_refuse_naming_user_permission_and_object() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "team",
+        None,
+        serde_json::json!({"acl": [{"action": "deny", "subjects": ["bob"], "permissions": ["use"]}]}),
+    )
+    .unwrap();
+    let mut s = spec(1, 1.0);
+    s.pool = Some("team".into());
+    let bob = Caller::user("bob");
+    let e = core
+        .start_operation_as(OperationId::random(), &bob, s.clone(), 0)
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "access denied: user 'bob' has no 'use' permission on pool 'team' of pool tree 'default'"
+    );
+    // Bob's own ephemeral pool is his to use.
+    core.start_operation_as(OperationId::random(), &bob, spec(1, 1.0), 0)
+        .unwrap();
+    let op = core
+        .start_operation_as(OperationId::random(), &Caller::user("alice"), s, 0)
+        .unwrap();
+    assert!(core.authorize_operation(&bob, &op, "abort").is_err());
+    assert!(core
+        .authorize_operation(&Caller::admin("root"), &op, "abort")
+        .is_ok());
+    let e = core
+        .authorize_change(&bob, "//sys/pool_trees/default/team/@weight")
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("no 'administer' permission on pool 'team'"),
+        "{e}"
+    );
+    assert!(core
+        .authorize_create(&bob, ObjectType::SchedulerPoolTree, None, None)
+        .is_err());
+    assert!(core
+        .authorize_change(&bob, "//sys/cluster_nodes/n1/@user_tags")
+        .is_err());
+}
+
+#[test]
+fn a_result_counts_only_from_the_node_the_job_was_placed_on() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    core.process_heartbeat(heartbeat("n2", 0.0, &[], vec![]), 0);
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
+    let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
+    let job = &r.jobs_to_start[0];
+    // n2 claims n1's job finished: not acknowledged, not counted.
+    let forged = core.process_heartbeat(
+        heartbeat("n2", 0.0, &[], vec![done(job, JobState::Completed)]),
+        2,
+    );
+    assert!(forged.acknowledged_jobs.is_empty());
+    assert_eq!(core.operation_info(&op).unwrap().jobs.running, 1);
+    let real = core.process_heartbeat(
+        heartbeat("n1", 1.0, &[], vec![done(job, JobState::Completed)]),
+        3,
+    );
+    assert_eq!(real.acknowledged_jobs, vec![job.job_id.clone()]);
+}
+
+#[test]
+fn a_far_future_heartbeat_number_cannot_lock_a_node_out() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut hb = heartbeat("n1", 1.0, &[], vec![]);
+    hb.seq = 1;
+    core.process_heartbeat(hb.clone(), 0);
+    let mut forged = hb.clone();
+    forged.seq = u64::MAX;
+    let r = core.process_heartbeat(forged, 1);
+    assert!(
+        matches!(
+            r.registration,
+            ytsched_common::protocol::Registration::Rejected { .. }
+        ),
+        "{:?}",
+        r.registration
+    );
+    hb.seq = 2;
+    let r = core.process_heartbeat(hb, 2);
+    assert!(matches!(
+        r.registration,
+        ytsched_common::protocol::Registration::Registered { .. }
+    ));
+}
+
+#[test]
+fn node_reports_must_be_finite_and_plausible() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for bad in [f64::INFINITY, f64::NAN, -1.0, 1e300] {
+        let mut hb = heartbeat("n1", 1.0, &[], vec![]);
+        hb.resource_limits.cpu = bad;
+        let r = core.process_heartbeat(hb, 0);
+        match r.registration {
+            ytsched_common::protocol::Registration::Rejected { error } => {
+                assert!(error.contains("resource_limits.cpu"), "{error}")
+            }
+            other => panic!("cpu {bad} accepted: {other:?}"),
+        }
+    }
+    assert!(core.list_nodes().is_empty());
+}
