@@ -8,6 +8,7 @@ use ytsched_common::api::{
     AdminCreate, AdminExists, AdminGet, AdminList, AdminRemove, AdminSet, ApiMethod, ObjectType,
 };
 use ytsched_common::identity::Caller;
+use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::call;
 use ytsched_common::yson::parse_value;
@@ -27,10 +28,10 @@ pub struct CreateArgs {
     name: String,
     /// Parent pool (default: the tree's root).
     #[arg(long)]
-    parent_name: Option<String>,
+    parent_name: Option<PoolName>,
     /// Pool tree of a new pool (default: //sys/pool_trees/@default_tree).
     #[arg(long)]
-    pool_tree: Option<String>,
+    pool_tree: Option<TreeName>,
     /// Attributes as JSON or YSON text, e.g. '{weight=2;strong_guarantee_resources={cpu=4}}'.
     #[arg(long)]
     attributes: Option<String>,
@@ -59,14 +60,14 @@ impl Session<'_> {
         Ok(call(self.client, self.subjects, self.user, body).await?)
     }
 
-    async fn default_tree(&self) -> anyhow::Result<String> {
+    async fn default_tree(&self) -> anyhow::Result<TreeName> {
         let text = self
             .call(AdminGet {
                 path: "//sys/pool_trees/@default_tree".into(),
             })
             .await?;
         match serde_json::from_str::<serde_json::Value>(&text)? {
-            serde_json::Value::String(t) => Ok(t),
+            serde_json::Value::String(t) => TreeName::parse(&t).map_err(anyhow::Error::msg),
             _ => anyhow::bail!("no default pool tree is set; pass --pool-tree"),
         }
     }

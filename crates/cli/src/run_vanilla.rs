@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use ytsched_common::api::{GetOperation, OperationInfo, StartOperation};
 use ytsched_common::identity::Caller;
+use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::states::OperationState;
 use ytsched_common::subjects::Subjects;
@@ -36,12 +37,12 @@ pub struct RunVanillaArgs {
     #[arg(long)]
     pub stdin: Option<String>,
     #[arg(long)]
-    pub pool: Option<String>,
+    pub pool: Option<PoolName>,
     #[arg(long)]
     pub weight: Option<f64>,
     /// Comma-separated pool trees.
     #[arg(long, value_delimiter = ',')]
-    pub pool_trees: Option<Vec<String>>,
+    pub pool_trees: Option<Vec<TreeName>>,
     #[arg(long)]
     pub title: Option<String>,
     /// A spec file (YAML or JSON); flags override its single task and top-level fields.

@@ -3,6 +3,7 @@
 //! the client and the server cannot disagree on what a subject carries.
 
 use crate::ids::{JobId, NodeId, OperationId};
+use crate::names::{PoolName, TreeName};
 use crate::protocol::{JobStatistics, UnixMillis};
 use crate::resources::ResourceVector;
 use crate::spec::VanillaSpec;
@@ -274,8 +275,8 @@ pub struct AdminCreate {
     pub object_type: ObjectType,
     pub name: String,
     /// Pools only: the parent (the root when absent) and the tree.
-    pub parent_name: Option<String>,
-    pub pool_tree: Option<String>,
+    pub parent_name: Option<PoolName>,
+    pub pool_tree: Option<TreeName>,
     /// JSON text of the attribute map, if any.
     pub attributes: Option<String>,
 }

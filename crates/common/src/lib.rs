@@ -9,6 +9,7 @@ pub mod codec;
 pub mod identity;
 pub mod ids;
 pub mod logging;
+pub mod names;
 pub mod pool_config;
 pub mod protocol;
 pub mod resources;

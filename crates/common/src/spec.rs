@@ -3,6 +3,7 @@
 //! Parsing rejects unknown fields (serde names them); `validate` then checks values and
 //! names the offending field by its path, e.g. `tasks.main.cpu_limit`.
 
+use crate::names::{PoolName, TreeName};
 use crate::resources::ResourceVector;
 use crate::tag_filter::TagFilter;
 use crate::units::{ByteSize, DurationMs};
@@ -265,7 +266,7 @@ impl TaskSpec {
 #[serde(deny_unknown_fields)]
 pub struct TreeSchedulingOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
+    pub pool: Option<PoolName>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -276,9 +277,9 @@ pub struct TreeSchedulingOptions {
 #[serde(deny_unknown_fields)]
 pub struct VanillaSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
+    pub pool: Option<PoolName>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool_trees: Option<Vec<String>>,
+    pub pool_trees: Option<Vec<TreeName>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -292,7 +293,7 @@ pub struct VanillaSpec {
     #[serde(default = "default_max_failed")]
     pub max_failed_job_count: u32,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub scheduling_options_per_pool_tree: BTreeMap<String, TreeSchedulingOptions>,
+    pub scheduling_options_per_pool_tree: BTreeMap<TreeName, TreeSchedulingOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_starvation_timeout: Option<DurationMs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -438,17 +439,9 @@ impl VanillaSpec {
                 }
             }
         }
-        if let Some(p) = &self.pool {
-            // `<Root>` names the root itself (allowed where the tree permits it).
-            if p != crate::pool_config::ROOT_POOL {
-                validate_pool_name(p).map_err(|m| SpecError::new("pool", m))?;
-            }
-        }
+        // Pool and tree names were checked as they were decoded (`PoolName`, `TreeName`).
         for (tree, opts) in &self.scheduling_options_per_pool_tree {
             let field = format!("scheduling_options_per_pool_tree.{tree}");
-            if let Some(p) = &opts.pool {
-                validate_pool_name(p).map_err(|m| SpecError::new(format!("{field}.pool"), m))?;
-            }
             if let Some(w) = opts.weight {
                 if !w.is_finite() || w <= 0.0 {
                     return Err(SpecError::new(
@@ -464,7 +457,14 @@ impl VanillaSpec {
                 if !trees.contains(tree) {
                     return Err(SpecError::new(
                         field,
-                        format!("'{tree}' is not one of pool_trees ({})", trees.join(", ")),
+                        format!(
+                            "'{tree}' is not one of pool_trees ({})",
+                            trees
+                                .iter()
+                                .map(TreeName::as_str)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     ));
                 }
             }

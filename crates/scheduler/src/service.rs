@@ -14,6 +14,7 @@ use tracing::{debug, error, info, warn};
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::identity::Caller;
+use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::protocol::{
     unix_now, HeartbeatReply, HeartbeatRequest, Registration, PROTOCOL_VERSION,
 };
@@ -472,8 +473,8 @@ fn dispatch(
             core.authorize_create(
                 caller,
                 b.object_type,
-                b.pool_tree.as_deref(),
-                b.parent_name.as_deref(),
+                b.pool_tree.as_ref().map(TreeName::as_str),
+                b.parent_name.as_ref().map(PoolName::as_str),
             )?;
             let attributes = match &b.attributes {
                 Some(text) => json_value(text)?,
@@ -481,15 +482,23 @@ fn dispatch(
             };
             within_record_limit(core, max_record, |core| match b.object_type {
                 api::ObjectType::SchedulerPool => {
-                    let tree = b.pool_tree.as_deref().ok_or_else(|| {
+                    let tree = b.pool_tree.as_ref().ok_or_else(|| {
                         ApiError::new("create scheduler_pool needs a pool tree (--pool-tree)")
                     })?;
-                    core.create_pool(tree, &b.name, b.parent_name.as_deref(), attributes)
+                    let name = PoolName::parse(&b.name).map_err(ApiError::new)?;
+                    core.create_pool(
+                        tree.as_str(),
+                        name.as_str(),
+                        b.parent_name.as_ref().map(PoolName::as_str),
+                        attributes,
+                    )
+                    .map_err(admin_error)
+                }
+                api::ObjectType::SchedulerPoolTree => {
+                    let name = TreeName::parse(&b.name).map_err(ApiError::new)?;
+                    core.create_pool_tree(name.as_str(), attributes)
                         .map_err(admin_error)
                 }
-                api::ObjectType::SchedulerPoolTree => core
-                    .create_pool_tree(&b.name, attributes)
-                    .map_err(admin_error),
             })
         }),
         other => {

@@ -160,8 +160,9 @@ impl SchedulerCore {
             .map_err(|e| ApiError::new(e.0))?;
         let options = spec.scheduling_options_per_pool_tree.get(tree_name);
         let requested = options
-            .and_then(|o| o.pool.clone())
-            .or_else(|| spec.pool.clone())
+            .and_then(|o| o.pool.as_ref())
+            .or(spec.pool.as_ref())
+            .map(|p| p.to_string())
             .unwrap_or_else(|| user.to_string());
         let (pool, new_pool) = resolve_pool(tree, tree_name, &requested, user)?;
         let counts = self.pool_counts(tree_name);
@@ -268,10 +269,10 @@ impl SchedulerCore {
             Some(trees) => {
                 for t in trees {
                     self.cluster
-                        .tree(t)
+                        .tree(t.as_str())
                         .map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
                 }
-                Ok(trees.to_vec())
+                Ok(trees.iter().map(|t| t.to_string()).collect())
             }
             None => self
                 .cluster

@@ -4,13 +4,14 @@
 use super::tests::{done, heartbeat, spec};
 use super::*;
 use serde_json::json;
+use ytsched_common::names::PoolName;
 use ytsched_common::protocol::*;
 use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::{JobState, OperationState};
 
 fn spec_in(pool: Option<&str>, jobs: u32) -> VanillaSpec {
     let mut s = spec(jobs, 1.0);
-    s.pool = pool.map(String::from);
+    s.pool = pool.map(|p| PoolName::parse(p).unwrap());
     s
 }
 

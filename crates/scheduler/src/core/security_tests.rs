@@ -6,6 +6,7 @@ use super::tests::{done, heartbeat, spec};
 use super::*;
 use ytsched_common::api::ObjectType;
 use ytsched_common::identity::Caller;
+use ytsched_common::names::PoolName;
 use ytsched_common::states::JobState;
 
 #[test]
@@ -35,7 +36,7 @@ fn acls_and_ownership_refuse_naming_user_permission_and_object() {
     )
     .unwrap();
     let mut s = spec(1, 1.0);
-    s.pool = Some("team".into());
+    s.pool = Some(PoolName::parse("team").unwrap());
     let bob = Caller::user("bob");
     let e = core
         .start_operation_as(OperationId::random(), &bob, s.clone(), 0)

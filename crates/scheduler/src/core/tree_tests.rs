@@ -4,6 +4,7 @@
 use super::tests::{done, heartbeat, spec};
 use super::*;
 use serde_json::json;
+use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::protocol::*;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
@@ -71,8 +72,8 @@ fn op(id: &str) -> OperationId {
 
 fn in_trees(trees: &[&str], jobs: u32) -> ytsched_common::spec::VanillaSpec {
     let mut s = spec(jobs, 1.0);
-    s.pool = Some("p".into());
-    s.pool_trees = Some(trees.iter().map(|t| t.to_string()).collect());
+    s.pool = Some(PoolName::parse("p").unwrap());
+    s.pool_trees = Some(trees.iter().map(|t| TreeName::parse(t).unwrap()).collect());
     s
 }
 
@@ -281,9 +282,9 @@ fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
         .unwrap();
     let mut s = in_trees(&["default", "other"], 20);
     s.scheduling_options_per_pool_tree.insert(
-        "other".into(),
+        TreeName::parse("other").unwrap(),
         ytsched_common::spec::TreeSchedulingOptions {
-            pool: Some("research".into()),
+            pool: Some(PoolName::parse("research").unwrap()),
             weight: Some(3.0),
             resource_limits: Some(ytsched_common::spec::ResourceAmounts {
                 cpu: Some(3.0),
