@@ -88,6 +88,68 @@ pub struct FinishedJob {
     pub stderr_tail: String,
 }
 
+/// Most tags one node may report (system and configured each).
+pub const MAX_NODE_TAGS: usize = 256;
+/// Longest error message a job result keeps.
+pub const MAX_JOB_ERROR_BYTES: usize = 4096;
+
+impl HeartbeatRequest {
+    /// What is wrong with this request's own fields, if anything: tags must be tags, and
+    /// few enough; the hostname a hostname.
+    pub fn check(&self) -> Result<(), String> {
+        if self.hostname.len() > 255 {
+            return Err(format!(
+                "hostname is {} bytes, longer than 255",
+                self.hostname.len()
+            ));
+        }
+        for (what, tags) in [("system_tags", &self.system_tags), ("tags", &self.tags)] {
+            if tags.len() > MAX_NODE_TAGS {
+                return Err(format!(
+                    "{what}: {} tags is more than the limit of {MAX_NODE_TAGS}",
+                    tags.len()
+                ));
+            }
+            for t in tags {
+                crate::tag_filter::validate_tag(t).map_err(|e| format!("{what}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FinishedJob {
+    /// Cuts what a node sent down to what a result keeps: output tails of
+    /// `OUTPUT_TAIL_BYTES` and an error of `MAX_JOB_ERROR_BYTES`, so every job record
+    /// fits in the store whatever the node says.
+    pub fn bounded(mut self) -> Self {
+        keep_tail(&mut self.stdout_tail, OUTPUT_TAIL_BYTES);
+        keep_tail(&mut self.stderr_tail, OUTPUT_TAIL_BYTES);
+        if let Some(e) = &mut self.error {
+            if e.len() > MAX_JOB_ERROR_BYTES {
+                let mut cut = MAX_JOB_ERROR_BYTES;
+                while !e.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                e.truncate(cut);
+                e.push('…');
+            }
+        }
+        self
+    }
+}
+
+/// Keeps the last `max` bytes of `s` (at a character boundary).
+fn keep_tail(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut start = s.len() - max;
+        while !s.is_char_boundary(start) {
+            start += 1;
+        }
+        s.drain(..start);
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "status")]
 pub enum Registration {
@@ -158,4 +220,29 @@ pub struct JobAbort {
     pub job_id: JobId,
     pub reason: AbortReason,
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_cut_to_what_a_record_keeps() {
+        let r = FinishedJob {
+            job_id: JobId::parse("j").unwrap(),
+            operation_id: OperationId::parse("o").unwrap(),
+            state: JobState::Failed,
+            error: Some("é".repeat(10_000)),
+            start_time: 0,
+            finish_time: 0,
+            statistics: Default::default(),
+            stdout_tail: "x".repeat(OUTPUT_TAIL_BYTES) + "end",
+            stderr_tail: "ok".into(),
+        }
+        .bounded();
+        assert!(r.error.unwrap().len() <= MAX_JOB_ERROR_BYTES + 3);
+        assert_eq!(r.stdout_tail.len(), OUTPUT_TAIL_BYTES);
+        assert!(r.stdout_tail.ends_with("end"));
+        assert_eq!(r.stderr_tail, "ok");
+    }
 }

@@ -16,9 +16,20 @@ use ytsched_common::{JobId, NodeId};
 const MAX_SEQ_JUMP: u64 = 1_000_000;
 
 impl SchedulerCore {
-    pub fn process_heartbeat(&mut self, req: HeartbeatRequest, now: UnixMillis) -> HeartbeatReply {
+    pub fn process_heartbeat(
+        &mut self,
+        mut req: HeartbeatRequest,
+        now: UnixMillis,
+    ) -> HeartbeatReply {
         self.observe(now);
         let period = self.config.heartbeat_period_ms;
+        if let Err(e) = req.check() {
+            return HeartbeatReply::rejected(e, period);
+        }
+        req.finished_jobs = std::mem::take(&mut req.finished_jobs)
+            .into_iter()
+            .map(|f| f.bounded())
+            .collect();
         if req.protocol_version != PROTOCOL_VERSION {
             return HeartbeatReply::rejected(
                 format!(
