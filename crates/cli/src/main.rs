@@ -66,21 +66,21 @@ enum Command {
     RunVanilla(run_vanilla::RunVanillaArgs),
     ListOperations,
     GetOperation {
-        operation: String,
+        operation: OperationId,
     },
     AbortOperation {
-        operation: String,
+        operation: OperationId,
     },
     ListJobs {
-        operation: String,
+        operation: OperationId,
     },
     GetJobStdout {
-        operation: String,
-        job: String,
+        operation: OperationId,
+        job: JobId,
     },
     GetJobStderr {
-        operation: String,
-        job: String,
+        operation: OperationId,
+        job: JobId,
     },
     ListNodes,
     /// Create a pool (`scheduler_pool`) or a pool tree (`scheduler_pool_tree`).
@@ -205,7 +205,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 s,
                 user,
                 GetOperation {
-                    operation_id: OperationId(operation),
+                    operation_id: operation,
                 },
             )
             .await?,
@@ -217,7 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 s,
                 user,
                 AbortOperation {
-                    operation_id: OperationId(operation.clone()),
+                    operation_id: operation.clone(),
                 },
             )
             .await?;
@@ -230,7 +230,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 s,
                 user,
                 ListJobs {
-                    operation_id: OperationId(operation),
+                    operation_id: operation,
                 },
             )
             .await?,
@@ -259,8 +259,8 @@ async fn print_output(
     client: &async_nats::Client,
     subjects: &Subjects,
     user: &Caller,
-    operation: String,
-    job: String,
+    operation: OperationId,
+    job: JobId,
     stream: OutputStream,
 ) -> anyhow::Result<()> {
     let text = call(
@@ -268,8 +268,8 @@ async fn print_output(
         subjects,
         user,
         GetJobOutput {
-            operation_id: OperationId(operation),
-            job_id: JobId(job),
+            operation_id: operation,
+            job_id: job,
             stream,
         },
     )

@@ -51,6 +51,13 @@ macro_rules! string_id {
             }
         }
 
+        impl std::str::FromStr for $name {
+            type Err = BadId;
+            fn from_str(s: &str) -> Result<Self, BadId> {
+                $name::parse(s)
+            }
+        }
+
         impl TryFrom<String> for $name {
             type Error = BadId;
             fn try_from(s: String) -> Result<Self, BadId> {
@@ -71,11 +78,6 @@ macro_rules! string_id {
             }
         }
 
-        impl From<&str> for $name {
-            fn from(s: &str) -> Self {
-                $name(s.to_string())
-            }
-        }
     };
 }
 

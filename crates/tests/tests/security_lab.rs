@@ -497,6 +497,14 @@ sleep 1
 #[test]
 fn oversized_input_and_damaged_records_never_wedge_the_scheduler() {
     let mut lab = Lab::start(vec![node()]).unwrap();
+    // Ids are checked where they are typed: one that could name a path never leaves.
+    let out = lab.ytsched(&["get-job-stdout", "../../etc", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("operation id '../../etc' is invalid"),
+        "{}",
+        stderr(&out)
+    );
     // Requests whose records could not be stored are refused, naming the limit.
     let big_command = "x".repeat(900_000);
     let spec = serde_json::json!({"tasks": {"t": {"command": big_command}}});
