@@ -50,9 +50,11 @@ pub struct UpArgs {
     pub demo_command: String,
 }
 
-/// Settings of one agent parsed from `--node`.
-fn node_flags(spec: &str) -> anyhow::Result<Vec<String>> {
+/// Settings of one agent parsed from `--node`: its flags, and its id if given (the id is
+/// also its identity's name, so it is kept apart).
+fn node_flags(spec: &str) -> anyhow::Result<(Vec<String>, Option<String>)> {
     let mut flags = Vec::new();
+    let mut id = None;
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (key, value) = part
             .split_once('=')
@@ -68,14 +70,11 @@ fn node_flags(spec: &str) -> anyhow::Result<Vec<String>> {
                     flags.push(t.to_string());
                 }
             }
-            "id" => {
-                flags.push("--node-id".into());
-                flags.push(value.to_string());
-            }
+            "id" => id = Some(value.to_string()),
             other => bail!("--node '{spec}': unknown setting '{other}' (cpu, memory, gpu, user_slots, tags, id)"),
         }
     }
-    Ok(flags)
+    Ok((flags, id))
 }
 
 /// Finds nats-server: $YTSCHED_NATS_SERVER, the repository's .tools/bin, then PATH.
@@ -251,7 +250,8 @@ impl LabSecurity {
     }
 }
 
-/// The name of lab agent `i` (0-based): its node id and its identity.
+/// The name of lab agent `i` (0-based) when `--node` gives none: its node id and its
+/// identity.
 fn lab_node_name(i: usize) -> String {
     format!("lab-node-{}", i + 1)
 }
@@ -281,6 +281,17 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         children: vec![],
     };
     let admin = UserName::parse("admin")?;
+    // Each agent's settings and name, checked before anything starts.
+    let mut agents = Vec::with_capacity(args.nodes);
+    for i in 0..args.nodes {
+        let (flags, id) = match args.node.get(i) {
+            Some(spec) => node_flags(spec)?,
+            None => (vec![], None),
+        };
+        let name = id.unwrap_or_else(|| lab_node_name(i));
+        UserName::parse(&name).map_err(|e| anyhow::anyhow!("--node id: {e}"))?;
+        agents.push((name, flags));
+    }
     let security = if args.insecure {
         eprintln!("warning: --insecure: the lab's bus is unauthenticated; anyone who can reach 127.0.0.1 controls it");
         LabSecurity {
@@ -289,8 +300,8 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         }
     } else {
         let mut auth = AuthDir::init(&dir.join("auth"), subjects.prefix(), &admin)?;
-        for i in 0..args.nodes {
-            auth.add(UserName::parse(&lab_node_name(i))?, Role::Node)?;
+        for (name, _) in &agents {
+            auth.add(UserName::parse(name)?, Role::Node)?;
         }
         LabSecurity {
             auth: Some(auth),
@@ -343,7 +354,7 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         eprintln!("warning: not root, so agents run jobs with --sandbox=process (no resource enforcement)");
     }
     let node_bin = sibling_binary("ytsched-node")?;
-    for i in 0..args.nodes {
+    for (i, (node_name, flags)) in agents.iter().enumerate() {
         let name = format!("node-{}", i + 1);
         let mut cmd = Command::new(&node_bin);
         cmd.args([
@@ -352,9 +363,9 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
             "--subject-prefix",
             &prefix,
             "--node-id",
-            &lab_node_name(i),
+            node_name,
         ])
-        .args(security.flags(&lab_node_name(i)))
+        .args(security.flags(node_name))
         .arg("--work-dir")
         .arg(dir.join(&name))
         .args([
@@ -368,9 +379,7 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         for t in &args.tags {
             cmd.args(["--tag", t]);
         }
-        if let Some(spec) = args.node.get(i) {
-            cmd.args(node_flags(spec)?);
-        }
+        cmd.args(flags);
         lab.spawn(&name, &mut cmd)?;
     }
 
@@ -488,11 +497,12 @@ mod tests {
 
     #[test]
     fn node_settings_become_agent_flags() {
-        let f = node_flags("cpu=4,memory=8G,tags=ssd:fast").unwrap();
+        let (f, id) = node_flags("cpu=4,memory=8G,tags=ssd:fast,id=gpu1").unwrap();
         assert_eq!(
             f,
             vec!["--cpu", "4", "--memory", "8G", "--tag", "ssd", "--tag", "fast"]
         );
+        assert_eq!(id.as_deref(), Some("gpu1"));
         assert!(node_flags("disk=1")
             .unwrap_err()
             .to_string()
