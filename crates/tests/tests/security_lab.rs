@@ -254,6 +254,7 @@ fn nats_server_refuses_forgeries_and_hostile_messages_change_nothing() {
     let lab = Lab::start(vec![node(), node()]).unwrap();
     lab.add_user("mallory", false).unwrap();
     let before = lab.ok(&["list-operations", "--format", "json"]);
+    let trees_before = lab.ok(&["get", "//sys/pool_trees", "--format", "json"]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let p = &lab.prefix;
@@ -358,6 +359,10 @@ fn nats_server_refuses_forgeries_and_hostile_messages_change_nothing() {
     });
     // The lab still runs operations, and nothing stored changed.
     assert_eq!(lab.ok(&["list-operations", "--format", "json"]), before);
+    assert_eq!(
+        lab.ok(&["get", "//sys/pool_trees", "--format", "json"]),
+        trees_before
+    );
     let out = lab.ytsched(&[
         "run-vanilla",
         "--command",
