@@ -2,7 +2,7 @@
 //! certificate for mutual TLS, so a lab can encrypt its bus without outside tooling.
 
 use anyhow::Context;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rcgen::{BasicConstraints, Certificate, CertificateParams, DnType, IsCa, KeyPair};
 use std::path::Path;
 
 pub fn make_ca_and_server_cert(dir: &Path, hosts: &[String]) -> anyhow::Result<()> {
@@ -15,26 +15,28 @@ pub fn make_ca_and_server_cert(dir: &Path, hosts: &[String]) -> anyhow::Result<(
     let ca_key = KeyPair::generate()?;
     let ca = ca_params.self_signed(&ca_key)?;
     write(dir, "ca.pem", &ca.pem(), 0o644)?;
-
-    let mut server = CertificateParams::new(hosts.to_vec())
+    let ca = (&ca, &ca_key);
+    leaf(dir, "server", "ytsched nats-server", hosts, ca)
         .context("--tls-host: not a valid host name or IP")?;
-    server
-        .distinguished_name
-        .push(DnType::CommonName, "ytsched nats-server");
-    let server_key = KeyPair::generate()?;
-    let server_cert = server.signed_by(&server_key, &ca, &ca_key)?;
-    write(dir, "server.pem", &server_cert.pem(), 0o644)?;
-    write(dir, "server-key.pem", &server_key.serialize_pem(), 0o600)?;
+    leaf(dir, "client", "ytsched client", &[], ca)
+}
 
-    let mut client = CertificateParams::new(Vec::<String>::new())?;
-    client
+/// A certificate signed by the CA: `<name>.pem` and its key `<name>-key.pem` (0600).
+fn leaf(
+    dir: &Path,
+    name: &str,
+    common_name: &str,
+    hosts: &[String],
+    (ca, ca_key): (&Certificate, &KeyPair),
+) -> anyhow::Result<()> {
+    let mut params = CertificateParams::new(hosts.to_vec())?;
+    params
         .distinguished_name
-        .push(DnType::CommonName, "ytsched client");
-    let client_key = KeyPair::generate()?;
-    let client_cert = client.signed_by(&client_key, &ca, &ca_key)?;
-    write(dir, "client.pem", &client_cert.pem(), 0o644)?;
-    write(dir, "client-key.pem", &client_key.serialize_pem(), 0o600)?;
-    Ok(())
+        .push(DnType::CommonName, common_name);
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, ca, ca_key)?;
+    write(dir, &format!("{name}.pem"), &cert.pem(), 0o644)?;
+    write(dir, &format!("{name}-key.pem"), &key.serialize_pem(), 0o600)
 }
 
 fn write(dir: &Path, name: &str, text: &str, mode: u32) -> anyhow::Result<()> {

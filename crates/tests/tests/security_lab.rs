@@ -39,6 +39,20 @@ fn ok_as(lab: &Lab, who: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Submits a spec file's text as `who` and returns the operation id.
+fn submit_as(lab: &Lab, who: &str, yaml: &str) -> String {
+    let path = lab
+        .dir
+        .path()
+        .join(format!("spec-{who}-{}.yaml", yaml.len()));
+    std::fs::write(&path, yaml).unwrap();
+    ok_as(
+        lab,
+        who,
+        &["run-vanilla", "--async", "--spec", path.to_str().unwrap()],
+    )
+}
+
 /// A request that nats-server must refuse: it gets no answer (an error or a timeout).
 async fn no_answer(client: &async_nats::Client, subject: String, payload: Vec<u8>) -> bool {
     matches!(
@@ -116,16 +130,10 @@ fn users_are_who_their_keys_say_and_pool_acls_and_ownership_decide() {
     ok_as(&lab, "alice", &["abort-operation", &op]);
 
     // A spec's owners share those rights.
-    let shared = lab.dir.path().join("shared.yaml");
-    std::fs::write(
-        &shared,
-        "owners: [bob]\ntasks: {t: {command: 'sleep 30', cpu_limit: 0.5}}\n",
-    )
-    .unwrap();
-    let op2 = ok_as(
+    let op2 = submit_as(
         &lab,
         "alice",
-        &["run-vanilla", "--async", "--spec", shared.to_str().unwrap()],
+        "owners: [bob]\ntasks: {t: {command: 'sleep 30', cpu_limit: 0.5}}\n",
     );
     ok_as(&lab, "bob", &["abort-operation", &op2]);
 
@@ -668,16 +676,10 @@ fn others_see_an_operations_metadata_but_not_its_secrets() {
     let lab = Lab::start(vec![node()]).unwrap();
     lab.add_user("alice", false).unwrap();
     lab.add_user("bob", false).unwrap();
-    let spec = lab.dir.path().join("secret.yaml");
-    std::fs::write(
-        &spec,
-        "tasks: {t: {command: 'true', environment: {TOKEN: hunter2}, stdin: 'password'}}\n",
-    )
-    .unwrap();
-    let op = ok_as(
+    let op = submit_as(
         &lab,
         "alice",
-        &["run-vanilla", "--async", "--spec", spec.to_str().unwrap()],
+        "tasks: {t: {command: 'true', environment: {TOKEN: hunter2}, stdin: 'password'}}\n",
     );
     let mine = ok_as(&lab, "alice", &["--format", "json", "get-operation", &op]);
     assert!(
