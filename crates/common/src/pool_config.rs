@@ -447,6 +447,10 @@ pub struct TreeConfig {
     pub non_preemptible_resource_usage_threshold: Option<ResourceAmounts>,
     pub fair_share_update_period: DurationMs,
     pub node_heartbeat_timeout: DurationMs,
+    /// The ACL of the tree's `<Root>`, which every pool inherits. Unset: `use` for
+    /// everyone, `administer` for admins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acl: Option<Vec<crate::acl::Ace>>,
 }
 
 impl Default for TreeConfig {
@@ -473,6 +477,7 @@ impl Default for TreeConfig {
             non_preemptible_resource_usage_threshold: None,
             fair_share_update_period: DurationMs(200),
             node_heartbeat_timeout: DurationMs(30_000),
+            acl: None,
         }
     }
 }
@@ -560,6 +565,9 @@ impl TreeConfig {
                     self.max_operation_count_per_pool, self.max_running_operation_count_per_pool
                 ),
             ));
+        }
+        if let Some(acl) = &self.acl {
+            crate::acl::validate(acl).map_err(|m| err("acl", m))?;
         }
         // Minimums keep a typo from making the scheduler spin or drop every node.
         if self.fair_share_update_period.0 < MIN_FAIR_SHARE_UPDATE_PERIOD_MS {

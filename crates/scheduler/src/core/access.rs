@@ -15,7 +15,8 @@ use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::OperationId;
 
 /// Whether `caller` holds `permission` on `pool` of `tree` (the root when absent):
-/// the pool's ACL, its ancestors', then the root's default.
+/// the pool's ACL, its ancestors', then the root's (`@config/acl`, by default `use` for
+/// everyone and `administer` for admins).
 pub(super) fn pool_allows(
     tree: &PoolTree,
     pool: &str,
@@ -25,7 +26,7 @@ pub(super) fn pool_allows(
     if caller.admin {
         return true;
     }
-    let root = acl::root_default();
+    let root = tree.config.acl.clone().unwrap_or_else(acl::root_default);
     let own: Vec<&[Ace]> = if pool == ROOT_POOL {
         vec![]
     } else {

@@ -136,3 +136,34 @@ fn node_reports_must_be_finite_and_plausible() {
     }
     assert!(core.list_nodes().is_empty());
 }
+
+#[test]
+fn the_roots_acl_is_the_trees_and_every_pool_inherits_it() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool("default", "team", None, serde_json::Value::Null)
+        .unwrap();
+    core.admin_set(
+        "//sys/pool_trees/default/@config/acl",
+        serde_json::json!([{"action": "allow", "subjects": ["alice"], "permissions": ["use"]}]),
+    )
+    .unwrap();
+    let mut s = spec(1, 1.0);
+    s.pool = Some(PoolName::parse("team").unwrap());
+    let e = core
+        .start_operation_as(OperationId::random(), &Caller::user("bob"), s.clone(), 0)
+        .unwrap_err();
+    assert!(
+        e.message.contains("no 'use' permission on pool 'team'"),
+        "{e}"
+    );
+    core.start_operation_as(OperationId::random(), &Caller::user("alice"), s, 0)
+        .unwrap();
+    // A bad ACL is refused naming the attribute, and changes nothing.
+    let e = core
+        .admin_set(
+            "//sys/pool_trees/default/@config/acl",
+            serde_json::json!([{"action": "allow", "subjects": ["a.b"], "permissions": ["use"]}]),
+        )
+        .unwrap_err();
+    assert!(e.0.contains("acl"), "{e}");
+}
