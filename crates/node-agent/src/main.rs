@@ -162,6 +162,15 @@ async fn agent_main() -> anyhow::Result<()> {
     let sandboxes_dir = work_dir.join("sandboxes");
     std::fs::create_dir_all(&sandboxes_dir)
         .with_context(|| format!("cannot create work directory {}", sandboxes_dir.display()))?;
+    if nix::unistd::geteuid().is_root() {
+        // Jobs run as slot users: they must reach their own directory below these, and
+        // see nothing else in them.
+        for d in [&work_dir, &sandboxes_dir] {
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o711))
+                .with_context(|| format!("cannot set the mode of {}", d.display()))?;
+        }
+        check_searchable_by_jobs(&sandboxes_dir)?;
+    }
 
     let isolation = match args.sandbox {
         SandboxKind::Cgroup => {
@@ -187,11 +196,6 @@ async fn agent_main() -> anyhow::Result<()> {
                 "--slot-uid-base {}: slot users would run from uid {} to {last}; use a base above 0 with room for {} slots",
                 args.slot_uid_base, args.slot_uid_base, limits.user_slots
             );
-        }
-        // Jobs must reach their own directory below these, and see nothing else in them.
-        for d in [&work_dir, &sandboxes_dir] {
-            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o711))
-                .with_context(|| format!("cannot set the mode of {}", d.display()))?;
         }
         Some(args.slot_uid_base)
     } else {
@@ -270,4 +274,23 @@ fn default_pids_limit(user_slots: f64) -> u64 {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(32_768);
     (pid_max / 2 / (user_slots.max(1.0) as u64)).clamp(16, 10_000)
+}
+
+/// Jobs run as slot users: every directory above their sandboxes must let others pass
+/// (the execute bit), or no job could even start. Said once at start, not per job.
+fn check_searchable_by_jobs(dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::fs::canonicalize(dir)?;
+    for d in dir.ancestors() {
+        let mode = std::fs::metadata(d)?.permissions().mode();
+        if mode & 0o001 == 0 {
+            bail!(
+                "{} (mode {:o}) does not let other users pass, so jobs (run as slot users) could not reach their sandboxes in {}: chmod o+x it, or choose another --work-dir",
+                d.display(),
+                mode & 0o7777,
+                dir.display()
+            );
+        }
+    }
+    Ok(())
 }

@@ -439,6 +439,31 @@ fn daemons_refuse_to_run_unauthenticated_unless_told_and_never_off_loopback() {
             stderr(&out)
         );
     }
+    // As root, an agent whose sandboxes its slot users could not reach says so at start.
+    if ytsched_tests::is_root() {
+        let closed = tempfile::tempdir().unwrap(); // mode 0700
+        let work = closed.path().join("w");
+        let out = run(
+            "ytsched-node",
+            &[
+                "--nats",
+                "nats://127.0.0.1:1",
+                "--insecure",
+                "--sandbox",
+                "process",
+                "--node-id",
+                "x",
+                "--work-dir",
+                work.to_str().unwrap(),
+            ],
+        );
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("does not let other users pass"),
+            "{}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]
