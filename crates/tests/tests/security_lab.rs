@@ -417,7 +417,9 @@ fn a_revoked_identity_is_cut_off_at_once_without_restarts() {
 #[test]
 fn daemons_refuse_to_run_unauthenticated_unless_told_and_never_off_loopback() {
     let run = |bin: &str, args: &[&str]| {
-        std::process::Command::new(ytsched_tests::binary(bin))
+        std::process::Command::new("timeout")
+            .arg("20")
+            .arg(ytsched_tests::binary(bin))
             .args(args)
             .env_remove("YTSCHED_CREDS")
             .output()
@@ -441,8 +443,14 @@ fn daemons_refuse_to_run_unauthenticated_unless_told_and_never_off_loopback() {
     }
     // As root, an agent whose sandboxes its slot users could not reach says so at start.
     if ytsched_tests::is_root() {
-        let closed = tempfile::tempdir().unwrap(); // mode 0700
+        let closed = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            closed.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
         let work = closed.path().join("w");
+        // Bounded: should the check not fire, the agent would wait for NATS forever.
         let out = run(
             "ytsched-node",
             &[
