@@ -62,48 +62,25 @@ pub enum IdentityError {
     BadFile { path: String, message: String },
 }
 
-/// A user or node name: a NATS subject token, so it cannot widen a permission or name a
-/// path outside its directory.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct UserName(String);
-
-impl UserName {
-    pub fn parse(s: &str) -> Result<Self, IdentityError> {
-        let ok = !s.is_empty()
-            && s.len() <= MAX_NAME_LEN
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
-        if ok {
-            Ok(UserName(s.to_string()))
-        } else {
-            Err(IdentityError::BadName(s.chars().take(80).collect()))
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
+fn check_user_name(s: &str) -> Result<(), IdentityError> {
+    let ok = !s.is_empty()
+        && s.len() <= MAX_NAME_LEN
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(IdentityError::BadName(s.chars().take(80).collect()))
     }
 }
 
-impl TryFrom<String> for UserName {
-    type Error = IdentityError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        UserName::parse(&s)
-    }
-}
-
-impl From<UserName> for String {
-    fn from(n: UserName) -> String {
-        n.0
-    }
-}
-
-impl fmt::Display for UserName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+validated_string!(
+    /// A user or node name: a NATS subject token, so it cannot widen a permission or
+    /// name a path outside its directory.
+    UserName(String),
+    check_user_name,
+    IdentityError
+);
 
 /// The reply inbox prefix of an identity: nats-server lets it subscribe only below it,
 /// so no one hears another identity's replies.

@@ -2,9 +2,6 @@
 //! as it is decoded: ids are NATS subject tokens and directory names (a job's sandbox),
 //! so one holding '.', '/', a wildcard or nothing at all cannot exist past the boundary.
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-
 /// Longest id on the wire.
 pub const MAX_ID_LEN: usize = 128;
 
@@ -32,70 +29,44 @@ fn check_id(kind: &'static str, s: &str, colon: bool) -> Result<(), BadId> {
     }
 }
 
-macro_rules! string_id {
-    ($(#[$m:meta])* $name:ident, $kind:literal, $colon:literal) => {
-        $(#[$m])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(pub String);
-
-        impl $name {
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-
-            /// Checks an id given by a person or a wire message.
-            pub fn parse(s: &str) -> Result<Self, BadId> {
-                check_id($kind, s, $colon)?;
-                Ok($name(s.to_string()))
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = BadId;
-            fn from_str(s: &str) -> Result<Self, BadId> {
-                $name::parse(s)
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = BadId;
-            fn try_from(s: String) -> Result<Self, BadId> {
-                check_id($kind, &s, $colon)?;
-                Ok($name(s))
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-    };
+fn check_operation_id(s: &str) -> Result<(), BadId> {
+    check_id("operation id", s, false)
+}
+fn check_job_id(s: &str) -> Result<(), BadId> {
+    check_id("job id", s, false)
+}
+fn check_node_id(s: &str) -> Result<(), BadId> {
+    check_id("node id", s, true)
+}
+fn check_incarnation_id(s: &str) -> Result<(), BadId> {
+    check_id("incarnation id", s, false)
 }
 
-string_id!(
-    /// An operation, e.g. `7f2c1a9e-…`; chosen by the scheduler at submission.
-    OperationId, "operation id", false
+// The inner field stays public for ids the scheduler makes itself (`<op>-<seq>`);
+// everything from outside goes through the check.
+validated_string!(
+    /// An operation, e.g. `7f2c1a9e-…`; chosen by the client or the scheduler at submission.
+    OperationId(pub String),
+    check_operation_id,
+    BadId
 );
-string_id!(
+validated_string!(
     /// One run of one job of a task; a retried job gets a new id.
-    JobId, "job id", false
+    JobId(pub String),
+    check_job_id,
+    BadId
 );
-string_id!(
+validated_string!(
     /// An exec node; also the last token of its heartbeat subject.
-    NodeId, "node id", true
+    NodeId(pub String),
+    check_node_id,
+    BadId
 );
-string_id!(
+validated_string!(
     /// One start of a node agent, so the scheduler can tell a restart from a lost reply.
-    IncarnationId, "incarnation id", false
+    IncarnationId(pub String),
+    check_incarnation_id,
+    BadId
 );
 
 impl OperationId {

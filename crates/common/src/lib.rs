@@ -3,6 +3,9 @@
 //!
 //! Nothing here does I/O; the transport adapters in the binaries own the sockets.
 
+#[macro_use]
+mod validated;
+
 pub mod acl;
 pub mod api;
 pub mod codec;

@@ -4,81 +4,31 @@
 
 use crate::pool_config::ROOT_POOL;
 use crate::spec::validate_pool_name;
-use serde::{Deserialize, Serialize};
-use std::fmt;
 
-/// A pool's name: letters, digits, '-', '_' and ':' (at most 100 bytes), or `<Root>`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct PoolName(String);
-
-/// A pool tree's name: the same alphabet as pools.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct TreeName(String);
-
-impl PoolName {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        if s != ROOT_POOL {
-            validate_pool_name(s)?;
-        }
-        Ok(PoolName(s.to_string()))
+fn check_pool_name(s: &str) -> Result<(), String> {
+    if s == ROOT_POOL {
+        return Ok(());
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+    validate_pool_name(s)
 }
 
-impl TreeName {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        validate_pool_name(s).map_err(|m| m.replace("pool name", "pool tree name"))?;
-        Ok(TreeName(s.to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+fn check_tree_name(s: &str) -> Result<(), String> {
+    validate_pool_name(s).map_err(|m| m.replace("pool name", "pool tree name"))
 }
 
-macro_rules! string_conversions {
-    ($name:ident) => {
-        impl TryFrom<String> for $name {
-            type Error = String;
-            fn try_from(s: String) -> Result<Self, String> {
-                $name::parse(&s)
-            }
-        }
+validated_string!(
+    /// A pool's name: letters, digits, '-', '_' and ':' (at most 100 bytes), or `<Root>`.
+    PoolName(String),
+    check_pool_name,
+    String
+);
 
-        impl std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                $name::parse(s)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(n: $name) -> String {
-                n.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl std::borrow::Borrow<str> for $name {
-            fn borrow(&self) -> &str {
-                &self.0
-            }
-        }
-    };
-}
-
-string_conversions!(PoolName);
-string_conversions!(TreeName);
+validated_string!(
+    /// A pool tree's name: the same alphabet as pools.
+    TreeName(String),
+    check_tree_name,
+    String
+);
 
 #[cfg(test)]
 mod tests {
