@@ -296,10 +296,12 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
                 dir.join("nats.pid").display()
             );
             if tls {
+                let (server_cert, _) = crate::tls::server_files(&dir.join("tls"));
+                let client = crate::tls::client_files(&dir.join("tls"));
                 println!(
                     "TLS: server cert {}, clients pass --tls-ca {}",
-                    dir.join("tls/server.pem").display(),
-                    dir.join("tls/ca.pem").display()
+                    server_cert.display(),
+                    client.ca.unwrap_or_default().display()
                 );
             }
             Ok(())

@@ -190,46 +190,33 @@ struct LabSecurity {
 }
 
 impl LabSecurity {
-    /// Flags for a component connecting as `name` (no `--creds` on an insecure lab).
+    fn creds(&self, name: &str) -> Option<PathBuf> {
+        let auth = self.auth.as_ref()?;
+        Some(auth.creds_path(&UserName::parse(name).expect("lab names are valid")))
+    }
+
+    fn tls(&self) -> TlsFiles {
+        self.tls_dir
+            .as_deref()
+            .map(crate::tls::client_files)
+            .unwrap_or_default()
+    }
+
+    /// Flags for a component connecting as `name` (`--insecure` on an insecure lab).
     fn flags(&self, name: &str) -> Vec<std::ffi::OsString> {
-        let mut out: Vec<std::ffi::OsString> = vec![];
-        match &self.auth {
-            Some(auth) => {
-                out.push("--creds".into());
-                out.push(
-                    auth.creds_path(&UserName::parse(name).expect("lab names are valid"))
-                        .into(),
-                );
-            }
-            None => out.push("--insecure".into()),
-        }
-        if let Some(dir) = &self.tls_dir {
-            for (flag, file) in [
-                ("--tls-ca", "ca.pem"),
-                ("--tls-cert", "client.pem"),
-                ("--tls-key", "client-key.pem"),
-            ] {
-                out.push(flag.into());
-                out.push(dir.join(file).into());
-            }
-        }
+        let mut out: Vec<std::ffi::OsString> = match self.creds(name) {
+            Some(path) => vec!["--creds".into(), path.into()],
+            None => vec!["--insecure".into()],
+        };
+        out.extend(self.tls().to_flags());
         out
     }
 
     fn connect_auth(&self, name: &str) -> anyhow::Result<ConnectAuth> {
-        let creds = self
-            .auth
-            .as_ref()
-            .map(|a| a.creds_path(&UserName::parse(name).expect("lab names are valid")));
-        let tls = match &self.tls_dir {
-            Some(dir) => TlsFiles {
-                ca: Some(dir.join("ca.pem")),
-                cert: Some(dir.join("client.pem")),
-                key: Some(dir.join("client-key.pem")),
-            },
-            None => TlsFiles::default(),
-        };
-        Ok(ConnectAuth::from_flags(creds.as_deref(), tls)?)
+        Ok(ConnectAuth::from_flags(
+            self.creds(name).as_deref(),
+            self.tls(),
+        )?)
     }
 
     /// nats.conf: the identities' permissions and, with TLS, mutual TLS.
@@ -239,12 +226,7 @@ impl LabSecurity {
             conf.push_str("include \"auth/auth.conf\"\n");
         }
         if let Some(dir) = &self.tls_dir {
-            conf.push_str(&format!(
-                "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n}}\n",
-                dir.join("server.pem").display(),
-                dir.join("server-key.pem").display(),
-                dir.join("ca.pem").display()
-            ));
+            conf.push_str(&crate::tls::server_conf(dir));
         }
         conf
     }
@@ -292,34 +274,24 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         UserName::parse(&name).map_err(|e| anyhow::anyhow!("--node id: {e}"))?;
         agents.push((name, flags));
     }
-    let security = if args.insecure {
+    let auth = if args.insecure {
         eprintln!("warning: --insecure: the lab's bus is unauthenticated; anyone who can reach 127.0.0.1 controls it");
-        LabSecurity {
-            auth: None,
-            tls_dir: None,
-        }
+        None
     } else {
         let mut auth = AuthDir::init(&dir.join("auth"), subjects.prefix(), &admin)?;
         for (name, _) in &agents {
             auth.add(UserName::parse(name)?, Role::Node)?;
         }
-        LabSecurity {
-            auth: Some(auth),
-            tls_dir: None,
-        }
+        Some(auth)
     };
-    let security = if args.tls {
+    let tls_dir = args.tls.then(|| dir.join("tls"));
+    if let Some(tls_dir) = &tls_dir {
         crate::tls::make_ca_and_server_cert(
-            &dir.join("tls"),
+            tls_dir,
             &["localhost".to_string(), "127.0.0.1".to_string()],
         )?;
-        LabSecurity {
-            tls_dir: Some(dir.join("tls")),
-            ..security
-        }
-    } else {
-        security
-    };
+    }
+    let security = LabSecurity { auth, tls_dir };
     std::fs::create_dir_all(dir.join("auth"))?;
     std::fs::write(dir.join("nats.conf"), security.nats_conf())?;
     let nats_server = find_nats_server()?;
@@ -412,10 +384,15 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
     if let Some(auth) = &security.auth {
         println!("YTSCHED_CREDS={}", auth.creds_path(&admin).display());
     }
-    if let Some(tls) = &security.tls_dir {
-        println!("YTSCHED_TLS_CA={}", tls.join("ca.pem").display());
-        println!("YTSCHED_TLS_CERT={}", tls.join("client.pem").display());
-        println!("YTSCHED_TLS_KEY={}", tls.join("client-key.pem").display());
+    if security.tls_dir.is_some() {
+        let tls = security.tls();
+        for (var, path) in [
+            ("YTSCHED_TLS_CA", tls.ca),
+            ("YTSCHED_TLS_CERT", tls.cert),
+            ("YTSCHED_TLS_KEY", tls.key),
+        ] {
+            println!("{var}={}", path.unwrap_or_default().display());
+        }
     }
     eprintln!(
         "lab ready: {} node(s), logs in {}; Ctrl-C stops it",

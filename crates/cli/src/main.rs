@@ -38,14 +38,8 @@ struct Cli {
     /// Credentials file (`ytsched auth`); the user is the one named in it.
     #[arg(long, global = true, env = "YTSCHED_CREDS")]
     creds: Option<std::path::PathBuf>,
-    /// CA certificate that signed nats-server's certificate (turns TLS on).
-    #[arg(long, global = true, env = "YTSCHED_TLS_CA")]
-    tls_ca: Option<std::path::PathBuf>,
-    /// Client certificate and key for mutual TLS.
-    #[arg(long, global = true, env = "YTSCHED_TLS_CERT")]
-    tls_cert: Option<std::path::PathBuf>,
-    #[arg(long, global = true, env = "YTSCHED_TLS_KEY")]
-    tls_key: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    tls: TlsFiles,
     /// User to act as on an unauthenticated (--insecure) bus; with --creds the user is
     /// the credentials' identity and this is ignored.
     #[arg(long, global = true, env = "USER", default_value = "root")]
@@ -135,11 +129,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Auth(args) = cli.command {
         return auth::run(args, subjects.prefix());
     }
-    let tls = TlsFiles {
-        ca: cli.tls_ca.clone(),
-        cert: cli.tls_cert.clone(),
-        key: cli.tls_key.clone(),
-    };
+    let tls = cli.tls.clone();
     if let Command::Up(args) = cli.command {
         return lab::up(args, &subjects, tls).await;
     }

@@ -3,7 +3,34 @@
 
 use anyhow::Context;
 use rcgen::{BasicConstraints, Certificate, CertificateParams, DnType, IsCa, KeyPair};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use ytsched_common::transport::TlsFiles;
+
+/// The CA certificate, and the certificate and key a client of nats-server presents,
+/// as `make_ca_and_server_cert` writes them in `dir`.
+pub fn client_files(dir: &Path) -> TlsFiles {
+    TlsFiles {
+        ca: Some(dir.join("ca.pem")),
+        cert: Some(dir.join("client.pem")),
+        key: Some(dir.join("client-key.pem")),
+    }
+}
+
+/// nats-server's certificate and key in `dir`.
+pub fn server_files(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("server.pem"), dir.join("server-key.pem"))
+}
+
+/// nats-server's `tls` block for mutual TLS with the files in `dir`.
+pub fn server_conf(dir: &Path) -> String {
+    let (cert, key) = server_files(dir);
+    format!(
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n}}\n",
+        cert.display(),
+        key.display(),
+        dir.join("ca.pem").display()
+    )
+}
 
 pub fn make_ca_and_server_cert(dir: &Path, hosts: &[String]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -49,12 +49,48 @@ pub struct ConnectAuth {
     pub tls: TlsFiles,
 }
 
-/// TLS files (`--tls-ca`, and for mutual TLS `--tls-cert`/`--tls-key`).
-#[derive(Clone, Debug, Default)]
+/// TLS files, the same flags on every binary (global, so the CLI takes them before or
+/// after its subcommand).
+#[derive(clap::Args, Clone, Debug, Default)]
 pub struct TlsFiles {
+    /// CA certificate that signed nats-server's certificate (turns TLS on).
+    #[arg(
+        long = "tls-ca",
+        env = "YTSCHED_TLS_CA",
+        global = true,
+        value_name = "FILE"
+    )]
     pub ca: Option<PathBuf>,
+    /// Client certificate for mutual TLS (with --tls-key).
+    #[arg(
+        long = "tls-cert",
+        env = "YTSCHED_TLS_CERT",
+        global = true,
+        value_name = "FILE"
+    )]
     pub cert: Option<PathBuf>,
+    #[arg(
+        long = "tls-key",
+        env = "YTSCHED_TLS_KEY",
+        global = true,
+        value_name = "FILE"
+    )]
     pub key: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// These files as the flags above, to start another binary with them.
+    pub fn to_flags(&self) -> Vec<std::ffi::OsString> {
+        [
+            ("--tls-ca", &self.ca),
+            ("--tls-cert", &self.cert),
+            ("--tls-key", &self.key),
+        ]
+        .into_iter()
+        .filter_map(|(flag, path)| Some([flag.into(), path.as_ref()?.clone().into_os_string()]))
+        .flatten()
+        .collect()
+    }
 }
 
 impl ConnectAuth {
@@ -97,14 +133,8 @@ pub struct BusArgs {
     /// Credentials file made by `ytsched auth` for this daemon's identity.
     #[arg(long, env = "YTSCHED_CREDS")]
     pub creds: Option<PathBuf>,
-    /// CA certificate that signed nats-server's certificate (turns TLS on).
-    #[arg(long, env = "YTSCHED_TLS_CA")]
-    pub tls_ca: Option<PathBuf>,
-    /// Client certificate for mutual TLS (with --tls-key).
-    #[arg(long, env = "YTSCHED_TLS_CERT")]
-    pub tls_cert: Option<PathBuf>,
-    #[arg(long, env = "YTSCHED_TLS_KEY")]
-    pub tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsFiles,
     /// Connect without credentials: anyone on the bus can then do anything. Refused
     /// unless every NATS URL is on loopback.
     #[arg(long)]
@@ -119,18 +149,14 @@ impl BusArgs {
         roles: &[Role],
         what: &str,
     ) -> Result<ConnectAuth, TransportError> {
-        let tls = TlsFiles {
-            ca: self.tls_ca.clone(),
-            cert: self.tls_cert.clone(),
-            key: self.tls_key.clone(),
-        };
+        let tls = self.tls.clone();
         if self.insecure {
             if self.creds.is_some() {
                 return Err(TransportError::Auth(
                     "--insecure and --creds contradict each other; drop one".into(),
                 ));
             }
-            if !all_loopback(urls) {
+            if !all_loopback(urls)? {
                 return Err(TransportError::Auth(format!(
                     "--insecure is refused: NATS at {urls} is not on loopback, and an unauthenticated bus there lets anyone run jobs as this cluster"
                 )));
@@ -149,24 +175,14 @@ impl BusArgs {
 }
 
 /// Whether every URL names a loopback host: an unauthenticated bus is allowed only there.
-pub fn all_loopback(urls: &str) -> bool {
-    urls.split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .all(|u| {
-            let rest = u.split_once("://").map(|(_, r)| r).unwrap_or(u);
-            let hostport = rest.rsplit_once('@').map(|(_, h)| h).unwrap_or(rest);
-            let host = if let Some(v6) = hostport.strip_prefix('[') {
-                v6.split(']').next().unwrap_or("")
-            } else {
-                hostport.split(':').next().unwrap_or("")
-            };
-            host == "localhost"
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .map(|ip| ip.is_loopback())
-                    .unwrap_or(false)
-        })
+pub fn all_loopback(urls: &str) -> Result<bool, TransportError> {
+    Ok(parse_urls(urls)?.iter().all(|addr| {
+        addr.host() == "localhost"
+            || addr
+                .host()
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }))
 }
 
 /// Connects to NATS. With `retry` the client keeps trying in the background (daemons);
@@ -236,10 +252,12 @@ mod tests {
 
     #[test]
     fn loopback_urls_are_told_apart() {
-        assert!(all_loopback("nats://127.0.0.1:4222"));
-        assert!(all_loopback("nats://localhost:4222,127.0.0.2:1"));
-        assert!(all_loopback("nats://[::1]:4222"));
-        assert!(!all_loopback("nats://10.0.0.1:4222"));
-        assert!(!all_loopback("nats://127.0.0.1:1,nats://nats:4222"));
+        let loopback = |u| all_loopback(u).unwrap();
+        assert!(loopback("nats://127.0.0.1:4222"));
+        assert!(loopback("nats://localhost:4222,127.0.0.2:1"));
+        assert!(loopback("nats://[::1]:4222"));
+        assert!(!loopback("nats://10.0.0.1:4222"));
+        assert!(!loopback("nats://127.0.0.1:1,nats://nats:4222"));
+        assert!(all_loopback("nats://[::1").is_err());
     }
 }
