@@ -6,6 +6,7 @@
 //! mode 000: opening it fails with "Permission denied" for the job's slot user. This
 //! works the same on cgroup v1 and v2 and needs no device controller or BPF program.
 
+use nix::errno::Errno;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -89,16 +90,9 @@ impl HidePlan {
     /// # Safety
     /// Only async-signal-safe system calls on memory allocated before the fork.
     pub unsafe fn apply(&self) -> std::io::Result<()> {
-        let check = |rc: libc::c_int| {
-            if rc < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        };
-        check(libc::unshare(libc::CLONE_NEWNS))?;
+        Errno::result(libc::unshare(libc::CLONE_NEWNS))?;
         // Mounts made here must not propagate back to the host.
-        check(libc::mount(
+        Errno::result(libc::mount(
             std::ptr::null(),
             c"/".as_ptr(),
             std::ptr::null(),
@@ -106,7 +100,7 @@ impl HidePlan {
             std::ptr::null(),
         ))?;
         for path in &self.hide {
-            check(libc::mount(
+            Errno::result(libc::mount(
                 self.blocker.as_ptr(),
                 path.as_ptr(),
                 std::ptr::null(),

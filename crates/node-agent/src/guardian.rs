@@ -5,19 +5,20 @@
 //! reading a pipe whose only writer is the agent. The agent tells it the node's cgroup
 //! directories and each job's process group as it starts and ends. However the agent
 //! ends (a clean stop, a crash, SIGKILL), the kernel closes the pipe; the guardian reads
-//! EOF, kills every process in the node's job cgroups and every process group still
-//! listed, and exits. The guardian ignores the terminal's and the init system's stop
+//! EOF, kills every process group still listed, removes the node's job cgroups with
+//! every process in them (`CgroupManager::remove_stale`, as a restarted agent does), and
+//! exits. The guardian ignores the terminal's and the init system's stop
 //! signals, so it outlives the agent by design. A restarted agent also cleans up, as
 //! before; the guardian closes the window in between.
 
-use nix::sys::signal::{kill, killpg, signal, SigHandler, Signal};
+use crate::cgroup::{CgroupManager, Version};
+use nix::sys::signal::{killpg, signal, SigHandler, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// The flag that makes `ytsched-node` a guardian.
 pub const GUARDIAN_FLAG: &str = "--guardian";
@@ -35,8 +36,8 @@ impl Guardian {
         }
     }
 
-    /// Starts the guardian for jobs in `cgroup_dirs` (the node's directories).
-    pub fn spawn(cgroup_dirs: &[PathBuf]) -> std::io::Result<Self> {
+    /// Starts the guardian for jobs in the cgroups of `cgroups` (none in process mode).
+    pub fn spawn(cgroups: Option<&CgroupManager>) -> std::io::Result<Self> {
         let exe = std::env::current_exe()?;
         let mut child = Command::new(exe)
             .arg(GUARDIAN_FLAG)
@@ -46,8 +47,14 @@ impl Guardian {
         let guardian = Guardian {
             pipe: Mutex::new(child.stdin.take()),
         };
-        for dir in cgroup_dirs {
-            guardian.send(&format!("cgroup {}", dir.display()));
+        if let Some(m) = cgroups {
+            for dir in m.node_dirs() {
+                guardian.send(&format!(
+                    "cgroup {} {}",
+                    m.version().as_str(),
+                    dir.display()
+                ));
+            }
         }
         // Dropping the handle neither waits for nor kills the guardian: it lives on until
         // the pipe closes, which is the point.
@@ -89,13 +96,15 @@ pub fn run() -> ! {
             let _ = signal(s, SigHandler::SigIgn);
         }
     }
-    let mut cgroups: Vec<PathBuf> = vec![];
+    let mut version = None;
+    let mut node_dirs: Vec<PathBuf> = vec![];
     let mut groups: BTreeSet<i32> = BTreeSet::new();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
-        if let Some(dir) = line.strip_prefix("cgroup ") {
-            cgroups.push(PathBuf::from(dir));
+        if let Some((v, dir)) = line.strip_prefix("cgroup ").and_then(|r| r.split_once(' ')) {
+            version = Version::parse(v);
+            node_dirs.push(PathBuf::from(dir));
         } else if let Some(g) = line.strip_prefix('+').and_then(|g| g.parse().ok()) {
             groups.insert(g);
         } else if let Some(g) = line.strip_prefix('-').and_then(|g| g.parse::<i32>().ok()) {
@@ -106,31 +115,8 @@ pub fn run() -> ! {
     for g in &groups {
         let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left: usize = cgroups.iter().map(|d| kill_job_cgroups(d)).sum();
-        if left == 0 || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if let Some(version) = version {
+        CgroupManager::adopt(version, node_dirs).remove_stale();
     }
     std::process::exit(0);
-}
-
-/// SIGKILLs every process in the job cgroups under `node_dir`; returns how many it found.
-fn kill_job_cgroups(node_dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(node_dir) else {
-        return 0;
-    };
-    let mut found = 0;
-    for job in entries.flatten().filter(|e| e.path().is_dir()) {
-        let _ = std::fs::write(job.path().join("cgroup.kill"), "1");
-        if let Ok(procs) = std::fs::read_to_string(job.path().join("cgroup.procs")) {
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                found += 1;
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-    }
-    found
 }

@@ -162,7 +162,8 @@ async fn agent_main() -> anyhow::Result<()> {
     let sandboxes_dir = work_dir.join("sandboxes");
     std::fs::create_dir_all(&sandboxes_dir)
         .with_context(|| format!("cannot create work directory {}", sandboxes_dir.display()))?;
-    if nix::unistd::geteuid().is_root() {
+    let is_root = nix::unistd::geteuid().is_root();
+    if is_root {
         // Jobs run as slot users: they must reach their own directory below these, and
         // see nothing else in them.
         for d in [&work_dir, &sandboxes_dir] {
@@ -189,7 +190,7 @@ async fn agent_main() -> anyhow::Result<()> {
             Isolation::Process
         }
     };
-    let slot_uid_base = if nix::unistd::geteuid().is_root() {
+    let slot_uid_base = if is_root {
         let last = args.slot_uid_base as u64 + limits.user_slots as u64;
         if args.slot_uid_base == 0 || last >= i32::MAX as u64 {
             bail!(
@@ -213,11 +214,11 @@ async fn agent_main() -> anyhow::Result<()> {
     let pids_limit = args
         .job_pids_limit
         .unwrap_or_else(|| default_pids_limit(limits.user_slots));
-    let cgroup_dirs = match &isolation {
-        Isolation::Cgroup(m) => m.node_dirs().to_vec(),
-        Isolation::Process => vec![],
+    let cgroups = match &isolation {
+        Isolation::Cgroup(m) => Some(m),
+        Isolation::Process => None,
     };
-    let guardian = Guardian::spawn(&cgroup_dirs).context("cannot start the job guardian")?;
+    let guardian = Guardian::spawn(cgroups).context("cannot start the job guardian")?;
     let sandbox = SandboxConfig {
         guardian,
         isolation,

@@ -3,6 +3,7 @@
 //! process of the job.
 
 use crate::cgroup::{CgroupManager, CgroupStats, JobCgroup, JobLimits};
+use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::fs::{self, File, OpenOptions};
@@ -165,29 +166,20 @@ impl SandboxConfig {
         // returns and on memory allocated before the fork; it does not allocate.
         unsafe {
             cmd.pre_exec(move || {
-                let check = |rc: libc::c_int| {
-                    if rc < 0 {
-                        Err(std::io::Error::last_os_error())
-                    } else {
-                        Ok(())
-                    }
-                };
                 // Join the cgroup while still privileged, then drop to the slot user.
                 for fd in &fds {
-                    if libc::write(*fd, b"0".as_ptr().cast(), 1) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                    Errno::result(libc::write(*fd, b"0".as_ptr().cast(), 1))?;
                 }
                 if let Some(plan) = &hide {
                     plan.apply()?;
                 }
                 if let Some(uid) = uid {
-                    check(libc::setgroups(0, std::ptr::null()))?;
-                    check(libc::setgid(uid))?;
-                    check(libc::setuid(uid))?;
+                    Errno::result(libc::setgroups(0, std::ptr::null()))?;
+                    Errno::result(libc::setgid(uid))?;
+                    Errno::result(libc::setuid(uid))?;
                 }
                 // Nothing the job execs (setuid binaries included) gains privileges.
-                check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+                Errno::result(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
                 Ok(())
             });
         }

@@ -37,6 +37,23 @@ pub enum Version {
     V2,
 }
 
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1 => "v1",
+            Version::V2 => "v2",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "v1" => Some(Version::V1),
+            "v2" => Some(Version::V2),
+            _ => None,
+        }
+    }
+}
+
 /// Limits applied to one job's cgroup.
 #[derive(Clone, Copy, Debug)]
 pub struct JobLimits {
@@ -101,6 +118,12 @@ impl CgroupManager {
     /// The node's directory in each hierarchy (job cgroups are its children).
     pub fn node_dirs(&self) -> &[PathBuf] {
         &self.node_dirs
+    }
+
+    /// The manager of directories another process opened (the agent's job guardian),
+    /// without creating or changing anything.
+    pub fn adopt(version: Version, node_dirs: Vec<PathBuf>) -> Self {
+        CgroupManager { version, node_dirs }
     }
 
     /// Kills whatever a previous incarnation left and removes its job cgroups.
