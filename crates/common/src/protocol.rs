@@ -122,31 +122,17 @@ impl FinishedJob {
     /// Cuts what a node sent down to what a result keeps: output tails of
     /// `OUTPUT_TAIL_BYTES` and an error of `MAX_JOB_ERROR_BYTES`, so every job record
     /// fits in the store whatever the node says.
-    pub fn bounded(mut self) -> Self {
-        keep_tail(&mut self.stdout_tail, OUTPUT_TAIL_BYTES);
-        keep_tail(&mut self.stderr_tail, OUTPUT_TAIL_BYTES);
+    pub fn bound(&mut self) {
+        for tail in [&mut self.stdout_tail, &mut self.stderr_tail] {
+            let start = tail.ceil_char_boundary(tail.len().saturating_sub(OUTPUT_TAIL_BYTES));
+            tail.drain(..start);
+        }
         if let Some(e) = &mut self.error {
             if e.len() > MAX_JOB_ERROR_BYTES {
-                let mut cut = MAX_JOB_ERROR_BYTES;
-                while !e.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                e.truncate(cut);
+                e.truncate(e.floor_char_boundary(MAX_JOB_ERROR_BYTES));
                 e.push('…');
             }
         }
-        self
-    }
-}
-
-/// Keeps the last `max` bytes of `s` (at a character boundary).
-fn keep_tail(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut start = s.len() - max;
-        while !s.is_char_boundary(start) {
-            start += 1;
-        }
-        s.drain(..start);
     }
 }
 
@@ -228,7 +214,7 @@ mod tests {
 
     #[test]
     fn results_are_cut_to_what_a_record_keeps() {
-        let r = FinishedJob {
+        let mut r = FinishedJob {
             job_id: JobId::parse("j").unwrap(),
             operation_id: OperationId::parse("o").unwrap(),
             state: JobState::Failed,
@@ -238,8 +224,8 @@ mod tests {
             statistics: Default::default(),
             stdout_tail: "x".repeat(OUTPUT_TAIL_BYTES) + "end",
             stderr_tail: "ok".into(),
-        }
-        .bounded();
+        };
+        r.bound();
         assert!(r.error.unwrap().len() <= MAX_JOB_ERROR_BYTES + 3);
         assert_eq!(r.stdout_tail.len(), OUTPUT_TAIL_BYTES);
         assert!(r.stdout_tail.ends_with("end"));

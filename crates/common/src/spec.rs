@@ -142,6 +142,24 @@ fn default_max_failed() -> u32 {
     DEFAULT_MAX_FAILED_JOB_COUNT
 }
 
+/// Refuses a count or size over its bound, naming the field, the value and the limit:
+/// "`<value><unit>` is more than the limit of `<limit><suffix>`".
+fn at_most(
+    field: impl Into<String>,
+    value: usize,
+    limit: usize,
+    unit: &str,
+    suffix: &str,
+) -> Result<(), SpecError> {
+    if value > limit {
+        return Err(SpecError::new(
+            field,
+            format!("{value}{unit} is more than the limit of {limit}{suffix}"),
+        ));
+    }
+    Ok(())
+}
+
 impl TaskSpec {
     fn environment_bytes(&self) -> usize {
         self.environment
@@ -178,59 +196,48 @@ impl TaskSpec {
                 "must be at least 1",
             ));
         }
-        if self.job_count as u64 > MAX_JOBS_PER_OPERATION {
-            return Err(SpecError::new(
-                format!("{field}.job_count"),
-                format!(
-                    "{} is more than the limit of {MAX_JOBS_PER_OPERATION} jobs per operation",
-                    self.job_count
-                ),
-            ));
-        }
-        if self.command.len() > MAX_COMMAND_BYTES {
-            return Err(SpecError::new(
-                format!("{field}.command"),
-                format!(
-                    "{} bytes is more than the limit of {MAX_COMMAND_BYTES}",
-                    self.command.len()
-                ),
-            ));
-        }
+        at_most(
+            format!("{field}.job_count"),
+            self.job_count as usize,
+            MAX_JOBS_PER_OPERATION as usize,
+            "",
+            " jobs per operation",
+        )?;
+        at_most(
+            format!("{field}.command"),
+            self.command.len(),
+            MAX_COMMAND_BYTES,
+            " bytes",
+            "",
+        )?;
         if self.command.contains('\0') {
             return Err(SpecError::new(
                 format!("{field}.command"),
                 "must not contain NUL bytes",
             ));
         }
-        if let Some(stdin) = &self.stdin {
-            if stdin.len() > MAX_STDIN_BYTES {
-                return Err(SpecError::new(
-                    format!("{field}.stdin"),
-                    format!(
-                        "{} bytes is more than the limit of {MAX_STDIN_BYTES}",
-                        stdin.len()
-                    ),
-                ));
-            }
-        }
-        if self.environment_bytes() > MAX_ENVIRONMENT_BYTES {
-            return Err(SpecError::new(
-                format!("{field}.environment"),
-                format!(
-                    "{} bytes is more than the limit of {MAX_ENVIRONMENT_BYTES}",
-                    self.environment_bytes()
-                ),
-            ));
-        }
-        if self.gpu_limit > MAX_GPU_PER_JOB {
-            return Err(SpecError::new(
-                format!("{field}.gpu_limit"),
-                format!(
-                    "{} is more than the limit of {MAX_GPU_PER_JOB}",
-                    self.gpu_limit
-                ),
-            ));
-        }
+        let stdin = self.stdin.as_ref().map_or(0, String::len);
+        at_most(
+            format!("{field}.stdin"),
+            stdin,
+            MAX_STDIN_BYTES,
+            " bytes",
+            "",
+        )?;
+        at_most(
+            format!("{field}.environment"),
+            self.environment_bytes(),
+            MAX_ENVIRONMENT_BYTES,
+            " bytes",
+            "",
+        )?;
+        at_most(
+            format!("{field}.gpu_limit"),
+            self.gpu_limit as usize,
+            MAX_GPU_PER_JOB as usize,
+            "",
+            "",
+        )?;
         if !self.cpu_limit.is_finite() || self.cpu_limit < 0.0 {
             return Err(SpecError::new(
                 format!("{field}.cpu_limit"),
@@ -335,33 +342,15 @@ impl VanillaSpec {
         if self.tasks.is_empty() {
             return Err(SpecError::new("tasks", "at least one task is required"));
         }
-        if self.tasks.len() > MAX_TASKS {
-            return Err(SpecError::new(
-                "tasks",
-                format!(
-                    "{} tasks is more than the limit of {MAX_TASKS}",
-                    self.tasks.len()
-                ),
-            ));
-        }
-        if self.total_job_count() > MAX_JOBS_PER_OPERATION {
-            return Err(SpecError::new(
-                "tasks",
-                format!(
-                    "{} jobs in all is more than the limit of {MAX_JOBS_PER_OPERATION} jobs per operation",
-                    self.total_job_count()
-                ),
-            ));
-        }
-        if self.owners.len() > MAX_OWNERS {
-            return Err(SpecError::new(
-                "owners",
-                format!(
-                    "{} owners is more than the limit of {MAX_OWNERS}",
-                    self.owners.len()
-                ),
-            ));
-        }
+        at_most("tasks", self.tasks.len(), MAX_TASKS, " tasks", "")?;
+        at_most(
+            "tasks",
+            self.total_job_count() as usize,
+            MAX_JOBS_PER_OPERATION as usize,
+            " jobs in all",
+            " jobs per operation",
+        )?;
+        at_most("owners", self.owners.len(), MAX_OWNERS, " owners", "")?;
         for o in &self.owners {
             crate::identity::UserName::parse(o)
                 .map_err(|e| SpecError::new("owners", e.to_string()))?;
@@ -473,10 +462,10 @@ impl VanillaSpec {
     }
 }
 
-/// Pool names match `[-_a-z0-9:A-Z]+` (SPEC 4.2).
 /// Longest pool (and pool tree) name.
 pub const MAX_POOL_NAME_LEN: usize = 100;
 
+/// Pool names match `[-_a-z0-9:A-Z]+` (SPEC 4.2), at most `MAX_POOL_NAME_LEN` bytes.
 pub fn validate_pool_name(name: &str) -> Result<(), String> {
     if name.len() > MAX_POOL_NAME_LEN {
         return Err(format!(

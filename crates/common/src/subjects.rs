@@ -80,16 +80,7 @@ impl Subjects {
         let user = UserName::parse(user).ok()?;
         Some((Caller { user, admin }, method))
     }
-}
 
-/// What one identity may publish and subscribe to; nats-server enforces it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Permissions {
-    pub publish: Vec<String>,
-    pub subscribe: Vec<String>,
-}
-
-impl Subjects {
     /// The permissions of an identity of `role` named `name` under this prefix (SPEC 5.11).
     /// The scheduler may use everything, JetStream included; no one else touches it.
     pub fn permissions(&self, role: Role, name: &UserName) -> Permissions {
@@ -114,6 +105,13 @@ impl Subjects {
             },
         }
     }
+}
+
+/// What one identity may publish and subscribe to; nats-server enforces it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permissions {
+    pub publish: Vec<String>,
+    pub subscribe: Vec<String>,
 }
 
 impl Default for Subjects {

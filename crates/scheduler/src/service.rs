@@ -271,44 +271,46 @@ pub async fn run(
 
     let started = std::time::Instant::now();
     let snapshot = store::load(&state).await?;
-    for d in &snapshot.damaged {
-        // An alert, not a crash: the record moves aside and the rest revives.
-        error!(key = %d.key, error = %d.error, kept_as = %store::damaged_key(&d.key), "ALERT: a stored record cannot be read; it is set aside");
-        state
-            .put(store::damaged_key(&d.key), d.value.clone())
-            .await
-            .with_context(|| format!("cannot set aside damaged record {}", d.key))?;
-        state
-            .delete(&d.key)
-            .await
-            .with_context(|| format!("cannot remove damaged record {}", d.key))?;
-    }
-    let max_record_bytes = record_limit(client.server_info().max_payload);
-    let writer = Writer::spawn(state, max_record_bytes);
     let mut core = SchedulerCore::new(config.core);
-    let fresh = snapshot.config.is_none();
-    match snapshot.config {
-        Some(saved) => {
-            core.set_cluster_config(saved)
-                .map_err(|e| anyhow::anyhow!("stored configuration is invalid: {e}"))?;
-            info!("pool tree configuration loaded from the store");
-        }
-        None => {
-            if let Some(initial) = config.initial_config {
-                core.set_cluster_config(initial)
-                    .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
-                info!("pool tree configuration taken from --config");
-            }
-        }
-    }
-    core.set_integral_volumes(snapshot.volumes);
     for d in &snapshot.damaged {
+        set_aside(&state, d).await?;
         if let Some(id) = d.key.strip_prefix(store::OPERATION_PREFIX) {
             if let Ok(id) = OperationId::parse(id) {
                 core.note_damaged_operation(id, d.error.clone());
             }
         }
     }
+    // A stored configuration that no longer validates (limits tightened since it was
+    // written) is set aside like an unreadable one: the scheduler starts regardless.
+    let mut stored_config = false;
+    if let Some(saved) = snapshot.config {
+        let raw = store::config_write(&saved)?.1;
+        match core.set_cluster_config(saved) {
+            Ok(()) => {
+                stored_config = true;
+                info!("pool tree configuration loaded from the store");
+            }
+            Err(e) => {
+                let damaged = store::Damaged {
+                    key: store::CONFIG_KEY.to_string(),
+                    value: raw,
+                    error: format!("invalid: {e}"),
+                };
+                set_aside(&state, &damaged).await?;
+            }
+        }
+    }
+    if !stored_config {
+        if let Some(initial) = config.initial_config {
+            core.set_cluster_config(initial)
+                .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
+            info!("pool tree configuration taken from --config");
+        }
+    }
+    let fresh = !stored_config;
+    let max_record_bytes = record_limit(client.server_info().max_payload);
+    let writer = Writer::spawn(state, max_record_bytes);
+    core.set_integral_volumes(snapshot.volumes);
     let summary = core.restore(
         snapshot.operations,
         snapshot.jobs,
@@ -367,6 +369,24 @@ pub async fn run(
             info!("scheduler stopped; leader lease released");
         }
     }
+    Ok(())
+}
+
+/// Moves a record this version cannot use to `damaged.<key>`, with an alert: an admin can
+/// inspect it, and it no longer stands in the way of the rest of the state.
+async fn set_aside(
+    state: &async_nats::jetstream::kv::Store,
+    d: &store::Damaged,
+) -> anyhow::Result<()> {
+    error!(key = %d.key, error = %d.error, kept_as = %store::damaged_key(&d.key), "ALERT: a stored record cannot be read; it is set aside");
+    state
+        .put(store::damaged_key(&d.key), d.value.clone())
+        .await
+        .with_context(|| format!("cannot set aside damaged record {}", d.key))?;
+    state
+        .delete(&d.key)
+        .await
+        .with_context(|| format!("cannot remove damaged record {}", d.key))?;
     Ok(())
 }
 
@@ -517,7 +537,7 @@ fn visible_to(
     caller: &Caller,
     info: api::OperationInfo,
 ) -> api::OperationInfo {
-    if core.authorize_operation(caller, &info.id, "read").is_ok() {
+    if core.may_see_secrets_of(caller, &info.id) {
         info
     } else {
         info.redacted()

@@ -74,6 +74,22 @@ pub struct Snapshot {
     pub damaged: Vec<Damaged>,
 }
 
+impl Snapshot {
+    /// Decodes one stored value into its place (keys of no known kind are left alone).
+    fn take(&mut self, key: &str, value: &[u8]) -> Result<(), CodecError> {
+        if key == CONFIG_KEY {
+            self.config = Some(decode(value)?);
+        } else if key == VOLUMES_KEY {
+            self.volumes = decode(value)?;
+        } else if key.starts_with(OPERATION_PREFIX) {
+            self.operations.push(decode(value)?);
+        } else if key.starts_with(JOB_PREFIX) {
+            self.jobs.push(decode(value)?);
+        }
+        Ok(())
+    }
+}
+
 /// A stored value this version cannot read.
 pub struct Damaged {
     pub key: String,
@@ -109,22 +125,9 @@ pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
     while let Some(entry) = entries.next().await {
         let entry = entry.context("cannot read the state bucket")?;
         if entry.operation == kv::Operation::Put {
-            let key = entry.key.as_str();
-            let decoded: Result<(), CodecError> = (|| {
-                if key == CONFIG_KEY {
-                    snapshot.config = Some(decode(&entry.value)?);
-                } else if key == VOLUMES_KEY {
-                    snapshot.volumes = decode(&entry.value)?;
-                } else if key.starts_with(OPERATION_PREFIX) {
-                    snapshot.operations.push(decode(&entry.value)?);
-                } else if key.starts_with(JOB_PREFIX) {
-                    snapshot.jobs.push(decode(&entry.value)?);
-                }
-                Ok(())
-            })();
-            if let Err(e) = decoded {
+            if let Err(e) = snapshot.take(&entry.key, &entry.value) {
                 snapshot.damaged.push(Damaged {
-                    key: key.to_string(),
+                    key: entry.key.clone(),
                     value: entry.value.clone(),
                     error: e.to_string(),
                 });

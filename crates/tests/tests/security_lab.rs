@@ -606,6 +606,14 @@ fn oversized_input_and_damaged_records_never_wedge_the_scheduler() {
             .await
             .unwrap();
         kv.put("job.x-1", vec![0x91; 3].into()).await.unwrap();
+        // A configuration that decodes but no longer validates (a timeout below today's
+        // minimum), as an older version could have stored it.
+        let raw = kv.get("config").await.unwrap().expect("stored config");
+        let mut config: serde_json::Value = rmp_serde::from_slice(&raw).unwrap();
+        config["trees"]["default"]["config"]["node_heartbeat_timeout"] = 10.into();
+        kv.put("config", rmp_serde::to_vec_named(&config).unwrap().into())
+            .await
+            .unwrap();
     });
     lab.kill_scheduler(0, nix::sys::signal::Signal::SIGKILL);
     lab.restart_scheduler(0).unwrap();
@@ -634,7 +642,13 @@ fn oversized_input_and_damaged_records_never_wedge_the_scheduler() {
             .unwrap()
             .is_some());
         assert!(kv.get(format!("op.{victim}")).await.unwrap().is_none());
+        assert!(kv.get("damaged.config").await.unwrap().is_some());
     });
+    let log = lab.scheduler_log();
+    assert!(
+        log.contains("ALERT") && log.contains("key=config"),
+        "the invalid configuration is set aside with an alert:\n{log}"
+    );
 }
 
 #[test]

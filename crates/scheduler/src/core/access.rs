@@ -7,7 +7,7 @@
 
 use super::admin_path::AdminPath;
 use super::pool_tree::PoolTree;
-use super::SchedulerCore;
+use super::{Operation, SchedulerCore};
 use ytsched_common::acl::{self, Ace, Permission};
 use ytsched_common::api::{ApiError, ObjectType};
 use ytsched_common::identity::Caller;
@@ -26,7 +26,14 @@ pub(super) fn pool_allows(
     if caller.admin {
         return true;
     }
-    let root = tree.config.acl.clone().unwrap_or_else(acl::root_default);
+    let default_root;
+    let root: &[Ace] = match &tree.config.acl {
+        Some(acl) => acl,
+        None => {
+            default_root = acl::root_default();
+            &default_root
+        }
+    };
     let own: Vec<&[Ace]> = if pool == ROOT_POOL {
         vec![]
     } else {
@@ -36,11 +43,17 @@ pub(super) fn pool_allows(
             .collect()
     };
     acl::decide(
-        own.into_iter().chain([root.as_slice()]),
+        own.into_iter().chain([root]),
         &caller.user,
         caller.admin,
         permission,
     )
+}
+
+/// Owner, a user of the spec's `owners`, or an admin.
+fn controls(caller: &Caller, op: &Operation) -> bool {
+    let user = caller.user.as_str();
+    caller.admin || op.user == user || op.spec.owners.iter().any(|o| o == user)
 }
 
 pub(super) fn refusal(caller: &Caller, permission: Permission, what: &str) -> ApiError {
@@ -58,18 +71,22 @@ impl SchedulerCore {
         id: &OperationId,
         action: &str,
     ) -> Result<(), ApiError> {
-        let op = self
-            .operations
-            .get(id)
-            .ok_or_else(|| ApiError::new(format!("no such operation: {id}")))?;
-        let user = caller.user.as_str();
-        if caller.admin || op.user == user || op.spec.owners.iter().any(|o| o == user) {
+        let op = self.operation(id)?;
+        if controls(caller, op) {
             return Ok(());
         }
         Err(ApiError::new(format!(
-            "access denied: user '{user}' may not {action} operation {id}: only its owner '{}', the users in its spec's owners and admins may",
-            op.user
+            "access denied: user '{}' may not {action} operation {id}: only its owner '{}', the users in its spec's owners and admins may",
+            caller.user, op.user
         )))
+    }
+
+    /// Whether `caller` may see everything of operation `id` (its environment and
+    /// stdin); unknown operations say no.
+    pub fn may_see_secrets_of(&self, caller: &Caller, id: &OperationId) -> bool {
+        self.operations
+            .get(id)
+            .is_some_and(|op| controls(caller, op))
     }
 
     /// `set` and `remove`: `administer` on the pool for a pool or its attributes; the

@@ -23,13 +23,19 @@ impl SchedulerCore {
     ) -> HeartbeatReply {
         self.observe(now);
         let period = self.config.heartbeat_period_ms;
-        if let Err(e) = req.check() {
-            return HeartbeatReply::rejected(e, period);
+        // Tags and hostname are checked when they are new to the scheduler, not on every
+        // heartbeat that repeats them.
+        let seen_before = self.nodes.get(&req.node_id).is_some_and(|n| {
+            n.hostname == req.hostname && n.tags == req.tags && n.system_tags == req.system_tags
+        });
+        if !seen_before {
+            if let Err(e) = req.check() {
+                return HeartbeatReply::rejected(e, period);
+            }
         }
-        req.finished_jobs = std::mem::take(&mut req.finished_jobs)
-            .into_iter()
-            .map(|f| f.bounded())
-            .collect();
+        for f in &mut req.finished_jobs {
+            f.bound();
+        }
         if req.protocol_version != PROTOCOL_VERSION {
             return HeartbeatReply::rejected(
                 format!(

@@ -167,3 +167,31 @@ fn the_roots_acl_is_the_trees_and_every_pool_inherits_it() {
         .unwrap_err();
     assert!(e.0.contains("acl"), "{e}");
 }
+
+#[test]
+fn node_tags_and_hostname_are_checked_when_new() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut hb = heartbeat("n1", 1.0, &[], vec![]);
+    hb.tags = vec!["ok".into(), "not a tag".into()];
+    let r = core.process_heartbeat(hb.clone(), 0);
+    assert!(
+        matches!(&r.registration, ytsched_common::protocol::Registration::Rejected { error } if error.contains("'not a tag'")),
+        "{:?}",
+        r.registration
+    );
+    hb.tags = (0..300).map(|i| format!("t{i}")).collect();
+    let r = core.process_heartbeat(hb.clone(), 1);
+    assert!(matches!(
+        &r.registration,
+        ytsched_common::protocol::Registration::Rejected { error } if error.contains("limit of 256")
+    ));
+    // A registered node that changes to a bad tag is refused too.
+    hb.tags = vec!["ok".into()];
+    core.process_heartbeat(hb.clone(), 2);
+    hb.tags = vec!["x/../..?".into()];
+    let r = core.process_heartbeat(hb, 3);
+    assert!(matches!(
+        r.registration,
+        ytsched_common::protocol::Registration::Rejected { .. }
+    ));
+}
