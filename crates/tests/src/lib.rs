@@ -124,18 +124,30 @@ fn spawn_nats(dir: &Path, port: &str) -> anyhow::Result<Child> {
 /// Makes `dir/auth` (scheduler and admin identities for subjects under `prefix`) and a
 /// `dir/nats.conf` that includes its permissions.
 fn init_auth(dir: &Path, prefix: &str) -> anyhow::Result<()> {
-    let out = Command::new(binary("ytsched"))
-        .args(["--subject-prefix", prefix, "auth", "init"])
-        .arg(dir.join("auth"))
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "ytsched auth init: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let auth_dir = dir.join("auth");
+    run_auth(&[
+        "--subject-prefix",
+        prefix,
+        "auth",
+        "init",
+        path_str(&auth_dir)?,
+    ])?;
     std::fs::write(dir.join("nats.conf"), "include \"auth/auth.conf\"\n")?;
     Ok(())
+}
+
+/// Runs `ytsched ARGS` (an `auth` command), failing with its stderr.
+fn run_auth(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(binary("ytsched")).args(args).output()?;
+    if !out.status.success() {
+        bail!("ytsched {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+fn path_str(p: &Path) -> anyhow::Result<&str> {
+    p.to_str()
+        .with_context(|| format!("{} is not UTF-8", p.display()))
 }
 
 fn stop_child(child: &mut Child, signal: nix::sys::signal::Signal, wait: Duration) {
@@ -278,7 +290,7 @@ impl Lab {
 
     pub fn add_node(&mut self, opts: NodeOpts) -> anyhow::Result<usize> {
         let index = self.nodes.len();
-        self.add_identity("add-node", &self.node_id(index))?;
+        self.auth(&["add-node", &self.node_id(index)])?;
         self.node_opts.push(opts);
         self.nodes.push(None);
         self.restart_node(index)?;
@@ -346,26 +358,13 @@ impl Lab {
         self.dir.path().join(format!("auth/{name}.creds"))
     }
 
-    /// `ytsched auth <verb> NAME` on this lab's identities (nats-server reloads them).
-    fn add_identity(&self, verb: &str, name: &str) -> anyhow::Result<()> {
-        self.auth(&[verb, name])
-    }
-
-    /// Runs `ytsched auth ARGS --dir <lab auth dir>`.
+    /// Runs `ytsched auth ARGS --dir <lab auth dir>` (nats-server reloads what changed).
     pub fn auth(&self, args: &[&str]) -> anyhow::Result<()> {
-        let out = Command::new(binary("ytsched"))
-            .arg("auth")
-            .args(args)
-            .arg("--dir")
-            .arg(self.dir.path().join("auth"))
-            .output()?;
-        if !out.status.success() {
-            bail!(
-                "ytsched auth {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(())
+        let dir = self.dir.path().join("auth");
+        let mut all = vec!["auth"];
+        all.extend_from_slice(args);
+        all.extend(["--dir", path_str(&dir)?]);
+        run_auth(&all)
     }
 
     /// Adds a user identity (an admin with `admin`) and returns its credentials file.

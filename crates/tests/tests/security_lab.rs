@@ -14,6 +14,15 @@ fn node() -> NodeOpts {
     NodeOpts::args(&["--cpu", "2", "--memory", "4G", "--user-slots", "4"])
 }
 
+/// A lab of `nodes` agents and the given (non-admin) users.
+fn lab_with(nodes: usize, users: &[&str]) -> Lab {
+    let lab = Lab::start((0..nodes).map(|_| node()).collect()).unwrap();
+    for u in users {
+        lab.add_user(u, false).unwrap();
+    }
+    lab
+}
+
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -88,9 +97,7 @@ fn heartbeat(node: &str, seq: u64) -> HeartbeatRequest {
 
 #[test]
 fn users_are_who_their_keys_say_and_pool_acls_and_ownership_decide() {
-    let lab = Lab::start(vec![node()]).unwrap();
-    lab.add_user("alice", false).unwrap();
-    lab.add_user("bob", false).unwrap();
+    let lab = lab_with(1, &["alice", "bob"]);
 
     // The user is the identity's name, whatever --user claims.
     let op = ok_as(
@@ -259,8 +266,7 @@ fn users_are_who_their_keys_say_and_pool_acls_and_ownership_decide() {
 
 #[test]
 fn nats_server_refuses_forgeries_and_hostile_messages_change_nothing() {
-    let lab = Lab::start(vec![node(), node()]).unwrap();
-    lab.add_user("mallory", false).unwrap();
+    let lab = lab_with(2, &["mallory"]);
     let before = lab.ok(&["list-operations", "--format", "json"]);
     let trees_before = lab.ok(&["get", "//sys/pool_trees", "--format", "json"]);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -386,8 +392,7 @@ fn nats_server_refuses_forgeries_and_hostile_messages_change_nothing() {
 
 #[test]
 fn a_revoked_identity_is_cut_off_at_once_without_restarts() {
-    let lab = Lab::start(vec![node(), node()]).unwrap();
-    lab.add_user("dave", false).unwrap();
+    let lab = lab_with(2, &["dave"]);
     // Keep a copy of the key: revoking deletes the file, but the server must refuse it.
     let kept = lab.dir.path().join("dave-kept.creds");
     std::fs::copy(lab.creds("dave"), &kept).unwrap();
@@ -720,9 +725,7 @@ fn a_job_opens_only_the_gpu_device_nodes_it_was_given() {
 
 #[test]
 fn others_see_an_operations_metadata_but_not_its_secrets() {
-    let lab = Lab::start(vec![node()]).unwrap();
-    lab.add_user("alice", false).unwrap();
-    lab.add_user("bob", false).unwrap();
+    let lab = lab_with(1, &["alice", "bob"]);
     let op = submit_as(
         &lab,
         "alice",
