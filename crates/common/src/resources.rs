@@ -168,12 +168,6 @@ impl ResourceVector {
         }
         Ok(())
     }
-
-    pub fn is_nonnegative(&self) -> bool {
-        Resource::ALL
-            .iter()
-            .all(|&r| self.get(r) >= -EPSILON && !self.get(r).is_nan())
-    }
 }
 
 impl Add for ResourceVector {

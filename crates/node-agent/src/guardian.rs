@@ -29,13 +29,6 @@ pub struct Guardian {
 }
 
 impl Guardian {
-    /// No guardian (unit tests that run jobs without an agent binary).
-    pub fn none() -> Self {
-        Guardian {
-            pipe: Mutex::new(None),
-        }
-    }
-
     /// Starts the guardian for jobs in the cgroups of `cgroups` (none in process mode).
     pub fn spawn(cgroups: Option<&CgroupManager>) -> std::io::Result<Self> {
         let exe = std::env::current_exe()?;

@@ -35,7 +35,7 @@ pub struct OperationRecord {
 
 impl OperationRecord {
     /// Why this record and its jobs cannot be revived as they are, if they cannot.
-    pub fn check(&self, jobs: &[Job]) -> Result<(), String> {
+    fn check(&self, jobs: &[Job]) -> Result<(), String> {
         self.spec.validate().map_err(|e| format!("spec: {e}"))?;
         if self.trees.is_empty() {
             return Err("it runs in no pool tree".into());
