@@ -95,11 +95,8 @@ impl SchedulerCore {
 
         let mut acknowledged = Vec::with_capacity(req.finished_jobs.len());
         for result in &req.finished_jobs {
-            // Only a result of a job placed on this very node is taken and acknowledged
-            // (the agent deletes the job's sandbox on the acknowledgement).
-            if self.placed_on(&result.job_id, &node_id) {
+            if self.apply_result(&node_id, result, now) {
                 acknowledged.push(result.job_id.clone());
-                self.apply_result(&node_id, result, now);
             }
         }
 
@@ -173,30 +170,32 @@ impl SchedulerCore {
         }
     }
 
-    fn placed_on(&self, job: &JobId, node: &NodeId) -> bool {
-        self.job_owner
-            .get(job)
-            .and_then(|op| self.operations.get(op))
-            .and_then(|op| op.jobs.get(job))
-            .is_some_and(|j| &j.node == node)
-    }
-
+    /// Takes one result; returns whether to acknowledge it. Only a result of a job placed
+    /// on this very node is taken and acknowledged (the agent deletes the job's sandbox on
+    /// the acknowledgement); a repeated one is acknowledged again and counted once.
     fn apply_result(
         &mut self,
         node_id: &NodeId,
         result: &ytsched_common::protocol::FinishedJob,
         now: UnixMillis,
-    ) {
+    ) -> bool {
         let Some(op_id) = self.job_owner.get(&result.job_id).cloned() else {
-            return;
+            return false;
         };
         let Some(op) = self.operations.get_mut(&op_id) else {
-            return;
+            return false;
         };
+        if op
+            .jobs
+            .get(&result.job_id)
+            .is_none_or(|j| &j.node != node_id)
+        {
+            return false;
+        }
         let effect = op.apply_result(node_id, result);
         self.touched.insert(op_id.clone());
         if effect == ResultEffect::Ignored {
-            return;
+            return true;
         }
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.jobs.remove(&result.job_id);
@@ -222,6 +221,7 @@ impl SchedulerCore {
             }
             ResultEffect::Recorded | ResultEffect::Ignored => {}
         }
+        true
     }
 
     /// Jobs the node runs that the scheduler does not (aborted, unknown, given away)
