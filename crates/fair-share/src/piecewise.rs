@@ -1,0 +1,461 @@
+//! Monotone piecewise linear functions on a closed interval, possibly discontinuous.
+//!
+//! A function is its plot: points with non-decreasing abscissas joined by straight lines.
+//! Two consecutive points with the same abscissa are a jump (a vertical piece). The
+//! functions are left-continuous: the value at a jump is the value reached from the left,
+//! and at the left bound it is the first point's value. Every function the fair share
+//! update builds is non-decreasing, which is what makes transposition (the inverse) and
+//! composition well defined.
+
+use std::ops::{Add, Sub};
+use ytsched_common::resources::{Resource, ResourceVector};
+
+/// Abscissas closer than this are one abscissa: a piece that steep is a jump.
+const SAME_X: f64 = 1e-13;
+
+/// What a function can take as values: scalars and resource share vectors.
+pub trait Value: Copy + PartialEq + Add<Output = Self> + Sub<Output = Self> {
+    const ZERO: Self;
+    fn times(self, k: f64) -> Self;
+    /// Whether `self` is within `eps` of the segment's interpolation `other`, componentwise.
+    fn near(self, other: Self, eps: f64) -> bool;
+}
+
+impl Value for f64 {
+    const ZERO: f64 = 0.0;
+    fn times(self, k: f64) -> f64 {
+        self * k
+    }
+    fn near(self, other: f64, eps: f64) -> bool {
+        (self - other).abs() <= eps
+    }
+}
+
+impl Value for ResourceVector {
+    const ZERO: ResourceVector = ResourceVector::ZERO;
+    fn times(self, k: f64) -> ResourceVector {
+        self.scale(k)
+    }
+    fn near(self, other: ResourceVector, eps: f64) -> bool {
+        Resource::ALL
+            .iter()
+            .all(|&r| (self.get(r) - other.get(r)).abs() <= eps)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plf<V> {
+    /// At least one point; abscissas non-decreasing; at most two points per abscissa.
+    points: Vec<(f64, V)>,
+}
+
+/// Adds points left to right, merging what would break the representation.
+pub struct Builder<V> {
+    points: Vec<(f64, V)>,
+}
+
+impl<V: Value> Builder<V> {
+    pub fn new() -> Self {
+        Self { points: vec![] }
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            points: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn push(&mut self, x: f64, y: V) {
+        let n = self.points.len();
+        if let Some(&(lx, ly)) = self.points.last() {
+            let x = if x - lx <= SAME_X * lx.abs().max(1.0) {
+                lx
+            } else {
+                x
+            };
+            if x == lx && y == ly {
+                return;
+            }
+            // A third point at one abscissa: the middle one says nothing.
+            if x == lx && n >= 2 && self.points[n - 2].0 == x {
+                self.points[n - 1].1 = y;
+                return;
+            }
+            self.points.push((x, y));
+        } else {
+            self.points.push((x, y));
+        }
+    }
+
+    pub fn finish(self) -> Plf<V> {
+        assert!(!self.points.is_empty(), "a function needs a point");
+        Plf {
+            points: self.points,
+        }
+    }
+}
+
+impl<V: Value> Default for Builder<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn lerp<V: Value>(a: (f64, V), b: (f64, V), x: f64) -> V {
+    if b.0 <= a.0 {
+        return b.1;
+    }
+    let t = ((x - a.0) / (b.0 - a.0)).clamp(0.0, 1.0);
+    a.1 + (b.1 - a.1).times(t)
+}
+
+impl<V: Value> Plf<V> {
+    pub fn constant(left: f64, right: f64, y: V) -> Self {
+        let mut b = Builder::new();
+        b.push(left, y);
+        b.push(right, y);
+        b.finish()
+    }
+
+    pub fn points(&self) -> &[(f64, V)] {
+        &self.points
+    }
+
+    pub fn left_bound(&self) -> f64 {
+        self.points[0].0
+    }
+
+    pub fn right_bound(&self) -> f64 {
+        self.points[self.points.len() - 1].0
+    }
+
+    pub fn left_value(&self) -> V {
+        self.points[0].1
+    }
+
+    pub fn right_value(&self) -> V {
+        self.points[self.points.len() - 1].1
+    }
+
+    /// The value reached from the left (the first value at the left bound).
+    pub fn value_at(&self, x: f64) -> V {
+        let p = &self.points;
+        if x <= p[0].0 {
+            return p[0].1;
+        }
+        let i = p.partition_point(|q| q.0 < x);
+        if i == p.len() {
+            return p[p.len() - 1].1;
+        }
+        if p[i].0 == x {
+            return p[i].1;
+        }
+        lerp(p[i - 1], p[i], x)
+    }
+
+    /// The value reached from the right (the last value at the right bound).
+    pub fn right_limit_at(&self, x: f64) -> V {
+        let p = &self.points;
+        let j = p.partition_point(|q| q.0 <= x);
+        if j == 0 {
+            return p[0].1;
+        }
+        let j = j - 1;
+        if p[j].0 == x || j + 1 == p.len() {
+            return p[j].1;
+        }
+        lerp(p[j], p[j + 1], x)
+    }
+
+    /// Drops a jump at the right bound: the function ends at its value from the left.
+    pub fn trim_right(mut self) -> Self {
+        let n = self.points.len();
+        if n >= 2 && self.points[n - 2].0 == self.points[n - 1].0 {
+            self.points.pop();
+        }
+        self
+    }
+
+    /// `g(x) = self(x · k)`: the domain shrinks by `k`.
+    pub fn scale_argument(&self, k: f64) -> Self {
+        let mut b = Builder::with_capacity(self.points.len() + 1);
+        for &(x, y) in &self.points {
+            b.push(x / k, y);
+        }
+        b.finish()
+    }
+
+    /// Continues the function with its last value up to `right`.
+    pub fn extend_right(mut self, right: f64) -> Self {
+        let (x, y) = self.points[self.points.len() - 1];
+        if right > x {
+            self.points.push((right, y));
+        }
+        self
+    }
+
+    /// Removes points that lie on the line through their neighbours (within `eps` on
+    /// every component), so sums up the tree do not carry every leaf's breakpoints.
+    pub fn compress(self, eps: f64) -> Self {
+        let p = self.points;
+        if p.len() <= 2 {
+            return Plf { points: p };
+        }
+        let mut out: Vec<(f64, V)> = Vec::with_capacity(p.len());
+        out.push(p[0]);
+        for i in 1..p.len() - 1 {
+            let a = out[out.len() - 1];
+            let (b, c) = (p[i], p[i + 1]);
+            let keep = a.0 == b.0 || b.0 == c.0 || !b.1.near(lerp(a, c, b.0), eps);
+            if keep {
+                out.push(b);
+            }
+        }
+        out.push(p[p.len() - 1]);
+        Plf { points: out }
+    }
+
+    /// `h(s) = self(g(s))` for a non-decreasing `g` whose values lie in this domain.
+    /// At a jump of `self` that `g` passes through, `h` jumps too; where `g` rests on
+    /// the jump, `h` takes the value from the left.
+    pub fn compose(&self, g: &Plf<f64>) -> Self {
+        // (s, g(s)) at g's points and where g crosses this function's breakpoints.
+        let mut crit: Vec<(f64, f64)> = Vec::with_capacity(g.points.len() + self.points.len());
+        let gp = &g.points;
+        for k in 0..gp.len() {
+            crit.push(gp[k]);
+            if k + 1 < gp.len() {
+                let (a, b) = (gp[k], gp[k + 1]);
+                if b.0 > a.0 && b.1 > a.1 {
+                    let lo = self.points.partition_point(|q| q.0 <= a.1);
+                    let hi = self.points.partition_point(|q| q.0 < b.1);
+                    let mut last = f64::NAN;
+                    for q in &self.points[lo..hi.max(lo)] {
+                        if q.0 != last {
+                            last = q.0;
+                            let s = a.0 + (q.0 - a.1) / (b.1 - a.1) * (b.0 - a.0);
+                            crit.push((s, q.0));
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Builder::with_capacity(crit.len() * 2);
+        for i in 0..crit.len() {
+            let (s, m) = crit[i];
+            if i == 0 || crit[i - 1].0 != s {
+                out.push(s, self.value_at(m));
+            }
+            if i + 1 == crit.len() || crit[i + 1].0 != s {
+                let rising = i + 1 < crit.len() && crit[i + 1].1 > m;
+                out.push(
+                    s,
+                    if rising {
+                        self.right_limit_at(m)
+                    } else {
+                        self.value_at(m)
+                    },
+                );
+            }
+        }
+        out.finish().trim_right()
+    }
+
+    /// The sum of functions that share the left bound, over the shortest domain. One sweep
+    /// over all breakpoints keeps the running value and slope, so the cost is the total
+    /// number of points times the log of the number of functions, not their product.
+    pub fn sum(funcs: &[Plf<V>]) -> Self {
+        assert!(!funcs.is_empty());
+        let right = funcs
+            .iter()
+            .map(|f| f.right_bound())
+            .fold(f64::INFINITY, f64::min);
+        let left = funcs[0].left_bound();
+        // Every (abscissa, function, index of its first point there).
+        let mut events: Vec<(f64, u32, u32)> = vec![];
+        for (c, f) in funcs.iter().enumerate() {
+            let mut j = 0;
+            while j < f.points.len() {
+                let x = f.points[j].0;
+                if x > right {
+                    break;
+                }
+                events.push((x, c as u32, j as u32));
+                while j < f.points.len() && f.points[j].0 == x {
+                    j += 1;
+                }
+            }
+        }
+        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut slope: Vec<V> = vec![V::ZERO; funcs.len()];
+        let mut total_slope = V::ZERO;
+        let mut value = V::ZERO;
+        let mut at = left;
+        let mut out = Builder::with_capacity(events.len() * 2);
+        let mut i = 0;
+        while i < events.len() {
+            let x = events[i].0;
+            let from_left = value + total_slope.times(x - at);
+            let mut from_right = from_left;
+            while i < events.len() && events[i].0 == x {
+                let (_, c, j) = events[i];
+                let f = &funcs[c as usize];
+                let j = j as usize;
+                let mut k = j;
+                while k + 1 < f.points.len() && f.points[k + 1].0 == x {
+                    k += 1;
+                }
+                let (y_in, y_out) = (f.points[j].1, f.points[k].1);
+                // Before its first point a function contributes nothing yet.
+                if j == 0 {
+                    from_right = from_right + y_out;
+                } else {
+                    from_right = from_right + (y_out - y_in);
+                }
+                let new_slope = if k + 1 < f.points.len() && x < right {
+                    let (nx, ny) = f.points[k + 1];
+                    (ny - y_out).times(1.0 / (nx - x))
+                } else {
+                    V::ZERO
+                };
+                total_slope = total_slope - slope[c as usize] + new_slope;
+                slope[c as usize] = new_slope;
+                i += 1;
+            }
+            if x == left {
+                // The left limits at the left bound are the functions' first values.
+                let first: V = funcs.iter().fold(V::ZERO, |acc, f| acc + f.points[0].1);
+                out.push(x, first);
+            } else {
+                out.push(x, from_left);
+            }
+            out.push(x, from_right);
+            value = from_right;
+            at = x;
+        }
+        if at < right {
+            out.push(right, value + total_slope.times(right - at));
+        }
+        out.finish()
+    }
+}
+
+impl Plf<f64> {
+    /// The pointwise minimum of functions on the same domain.
+    pub fn pointwise_min(funcs: &[Plf<f64>]) -> Plf<f64> {
+        assert!(!funcs.is_empty());
+        if funcs.len() == 1 {
+            return funcs[0].clone();
+        }
+        let mut xs: Vec<f64> = funcs
+            .iter()
+            .flat_map(|f| f.points.iter().map(|p| p.0))
+            .collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        let mut out = Builder::with_capacity(xs.len() * 2);
+        let min_of = |v: &mut dyn Iterator<Item = f64>| v.fold(f64::INFINITY, f64::min);
+        for (n, &x) in xs.iter().enumerate() {
+            let from_left = min_of(&mut funcs.iter().map(|f| f.value_at(x)));
+            let from_right = min_of(&mut funcs.iter().map(|f| f.right_limit_at(x)));
+            out.push(x, from_left);
+            out.push(x, from_right);
+            // Where two functions cross between breakpoints, the minimum bends.
+            if let Some(&nx) = xs.get(n + 1) {
+                let starts: Vec<f64> = funcs.iter().map(|f| f.right_limit_at(x)).collect();
+                let ends: Vec<f64> = funcs.iter().map(|f| f.value_at(nx)).collect();
+                let mut crossings: Vec<f64> = vec![];
+                for a in 0..funcs.len() {
+                    for b in a + 1..funcs.len() {
+                        let d0 = starts[a] - starts[b];
+                        let d1 = ends[a] - ends[b];
+                        if (d0 < 0.0 && d1 > 0.0) || (d0 > 0.0 && d1 < 0.0) {
+                            let t = d0 / (d0 - d1);
+                            crossings.push(x + t * (nx - x));
+                        }
+                    }
+                }
+                crossings.sort_by(f64::total_cmp);
+                for c in crossings {
+                    if c > x && c < nx {
+                        let t = (c - x) / (nx - x);
+                        let v = (0..funcs.len())
+                            .map(|k| starts[k] + (ends[k] - starts[k]) * t)
+                            .fold(f64::INFINITY, f64::min);
+                        out.push(c, v);
+                    }
+                }
+            }
+        }
+        out.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(points: &[(f64, f64)]) -> Plf<f64> {
+        let mut b = Builder::new();
+        for &(x, y) in points {
+            b.push(x, y);
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn values_are_taken_from_the_left_at_jumps() {
+        // 0 → 1 on [0, 1], a jump to 3 at 1, then flat.
+        let g = f(&[(0.0, 0.0), (1.0, 1.0), (1.0, 3.0), (2.0, 3.0)]);
+        assert_eq!(g.value_at(1.0), 1.0);
+        assert_eq!(g.right_limit_at(1.0), 3.0);
+        assert_eq!(g.value_at(0.5), 0.5);
+        assert_eq!(g.value_at(1.5), 3.0);
+        assert_eq!(g.value_at(0.0), 0.0);
+    }
+
+    #[test]
+    fn sums_keep_jumps_and_slopes() {
+        let a = f(&[(0.0, 0.0), (1.0, 1.0)]);
+        let b = f(&[(0.0, 1.0), (0.5, 1.0), (0.5, 2.0), (1.0, 2.0)]);
+        let s = Plf::sum(&[a, b]);
+        assert!((s.value_at(0.25) - 1.25).abs() < 1e-12);
+        assert!((s.value_at(0.5) - 1.5).abs() < 1e-12);
+        assert!((s.right_limit_at(0.5) - 2.5).abs() < 1e-12);
+        assert!((s.value_at(1.0) - 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn minimum_bends_where_functions_cross() {
+        // x and 1 - x cross at 0.5.
+        let a = f(&[(0.0, 0.0), (1.0, 1.0)]);
+        let b = f(&[(0.0, 1.0), (1.0, 0.0)]);
+        let m = Plf::pointwise_min(&[a, b]);
+        assert!((m.value_at(0.5) - 0.5).abs() < 1e-12);
+        assert!((m.value_at(0.25) - 0.25).abs() < 1e-12);
+        assert!((m.value_at(0.75) - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn composition_follows_the_inner_function() {
+        // outer: 2x on [0, 2]; inner: x² approximated by 0 → 0.25 → 1 at 0, 0.5, 1.
+        let outer = f(&[(0.0, 0.0), (2.0, 4.0)]);
+        let inner = f(&[(0.0, 0.0), (0.5, 0.25), (1.0, 1.0)]);
+        let h = outer.compose(&inner);
+        assert!((h.value_at(0.5) - 0.5).abs() < 1e-12);
+        assert!((h.value_at(0.75) - 1.25).abs() < 1e-12);
+        // A jump of the outer function that the inner one rises through becomes a jump.
+        let outer = f(&[(0.0, 0.0), (0.5, 0.5), (0.5, 1.0), (1.0, 1.5)]);
+        let inner = f(&[(0.0, 0.0), (1.0, 1.0)]);
+        let h = outer.compose(&inner);
+        assert!((h.value_at(0.5) - 0.5).abs() < 1e-12);
+        assert!((h.right_limit_at(0.5) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn compression_drops_only_collinear_points() {
+        let g = f(&[(0.0, 0.0), (0.5, 0.5), (1.0, 1.0), (1.0, 2.0), (2.0, 2.0)]).compress(1e-12);
+        assert_eq!(g.points().len(), 4);
+        assert_eq!(g.value_at(0.5), 0.5);
+    }
+}

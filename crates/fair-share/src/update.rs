@@ -1,0 +1,752 @@
+//! One fair share update: the steps of the crate documentation, in order.
+
+use crate::input::{ElementKind, IntegralKind, Mode, TreeInput};
+use crate::output::{Alert, DetailedShare, ElementOutput, IntegralOutput, TreeOutput};
+use crate::piecewise::Plf;
+use crate::vector::{self, EPSILON};
+use ytsched_common::resources::{Resource, ResourceVector};
+
+/// Why an input cannot be computed at all.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputError {
+    NoRoot,
+    /// Element `index` names a parent that is not an earlier pool.
+    BadParent {
+        index: usize,
+    },
+    /// A number that must be finite and non-negative is not.
+    BadNumber {
+        index: usize,
+        what: &'static str,
+    },
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InputError::NoRoot => write!(f, "the tree has no root element"),
+            InputError::BadParent { index } => {
+                write!(f, "element {index}: its parent must be an earlier pool")
+            }
+            InputError::BadNumber { index, what } => {
+                write!(f, "element {index}: {what} must be finite and not negative")
+            }
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// Compressing functions drops breakpoints that move values by less than this.
+const COMPRESS_EPSILON: f64 = 1e-12;
+
+/// Per-element working state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Node {
+    pub parent: Option<usize>,
+    /// In FIFO order for FIFO pools.
+    pub children: Vec<usize>,
+    pub weight: f64,
+    pub is_operation: bool,
+    pub mode: Option<Mode>,
+    pub limits_share: ResourceVector,
+    pub demand_share: ResourceVector,
+    pub usage_share: ResourceVector,
+    pub inferred_guarantee: ResourceVector,
+    pub strong_guarantee_share: ResourceVector,
+    pub proposed_integral_share: ResourceVector,
+    pub integral_kind: IntegralKind,
+    pub burst_ratio: f64,
+    pub specified_burst_ratio: f64,
+    pub flow_ratio: f64,
+    pub total_burst_ratio: f64,
+    pub total_flow_ratio: f64,
+    pub volume: ResourceVector,
+    pub last_share_ratio: f64,
+    pub multiplier: f64,
+    pub fifo_index: Option<usize>,
+    pub by_fit_factor: Option<Plf<ResourceVector>>,
+    pub max_fit_factor: Option<Plf<f64>>,
+    pub by_suggestion: Option<Plf<ResourceVector>>,
+    pub fair_share: DetailedShare,
+}
+
+impl Node {
+    fn guarantee_share(&self) -> ResourceVector {
+        self.strong_guarantee_share + self.proposed_integral_share
+    }
+}
+
+pub(crate) struct Update<'a> {
+    pub input: &'a TreeInput,
+    pub nodes: Vec<Node>,
+    pub alerts: Vec<Alert>,
+    pub overcommit_factor: f64,
+    pub burst_pools: Vec<usize>,
+    pub relaxed_pools: Vec<usize>,
+}
+
+/// Computes every element's fair share for one tree.
+pub fn compute(input: &TreeInput) -> Result<TreeOutput, InputError> {
+    check(input)?;
+    let mut u = Update {
+        input,
+        nodes: vec![],
+        alerts: vec![],
+        overcommit_factor: 1.0,
+        burst_pools: vec![],
+        relaxed_pools: vec![],
+    };
+    u.build_nodes();
+    u.infer_guarantees();
+    u.cumulative_attributes();
+    u.refill_volumes();
+    u.adjust_guarantees();
+    u.burst_integral_shares();
+    u.relaxed_integral_shares();
+    u.prepare(0);
+    u.set_fair_share(0, 1.0);
+    u.root_fair_share();
+    Ok(u.output())
+}
+
+fn check(input: &TreeInput) -> Result<(), InputError> {
+    let Some(root) = input.elements.first() else {
+        return Err(InputError::NoRoot);
+    };
+    if root.parent.is_some() || root.is_operation() {
+        return Err(InputError::NoRoot);
+    }
+    for (index, e) in input.elements.iter().enumerate().skip(1) {
+        match e.parent {
+            Some(p) if p < index && !input.elements[p].is_operation() => {}
+            _ => return Err(InputError::BadParent { index }),
+        }
+        let bad = |what| Err(InputError::BadNumber { index, what });
+        if !(e.weight.is_finite() && e.weight > 0.0) {
+            return bad("weight (positive)");
+        }
+        if !(e.max_share_ratio >= 0.0) {
+            return bad("max_share_ratio");
+        }
+        if Resource::ALL
+            .iter()
+            .any(|&r| !(e.resource_limits.get(r) >= 0.0))
+        {
+            return bad("resource_limits");
+        }
+        let finite = |v: &ResourceVector| {
+            Resource::ALL
+                .iter()
+                .all(|&r| v.get(r).is_finite() && v.get(r) >= 0.0)
+        };
+        match &e.kind {
+            ElementKind::Operation { demand, usage, .. } => {
+                if !finite(demand) || !finite(usage) {
+                    return bad("demand and usage");
+                }
+            }
+            ElementKind::Pool {
+                strong_guarantee,
+                integral,
+                ..
+            } => {
+                if strong_guarantee
+                    .amounts
+                    .iter()
+                    .flatten()
+                    .any(|v| !(v.is_finite() && *v >= 0.0))
+                {
+                    return bad("strong_guarantee_resources");
+                }
+                if let Some(i) = integral {
+                    if !finite(&i.resource_flow)
+                        || !finite(&i.burst_guarantee)
+                        || !finite(&i.volume)
+                        || !(i.last_share_ratio.is_finite() && i.last_share_ratio >= 0.0)
+                        || !(i.relaxed_share_multiplier_limit.is_finite()
+                            && i.relaxed_share_multiplier_limit >= 0.0)
+                    {
+                        return bad("integral_guarantees");
+                    }
+                }
+            }
+        }
+    }
+    if !Resource::ALL
+        .iter()
+        .all(|&r| input.total.get(r).is_finite() && input.total.get(r) >= 0.0)
+    {
+        return Err(InputError::BadNumber {
+            index: 0,
+            what: "the tree's total resources",
+        });
+    }
+    Ok(())
+}
+
+impl Update<'_> {
+    pub(crate) fn share(&self, abs: &ResourceVector) -> ResourceVector {
+        vector::share(abs, &self.input.total)
+    }
+
+    fn build_nodes(&mut self) {
+        let els = &self.input.elements;
+        self.nodes = vec![Node::default(); els.len()];
+        for (i, e) in els.iter().enumerate() {
+            let n = &mut self.nodes[i];
+            n.parent = e.parent;
+            n.weight = e.weight;
+            n.is_operation = e.is_operation();
+            if let ElementKind::Pool { mode, integral, .. } = &e.kind {
+                n.mode = Some(*mode);
+                if let Some(ig) = integral {
+                    n.integral_kind = ig.kind;
+                    n.volume = ig.volume;
+                    n.last_share_ratio = ig.last_share_ratio;
+                    n.multiplier = ig.relaxed_share_multiplier_limit;
+                }
+            }
+            if let Some(p) = e.parent {
+                self.nodes[p].children.push(i);
+            }
+        }
+    }
+
+    /// Explicit guarantees plus implicit ones for the components a pool leaves out
+    /// (proportional to its share of the parent's cpu guarantee), absolute.
+    fn infer_guarantees(&mut self) {
+        self.nodes[0].inferred_guarantee = self.input.total;
+        for p in 0..self.nodes.len() {
+            if self.nodes[p].is_operation || self.nodes[p].children.is_empty() {
+                continue;
+            }
+            let children = self.nodes[p].children.clone();
+            let explicit = |c: usize| match &self.input.elements[c].kind {
+                ElementKind::Pool {
+                    strong_guarantee, ..
+                } => *strong_guarantee,
+                ElementKind::Operation { .. } => Default::default(),
+            };
+            let mut total_explicit = ResourceVector::ZERO;
+            for &c in &children {
+                let g = explicit(c);
+                let v = ResourceVector::ZERO.map(|r, _| g.get(r).unwrap_or(0.0));
+                self.nodes[c].inferred_guarantee = v;
+                total_explicit += v;
+            }
+            let parent = self.nodes[p].inferred_guarantee;
+            let residual = vector::non_negative(&(parent - total_explicit));
+            for r in Resource::ALL {
+                if r == Resource::Cpu {
+                    continue;
+                }
+                let mut implicit: Vec<(usize, f64)> = vec![];
+                let mut sum = 0.0;
+                for &c in &children {
+                    if explicit(c).get(r).is_some() {
+                        continue;
+                    }
+                    let ratio = if parent.cpu > 0.0 {
+                        self.nodes[c].inferred_guarantee.cpu / parent.cpu
+                    } else {
+                        0.0
+                    };
+                    let v = ratio * parent.get(r);
+                    sum += v;
+                    implicit.push((c, v));
+                }
+                // Below the root implicit guarantees shrink to what explicit ones leave;
+                // at the root an overcommit is handled by one common factor later.
+                let k = if p != 0 && sum > residual.get(r) {
+                    residual.get(r) / sum
+                } else {
+                    1.0
+                };
+                for (c, v) in implicit {
+                    self.nodes[c].inferred_guarantee.set(r, v * k);
+                }
+            }
+        }
+    }
+
+    fn cumulative_attributes(&mut self) {
+        let total = self.input.total;
+        for i in (0..self.nodes.len()).rev() {
+            let e = &self.input.elements[i];
+            let mut limits = vector::min(
+                &vector::share(&e.resource_limits, &total),
+                &vector::splat(1.0),
+            );
+            limits = vector::min(&limits, &vector::splat(e.max_share_ratio));
+            // A resource the tree lacks has share 0 everywhere.
+            limits = limits.map(|r, v| if total.get(r) > 0.0 { v } else { 0.0 });
+            let (mut burst, mut flow) = (0.0, 0.0);
+            if let ElementKind::Pool {
+                integral: Some(ig), ..
+            } = &e.kind
+            {
+                if ig.kind != IntegralKind::None {
+                    burst = vector::max_ratio(&ig.burst_guarantee, &total);
+                    flow = vector::max_ratio(&ig.resource_flow, &total);
+                }
+            }
+            let (mut demand, mut usage, mut total_burst, mut total_flow) =
+                (ResourceVector::ZERO, ResourceVector::ZERO, burst, flow);
+            match &e.kind {
+                ElementKind::Operation {
+                    demand: d,
+                    usage: u,
+                    ..
+                } => {
+                    demand = self.share(d);
+                    usage = vector::min(&self.share(u), &demand);
+                }
+                ElementKind::Pool { .. } => {
+                    for &c in &self.nodes[i].children {
+                        let ch = &self.nodes[c];
+                        demand += ch.demand_share;
+                        usage += ch.usage_share;
+                        total_burst += ch.total_burst_ratio;
+                        total_flow += ch.total_flow_ratio;
+                    }
+                }
+            }
+            let sgs = self.share(&self.nodes[i].inferred_guarantee);
+            let n = &mut self.nodes[i];
+            n.limits_share = limits;
+            n.demand_share = demand;
+            n.usage_share = usage;
+            n.burst_ratio = burst;
+            n.specified_burst_ratio = burst;
+            n.flow_ratio = flow;
+            n.total_burst_ratio = total_burst;
+            n.total_flow_ratio = total_flow;
+            n.strong_guarantee_share = sgs;
+            if n.mode == Some(Mode::Fifo) {
+                let mut order = n.children.clone();
+                let rank = |c: usize| match self.input.elements[c].kind {
+                    ElementKind::Operation { fifo_rank, .. } => fifo_rank,
+                    ElementKind::Pool { .. } => u64::MAX,
+                };
+                order.sort_by_key(|&c| (rank(c), c));
+                for (k, &c) in order.iter().enumerate() {
+                    self.nodes[c].fifo_index = Some(k);
+                }
+                self.nodes[i].children = order;
+            }
+        }
+        let root_sgs: ResourceVector = self.nodes[0]
+            .children
+            .iter()
+            .map(|&c| self.nodes[c].strong_guarantee_share)
+            .sum();
+        self.nodes[0].strong_guarantee_share = root_sgs;
+        // Integral pools in tree order (pre-order), as they are served.
+        let mut stack = vec![0usize];
+        while let Some(i) = stack.pop() {
+            match self.nodes[i].integral_kind {
+                IntegralKind::Burst => self.burst_pools.push(i),
+                IntegralKind::Relaxed => self.relaxed_pools.push(i),
+                IntegralKind::None => {}
+            }
+            stack.extend(self.nodes[i].children.iter().rev());
+        }
+    }
+
+    /// Limits beat guarantees; children's guarantees that do not fit their parent's
+    /// shrink by one common factor, from the root down. At the root, strong plus burst
+    /// guarantees above the cluster are first scaled together.
+    fn adjust_guarantees(&mut self) {
+        let total = self.input.total;
+        let strong: ResourceVector = self.nodes[0]
+            .children
+            .iter()
+            .map(|&c| self.nodes[c].inferred_guarantee)
+            .sum();
+        let flows = total.scale(self.nodes[0].total_flow_ratio);
+        let burst = total.scale(self.nodes[0].total_burst_ratio);
+        if !vector::dominates(&total, &(strong + flows)) {
+            self.alerts.push(Alert::FlowsOvercommit { strong, flows });
+        }
+        if !vector::dominates(&total, &(strong + burst)) {
+            let root_sgs = self.nodes[0].strong_guarantee_share;
+            let bursts: f64 = self
+                .burst_pools
+                .iter()
+                .map(|&b| self.nodes[b].burst_ratio)
+                .sum();
+            let factor = vector::largest_satisfying(0.0, 1.0, |f| {
+                vector::dominates(
+                    &vector::splat(1.0),
+                    &(root_sgs + vector::splat(bursts)).scale(f),
+                )
+            });
+            self.nodes[0].strong_guarantee_share = root_sgs.scale(factor);
+            for &b in &self.burst_pools {
+                self.nodes[b].burst_ratio *= factor;
+            }
+            self.overcommit_factor = factor;
+            self.alerts.push(Alert::BurstOvercommit {
+                strong,
+                burst,
+                factor,
+            });
+        }
+        for p in 0..self.nodes.len() {
+            if self.nodes[p].is_operation {
+                continue;
+            }
+            let n = &mut self.nodes[p];
+            n.strong_guarantee_share = vector::min(&n.strong_guarantee_share, &n.limits_share);
+            let cap = n.strong_guarantee_share;
+            let children = n.children.clone();
+            let sum: ResourceVector = children
+                .iter()
+                .map(|&c| self.nodes[c].strong_guarantee_share)
+                .sum();
+            if !vector::dominates(&cap, &sum) {
+                let f = vector::largest_satisfying(0.0, 1.0, |f| {
+                    vector::dominates(&cap, &sum.scale(f))
+                });
+                for c in children {
+                    let g = &mut self.nodes[c].strong_guarantee_share;
+                    *g = g.scale(f);
+                }
+            }
+        }
+    }
+
+    /// How far above its guarantees an element may go before it or an ancestor hits
+    /// its limits.
+    pub(crate) fn available_limits_share(&self, i: usize) -> ResourceVector {
+        let mut out = vector::splat(1.0);
+        let mut cur = i;
+        while let Some(p) = self.nodes[cur].parent {
+            let n = &self.nodes[cur];
+            out = vector::min(&out, &(n.limits_share - n.guarantee_share()));
+            cur = p;
+        }
+        vector::non_negative(&out)
+    }
+
+    /// Adds an integral share to an element and its ancestors, never past a non-root
+    /// element's limits.
+    pub(crate) fn increase_integral_share(&mut self, i: usize, delta: ResourceVector) {
+        let mut cur = Some(i);
+        while let Some(k) = cur {
+            let n = &mut self.nodes[k];
+            let mut proposed = n.proposed_integral_share + delta;
+            if n.parent.is_some() {
+                proposed = fit_integral(&n.limits_share, &n.strong_guarantee_share, proposed);
+            }
+            n.proposed_integral_share = proposed;
+            cur = n.parent;
+        }
+    }
+
+    /// Builds an element's functions (and its descendants' that are not built yet).
+    pub(crate) fn prepare(&mut self, i: usize) {
+        if self.nodes[i].by_suggestion.is_some() {
+            return;
+        }
+        let children = self.nodes[i].children.clone();
+        for &c in &children {
+            self.prepare(c);
+        }
+        let by_ff = if self.nodes[i].is_operation {
+            operation_path(&self.nodes[i])
+        } else if children.is_empty() {
+            Plf::constant(0.0, 1.0, ResourceVector::ZERO)
+        } else if self.nodes[i].mode == Some(Mode::Fifo) {
+            self.fifo_path(&children)
+        } else {
+            self.fair_share_path(&children)
+        };
+        let mff = max_fit_factor(&by_ff, &self.nodes[i]);
+        let by_s = by_ff.compose(&mff).compress(COMPRESS_EPSILON);
+        let n = &mut self.nodes[i];
+        n.by_fit_factor = Some(by_ff);
+        n.max_fit_factor = Some(mff);
+        n.by_suggestion = Some(by_s);
+    }
+
+    pub(crate) fn reset(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        n.by_fit_factor = None;
+        n.max_fit_factor = None;
+        n.by_suggestion = None;
+    }
+
+    fn min_child_weight(&self, children: &[usize]) -> f64 {
+        children
+            .iter()
+            .map(|&c| self.nodes[c].weight)
+            .filter(|&w| w > EPSILON)
+            .fold(f64::MAX, f64::min)
+    }
+
+    fn by_suggestion(&self, i: usize) -> &Plf<ResourceVector> {
+        self.nodes[i]
+            .by_suggestion
+            .as_ref()
+            .expect("functions are prepared before they are read")
+    }
+
+    /// A `fair_share` pool's path: the sum of its children's shares, child `c` offered
+    /// `min(1, f · w_c / w_min)` at level `f ∈ [0, 1]`.
+    fn fair_share_path(&self, children: &[usize]) -> Plf<ResourceVector> {
+        let min_w = self.min_child_weight(children);
+        let funcs: Vec<Plf<ResourceVector>> = children
+            .iter()
+            .map(|&c| {
+                let k = (self.nodes[c].weight / min_w).max(EPSILON);
+                self.by_suggestion(c).scale_argument(k).extend_right(1.0)
+            })
+            .collect();
+        Plf::sum(&funcs)
+    }
+
+    /// A FIFO pool's path: its children's paths one after another, child `k` on
+    /// `[k, k + 1]`, on top of the ends of those before it.
+    fn fifo_path(&self, children: &[usize]) -> Plf<ResourceVector> {
+        let mut b = crate::piecewise::Builder::new();
+        let mut prefix = ResourceVector::ZERO;
+        for (k, &c) in children.iter().enumerate() {
+            let f = self.by_suggestion(c);
+            for &(x, y) in f.points() {
+                b.push(x + k as f64, y + prefix);
+            }
+            prefix += f.right_value();
+        }
+        b.finish()
+    }
+
+    fn child_suggestions(&self, i: usize, fit_factor: f64) -> Vec<f64> {
+        let children = &self.nodes[i].children;
+        if self.nodes[i].mode == Some(Mode::Fifo) {
+            let whole = fit_factor.floor() as usize;
+            let rest = fit_factor - whole as f64;
+            (0..children.len())
+                .map(|k| match k.cmp(&whole) {
+                    std::cmp::Ordering::Less => 1.0,
+                    std::cmp::Ordering::Equal => rest,
+                    std::cmp::Ordering::Greater => 0.0,
+                })
+                .collect()
+        } else {
+            let min_w = self.min_child_weight(children);
+            children
+                .iter()
+                .map(|&c| (fit_factor * self.nodes[c].weight / min_w).min(1.0))
+                .collect()
+        }
+    }
+
+    /// Top-down: an element offered `suggestion` takes its path's value there and hands
+    /// its children the largest level whose total fits it.
+    fn set_fair_share(&mut self, i: usize, suggestion: f64) {
+        let total = self.by_suggestion(i).value_at(suggestion);
+        if !self.nodes[i].is_operation && !self.nodes[i].children.is_empty() {
+            let children = self.nodes[i].children.clone();
+            let children_total = |u: &Self, ff: f64| -> ResourceVector {
+                u.child_suggestions(i, ff)
+                    .iter()
+                    .zip(&children)
+                    .map(|(&s, &c)| u.by_suggestion(c).value_at(s))
+                    .sum()
+            };
+            let fits = |u: &Self, ff: f64| {
+                vector::dominates(&(total + vector::splat(EPSILON)), &children_total(u, ff))
+            };
+            let mut ff = self.nodes[i]
+                .max_fit_factor
+                .as_ref()
+                .expect("prepared")
+                .value_at(suggestion);
+            if !fits(self, ff) {
+                ff = vector::largest_satisfying(0.0, ff, |f| fits(self, f));
+            }
+            for (s, c) in self.child_suggestions(i, ff).into_iter().zip(children) {
+                self.set_fair_share(c, s);
+            }
+        } else if !self.nodes[i].is_operation {
+            self.nodes[i].fair_share = detailed(&self.nodes[i], ResourceVector::ZERO);
+            return;
+        }
+        self.nodes[i].fair_share = detailed(&self.nodes[i], total);
+    }
+
+    /// The root's share is its children's sum; its strong part is what they use of
+    /// their strong guarantees.
+    fn root_fair_share(&mut self) {
+        let (mut strong, mut total) = (ResourceVector::ZERO, ResourceVector::ZERO);
+        for &c in &self.nodes[0].children {
+            strong += self.nodes[c].fair_share.strong_guarantee;
+            total += self.nodes[c].fair_share.total;
+        }
+        let root = &self.nodes[0];
+        let strong_part = vector::min(&total, &strong);
+        let integral = vector::min(
+            &vector::non_negative(&(total - strong_part)),
+            &root.proposed_integral_share,
+        );
+        self.nodes[0].fair_share = DetailedShare {
+            total,
+            strong_guarantee: strong_part,
+            integral_guarantee: integral,
+            weight_proportional: vector::non_negative(&(total - strong_part - integral)),
+        };
+    }
+
+    fn output(mut self) -> TreeOutput {
+        let total = self.input.total;
+        let mut elements = Vec::with_capacity(self.nodes.len());
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            let e = &self.input.elements[i];
+            let usage_abs = n.usage_share.map(|r, v| v * total.get(r));
+            let demand_abs = n.demand_share.map(|r, v| v * total.get(r));
+            let dominant = if vector::max_component(&usage_abs) > 0.0 {
+                vector::dominant_resource(&usage_abs, &total)
+            } else {
+                vector::dominant_resource(&demand_abs, &total)
+            };
+            let integral = match &e.kind {
+                ElementKind::Pool {
+                    integral: Some(_), ..
+                } => Some(IntegralOutput {
+                    specified_burst_ratio: n.specified_burst_ratio,
+                    specified_resource_flow_ratio: n.flow_ratio,
+                    volume: n.volume,
+                    last_share_ratio: n.last_share_ratio,
+                }),
+                _ => None,
+            };
+            elements.push(ElementOutput {
+                fair_share: n.fair_share,
+                demand_share: n.demand_share,
+                usage_share: n.usage_share,
+                limits_share: n.limits_share,
+                limited_demand_share: n
+                    .by_suggestion
+                    .as_ref()
+                    .map(|f| f.right_value())
+                    .unwrap_or_default(),
+                strong_guarantee_share: n.strong_guarantee_share,
+                effective_strong_guarantee_resources: if n.is_operation {
+                    ResourceVector::ZERO
+                } else {
+                    n.inferred_guarantee
+                },
+                total_burst_ratio: n.total_burst_ratio,
+                total_resource_flow_ratio: n.total_flow_ratio,
+                integral,
+                fifo_index: n.fifo_index,
+                dominant_resource: dominant,
+            });
+            n.by_fit_factor = None;
+            n.max_fit_factor = None;
+            n.by_suggestion = None;
+        }
+        TreeOutput {
+            elements,
+            alerts: self.alerts,
+            overcommit_factor: self.overcommit_factor,
+        }
+    }
+}
+
+/// Splits a share into its strong part, then its integral part, then the rest.
+fn detailed(n: &Node, total: ResourceVector) -> DetailedShare {
+    let strong = vector::min(&total, &n.strong_guarantee_share);
+    let integral = vector::min(
+        &vector::non_negative(&(total - strong)),
+        &n.proposed_integral_share,
+    );
+    DetailedShare {
+        total,
+        strong_guarantee: strong,
+        integral_guarantee: integral,
+        weight_proportional: vector::non_negative(&(total - strong - integral)),
+    }
+}
+
+/// Cuts an integral share so that strong plus integral stays within limits.
+pub(crate) fn fit_integral(
+    limits: &ResourceVector,
+    strong: &ResourceVector,
+    proposed: ResourceVector,
+) -> ResourceVector {
+    proposed.map(|r, v| {
+        let room = (limits.get(r) - strong.get(r)).max(0.0);
+        v.min(room).max(0.0)
+    })
+}
+
+/// An operation's path on fit factor `[0, 2]`: on `[0, 1]` every resource rises
+/// together up to its usage (`min(usage_r, f · max usage)`), then straight to demand.
+fn operation_path(n: &Node) -> Plf<ResourceVector> {
+    let usage = n.usage_share;
+    let demand = n.demand_share;
+    let mut b = crate::piecewise::Builder::with_capacity(7);
+    let max_usage = vector::max_component(&usage);
+    b.push(0.0, ResourceVector::ZERO);
+    if max_usage > 0.0 {
+        let mut levels: Vec<f64> = Resource::ALL.iter().map(|&r| usage.get(r)).collect();
+        levels.sort_by(f64::total_cmp);
+        for level in levels {
+            if level > 0.0 {
+                b.push(
+                    level / max_usage,
+                    vector::min(&vector::splat(level), &usage),
+                );
+            }
+        }
+    } else {
+        b.push(1.0, ResourceVector::ZERO);
+    }
+    b.push(1.0, usage);
+    b.push(2.0, demand);
+    b.finish()
+}
+
+/// For each suggestion `s`, the largest fit factor at which every resource stays within
+/// `min(guarantee + s, limits)`.
+fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
+    let guarantee = n.guarantee_share();
+    let per_resource: Vec<Plf<f64>> = Resource::ALL
+        .iter()
+        .map(|&r| {
+            let pts = by_ff.points();
+            let (first, last) = (pts[0].1.get(r), pts[pts.len() - 1].1.get(r));
+            let limit = n.limits_share.get(r).max(first).min(last);
+            let g = guarantee.get(r).max(first).min(limit);
+            // The inverse of this component: fit factor by value.
+            let mut inv = crate::piecewise::Builder::with_capacity(pts.len());
+            let mut running = f64::NEG_INFINITY;
+            for &(x, y) in pts {
+                running = running.max(y.get(r));
+                inv.push(running, x);
+            }
+            let inv = inv.finish();
+            let mut b = crate::piecewise::Builder::with_capacity(pts.len() + 3);
+            b.push(0.0, inv.right_limit_at(g));
+            if limit > g {
+                for &(y, x) in inv.points() {
+                    if y > g && y < limit {
+                        b.push(y - g, x);
+                    }
+                }
+                b.push(limit - g, inv.value_at(limit));
+                b.push(limit - g, inv.right_limit_at(limit));
+            }
+            let f = b.finish();
+            if f.right_bound() < 1.0 {
+                f.extend_right(1.0)
+            } else {
+                f.trim_right()
+            }
+        })
+        .collect();
+    Plf::pointwise_min(&per_resource)
+}
