@@ -78,11 +78,10 @@ impl Update<'_> {
         let mut available = vector::splat(1.0);
         for &c in &self.nodes[0].children {
             let n = &self.nodes[c];
-            available = available
-                - vector::min(
-                    &(n.strong_guarantee_share + n.proposed_integral_share),
-                    &n.demand_share,
-                );
+            available -= vector::min(
+                &(n.strong_guarantee_share + n.proposed_integral_share),
+                &n.demand_share,
+            );
         }
         let available = vector::non_negative(&available);
         let mut pools = vec![];

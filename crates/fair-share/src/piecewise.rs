@@ -340,6 +340,18 @@ impl<V: Value> Plf<V> {
     }
 }
 
+impl<V: Value> Plf<V> {
+    /// Keeps a function that should be non-decreasing from dipping by rounding: each
+    /// value is at least the one before it (componentwise, by `max`).
+    pub fn monotone(mut self, max: impl Fn(V, V) -> V) -> Self {
+        for i in 1..self.points.len() {
+            let prev = self.points[i - 1].1;
+            self.points[i].1 = max(self.points[i].1, prev);
+        }
+        self
+    }
+}
+
 impl Plf<f64> {
     /// The pointwise minimum of functions on the same domain.
     pub fn pointwise_min(funcs: &[Plf<f64>]) -> Plf<f64> {

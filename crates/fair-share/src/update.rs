@@ -110,12 +110,32 @@ pub fn compute(input: &TreeInput) -> Result<TreeOutput, InputError> {
     Ok(u.output())
 }
 
+/// Not NaN and not negative (infinity allowed: "no limit").
+fn non_negative(x: f64) -> bool {
+    x >= 0.0
+}
+
+/// Finite and not negative.
+fn amount(x: f64) -> bool {
+    x.is_finite() && x >= 0.0
+}
+
+fn amounts(v: &ResourceVector) -> bool {
+    Resource::ALL.iter().all(|&r| amount(v.get(r)))
+}
+
 fn check(input: &TreeInput) -> Result<(), InputError> {
     let Some(root) = input.elements.first() else {
         return Err(InputError::NoRoot);
     };
     if root.parent.is_some() || root.is_operation() {
         return Err(InputError::NoRoot);
+    }
+    if !amounts(&input.total) {
+        return Err(InputError::BadNumber {
+            index: 0,
+            what: "the tree's total resources",
+        });
     }
     for (index, e) in input.elements.iter().enumerate().skip(1) {
         match e.parent {
@@ -126,23 +146,18 @@ fn check(input: &TreeInput) -> Result<(), InputError> {
         if !(e.weight.is_finite() && e.weight > 0.0) {
             return bad("weight (positive)");
         }
-        if !(e.max_share_ratio >= 0.0) {
+        if !non_negative(e.max_share_ratio) {
             return bad("max_share_ratio");
         }
-        if Resource::ALL
+        if !Resource::ALL
             .iter()
-            .any(|&r| !(e.resource_limits.get(r) >= 0.0))
+            .all(|&r| non_negative(e.resource_limits.get(r)))
         {
             return bad("resource_limits");
         }
-        let finite = |v: &ResourceVector| {
-            Resource::ALL
-                .iter()
-                .all(|&r| v.get(r).is_finite() && v.get(r) >= 0.0)
-        };
         match &e.kind {
             ElementKind::Operation { demand, usage, .. } => {
-                if !finite(demand) || !finite(usage) {
+                if !amounts(demand) || !amounts(usage) {
                     return bad("demand and usage");
                 }
             }
@@ -151,36 +166,26 @@ fn check(input: &TreeInput) -> Result<(), InputError> {
                 integral,
                 ..
             } => {
-                if strong_guarantee
+                if !strong_guarantee
                     .amounts
                     .iter()
                     .flatten()
-                    .any(|v| !(v.is_finite() && *v >= 0.0))
+                    .all(|&v| amount(v))
                 {
                     return bad("strong_guarantee_resources");
                 }
                 if let Some(i) = integral {
-                    if !finite(&i.resource_flow)
-                        || !finite(&i.burst_guarantee)
-                        || !finite(&i.volume)
-                        || !(i.last_share_ratio.is_finite() && i.last_share_ratio >= 0.0)
-                        || !(i.relaxed_share_multiplier_limit.is_finite()
-                            && i.relaxed_share_multiplier_limit >= 0.0)
-                    {
+                    let ok = amounts(&i.resource_flow)
+                        && amounts(&i.burst_guarantee)
+                        && amounts(&i.volume)
+                        && amount(i.last_share_ratio)
+                        && amount(i.relaxed_share_multiplier_limit);
+                    if !ok {
                         return bad("integral_guarantees");
                     }
                 }
             }
         }
-    }
-    if !Resource::ALL
-        .iter()
-        .all(|&r| input.total.get(r).is_finite() && input.total.get(r) >= 0.0)
-    {
-        return Err(InputError::BadNumber {
-            index: 0,
-            what: "the tree's total resources",
-        });
     }
     Ok(())
 }
@@ -463,6 +468,9 @@ impl Update<'_> {
         } else {
             self.fair_share_path(&children)
         };
+        // Sums of many pieces may dip by rounding where they should be flat; a dip would
+        // read as the end of the path coming early.
+        let by_ff = by_ff.monotone(|a, b| vector::max(&a, &b));
         let mff = max_fit_factor(&by_ff, &self.nodes[i]);
         let by_s = by_ff.compose(&mff).compress(COMPRESS_EPSILON);
         let n = &mut self.nodes[i];

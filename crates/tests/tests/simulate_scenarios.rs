@@ -498,13 +498,14 @@ fn burst_pool_gets_its_burst_while_volume_lasts_then_refills() {
         5.0,
         "2.0 / (0.5 − 0.1)",
     );
-    // With demand: the burst share, paid from the volume at (500 − 100) cpu/s.
+    // With demand: the burst share, paid from the volume at (500 − 100) cpu/s, and
+    // weights on top of it (SPEC 5.7): 0.5 + f + 4f = 1 → f = 0.1 → 0.6.
     for t in [31.0, 33.0] {
         let p = pool_at(&out, t, "burst");
         close(
             &p["fair_share_ratio"],
-            0.5,
-            "burst share while volume lasts",
+            0.6,
+            "burst share while volume lasts, plus its weight's part",
         );
         close(
             &p["detailed_fair_share"]["integral_guarantee"]["cpu"],
@@ -520,16 +521,20 @@ fn burst_pool_gets_its_burst_while_volume_lasts_then_refills() {
         (drained - expected).abs() <= 0.05 * 2000.0,
         "{drained} vs {expected}"
     );
-    // Volume spent: back to what weights (and the trickle of flow) give, never above 500.
+    // Volume spent: back to what weights (and the trickle of flow) give; the integral
+    // part never exceeds the burst ratio.
     let late = pool_at(&out, 45.0, "burst")["fair_share_ratio"]
         .as_f64()
         .unwrap();
     assert!((0.2..0.35).contains(&late), "{late}");
     for t in [30.0, 31.0, 33.0, 45.0, 50.0, 60.0] {
-        let fs = pool_at(&out, t, "burst")["fair_share_ratio"]
+        let p = pool_at(&out, t, "burst");
+        let integral = p["detailed_fair_share"]["integral_guarantee"]["cpu"]
             .as_f64()
             .unwrap();
-        assert!(fs <= 0.5 + 1e-9, "{fs} at {t}");
+        assert!(integral <= 0.5 + 1e-9, "{integral} at {t}");
+        let fs = p["fair_share_ratio"].as_f64().unwrap();
+        assert!(fs <= 0.6 + 1e-9, "{fs} at {t}");
     }
     // Idle again: it refills at the flow.
     let v50 = pool_at(&out, 50.0, "burst")["accumulated_resource_ratio_volume"]
@@ -554,16 +559,27 @@ fn relaxed_pool_is_capped_at_three_flows_and_gets_its_flow_on_average() {
         &format!("snapshots: [{}]\nuntil: 200", snapshots.join(", ")),
     );
     let mut integral = 0.0;
-    let mut max_fs: f64 = 0.0;
+    let mut max_integral: f64 = 0.0;
     for t in 21..=200 {
         let p = pool_at(&out, t as f64, "relaxed");
-        integral += p["detailed_fair_share"]["integral_guarantee"]["cpu"]
+        let part = p["detailed_fair_share"]["integral_guarantee"]["cpu"]
             .as_f64()
             .unwrap();
-        max_fs = max_fs.max(p["fair_share_ratio"].as_f64().unwrap());
+        integral += part;
+        max_integral = max_integral.max(part);
+        // Weights add on top of the integral part, within ordinary limits (SPEC 5.7):
+        // at most 0.3 + f with 0.3 + f + 9f = 1.
+        let fs = p["fair_share_ratio"].as_f64().unwrap();
+        assert!(fs <= 0.37 + 1e-9, "{fs} at {t}");
     }
-    assert!(max_fs <= 0.3 + 1e-9, "capped at 3 × flow: {max_fs}");
-    assert!(max_fs > 0.29, "it did use its accumulated volume: {max_fs}");
+    assert!(
+        max_integral <= 0.3 + 1e-9,
+        "capped at 3 × flow: {max_integral}"
+    );
+    assert!(
+        max_integral > 0.29,
+        "it did use its accumulated volume: {max_integral}"
+    );
     let average = integral / 180.0;
     assert!(
         (average - 0.1).abs() < 0.02,
@@ -572,7 +588,7 @@ fn relaxed_pool_is_capped_at_three_flows_and_gets_its_flow_on_average() {
 }
 
 #[test]
-fn integral_volume_pays_only_beyond_the_strong_guarantee() {
+fn integral_share_comes_on_top_of_the_strong_guarantee() {
     let dir = tempfile::tempdir().unwrap();
     let out = integral_run(
         dir.path(),
@@ -587,14 +603,17 @@ fn integral_volume_pays_only_beyond_the_strong_guarantee() {
         0.2,
         "strong part",
     );
+    // The whole burst ratio, on top of the strong guarantee (SPEC 5.7).
     close(
         &p["detailed_fair_share"]["integral_guarantee"]["cpu"],
-        0.3,
+        0.5,
         "integral part",
     );
+    // Weights on top: 0.7 + f + 4f = 1 → f = 0.06.
+    close(&p["fair_share_ratio"], 0.76, "total");
     let v = p["accumulated_resource_ratio_volume"].as_f64().unwrap();
-    // Two seconds at 0.3 − 0.1 net: 2.0 − 0.4.
-    assert!((v - 1.6).abs() < 0.1, "{v}");
+    // Two seconds at 0.5 − 0.1 net: 2.0 − 0.8.
+    assert!((v - 1.2).abs() < 0.1, "{v}");
 }
 
 #[test]
@@ -637,7 +656,7 @@ fn strong_plus_burst_above_the_cluster_are_scaled_together_with_an_alert() {
     let tree = &out["snapshots"][0]["pool_trees"]["default"];
     let alerts = serde_json::to_string(&tree["alerts"]).unwrap();
     assert!(
-        alerts.contains("strong and burst guarantees exceed the cluster"),
+        alerts.contains("burst guarantees") && alerts.contains("exceed the cluster"),
         "{alerts}"
     );
     close(
@@ -651,9 +670,14 @@ fn strong_plus_burst_above_the_cluster_are_scaled_together_with_an_alert() {
         "strong scaled",
     );
     close(
+        &tree["pools"]["strong"]["strong_guarantee_share"]["cpu"],
+        0.6 / 1.4,
+        "the guarantee share shows the scaling",
+    );
+    close(
         &tree["pools"]["strong"]["effective_strong_guarantee_resources"]["cpu"],
-        600.0 / 1.4,
-        "effective guarantee shows the scaling",
+        600.0,
+        "effective resources stay as configured (SPEC 5.1)",
     );
 }
 

@@ -10,7 +10,6 @@ pub mod config_file;
 mod events;
 pub mod fair_share;
 mod heartbeat;
-pub mod integral;
 mod limits_enforcement;
 pub mod membership;
 mod nodes;

@@ -3,14 +3,14 @@
 //! `resource_limits`; resource vectors are absolute.
 
 use super::admission::PoolCounts;
-use super::fair_share::{Element, ElementKind, TreeShares};
-use super::integral;
+use super::fair_share::{Element, ElementKind, IntegralView, TreeShares};
 use super::placement::satisfaction;
 use super::starvation::ElementKey;
 use super::SchedulerCore;
 use serde_json::{json, Map, Value};
 use ytsched_common::pool_config::{IntegralGuaranteeType, PoolMode};
 use ytsched_common::resources::{Resource, ResourceVector};
+use ytsched_common::states::OperationState;
 
 fn share_vector(v: &ResourceVector) -> Value {
     json!({"cpu": v.cpu, "memory": v.memory, "gpu": v.gpu, "user_slots": v.user_slots})
@@ -43,7 +43,7 @@ fn common_fields(e: &Element, shares: &TreeShares) -> Map<String, Value> {
     m.insert("demand_ratio".into(), json!(max_component(&e.demand_share)));
     m.insert(
         "dominant_resource".into(),
-        json!(e.demand_share.dominant().0.name()),
+        json!(e.dominant_resource.name()),
     );
     m.insert("weight".into(), json!(e.weight));
     m.insert(
@@ -81,7 +81,6 @@ impl SchedulerCore {
         let empty = TreeShares::default();
         let shares = self.shares.get(tree_name).unwrap_or(&empty);
         let counts = self.pool_counts(tree_name);
-        let integral_pools = &shares.integral_pools;
         let mut pools = Map::new();
         let mut operations = Map::new();
         for e in &shares.elements {
@@ -135,12 +134,15 @@ impl SchedulerCore {
                     );
                     m.insert(
                         "effective_strong_guarantee_resources".into(),
-                        resource_vector(
-                            &e.strong_guarantee_share.map(|r, v| v * shares.total.get(r)),
-                        ),
+                        resource_vector(&e.effective_strong_guarantee),
                     );
-                    if let Some(ip) = integral_pools.get(name) {
-                        self.insert_integral(&mut m, tree_name, name, ip, integral_pools, shares);
+                    m.insert("total_burst_ratio".into(), json!(e.total_burst_ratio));
+                    m.insert(
+                        "total_resource_flow_ratio".into(),
+                        json!(e.total_resource_flow_ratio),
+                    );
+                    if let Some(ig) = &e.integral {
+                        self.insert_integral(&mut m, tree_name, ig, shares);
                     }
                     if let Some(p) = pool {
                         if let Some(l) = &p.config.resource_limits {
@@ -191,6 +193,7 @@ impl SchedulerCore {
                 }
             }
         }
+        self.insert_pending(tree_name, &shares.total, &mut operations);
         let node_count = self
             .nodes
             .values()
@@ -211,23 +214,24 @@ impl SchedulerCore {
         &self,
         m: &mut Map<String, Value>,
         tree_name: &str,
-        name: &str,
-        ip: &integral::IntegralPool,
-        all: &std::collections::HashMap<String, integral::IntegralPool>,
+        ig: &IntegralView,
         shares: &TreeShares,
     ) {
         let Some(tree) = self.cluster.trees.get(tree_name) else {
             return;
         };
         let total = &shares.total;
-        let volume = self.integral_volume(tree_name, name);
+        let volume = ig.volume_ratio;
         let k = tree.config.integral_guarantees.capacity_seconds();
-        let (flow_total, burst_total) = integral::subtree_totals(tree, all, name);
-        m.insert("integral_guarantee_type".into(), json!(ip.kind));
-        m.insert("specified_resource_flow_ratio".into(), json!(ip.flow_ratio));
-        m.insert("specified_burst_ratio".into(), json!(ip.burst_ratio));
-        m.insert("total_resource_flow_ratio".into(), json!(flow_total));
-        m.insert("total_burst_ratio".into(), json!(burst_total));
+        m.insert("integral_guarantee_type".into(), json!(ig.kind));
+        m.insert(
+            "specified_resource_flow_ratio".into(),
+            json!(ig.specified_resource_flow_ratio),
+        );
+        m.insert(
+            "specified_burst_ratio".into(),
+            json!(ig.specified_burst_ratio),
+        );
         m.insert("accumulated_resource_ratio_volume".into(), json!(volume));
         m.insert(
             "accumulated_resource_volume".into(),
@@ -235,11 +239,11 @@ impl SchedulerCore {
         );
         m.insert(
             "integral_pool_capacity".into(),
-            resource_vector(&total.scale(k * ip.flow_ratio)),
+            resource_vector(&total.scale(k * ig.specified_resource_flow_ratio)),
         );
-        if ip.kind == IntegralGuaranteeType::Burst {
+        if ig.kind == IntegralGuaranteeType::Burst {
             // How long the volume lasts at the burst share, with the flow still coming in.
-            let drain = ip.burst_ratio - ip.flow_ratio;
+            let drain = ig.specified_burst_ratio - ig.specified_resource_flow_ratio;
             let seconds = if drain > 1e-12 {
                 volume / drain
             } else {
@@ -249,6 +253,58 @@ impl SchedulerCore {
                 "estimated_burst_usage_duration_seconds".into(),
                 json!(finite(seconds)),
             );
+        }
+    }
+
+    /// Pending operations (SPEC 5.4, 6.2): listed with their pool and demand; they have
+    /// no fair share and no usage yet.
+    fn insert_pending(
+        &self,
+        tree_name: &str,
+        total: &ResourceVector,
+        out: &mut Map<String, Value>,
+    ) {
+        let zero = share_vector(&ResourceVector::ZERO);
+        for op in self
+            .operations
+            .values()
+            .filter(|o| o.state == OperationState::Pending)
+        {
+            let Some(slot) = op.slot(tree_name) else {
+                continue;
+            };
+            let demand = op.demand_in(tree_name);
+            let demand_share = demand.share_of(total);
+            let mut m = Map::new();
+            m.insert("state".into(), json!(op.state.name()));
+            m.insert("pool".into(), json!(slot.pool));
+            m.insert("user".into(), json!(op.user));
+            m.insert("weight".into(), json!(slot.weight));
+            m.insert("lightweight".into(), json!(slot.lightweight));
+            m.insert("fair_share_ratio".into(), json!(0.0));
+            m.insert("usage_ratio".into(), json!(0.0));
+            m.insert("demand_ratio".into(), json!(max_component(&demand_share)));
+            m.insert(
+                "dominant_resource".into(),
+                json!(ytsched_fair_share::vector::dominant_resource(&demand, total).name()),
+            );
+            m.insert(
+                "detailed_fair_share".into(),
+                json!({"total": zero, "strong_guarantee": zero, "integral_guarantee": zero, "weight_proportional": zero}),
+            );
+            m.insert("usage_share".into(), zero.clone());
+            m.insert("demand_share".into(), share_vector(&demand_share));
+            m.insert(
+                "resource_usage".into(),
+                resource_vector(&ResourceVector::ZERO),
+            );
+            m.insert("resource_demand".into(), resource_vector(&demand));
+            m.insert("running_job_count".into(), json!(0));
+            m.insert("pending_job_count".into(), json!(op.waiting_job_count()));
+            if let Some(l) = &op.spec.resource_limits {
+                m.insert("resource_limits".into(), json!(l));
+            }
+            out.insert(op.id.to_string(), Value::Object(m));
         }
     }
 

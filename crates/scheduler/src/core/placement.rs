@@ -206,6 +206,10 @@ impl SchedulerCore {
             return None;
         }
         let e = &shares.elements[idx];
+        // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
+        if e.tag_filter.as_ref().is_some_and(|f| !f.matches(tags)) {
+            return None;
+        }
         let room = self.element_room(shares, usage, idx, room);
         match &e.kind {
             ElementKind::Operation { id } => {

@@ -219,6 +219,9 @@ impl SchedulerCore {
             let Some(&idx) = shares.operation_index.get(&op_id) else {
                 continue;
             };
+            if !shares.admits(idx, &node.all_tags) {
+                continue;
+            }
             let room = self.room_along_path(shares, &usage, idx);
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;

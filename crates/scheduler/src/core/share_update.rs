@@ -2,12 +2,13 @@
 //! right away (before the next placement) when the tree's operations, configuration or
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
-use super::fair_share::{self, OperationInput};
-use super::integral;
+use super::fair_share::{self, OperationInput, UpdateContext};
 use super::SchedulerCore;
+use std::collections::HashMap;
 use ytsched_common::protocol::UnixMillis;
-use ytsched_common::resources::ResourceVector;
+use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
+use ytsched_common::tag_filter::TagFilter;
 
 impl SchedulerCore {
     /// Runs the updates that are due by their period. Stale trees are not updated here:
@@ -76,29 +77,44 @@ impl SchedulerCore {
                 pending_job_count: o.waiting_job_count(),
             })
             .collect();
-        // Since the previous update, volumes accrued at the flow and paid for the integral
-        // share given then (used or not); never below zero or above k × flow. The new
-        // shares are computed from the updated volumes.
-        let dt = self
-            .last_share_update
-            .get(tree_name)
-            .map_or(0.0, |&last| now.saturating_sub(last) as f64 / 1000.0);
-        let k = tree.config.integral_guarantees.capacity_seconds();
-        let volumes = self
-            .integral_volumes
-            .entry(tree_name.to_string())
-            .or_default();
-        if let Some(previous) = self.shares.get(tree_name) {
-            // The interval ran under the previous update's pools and shares.
-            let pools = &previous.integral_pools;
-            volumes.retain(|name, _| pools.get(name).is_some_and(integral::accrues));
-            for (name, p) in pools.iter().filter(|(_, p)| integral::accrues(p)) {
-                let given = integral::given_ratio(previous, name);
-                let v = volumes.entry(name.clone()).or_insert(0.0);
-                *v = (*v + (p.flow_ratio - given) * dt).clamp(0.0, k * p.flow_ratio);
-            }
+        // Volumes move inside the update by the time since the previous one, paying for
+        // the integral share given then (used or not).
+        let previous = self.shares.get(tree_name);
+        let ctx = UpdateContext {
+            volumes: self
+                .integral_volumes
+                .get(tree_name)
+                .cloned()
+                .unwrap_or_default(),
+            last_share_ratios: previous
+                .map(|p| {
+                    p.elements
+                        .iter()
+                        .filter_map(|e| {
+                            Some((e.name().to_string(), e.integral.as_ref()?.last_share_ratio))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            since_previous_s: self
+                .last_share_update
+                .get(tree_name)
+                .map(|&last| now.saturating_sub(last) as f64 / 1000.0),
+            filter_resources: self.pool_filter_resources(tree_name),
+        };
+        let mut shares = fair_share::compute_in(tree, total, &inputs, &ctx);
+        // With no nodes there is nothing to measure volumes against: keep them as they are.
+        if Resource::ALL.iter().any(|&r| total.get(r) > 0.0) {
+            let volumes: HashMap<String, f64> = shares
+                .elements
+                .iter()
+                .filter_map(|e| {
+                    let ig = e.integral.as_ref().filter(|ig| ig.accrues())?;
+                    Some((e.name().to_string(), ig.volume_ratio))
+                })
+                .collect();
+            self.integral_volumes.insert(tree_name.to_string(), volumes);
         }
-        let mut shares = fair_share::compute_with_volumes(tree, total, &inputs, volumes);
         shares.tree = tree_name.to_string();
         if self.exceeds_limits(tree_name, &shares) {
             self.over_limit_trees.insert(tree_name.to_string());
@@ -109,6 +125,34 @@ impl SchedulerCore {
         self.last_share_update.insert(tree_name.to_string(), now);
         self.stale_trees.remove(tree_name);
         self.update_starvation(tree_name, now);
+    }
+
+    /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes
+    /// that match it offer: the most its subtree can ever use.
+    fn pool_filter_resources(&self, tree_name: &str) -> HashMap<String, ResourceVector> {
+        let Some(tree) = self.cluster.trees.get(tree_name) else {
+            return HashMap::new();
+        };
+        let mut out = HashMap::new();
+        for (name, pool) in &tree.pools {
+            let Some(filter) = pool
+                .config
+                .scheduling_tag_filter
+                .as_deref()
+                .filter(|f| !f.trim().is_empty())
+                .and_then(|f| TagFilter::parse(f).ok())
+            else {
+                continue;
+            };
+            let offered: ResourceVector = self
+                .nodes
+                .values()
+                .filter(|n| self.node_tree(n) == Some(tree_name) && filter.matches(&n.all_tags))
+                .map(|n| n.resource_limits)
+                .sum();
+            out.insert(name.clone(), offered);
+        }
+        out
     }
 
     /// A pool's accumulated integral volume (share × seconds).

@@ -72,12 +72,14 @@ pub type TreeStarvation = HashMap<ElementKey, ElementStarvation>;
 /// fair share (the scalar "fair share ratio" of SPEC 1) if the element still needs it.
 /// Component by component would call a cpu-bound pool "below" on memory it cannot use:
 /// per-component limits leave a memory share that no cpu is left to go with. An element
-/// whose fair share covers its whole demand uses tolerance 1.
+/// *operation* whose fair share covers its whole, uncapped demand uses tolerance 1; one
+/// held back by limits, and every pool, keeps its configured tolerance.
 pub fn scheduling_status(e: &Element, tolerance: f64) -> SchedulingStatus {
     let fs = &e.fair_share.total;
-    let covers_demand = Resource::ALL
-        .iter()
-        .all(|&r| fs.get(r) + EPSILON >= e.limited_demand_share.get(r));
+    let covers_demand = matches!(e.kind, ElementKind::Operation { .. })
+        && Resource::ALL
+            .iter()
+            .all(|&r| fs.get(r) + EPSILON >= e.demand_share.get(r));
     let tolerance = if covers_demand { 1.0 } else { tolerance };
     let (r, share) = fs.dominant();
     let usage = e.usage_share.get(r);
