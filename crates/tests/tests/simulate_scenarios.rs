@@ -216,8 +216,8 @@ fn invalid_scenarios_exit_2_with_the_service_error() {
             "FIFO",
         ),
         (
-            "resources: {cpu: 4}\noperations: [{id: x, spec: {tasks: {t: {job_count: 0}}}}]\nuntil: 1\n",
-            "tasks.t.job_count",
+            "resources: {cpu: 4}\nevents: [{at: 1, frobnicate: x}]\nuntil: 1\n",
+            "frobnicate",
         ),
         ("resources: {cpu: 4}\nuntill: 1\n", "untill"),
     ];
@@ -233,6 +233,51 @@ fn invalid_scenarios_exit_2_with_the_service_error() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "case {i}: {err}");
     }
+}
+
+#[test]
+fn specs_the_service_would_refuse_are_rejected_submissions_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rejected.yaml");
+    std::fs::write(
+        &path,
+        r#"
+resources: {cpu: 4, memory: 8G}
+operations:
+  - {id: zero, spec: {tasks: {t: {job_count: 0}}}}
+  - {id: unknown, at: 1, spec: {tasks: {t: {job_count: 1}}, colour: blue}}
+  - {id: badpool, at: 2, spec: {pool: "no such pool!", tasks: {t: {job_count: 1}}}}
+  - {id: negative, at: 3, spec: {tasks: {t: {job_count: 1, cpu_limit: -1}}}}
+  - {id: fine, at: 3, spec: {tasks: {t: {job_count: 1}}}}
+until: 5
+"#,
+    )
+    .unwrap();
+    let (out, _) = simulate_file(&path);
+    let errors = out["errors"].as_array().unwrap();
+    let by_op: Vec<(&str, f64, &str)> = errors
+        .iter()
+        .map(|e| {
+            (
+                e["operation"].as_str().unwrap(),
+                e["time"].as_f64().unwrap(),
+                e["error"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by_op.len(), 4, "{by_op:?}");
+    assert_eq!((by_op[0].0, by_op[0].1), ("zero", 0.0));
+    assert!(by_op[0].2.contains("job_count"), "{by_op:?}");
+    assert_eq!((by_op[1].0, by_op[1].1), ("unknown", 1.0));
+    assert!(by_op[1].2.contains("colour"), "{by_op:?}");
+    assert_eq!((by_op[2].0, by_op[2].1), ("badpool", 2.0));
+    assert!(by_op[2].2.contains("pool"), "{by_op:?}");
+    assert_eq!((by_op[3].0, by_op[3].1), ("negative", 3.0));
+    assert!(by_op[3].2.contains("cpu_limit"), "{by_op:?}");
+    // The run went on: the valid operation ran; the rejected ones never appear.
+    let ops = &out["snapshots"][0]["pool_trees"]["default"]["operations"];
+    let ids: Vec<&String> = ops.as_object().unwrap().keys().collect();
+    assert_eq!(ids, vec!["fine"], "{ops}");
 }
 
 #[test]

@@ -139,10 +139,15 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
         while next_op < operations.len() && operations[next_op].at_ms <= t {
             let op = &operations[next_op];
             next_op += 1;
-            if let Err(e) =
-                core.start_operation(OperationId(op.id.clone()), &op.user, op.spec.clone(), t)
-            {
-                errors.push(json!({"time": secs(t), "operation": op.id, "error": e.message}));
+            let result = match &op.spec {
+                Ok(spec) => core
+                    .start_operation(OperationId(op.id.clone()), &op.user, spec.clone(), t)
+                    .map(|_| ())
+                    .map_err(|e| e.message),
+                Err(message) => Err(message.clone()),
+            };
+            if let Err(message) = result {
+                errors.push(json!({"time": secs(t), "operation": op.id, "error": message}));
             }
         }
         while next_event < events.len() && events[next_event].0 <= t {

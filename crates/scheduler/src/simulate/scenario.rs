@@ -120,13 +120,15 @@ pub struct SimNodeSpec {
     pub resources: ResourceVector,
 }
 
-/// A parsed operation: its validated spec and each task's job duration (ms).
+/// A parsed operation: its validated spec and each task's job duration (ms). A spec the
+/// service would refuse stays in the run as a rejected submission (SPEC 6.3): its error
+/// is reported at its submit time and the run goes on.
 #[derive(Clone, Debug)]
 pub struct SimOperation {
     pub id: String,
     pub at_ms: u64,
     pub user: String,
-    pub spec: VanillaSpec,
+    pub spec: Result<VanillaSpec, String>,
     pub durations: BTreeMap<String, Option<u64>>,
 }
 
@@ -219,58 +221,68 @@ impl Scenario {
             .enumerate()
             .map(|(i, entry)| {
                 let what = format!("operations[{i}] ({})", entry.id);
-                if entry.id.is_empty()
-                    || !entry
-                        .id
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                {
-                    return Err(ScenarioError::Invalid(format!(
-                        "{what}.id: use letters, digits, '-' and '_'"
-                    )));
-                }
-                if !seen.insert(entry.id.clone()) {
-                    return Err(ScenarioError::Invalid(format!(
-                        "{what}.id: duplicate operation id"
-                    )));
-                }
-                let mut spec = entry.spec.clone();
+                let at_ms = seconds_to_ms(&format!("{what}.at"), entry.at)?;
                 let mut durations = BTreeMap::new();
-                if let Some(tasks) = spec.get_mut("tasks").and_then(|t| t.as_object_mut()) {
-                    for (name, task) in tasks.iter_mut() {
-                        let Some(t) = task.as_object_mut() else {
-                            continue;
-                        };
-                        let d = match t.remove("duration") {
-                            None | Some(Value::Null) => None,
-                            Some(Value::Number(n)) => Some(seconds_to_ms(
-                                &format!("{what}.spec.tasks.{name}.duration"),
-                                n.as_f64().unwrap_or(f64::NAN),
-                            )?),
-                            Some(other) => {
-                                return Err(ScenarioError::Invalid(format!(
-                                "{what}.spec.tasks.{name}.duration: expected seconds, got {other}"
-                            )))
-                            }
-                        };
-                        durations.insert(name.clone(), d);
-                        // The command never runs in simulation.
-                        t.entry("command")
-                            .or_insert(Value::String("simulated".into()));
-                    }
-                }
-                let spec: VanillaSpec = serde_json::from_value(spec)
-                    .map_err(|e| ScenarioError::Invalid(format!("{what}.spec: {e}")))?;
-                spec.validate()
-                    .map_err(|e| ScenarioError::Invalid(format!("{what}.spec.{e}")))?;
+                let spec = Self::submission(entry, &what, &mut seen, &mut durations);
                 Ok(SimOperation {
                     id: entry.id.clone(),
-                    at_ms: seconds_to_ms(&format!("{what}.at"), entry.at)?,
+                    at_ms,
                     user: entry.user.clone(),
                     spec,
                     durations,
                 })
             })
             .collect()
+    }
+
+    /// What the service would make of one submission: its spec, or why it is refused.
+    fn submission(
+        entry: &OperationEntry,
+        what: &str,
+        seen: &mut std::collections::BTreeSet<String>,
+        durations: &mut BTreeMap<String, Option<u64>>,
+    ) -> Result<VanillaSpec, String> {
+        if entry.id.is_empty()
+            || !entry
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!("{what}.id: use letters, digits, '-' and '_'"));
+        }
+        if !seen.insert(entry.id.clone()) {
+            return Err(format!("{what}.id: duplicate operation id"));
+        }
+        let mut spec = entry.spec.clone();
+        if let Some(tasks) = spec.get_mut("tasks").and_then(|t| t.as_object_mut()) {
+            for (name, task) in tasks.iter_mut() {
+                let Some(t) = task.as_object_mut() else {
+                    continue;
+                };
+                let d = match t.remove("duration") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::Number(n)) => Some(
+                        seconds_to_ms(
+                            &format!("{what}.spec.tasks.{name}.duration"),
+                            n.as_f64().unwrap_or(f64::NAN),
+                        )
+                        .map_err(|e| e.to_string())?,
+                    ),
+                    Some(other) => {
+                        return Err(format!(
+                            "{what}.spec.tasks.{name}.duration: expected seconds, got {other}"
+                        ))
+                    }
+                };
+                durations.insert(name.clone(), d);
+                // The command never runs in simulation.
+                t.entry("command")
+                    .or_insert(Value::String("simulated".into()));
+            }
+        }
+        let spec: VanillaSpec =
+            serde_json::from_value(spec).map_err(|e| format!("{what}.spec: {e}"))?;
+        spec.validate().map_err(|e| format!("{what}.spec.{e}"))?;
+        Ok(spec)
     }
 }
