@@ -313,6 +313,38 @@ impl SchedulerCore {
         counts
     }
 
+    /// Decides afresh, after a configuration change, whether each unfinished operation
+    /// is lightweight in each of its trees (SPEC 5.6): a FIFO pool with
+    /// `enable_lightweight_operations`. One that stops being lightweight counts as
+    /// running from now on but keeps running even above the limit; a pending one that
+    /// becomes lightweight is no longer held back (`promote_pending` starts it).
+    pub(super) fn reevaluate_lightweight(&mut self) {
+        let mut changed = vec![];
+        for op in self.operations.values().filter(|o| !o.state.is_finished()) {
+            for (k, (tree_name, slot)) in op.trees.iter().enumerate() {
+                let now_lightweight = self
+                    .cluster
+                    .trees
+                    .get(tree_name)
+                    .and_then(|t| t.pool(&slot.pool).ok())
+                    .is_some_and(|p| {
+                        p.config.mode() == PoolMode::Fifo
+                            && p.config.enable_lightweight_operations == Some(true)
+                    });
+                if now_lightweight != slot.lightweight {
+                    changed.push((op.id.clone(), k, now_lightweight));
+                }
+            }
+        }
+        for (id, k, lightweight) in changed {
+            if let Some(op) = self.operations.get_mut(&id) {
+                op.trees[k].1.lightweight = lightweight;
+                tracing::info!(operation = %id, tree = %op.trees[k].0, lightweight, "operation lightweightness changed with its pool");
+                self.touched.insert(id);
+            }
+        }
+    }
+
     /// Starts pending operations, oldest first, while their pools have room.
     pub(super) fn promote_pending(&mut self, now: UnixMillis) {
         let mut pending: Vec<(u64, OperationId)> = self

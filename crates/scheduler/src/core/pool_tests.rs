@@ -639,3 +639,97 @@ fn integral_volume_carries_over_to_a_new_core() {
     }
     assert!((b.integral_volume("default", "r") - 1.5).abs() < 1e-6);
 }
+
+#[test]
+fn lightweightness_follows_the_pool_both_ways_and_never_sends_an_operation_back() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "q",
+        None,
+        json!({"mode": "fifo", "enable_lightweight_operations": true, "max_running_operation_count": 1}),
+    )
+    .unwrap();
+    for name in ["a", "b", "c"] {
+        core.start_operation(id(name), "u", spec_in(Some("q"), 1), 0)
+            .unwrap();
+    }
+    let counts = |core: &mut SchedulerCore| {
+        core.update_all_shares(1);
+        let p = core
+            .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/q")
+            .unwrap();
+        (
+            p["running_operation_count"].as_u64().unwrap(),
+            p["lightweight_running_operation_count"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(counts(&mut core), (0, 3));
+    // The flag goes off: all three count as running, above the limit of 1, and none
+    // goes back to pending.
+    core.admin_set(
+        "//sys/pool_trees/default/q/@enable_lightweight_operations",
+        json!(false),
+    )
+    .unwrap();
+    for name in ["a", "b", "c"] {
+        assert_eq!(state(&core, name), OperationState::Running);
+        assert!(
+            !core
+                .operation(&id(name))
+                .unwrap()
+                .slot("default")
+                .unwrap()
+                .lightweight
+        );
+    }
+    assert_eq!(counts(&mut core), (3, 0));
+    // A new one now waits for the running limit.
+    core.start_operation(id("d"), "u", spec_in(Some("q"), 1), 2)
+        .unwrap();
+    assert_eq!(state(&core, "d"), OperationState::Pending);
+    // The flag comes back: the pending one becomes lightweight and starts at once.
+    core.admin_set(
+        "//sys/pool_trees/default/q/@enable_lightweight_operations",
+        json!(true),
+    )
+    .unwrap();
+    assert_eq!(state(&core, "d"), OperationState::Running);
+    assert_eq!(counts(&mut core), (0, 4));
+    // Leaving FIFO mode ends lightweightness as well.
+    core.admin_set("//sys/pool_trees/default/q/@mode", json!("fair_share"))
+        .unwrap();
+    assert_eq!(counts(&mut core), (4, 0));
+}
+
+#[test]
+fn pending_operations_are_listed_in_the_tree_orchid_with_no_share() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "p",
+        None,
+        json!({"max_running_operation_count": 1}),
+    )
+    .unwrap();
+    core.process_heartbeat(hb(4.0, &[], vec![]), 0);
+    core.start_operation(id("a"), "u", spec_in(Some("p"), 2), 0)
+        .unwrap();
+    core.start_operation(id("b"), "u", spec_in(Some("p"), 3), 0)
+        .unwrap();
+    assert_eq!(state(&core, "b"), OperationState::Pending);
+    core.update_all_shares(1);
+    let b = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/operations/b")
+        .unwrap();
+    assert_eq!(b["state"], "pending");
+    assert_eq!(b["pool"], "p");
+    assert_eq!(b["resource_demand"]["cpu"], 3.0);
+    assert_eq!(b["fair_share_ratio"], 0.0);
+    assert_eq!(b["detailed_fair_share"]["total"]["cpu"], 0.0);
+    assert_eq!(b["resource_usage"]["cpu"], 0.0);
+    let a = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/operations/a")
+        .unwrap();
+    assert_eq!(a["state"], "running");
+}

@@ -200,6 +200,7 @@ impl SchedulerCore {
         self.stale_trees.extend(trees);
         self.reassign_nodes();
         self.recompute_tree_resources();
+        self.reevaluate_lightweight();
         self.promote_pending(self.latest_now);
         self.nudge_all_online();
     }

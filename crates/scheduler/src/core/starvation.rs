@@ -252,3 +252,73 @@ impl SchedulerCore {
         self.starvation.get(tree)?.get(key).copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::fair_share::DetailedShare;
+    use ytsched_common::resources::ResourceVector;
+
+    fn element(kind: ElementKind, usage: f64, fair: f64, demand: f64) -> Element {
+        let v = |x: f64| ResourceVector::new(x, x / 2.0, 0.0, x / 4.0);
+        Element {
+            kind,
+            parent: None,
+            children: vec![],
+            weight: 1.0,
+            demand_share: v(demand),
+            usage_share: v(usage),
+            limits_share: v(1.0),
+            limited_demand_share: v(demand.min(fair)),
+            strong_guarantee_share: ResourceVector::ZERO,
+            effective_strong_guarantee: ResourceVector::ZERO,
+            fair_share: DetailedShare {
+                total: v(fair),
+                ..Default::default()
+            },
+            total_burst_ratio: 0.0,
+            total_resource_flow_ratio: 0.0,
+            integral: None,
+            tag_filter: None,
+            dominant_resource: Resource::Cpu,
+            fifo_index: None,
+        }
+    }
+
+    fn op() -> ElementKind {
+        ElementKind::Operation {
+            id: OperationId("o".into()),
+        }
+    }
+
+    fn pool() -> ElementKind {
+        ElementKind::Pool {
+            name: "p".into(),
+            mode: ytsched_common::pool_config::PoolMode::FairShare,
+        }
+    }
+
+    #[test]
+    fn tolerance_one_only_for_operations_whose_whole_demand_is_covered() {
+        // Usage 0.45 of a fair share 0.5 that covers the demand 0.5: 0.45 ≥ 0.5 × 0.8,
+        // but an operation whose demand is covered uses tolerance 1: below.
+        assert_eq!(
+            scheduling_status(&element(op(), 0.45, 0.5, 0.5), 0.8),
+            SchedulingStatus::BelowFairShare
+        );
+        // A pool in the same position keeps its configured tolerance: normal.
+        assert_eq!(
+            scheduling_status(&element(pool(), 0.45, 0.5, 0.5), 0.8),
+            SchedulingStatus::Normal
+        );
+        // An operation held back (fair share 0.5 of demand 0.9) keeps it too.
+        assert_eq!(
+            scheduling_status(&element(op(), 0.45, 0.5, 0.9), 0.8),
+            SchedulingStatus::Normal
+        );
+        assert_eq!(
+            scheduling_status(&element(op(), 0.35, 0.5, 0.9), 0.8),
+            SchedulingStatus::BelowFairShare
+        );
+    }
+}

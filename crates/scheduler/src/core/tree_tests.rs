@@ -364,3 +364,45 @@ fn a_node_with_no_matching_tree_is_idle_and_offers_nothing() {
     assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
     assert_eq!(core.tree_resources("default"), ResourceVector::ZERO);
 }
+
+#[test]
+fn a_pools_scheduling_tag_filter_keeps_its_subtree_on_matching_nodes() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut plain = Agent::new("n1", 4.0, &[]);
+    let mut ssd = Agent::new("n2", 4.0, &["ssd"]);
+    plain.beat(&mut core, 0);
+    ssd.beat(&mut core, 0);
+    core.create_pool(
+        "default",
+        "fast",
+        None,
+        json!({"scheduling_tag_filter": "ssd"}),
+    )
+    .unwrap();
+    core.create_pool("default", "team", Some("fast"), json!({}))
+        .unwrap();
+    let mut s = spec(6, 1.0);
+    s.pool = Some(PoolName::parse("team").unwrap());
+    core.start_operation(op("f"), "u", s, 1).unwrap();
+    // The operation names no filter; its grandparent's applies.
+    assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
+    assert_eq!(ssd.beat(&mut core, 2).jobs_to_start.len(), 4);
+    // Its limits share is the matching nodes' share of the tree: 4 of 8 cpu.
+    core.update_all_shares(3);
+    let pool = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/fast")
+        .unwrap();
+    assert_eq!(pool["limits_share"]["cpu"], 0.5);
+    assert!(pool["fair_share_ratio"].as_f64().unwrap() <= 0.5 + 1e-9);
+    // Untagging the node takes the subtree's room away.
+    core.admin_set(
+        "//sys/pool_trees/default/fast/@scheduling_tag_filter",
+        json!("ssd & !ssd"),
+    )
+    .unwrap();
+    core.update_all_shares(4);
+    let pool = core
+        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/fast")
+        .unwrap();
+    assert_eq!(pool["limits_share"]["cpu"], 0.0);
+}
