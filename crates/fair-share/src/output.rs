@@ -68,10 +68,14 @@ impl std::fmt::Display for Alert {
                 strong,
                 burst,
                 factor,
-            } => write!(
-                f,
-                "strong guarantees ({strong}) and burst guarantees ({burst}) exceed the cluster; guarantee shares are scaled by {factor:.4}"
-            ),
+            } => {
+                if burst.dominant().1 > 0.0 {
+                    write!(f, "strong guarantees ({strong}) and burst guarantees ({burst}) exceed the cluster")?;
+                } else {
+                    write!(f, "strong guarantees ({strong}) exceed the cluster")?;
+                }
+                write!(f, "; guarantee shares are scaled by {factor:.4}")
+            }
         }
     }
 }

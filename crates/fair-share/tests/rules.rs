@@ -466,3 +466,45 @@ fn bad_input_is_refused_with_the_element_named() {
     t.input.elements.clear();
     assert_eq!(compute(&t.input), Err(InputError::NoRoot));
 }
+
+#[test]
+fn a_relaxed_pool_without_volume_gets_no_integral_share() {
+    // Volume 0: the ratio it allows is 0, so the pool only has its weight: 1/2 each.
+    let total = rv(100.0, 100.0, 0.0, 1000.0);
+    let mut t = Tree::new(total);
+    let r = t.pool(0);
+    t.integral(r, relaxed(20.0, 0.0, total));
+    t.op(r, rv(100.0, 1.0, 0.0, 100.0));
+    let other = t.pool(0);
+    t.op(other, rv(100.0, 1.0, 0.0, 100.0));
+    let out = t.run();
+    near_f(out.elements[r].fair_share.integral_guarantee.cpu, 0.0);
+    near_f(out.elements[r].fair_share.total.cpu, 0.5);
+    near_f(
+        out.elements[r].integral.as_ref().unwrap().last_share_ratio,
+        0.0,
+    );
+}
+
+#[test]
+fn an_ancestor_whose_limits_equal_its_guarantee_leaves_no_integral_room() {
+    // The parent is guaranteed 30 cpu and limited to 30: no room above its guarantee,
+    // so the burst child's integral share is 0 whatever its volume; its strong
+    // guarantee (20 of the parent's 30) and the parent's weight still apply.
+    let total = rv(100.0, 100.0, 0.0, 1000.0);
+    let nan = f64::NAN;
+    let mut t = Tree::new(total);
+    let parent = t.pool(0);
+    t.guarantee(parent, rv(30.0, nan, nan, nan));
+    t.limits(parent, rv(30.0, NONE, NONE, NONE));
+    let b = t.pool(parent);
+    t.guarantee(b, rv(20.0, nan, nan, nan));
+    t.integral(b, burst(5.0, 40.0, 1000.0, total));
+    t.op(b, rv(80.0, 1.0, 0.0, 80.0));
+    let out = t.run();
+    near_f(out.elements[b].fair_share.integral_guarantee.cpu, 0.0);
+    near_f(out.elements[b].fair_share.strong_guarantee.cpu, 0.2);
+    // The child goes on by weight within its parent's limit: all of the parent's 0.3.
+    near_f(out.elements[b].fair_share.total.cpu, 0.3);
+    near_f(out.elements[parent].fair_share.total.cpu, 0.3);
+}

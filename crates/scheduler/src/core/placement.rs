@@ -269,9 +269,16 @@ impl SchedulerCore {
         };
         for op in candidates.filter(|o| !o.state.is_finished()) {
             let limits: Vec<ResourceVector> = op
-                .tree_names()
-                .filter_map(|t| by_tree.get(t))
-                .flatten()
+                .trees
+                .iter()
+                .filter_map(|(t, slot)| {
+                    Some((by_tree.get(t.as_str())?, self.pool_filters(t, &slot.pool)))
+                })
+                .flat_map(|(nodes, pool_filters)| {
+                    nodes
+                        .iter()
+                        .filter(move |n| pool_filters.iter().all(|f| f.matches(&n.all_tags)))
+                })
                 .filter(|n| op.tag_filter.matches(&n.all_tags))
                 .map(|n| n.resource_limits)
                 .collect();
@@ -311,5 +318,18 @@ impl SchedulerCore {
         for (id, error) in doomed {
             self.finish_operation(&id, OperationState::Failed, Some(error), now);
         }
+    }
+
+    /// The `scheduling_tag_filter`s of a pool and its ancestors in a tree.
+    fn pool_filters(&self, tree: &str, pool: &str) -> Vec<ytsched_common::tag_filter::TagFilter> {
+        let Some(t) = self.cluster.trees.get(tree) else {
+            return vec![];
+        };
+        t.ancestry(pool)
+            .into_iter()
+            .filter_map(|p| t.pools.get(p)?.config.scheduling_tag_filter.as_deref())
+            .filter(|f| !f.trim().is_empty())
+            .filter_map(|f| ytsched_common::tag_filter::TagFilter::parse(f).ok())
+            .collect()
     }
 }
