@@ -241,21 +241,16 @@ impl<V: Value> Plf<V> {
             }
         }
         let mut out = Builder::with_capacity(crit.len() * 2);
+        let mut outer = Cursor::new(self);
         for i in 0..crit.len() {
             let (s, m) = crit[i];
+            let (from_left, from_right) = outer.limits(m);
             if i == 0 || crit[i - 1].0 != s {
-                out.push(s, self.value_at(m));
+                out.push(s, from_left);
             }
             if i + 1 == crit.len() || crit[i + 1].0 != s {
                 let rising = i + 1 < crit.len() && crit[i + 1].1 > m;
-                out.push(
-                    s,
-                    if rising {
-                        self.right_limit_at(m)
-                    } else {
-                        self.value_at(m)
-                    },
-                );
+                out.push(s, if rising { from_right } else { from_left });
             }
         }
         out.finish().trim_right()
@@ -352,52 +347,135 @@ impl<V: Value> Plf<V> {
     }
 }
 
+/// Reads a function left to right at non-decreasing abscissas in amortised constant time.
+struct Cursor<'a, V> {
+    points: &'a [(f64, V)],
+    /// First point with abscissa ≥ the last one asked about.
+    at: usize,
+}
+
+impl<'a, V: Value> Cursor<'a, V> {
+    fn new(f: &'a Plf<V>) -> Self {
+        Self {
+            points: &f.points,
+            at: 0,
+        }
+    }
+
+    /// (value from the left, value from the right) at `x`.
+    fn limits(&mut self, x: f64) -> (V, V) {
+        let p = self.points;
+        while self.at < p.len() && p[self.at].0 < x {
+            self.at += 1;
+        }
+        if self.at == p.len() {
+            let last = p[p.len() - 1].1;
+            return (last, last);
+        }
+        if p[self.at].0 == x {
+            let mut k = self.at;
+            while k + 1 < p.len() && p[k + 1].0 == x {
+                k += 1;
+            }
+            return (p[self.at].1, p[k].1);
+        }
+        if self.at == 0 {
+            return (p[0].1, p[0].1);
+        }
+        let v = lerp(p[self.at - 1], p[self.at], x);
+        (v, v)
+    }
+}
+
 impl Plf<f64> {
-    /// The pointwise minimum of functions on the same domain.
+    /// The pointwise minimum of non-decreasing functions on the same domain: one merge
+    /// over their breakpoints, adding the points where the smallest one changes between
+    /// breakpoints.
     pub fn pointwise_min(funcs: &[Plf<f64>]) -> Plf<f64> {
         assert!(!funcs.is_empty());
-        if funcs.len() == 1 {
-            return funcs[0].clone();
-        }
-        let mut xs: Vec<f64> = funcs
+        // A function that starts at or above where another ends is never the minimum.
+        let lowest_end = funcs
             .iter()
-            .flat_map(|f| f.points.iter().map(|p| p.0))
+            .map(|f| f.right_value())
+            .fold(f64::INFINITY, f64::min);
+        let live: Vec<&Plf<f64>> = funcs
+            .iter()
+            .filter(|f| f.left_value() <= lowest_end)
             .collect();
-        xs.sort_by(f64::total_cmp);
-        xs.dedup();
-        let mut out = Builder::with_capacity(xs.len() * 2);
-        let min_of = |v: &mut dyn Iterator<Item = f64>| v.fold(f64::INFINITY, f64::min);
-        for (n, &x) in xs.iter().enumerate() {
-            let from_left = min_of(&mut funcs.iter().map(|f| f.value_at(x)));
-            let from_right = min_of(&mut funcs.iter().map(|f| f.right_limit_at(x)));
-            out.push(x, from_left);
-            out.push(x, from_right);
-            // Where two functions cross between breakpoints, the minimum bends.
-            if let Some(&nx) = xs.get(n + 1) {
-                let starts: Vec<f64> = funcs.iter().map(|f| f.right_limit_at(x)).collect();
-                let ends: Vec<f64> = funcs.iter().map(|f| f.value_at(nx)).collect();
-                let mut crossings: Vec<f64> = vec![];
-                for a in 0..funcs.len() {
-                    for b in a + 1..funcs.len() {
-                        let d0 = starts[a] - starts[b];
-                        let d1 = ends[a] - ends[b];
-                        if (d0 < 0.0 && d1 > 0.0) || (d0 > 0.0 && d1 < 0.0) {
-                            let t = d0 / (d0 - d1);
-                            crossings.push(x + t * (nx - x));
+        let live: Vec<&Plf<f64>> = if live.is_empty() {
+            vec![&funcs[0]]
+        } else {
+            live
+        };
+        if live.len() == 1 {
+            return live[0].clone();
+        }
+        let n = live.len();
+        let mut cursors: Vec<Cursor<f64>> = live.iter().map(|f| Cursor::new(f)).collect();
+        let mut next: Vec<usize> = vec![0; n];
+        let total: usize = live.iter().map(|f| f.points.len()).sum();
+        let mut out = Builder::with_capacity(total * 2);
+        let mut left = vec![0.0; n];
+        let mut right = vec![0.0; n];
+        let mut prev: Option<(f64, usize)> = None;
+        let mut prev_right = vec![0.0; n];
+        loop {
+            // The next abscissa any function has a point at.
+            let mut x = f64::INFINITY;
+            for k in 0..n {
+                if let Some(p) = live[k].points.get(next[k]) {
+                    x = x.min(p.0);
+                }
+            }
+            if !x.is_finite() {
+                break;
+            }
+            for k in 0..n {
+                let (l, r) = cursors[k].limits(x);
+                left[k] = l;
+                right[k] = r;
+                while next[k] < live[k].points.len() && live[k].points[next[k]].0 <= x {
+                    next[k] += 1;
+                }
+            }
+            let argmin = |v: &[f64]| {
+                (0..v.len()).fold(0, |best, k| if v[k] < v[best] { k } else { best })
+            };
+            // Where the smallest function changed since the last abscissa, the lines
+            // crossed in between.
+            if let Some((px, pk)) = prev {
+                if argmin(&left) != pk && x > px {
+                    let mut crossings: [f64; 16] = [f64::NAN; 16];
+                    let mut c = 0;
+                    for a in 0..n {
+                        for b in a + 1..n {
+                            let d0 = prev_right[a] - prev_right[b];
+                            let d1 = left[a] - left[b];
+                            if ((d0 < 0.0 && d1 > 0.0) || (d0 > 0.0 && d1 < 0.0)) && c < 16 {
+                                crossings[c] = px + d0 / (d0 - d1) * (x - px);
+                                c += 1;
+                            }
+                        }
+                    }
+                    let crossings = &mut crossings[..c];
+                    crossings.sort_by(f64::total_cmp);
+                    for &cx in crossings.iter() {
+                        if cx > px && cx < x {
+                            let t = (cx - px) / (x - px);
+                            let v = (0..n)
+                                .map(|k| prev_right[k] + (left[k] - prev_right[k]) * t)
+                                .fold(f64::INFINITY, f64::min);
+                            out.push(cx, v);
                         }
                     }
                 }
-                crossings.sort_by(f64::total_cmp);
-                for c in crossings {
-                    if c > x && c < nx {
-                        let t = (c - x) / (nx - x);
-                        let v = (0..funcs.len())
-                            .map(|k| starts[k] + (ends[k] - starts[k]) * t)
-                            .fold(f64::INFINITY, f64::min);
-                        out.push(c, v);
-                    }
-                }
             }
+            let l = left.iter().copied().fold(f64::INFINITY, f64::min);
+            let r = right.iter().copied().fold(f64::INFINITY, f64::min);
+            out.push(x, l);
+            out.push(x, r);
+            prev = Some((x, argmin(&right)));
+            prev_right.copy_from_slice(&right);
         }
         out.finish()
     }
@@ -439,13 +517,17 @@ mod tests {
 
     #[test]
     fn minimum_bends_where_functions_cross() {
-        // x and 1 - x cross at 0.5.
+        // x and 0.25 + x/2 cross at 0.5.
         let a = f(&[(0.0, 0.0), (1.0, 1.0)]);
-        let b = f(&[(0.0, 1.0), (1.0, 0.0)]);
+        let b = f(&[(0.0, 0.25), (1.0, 0.75)]);
         let m = Plf::pointwise_min(&[a, b]);
         assert!((m.value_at(0.5) - 0.5).abs() < 1e-12);
         assert!((m.value_at(0.25) - 0.25).abs() < 1e-12);
-        assert!((m.value_at(0.75) - 0.25).abs() < 1e-12);
+        assert!((m.value_at(0.75) - 0.625).abs() < 1e-12);
+        // One that starts above where another ends never matters.
+        let c = f(&[(0.0, 2.0), (1.0, 3.0)]);
+        let m = Plf::pointwise_min(&[f(&[(0.0, 0.0), (1.0, 1.0)]), c]);
+        assert_eq!(m.points().len(), 2);
     }
 
     #[test]

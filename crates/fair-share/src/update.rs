@@ -756,5 +756,5 @@ fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
             }
         })
         .collect();
-    Plf::pointwise_min(&per_resource)
+    Plf::pointwise_min(&per_resource).compress(COMPRESS_EPSILON)
 }
