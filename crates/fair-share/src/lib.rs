@@ -88,6 +88,7 @@
 
 pub mod input;
 mod integral;
+mod operation_share;
 pub mod output;
 pub mod piecewise;
 mod update;

@@ -196,23 +196,26 @@ impl<V: Value> Plf<V> {
 
     /// Removes points that lie on the line through their neighbours (within `eps` on
     /// every component), so sums up the tree do not carry every leaf's breakpoints.
-    pub fn compress(self, eps: f64) -> Self {
-        let p = self.points;
+    pub fn compress(mut self, eps: f64) -> Self {
+        let p = &mut self.points;
         if p.len() <= 2 {
-            return Plf { points: p };
+            return self;
         }
-        let mut out: Vec<(f64, V)> = Vec::with_capacity(p.len());
-        out.push(p[0]);
-        for i in 1..p.len() - 1 {
-            let a = out[out.len() - 1];
+        let n = p.len();
+        // `w` is the next kept slot; points before it are kept.
+        let mut w = 1;
+        for i in 1..n - 1 {
+            let a = p[w - 1];
             let (b, c) = (p[i], p[i + 1]);
             let keep = a.0 == b.0 || b.0 == c.0 || !b.1.near(lerp(a, c, b.0), eps);
             if keep {
-                out.push(b);
+                p[w] = b;
+                w += 1;
             }
         }
-        out.push(p[p.len() - 1]);
-        Plf { points: out }
+        p[w] = p[n - 1];
+        p.truncate(w + 1);
+        self
     }
 
     /// `h(s) = self(g(s))` for a non-decreasing `g` whose values lie in this domain.
@@ -256,37 +259,47 @@ impl<V: Value> Plf<V> {
         out.finish().trim_right()
     }
 
-    /// The sum of functions that share the left bound, over the shortest domain. One sweep
-    /// over all breakpoints keeps the running value and slope, so the cost is the total
-    /// number of points times the log of the number of functions, not their product.
+    /// The sum of functions that share the left bound, over the shortest domain.
     pub fn sum(funcs: &[Plf<V>]) -> Self {
         assert!(!funcs.is_empty());
         let right = funcs
             .iter()
             .map(|f| f.right_bound())
             .fold(f64::INFINITY, f64::min);
-        let left = funcs[0].left_bound();
+        let parts: Vec<(&Plf<V>, f64)> = funcs.iter().map(|f| (f, 1.0)).collect();
+        Self::sum_scaled(&parts, right)
+    }
+
+    /// `Σ f_c(x · k_c)` on `[0, right]`, each `f_c` (defined from 0) continued with its
+    /// last value beyond its own domain. One sweep over all breakpoints keeps the running
+    /// value and slope, so the cost is the total number of points times the log of the
+    /// number of functions, not their product.
+    pub fn sum_scaled(parts: &[(&Plf<V>, f64)], right: f64) -> Self {
+        assert!(!parts.is_empty());
+        let left = 0.0;
+        let x_of = |c: usize, j: usize| parts[c].0.points[j].0 / parts[c].1;
         // Every (abscissa, function, index of its first point there).
-        let mut events: Vec<(f64, u32, u32)> = vec![];
-        for (c, f) in funcs.iter().enumerate() {
+        let mut events: Vec<(f64, u32, u32)> =
+            Vec::with_capacity(parts.iter().map(|p| p.0.points.len()).sum());
+        for (c, (f, _)) in parts.iter().enumerate() {
             let mut j = 0;
             while j < f.points.len() {
-                let x = f.points[j].0;
+                let x = x_of(c, j);
                 if x > right {
                     break;
                 }
                 events.push((x, c as u32, j as u32));
-                while j < f.points.len() && f.points[j].0 == x {
+                while j < f.points.len() && x_of(c, j) == x {
                     j += 1;
                 }
             }
         }
-        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut slope: Vec<V> = vec![V::ZERO; funcs.len()];
+        events.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut slope: Vec<V> = vec![V::ZERO; parts.len()];
         let mut total_slope = V::ZERO;
         let mut value = V::ZERO;
         let mut at = left;
-        let mut out = Builder::with_capacity(events.len() * 2);
+        let mut out = Builder::with_capacity(events.len() * 2 + 1);
         let mut i = 0;
         while i < events.len() {
             let x = events[i].0;
@@ -294,10 +307,10 @@ impl<V: Value> Plf<V> {
             let mut from_right = from_left;
             while i < events.len() && events[i].0 == x {
                 let (_, c, j) = events[i];
-                let f = &funcs[c as usize];
-                let j = j as usize;
+                let (c, j) = (c as usize, j as usize);
+                let f = parts[c].0;
                 let mut k = j;
-                while k + 1 < f.points.len() && f.points[k + 1].0 == x {
+                while k + 1 < f.points.len() && x_of(c, k + 1) == x {
                     k += 1;
                 }
                 let (y_in, y_out) = (f.points[j].1, f.points[k].1);
@@ -308,18 +321,20 @@ impl<V: Value> Plf<V> {
                     from_right = from_right + (y_out - y_in);
                 }
                 let new_slope = if k + 1 < f.points.len() && x < right {
-                    let (nx, ny) = f.points[k + 1];
-                    (ny - y_out).times(1.0 / (nx - x))
+                    let nx = x_of(c, k + 1);
+                    (f.points[k + 1].1 - y_out).times(1.0 / (nx - x))
                 } else {
                     V::ZERO
                 };
-                total_slope = total_slope - slope[c as usize] + new_slope;
-                slope[c as usize] = new_slope;
+                total_slope = total_slope - slope[c] + new_slope;
+                slope[c] = new_slope;
                 i += 1;
             }
             if x == left {
                 // The left limits at the left bound are the functions' first values.
-                let first: V = funcs.iter().fold(V::ZERO, |acc, f| acc + f.points[0].1);
+                let first: V = parts
+                    .iter()
+                    .fold(V::ZERO, |acc, (f, _)| acc + f.points[0].1);
                 out.push(x, first);
             } else {
                 out.push(x, from_left);
@@ -392,33 +407,32 @@ impl Plf<f64> {
     /// over their breakpoints, adding the points where the smallest one changes between
     /// breakpoints.
     pub fn pointwise_min(funcs: &[Plf<f64>]) -> Plf<f64> {
-        assert!(!funcs.is_empty());
+        assert!(!funcs.is_empty() && funcs.len() <= MAX_MIN_ARGS);
         // A function that starts at or above where another ends is never the minimum.
         let lowest_end = funcs
             .iter()
             .map(|f| f.right_value())
             .fold(f64::INFINITY, f64::min);
-        let live: Vec<&Plf<f64>> = funcs
-            .iter()
-            .filter(|f| f.left_value() <= lowest_end)
-            .collect();
-        let live: Vec<&Plf<f64>> = if live.is_empty() {
-            vec![&funcs[0]]
-        } else {
-            live
-        };
-        if live.len() == 1 {
+        let mut live: [&Plf<f64>; MAX_MIN_ARGS] = [&funcs[0]; MAX_MIN_ARGS];
+        let mut n = 0;
+        for f in funcs.iter().filter(|f| f.left_value() <= lowest_end) {
+            live[n] = f;
+            n += 1;
+        }
+        if n <= 1 {
             return live[0].clone();
         }
-        let n = live.len();
-        let mut cursors: Vec<Cursor<f64>> = live.iter().map(|f| Cursor::new(f)).collect();
-        let mut next: Vec<usize> = vec![0; n];
+        let live = &live[..n];
+        let mut cursors: [Cursor<f64>; MAX_MIN_ARGS] =
+            std::array::from_fn(|k| Cursor::new(live[k.min(n - 1)]));
+        let mut next = [0usize; MAX_MIN_ARGS];
+        let mut left = [0.0; MAX_MIN_ARGS];
+        let mut right = [0.0; MAX_MIN_ARGS];
+        let mut prev_right = [0.0; MAX_MIN_ARGS];
         let total: usize = live.iter().map(|f| f.points.len()).sum();
-        let mut out = Builder::with_capacity(total * 2);
-        let mut left = vec![0.0; n];
-        let mut right = vec![0.0; n];
+        let mut out = Builder::with_capacity(total + 4);
         let mut prev: Option<(f64, usize)> = None;
-        let mut prev_right = vec![0.0; n];
+        let argmin = |v: &[f64]| (0..v.len()).fold(0, |best, k| if v[k] < v[best] { k } else { best });
         loop {
             // The next abscissa any function has a point at.
             let mut x = f64::INFINITY;
@@ -438,20 +452,17 @@ impl Plf<f64> {
                     next[k] += 1;
                 }
             }
-            let argmin = |v: &[f64]| {
-                (0..v.len()).fold(0, |best, k| if v[k] < v[best] { k } else { best })
-            };
             // Where the smallest function changed since the last abscissa, the lines
             // crossed in between.
             if let Some((px, pk)) = prev {
-                if argmin(&left) != pk && x > px {
-                    let mut crossings: [f64; 16] = [f64::NAN; 16];
+                if argmin(&left[..n]) != pk && x > px {
+                    let mut crossings = [f64::NAN; MAX_MIN_ARGS * MAX_MIN_ARGS];
                     let mut c = 0;
                     for a in 0..n {
                         for b in a + 1..n {
                             let d0 = prev_right[a] - prev_right[b];
                             let d1 = left[a] - left[b];
-                            if ((d0 < 0.0 && d1 > 0.0) || (d0 > 0.0 && d1 < 0.0)) && c < 16 {
+                            if (d0 < 0.0 && d1 > 0.0) || (d0 > 0.0 && d1 < 0.0) {
                                 crossings[c] = px + d0 / (d0 - d1) * (x - px);
                                 c += 1;
                             }
@@ -470,16 +481,19 @@ impl Plf<f64> {
                     }
                 }
             }
-            let l = left.iter().copied().fold(f64::INFINITY, f64::min);
-            let r = right.iter().copied().fold(f64::INFINITY, f64::min);
+            let l = left[..n].iter().copied().fold(f64::INFINITY, f64::min);
+            let r = right[..n].iter().copied().fold(f64::INFINITY, f64::min);
             out.push(x, l);
             out.push(x, r);
-            prev = Some((x, argmin(&right)));
-            prev_right.copy_from_slice(&right);
+            prev = Some((x, argmin(&right[..n])));
+            prev_right = right;
         }
         out.finish()
     }
 }
+
+/// At most this many functions go into one pointwise minimum (one per resource).
+pub const MAX_MIN_ARGS: usize = 4;
 
 #[cfg(test)]
 mod tests {

@@ -38,7 +38,7 @@ impl std::fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 /// Compressing functions drops breakpoints that move values by less than this.
-const COMPRESS_EPSILON: f64 = 1e-12;
+pub(crate) const COMPRESS_EPSILON: f64 = 1e-12;
 
 /// Per-element working state.
 #[derive(Clone, Debug, Default)]
@@ -455,18 +455,27 @@ impl Update<'_> {
         if self.nodes[i].by_suggestion.is_some() {
             return;
         }
-        let children = self.nodes[i].children.clone();
+        let children = std::mem::take(&mut self.nodes[i].children);
         for &c in &children {
             self.prepare(c);
+        }
+        self.nodes[i].children = children;
+        let children = &self.nodes[i].children;
+        if self.nodes[i].is_operation && vector::max_component(&self.nodes[i].guarantee_share()) == 0.0 {
+            let n = &self.nodes[i];
+            let by_s = crate::operation_share::by_suggestion(n.usage_share, n.demand_share, n.limits_share)
+                .compress(COMPRESS_EPSILON);
+            self.nodes[i].by_suggestion = Some(by_s);
+            return;
         }
         let by_ff = if self.nodes[i].is_operation {
             operation_path(&self.nodes[i])
         } else if children.is_empty() {
             Plf::constant(0.0, 1.0, ResourceVector::ZERO)
         } else if self.nodes[i].mode == Some(Mode::Fifo) {
-            self.fifo_path(&children)
+            self.fifo_path(children)
         } else {
-            self.fair_share_path(&children)
+            self.fair_share_path(children)
         };
         // Sums of many pieces may dip by rounding where they should be flat; a dip would
         // read as the end of the path coming early.
@@ -505,14 +514,14 @@ impl Update<'_> {
     /// `min(1, f · w_c / w_min)` at level `f ∈ [0, 1]`.
     fn fair_share_path(&self, children: &[usize]) -> Plf<ResourceVector> {
         let min_w = self.min_child_weight(children);
-        let funcs: Vec<Plf<ResourceVector>> = children
+        let parts: Vec<(&Plf<ResourceVector>, f64)> = children
             .iter()
             .map(|&c| {
                 let k = (self.nodes[c].weight / min_w).max(EPSILON);
-                self.by_suggestion(c).scale_argument(k).extend_right(1.0)
+                (self.by_suggestion(c), k)
             })
             .collect();
-        Plf::sum(&funcs)
+        Plf::sum_scaled(&parts, 1.0)
     }
 
     /// A FIFO pool's path: its children's paths one after another, child `k` on
@@ -530,25 +539,29 @@ impl Update<'_> {
         b.finish()
     }
 
-    fn child_suggestions(&self, i: usize, fit_factor: f64) -> Vec<f64> {
-        let children = &self.nodes[i].children;
+    /// What child number `k` of pool `i` is offered at `fit_factor` (`min_w`: the
+    /// smallest child weight, for `fair_share` pools).
+    fn child_suggestion(&self, i: usize, k: usize, fit_factor: f64, min_w: f64) -> f64 {
         if self.nodes[i].mode == Some(Mode::Fifo) {
-            let whole = fit_factor.floor() as usize;
-            let rest = fit_factor - whole as f64;
-            (0..children.len())
-                .map(|k| match k.cmp(&whole) {
-                    std::cmp::Ordering::Less => 1.0,
-                    std::cmp::Ordering::Equal => rest,
-                    std::cmp::Ordering::Greater => 0.0,
-                })
-                .collect()
+            let whole = fit_factor.floor();
+            match (k as f64).total_cmp(&whole) {
+                std::cmp::Ordering::Less => 1.0,
+                std::cmp::Ordering::Equal => fit_factor - whole,
+                std::cmp::Ordering::Greater => 0.0,
+            }
         } else {
-            let min_w = self.min_child_weight(children);
-            children
-                .iter()
-                .map(|&c| (fit_factor * self.nodes[c].weight / min_w).min(1.0))
-                .collect()
+            let c = self.nodes[i].children[k];
+            (fit_factor * self.nodes[c].weight / min_w).min(1.0)
         }
+    }
+
+    fn children_total(&self, i: usize, fit_factor: f64, min_w: f64) -> ResourceVector {
+        let mut sum = ResourceVector::ZERO;
+        for (k, &c) in self.nodes[i].children.iter().enumerate() {
+            let s = self.child_suggestion(i, k, fit_factor, min_w);
+            sum += self.by_suggestion(c).value_at(s);
+        }
+        sum
     }
 
     /// Top-down: an element offered `suggestion` takes its path's value there and hands
@@ -556,17 +569,9 @@ impl Update<'_> {
     fn set_fair_share(&mut self, i: usize, suggestion: f64) {
         let total = self.by_suggestion(i).value_at(suggestion);
         if !self.nodes[i].is_operation && !self.nodes[i].children.is_empty() {
-            let children = self.nodes[i].children.clone();
-            let children_total = |u: &Self, ff: f64| -> ResourceVector {
-                u.child_suggestions(i, ff)
-                    .iter()
-                    .zip(&children)
-                    .map(|(&s, &c)| u.by_suggestion(c).value_at(s))
-                    .sum()
-            };
-            let fits = |u: &Self, ff: f64| {
-                vector::dominates(&(total + vector::splat(EPSILON)), &children_total(u, ff))
-            };
+            let min_w = self.min_child_weight(&self.nodes[i].children);
+            let cap = total + vector::splat(EPSILON);
+            let fits = |u: &Self, ff: f64| vector::dominates(&cap, &u.children_total(i, ff, min_w));
             let mut ff = self.nodes[i]
                 .max_fit_factor
                 .as_ref()
@@ -575,9 +580,14 @@ impl Update<'_> {
             if !fits(self, ff) {
                 ff = vector::largest_satisfying(0.0, ff, |f| fits(self, f));
             }
-            for (s, c) in self.child_suggestions(i, ff).into_iter().zip(children) {
+            let suggestions: Vec<f64> = (0..self.nodes[i].children.len())
+                .map(|k| self.child_suggestion(i, k, ff, min_w))
+                .collect();
+            let children = std::mem::take(&mut self.nodes[i].children);
+            for (&c, s) in children.iter().zip(suggestions) {
                 self.set_fair_share(c, s);
             }
+            self.nodes[i].children = children;
         } else if !self.nodes[i].is_operation {
             self.nodes[i].fair_share = detailed(&self.nodes[i], ResourceVector::ZERO);
             return;
@@ -722,39 +732,99 @@ fn operation_path(n: &Node) -> Plf<ResourceVector> {
 /// `min(guarantee + s, limits)`.
 fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
     let guarantee = n.guarantee_share();
-    let per_resource: Vec<Plf<f64>> = Resource::ALL
-        .iter()
-        .map(|&r| {
-            let pts = by_ff.points();
-            let (first, last) = (pts[0].1.get(r), pts[pts.len() - 1].1.get(r));
-            let limit = n.limits_share.get(r).max(first).min(last);
-            let g = guarantee.get(r).max(first).min(limit);
-            // The inverse of this component: fit factor by value.
-            let mut inv = crate::piecewise::Builder::with_capacity(pts.len());
-            let mut running = f64::NEG_INFINITY;
-            for &(x, y) in pts {
-                running = running.max(y.get(r));
-                inv.push(running, x);
+    let pts = by_ff.points();
+    let end = by_ff.right_bound();
+    let mut per_resource: Vec<Plf<f64>> = Vec::with_capacity(4);
+    for r in Resource::ALL {
+        let (first, last) = (pts[0].1.get(r), pts[pts.len() - 1].1.get(r));
+        if last <= first {
+            // A flat component never stops the element.
+            continue;
+        }
+        let limit = n.limits_share.get(r).max(first).min(last);
+        let g = guarantee.get(r).max(first).min(limit);
+        let inverse = Inverse { pts, r };
+        let mut b = crate::piecewise::Builder::with_capacity(8);
+        b.push(0.0, inverse.from_right(g));
+        if limit > g {
+            let lo = pts.partition_point(|p| p.1.get(r) <= g);
+            let hi = pts.partition_point(|p| p.1.get(r) < limit);
+            for &(x, y) in &pts[lo..hi.max(lo)] {
+                b.push(y.get(r) - g, x);
             }
-            let inv = inv.finish();
-            let mut b = crate::piecewise::Builder::with_capacity(pts.len() + 3);
-            b.push(0.0, inv.right_limit_at(g));
-            if limit > g {
-                for &(y, x) in inv.points() {
-                    if y > g && y < limit {
-                        b.push(y - g, x);
-                    }
-                }
-                b.push(limit - g, inv.value_at(limit));
-                b.push(limit - g, inv.right_limit_at(limit));
-            }
-            let f = b.finish();
-            if f.right_bound() < 1.0 {
-                f.extend_right(1.0)
-            } else {
-                f.trim_right()
-            }
-        })
-        .collect();
+            b.push(limit - g, inverse.from_left(limit));
+            b.push(limit - g, inverse.from_right(limit));
+        }
+        let f = b.finish();
+        per_resource.push(if f.right_bound() < 1.0 {
+            f.extend_right(1.0)
+        } else {
+            f.trim_right()
+        });
+    }
+    if per_resource.is_empty() {
+        return Plf::constant(0.0, 1.0, end);
+    }
     Plf::pointwise_min(&per_resource).compress(COMPRESS_EPSILON)
+}
+
+/// One component of a non-decreasing path read backwards: the fit factor by value.
+struct Inverse<'a> {
+    pts: &'a [(f64, ResourceVector)],
+    r: Resource,
+}
+
+impl Inverse<'_> {
+    fn y(&self, i: usize) -> f64 {
+        self.pts[i].1.get(self.r)
+    }
+
+    /// The largest fit factor whose value is at most `y`.
+    fn from_right(&self, y: f64) -> f64 {
+        let pts = self.pts;
+        let j = pts.partition_point(|p| p.1.get(self.r) <= y);
+        if j == 0 {
+            return pts[0].0;
+        }
+        let j = j - 1;
+        if j + 1 == pts.len() || self.y(j) == y {
+            return pts[j].0;
+        }
+        let t = (y - self.y(j)) / (self.y(j + 1) - self.y(j));
+        pts[j].0 + t * (pts[j + 1].0 - pts[j].0)
+    }
+
+    /// The smallest fit factor whose value is at least `y`.
+    fn from_left(&self, y: f64) -> f64 {
+        let pts = self.pts;
+        let i = pts.partition_point(|p| p.1.get(self.r) < y);
+        if i == pts.len() {
+            return pts[pts.len() - 1].0;
+        }
+        if i == 0 || self.y(i) == y {
+            return pts[i].0;
+        }
+        let t = (y - self.y(i - 1)) / (self.y(i) - self.y(i - 1));
+        pts[i - 1].0 + t * (pts[i].0 - pts[i - 1].0)
+    }
+}
+
+/// An operation's function built the general way (path, max fit factor, composition):
+/// what `operation_share` must agree with.
+#[cfg(test)]
+pub(crate) fn general_operation_by_suggestion(
+    usage: ResourceVector,
+    demand: ResourceVector,
+    limits: ResourceVector,
+) -> Plf<ResourceVector> {
+    let n = Node {
+        is_operation: true,
+        usage_share: usage,
+        demand_share: demand,
+        limits_share: limits,
+        ..Default::default()
+    };
+    let by_ff = operation_path(&n);
+    let mff = max_fit_factor(&by_ff, &n);
+    by_ff.compose(&mff).compress(COMPRESS_EPSILON)
 }

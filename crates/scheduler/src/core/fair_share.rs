@@ -177,18 +177,17 @@ pub fn compute_in(
     }];
     let mut filters: Vec<Option<TagFilter>> = vec![None];
     out.pool_index.insert(ROOT_POOL.into(), 0);
-    let mut by_parent: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut by_parent: HashMap<&str, Vec<(&str, &super::pool_tree::Pool)>> = HashMap::new();
     for (name, pool) in &tree.pools {
         by_parent
             .entry(pool.parent.as_str())
             .or_default()
-            .push(name);
+            .push((name, pool));
     }
     // Breadth-first so parents precede children.
     let mut queue = std::collections::VecDeque::from([(ROOT_POOL, 0usize)]);
     while let Some((name, idx)) = queue.pop_front() {
-        for &child in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
-            let pool = &tree.pools[child];
+        for &(child, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
             let c = &pool.config;
             let filter = c
                 .scheduling_tag_filter

@@ -1,0 +1,157 @@
+//! An operation's *fair share by suggestion* in closed form.
+//!
+//! Operations are most of a tree's elements, and their functions have the same shape
+//! every time, so the general construction (path → max fit factor → composition) is
+//! replaced here by what it works out to. With usage `u`, demand `d`, `U = max u` and
+//! limits `l` (clamped to `[0, d]`), offered `s` the operation takes the furthest point of
+//! its path inside the box `b(s) = min(s, l)`:
+//!
+//! * while some resource's usage does not fit (`u_r > b_r(s)`), it is on the first part
+//!   of its path: `min(u, c)` componentwise with `c = min(s, L₁)`, `L₁` the smallest limit
+//!   below its usage (none: `c = s`, until `s = U`);
+//! * once usage fits it goes towards demand: `u + t(s)·(d − u)` with
+//!   `t(s) = min(1, min over resources still wanting more of (b_r(s) − u_r)/(d_r − u_r))`.
+//!   At `s = U` the value from the left is `u` and the function may jump.
+//!
+//! `t` is the lower envelope of a few two-piece linear functions, so evaluating it at
+//! every limit, every crossing and every point where a term reaches 1 gives it exactly.
+//! A unit test checks this against the general construction on random operations.
+
+use crate::piecewise::{Builder, Plf};
+use crate::vector;
+use ytsched_common::resources::{Resource, ResourceVector};
+
+pub(crate) fn by_suggestion(
+    usage: ResourceVector,
+    demand: ResourceVector,
+    limits: ResourceVector,
+) -> Plf<ResourceVector> {
+    let l = limits.map(|r, v| v.max(0.0).min(demand.get(r)));
+    let u = usage;
+    let top = vector::max_component(&u);
+    let below_usage = Resource::ALL
+        .iter()
+        .filter(|&&r| l.get(r) < u.get(r))
+        .map(|&r| l.get(r))
+        .fold(f64::INFINITY, f64::min);
+    let mut b = Builder::with_capacity(16);
+    b.push(0.0, ResourceVector::ZERO);
+    let mut levels: Vec<f64> = Resource::ALL
+        .iter()
+        .map(|&r| u.get(r))
+        .filter(|&v| v > 0.0)
+        .collect();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    if below_usage.is_finite() {
+        // Usage never fits: up the first part of the path to the lowest such limit.
+        for &c in levels.iter().filter(|&&c| c < below_usage) {
+            b.push(c, vector::min(&u, &vector::splat(c)));
+        }
+        let end = vector::min(&u, &vector::splat(below_usage));
+        b.push(below_usage, end);
+        if below_usage < 1.0 {
+            b.push(1.0, end);
+        }
+        return b.finish();
+    }
+    for &c in levels.iter().filter(|&&c| c <= 1.0) {
+        b.push(c, vector::min(&u, &vector::splat(c)));
+    }
+    if top >= 1.0 {
+        return b.finish();
+    }
+    let wanting: Vec<Resource> = Resource::ALL
+        .into_iter()
+        .filter(|&r| demand.get(r) > u.get(r))
+        .collect();
+    let t = |s: f64| -> f64 {
+        wanting
+            .iter()
+            .map(|&r| (s.min(l.get(r)) - u.get(r)) / (demand.get(r) - u.get(r)))
+            .fold(1.0f64, f64::min)
+            .max(0.0)
+    };
+    let at = |s: f64| u + (demand - u).scale(t(s));
+    // Where the envelope can bend: limits, crossings of the rising parts with each
+    // other and with the flat parts, and where a rising part reaches 1.
+    let mut bends: Vec<f64> = vec![1.0];
+    for (k, &a) in wanting.iter().enumerate() {
+        let (ua, da, la) = (u.get(a), demand.get(a) - u.get(a), l.get(a));
+        bends.push(la);
+        bends.push(ua + da);
+        for &c in &wanting[k + 1..] {
+            let (uc, dc) = (u.get(c), demand.get(c) - u.get(c));
+            if da != dc {
+                bends.push((ua * dc - uc * da) / (dc - da));
+            }
+        }
+        for &c in &wanting {
+            if c != a {
+                let (uc, dc, lc) = (u.get(c), demand.get(c) - u.get(c), l.get(c));
+                bends.push(ua + da * (lc - uc) / dc);
+            }
+        }
+    }
+    bends.retain(|&s| s.is_finite() && s > top && s <= 1.0);
+    bends.sort_by(f64::total_cmp);
+    bends.dedup();
+    // At `U` the value from the left is the usage; from the right the path moves on.
+    b.push(top, at(top));
+    for s in bends {
+        b.push(s, at(s));
+    }
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::update::{general_operation_by_suggestion, COMPRESS_EPSILON};
+    use proptest::prelude::*;
+
+    fn vector() -> impl Strategy<Value = ResourceVector> {
+        (0u8..12, 0u8..12, 0u8..3, 0u8..12).prop_map(|(a, b, c, d)| {
+            ResourceVector::new(a as f64 / 10.0, b as f64 / 10.0, c as f64 / 4.0, d as f64 / 10.0)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The closed form is the general construction, point for point.
+        #[test]
+        fn closed_form_matches_the_general_construction(
+            d in vector(),
+            frac in (0u8..=10, 0u8..=10, 0u8..=10, 0u8..=10),
+            l in vector(),
+            limited in any::<[bool; 4]>(),
+        ) {
+            let d = d.map(|_, v| v.min(1.0));
+            let u = ResourceVector::new(
+                (d.cpu * frac.0 as f64 / 10.0 * 10.0).round() / 10.0,
+                (d.memory * frac.1 as f64 / 10.0 * 10.0).round() / 10.0,
+                (d.gpu * frac.2 as f64 / 10.0 * 4.0).round() / 4.0,
+                (d.user_slots * frac.3 as f64 / 10.0 * 10.0).round() / 10.0,
+            );
+            let u = vector::min(&u, &d);
+            let mut limits = vector::splat(1.0);
+            for (i, r) in Resource::ALL.into_iter().enumerate() {
+                if limited[i] {
+                    limits.set(r, l.get(r));
+                }
+            }
+            let fast = by_suggestion(u, d, limits).compress(COMPRESS_EPSILON);
+            let slow = general_operation_by_suggestion(u, d, limits);
+            for k in 0..=200 {
+                let s = k as f64 / 200.0;
+                for (name, f, g) in [("left", fast.value_at(s), slow.value_at(s)), ("right", fast.right_limit_at(s), slow.right_limit_at(s))] {
+                    prop_assert!(
+                        Resource::ALL.iter().all(|&r| (f.get(r) - g.get(r)).abs() < 1e-9),
+                        "{name} at s = {s}: fast {f:?}, general {g:?} (u {u:?}, d {d:?}, l {limits:?})"
+                    );
+                }
+            }
+        }
+    }
+}
