@@ -112,7 +112,12 @@ mod tests {
 
     fn vector() -> impl Strategy<Value = ResourceVector> {
         (0u8..12, 0u8..12, 0u8..3, 0u8..12).prop_map(|(a, b, c, d)| {
-            ResourceVector::new(a as f64 / 10.0, b as f64 / 10.0, c as f64 / 4.0, d as f64 / 10.0)
+            ResourceVector::new(
+                a as f64 / 10.0,
+                b as f64 / 10.0,
+                c as f64 / 4.0,
+                d as f64 / 10.0,
+            )
         })
     }
 

@@ -432,7 +432,8 @@ impl Plf<f64> {
         let total: usize = live.iter().map(|f| f.points.len()).sum();
         let mut out = Builder::with_capacity(total + 4);
         let mut prev: Option<(f64, usize)> = None;
-        let argmin = |v: &[f64]| (0..v.len()).fold(0, |best, k| if v[k] < v[best] { k } else { best });
+        let argmin =
+            |v: &[f64]| (0..v.len()).fold(0, |best, k| if v[k] < v[best] { k } else { best });
         loop {
             // The next abscissa any function has a point at.
             let mut x = f64::INFINITY;

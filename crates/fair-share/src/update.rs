@@ -461,10 +461,16 @@ impl Update<'_> {
         }
         self.nodes[i].children = children;
         let children = &self.nodes[i].children;
-        if self.nodes[i].is_operation && vector::max_component(&self.nodes[i].guarantee_share()) == 0.0 {
+        if self.nodes[i].is_operation
+            && vector::max_component(&self.nodes[i].guarantee_share()) == 0.0
+        {
             let n = &self.nodes[i];
-            let by_s = crate::operation_share::by_suggestion(n.usage_share, n.demand_share, n.limits_share)
-                .compress(COMPRESS_EPSILON);
+            let by_s = crate::operation_share::by_suggestion(
+                n.usage_share,
+                n.demand_share,
+                n.limits_share,
+            )
+            .compress(COMPRESS_EPSILON);
             self.nodes[i].by_suggestion = Some(by_s);
             return;
         }
@@ -730,7 +736,140 @@ fn operation_path(n: &Node) -> Plf<ResourceVector> {
 
 /// For each suggestion `s`, the largest fit factor at which every resource stays within
 /// `min(guarantee + s, limits)`.
+///
+/// Rather than inverting each resource's component and taking their minimum, one pass
+/// over the path computes how much suggestion each fit factor needs,
+/// `need(f) = max_r (P_r(f) − g_r)`, up to where the first limit is reached, and inverts
+/// that: `M(s) = inf {f : need(f) ≥ s}` (the largest `f` with `need(f) ≤ 0` at `s = 0`).
+/// A unit test checks it against the resource-by-resource construction.
 fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
+    let guarantee = n.guarantee_share();
+    let pts = by_ff.points();
+    let mut rs: [(Resource, f64, f64); 4] = [(Resource::Cpu, 0.0, 0.0); 4];
+    let mut k = 0;
+    for r in Resource::ALL {
+        let (first, last) = (pts[0].1.get(r), pts[pts.len() - 1].1.get(r));
+        if last <= first {
+            // A flat component never stops the element.
+            continue;
+        }
+        let limit = n.limits_share.get(r).max(first).min(last);
+        let g = guarantee.get(r).max(first).min(limit);
+        rs[k] = (r, g, limit);
+        k += 1;
+    }
+    if k == 0 {
+        return Plf::constant(0.0, 1.0, by_ff.right_bound());
+    }
+    let rs = &rs[..k];
+    let need = |v: &ResourceVector| {
+        rs.iter()
+            .map(|&(r, g, _)| v.get(r) - g)
+            .fold(f64::NEG_INFINITY, f64::max)
+    };
+    let argmax = |v: &ResourceVector| {
+        (0..k).fold(0, |best, j| {
+            let (r, g, _) = rs[j];
+            let (rb, gb, _) = rs[best];
+            if v.get(r) - g > v.get(rb) - gb {
+                j
+            } else {
+                best
+            }
+        })
+    };
+    let within = |v: &ResourceVector| rs.iter().all(|&(r, _, l)| v.get(r) <= l);
+    // (fit factor, needed suggestion) along the path until a limit is reached.
+    let mut need_pts: Vec<(f64, f64)> = Vec::with_capacity(pts.len() + 4);
+    need_pts.push((pts[0].0, need(&pts[0].1)));
+    for i in 1..pts.len() {
+        let (a, b) = (pts[i - 1], pts[i]);
+        // Where the resource needing most changes inside the piece, the lines crossed.
+        if b.0 > a.0 && argmax(&a.1) != argmax(&b.1) {
+            let mut crossings = [f64::NAN; 16];
+            let mut c = 0;
+            for p in 0..k {
+                for q in p + 1..k {
+                    let (rp, gp, _) = rs[p];
+                    let (rq, gq, _) = rs[q];
+                    let d0 = (a.1.get(rp) - gp) - (a.1.get(rq) - gq);
+                    let d1 = (b.1.get(rp) - gp) - (b.1.get(rq) - gq);
+                    if (d0 < 0.0 && d1 > 0.0) || (d0 > 0.0 && d1 < 0.0) {
+                        crossings[c] = d0 / (d0 - d1);
+                        c += 1;
+                    }
+                }
+            }
+            let crossings = &mut crossings[..c];
+            crossings.sort_by(f64::total_cmp);
+            for &t in crossings.iter() {
+                let v = a.1 + (b.1 - a.1).scale(t);
+                if !within(&v) {
+                    break;
+                }
+                need_pts.push((a.0 + t * (b.0 - a.0), need(&v)));
+            }
+        }
+        if within(&b.1) {
+            need_pts.push((b.0, need(&b.1)));
+            continue;
+        }
+        // The first limit is reached inside this piece: stop where it is.
+        let t = rs
+            .iter()
+            .filter(|&&(r, _, _)| b.1.get(r) > a.1.get(r))
+            .map(|&(r, _, l)| ((l - a.1.get(r)) / (b.1.get(r) - a.1.get(r))).clamp(0.0, 1.0))
+            .fold(1.0f64, f64::min);
+        let v = a.1 + (b.1 - a.1).scale(t);
+        need_pts.push((a.0 + t * (b.0 - a.0), need(&v)));
+        break;
+    }
+    // Inverse: suggestion → fit factor, on [0, 1].
+    let mut running = f64::NEG_INFINITY;
+    for p in need_pts.iter_mut() {
+        running = running.max(p.1);
+        p.1 = running;
+    }
+    let j = need_pts.partition_point(|p| p.1 <= 0.0);
+    let start = if j == 0 {
+        need_pts[0].0
+    } else if j < need_pts.len() {
+        let (a, b) = (need_pts[j - 1], need_pts[j]);
+        if b.0 > a.0 && a.1 < 0.0 {
+            a.0 + (0.0 - a.1) / (b.1 - a.1) * (b.0 - a.0)
+        } else {
+            a.0
+        }
+    } else {
+        need_pts[j - 1].0
+    };
+    let mut out = crate::piecewise::Builder::with_capacity(need_pts.len() + 2);
+    out.push(0.0, start);
+    let mut last = (0.0, start);
+    for i in j..need_pts.len() {
+        let (x, sv) = need_pts[i];
+        if sv >= 1.0 {
+            // The suggestion never exceeds 1: end where the need reaches it.
+            let (px, ps) = if i > 0 { need_pts[i - 1] } else { (x, sv) };
+            let at = if sv > ps && x > px {
+                px + (1.0 - ps.max(0.0)) / (sv - ps.max(0.0)) * (x - px)
+            } else {
+                px.max(last.1)
+            };
+            out.push(1.0, at.max(last.1).min(x));
+            return out.finish().compress(COMPRESS_EPSILON);
+        }
+        out.push(sv, x);
+        last = (sv, x);
+    }
+    out.push(1.0, last.1);
+    out.finish().compress(COMPRESS_EPSILON)
+}
+
+/// The max fit factor built resource by resource (inverse, narrowed, shifted) and
+/// combined by a pointwise minimum: the reference `max_fit_factor` must agree with.
+#[cfg(test)]
+pub(crate) fn max_fit_factor_general(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
     let guarantee = n.guarantee_share();
     let pts = by_ff.points();
     let end = by_ff.right_bound();
@@ -827,4 +966,61 @@ pub(crate) fn general_operation_by_suggestion(
     let by_ff = operation_path(&n);
     let mff = max_fit_factor(&by_ff, &n);
     by_ff.compose(&mff).compress(COMPRESS_EPSILON)
+}
+
+#[cfg(test)]
+mod max_fit_factor_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn path() -> impl Strategy<Value = Vec<(f64, [u8; 4])>> {
+        // Increments per step (some zero: flat pieces; some at the same abscissa: jumps).
+        prop::collection::vec((0u8..3, [0u8..4, 0u8..4, 0u8..4, 0u8..4]), 1..8).prop_map(|steps| {
+            let mut x = 0.0;
+            steps
+                .into_iter()
+                .map(|(dx, dy)| {
+                    x += dx as f64 / 4.0;
+                    (x, dy)
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn one_pass_inverse_matches_the_resource_by_resource_construction(
+            steps in path(),
+            g in [0u8..6, 0u8..6, 0u8..6, 0u8..6],
+            l in [1u8..12, 1u8..12, 1u8..12, 1u8..12],
+        ) {
+            let mut b = crate::piecewise::Builder::new();
+            let mut y = ResourceVector::ZERO;
+            b.push(0.0, y);
+            for (x, dy) in &steps {
+                y += ResourceVector::new(dy[0] as f64, dy[1] as f64, dy[2] as f64, dy[3] as f64).scale(0.05);
+                b.push(*x, y);
+            }
+            let path = b.finish().monotone(|a, b| vector::max(&a, &b));
+            let n = Node {
+                strong_guarantee_share: ResourceVector::new(g[0] as f64, g[1] as f64, g[2] as f64, g[3] as f64).scale(0.05),
+                limits_share: ResourceVector::new(l[0] as f64, l[1] as f64, l[2] as f64, l[3] as f64).scale(0.05),
+                ..Default::default()
+            };
+            let fast = max_fit_factor(&path, &n);
+            let slow = max_fit_factor_general(&path, &n);
+            // Off the grid the inputs are on, so no sample sits exactly on a jump (where
+            // rounding alone decides the side).
+            for k in 0..400 {
+                let s = (k as f64 + 0.37) / 400.0;
+                let (a, b) = (fast.value_at(s), slow.value_at(s));
+                prop_assert!((a - b).abs() < 1e-9, "at {s}: one pass {a}, general {b}\npath {:?}\nfast {:?}\nslow {:?}", path.points(), fast.points(), slow.points());
+                let fs_fast = path.value_at(a);
+                let fs_slow = path.value_at(b);
+                prop_assert!(Resource::ALL.iter().all(|&r| (fs_fast.get(r) - fs_slow.get(r)).abs() < 1e-9));
+            }
+        }
+    }
 }
