@@ -884,15 +884,15 @@ pub(crate) fn max_fit_factor_general(by_ff: &Plf<ResourceVector>, n: &Node) -> P
         let g = guarantee.get(r).max(first).min(limit);
         let inverse = Inverse { pts, r };
         let mut b = crate::piecewise::Builder::with_capacity(8);
-        b.push(0.0, inverse.from_right(g));
+        b.push(0.0, inverse.last_at_most(g));
         if limit > g {
             let lo = pts.partition_point(|p| p.1.get(r) <= g);
             let hi = pts.partition_point(|p| p.1.get(r) < limit);
             for &(x, y) in &pts[lo..hi.max(lo)] {
                 b.push(y.get(r) - g, x);
             }
-            b.push(limit - g, inverse.from_left(limit));
-            b.push(limit - g, inverse.from_right(limit));
+            b.push(limit - g, inverse.first_at_least(limit));
+            b.push(limit - g, inverse.last_at_most(limit));
         }
         let f = b.finish();
         per_resource.push(if f.right_bound() < 1.0 {
@@ -908,18 +908,20 @@ pub(crate) fn max_fit_factor_general(by_ff: &Plf<ResourceVector>, n: &Node) -> P
 }
 
 /// One component of a non-decreasing path read backwards: the fit factor by value.
+#[cfg(test)]
 struct Inverse<'a> {
     pts: &'a [(f64, ResourceVector)],
     r: Resource,
 }
 
+#[cfg(test)]
 impl Inverse<'_> {
     fn y(&self, i: usize) -> f64 {
         self.pts[i].1.get(self.r)
     }
 
     /// The largest fit factor whose value is at most `y`.
-    fn from_right(&self, y: f64) -> f64 {
+    fn last_at_most(&self, y: f64) -> f64 {
         let pts = self.pts;
         let j = pts.partition_point(|p| p.1.get(self.r) <= y);
         if j == 0 {
@@ -934,7 +936,7 @@ impl Inverse<'_> {
     }
 
     /// The smallest fit factor whose value is at least `y`.
-    fn from_left(&self, y: f64) -> f64 {
+    fn first_at_least(&self, y: f64) -> f64 {
         let pts = self.pts;
         let i = pts.partition_point(|p| p.1.get(self.r) < y);
         if i == pts.len() {
