@@ -105,7 +105,12 @@ impl ResourceVector {
     }
 
     pub fn scale(&self, k: f64) -> Self {
-        self.map(|_, v| v * k)
+        ResourceVector {
+            cpu: self.cpu * k,
+            memory: self.memory * k,
+            gpu: self.gpu * k,
+            user_slots: self.user_slots * k,
+        }
     }
 
     /// True if every component of `self` fits into `available` (within float tolerance).
@@ -173,7 +178,13 @@ impl ResourceVector {
 impl Add for ResourceVector {
     type Output = ResourceVector;
     fn add(self, o: ResourceVector) -> ResourceVector {
-        self.map(|r, v| v + o.get(r))
+        // Field by field: this is on the fair share update's hot path.
+        ResourceVector {
+            cpu: self.cpu + o.cpu,
+            memory: self.memory + o.memory,
+            gpu: self.gpu + o.gpu,
+            user_slots: self.user_slots + o.user_slots,
+        }
     }
 }
 
@@ -186,7 +197,12 @@ impl AddAssign for ResourceVector {
 impl Sub for ResourceVector {
     type Output = ResourceVector;
     fn sub(self, o: ResourceVector) -> ResourceVector {
-        self.map(|r, v| v - o.get(r))
+        ResourceVector {
+            cpu: self.cpu - o.cpu,
+            memory: self.memory - o.memory,
+            gpu: self.gpu - o.gpu,
+            user_slots: self.user_slots - o.user_slots,
+        }
     }
 }
 

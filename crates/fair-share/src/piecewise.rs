@@ -294,7 +294,8 @@ impl<V: Value> Plf<V> {
                 }
             }
         }
-        events.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // Each function's events are already in order: a stable sort merges those runs.
+        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut slope: Vec<V> = vec![V::ZERO; parts.len()];
         let mut total_slope = V::ZERO;
         let mut value = V::ZERO;

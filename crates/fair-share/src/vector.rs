@@ -10,11 +10,21 @@ pub fn splat(x: f64) -> ResourceVector {
 }
 
 pub fn min(a: &ResourceVector, b: &ResourceVector) -> ResourceVector {
-    a.map(|r, v| v.min(b.get(r)))
+    ResourceVector {
+        cpu: a.cpu.min(b.cpu),
+        memory: a.memory.min(b.memory),
+        gpu: a.gpu.min(b.gpu),
+        user_slots: a.user_slots.min(b.user_slots),
+    }
 }
 
 pub fn max(a: &ResourceVector, b: &ResourceVector) -> ResourceVector {
-    a.map(|r, v| v.max(b.get(r)))
+    ResourceVector {
+        cpu: a.cpu.max(b.cpu),
+        memory: a.memory.max(b.memory),
+        gpu: a.gpu.max(b.gpu),
+        user_slots: a.user_slots.max(b.user_slots),
+    }
 }
 
 pub fn non_negative(a: &ResourceVector) -> ResourceVector {
@@ -23,11 +33,11 @@ pub fn non_negative(a: &ResourceVector) -> ResourceVector {
 
 /// Whether `a ≥ b` on every resource.
 pub fn dominates(a: &ResourceVector, b: &ResourceVector) -> bool {
-    Resource::ALL.iter().all(|&r| a.get(r) >= b.get(r))
+    a.cpu >= b.cpu && a.memory >= b.memory && a.gpu >= b.gpu && a.user_slots >= b.user_slots
 }
 
 pub fn max_component(a: &ResourceVector) -> f64 {
-    Resource::ALL.iter().map(|&r| a.get(r)).fold(0.0, f64::max)
+    a.cpu.max(a.memory).max(a.gpu).max(a.user_slots).max(0.0)
 }
 
 /// Per-resource fraction of `total`; a resource the tree lacks is share 0.
