@@ -36,13 +36,15 @@ pub(crate) fn by_suggestion(
         .fold(f64::INFINITY, f64::min);
     let mut b = Builder::with_capacity(16);
     b.push(0.0, ResourceVector::ZERO);
-    let mut levels: Vec<f64> = Resource::ALL
-        .iter()
-        .map(|&r| u.get(r))
-        .filter(|&v| v > 0.0)
-        .collect();
+    // Small fixed buffers: this runs once per operation per update.
+    let mut levels = [f64::INFINITY; 4];
+    for (k, &r) in Resource::ALL.iter().enumerate() {
+        if u.get(r) > 0.0 {
+            levels[k] = u.get(r);
+        }
+    }
     levels.sort_by(f64::total_cmp);
-    levels.dedup();
+    let levels: &[f64] = &levels[..levels.partition_point(|v| v.is_finite())];
     if below_usage.is_finite() {
         // Usage never fits: up the first part of the path to the lowest such limit.
         for &c in levels.iter().filter(|&&c| c < below_usage) {
@@ -61,10 +63,15 @@ pub(crate) fn by_suggestion(
     if top >= 1.0 {
         return b.finish();
     }
-    let wanting: Vec<Resource> = Resource::ALL
-        .into_iter()
-        .filter(|&r| demand.get(r) > u.get(r))
-        .collect();
+    let mut wanting_buf = [Resource::Cpu; 4];
+    let mut w = 0;
+    for r in Resource::ALL {
+        if demand.get(r) > u.get(r) {
+            wanting_buf[w] = r;
+            w += 1;
+        }
+    }
+    let wanting = &wanting_buf[..w];
     let t = |s: f64| -> f64 {
         wanting
             .iter()
@@ -75,30 +82,40 @@ pub(crate) fn by_suggestion(
     let at = |s: f64| u + (demand - u).scale(t(s));
     // Where the envelope can bend: limits, crossings of the rising parts with each
     // other and with the flat parts, and where a rising part reaches 1.
-    let mut bends: Vec<f64> = vec![1.0];
+    let mut bends_buf = [f64::NAN; 1 + 4 * 8];
+    bends_buf[0] = 1.0;
+    let mut nb = 1;
+    let mut bend = |s: f64| {
+        bends_buf[nb] = s;
+        nb += 1;
+    };
     for (k, &a) in wanting.iter().enumerate() {
         let (ua, da, la) = (u.get(a), demand.get(a) - u.get(a), l.get(a));
-        bends.push(la);
-        bends.push(ua + da);
+        bend(la);
+        bend(ua + da);
         for &c in &wanting[k + 1..] {
             let (uc, dc) = (u.get(c), demand.get(c) - u.get(c));
             if da != dc {
-                bends.push((ua * dc - uc * da) / (dc - da));
+                bend((ua * dc - uc * da) / (dc - da));
             }
         }
-        for &c in &wanting {
+        for &c in wanting {
             if c != a {
                 let (uc, dc, lc) = (u.get(c), demand.get(c) - u.get(c), l.get(c));
-                bends.push(ua + da * (lc - uc) / dc);
+                bend(ua + da * (lc - uc) / dc);
             }
         }
     }
-    bends.retain(|&s| s.is_finite() && s > top && s <= 1.0);
+    let bends = &mut bends_buf[..nb];
+    for s in bends.iter_mut() {
+        if !(s.is_finite() && *s > top && *s <= 1.0) {
+            *s = f64::INFINITY;
+        }
+    }
     bends.sort_by(f64::total_cmp);
-    bends.dedup();
     // At `U` the value from the left is the usage; from the right the path moves on.
     b.push(top, at(top));
-    for s in bends {
+    for &s in bends.iter().take_while(|s| s.is_finite()) {
         b.push(s, at(s));
     }
     b.finish()
