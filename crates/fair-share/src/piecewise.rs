@@ -225,15 +225,22 @@ impl<V: Value> Plf<V> {
         // (s, g(s)) at g's points and where g crosses this function's breakpoints.
         let mut crit: Vec<(f64, f64)> = Vec::with_capacity(g.points.len() + self.points.len());
         let gp = &g.points;
+        let mut lo = 0;
         for k in 0..gp.len() {
             crit.push(gp[k]);
             if k + 1 < gp.len() {
                 let (a, b) = (gp[k], gp[k + 1]);
                 if b.0 > a.0 && b.1 > a.1 {
-                    let lo = self.points.partition_point(|q| q.0 <= a.1);
-                    let hi = self.points.partition_point(|q| q.0 < b.1);
+                    // g is non-decreasing: the breakpoints it passes come in order.
+                    while lo < self.points.len() && self.points[lo].0 <= a.1 {
+                        lo += 1;
+                    }
+                    let mut hi = lo;
+                    while hi < self.points.len() && self.points[hi].0 < b.1 {
+                        hi += 1;
+                    }
                     let mut last = f64::NAN;
-                    for q in &self.points[lo..hi.max(lo)] {
+                    for q in &self.points[lo..hi] {
                         if q.0 != last {
                             last = q.0;
                             let s = a.0 + (q.0 - a.1) / (b.1 - a.1) * (b.0 - a.0);
@@ -277,7 +284,8 @@ impl<V: Value> Plf<V> {
     pub fn sum_scaled(parts: &[(&Plf<V>, f64)], right: f64) -> Self {
         assert!(!parts.is_empty());
         let left = 0.0;
-        let x_of = |c: usize, j: usize| parts[c].0.points[j].0 / parts[c].1;
+        let inverse: Vec<f64> = parts.iter().map(|p| 1.0 / p.1).collect();
+        let x_of = |c: usize, j: usize| parts[c].0.points[j].0 * inverse[c];
         // Every (abscissa, function, index of its first point there).
         let mut events: Vec<(f64, u32, u32)> =
             Vec::with_capacity(parts.iter().map(|p| p.0.points.len()).sum());

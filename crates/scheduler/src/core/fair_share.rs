@@ -168,14 +168,20 @@ pub fn compute_in(
 ) -> TreeShares {
     let mut out = TreeShares {
         total,
+        pool_index: HashMap::with_capacity(tree.pools.len() + 1),
+        operation_index: HashMap::with_capacity(operations.len()),
         ..Default::default()
     };
-    let mut elements = vec![fs::ElementInput::root()];
-    let mut kinds = vec![ElementKind::Pool {
+    let count = tree.pools.len() + 1 + operations.len();
+    let mut elements = Vec::with_capacity(count);
+    elements.push(fs::ElementInput::root());
+    let mut kinds = Vec::with_capacity(count);
+    kinds.push(ElementKind::Pool {
         name: ROOT_POOL.into(),
         mode: PoolMode::FairShare,
-    }];
-    let mut filters: Vec<Option<TagFilter>> = vec![None];
+    });
+    let mut filters: Vec<Option<TagFilter>> = Vec::with_capacity(count);
+    filters.push(None);
     out.pool_index.insert(ROOT_POOL.into(), 0);
     let mut by_parent: HashMap<&str, Vec<(&str, &super::pool_tree::Pool)>> = HashMap::new();
     for (name, pool) in &tree.pools {
@@ -292,6 +298,7 @@ pub fn compute_in(
             children[p].push(i);
         }
     }
+    out.elements.reserve(count);
     for (i, ((r, kind), filter)) in result
         .elements
         .into_iter()
@@ -344,9 +351,20 @@ fn amounts(a: Option<&ytsched_common::spec::ResourceAmounts>) -> ResourceVector 
 
 /// Each operation's place in its pool's `fifo_sort_parameters` order.
 fn fifo_ranks(tree: &PoolTree, operations: &[OperationInput]) -> Vec<u64> {
+    // Only FIFO pools order their operations.
+    let fifo: std::collections::HashSet<&str> = tree
+        .pools
+        .iter()
+        .filter(|(_, p)| p.config.mode() == PoolMode::Fifo)
+        .map(|(name, _)| name.as_str())
+        .collect();
     let mut by_pool: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (k, op) in operations.iter().enumerate() {
-        by_pool.entry(op.pool.as_str()).or_default().push(k);
+    if !fifo.is_empty() {
+        for (k, op) in operations.iter().enumerate() {
+            if fifo.contains(op.pool.as_str()) {
+                by_pool.entry(op.pool.as_str()).or_default().push(k);
+            }
+        }
     }
     let mut ranks = vec![0u64; operations.len()];
     for (pool, mut members) in by_pool {
