@@ -65,7 +65,6 @@ pub(crate) struct Node {
     pub last_share_ratio: f64,
     pub multiplier: f64,
     pub fifo_index: Option<usize>,
-    pub by_fit_factor: Option<Plf<ResourceVector>>,
     pub max_fit_factor: Option<Plf<f64>>,
     pub by_suggestion: Option<Plf<ResourceVector>>,
     pub fair_share: DetailedShare,
@@ -116,7 +115,18 @@ pub fn compute(input: &TreeInput) -> Result<TreeOutput, InputError> {
     let t3 = std::time::Instant::now();
     let o = u.output();
     let t4 = std::time::Instant::now();
-    if std::env::var("YTS_T").is_ok() { eprintln!("T build {:?} infer {:?} cumul {:?} rest {:?} prepare {:?} topdown {:?} output {:?}", ta-t0, tb-ta, tc-tb, t1-tc, t2-t1, t3-t2, t4-t3); }
+    if std::env::var("YTS_T").is_ok() {
+        eprintln!(
+            "T build {:?} infer {:?} cumul {:?} rest {:?} prepare {:?} topdown {:?} output {:?}",
+            ta - t0,
+            tb - ta,
+            tc - tb,
+            t1 - tc,
+            t2 - t1,
+            t3 - t2,
+            t4 - t3
+        );
+    }
     Ok(o)
 }
 
@@ -499,14 +509,12 @@ impl Update<'_> {
         let mff = max_fit_factor(&by_ff, &self.nodes[i]);
         let by_s = by_ff.compose(&mff).compress(COMPRESS_EPSILON);
         let n = &mut self.nodes[i];
-        n.by_fit_factor = Some(by_ff);
         n.max_fit_factor = Some(mff);
         n.by_suggestion = Some(by_s);
     }
 
     pub(crate) fn reset(&mut self, i: usize) {
         let n = &mut self.nodes[i];
-        n.by_fit_factor = None;
         n.max_fit_factor = None;
         n.by_suggestion = None;
     }
@@ -635,15 +643,16 @@ impl Update<'_> {
 
     fn output(mut self) -> TreeOutput {
         let total = self.input.total;
+        // Shares are already fractions; this only marks which resources the tree has.
+        let present = total.map(|_, v| if v > 0.0 { 1.0 } else { 0.0 });
         let mut elements = Vec::with_capacity(self.nodes.len());
         for (i, n) in self.nodes.iter_mut().enumerate() {
             let e = &self.input.elements[i];
-            let usage_abs = n.usage_share.map(|r, v| v * total.get(r));
-            let demand_abs = n.demand_share.map(|r, v| v * total.get(r));
-            let dominant = if vector::max_component(&usage_abs) > 0.0 {
-                vector::dominant_resource(&usage_abs, &total)
+            // By usage once there is some, else by demand (YTsaurus's rule).
+            let dominant = if vector::max_component(&n.usage_share) > 0.0 {
+                vector::dominant_resource(&n.usage_share, &present)
             } else {
-                vector::dominant_resource(&demand_abs, &total)
+                vector::dominant_resource(&n.demand_share, &present)
             };
             let integral = match &e.kind {
                 ElementKind::Pool {
@@ -678,7 +687,6 @@ impl Update<'_> {
                 fifo_index: n.fifo_index,
                 dominant_resource: dominant,
             });
-            n.by_fit_factor = None;
             n.max_fit_factor = None;
             n.by_suggestion = None;
         }
