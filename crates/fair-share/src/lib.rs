@@ -79,12 +79,22 @@
 //! share)`, the rest weight-proportional; at the root the strong part is the sum of the
 //! children's strong parts.
 //!
+//! # Computing it
+//!
+//! Two shortcuts give the same functions as the construction above (unit tests compare
+//! them point for point on random inputs): an operation's `FS` is written in closed form
+//! ([`operation_share`](crate) module: the furthest point of its path inside the box
+//! `min(s, l)`), and `M` is found in one pass as the inverse of the suggestion each fit
+//! factor needs, `need(f) = max_r (P_r(f) − g_r)`, up to the first limit.
+//!
 //! # Cost
 //!
-//! An operation's path has at most 7 points. A pool's path has as many breakpoints as
-//! its children's functions together (collinear ones are dropped), and sums are one
-//! sweep over them, so an update costs `O(B · d · log B)` for `B` breakpoints at the
-//! leaves and depth `d`, plus `O(children)` per pool for the top-down pass.
+//! An operation's function has at most about a dozen points and costs `O(1)`. A pool's
+//! path has as many breakpoints as its children's functions together (collinear ones
+//! are dropped), and each step over it (sum, inverse, composition) is one sorted pass, so
+//! an update costs `O(B · d · log B)` for `B` breakpoints at the leaves (a few per
+//! operation) and depth `d`, plus `O(children)` per pool for the top-down pass. Memory is
+//! `O(B · d)` while it runs.
 
 pub mod input;
 mod integral;
