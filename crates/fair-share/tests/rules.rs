@@ -508,3 +508,100 @@ fn an_ancestor_whose_limits_equal_its_guarantee_leaves_no_integral_room() {
     near_f(out.elements[b].fair_share.total.cpu, 0.3);
     near_f(out.elements[parent].fair_share.total.cpu, 0.3);
 }
+
+fn flow_pool(kind: IntegralKind, flow: f64, burst: f64) -> IntegralInput {
+    IntegralInput {
+        kind,
+        resource_flow: cpu(flow),
+        burst_guarantee: cpu(burst),
+        relaxed_share_multiplier_limit: 3.0,
+        volume: ResourceVector::ZERO,
+        last_share_ratio: 0.0,
+    }
+}
+
+/// 100 cpu; every operation wants the whole cluster; the previous update was a minute
+/// ago, so an empty volume has filled for 60 s at its flow (smooth period 60 s: a flow
+/// ratio of x allows an integral ratio of x).
+fn a_minute_later() -> Tree {
+    let mut t = Tree::new(rv(100.0, 100.0, 0.0, 100.0));
+    t.input.since_previous_s = Some(60.0);
+    t
+}
+
+#[test]
+fn every_kind_of_pool_shares_the_weight_proportional_part() {
+    // strong: guaranteed 10 (0.1), weight 1; burst: flow 10 = burst 10, weight 1;
+    // relaxed: flow 10, weight 2; plain: weight 3. Guarantees first: 0.1 strong, 0.1
+    // burst, 0.1 relaxed (its volume allows 0.1; 0.8 is available). Then one level f on
+    // top: 0.1 + f, 0.1 + f, 0.1 + 2f, 3f; 0.3 + 7f = 1 → f = 0.1.
+    let mut t = a_minute_later();
+    let nan = f64::NAN;
+    let all = rv(100.0, 100.0, 0.0, 100.0);
+    let strong = t.pool(0);
+    t.guarantee(strong, rv(10.0, nan, nan, nan));
+    let burst = t.pool(0);
+    t.integral(burst, flow_pool(IntegralKind::Burst, 10.0, 10.0));
+    let relaxed = t.pool(0);
+    t.integral(relaxed, flow_pool(IntegralKind::Relaxed, 10.0, 0.0));
+    t.weight(relaxed, 2.0);
+    let plain = t.pool(0);
+    t.weight(plain, 3.0);
+    for p in [strong, burst, relaxed, plain] {
+        t.op(p, all);
+    }
+    let out = t.run();
+    let parts = |i: usize| {
+        let f = out.elements[i].fair_share;
+        (f.strong_guarantee.cpu, f.integral_guarantee.cpu, f.weight_proportional.cpu)
+    };
+    let close = |a: (f64, f64, f64), b: (f64, f64, f64)| {
+        assert!((a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6 && (a.2 - b.2).abs() < 1e-6, "{a:?} vs {b:?}");
+    };
+    close(parts(strong), (0.1, 0.0, 0.1));
+    close(parts(burst), (0.0, 0.1, 0.1));
+    close(parts(relaxed), (0.0, 0.1, 0.2));
+    close(parts(plain), (0.0, 0.0, 0.3));
+    close(parts(0), (0.1, 0.2, 0.7));
+    // The volumes moved by a minute of flow: 0.1 × 60 ratio-seconds each.
+    near_f(out.elements[relaxed].integral.as_ref().unwrap().volume.cpu, 600.0);
+    near_f(out.elements[relaxed].integral.as_ref().unwrap().last_share_ratio, 0.1);
+}
+
+#[test]
+fn a_burst_pool_with_the_whole_cluster_leaves_nothing_to_relax() {
+    // Burst flow = burst = 100 (ratio 1): after a minute its volume allows 1.0, it takes
+    // the cluster as integral share; the relaxed pool finds nothing available.
+    let mut t = a_minute_later();
+    let all = rv(100.0, 100.0, 0.0, 100.0);
+    let burst = t.pool(0);
+    t.integral(burst, flow_pool(IntegralKind::Burst, 100.0, 100.0));
+    let relaxed = t.pool(0);
+    t.integral(relaxed, flow_pool(IntegralKind::Relaxed, 100.0, 0.0));
+    t.op(burst, all);
+    t.op(relaxed, all);
+    let out = t.run();
+    near_f(out.elements[burst].fair_share.integral_guarantee.cpu, 1.0);
+    near_f(out.elements[relaxed].fair_share.total.cpu, 0.0);
+    near_f(out.elements[0].fair_share.integral_guarantee.cpu, 1.0);
+}
+
+#[test]
+fn relaxed_pools_within_what_is_available_get_their_whole_volume_ratio() {
+    // Volumes worth 0.1 and 0.3 (for a minute): both fit in the free cluster, so they get
+    // exactly that; equal weights then add f each: 0.4 + 2f = 1 → f = 0.3.
+    let mut t = Tree::new(rv(100.0, 100.0, 0.0, 100.0));
+    let all = rv(100.0, 100.0, 0.0, 100.0);
+    let a = t.pool(0);
+    t.integral(a, relaxed(100.0, 0.1 * 60.0, all));
+    let b = t.pool(0);
+    t.integral(b, relaxed(100.0, 0.3 * 60.0, all));
+    t.op(a, all);
+    t.op(b, all);
+    let out = t.run();
+    near_f(out.elements[a].fair_share.integral_guarantee.cpu, 0.1);
+    near_f(out.elements[a].fair_share.weight_proportional.cpu, 0.3);
+    near_f(out.elements[b].fair_share.integral_guarantee.cpu, 0.3);
+    near_f(out.elements[b].fair_share.weight_proportional.cpu, 0.3);
+    near_f(out.elements[0].fair_share.weight_proportional.cpu, 0.6);
+}
