@@ -752,6 +752,25 @@ fn operation_path(n: &Node) -> Plf<ResourceVector> {
     b.finish()
 }
 
+/// The resources that can stop an element, each with its guarantee and limit clamped
+/// into the range its path covers. A flat component never stops the element.
+fn bounds(by_ff: &Plf<ResourceVector>, n: &Node) -> ([(Resource, f64, f64); 4], usize) {
+    let guarantee = n.guarantee_share();
+    let pts = by_ff.points();
+    let mut rs = [(Resource::Cpu, 0.0, 0.0); 4];
+    let mut k = 0;
+    for r in Resource::ALL {
+        let (first, last) = (pts[0].1.get(r), pts[pts.len() - 1].1.get(r));
+        if last <= first {
+            continue;
+        }
+        let limit = n.limits_share.get(r).max(first).min(last);
+        rs[k] = (r, guarantee.get(r).max(first).min(limit), limit);
+        k += 1;
+    }
+    (rs, k)
+}
+
 /// For each suggestion `s`, the largest fit factor at which every resource stays within
 /// `min(guarantee + s, limits)`.
 ///
@@ -761,21 +780,8 @@ fn operation_path(n: &Node) -> Plf<ResourceVector> {
 /// that: `M(s) = inf {f : need(f) ≥ s}` (the largest `f` with `need(f) ≤ 0` at `s = 0`).
 /// A unit test checks it against the resource-by-resource construction.
 fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
-    let guarantee = n.guarantee_share();
     let pts = by_ff.points();
-    let mut rs: [(Resource, f64, f64); 4] = [(Resource::Cpu, 0.0, 0.0); 4];
-    let mut k = 0;
-    for r in Resource::ALL {
-        let (first, last) = (pts[0].1.get(r), pts[pts.len() - 1].1.get(r));
-        if last <= first {
-            // A flat component never stops the element.
-            continue;
-        }
-        let limit = n.limits_share.get(r).max(first).min(last);
-        let g = guarantee.get(r).max(first).min(limit);
-        rs[k] = (r, g, limit);
-        k += 1;
-    }
+    let (rs, k) = bounds(by_ff, n);
     if k == 0 {
         return Plf::constant(0.0, 1.0, by_ff.right_bound());
     }
@@ -888,18 +894,11 @@ fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
 /// combined by a pointwise minimum: the reference `max_fit_factor` must agree with.
 #[cfg(test)]
 pub(crate) fn max_fit_factor_general(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
-    let guarantee = n.guarantee_share();
     let pts = by_ff.points();
     let end = by_ff.right_bound();
     let mut per_resource: Vec<Plf<f64>> = Vec::with_capacity(4);
-    for r in Resource::ALL {
-        let (first, last) = (pts[0].1.get(r), pts[pts.len() - 1].1.get(r));
-        if last <= first {
-            // A flat component never stops the element.
-            continue;
-        }
-        let limit = n.limits_share.get(r).max(first).min(last);
-        let g = guarantee.get(r).max(first).min(limit);
+    let (rs, k) = bounds(by_ff, n);
+    for &(r, g, limit) in &rs[..k] {
         let inverse = Inverse { pts, r };
         let mut b = crate::piecewise::Builder::with_capacity(8);
         b.push(0.0, inverse.last_at_most(g));

@@ -553,10 +553,17 @@ fn every_kind_of_pool_shares_the_weight_proportional_part() {
     let out = t.run();
     let parts = |i: usize| {
         let f = out.elements[i].fair_share;
-        (f.strong_guarantee.cpu, f.integral_guarantee.cpu, f.weight_proportional.cpu)
+        (
+            f.strong_guarantee.cpu,
+            f.integral_guarantee.cpu,
+            f.weight_proportional.cpu,
+        )
     };
     let close = |a: (f64, f64, f64), b: (f64, f64, f64)| {
-        assert!((a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6 && (a.2 - b.2).abs() < 1e-6, "{a:?} vs {b:?}");
+        assert!(
+            (a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6 && (a.2 - b.2).abs() < 1e-6,
+            "{a:?} vs {b:?}"
+        );
     };
     close(parts(strong), (0.1, 0.0, 0.1));
     close(parts(burst), (0.0, 0.1, 0.1));
@@ -564,8 +571,18 @@ fn every_kind_of_pool_shares_the_weight_proportional_part() {
     close(parts(plain), (0.0, 0.0, 0.3));
     close(parts(0), (0.1, 0.2, 0.7));
     // The volumes moved by a minute of flow: 0.1 × 60 ratio-seconds each.
-    near_f(out.elements[relaxed].integral.as_ref().unwrap().volume.cpu, 600.0);
-    near_f(out.elements[relaxed].integral.as_ref().unwrap().last_share_ratio, 0.1);
+    near_f(
+        out.elements[relaxed].integral.as_ref().unwrap().volume.cpu,
+        600.0,
+    );
+    near_f(
+        out.elements[relaxed]
+            .integral
+            .as_ref()
+            .unwrap()
+            .last_share_ratio,
+        0.1,
+    );
 }
 
 #[test]
