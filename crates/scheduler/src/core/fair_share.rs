@@ -182,6 +182,8 @@ pub fn compute_in(
     });
     let mut filters: Vec<Option<TagFilter>> = Vec::with_capacity(count);
     filters.push(None);
+    let mut fifo_keys: Vec<Option<&[FifoSortParameter]>> = Vec::with_capacity(tree.pools.len() + 1);
+    fifo_keys.push(None);
     out.pool_index.insert(ROOT_POOL.into(), 0);
     let mut by_parent: HashMap<&str, Vec<(&str, &super::pool_tree::Pool)>> = HashMap::new();
     for (name, pool) in &tree.pools {
@@ -246,11 +248,13 @@ pub fn compute_in(
                 mode: c.mode(),
             });
             filters.push(filter);
+            fifo_keys.push((c.mode() == PoolMode::Fifo).then(|| c.fifo_sort_parameters()));
             out.pool_index.insert(child.to_string(), ci);
             queue.push_back((child, ci));
         }
     }
-    let ranks = fifo_ranks(tree, operations);
+    // Operations of FIFO pools, by pool element: ranked below by `fifo_sort_parameters`.
+    let mut fifo_members: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
     for (k, op) in operations.iter().enumerate() {
         let Some(&parent) = out.pool_index.get(op.pool.as_str()) else {
             continue;
@@ -264,12 +268,24 @@ pub fn compute_in(
             kind: fs::ElementKind::Operation {
                 demand: op.demand,
                 usage: op.usage,
-                fifo_rank: ranks[k],
+                fifo_rank: 0,
             },
         });
+        if fifo_keys[parent].is_some() {
+            fifo_members.entry(parent).or_default().push((k, ci));
+        }
         kinds.push(ElementKind::Operation { id: op.id.clone() });
         filters.push(None);
         out.operation_index.insert(op.id.clone(), ci);
+    }
+    for (parent, mut members) in fifo_members {
+        let keys = fifo_keys[parent].unwrap_or_default();
+        members.sort_by(|&(a, _), &(b, _)| fifo_order(keys, &operations[a], &operations[b]));
+        for (rank, (_, ci)) in members.into_iter().enumerate() {
+            if let fs::ElementKind::Operation { fifo_rank, .. } = &mut elements[ci].kind {
+                *fifo_rank = rank as u64;
+            }
+        }
     }
     let smooth = tree.config.integral_guarantees.smooth_period.0 as f64 / 1000.0;
     let input = fs::TreeInput {
@@ -349,49 +365,22 @@ fn amounts(a: Option<&ytsched_common::spec::ResourceAmounts>) -> ResourceVector 
     a.map(|a| a.to_vector(0.0)).unwrap_or_default()
 }
 
-/// Each operation's place in its pool's `fifo_sort_parameters` order.
-fn fifo_ranks(tree: &PoolTree, operations: &[OperationInput]) -> Vec<u64> {
-    // Only FIFO pools order their operations.
-    let fifo: std::collections::HashSet<&str> = tree
-        .pools
-        .iter()
-        .filter(|(_, p)| p.config.mode() == PoolMode::Fifo)
-        .map(|(name, _)| name.as_str())
-        .collect();
-    let mut by_pool: HashMap<&str, Vec<usize>> = HashMap::new();
-    if !fifo.is_empty() {
-        for (k, op) in operations.iter().enumerate() {
-            if fifo.contains(op.pool.as_str()) {
-                by_pool.entry(op.pool.as_str()).or_default().push(k);
-            }
+/// `fifo_sort_parameters` order between two operations of one FIFO pool; submission
+/// order breaks ties.
+fn fifo_order(
+    keys: &[FifoSortParameter],
+    oa: &OperationInput,
+    ob: &OperationInput,
+) -> std::cmp::Ordering {
+    for key in keys {
+        let ord = match key {
+            FifoSortParameter::Weight => ob.weight.total_cmp(&oa.weight),
+            FifoSortParameter::StartTime => oa.seq.cmp(&ob.seq),
+            FifoSortParameter::PendingJobCount => oa.pending_job_count.cmp(&ob.pending_job_count),
+        };
+        if ord != std::cmp::Ordering::Equal {
+            return ord;
         }
     }
-    let mut ranks = vec![0u64; operations.len()];
-    for (pool, mut members) in by_pool {
-        let keys: Vec<FifoSortParameter> = tree
-            .pools
-            .get(pool)
-            .map(|p| p.config.fifo_sort_parameters().to_vec())
-            .unwrap_or_default();
-        members.sort_by(|&a, &b| {
-            let (oa, ob) = (&operations[a], &operations[b]);
-            for key in &keys {
-                let ord = match key {
-                    FifoSortParameter::Weight => ob.weight.total_cmp(&oa.weight),
-                    FifoSortParameter::StartTime => oa.seq.cmp(&ob.seq),
-                    FifoSortParameter::PendingJobCount => {
-                        oa.pending_job_count.cmp(&ob.pending_job_count)
-                    }
-                };
-                if ord != std::cmp::Ordering::Equal {
-                    return ord;
-                }
-            }
-            oa.seq.cmp(&ob.seq)
-        });
-        for (rank, k) in members.into_iter().enumerate() {
-            ranks[k] = rank as u64;
-        }
-    }
-    ranks
+    oa.seq.cmp(&ob.seq)
 }
