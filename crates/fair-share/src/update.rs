@@ -1036,9 +1036,15 @@ mod max_fit_factor_tests {
                 let s = (k as f64 + 0.37) / 400.0;
                 let (a, b) = (fast.value_at(s), slow.value_at(s));
                 prop_assert!((a - b).abs() < 1e-9, "at {s}: one pass {a}, general {b}\npath {:?}\nfast {:?}\nslow {:?}", path.points(), fast.points(), slow.points());
-                let fs_fast = path.value_at(a);
-                let fs_slow = path.value_at(b);
-                prop_assert!(Resource::ALL.iter().all(|&r| (fs_fast.get(r) - fs_slow.get(r)).abs() < 1e-9));
+                // The shares there agree too, unless the path jumps right at that fit
+                // factor: then a rounding-sized difference picks the side of the jump.
+                let jump_near = path.points().windows(2).any(|w| {
+                    w[0].0 == w[1].0 && (w[0].0 - a).abs() < 1e-9
+                });
+                if !jump_near {
+                    let (fa, fb) = (path.value_at(a), path.value_at(b));
+                    prop_assert!(Resource::ALL.iter().all(|&r| (fa.get(r) - fb.get(r)).abs() < 1e-6), "{fa:?} vs {fb:?}");
+                }
             }
         }
     }
