@@ -3,7 +3,7 @@
 
 use crate::job;
 use crate::sandbox::{Isolation, SandboxConfig};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -169,6 +169,9 @@ impl Agent {
                 Some(_) = nudges.next() => {}
                 _ = &mut shutdown => break,
             }
+            // Nudges that queued up meanwhile are all answered by the heartbeat about to
+            // go: one heartbeat per wake-up, never one per nudge.
+            while let Some(Some(_)) = nudges.next().now_or_never() {}
         }
         self.shut_down().await;
         Ok(())

@@ -78,6 +78,9 @@ pub struct SchedulerCore {
     /// Nodes joined, left or changed since operations were last checked for jobs no node
     /// can hold.
     placeability_stale: bool,
+    /// Walks of a tree looking for a job to place (one per job started, plus one that
+    /// finds nothing): what a heartbeat costs, counted so tests can see it.
+    placement_walks: u64,
     /// Operations that were starving at each tree's last update.
     starving_operations: BTreeMap<String, Vec<OperationId>>,
     /// Integral volume (share × seconds) of each tree's burst and relaxed pools.
@@ -131,6 +134,7 @@ impl SchedulerCore {
             over_limit_trees: BTreeSet::new(),
             speculating: BTreeSet::new(),
             placeability_stale: false,
+            placement_walks: 0,
             stale_trees: BTreeSet::new(),
             config_revision: 0,
             next_operation_seq: 0,

@@ -53,7 +53,10 @@ impl SchedulerCore {
         let Some(tree) = self.node_tree(node).map(String::from) else {
             return vec![];
         };
-        if !ResourceVector::new(1e-9, 0.0, 0.0, 1e-9).fits_in(free) {
+        // Every job takes one user slot: without one free the node is full, whatever
+        // else it has (a tolerant comparison of a near-zero request would let a full node
+        // walk every waiting operation on each heartbeat).
+        if free.user_slots < 1.0 - 1e-9 {
             return vec![];
         }
         self.update_if_stale(&tree, now);
@@ -63,8 +66,12 @@ impl SchedulerCore {
         let tags = std::mem::take(&mut self.nodes.get_mut(node_id).expect("checked").all_tags);
         let (mut usage, mut waiting) = self.live_usage(&shares);
         let mut starts = Vec::new();
-        while let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, &tags, 0, *free)
-        {
+        loop {
+            self.placement_walks += 1;
+            let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, &tags, 0, *free)
+            else {
+                break;
+            };
             let op = self
                 .operations
                 .get_mut(&op_id)
@@ -83,6 +90,11 @@ impl SchedulerCore {
             node.all_tags = tags;
         }
         starts
+    }
+
+    /// How many placement walks have run (see `placement_walks`).
+    pub fn placement_walks(&self) -> u64 {
+        self.placement_walks
     }
 
     /// Books a job just started on a node: its owner, the node's job set, the event.

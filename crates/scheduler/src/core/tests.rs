@@ -320,3 +320,38 @@ fn a_heartbeat_delivered_late_is_ignored() {
     let info = core.operation_info(&OperationId("op".into())).unwrap();
     assert_eq!((info.jobs.running, info.jobs.aborted), (2, 0));
 }
+
+#[test]
+fn a_node_without_a_free_user_slot_is_not_walked() {
+    // Every job takes one user slot. A node whose slots are all taken must cost no
+    // placement walk however many operations wait (a tolerant comparison once let a
+    // near-zero request "fit" into zero free space, walking everything on each heartbeat).
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let two_slots = |running: &[JobStartSpec]| {
+        let mut hb = heartbeat("n1", 16.0, running, vec![]);
+        hb.resource_limits.user_slots = 2.0;
+        hb
+    };
+    core.process_heartbeat(two_slots(&[]), 0);
+    for i in 0..50 {
+        core.start_operation(OperationId(format!("op{i}")), "alice", spec(3, 1.0), 0)
+            .unwrap();
+    }
+    let r = core.process_heartbeat(two_slots(&[]), 10);
+    assert_eq!(r.jobs_to_start.len(), 2, "two slots, two jobs");
+    let running = r.jobs_to_start.clone();
+    let walks = core.placement_walks();
+    for t in 0..10 {
+        let r = core.process_heartbeat(two_slots(&running), 20 + t);
+        assert!(r.jobs_to_start.is_empty());
+    }
+    assert_eq!(
+        core.placement_walks(),
+        walks,
+        "a full node is skipped before any walk"
+    );
+    // With a slot free again, it is walked and filled.
+    let r = core.process_heartbeat(two_slots(&running[..1]), 40);
+    assert_eq!(r.jobs_to_start.len(), 1);
+    assert!(core.placement_walks() > walks);
+}
