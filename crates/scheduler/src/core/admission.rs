@@ -140,7 +140,9 @@ impl SchedulerCore {
         self.touched.insert(id.clone());
         self.stale_trees.extend(tree_names);
         self.fail_if_unplaceable(&id, now);
-        self.nudge_all_online();
+        if !pending {
+            self.nudge_for(&id);
+        }
         Ok(id)
     }
 
@@ -403,7 +405,7 @@ impl SchedulerCore {
             self.touched.insert(id.clone());
             self.events
                 .push(CoreEvent::OperationRunning { id: id.clone() });
-            self.nudge_all_online();
+            self.nudge_for(&id);
         }
     }
 

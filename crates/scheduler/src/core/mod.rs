@@ -13,6 +13,7 @@ mod heartbeat;
 mod limits_enforcement;
 pub mod membership;
 mod nodes;
+mod nudges;
 mod operation;
 pub mod orchid;
 mod placement;
@@ -97,6 +98,8 @@ pub struct SchedulerCore {
     next_operation_seq: u64,
     /// Nodes that should heartbeat now because there is new work or an abort for them.
     nudges: BTreeSet<NodeId>,
+    /// Where the last round of nudges for new work stopped (see `nudges.rs`).
+    nudge_cursor: Option<NodeId>,
     /// Operations changed since the store last took the changes.
     touched: BTreeSet<OperationId>,
     /// The latest `now` any call brought: the time of changes that come from calls
@@ -139,6 +142,7 @@ impl SchedulerCore {
             config_revision: 0,
             next_operation_seq: 0,
             nudges: BTreeSet::new(),
+            nudge_cursor: None,
             touched: BTreeSet::new(),
             latest_now: 0,
             revival_deadline: None,

@@ -333,7 +333,11 @@ impl SchedulerCore {
     }
 
     /// The `scheduling_tag_filter`s of a pool and its ancestors in a tree.
-    fn pool_filters(&self, tree: &str, pool: &str) -> Vec<ytsched_common::tag_filter::TagFilter> {
+    pub(super) fn pool_filters(
+        &self,
+        tree: &str,
+        pool: &str,
+    ) -> Vec<ytsched_common::tag_filter::TagFilter> {
         let Some(t) = self.cluster.trees.get(tree) else {
             return vec![];
         };

@@ -355,3 +355,31 @@ fn a_node_without_a_free_user_slot_is_not_walked() {
     assert_eq!(r.jobs_to_start.len(), 1);
     assert!(core.placement_walks() > walks);
 }
+
+#[test]
+fn new_work_nudges_only_nodes_that_can_start_it_a_bounded_number_in_turn() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for n in ["n1", "n2", "n3", "n4", "n5"] {
+        core.process_heartbeat(heartbeat(n, 4.0, &[], vec![]), 0);
+    }
+    core.take_nudges();
+    let nudged = |core: &mut SchedulerCore| -> Vec<String> {
+        core.take_nudges().into_iter().map(|n| n.0).collect()
+    };
+    // Two waiting jobs: two nodes, not five.
+    core.start_operation(OperationId("a".into()), "u", spec(2, 1.0), 1)
+        .unwrap();
+    assert_eq!(nudged(&mut core), vec!["n1", "n2"]);
+    // The next arrival goes on from there, wrapping around.
+    core.start_operation(OperationId("b".into()), "u", spec(4, 1.0), 2)
+        .unwrap();
+    assert_eq!(nudged(&mut core), vec!["n1", "n3", "n4", "n5"]);
+    // A node with no user slot free is not nudged.
+    let mut full = heartbeat("n1", 4.0, &[], vec![]);
+    full.resource_limits.user_slots = 0.0;
+    core.process_heartbeat(full, 3);
+    core.take_nudges();
+    core.start_operation(OperationId("c".into()), "u", spec(10, 1.0), 4)
+        .unwrap();
+    assert!(!nudged(&mut core).contains(&"n1".to_string()));
+}
