@@ -48,6 +48,11 @@ pub struct HeartbeatRequest {
     pub resource_usage: ResourceVector,
     pub running_jobs: Vec<RunningJob>,
     pub finished_jobs: Vec<FinishedJob>,
+    /// How long the agent waits for the reply, in ms (0: not said). A heartbeat that
+    /// waited longer than this at the scheduler is dropped unprocessed: jobs placed in a
+    /// reply nobody reads would only come back as lost.
+    #[serde(default)]
+    pub timeout_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

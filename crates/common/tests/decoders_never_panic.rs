@@ -47,6 +47,7 @@ fn heartbeat() -> HeartbeatRequest {
             stdout_tail: "out".into(),
             stderr_tail: String::new(),
         }],
+        timeout_ms: 5_000,
     }
 }
 

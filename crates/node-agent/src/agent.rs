@@ -215,6 +215,7 @@ impl Agent {
             resource_usage: running_jobs.iter().map(|r| r.resource_usage).sum(),
             running_jobs,
             finished_jobs,
+            timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
         }
     }
 

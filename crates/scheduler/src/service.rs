@@ -115,11 +115,12 @@ impl Driver {
     async fn serve_heartbeats(self, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
             let driver = self.clone();
-            tokio::spawn(async move { driver.heartbeat(msg).await });
+            let received = std::time::Instant::now();
+            tokio::spawn(async move { driver.heartbeat(msg, received).await });
         }
     }
 
-    async fn heartbeat(self, msg: async_nats::Message) {
+    async fn heartbeat(self, msg: async_nats::Message, received: std::time::Instant) {
         let Some(reply_to) = msg.reply.clone() else {
             warn!(subject = %msg.subject, "heartbeat without a reply subject ignored");
             return;
@@ -137,8 +138,21 @@ impl Driver {
                 )
             }
             Ok(req) => {
-                self.with_core(|core| core.process_heartbeat(req, unix_now()))
-                    .await
+                let patience = req.timeout_ms;
+                let reply = self
+                    .with_core(|core| {
+                        // Checked under the lock: the wait for it is where time goes.
+                        (!given_up(received, patience))
+                            .then(|| core.process_heartbeat(req, unix_now()))
+                    })
+                    .await;
+                match reply {
+                    Some(reply) => reply,
+                    None => {
+                        debug!(subject = %msg.subject, "heartbeat dropped: its agent stopped waiting for the reply");
+                        return;
+                    }
+                }
             }
             Err(e) => {
                 warn!(subject = %msg.subject, error = %e, "malformed heartbeat");
@@ -650,5 +664,34 @@ fn log_events(events: &[CoreEvent]) {
                 info!(job = %id, operation = %operation, node = %node, reason = %reason, "job aborted")
             }
         }
+    }
+}
+
+/// Whether a requester that waits `timeout_ms` (0: not said) for its reply has given up on
+/// a request received at `received`. A margin keeps the reply from being sent just as it
+/// stops listening.
+fn given_up(received: std::time::Instant, timeout_ms: u64) -> bool {
+    const MARGIN: std::time::Duration = std::time::Duration::from_millis(250);
+    timeout_ms > 0 && received.elapsed() + MARGIN >= std::time::Duration::from_millis(timeout_ms)
+}
+
+#[cfg(test)]
+mod given_up_tests {
+    use super::given_up;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_request_past_its_requesters_patience_is_dropped() {
+        let now = Instant::now();
+        assert!(!given_up(now, 5_000), "fresh");
+        assert!(!given_up(now, 0), "no patience said: always answered");
+        let old = now - Duration::from_secs(6);
+        assert!(given_up(old, 5_000), "waited longer than the agent does");
+        assert!(!given_up(old, 0));
+        let nearly = now - Duration::from_millis(4_900);
+        assert!(
+            given_up(nearly, 5_000),
+            "too close to the end to be read in time"
+        );
     }
 }

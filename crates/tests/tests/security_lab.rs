@@ -92,6 +92,7 @@ fn heartbeat(node: &str, seq: u64) -> HeartbeatRequest {
         resource_usage: ResourceVector::ZERO,
         running_jobs: vec![],
         finished_jobs: vec![],
+        timeout_ms: 0,
     }
 }
 

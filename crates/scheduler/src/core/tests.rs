@@ -48,6 +48,7 @@ pub(super) fn heartbeat(
             })
             .collect(),
         finished_jobs: finished,
+        timeout_ms: 0,
     }
 }
 

@@ -268,6 +268,7 @@ fn heartbeat(
             })
             .collect(),
         finished_jobs: node.finished.clone(),
+        timeout_ms: 0,
     };
     let reply = core.process_heartbeat(req, t);
     node.finished
