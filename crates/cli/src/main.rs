@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod lab;
+mod list_operations;
 mod output;
 mod run_vanilla;
 mod tls;
@@ -11,7 +12,7 @@ mod tls;
 use clap::{Parser, Subcommand};
 use output::Format;
 use ytsched_common::api::{
-    AbortOperation, GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
+    AbortOperation, GetJobOutput, GetOperation, ListJobs, ListNodes, OutputStream,
 };
 use ytsched_common::identity::{Caller, Role, UserName};
 use ytsched_common::subjects::Subjects;
@@ -58,7 +59,8 @@ enum Command {
     Auth(auth::AuthArgs),
     /// Run a vanilla operation (follows it to the end unless --async).
     RunVanilla(run_vanilla::RunVanillaArgs),
-    ListOperations,
+    /// Operations, newest first (filters: --state, --filter-user, --pool, --pool-tree, time).
+    ListOperations(list_operations::ListOperationsArgs),
     GetOperation {
         operation: OperationId,
     },
@@ -186,8 +188,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         user,
     };
     match cli.command {
-        Command::ListOperations => {
-            output::print(&call(c, s, user, ListOperations {}).await?, cli.format)
+        Command::ListOperations(args) => {
+            let ops = args
+                .collect(|req| async move { Ok(call(c, s, user, req).await?) })
+                .await?;
+            output::print(&ops, cli.format)
         }
         Command::GetOperation { operation } => output::print(
             &call(

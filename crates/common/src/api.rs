@@ -66,11 +66,55 @@ impl ApiMethod for GetOperation {
     type Response = OperationInfo;
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ListOperations {}
+/// One page of operations, newest first, as YTsaurus's `list_operations` pages: no answer
+/// grows with the number of operations stored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ListOperations {
+    /// At most this many (default `DEFAULT_PAGE`, at most `MAX_PAGE`).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Continue after the page that returned this `next_cursor`.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub filter: OperationFilter,
+}
 impl ApiMethod for ListOperations {
     const METHOD: &'static str = "list_operations";
-    type Response = Vec<OperationInfo>;
+    type Response = OperationPage;
+}
+
+impl ListOperations {
+    pub const DEFAULT_PAGE: u32 = 100;
+    pub const MAX_PAGE: u32 = 1000;
+}
+
+/// Which operations to list; every condition given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OperationFilter {
+    #[serde(default)]
+    pub state: Option<OperationState>,
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The operation's pool in any of its trees.
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub pool_tree: Option<String>,
+    /// Submitted at or after (unix ms).
+    #[serde(default)]
+    pub from_time: Option<UnixMillis>,
+    /// Submitted before (unix ms).
+    #[serde(default)]
+    pub to_time: Option<UnixMillis>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OperationPage {
+    pub operations: Vec<OperationInfo>,
+    /// Where the next page starts; absent on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -21,6 +21,10 @@ use ytsched_common::protocol::{
 use ytsched_common::subjects::Subjects;
 use ytsched_common::OperationId;
 
+/// The most a page of `list_operations` may take encoded: well inside NATS's default
+/// 1 MiB payload.
+const MAX_PAGE_BYTES: usize = 512 * 1024;
+
 /// How often integral volumes go to the store.
 const VOLUME_SAVE_PERIOD: Duration = Duration::from_secs(5);
 
@@ -461,12 +465,24 @@ fn dispatch(
             let info = core.operation_info(&req.body.operation_id)?;
             Ok(visible_to(core, caller, info))
         }),
-        api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |_| {
-            Ok(core
-                .list_operations()
-                .into_iter()
-                .map(|info| visible_to(core, caller, info))
-                .collect())
+        api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
+            let mut body = req.body;
+            // A page must fit one NATS message: a page of large specs is cut shorter
+            // (its cursor still says where the next one starts).
+            loop {
+                let mut page = core.list_operations_page(&body)?;
+                page.operations = page
+                    .operations
+                    .into_iter()
+                    .map(|info| visible_to(core, caller, info))
+                    .collect();
+                let size = encode(&page).map(|b| b.len()).unwrap_or(usize::MAX);
+                let limit = body.limit.unwrap_or(api::ListOperations::DEFAULT_PAGE);
+                if size <= MAX_PAGE_BYTES || limit <= 1 {
+                    break Ok(page);
+                }
+                body.limit = Some(limit / 2);
+            }
         }),
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;

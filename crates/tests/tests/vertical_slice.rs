@@ -380,3 +380,58 @@ tasks:
         "the two jobs overlapped: {windows:?}"
     );
 }
+
+#[test]
+fn list_operations_pages_transparently_newest_first_with_filters() {
+    let lab = Lab::start(vec![two_cpu_node()]).unwrap();
+    lab.wait_for_nodes(1).unwrap();
+    // A pool holds at most 50 operations by default: spread them over three.
+    for p in ["p0", "p1", "p2"] {
+        lab.ok(&[
+            "create",
+            "scheduler_pool",
+            "--name",
+            p,
+            "--pool-tree",
+            "default",
+        ]);
+    }
+    let mut submitted = vec![];
+    for i in 0..130 {
+        let pool = format!("p{}", i % 3);
+        let out = lab.ok(&[
+            "run-vanilla",
+            "--command",
+            "sleep 600",
+            "--async",
+            "--pool",
+            &pool,
+        ]);
+        submitted.push(out.trim().to_string());
+    }
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["list-operations"];
+        all.extend_from_slice(args);
+        lab.json::<Vec<serde_json::Value>>(&all)
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // More than one page (100) comes back whole, newest first.
+    let all = ids(&[]);
+    assert_eq!(all.len(), 130);
+    let newest_first: Vec<String> = submitted.iter().rev().cloned().collect();
+    assert_eq!(all, newest_first);
+    assert_eq!(ids(&["--limit", "5"]), newest_first[..5]);
+    assert_eq!(ids(&["--limit", "120"]).len(), 120);
+    // Filters run on the scheduler.
+    assert_eq!(ids(&["--filter-user", "admin"]).len(), 130);
+    assert!(ids(&["--filter-user", "nobody"]).is_empty());
+    assert!(ids(&["--state", "completed"]).is_empty());
+    assert_eq!(ids(&["--pool", "p1"]).len(), 43);
+    // A bad filter value is refused by the CLI, naming it.
+    let out = lab.ytsched(&["list-operations", "--state", "sleeping"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sleeping"));
+}

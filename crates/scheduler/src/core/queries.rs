@@ -26,6 +26,61 @@ impl SchedulerCore {
         ops.into_iter().map(describe).collect()
     }
 
+    /// One page of operations matching `req.filter`, newest first (by submission). The
+    /// cursor is the submission number of the last one returned.
+    pub fn list_operations_page(
+        &self,
+        req: &ytsched_common::api::ListOperations,
+    ) -> Result<ytsched_common::api::OperationPage, ApiError> {
+        use ytsched_common::api::ListOperations;
+        let limit = req.limit.unwrap_or(ListOperations::DEFAULT_PAGE);
+        if limit == 0 || limit > ListOperations::MAX_PAGE {
+            return Err(ApiError::new(format!(
+                "limit: must be between 1 and {}, got {limit}",
+                ListOperations::MAX_PAGE
+            )));
+        }
+        let before = match &req.cursor {
+            None => u64::MAX,
+            Some(c) => c.parse::<u64>().map_err(|_| {
+                ApiError::new(format!("cursor: not one this scheduler gave: '{c}'"))
+            })?,
+        };
+        let f = &req.filter;
+        let mut matching: Vec<&Operation> = self
+            .operations
+            .values()
+            .filter(|o| o.seq < before)
+            .filter(|o| f.state.is_none_or(|s| o.state == s))
+            .filter(|o| f.user.as_ref().is_none_or(|u| &o.user == u))
+            .filter(|o| {
+                f.pool_tree
+                    .as_ref()
+                    .is_none_or(|t| o.tree_names().any(|n| n == t))
+            })
+            .filter(|o| {
+                f.pool
+                    .as_ref()
+                    .is_none_or(|p| o.trees.iter().any(|(_, slot)| &slot.pool == p))
+            })
+            .filter(|o| f.from_time.is_none_or(|t| o.start_time >= t))
+            .filter(|o| f.to_time.is_none_or(|t| o.start_time < t))
+            .collect();
+        let limit = limit as usize;
+        let more = matching.len() > limit;
+        if more {
+            matching.select_nth_unstable_by_key(limit, |o| std::cmp::Reverse(o.seq));
+            matching.truncate(limit);
+        }
+        matching.sort_by_key(|o| std::cmp::Reverse(o.seq));
+        Ok(ytsched_common::api::OperationPage {
+            next_cursor: more
+                .then(|| matching.last().map(|o| o.seq.to_string()))
+                .flatten(),
+            operations: matching.into_iter().map(describe).collect(),
+        })
+    }
+
     pub fn list_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
         let op = self.operation(id)?;
         let mut jobs: Vec<JobInfo> = op

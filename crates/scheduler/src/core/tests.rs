@@ -384,3 +384,90 @@ fn new_work_nudges_only_nodes_that_can_start_it_a_bounded_number_in_turn() {
         .unwrap();
     assert!(!nudged(&mut core).contains(&"n1".to_string()));
 }
+
+#[test]
+fn operations_are_listed_newest_first_in_pages_with_filters() {
+    use ytsched_common::api::{ListOperations, OperationFilter};
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for i in 0..25u64 {
+        let user = if i % 2 == 0 { "alice" } else { "bob" };
+        core.start_operation(OperationId(format!("op{i:02}")), user, spec(1, 1.0), i * 10)
+            .unwrap();
+    }
+    core.abort_operation(&OperationId("op03".into()), 500)
+        .unwrap();
+    let ids = |p: &ytsched_common::api::OperationPage| -> Vec<String> {
+        p.operations.iter().map(|o| o.id.to_string()).collect()
+    };
+    // Pages of 10, newest first, each continuing where the last stopped.
+    let mut req = ListOperations {
+        limit: Some(10),
+        ..Default::default()
+    };
+    let first = core.list_operations_page(&req).unwrap();
+    assert_eq!(ids(&first)[..3], ["op24", "op23", "op22"]);
+    req.cursor = first.next_cursor.clone();
+    let second = core.list_operations_page(&req).unwrap();
+    assert_eq!(ids(&second)[0], "op14");
+    req.cursor = second.next_cursor.clone();
+    let third = core.list_operations_page(&req).unwrap();
+    assert_eq!(ids(&third), ["op04", "op03", "op02", "op01", "op00"]);
+    assert_eq!(third.next_cursor, None, "the last page says so");
+    // Filters: user, state, submission time.
+    let only = |filter: OperationFilter| {
+        ids(&core
+            .list_operations_page(&ListOperations {
+                filter,
+                ..Default::default()
+            })
+            .unwrap())
+    };
+    assert_eq!(
+        only(OperationFilter {
+            user: Some("bob".into()),
+            to_time: Some(60),
+            ..Default::default()
+        }),
+        ["op05", "op03", "op01"]
+    );
+    assert_eq!(
+        only(OperationFilter {
+            state: Some(OperationState::Aborted),
+            ..Default::default()
+        }),
+        ["op03"]
+    );
+    assert_eq!(
+        only(OperationFilter {
+            from_time: Some(230),
+            ..Default::default()
+        }),
+        ["op24", "op23"]
+    );
+    assert_eq!(
+        only(OperationFilter {
+            pool: Some("alice".into()),
+            ..Default::default()
+        })
+        .len(),
+        13,
+        "alice's ephemeral pool: 0, 2, ..., 24"
+    );
+    // Bad paging input is refused, naming the field.
+    let bad = |req: ListOperations| core.list_operations_page(&req).unwrap_err().message;
+    assert!(bad(ListOperations {
+        limit: Some(0),
+        ..Default::default()
+    })
+    .contains("limit"));
+    assert!(bad(ListOperations {
+        limit: Some(5000),
+        ..Default::default()
+    })
+    .contains("limit"));
+    assert!(bad(ListOperations {
+        cursor: Some("x".into()),
+        ..Default::default()
+    })
+    .contains("cursor"));
+}
