@@ -439,10 +439,14 @@ async fn demo(
         user,
         ytsched_common::api::ListJobs {
             operation_id: id.clone(),
+            limit: None,
+            cursor: None,
+            state: None,
         },
     )
     .await?;
-    for j in jobs {
+    // The demo's few jobs fit the first page.
+    for j in jobs.jobs {
         let out = call(
             client,
             subjects,

@@ -12,7 +12,7 @@ mod tls;
 use clap::{Parser, Subcommand};
 use output::Format;
 use ytsched_common::api::{
-    AbortOperation, GetJobOutput, GetOperation, ListJobs, ListNodes, OutputStream,
+    AbortOperation, GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
 };
 use ytsched_common::identity::{Caller, Role, UserName};
 use ytsched_common::subjects::Subjects;
@@ -67,8 +67,14 @@ enum Command {
     AbortOperation {
         operation: OperationId,
     },
+    /// An operation's job attempts, oldest first (--state to filter, --limit to cut).
     ListJobs {
         operation: OperationId,
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Only attempts in this state: waiting, running, completed, failed, aborted.
+        #[arg(long, value_parser = parse_job_state)]
+        state: Option<ytsched_common::states::JobState>,
     },
     GetJobStdout {
         operation: OperationId,
@@ -219,18 +225,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!("operation {operation} aborted");
             Ok(())
         }
-        Command::ListJobs { operation } => output::print(
-            &call(
-                c,
-                s,
-                user,
-                ListJobs {
-                    operation_id: operation,
-                },
-            )
-            .await?,
-            cli.format,
-        ),
+        Command::ListJobs {
+            operation,
+            limit,
+            state,
+        } => {
+            let mut request = ListJobs {
+                operation_id: operation,
+                limit: limit.map(|l| l.clamp(1, ListOperations::MAX_PAGE)),
+                cursor: None,
+                state,
+            };
+            let mut jobs = Vec::new();
+            loop {
+                let page = call(c, s, user, request.clone()).await?;
+                jobs.extend(page.jobs);
+                if let Some(l) = limit {
+                    if jobs.len() >= l as usize {
+                        jobs.truncate(l as usize);
+                        break;
+                    }
+                }
+                match page.next_cursor {
+                    Some(next) => request.cursor = Some(next),
+                    None => break,
+                }
+            }
+            output::print(&jobs, cli.format)
+        }
         Command::GetJobStdout { operation, job } => {
             print_output(c, s, user, operation, job, OutputStream::Stdout).await
         }
@@ -271,4 +293,10 @@ async fn print_output(
     .await?;
     print!("{text}");
     Ok(())
+}
+
+fn parse_job_state(s: &str) -> Result<ytsched_common::states::JobState, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
+        format!("'{s}' is not a job state (waiting, running, completed, failed, aborted)")
+    })
 }

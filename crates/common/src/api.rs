@@ -126,13 +126,32 @@ impl ApiMethod for AbortOperation {
     type Response = ();
 }
 
+/// One page of an operation's job attempts, oldest start first.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ListJobs {
     pub operation_id: OperationId,
+    /// At most this many (default `ListOperations::DEFAULT_PAGE`, at most
+    /// `ListOperations::MAX_PAGE`).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Continue after the page that returned this `next_cursor`.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Only attempts in this state.
+    #[serde(default)]
+    pub state: Option<JobState>,
 }
 impl ApiMethod for ListJobs {
     const METHOD: &'static str = "list_jobs";
-    type Response = Vec<JobInfo>;
+    type Response = JobPage;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobPage {
+    pub jobs: Vec<JobInfo>,
+    /// Where the next page starts; absent on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

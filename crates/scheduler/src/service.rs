@@ -488,9 +488,18 @@ fn dispatch(
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;
             core.abort_operation(&req.body.operation_id, now)
         }),
-        api::ListJobs::METHOD => {
-            respond::<api::ListJobs>(payload, |req| core.list_jobs(&req.body.operation_id))
-        }
+        api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
+            let mut body = req.body;
+            loop {
+                let page = core.list_jobs_page(&body)?;
+                let size = encode(&page).map(|b| b.len()).unwrap_or(usize::MAX);
+                let limit = body.limit.unwrap_or(api::ListOperations::DEFAULT_PAGE);
+                if size <= MAX_PAGE_BYTES || limit <= 1 {
+                    break Ok(page);
+                }
+                body.limit = Some(limit / 2);
+            }
+        }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
             core.job_output(&req.body.operation_id, &req.body.job_id, req.body.stream)

@@ -104,6 +104,46 @@ impl SchedulerCore {
         Ok(jobs)
     }
 
+    /// One page of an operation's job attempts in `list_jobs` order. The cursor is the
+    /// position after the last one returned: attempts only ever get added after the
+    /// ones already started, so positions do not move under a reader.
+    pub fn list_jobs_page(
+        &self,
+        req: &ytsched_common::api::ListJobs,
+    ) -> Result<ytsched_common::api::JobPage, ApiError> {
+        use ytsched_common::api::ListOperations;
+        let limit = req.limit.unwrap_or(ListOperations::DEFAULT_PAGE);
+        if limit == 0 || limit > ListOperations::MAX_PAGE {
+            return Err(ApiError::new(format!(
+                "limit: must be between 1 and {}, got {limit}",
+                ListOperations::MAX_PAGE
+            )));
+        }
+        let from = match &req.cursor {
+            None => 0,
+            Some(c) => c.parse::<usize>().map_err(|_| {
+                ApiError::new(format!("cursor: not one this scheduler gave: '{c}'"))
+            })?,
+        };
+        let all = self.list_jobs(&req.operation_id)?;
+        let mut jobs = vec![];
+        let mut next = None;
+        for (position, job) in all.into_iter().enumerate().skip(from) {
+            if req.state.is_some_and(|s| job.state != s) {
+                continue;
+            }
+            if jobs.len() == limit as usize {
+                next = Some(position.to_string());
+                break;
+            }
+            jobs.push(job);
+        }
+        Ok(ytsched_common::api::JobPage {
+            jobs,
+            next_cursor: next,
+        })
+    }
+
     pub fn job_output(
         &self,
         op: &OperationId,

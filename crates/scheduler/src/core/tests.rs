@@ -471,3 +471,59 @@ fn operations_are_listed_newest_first_in_pages_with_filters() {
     })
     .contains("cursor"));
 }
+
+#[test]
+fn job_attempts_are_listed_in_pages_with_a_state_filter() {
+    use ytsched_common::api::ListJobs;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 8.0, &[], vec![]), 0);
+    let op = core
+        .start_operation(OperationId("op".into()), "alice", spec(5, 1.0), 0)
+        .unwrap();
+    let started = core
+        .process_heartbeat(heartbeat("n1", 8.0, &[], vec![]), 10)
+        .jobs_to_start;
+    assert_eq!(started.len(), 5);
+    let finished = started[..2]
+        .iter()
+        .map(|s| done(s, JobState::Completed))
+        .collect();
+    core.process_heartbeat(heartbeat("n1", 8.0, &started[2..], finished), 20);
+    let request = |limit, cursor: Option<String>, state| ListJobs {
+        operation_id: op.clone(),
+        limit,
+        cursor,
+        state,
+    };
+    let first = core.list_jobs_page(&request(Some(2), None, None)).unwrap();
+    assert_eq!(first.jobs.len(), 2);
+    let second = core
+        .list_jobs_page(&request(Some(2), first.next_cursor.clone(), None))
+        .unwrap();
+    let third = core
+        .list_jobs_page(&request(Some(2), second.next_cursor.clone(), None))
+        .unwrap();
+    assert_eq!(third.jobs.len(), 1);
+    assert_eq!(third.next_cursor, None);
+    let mut seen: Vec<_> = [first.jobs, second.jobs, third.jobs]
+        .concat()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    seen.dedup();
+    assert_eq!(seen.len(), 5, "every attempt once");
+    let running = core
+        .list_jobs_page(&request(None, None, Some(JobState::Running)))
+        .unwrap();
+    assert_eq!(running.jobs.len(), 3);
+    assert!(core
+        .list_jobs_page(&request(Some(0), None, None))
+        .unwrap_err()
+        .message
+        .contains("limit"));
+    assert!(core
+        .list_jobs_page(&request(None, Some("-1".into()), None))
+        .unwrap_err()
+        .message
+        .contains("cursor"));
+}

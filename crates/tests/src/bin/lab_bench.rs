@@ -125,9 +125,13 @@ async fn main() -> anyhow::Result<()> {
             &bench(),
             ListJobs {
                 operation_id: id.clone(),
+                limit: Some(1),
+                cursor: None,
+                state: None,
             },
         )
-        .await?;
+        .await?
+        .jobs;
         let out = call(
             &client,
             &s,
