@@ -128,7 +128,7 @@ async fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(cli).await {
         eprintln!("error: {e:#}");
-        std::process::exit(1);
+        std::process::exit(exit_code(&e));
     }
 }
 
@@ -299,4 +299,21 @@ fn parse_job_state(s: &str) -> Result<ytsched_common::states::JobState, String> 
     serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
         format!("'{s}' is not a job state (waiting, running, completed, failed, aborted)")
     })
+}
+
+/// The scheduler's error kind decides the exit status (see `ErrorKind::exit_code`), so
+/// scripts can tell "no such operation" from "not allowed"; anything else is 1.
+fn exit_code(e: &anyhow::Error) -> i32 {
+    e.chain()
+        .find_map(|cause| {
+            if let Some(ytsched_common::transport::TransportError::Api(api)) =
+                cause.downcast_ref::<ytsched_common::transport::TransportError>()
+            {
+                return Some(api.kind.exit_code());
+            }
+            cause
+                .downcast_ref::<ytsched_common::api::ApiError>()
+                .map(|api| api.kind.exit_code())
+        })
+        .unwrap_or(1)
 }

@@ -24,17 +24,76 @@ pub struct ApiRequest<T> {
     pub body: T,
 }
 
+/// What kind of failure an API error is: clients act on it (the CLI's exit code, the
+/// HTTP status) without reading the message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The request itself is wrong (a field, a value, a spec).
+    #[default]
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    /// A configured limit is reached (operation counts, ephemeral pools, sizes).
+    LimitReached,
+    /// The request contradicts the current state (already finished, id taken).
+    Conflict,
+    /// The scheduler cannot serve it now (store down, overloaded).
+    Unavailable,
+    Internal,
+}
+
+impl ErrorKind {
+    /// The CLI's exit status for an error of this kind (1 stays "anything else").
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorKind::InvalidArgument => 2,
+            ErrorKind::NotFound => 3,
+            ErrorKind::PermissionDenied => 4,
+            ErrorKind::LimitReached => 5,
+            ErrorKind::Conflict => 6,
+            ErrorKind::Unavailable => 7,
+            ErrorKind::Internal => 8,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {
+    /// Absent from older schedulers' answers: read as `invalid_argument`.
+    #[serde(default)]
+    pub kind: ErrorKind,
     pub message: String,
 }
 
 impl ApiError {
+    /// An invalid argument: the request itself is wrong.
     pub fn new(message: impl Into<String>) -> Self {
+        Self::of(ErrorKind::InvalidArgument, message)
+    }
+
+    pub fn of(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
+            kind,
             message: message.into(),
         }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::of(ErrorKind::NotFound, message)
+    }
+
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::of(ErrorKind::PermissionDenied, message)
+    }
+
+    pub fn limit_reached(message: impl Into<String>) -> Self {
+        Self::of(ErrorKind::LimitReached, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::of(ErrorKind::Conflict, message)
     }
 }
 

@@ -40,8 +40,19 @@ fn lock(core: &Core) -> std::sync::MutexGuard<'_, SchedulerCore> {
     core.lock().expect("core lock")
 }
 
-fn not_found(what: String) -> Response {
-    (StatusCode::NOT_FOUND, what).into_response()
+/// A core error as an HTTP answer: its kind decides the status.
+fn error_response(e: ytsched_common::api::ApiError) -> Response {
+    use ytsched_common::api::ErrorKind;
+    let status = match e.kind {
+        ErrorKind::InvalidArgument => StatusCode::BAD_REQUEST,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorKind::LimitReached => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, e.message).into_response()
 }
 
 // Nobody is authenticated here: operations show without their secrets (environment
@@ -59,14 +70,14 @@ async fn api_operations(State(core): State<Core>) -> Response {
 async fn api_operation(State(core): State<Core>, Path(id): Path<String>) -> Response {
     match lock(&core).operation_info(&OperationId(id)) {
         Ok(info) => Json(info.redacted()).into_response(),
-        Err(e) => not_found(e.to_string()),
+        Err(e) => error_response(e),
     }
 }
 
 async fn api_jobs(State(core): State<Core>, Path(id): Path<String>) -> Response {
     match lock(&core).list_jobs(&OperationId(id)) {
         Ok(jobs) => Json(jobs).into_response(),
-        Err(e) => not_found(e.to_string()),
+        Err(e) => error_response(e),
     }
 }
 
@@ -226,7 +237,7 @@ async fn operation_page(State(core): State<Core>, Path(id): Path<String>) -> Res
         let c = lock(&core);
         match (c.operation_info(&op), c.list_jobs(&op)) {
             (Ok(i), Ok(j)) => (i, j),
-            (Err(e), _) | (_, Err(e)) => return not_found(e.to_string()),
+            (Err(e), _) | (_, Err(e)) => return error_response(e),
         }
     };
     let id = escape(&id);

@@ -197,7 +197,7 @@ impl Driver {
                     );
                     bytes = encode(&ApiResponse::<()> {
                         protocol_version: PROTOCOL_VERSION,
-                        result: Err(ApiError::new(format!(
+                        result: Err(ApiError::limit_reached(format!(
                             "the answer to {method} is {} bytes, more than NATS's max_payload of {max}; ask for less (e.g. one operation with get-operation, or the web page / JSON API of --http)",
                             bytes.len()
                         ))),
@@ -431,7 +431,7 @@ fn within_record_limit(
         .unwrap_or(usize::MAX);
     if size > max_record {
         let _ = core.set_cluster_config(before);
-        return Err(ApiError::new(format!(
+        return Err(ApiError::limit_reached(format!(
             "refused: the pool configuration would take {size} bytes, more than the store's record limit of {max_record}; remove pools or shorten attributes"
         )));
     }
@@ -452,7 +452,7 @@ fn dispatch(
         api::StartOperation::METHOD => respond::<api::StartOperation>(payload, |req| {
             let spec_limit = max_record.saturating_sub(OPERATION_RECORD_OVERHEAD);
             if payload.len() > spec_limit {
-                return Err(ApiError::new(format!(
+                return Err(ApiError::limit_reached(format!(
                     "spec: {} bytes is more than the limit of {spec_limit} (the store's record limit less room for the operation's state)",
                     payload.len()
                 )));
@@ -564,7 +564,7 @@ fn dispatch(
             warn!(method = other, "unknown API method");
             encode(&ApiResponse::<()> {
                 protocol_version: PROTOCOL_VERSION,
-                result: Err(ApiError::new(format!("unknown API method '{other}'"))),
+                result: Err(ApiError::not_found(format!("unknown API method '{other}'"))),
             })
             .unwrap_or_default()
         }

@@ -430,6 +430,10 @@ fn list_operations_pages_transparently_newest_first_with_filters() {
     assert!(ids(&["--filter-user", "nobody"]).is_empty());
     assert!(ids(&["--state", "completed"]).is_empty());
     assert_eq!(ids(&["--pool", "p1"]).len(), 43);
+    // The error's kind is the exit status: 3 for what does not exist.
+    let out = lab.ytsched(&["get-operation", "no-such-operation"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such operation"));
     // A bad filter value is refused by the CLI, naming it.
     let out = lab.ytsched(&["list-operations", "--state", "sleeping"]);
     assert!(!out.status.success());

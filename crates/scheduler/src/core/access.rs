@@ -57,7 +57,7 @@ fn controls(caller: &Caller, op: &Operation) -> bool {
 }
 
 pub(super) fn refusal(caller: &Caller, permission: Permission, what: &str) -> ApiError {
-    ApiError::new(format!(
+    ApiError::permission_denied(format!(
         "access denied: user '{}' has no '{permission}' permission on {what}",
         caller.user
     ))
@@ -75,7 +75,7 @@ impl SchedulerCore {
         if controls(caller, op) {
             return Ok(());
         }
-        Err(ApiError::new(format!(
+        Err(ApiError::permission_denied(format!(
             "access denied: user '{}' may not {action} operation {id}: only its owner '{}', the users in its spec's owners and admins may",
             caller.user, op.user
         )))
@@ -103,7 +103,7 @@ impl SchedulerCore {
             _ => None,
         };
         let Some((tree_name, pool_path)) = pool else {
-            return Err(ApiError::new(format!(
+            return Err(ApiError::permission_denied(format!(
                 "access denied: user '{}' may not change {path}: only admins may change pool trees, their configuration and nodes",
                 caller.user
             )));
@@ -144,7 +144,7 @@ impl SchedulerCore {
                     .map_err(|e| ApiError::new(e.0))?;
                 let parent = parent.unwrap_or(ROOT_POOL);
                 if parent != ROOT_POOL && !tree.contains(parent) {
-                    return Err(ApiError::new(format!(
+                    return Err(ApiError::not_found(format!(
                         "pool tree '{tree_name}' has no pool '{parent}'"
                     )));
                 }
@@ -159,7 +159,7 @@ impl SchedulerCore {
                 }
             }
             (ObjectType::SchedulerPool, None) => Ok(()), // the create itself names what is missing
-            (ObjectType::SchedulerPoolTree, _) => Err(ApiError::new(format!(
+            (ObjectType::SchedulerPoolTree, _) => Err(ApiError::permission_denied(format!(
                 "access denied: user '{}' may not create pool trees: only admins may",
                 caller.user
             ))),

@@ -72,7 +72,7 @@ impl SchedulerCore {
             if op.user == caller.user.as_str() && op.spec == spec {
                 return Ok(id);
             }
-            return Err(ApiError::new(format!(
+            return Err(ApiError::conflict(format!(
                 "operation id {id} is already taken by another submission"
             )));
         }
@@ -90,7 +90,7 @@ impl SchedulerCore {
         self.observe(now);
         spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
         if self.operations.contains_key(&id) {
-            return Err(ApiError::new(format!("operation {id} already exists")));
+            return Err(ApiError::conflict(format!("operation {id} already exists")));
         }
         let tree_names = self.operation_trees(&spec)?;
         let mut slots = Vec::with_capacity(tree_names.len());
@@ -208,7 +208,7 @@ impl SchedulerCore {
                 } else {
                     format!("pool '{p}' of pool tree '{tree_name}'")
                 };
-                return Err(ApiError::new(format!(
+                return Err(ApiError::limit_reached(format!(
                     "{what} already has {} operations, its max_operation_count is {max}",
                     c.total
                 )));
@@ -249,9 +249,9 @@ impl SchedulerCore {
         let op = self
             .operations
             .get(id)
-            .ok_or_else(|| ApiError::new(format!("no such operation: {id}")))?;
+            .ok_or_else(|| ApiError::not_found(format!("no such operation: {id}")))?;
         if op.state.is_finished() {
-            return Err(ApiError::new(format!(
+            return Err(ApiError::conflict(format!(
                 "operation {id} is already {}",
                 op.state
             )));
@@ -495,7 +495,7 @@ fn resolve_pool(
         let held = tree.ephemeral_pools_of(user);
         let max = tree.config.max_ephemeral_pool_per_user;
         if held as u32 >= max {
-            return Err(ApiError::new(format!(
+            return Err(ApiError::limit_reached(format!(
                 "user '{user}' already holds {held} ephemeral pool(s) in pool tree '{tree_name}', max_ephemeral_pool_per_user is {max}"
             )));
         }

@@ -8,10 +8,10 @@ use ytsched_common::{JobId, OperationId};
 impl SchedulerCore {
     pub fn operation(&self, id: &OperationId) -> Result<&Operation, ApiError> {
         self.operations.get(id).ok_or_else(|| match self.damaged.get(id) {
-            Some(reason) => ApiError::new(format!(
+            Some(reason) => ApiError::of(ytsched_common::api::ErrorKind::Internal, format!(
                 "operation {id} failed at revival: its stored record could not be read ({reason}); it is kept aside in the store"
             )),
-            None => ApiError::new(format!("no such operation: {id}")),
+            None => ApiError::not_found(format!("no such operation: {id}")),
         })
     }
 
@@ -154,9 +154,9 @@ impl SchedulerCore {
             .operation(op)?
             .jobs
             .get(job)
-            .ok_or_else(|| ApiError::new(format!("operation {op} has no job {job}")))?;
+            .ok_or_else(|| ApiError::not_found(format!("operation {op} has no job {job}")))?;
         if j.statistics.is_none() {
-            return Err(ApiError::new(format!(
+            return Err(ApiError::conflict(format!(
                 "job {job} is {}; its output is available once it has finished",
                 j.state
             )));

@@ -527,3 +527,51 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
         .message
         .contains("cursor"));
 }
+
+#[test]
+fn errors_say_what_kind_they_are() {
+    use ytsched_common::api::ErrorKind;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let missing = core
+        .operation_info(&OperationId("nope".into()))
+        .unwrap_err();
+    assert_eq!(missing.kind, ErrorKind::NotFound);
+    let mut bad = spec(1, 1.0);
+    bad.tasks.values_mut().for_each(|t| t.job_count = 0);
+    let invalid = core
+        .start_operation(OperationId("a".into()), "u", bad, 0)
+        .unwrap_err();
+    assert_eq!(invalid.kind, ErrorKind::InvalidArgument);
+    core.start_operation(OperationId("a".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
+    core.abort_operation(&OperationId("a".into()), 1).unwrap();
+    let twice = core
+        .abort_operation(&OperationId("a".into()), 2)
+        .unwrap_err();
+    assert_eq!(twice.kind, ErrorKind::Conflict);
+    core.create_pool(
+        "default",
+        "tiny",
+        None,
+        serde_json::json!({"max_operation_count": 1, "max_running_operation_count": 1}),
+    )
+    .unwrap();
+    let mut in_tiny = spec(1, 1.0);
+    in_tiny.pool = Some(ytsched_common::names::PoolName::parse("tiny").unwrap());
+    core.start_operation(OperationId("b".into()), "u", in_tiny.clone(), 3)
+        .unwrap();
+    let full = core
+        .start_operation(OperationId("c".into()), "u", in_tiny, 4)
+        .unwrap_err();
+    assert_eq!(full.kind, ErrorKind::LimitReached);
+    assert_eq!(
+        [
+            ErrorKind::InvalidArgument,
+            ErrorKind::NotFound,
+            ErrorKind::PermissionDenied,
+            ErrorKind::LimitReached
+        ]
+        .map(ErrorKind::exit_code),
+        [2, 3, 4, 5]
+    );
+}
