@@ -137,7 +137,7 @@ impl SchedulerCore {
             self.speculating.insert(id.clone());
         }
         self.operations.insert(id.clone(), op);
-        self.touched.insert(id.clone());
+        self.touch(id.clone());
         self.stale_trees.extend(tree_names);
         self.fail_if_unplaceable(&id, now);
         if !pending {
@@ -289,32 +289,6 @@ impl SchedulerCore {
         }
     }
 
-    /// Counts of unfinished operations per pool of `tree` (each counts in its pool and
-    /// every ancestor, `<Root>` included).
-    pub(super) fn pool_counts(&self, tree_name: &str) -> HashMap<String, PoolCounts> {
-        let mut counts: HashMap<String, PoolCounts> = HashMap::new();
-        let Ok(tree) = self.cluster.tree(tree_name) else {
-            return counts;
-        };
-        for op in self.operations.values().filter(|o| !o.state.is_finished()) {
-            let Some(slot) = op.slot(tree_name) else {
-                continue;
-            };
-            for p in tree.ancestry(&slot.pool).into_iter().chain([ROOT_POOL]) {
-                let c = counts.entry(p.to_string()).or_default();
-                c.total += 1;
-                if op.state == OperationState::Running {
-                    if slot.lightweight {
-                        c.lightweight_running += 1;
-                    } else {
-                        c.running += 1;
-                    }
-                }
-            }
-        }
-        counts
-    }
-
     /// Decides afresh, after a configuration change, whether each unfinished operation
     /// is lightweight in each of its trees (SPEC 5.6): a FIFO pool with
     /// `enable_lightweight_operations`. One that stops being lightweight counts as
@@ -342,7 +316,7 @@ impl SchedulerCore {
             if let Some(op) = self.operations.get_mut(&id) {
                 op.trees[k].1.lightweight = lightweight;
                 tracing::info!(operation = %id, tree = %op.trees[k].0, lightweight, "operation lightweightness changed with its pool");
-                self.touched.insert(id);
+                self.touch(id);
             }
         }
     }
@@ -402,7 +376,7 @@ impl SchedulerCore {
             if let Some(op) = self.operations.get_mut(&id) {
                 op.promote(now);
             }
-            self.touched.insert(id.clone());
+            self.touch(id.clone());
             self.events
                 .push(CoreEvent::OperationRunning { id: id.clone() });
             self.nudge_for(&id);
@@ -432,6 +406,7 @@ impl SchedulerCore {
             }
         }
         op.finish(state, error.clone(), now);
+        self.counts.get_mut().mark(id.clone());
         self.touched.insert(id.clone());
         self.speculating.remove(id);
         let pools: Vec<(String, String)> = op

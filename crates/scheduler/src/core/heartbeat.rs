@@ -193,6 +193,7 @@ impl SchedulerCore {
             return false;
         }
         let effect = op.apply_result(node_id, result);
+        self.counts.get_mut().mark(op_id.clone());
         self.touched.insert(op_id.clone());
         if effect == ResultEffect::Ignored {
             return true;
@@ -290,7 +291,7 @@ impl SchedulerCore {
         };
         if let Some(op) = self.operations.get_mut(&op_id) {
             if op.abort_job(job_id, AbortReason::NodeLost, now).is_some() {
-                self.touched.insert(op_id.clone());
+                self.touch(op_id.clone());
                 self.events.push(CoreEvent::JobAborted {
                     id: job_id.clone(),
                     operation: op_id,

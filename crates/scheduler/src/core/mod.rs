@@ -15,6 +15,7 @@ pub mod membership;
 mod nodes;
 mod nudges;
 mod operation;
+mod operation_counts;
 pub mod orchid;
 mod placement;
 pub mod pool_tree;
@@ -102,6 +103,8 @@ pub struct SchedulerCore {
     nudge_cursor: Option<NodeId>,
     /// Operations changed since the store last took the changes.
     touched: BTreeSet<OperationId>,
+    /// Operations per pool, kept up to date by `touch` (see `operation_counts.rs`).
+    counts: std::cell::RefCell<operation_counts::OperationCounts>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
     latest_now: UnixMillis,
@@ -144,6 +147,7 @@ impl SchedulerCore {
             nudges: BTreeSet::new(),
             nudge_cursor: None,
             touched: BTreeSet::new(),
+            counts: std::cell::RefCell::new(operation_counts::OperationCounts::new()),
             latest_now: 0,
             revival_deadline: None,
             events: Vec::new(),

@@ -110,7 +110,7 @@ impl SchedulerCore {
             node: node_id.clone(),
         });
         self.job_owner.insert(spec.job_id.clone(), op_id.clone());
-        self.touched.insert(op_id.clone());
+        self.touch(op_id.clone());
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.jobs.insert(spec.job_id.clone());
         }

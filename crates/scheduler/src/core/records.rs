@@ -150,6 +150,7 @@ impl SchedulerCore {
         now: UnixMillis,
         revival_window_ms: u64,
     ) -> RevivalSummary {
+        self.recount_operations();
         self.observe(now);
         let mut by_op: BTreeMap<OperationId, Vec<Job>> = BTreeMap::new();
         for r in jobs {
@@ -177,7 +178,7 @@ impl SchedulerCore {
             let mut op = Operation::restore(record, jobs);
             if let Some(error) = invalid {
                 op.record(now, error);
-                self.touched.insert(id.clone());
+                self.touch(id.clone());
             }
             summary.operations += 1;
             self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
@@ -201,7 +202,7 @@ impl SchedulerCore {
                         "revived by a restarted scheduler; {running} running job(s) to re-learn from their nodes"
                     ),
                 );
-                self.touched.insert(id.clone());
+                self.touch(id.clone());
                 if op.uses_speculation() {
                     self.speculating.insert(id.clone());
                 }

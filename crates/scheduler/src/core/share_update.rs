@@ -195,6 +195,8 @@ impl SchedulerCore {
     /// nodes are re-sorted into trees by their filters, and pending operations may now fit.
     pub(super) fn on_config_changed(&mut self) {
         self.config_revision += 1;
+        // Pools may have moved or gone: every operation's chain is counted again.
+        self.recount_operations();
         self.forget_removed_trees();
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         self.stale_trees.extend(trees);
