@@ -27,8 +27,13 @@ fn loaded_core() -> SchedulerCore {
         .expect("pool");
     }
     for i in 0..10_000u64 {
-        core.start_operation(OperationId(format!("old{i}")), "u", spec(&format!("p{}", i % 100)), i)
-            .expect("submit");
+        core.start_operation(
+            OperationId(format!("old{i}")),
+            "u",
+            spec(&format!("p{}", i % 100)),
+            i,
+        )
+        .expect("submit");
     }
     core
 }
