@@ -194,6 +194,7 @@ impl SchedulerCore {
         }
         let effect = op.apply_result(node_id, result);
         self.counts.get_mut().mark(op_id.clone());
+        self.waiting_index.get_mut().mark(op_id.clone());
         self.touched.insert(op_id.clone());
         if effect == ResultEffect::Ignored {
             return true;

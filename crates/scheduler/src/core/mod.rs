@@ -25,6 +25,7 @@ pub mod records;
 mod share_update;
 mod speculation;
 pub mod starvation;
+mod waiting_jobs;
 
 pub use admin_path::AdminPath;
 pub use events::CoreEvent;
@@ -105,6 +106,8 @@ pub struct SchedulerCore {
     touched: BTreeSet<OperationId>,
     /// Operations per pool, kept up to date by `touch` (see `operation_counts.rs`).
     counts: std::cell::RefCell<operation_counts::OperationCounts>,
+    /// The smallest job waiting in each tree (see `waiting_jobs.rs`).
+    waiting_index: std::cell::RefCell<waiting_jobs::WaitingIndex>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
     latest_now: UnixMillis,
@@ -148,6 +151,7 @@ impl SchedulerCore {
             nudge_cursor: None,
             touched: BTreeSet::new(),
             counts: std::cell::RefCell::new(operation_counts::OperationCounts::new()),
+            waiting_index: std::cell::RefCell::new(waiting_jobs::WaitingIndex::new()),
             latest_now: 0,
             revival_deadline: None,
             events: Vec::new(),

@@ -67,12 +67,14 @@ impl SchedulerCore {
     /// Records that an operation changed: the store writes it, the counts re-count it.
     pub(super) fn touch(&mut self, id: OperationId) {
         self.counts.get_mut().mark(id.clone());
+        self.waiting_index.get_mut().mark(id.clone());
         self.touched.insert(id);
     }
 
     /// Everything is re-counted at the next read (configuration changed, state revived).
     pub(super) fn recount_operations(&mut self) {
         self.counts.get_mut().stale = true;
+        self.waiting_index.get_mut().invalidate();
     }
 
     fn contributions_of(&self, id: &OperationId) -> Vec<Contribution> {

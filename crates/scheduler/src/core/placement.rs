@@ -59,6 +59,11 @@ impl SchedulerCore {
         if free.user_slots < 1.0 - 1e-9 {
             return vec![];
         }
+        // Not even the smallest job waiting in the tree fits: nothing to walk for.
+        match self.smallest_waiting_job(&tree) {
+            Some(smallest) if smallest.fits_in(free) => {}
+            _ => return vec![],
+        }
         self.update_if_stale(&tree, now);
         let Some(shares) = self.shares.remove(&tree) else {
             return vec![];

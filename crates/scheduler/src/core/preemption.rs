@@ -382,6 +382,7 @@ impl SchedulerCore {
             return;
         }
         self.counts.get_mut().mark(op_id.clone());
+        self.waiting_index.get_mut().mark(op_id.clone());
         self.touched.insert(op_id.clone());
         if let Some(j) = op.jobs.get_mut(job_id) {
             j.error = Some(message.to_string());

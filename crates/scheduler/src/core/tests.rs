@@ -575,3 +575,38 @@ fn errors_say_what_kind_they_are() {
         [2, 3, 4, 5]
     );
 }
+
+#[test]
+fn a_node_that_cannot_fit_the_smallest_waiting_job_is_not_walked() {
+    // Slots free but every cpu taken: no waiting job (each wants a cpu) can start, and
+    // the heartbeat must not walk the 49 waiting operations to find that out.
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 0);
+    for i in 0..49 {
+        core.start_operation(OperationId(format!("op{i}")), "alice", spec(3, 1.0), 0)
+            .unwrap();
+    }
+    let running = core
+        .process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 10)
+        .jobs_to_start;
+    assert_eq!(running.len(), 2);
+    let walks = core.placement_walks();
+    for t in 0..10 {
+        assert!(core
+            .process_heartbeat(heartbeat("n1", 2.0, &running, vec![]), 20 + t)
+            .jobs_to_start
+            .is_empty());
+    }
+    assert_eq!(core.placement_walks(), walks);
+    // A smaller job arriving is worth a walk only once there is room for it: half a cpu
+    // still does not fit a node with none free.
+    core.start_operation(OperationId("small".into()), "alice", spec(1, 0.5), 40)
+        .unwrap();
+    core.process_heartbeat(heartbeat("n1", 2.0, &running, vec![]), 41);
+    assert_eq!(core.placement_walks(), walks);
+    // One cpu frees up: the node is walked and filled again.
+    let finished = vec![done(&running[0], JobState::Completed)];
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &running[1..], finished), 50);
+    assert!(!r.jobs_to_start.is_empty());
+    assert!(core.placement_walks() > walks);
+}
