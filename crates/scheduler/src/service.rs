@@ -467,22 +467,16 @@ fn dispatch(
         }),
         api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
             let mut body = req.body;
-            // A page must fit one NATS message: a page of large specs is cut shorter
-            // (its cursor still says where the next one starts).
-            loop {
+            fitting_page(body.limit, |limit| {
+                body.limit = limit;
                 let mut page = core.list_operations_page(&body)?;
                 page.operations = page
                     .operations
                     .into_iter()
                     .map(|info| visible_to(core, caller, info))
                     .collect();
-                let size = encode(&page).map(|b| b.len()).unwrap_or(usize::MAX);
-                let limit = body.limit.unwrap_or(api::ListOperations::DEFAULT_PAGE);
-                if size <= MAX_PAGE_BYTES || limit <= 1 {
-                    break Ok(page);
-                }
-                body.limit = Some(limit / 2);
-            }
+                Ok(page)
+            })
         }),
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;
@@ -490,15 +484,10 @@ fn dispatch(
         }),
         api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
             let mut body = req.body;
-            loop {
-                let page = core.list_jobs_page(&body)?;
-                let size = encode(&page).map(|b| b.len()).unwrap_or(usize::MAX);
-                let limit = body.limit.unwrap_or(api::ListOperations::DEFAULT_PAGE);
-                if size <= MAX_PAGE_BYTES || limit <= 1 {
-                    break Ok(page);
-                }
-                body.limit = Some(limit / 2);
-            }
+            fitting_page(body.limit, |limit| {
+                body.limit = limit;
+                core.list_jobs_page(&body)
+            })
         }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
@@ -689,6 +678,24 @@ fn log_events(events: &[CoreEvent]) {
                 info!(job = %id, operation = %operation, node = %node, reason = %reason, "job aborted")
             }
         }
+    }
+}
+
+/// A page that fits one NATS message: one of large items is asked for again with half
+/// the limit (its cursor still says where the next page starts).
+fn fitting_page<P: serde::Serialize>(
+    limit: Option<u32>,
+    mut page: impl FnMut(Option<u32>) -> Result<P, ApiError>,
+) -> Result<P, ApiError> {
+    let mut limit = limit;
+    loop {
+        let p = page(limit)?;
+        let size = encode(&p).map(|b| b.len()).unwrap_or(usize::MAX);
+        let asked = limit.unwrap_or(api::ListOperations::DEFAULT_PAGE);
+        if size <= MAX_PAGE_BYTES || asked <= 1 {
+            return Ok(p);
+        }
+        limit = Some(asked / 2);
     }
 }
 

@@ -32,20 +32,8 @@ impl SchedulerCore {
         &self,
         req: &ytsched_common::api::ListOperations,
     ) -> Result<ytsched_common::api::OperationPage, ApiError> {
-        use ytsched_common::api::ListOperations;
-        let limit = req.limit.unwrap_or(ListOperations::DEFAULT_PAGE);
-        if limit == 0 || limit > ListOperations::MAX_PAGE {
-            return Err(ApiError::new(format!(
-                "limit: must be between 1 and {}, got {limit}",
-                ListOperations::MAX_PAGE
-            )));
-        }
-        let before = match &req.cursor {
-            None => u64::MAX,
-            Some(c) => c.parse::<u64>().map_err(|_| {
-                ApiError::new(format!("cursor: not one this scheduler gave: '{c}'"))
-            })?,
-        };
+        let limit = page_limit(req.limit)?;
+        let before = parse_cursor::<u64>(&req.cursor)?.unwrap_or(u64::MAX);
         let f = &req.filter;
         let mut matching: Vec<&Operation> = self
             .operations
@@ -66,7 +54,6 @@ impl SchedulerCore {
             .filter(|o| f.from_time.is_none_or(|t| o.start_time >= t))
             .filter(|o| f.to_time.is_none_or(|t| o.start_time < t))
             .collect();
-        let limit = limit as usize;
         let more = matching.len() > limit;
         if more {
             matching.select_nth_unstable_by_key(limit, |o| std::cmp::Reverse(o.seq));
@@ -111,20 +98,8 @@ impl SchedulerCore {
         &self,
         req: &ytsched_common::api::ListJobs,
     ) -> Result<ytsched_common::api::JobPage, ApiError> {
-        use ytsched_common::api::ListOperations;
-        let limit = req.limit.unwrap_or(ListOperations::DEFAULT_PAGE);
-        if limit == 0 || limit > ListOperations::MAX_PAGE {
-            return Err(ApiError::new(format!(
-                "limit: must be between 1 and {}, got {limit}",
-                ListOperations::MAX_PAGE
-            )));
-        }
-        let from = match &req.cursor {
-            None => 0,
-            Some(c) => c.parse::<usize>().map_err(|_| {
-                ApiError::new(format!("cursor: not one this scheduler gave: '{c}'"))
-            })?,
-        };
+        let limit = page_limit(req.limit)?;
+        let from = parse_cursor::<usize>(&req.cursor)?.unwrap_or(0);
         let all = self.list_jobs(&req.operation_id)?;
         let mut jobs = vec![];
         let mut next = None;
@@ -132,7 +107,7 @@ impl SchedulerCore {
             if req.state.is_some_and(|s| job.state != s) {
                 continue;
             }
-            if jobs.len() == limit as usize {
+            if jobs.len() == limit {
                 next = Some(position.to_string());
                 break;
             }
@@ -224,4 +199,28 @@ fn describe(op: &Operation) -> OperationInfo {
         spec: op.spec.clone(),
         history: op.history.clone(),
     }
+}
+
+/// A page size asked for, checked (default and maximum as for `list_operations`).
+fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
+    use ytsched_common::api::ListOperations;
+    let limit = limit.unwrap_or(ListOperations::DEFAULT_PAGE);
+    if limit == 0 || limit > ListOperations::MAX_PAGE {
+        return Err(ApiError::new(format!(
+            "limit: must be between 1 and {}, got {limit}",
+            ListOperations::MAX_PAGE
+        )));
+    }
+    Ok(limit as usize)
+}
+
+/// A cursor this scheduler gave out, read back.
+fn parse_cursor<T: std::str::FromStr>(cursor: &Option<String>) -> Result<Option<T>, ApiError> {
+    cursor
+        .as_ref()
+        .map(|c| {
+            c.parse::<T>()
+                .map_err(|_| ApiError::new(format!("cursor: not one this scheduler gave: '{c}'")))
+        })
+        .transpose()
 }
