@@ -39,8 +39,8 @@
 //! children's, and the root's the sum of its children's.
 //!
 //! All functions are piecewise linear ([`piecewise`]), non-decreasing and
-//! left-continuous; jumps are kept as vertical pieces. Transposition, narrowing,
-//! pointwise minimum, composition and sums are exact operations on breakpoints.
+//! left-continuous; jumps are kept as vertical pieces. Sums, composition and the
+//! inverse are exact operations on breakpoints.
 //!
 //! # Guarantees
 //!
@@ -81,8 +81,10 @@
 //!
 //! # Computing it
 //!
-//! Two shortcuts give the same functions as the construction above (unit tests compare
-//! them point for point on random inputs): an operation's `FS` is written in closed form
+//! Two shortcuts give the same functions as the construction above; the construction
+//! itself (the operation path, per-resource inverses, pointwise minimum) is kept only in
+//! the tests, which compare point for point on random inputs: an operation's `FS` is
+//! written in closed form
 //! ([`operation_share`](crate) module: the furthest point of its path inside the box
 //! `min(s, l)`), and `M` is found in one pass as the inverse of the suggestion each fit
 //! factor needs, `need(f) = max_r (P_r(f) − g_r)`, up to the first limit.

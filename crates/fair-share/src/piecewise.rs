@@ -153,6 +153,8 @@ impl<V: Value> Plf<V> {
         lerp(p[i - 1], p[i], x)
     }
 
+    /// Only the tests' reference constructions use this.
+    #[cfg(test)]
     /// The value reached from the right (the last value at the right bound).
     pub fn right_limit_at(&self, x: f64) -> V {
         let p = &self.points;
@@ -176,6 +178,8 @@ impl<V: Value> Plf<V> {
         self
     }
 
+    /// Only the tests' reference constructions use this.
+    #[cfg(test)]
     /// `g(x) = self(x · k)`: the domain shrinks by `k`.
     pub fn scale_argument(&self, k: f64) -> Self {
         let mut b = Builder::with_capacity(self.points.len() + 1);
@@ -185,6 +189,8 @@ impl<V: Value> Plf<V> {
         b.finish()
     }
 
+    /// Only the tests' reference constructions use this.
+    #[cfg(test)]
     /// Continues the function with its last value up to `right`.
     pub fn extend_right(mut self, right: f64) -> Self {
         let (x, y) = self.points[self.points.len() - 1];
@@ -266,6 +272,8 @@ impl<V: Value> Plf<V> {
         out.finish().trim_right()
     }
 
+    /// Only the tests' reference constructions use this.
+    #[cfg(test)]
     /// The sum of functions that share the left bound, over the shortest domain.
     pub fn sum(funcs: &[Plf<V>]) -> Self {
         assert!(!funcs.is_empty());
@@ -411,6 +419,7 @@ impl<'a, V: Value> Cursor<'a, V> {
     }
 }
 
+#[cfg(test)]
 impl Plf<f64> {
     /// The pointwise minimum of non-decreasing functions on the same domain: one merge
     /// over their breakpoints, adding the points where the smallest one changes between
@@ -503,6 +512,7 @@ impl Plf<f64> {
 }
 
 /// At most this many functions go into one pointwise minimum (one per resource).
+#[cfg(test)]
 pub const MAX_MIN_ARGS: usize = 4;
 
 #[cfg(test)]

@@ -481,9 +481,9 @@ impl Update<'_> {
         }
         self.nodes[i].children = children;
         let children = &self.nodes[i].children;
-        if self.nodes[i].is_operation
-            && vector::max_component(&self.nodes[i].guarantee_share()) == 0.0
-        {
+        if self.nodes[i].is_operation {
+            // Operations never hold a guarantee (strong or integral): their function
+            // has a closed form.
             let n = &self.nodes[i];
             let by_s = crate::operation_share::by_suggestion(
                 n.usage_share,
@@ -494,9 +494,7 @@ impl Update<'_> {
             self.nodes[i].by_suggestion = Some(by_s);
             return;
         }
-        let by_ff = if self.nodes[i].is_operation {
-            operation_path(&self.nodes[i])
-        } else if children.is_empty() {
+        let by_ff = if children.is_empty() {
             Plf::constant(0.0, 1.0, ResourceVector::ZERO)
         } else if self.nodes[i].mode == Some(Mode::Fifo) {
             self.fifo_path(children)
@@ -727,6 +725,8 @@ pub(crate) fn fit_integral(
 
 /// An operation's path on fit factor `[0, 2]`: on `[0, 1]` every resource rises
 /// together up to its usage (`min(usage_r, f · max usage)`), then straight to demand.
+/// The reference the closed form (`operation_share`) is checked against.
+#[cfg(test)]
 fn operation_path(n: &Node) -> Plf<ResourceVector> {
     let usage = n.usage_share;
     let demand = n.demand_share;
