@@ -262,6 +262,15 @@ impl PoolConfig {
         self.max_share_ratio.unwrap_or(1.0)
     }
 
+    /// The pool's own `scheduling_tag_filter`, parsed (None: none, or an empty one). A
+    /// stored value was validated when it was set, so it parses.
+    pub fn tag_filter(&self) -> Option<TagFilter> {
+        self.scheduling_tag_filter
+            .as_deref()
+            .filter(|f| !f.trim().is_empty())
+            .and_then(|f| TagFilter::parse(f).ok())
+    }
+
     /// Checks each value on its own; the tree checks how pools fit together.
     pub fn validate(&self, pool: &str) -> Result<(), AttributeError> {
         let err = |attribute: &str, message: String| AttributeError {

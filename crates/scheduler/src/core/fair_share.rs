@@ -197,11 +197,7 @@ pub fn compute_in(
     while let Some((name, idx)) = queue.pop_front() {
         for &(child, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
             let c = &pool.config;
-            let filter = c
-                .scheduling_tag_filter
-                .as_deref()
-                .filter(|f| !f.trim().is_empty())
-                .and_then(|f| TagFilter::parse(f).ok());
+            let filter = c.tag_filter();
             let mut limits = limits_vector(c.resource_limits.as_ref());
             if filter.is_some() {
                 let offered = ctx.filter_resources.get(child).copied().unwrap_or_default();

@@ -348,9 +348,7 @@ impl SchedulerCore {
         };
         t.ancestry(pool)
             .into_iter()
-            .filter_map(|p| t.pools.get(p)?.config.scheduling_tag_filter.as_deref())
-            .filter(|f| !f.trim().is_empty())
-            .filter_map(|f| ytsched_common::tag_filter::TagFilter::parse(f).ok())
+            .filter_map(|p| t.pools.get(p)?.config.tag_filter())
             .collect()
     }
 }

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
-use ytsched_common::tag_filter::TagFilter;
 
 impl SchedulerCore {
     /// Runs the updates that are due by their period. Stale trees are not updated here:
@@ -135,13 +134,7 @@ impl SchedulerCore {
         };
         let mut out = HashMap::new();
         for (name, pool) in &tree.pools {
-            let Some(filter) = pool
-                .config
-                .scheduling_tag_filter
-                .as_deref()
-                .filter(|f| !f.trim().is_empty())
-                .and_then(|f| TagFilter::parse(f).ok())
-            else {
+            let Some(filter) = pool.config.tag_filter() else {
                 continue;
             };
             let offered: ResourceVector = self
