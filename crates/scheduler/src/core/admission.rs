@@ -406,8 +406,7 @@ impl SchedulerCore {
             }
         }
         op.finish(state, error.clone(), now);
-        self.counts.get_mut().mark(id.clone());
-        self.waiting_index.get_mut().mark(id.clone());
+        self.indexes.get_mut().mark(id);
         self.touched.insert(id.clone());
         self.speculating.remove(id);
         let pools: Vec<(String, String)> = op

@@ -193,8 +193,7 @@ impl SchedulerCore {
             return false;
         }
         let effect = op.apply_result(node_id, result);
-        self.counts.get_mut().mark(op_id.clone());
-        self.waiting_index.get_mut().mark(op_id.clone());
+        self.indexes.get_mut().mark(&op_id);
         self.touched.insert(op_id.clone());
         if effect == ResultEffect::Ignored {
             return true;

@@ -16,6 +16,7 @@ mod nodes;
 mod nudges;
 mod operation;
 mod operation_counts;
+mod operation_index;
 pub mod orchid;
 mod placement;
 pub mod pool_tree;
@@ -104,10 +105,9 @@ pub struct SchedulerCore {
     nudge_cursor: Option<NodeId>,
     /// Operations changed since the store last took the changes.
     touched: BTreeSet<OperationId>,
-    /// Operations per pool, kept up to date by `touch` (see `operation_counts.rs`).
-    counts: std::cell::RefCell<operation_counts::OperationCounts>,
-    /// The smallest job waiting in each tree (see `waiting_jobs.rs`).
-    waiting_index: std::cell::RefCell<waiting_jobs::WaitingIndex>,
+    /// Operations per pool and the smallest job waiting per tree, kept up to date by
+    /// `touch` (see `operation_index.rs`).
+    indexes: std::cell::RefCell<operation_index::Indexes>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
     latest_now: UnixMillis,
@@ -150,8 +150,7 @@ impl SchedulerCore {
             nudges: BTreeSet::new(),
             nudge_cursor: None,
             touched: BTreeSet::new(),
-            counts: std::cell::RefCell::new(operation_counts::OperationCounts::new()),
-            waiting_index: std::cell::RefCell::new(waiting_jobs::WaitingIndex::new()),
+            indexes: Default::default(),
             latest_now: 0,
             revival_deadline: None,
             events: Vec::new(),

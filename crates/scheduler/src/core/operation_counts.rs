@@ -1,53 +1,33 @@
-//! Operation counts per pool, kept as operations change instead of counted on every
-//! submission (which scanned every operation ever seen: a few hundred submissions a
-//! second at 10,000 operations).
-//!
-//! Every change to an operation passes through `touch` (it must reach the store anyway),
-//! so the index re-counts exactly the operations touched since it last looked. Each
-//! operation's contribution is remembered with the pool chain it was counted under; a
-//! configuration change (pools created, removed, moved) or a revival rebuilds it all.
-//! Debug builds check the index against a full count on every read.
+//! Operation counts per pool, kept as operations change (an `OperationIndex`) instead of
+//! counted on every submission, which scanned every operation ever seen: a few hundred
+//! submissions a second at 10,000 operations. Each operation's contribution is
+//! remembered with the pool chain it was counted under, so taking it back never depends
+//! on how the pools look now.
 
 use super::admission::PoolCounts;
+use super::operation_index::Aggregate;
 use super::SchedulerCore;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
 /// How one operation counts in one tree: its pool chain and whether it runs (and how).
 #[derive(Clone, Debug, PartialEq)]
-struct Contribution {
+pub(super) struct Contribution {
     tree: String,
     chain: Vec<String>,
     running: bool,
     lightweight: bool,
 }
 
+/// Unfinished operations per pool, per tree.
 #[derive(Debug, Default)]
-pub(super) struct OperationCounts {
-    by_tree: HashMap<String, HashMap<String, PoolCounts>>,
-    contributions: HashMap<OperationId, Vec<Contribution>>,
-    dirty: BTreeSet<OperationId>,
-    /// Rebuild everything at the next read.
-    stale: bool,
-}
+pub(super) struct PoolCountsByTree(HashMap<String, HashMap<String, PoolCounts>>);
 
-impl OperationCounts {
-    /// Re-count this operation at the next read.
-    pub(super) fn mark(&mut self, id: OperationId) {
-        self.dirty.insert(id);
-    }
-
-    pub(super) fn new() -> Self {
-        Self {
-            stale: true,
-            ..Default::default()
-        }
-    }
-
+impl PoolCountsByTree {
     fn apply(&mut self, c: &Contribution, sign: i64) {
-        let counts = self.by_tree.entry(c.tree.clone()).or_default();
+        let counts = self.0.entry(c.tree.clone()).or_default();
         for p in &c.chain {
             let e = counts.entry(p.clone()).or_default();
             let add = |v: &mut u32| *v = (*v as i64 + sign).max(0) as u32;
@@ -63,20 +43,17 @@ impl OperationCounts {
     }
 }
 
+impl Aggregate for PoolCountsByTree {
+    type Part = Contribution;
+    fn add(&mut self, part: &Contribution) {
+        self.apply(part, 1);
+    }
+    fn remove(&mut self, part: &Contribution) {
+        self.apply(part, -1);
+    }
+}
+
 impl SchedulerCore {
-    /// Records that an operation changed: the store writes it, the counts re-count it.
-    pub(super) fn touch(&mut self, id: OperationId) {
-        self.counts.get_mut().mark(id.clone());
-        self.waiting_index.get_mut().mark(id.clone());
-        self.touched.insert(id);
-    }
-
-    /// Everything is re-counted at the next read (configuration changed, state revived).
-    pub(super) fn recount_operations(&mut self) {
-        self.counts.get_mut().stale = true;
-        self.waiting_index.get_mut().invalidate();
-    }
-
     fn contributions_of(&self, id: &OperationId) -> Vec<Contribution> {
         let Some(op) = self.operations.get(id) else {
             return vec![];
@@ -106,38 +83,14 @@ impl SchedulerCore {
     /// Counts of unfinished operations per pool of `tree` (each counts in its pool and
     /// every ancestor, `<Root>` included).
     pub(super) fn pool_counts(&self, tree_name: &str) -> HashMap<String, PoolCounts> {
-        let mut index = self.counts.borrow_mut();
-        if index.stale {
-            *index = OperationCounts::default();
-            let ids: Vec<OperationId> = self.operations.keys().cloned().collect();
-            for id in ids {
-                let cs = self.contributions_of(&id);
-                for c in &cs {
-                    index.apply(c, 1);
-                }
-                if !cs.is_empty() {
-                    index.contributions.insert(id, cs);
-                }
-            }
-        } else {
-            for id in std::mem::take(&mut index.dirty) {
-                if let Some(old) = index.contributions.remove(&id) {
-                    for c in &old {
-                        index.apply(c, -1);
-                    }
-                }
-                let cs = self.contributions_of(&id);
-                for c in &cs {
-                    index.apply(c, 1);
-                }
-                if !cs.is_empty() {
-                    index.contributions.insert(id, cs);
-                }
-            }
-        }
-        let mut counts = index.by_tree.get(tree_name).cloned().unwrap_or_default();
+        let mut indexes = self.indexes.borrow_mut();
+        let by_tree = indexes.counts.refresh(
+            || self.operations.keys().cloned().collect(),
+            |id| self.contributions_of(id),
+        );
+        let mut counts = by_tree.0.get(tree_name).cloned().unwrap_or_default();
+        drop(indexes);
         counts.retain(|_, c| *c != PoolCounts::default());
-        drop(index);
         debug_assert_eq!(
             counts,
             self.pool_counts_by_scan(tree_name),

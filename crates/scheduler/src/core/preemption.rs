@@ -381,8 +381,7 @@ impl SchedulerCore {
         if op.abort_job(job_id, reason, now).is_none() {
             return;
         }
-        self.counts.get_mut().mark(op_id.clone());
-        self.waiting_index.get_mut().mark(op_id.clone());
+        self.indexes.get_mut().mark(op_id);
         self.touched.insert(op_id.clone());
         if let Some(j) = op.jobs.get_mut(job_id) {
             j.error = Some(message.to_string());

@@ -5,11 +5,11 @@
 //!
 //! The per-resource minimum is a lower bound for every waiting job (ignoring tag filters,
 //! which only make fewer jobs eligible), so skipping on it never skips a node that could
-//! take a job. Operations mark themselves through `touch`, like the operation counts;
-//! configuration changes and revival rebuild it; debug builds check it against a scan.
+//! take a job. It is an `OperationIndex`; debug builds check it against a scan.
 
+use super::operation_index::Aggregate;
 use super::SchedulerCore;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
@@ -21,61 +21,46 @@ fn key(v: f64) -> Key {
     v.max(0.0).to_bits()
 }
 
+/// Per tree and resource: how many operations' smallest waiting job has each amount.
 #[derive(Debug, Default)]
-struct TreeWaiting {
-    /// Per resource: how many operations' smallest waiting job has each amount.
-    amounts: [BTreeMap<Key, u32>; 4],
-}
+pub(super) struct SmallestWaiting(HashMap<String, [BTreeMap<Key, u32>; 4]>);
 
-#[derive(Debug, Default)]
-pub(super) struct WaitingIndex {
-    trees: HashMap<String, TreeWaiting>,
-    /// Each operation's smallest waiting job per tree, as counted.
-    counted: HashMap<OperationId, Vec<(String, ResourceVector)>>,
-    dirty: BTreeSet<OperationId>,
-    stale: bool,
-}
-
-impl WaitingIndex {
-    pub(super) fn new() -> Self {
-        Self {
-            stale: true,
-            ..Default::default()
-        }
-    }
-
-    pub(super) fn mark(&mut self, id: OperationId) {
-        self.dirty.insert(id);
-    }
-
-    pub(super) fn invalidate(&mut self) {
-        self.stale = true;
-    }
-
-    fn apply(&mut self, tree: &str, v: &ResourceVector, add: bool) {
-        let t = self.trees.entry(tree.to_string()).or_default();
-        for (i, r) in Resource::ALL.into_iter().enumerate() {
-            let k = key(v.get(r));
-            let m = &mut t.amounts[i];
-            if add {
-                *m.entry(k).or_insert(0) += 1;
-            } else if let Some(c) = m.get_mut(&k) {
-                *c -= 1;
-                if *c == 0 {
-                    m.remove(&k);
-                }
-            }
-        }
-    }
-
+impl SmallestWaiting {
     fn smallest(&self, tree: &str) -> Option<ResourceVector> {
-        let t = self.trees.get(tree)?;
+        let amounts = self.0.get(tree)?;
         let mut out = ResourceVector::ZERO;
         for (i, r) in Resource::ALL.into_iter().enumerate() {
-            let (&k, _) = t.amounts[i].first_key_value()?;
+            let (&k, _) = amounts[i].first_key_value()?;
             out.set(r, f64::from_bits(k));
         }
         Some(out)
+    }
+}
+
+impl Aggregate for SmallestWaiting {
+    /// An operation's smallest waiting job in one tree.
+    type Part = (String, ResourceVector);
+
+    fn add(&mut self, (tree, v): &Self::Part) {
+        let amounts = self.0.entry(tree.clone()).or_default();
+        for (i, r) in Resource::ALL.into_iter().enumerate() {
+            *amounts[i].entry(key(v.get(r))).or_insert(0) += 1;
+        }
+    }
+
+    fn remove(&mut self, (tree, v): &Self::Part) {
+        let Some(amounts) = self.0.get_mut(tree) else {
+            return;
+        };
+        for (i, r) in Resource::ALL.into_iter().enumerate() {
+            let k = key(v.get(r));
+            if let Some(c) = amounts[i].get_mut(&k) {
+                *c -= 1;
+                if *c == 0 {
+                    amounts[i].remove(&k);
+                }
+            }
+        }
     }
 }
 
@@ -104,29 +89,15 @@ impl SchedulerCore {
 
     /// The per-resource minimum over every job waiting in `tree` (None: none waits).
     pub(super) fn smallest_waiting_job(&self, tree: &str) -> Option<ResourceVector> {
-        let mut index = self.waiting_index.borrow_mut();
-        let ids: Vec<OperationId> = if index.stale {
-            *index = WaitingIndex::default();
-            self.operations.keys().cloned().collect()
-        } else {
-            std::mem::take(&mut index.dirty).into_iter().collect()
-        };
-        for id in ids {
-            if let Some(old) = index.counted.remove(&id) {
-                for (t, v) in &old {
-                    index.apply(t, v, false);
-                }
-            }
-            let new = self.waiting_of(&id);
-            for (t, v) in &new {
-                index.apply(t, v, true);
-            }
-            if !new.is_empty() {
-                index.counted.insert(id, new);
-            }
-        }
-        let smallest = index.smallest(tree);
-        drop(index);
+        let mut indexes = self.indexes.borrow_mut();
+        let smallest = indexes
+            .waiting
+            .refresh(
+                || self.operations.keys().cloned().collect(),
+                |id| self.waiting_of(id),
+            )
+            .smallest(tree);
+        drop(indexes);
         debug_assert_eq!(
             smallest,
             self.smallest_waiting_by_scan(tree),
