@@ -639,12 +639,12 @@ impl Update<'_> {
         };
     }
 
-    fn output(mut self) -> TreeOutput {
+    fn output(self) -> TreeOutput {
         let total = self.input.total;
         // Shares are already fractions; this only marks which resources the tree has.
         let present = total.map(|_, v| if v > 0.0 { 1.0 } else { 0.0 });
         let mut elements = Vec::with_capacity(self.nodes.len());
-        for (i, n) in self.nodes.iter_mut().enumerate() {
+        for (i, n) in self.nodes.iter().enumerate() {
             let e = &self.input.elements[i];
             // By usage once there is some, else by demand (YTsaurus's rule).
             let dominant = if vector::max_component(&n.usage_share) > 0.0 {
@@ -685,8 +685,6 @@ impl Update<'_> {
                 fifo_index: n.fifo_index,
                 dominant_resource: dominant,
             });
-            n.max_fit_factor = None;
-            n.by_suggestion = None;
         }
         TreeOutput {
             elements,
