@@ -46,9 +46,11 @@ pub enum AuthCommand {
         #[arg(long = "tls-host", default_values = ["localhost", "127.0.0.1"])]
         tls_hosts: Vec<String>,
     },
-    /// Add a node identity (it may heartbeat only as NAME).
+    /// Add node identities (each may heartbeat only as its NAME); several names are
+    /// added together, all or none, with one server reload.
     AddNode {
-        name: String,
+        #[arg(required = true, num_args = 1..)]
+        names: Vec<String>,
         #[arg(long, env = "YTSCHED_AUTH_DIR")]
         dir: PathBuf,
     },
@@ -143,28 +145,45 @@ impl AuthDir {
 
     /// Adds an identity, writes its creds file (0600) and the new auth.conf.
     pub fn add(&mut self, name: UserName, role: Role) -> anyhow::Result<PathBuf> {
-        if self.registry.identities.iter().any(|i| i.name == name) {
-            bail!("identity '{name}' already exists (revoke it first to replace its key)");
+        let mut paths = self.add_many(vec![name], role)?;
+        Ok(paths.remove(0))
+    }
+
+    /// Adds identities of one role together: every name is checked before any key is
+    /// made, and auth.conf is written once (a load tool adds thousands of nodes).
+    pub fn add_many(&mut self, names: Vec<UserName>, role: Role) -> anyhow::Result<Vec<PathBuf>> {
+        let mut fresh = std::collections::BTreeSet::new();
+        for name in &names {
+            if self.registry.identities.iter().any(|i| &i.name == name) || !fresh.insert(name) {
+                bail!("identity '{name}' already exists (revoke it first to replace its key)");
+            }
         }
-        if self.registry.identities.len() >= MAX_IDENTITIES {
-            bail!("{MAX_IDENTITIES} identities is the most one directory holds");
+        if self.registry.identities.len() + names.len() > MAX_IDENTITIES {
+            bail!(
+                "{} more identities would pass {MAX_IDENTITIES}, the most one directory holds",
+                names.len()
+            );
         }
-        let key = nkeys::KeyPair::new_user();
-        let seed = key
-            .seed()
-            .map_err(|e| anyhow::anyhow!("cannot make a key: {e}"))?;
-        let path = self.creds_path(&name);
-        write_secret(
-            &path,
-            &Credentials::new(name.clone(), role, seed).to_file_text(),
-        )?;
-        self.registry.identities.push(Identity {
-            name,
-            role,
-            public_key: key.public_key(),
-        });
+        let mut paths = Vec::with_capacity(names.len());
+        for name in names {
+            let key = nkeys::KeyPair::new_user();
+            let seed = key
+                .seed()
+                .map_err(|e| anyhow::anyhow!("cannot make a key: {e}"))?;
+            let path = self.creds_path(&name);
+            write_secret(
+                &path,
+                &Credentials::new(name.clone(), role, seed).to_file_text(),
+            )?;
+            self.registry.identities.push(Identity {
+                name,
+                role,
+                public_key: key.public_key(),
+            });
+            paths.push(path);
+        }
         self.save()?;
-        Ok(path)
+        Ok(paths)
     }
 
     pub fn revoke(&mut self, name: &UserName) -> anyhow::Result<Role> {
@@ -306,7 +325,20 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        AuthCommand::AddNode { name, dir } => add(&dir, &name, Role::Node),
+        AuthCommand::AddNode { names, dir } => {
+            let mut auth = AuthDir::open(&dir)?;
+            let parsed = names
+                .iter()
+                .map(|n| UserName::parse(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            let paths = auth.add_many(parsed, Role::Node)?;
+            let reloaded = auth.reload_server()?;
+            for (name, path) in names.iter().zip(&paths) {
+                println!("added node '{name}': --creds {}", path.display());
+            }
+            reload_note(reloaded);
+            Ok(())
+        }
         AuthCommand::AddUser { name, admin, dir } => {
             add(&dir, &name, if admin { Role::Admin } else { Role::User })
         }
@@ -370,5 +402,26 @@ mod tests {
         assert!(!path.exists());
         assert!(auth.revoke(&UserName::parse("scheduler").unwrap()).is_err());
         assert!(AuthDir::init(&dir, "lab", &alice).is_err(), "init twice");
+    }
+
+    #[test]
+    fn several_nodes_are_added_all_or_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("auth");
+        let mut auth = AuthDir::init(&dir, "lab", &UserName::parse("root").unwrap()).unwrap();
+        let names = |ns: &[&str]| ns.iter().map(|n| UserName::parse(n).unwrap()).collect();
+        let paths = auth.add_many(names(&["n1", "n2", "n3"]), Role::Node).unwrap();
+        assert_eq!(paths.len(), 3);
+        let conf = std::fs::read_to_string(dir.join("auth.conf")).unwrap();
+        for n in ["n1", "n2", "n3"] {
+            assert!(conf.contains(&format!("\"lab.heartbeat.{n}\"")), "{conf}");
+        }
+        // A duplicate in the batch, or a name already there, adds nothing at all.
+        let err = auth.add_many(names(&["n4", "n4"]), Role::Node).unwrap_err();
+        assert!(err.to_string().contains("'n4' already exists"), "{err}");
+        assert!(auth.add_many(names(&["n5", "n1"]), Role::Node).is_err());
+        let reread = AuthDir::open(&dir).unwrap();
+        assert_eq!(reread.identities().len(), 5, "scheduler, root, n1..n3");
+        assert!(!auth.creds_path(&UserName::parse("n5").unwrap()).exists());
     }
 }
