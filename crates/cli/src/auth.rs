@@ -410,7 +410,9 @@ mod tests {
         let dir = tmp.path().join("auth");
         let mut auth = AuthDir::init(&dir, "lab", &UserName::parse("root").unwrap()).unwrap();
         let names = |ns: &[&str]| ns.iter().map(|n| UserName::parse(n).unwrap()).collect();
-        let paths = auth.add_many(names(&["n1", "n2", "n3"]), Role::Node).unwrap();
+        let paths = auth
+            .add_many(names(&["n1", "n2", "n3"]), Role::Node)
+            .unwrap();
         assert_eq!(paths.len(), 3);
         let conf = std::fs::read_to_string(dir.join("auth.conf")).unwrap();
         for n in ["n1", "n2", "n3"] {

@@ -53,6 +53,12 @@ pub struct HeartbeatRequest {
     /// reply nobody reads would only come back as lost.
     #[serde(default)]
     pub timeout_ms: u64,
+    /// The `seq` of the newest heartbeat whose reply this incarnation read and applied.
+    /// A job started in a later reply that the node does not report was never seen by
+    /// it (the reply went unread): the scheduler sends its start again instead of
+    /// declaring it lost. Absent: the agent does not say, and such a job is lost.
+    #[serde(default)]
+    pub last_reply_seq: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

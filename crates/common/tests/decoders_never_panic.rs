@@ -48,6 +48,7 @@ fn heartbeat() -> HeartbeatRequest {
             stderr_tail: String::new(),
         }],
         timeout_ms: 5_000,
+        last_reply_seq: None,
     }
 }
 

@@ -66,6 +66,9 @@ pub struct Agent {
     incarnation: IncarnationId,
     /// Numbers heartbeats so the scheduler can ignore one delivered late.
     heartbeat_seq: std::sync::atomic::AtomicU64,
+    /// The newest heartbeat whose reply was read and applied: the scheduler resends
+    /// starts of later replies, which this agent never saw.
+    last_reply_seq: std::sync::atomic::AtomicU64,
     state: Mutex<AgentState>,
     /// Heartbeat now: a job finished.
     wake: Notify,
@@ -82,6 +85,7 @@ impl Agent {
             config,
             incarnation: IncarnationId::random(),
             heartbeat_seq: std::sync::atomic::AtomicU64::new(0),
+            last_reply_seq: std::sync::atomic::AtomicU64::new(0),
             state: Mutex::new(state),
             wake: Notify::new(),
         })
@@ -149,6 +153,8 @@ impl Agent {
                         user_tags = Some(reply.user_tags.clone());
                     }
                     self.apply_reply(reply);
+                    self.last_reply_seq
+                        .store(request.seq, std::sync::atomic::Ordering::Relaxed);
                     period
                 }
                 Err(error) => {
@@ -216,6 +222,10 @@ impl Agent {
             running_jobs,
             finished_jobs,
             timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
+            last_reply_seq: Some(
+                self.last_reply_seq
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
         }
     }
 

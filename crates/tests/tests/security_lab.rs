@@ -93,6 +93,7 @@ fn heartbeat(node: &str, seq: u64) -> HeartbeatRequest {
         running_jobs: vec![],
         finished_jobs: vec![],
         timeout_ms: 0,
+        last_reply_seq: None,
     }
 }
 

@@ -401,6 +401,7 @@ impl SchedulerCore {
             if let Some(node_id) = op.abort_job(&job_id, AbortReason::OperationAborted, now) {
                 if let Some(node) = self.nodes.get_mut(&node_id) {
                     node.jobs.remove(&job_id);
+                    node.unconfirmed_starts.remove(&job_id);
                     self.nudges.insert(node_id);
                 }
             }

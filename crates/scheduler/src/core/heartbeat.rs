@@ -5,7 +5,7 @@ use super::operation::ResultEffect;
 use super::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
 use ytsched_common::protocol::{
-    HeartbeatReply, HeartbeatRequest, JobAbort, UnixMillis, PROTOCOL_VERSION,
+    HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
@@ -101,7 +101,7 @@ impl SchedulerCore {
         }
 
         self.evict_jobs_of_other_trees(&node_id, now);
-        let (mut jobs_to_abort, mut dying) = self.reconcile_running(&req, now);
+        let (mut jobs_to_abort, mut dying, resent) = self.reconcile_running(&req, now);
         let (limit_aborts, freed) = self.enforce_limits(&node_id, now);
         jobs_to_abort.extend(limit_aborts);
         // Jobs being killed hold their resources until the node reports them gone.
@@ -115,6 +115,19 @@ impl SchedulerCore {
             jobs_to_abort.extend(aborts);
         }
         jobs_to_start.extend(self.speculative_stage(&node_id, free, now));
+        let node = self.nodes.get_mut(&node_id).expect("refreshed above");
+        if req.last_reply_seq.is_some() {
+            for start in &jobs_to_start {
+                node.unconfirmed_starts
+                    .insert(start.job_id.clone(), req.seq);
+            }
+        }
+        // Starts resent go first, as the node would have run them had it read the reply.
+        let jobs_to_start = if resent.is_empty() {
+            jobs_to_start
+        } else {
+            resent.into_iter().chain(jobs_to_start).collect()
+        };
 
         let node = &self.nodes[&node_id];
         HeartbeatReply {
@@ -136,6 +149,8 @@ impl SchedulerCore {
             .entry(req.node_id.clone())
             .or_insert_with(|| Node::new(req.node_id.clone(), Some(req.incarnation_id.clone())));
         if node.incarnation.as_ref() != Some(&req.incarnation_id) {
+            // A new agent run read none of the old one's replies, and ran none of its jobs.
+            node.unconfirmed_starts.clear();
             if node.incarnation.is_some() {
                 self.events.push(CoreEvent::NodeRestarted {
                     id: node.id.clone(),
@@ -200,6 +215,7 @@ impl SchedulerCore {
         }
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.jobs.remove(&result.job_id);
+            node.unconfirmed_starts.remove(&result.job_id);
         }
         let job = &op.jobs[&result.job_id];
         let won = job.state == JobState::Completed;
@@ -226,16 +242,18 @@ impl SchedulerCore {
     }
 
     /// Jobs the node runs that the scheduler does not (aborted, unknown, given away)
-    /// are aborted; jobs the scheduler placed here that the node does not report were
-    /// never started (their start was lost) or died with an earlier incarnation: they
-    /// are lost and run again. (Results were applied first, so finished jobs are no
-    /// longer among the node's jobs.) Also returns what the jobs being aborted still
-    /// hold: their resources stay taken until the node reports them gone.
+    /// are aborted. A job the scheduler placed here that the node does not report is
+    /// sent again if its start went out in a reply the node has not yet read (the node
+    /// says which replies it read: `last_reply_seq`); otherwise it died or its start was
+    /// lost for good: it is lost and runs again elsewhere. (Results were applied first,
+    /// so finished jobs are no longer among the node's jobs.) Also returns what the jobs
+    /// being aborted still hold: their resources stay taken until the node reports them
+    /// gone.
     fn reconcile_running(
         &mut self,
         req: &HeartbeatRequest,
         now: UnixMillis,
-    ) -> (Vec<JobAbort>, ResourceVector) {
+    ) -> (Vec<JobAbort>, ResourceVector, Vec<JobStartSpec>) {
         let node_id = &req.node_id;
         let mut aborts = Vec::new();
         let mut dying = ResourceVector::ZERO;
@@ -273,18 +291,48 @@ impl SchedulerCore {
             dying += running.resource_usage;
             aborts.push(abort);
         }
-        let believed: Vec<JobId> = self.nodes[node_id].jobs.iter().cloned().collect();
-        for job_id in believed {
-            if !reported.contains(&job_id) {
-                self.lose_job(node_id, &job_id, now);
+        let mut resent = Vec::new();
+        let node = self
+            .nodes
+            .get_mut(node_id)
+            .expect("refreshed before reconciling");
+        let read_up_to = req.last_reply_seq;
+        node.unconfirmed_starts.retain(|job, sent_in| {
+            !reported.contains(job) && read_up_to.is_some_and(|r| r < *sent_in)
+        });
+        let missing: Vec<JobId> = node
+            .jobs
+            .iter()
+            .filter(|j| !reported.contains(*j))
+            .cloned()
+            .collect();
+        for job_id in missing {
+            let unread = self.nodes[node_id].unconfirmed_starts.contains_key(&job_id);
+            let spec = unread
+                .then(|| {
+                    self.job_owner
+                        .get(&job_id)
+                        .and_then(|op| self.operations.get(op))
+                        .and_then(|op| op.start_spec(&job_id))
+                })
+                .flatten();
+            match spec {
+                Some(spec) => {
+                    if let Some(node) = self.nodes.get_mut(node_id) {
+                        node.unconfirmed_starts.insert(job_id, req.seq);
+                    }
+                    resent.push(spec);
+                }
+                None => self.lose_job(node_id, &job_id, now),
             }
         }
-        (aborts, dying)
+        (aborts, dying, resent)
     }
 
     pub(super) fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.jobs.remove(job_id);
+            node.unconfirmed_starts.remove(job_id);
         }
         let Some(op_id) = self.job_owner.get(job_id).cloned() else {
             return;

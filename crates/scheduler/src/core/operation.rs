@@ -387,17 +387,25 @@ impl Operation {
         };
         self.jobs.insert(id.clone(), job);
         self.changed_jobs.push(id.clone());
-        JobStartSpec {
-            job_id: id,
+        self.start_spec(&id).expect("inserted above")
+    }
+
+    /// What a node needs to run job attempt `id`: made at its start, and again when the
+    /// reply that carried the start went unread.
+    pub fn start_spec(&self, id: &JobId) -> Option<JobStartSpec> {
+        let job = self.jobs.get(id)?;
+        let t = &self.tasks[job.task];
+        Some(JobStartSpec {
+            job_id: id.clone(),
             operation_id: self.id.clone(),
             task_name: t.name.clone(),
-            job_index: index,
+            job_index: job.index,
             job_count: t.spec.job_count,
             command: t.spec.command.clone(),
             environment: t.spec.environment.clone(),
             stdin: t.spec.stdin.clone(),
-            resources,
-        }
+            resources: job.resources,
+        })
     }
 
     /// Marks a running job aborted; preempted and lost jobs go back to waiting.

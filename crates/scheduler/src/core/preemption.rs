@@ -388,6 +388,7 @@ impl SchedulerCore {
         }
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.jobs.remove(job_id);
+            node.unconfirmed_starts.remove(job_id);
         }
         self.events.push(CoreEvent::JobAborted {
             id: job_id.clone(),

@@ -49,6 +49,7 @@ pub(super) fn heartbeat(
             .collect(),
         finished_jobs: finished,
         timeout_ms: 0,
+        last_reply_seq: None,
     }
 }
 
@@ -243,6 +244,75 @@ fn lost_start_reply_requeues_the_job() {
     assert_ne!(first[0].job_id, second[0].job_id);
     assert_eq!(second[0].job_index, first[0].job_index);
     assert_eq!(core.operation_info(&op).unwrap().jobs.running, 1);
+}
+
+/// A heartbeat numbered `seq` from an agent that has read the replies up to `read`.
+fn numbered(seq: u64, read: u64, running: &[JobStartSpec]) -> HeartbeatRequest {
+    HeartbeatRequest {
+        seq,
+        last_reply_seq: Some(read),
+        ..heartbeat("n1", 1.0, running, vec![])
+    }
+}
+
+#[test]
+fn a_start_in_an_unread_reply_is_sent_again_not_lost() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(numbered(1, 0, &[]), 0);
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
+    let first = core.process_heartbeat(numbered(2, 1, &[]), 1).jobs_to_start;
+    assert_eq!(first.len(), 1);
+    // The agent gave up on reply 2 before it came: its next heartbeat says it read
+    // only up to 1, and runs nothing. The same attempt comes again, nothing is lost.
+    for (seq, t) in [(3, 2), (4, 3)] {
+        let again = core.process_heartbeat(numbered(seq, 1, &[]), t);
+        assert_eq!(again.jobs_to_start, first, "heartbeat {seq}");
+    }
+    let info = core.operation_info(&op).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.aborted), (1, 0));
+    // It read reply 4 and runs the job: nothing more is sent, nothing lost.
+    let r = core.process_heartbeat(numbered(5, 4, &first), 4);
+    assert!(r.jobs_to_start.is_empty());
+    assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 0);
+    assert!(core.nodes[&NodeId("n1".into())]
+        .unconfirmed_starts
+        .is_empty());
+}
+
+#[test]
+fn a_start_in_a_read_reply_that_the_node_does_not_run_is_lost() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(numbered(1, 0, &[]), 0);
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
+    let first = core.process_heartbeat(numbered(2, 1, &[]), 1).jobs_to_start;
+    // It read reply 2 yet reports nothing: the job died there. A new attempt runs.
+    let second = core.process_heartbeat(numbered(3, 2, &[]), 2).jobs_to_start;
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].job_id, first[0].job_id);
+    let info = core.operation_info(&op).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.aborted), (1, 1));
+}
+
+#[test]
+fn a_restarted_agent_gets_no_start_of_its_old_run() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(numbered(1, 0, &[]), 0);
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
+        .unwrap();
+    let first = core.process_heartbeat(numbered(2, 1, &[]), 1).jobs_to_start;
+    let restarted = HeartbeatRequest {
+        incarnation_id: IncarnationId("i2".into()),
+        ..numbered(1, 0, &[])
+    };
+    let r = core.process_heartbeat(restarted, 2);
+    assert_eq!(r.jobs_to_start.len(), 1);
+    assert_ne!(r.jobs_to_start[0].job_id, first[0].job_id, "a new attempt");
+    assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 1);
 }
 
 #[test]

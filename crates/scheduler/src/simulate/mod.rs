@@ -269,6 +269,7 @@ fn heartbeat(
             .collect(),
         finished_jobs: node.finished.clone(),
         timeout_ms: 0,
+        last_reply_seq: None,
     };
     let reply = core.process_heartbeat(req, t);
     node.finished

@@ -163,6 +163,8 @@ struct SimNode {
     id: NodeId,
     incarnation: IncarnationId,
     seq: u64,
+    /// The newest heartbeat whose reply this node read, as the real agent reports it.
+    last_reply_seq: u64,
     limits: ResourceVector,
     running: HashMap<JobId, (RunningJob, ResourceVector, Instant)>,
     finished: HashMap<JobId, FinishedJob>,
@@ -186,6 +188,7 @@ impl SimNode {
             running_jobs,
             finished_jobs: self.finished.values().cloned().collect(),
             timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
+            last_reply_seq: Some(self.last_reply_seq),
         }
     }
 
@@ -278,8 +281,11 @@ async fn run_node(
     while !stop.is_set() {
         let bytes = encode(&node.request())?;
         let t0 = Instant::now();
-        match tokio::time::timeout(REQUEST_TIMEOUT, client.request(subject.clone(), bytes.into()))
-            .await
+        match tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            client.request(subject.clone(), bytes.into()),
+        )
+        .await
         {
             Err(_) => {
                 counters.timeouts.fetch_add(1, Relaxed);
@@ -299,6 +305,7 @@ async fn run_node(
                     }
                     period = Duration::from_millis(reply.heartbeat_period_ms.clamp(10, 60_000));
                     node.apply(reply, job_time, &counters);
+                    node.last_reply_seq = node.seq;
                 }
                 Err(_) => {
                     counters.errors.fetch_add(1, Relaxed);
@@ -577,7 +584,10 @@ async fn submit(target: &Target, ops: u64, jobs: u64, pooled: bool) -> anyhow::R
         .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
         .collect();
     if let Some(first) = failed.first() {
-        bail!("{} of {ops} submissions failed, first: {first}", failed.len());
+        bail!(
+            "{} of {ops} submissions failed, first: {first}",
+            failed.len()
+        );
     }
     Ok(ops as f64 / secs)
 }
@@ -618,7 +628,10 @@ async fn scheduler_aborts(target: &Target) -> anyhow::Result<u64> {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if args.ops == 0 && args.jobs > 0 {
-        bail!("--jobs {} needs --ops (how many operations hold them)", args.jobs);
+        bail!(
+            "--jobs {} needs --ops (how many operations hold them)",
+            args.jobs
+        );
     }
     if args.nodes == 0 {
         bail!("--nodes must be at least 1");
@@ -675,6 +688,7 @@ async fn main() -> anyhow::Result<()> {
             id: NodeId::parse(&node_name(i))?,
             incarnation: IncarnationId::random(),
             seq: 0,
+            last_reply_seq: 0,
             limits,
             running: HashMap::new(),
             finished: HashMap::new(),
@@ -729,9 +743,12 @@ async fn main() -> anyhow::Result<()> {
     let sched = target.scheduler_pid.and_then(proc_stat);
     let mine = proc_stat(me);
     let placed = counters.placements.load(Relaxed);
-    let placement_window =
-        (counters.last_placement_ms.load(Relaxed).saturating_sub(start_ms) as f64 / 1000.0)
-            .max(0.001);
+    let placement_window = (counters
+        .last_placement_ms
+        .load(Relaxed)
+        .saturating_sub(start_ms) as f64
+        / 1000.0)
+        .max(0.001);
     let (p50, p99, max) = {
         let l = counters.latency.lock().unwrap();
         (
