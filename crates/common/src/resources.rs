@@ -131,6 +131,10 @@ impl ResourceVector {
         self.map(|r, v| v.max(other.get(r)))
     }
 
+    pub fn component_min(&self, other: &ResourceVector) -> Self {
+        self.map(|r, v| v.min(other.get(r)))
+    }
+
     /// Per-component fraction of `total`; a resource the total lacks counts as share 0.
     pub fn share_of(&self, total: &ResourceVector) -> ResourceVector {
         self.map(|r, v| {

@@ -299,6 +299,16 @@ impl Operation {
     }
 
     /// The first task with a waiting job that fits into `free`.
+    /// The component-wise minimum of its waiting jobs' resources: no waiting job of it
+    /// fits where this does not.
+    pub fn smallest_waiting(&self) -> Option<ResourceVector> {
+        self.tasks
+            .iter()
+            .filter(|t| !t.waiting.is_empty())
+            .map(|t| t.spec.job_resources())
+            .reduce(|a, b| a.component_min(&b))
+    }
+
     pub fn next_fitting_task(&self, free: &ResourceVector) -> Option<usize> {
         self.tasks
             .iter()

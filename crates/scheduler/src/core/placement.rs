@@ -71,7 +71,10 @@ impl SchedulerCore {
         let tags = std::mem::take(&mut self.nodes.get_mut(node_id).expect("checked").all_tags);
         let (mut usage, mut waiting) = self.live_usage(&shares);
         let mut starts = Vec::new();
-        loop {
+        // The root's smallest waiting job bounds every other: once it no longer fits (or
+        // no slot is left) the node is full, and the walk that would only prove it is
+        // not made.
+        while free.user_slots >= 1.0 - 1e-9 && waiting[0].is_some_and(|m| m.fits_in(free)) {
             self.placement_walks += 1;
             let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, &tags, 0, *free)
             else {
@@ -82,7 +85,8 @@ impl SchedulerCore {
                 .get_mut(&op_id)
                 .expect("picked from the map");
             let spec = op.start_job(task, node_id, &tree, now);
-            waiting[elem] = op.waiting_job_count() > 0;
+            // Ancestors keep their smaller bound: still a bound, as jobs only left.
+            waiting[elem] = op.smallest_waiting();
             *free -= spec.resources;
             for i in shares.path(elem) {
                 usage[i] += spec.resources;
@@ -137,12 +141,16 @@ impl SchedulerCore {
         node.resource_limits - used - dying
     }
 
-    /// Current absolute usage of every element of the last update, and whether any job
-    /// waits below it (subtrees without waiting jobs are not walked).
-    pub(super) fn live_usage(&self, shares: &TreeShares) -> (Vec<ResourceVector>, Vec<bool>) {
+    /// Current absolute usage of every element of the last update, and the
+    /// component-wise smallest job waiting below it (`None`: none waits): a subtree whose
+    /// smallest job does not fit is not walked.
+    pub(super) fn live_usage(
+        &self,
+        shares: &TreeShares,
+    ) -> (Vec<ResourceVector>, Vec<Option<ResourceVector>>) {
         let n = shares.elements.len();
         let mut usage = vec![ResourceVector::ZERO; n];
-        let mut waiting = vec![false; n];
+        let mut waiting: Vec<Option<ResourceVector>> = vec![None; n];
         for i in (0..n).rev() {
             let e = &shares.elements[i];
             if let ElementKind::Operation { id } = &e.kind {
@@ -150,13 +158,18 @@ impl SchedulerCore {
                     usage[i] = op
                         .slot(&shares.tree)
                         .map_or(ResourceVector::ZERO, |s| s.usage);
-                    waiting[i] = op.state == OperationState::Running && op.waiting_job_count() > 0;
+                    if op.state == OperationState::Running {
+                        waiting[i] = op.smallest_waiting();
+                    }
                 }
             }
             if let Some(p) = e.parent {
                 let u = usage[i];
                 usage[p] += u;
-                waiting[p] |= waiting[i];
+                waiting[p] = match (waiting[p], waiting[i]) {
+                    (Some(a), Some(b)) => Some(a.component_min(&b)),
+                    (a, b) => a.or(b),
+                };
             }
         }
         (usage, waiting)
@@ -214,20 +227,20 @@ impl SchedulerCore {
         &self,
         shares: &TreeShares,
         usage: &[ResourceVector],
-        waiting: &[bool],
+        waiting: &[Option<ResourceVector>],
         tags: &BTreeSet<String>,
         idx: usize,
         room: ResourceVector,
     ) -> Option<(usize, OperationId, usize)> {
-        if !waiting[idx] {
-            return None;
-        }
         let e = &shares.elements[idx];
         // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
         if e.tag_filter.as_ref().is_some_and(|f| !f.matches(tags)) {
             return None;
         }
         let room = self.element_room(shares, usage, idx, room);
+        if !waiting[idx]?.fits_in(&room) {
+            return None;
+        }
         match &e.kind {
             ElementKind::Operation { id } => {
                 let op = self.operations.get(id)?;
@@ -241,7 +254,7 @@ impl SchedulerCore {
                 let mut order: Vec<(f64, usize, usize)> = e
                     .children
                     .iter()
-                    .filter(|&&c| waiting[c])
+                    .filter(|&&c| waiting[c].is_some_and(|m| m.fits_in(&room)))
                     .map(|&c| {
                         let child = &shares.elements[c];
                         let sat = satisfaction(

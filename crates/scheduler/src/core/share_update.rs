@@ -9,6 +9,15 @@ use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
 
+/// Time one element of a tree is allowed to add between updates brought forward by
+/// changes: an update of 10,000 operations (≈ 20–30 ms) then runs at most every 100 ms
+/// on changes, a small tree's at once.
+const STALE_UPDATE_MICROS_PER_ELEMENT: u64 = 10;
+
+fn min_stale_update_interval_ms(elements: usize) -> u64 {
+    elements as u64 * STALE_UPDATE_MICROS_PER_ELEMENT / 1000
+}
+
 impl SchedulerCore {
     /// Runs the updates that are due by their period. Stale trees are not updated here:
     /// placement updates them right before it needs them, and a stream of submissions
@@ -48,8 +57,20 @@ impl SchedulerCore {
         self.stale_trees.retain(|t| trees.contains_key(t));
     }
 
+    /// Updates a tree whose operations, configuration or nodes changed before a
+    /// placement reads it, but no more often than its size allows: an update costs time
+    /// in proportion to the tree's elements, and thousands of nodes joining, or a stream
+    /// of submissions, must not turn every heartbeat into a full update (placement then
+    /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
     pub(super) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
-        if self.stale_trees.contains(tree) || !self.shares.contains_key(tree) {
+        let due = match (self.shares.get(tree), self.last_share_update.get(tree)) {
+            (Some(shares), Some(&last)) => {
+                self.stale_trees.contains(tree)
+                    && now.saturating_sub(last) >= min_stale_update_interval_ms(shares.elements.len())
+            }
+            _ => true,
+        };
+        if due {
             self.update_tree_shares(tree, now);
         }
     }
