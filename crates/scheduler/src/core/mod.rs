@@ -11,6 +11,7 @@ mod events;
 pub mod fair_share;
 mod heartbeat;
 mod limits_enforcement;
+mod live_usage;
 pub mod membership;
 mod nodes;
 mod nudges;
@@ -72,6 +73,12 @@ pub struct SchedulerCore {
     tree_resources: BTreeMap<String, ResourceVector>,
     /// The last fair share update of each tree: what placement and the orchid read.
     shares: BTreeMap<String, fair_share::TreeShares>,
+    /// Live usage and smallest waiting job per element of each snapshot, kept up to
+    /// date between updates (see `live_usage.rs`).
+    live: BTreeMap<String, live_usage::LiveTree>,
+    /// Each tree's starving operations in preemption order, as of its last update.
+    starving_order:
+        BTreeMap<String, std::sync::Arc<Vec<(OperationId, starvation::StarvationStatus)>>>,
     last_share_update: BTreeMap<String, UnixMillis>,
     /// Trees where some pool or operation used more than its `resource_limits` at the
     /// last update (a limit was lowered): only their heartbeats look for jobs to take back.
@@ -136,6 +143,8 @@ impl SchedulerCore {
             },
             tree_resources: BTreeMap::new(),
             shares: BTreeMap::new(),
+            live: BTreeMap::new(),
+            starving_order: BTreeMap::new(),
             last_share_update: BTreeMap::new(),
             starvation: BTreeMap::new(),
             integral_volumes: BTreeMap::new(),

@@ -75,6 +75,10 @@ impl<A: Aggregate> OperationIndex<A> {
 pub(super) struct Indexes {
     pub(super) counts: OperationIndex<PoolCountsByTree>,
     pub(super) waiting: OperationIndex<SmallestWaiting>,
+    /// Operations changed since the live arrays (`live_usage.rs`) last looked.
+    live_changed: BTreeSet<OperationId>,
+    /// The live arrays are rebuilt at their next read.
+    live_stale: bool,
 }
 
 impl Indexes {
@@ -82,11 +86,20 @@ impl Indexes {
     pub(super) fn mark(&mut self, id: &OperationId) {
         self.counts.dirty.insert(id.clone());
         self.waiting.dirty.insert(id.clone());
+        self.live_changed.insert(id.clone());
     }
 
     fn invalidate(&mut self) {
         self.counts.stale = true;
         self.waiting.stale = true;
+        self.live_stale = true;
+    }
+
+    /// The operations changed since the last call, or `None` when everything must be
+    /// re-read.
+    pub(super) fn take_live_changes(&mut self) -> Option<BTreeSet<OperationId>> {
+        let changed = std::mem::take(&mut self.live_changed);
+        (!std::mem::take(&mut self.live_stale)).then_some(changed)
     }
 }
 

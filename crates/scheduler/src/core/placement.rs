@@ -65,18 +65,20 @@ impl SchedulerCore {
             _ => return vec![],
         }
         self.update_if_stale(&tree, now);
+        self.refresh_live();
         let Some(shares) = self.shares.remove(&tree) else {
             return vec![];
         };
         let tags = std::mem::take(&mut self.nodes.get_mut(node_id).expect("checked").all_tags);
-        let (mut usage, mut waiting) = self.live_usage(&shares);
+        let mut live = self.take_live(&tree, &shares);
         let mut starts = Vec::new();
         // The root's smallest waiting job bounds every other: once it no longer fits (or
         // no slot is left) the node is full, and the walk that would only prove it is
         // not made.
-        while free.user_slots >= 1.0 - 1e-9 && waiting[0].is_some_and(|m| m.fits_in(free)) {
+        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(free)) {
             self.placement_walks += 1;
-            let Some((elem, op_id, task)) = self.pick(&shares, &usage, &waiting, &tags, 0, *free)
+            let Some((elem, op_id, task)) =
+                self.pick(&shares, &live.usage, &live.waiting, &tags, 0, *free)
             else {
                 break;
             };
@@ -85,15 +87,13 @@ impl SchedulerCore {
                 .get_mut(&op_id)
                 .expect("picked from the map");
             let spec = op.start_job(task, node_id, &tree, now);
-            // Ancestors keep their smaller bound: still a bound, as jobs only left.
-            waiting[elem] = op.smallest_waiting();
+            let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
+            live.set_leaf(&shares, elem, usage, op.smallest_waiting());
             *free -= spec.resources;
-            for i in shares.path(elem) {
-                usage[i] += spec.resources;
-            }
             self.record_start(node_id, &op_id, &spec);
             starts.push(spec);
         }
+        self.live.insert(tree.clone(), live);
         self.shares.insert(tree, shares);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.all_tags = tags;
@@ -141,38 +141,15 @@ impl SchedulerCore {
         node.resource_limits - used - dying
     }
 
-    /// Current absolute usage of every element of the last update, and the
-    /// component-wise smallest job waiting below it (`None`: none waits): a subtree whose
-    /// smallest job does not fit is not walked.
+    /// Current absolute usage of every element of the last update, and the smallest job
+    /// waiting below it, computed from every operation (for the rarer stages; placement
+    /// reads the arrays kept in `live_usage.rs`).
     pub(super) fn live_usage(
         &self,
         shares: &TreeShares,
     ) -> (Vec<ResourceVector>, Vec<Option<ResourceVector>>) {
-        let n = shares.elements.len();
-        let mut usage = vec![ResourceVector::ZERO; n];
-        let mut waiting: Vec<Option<ResourceVector>> = vec![None; n];
-        for i in (0..n).rev() {
-            let e = &shares.elements[i];
-            if let ElementKind::Operation { id } = &e.kind {
-                if let Some(op) = self.operations.get(id) {
-                    usage[i] = op
-                        .slot(&shares.tree)
-                        .map_or(ResourceVector::ZERO, |s| s.usage);
-                    if op.state == OperationState::Running {
-                        waiting[i] = op.smallest_waiting();
-                    }
-                }
-            }
-            if let Some(p) = e.parent {
-                let u = usage[i];
-                usage[p] += u;
-                waiting[p] = match (waiting[p], waiting[i]) {
-                    (Some(a), Some(b)) => Some(a.component_min(&b)),
-                    (a, b) => a.or(b),
-                };
-            }
-        }
-        (usage, waiting)
+        let live = self.compute_live(shares);
+        (live.usage, live.waiting)
     }
 
     /// `room` narrowed by what element `idx` may still take: its limits share of the tree

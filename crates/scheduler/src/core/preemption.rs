@@ -177,11 +177,15 @@ impl SchedulerCore {
         {
             return None;
         }
-        let shares = self.shares.get(&tree_name)?;
-        let starving = self.starving_operations(&tree_name, shares);
+        // In the order of the last update (as its snapshot holds them): sorting every
+        // starving operation on each heartbeat would cost more than the stage itself.
+        let starving = self.starving_order.get(&tree_name).cloned()?;
         if starving.is_empty() {
             return None;
         }
+        self.refresh_live();
+        let node = self.nodes.get(node_id)?;
+        let shares = self.shares.get(&tree_name)?;
         // Everything on this node that someone else could take, by class.
         let mut candidates: Vec<(Candidate, Preemptibility)> = vec![];
         let mut by_op: HashMap<OperationId, HashMap<JobId, Preemptibility>> = HashMap::new();
@@ -207,12 +211,38 @@ impl SchedulerCore {
                 class,
             ));
         }
+        // Nothing here may be taken: the stage could only start a job that fits what is
+        // free, and placement just found none that does. Walking every starving
+        // operation to learn that again is what a full cluster must not pay per node.
+        if candidates
+            .iter()
+            .all(|(_, class)| *class == Preemptibility::NonPreemptible)
+        {
+            if let Some(n) = self.nodes.get_mut(node_id) {
+                n.last_preemptive_stage = Some(now);
+            }
+            return None;
+        }
         // Latest started first.
         candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
-        let (usage, _) = self.live_usage(shares);
-        for (op_id, status) in starving {
-            let op = &self.operations[&op_id];
-            if !op.tag_filter.matches(&node.all_tags) {
+        let computed;
+        let usage = match self.live.get(&tree_name) {
+            Some(live) if live.usage.len() == shares.elements.len() => &live.usage,
+            _ => {
+                computed = self.live_usage(shares).0;
+                &computed
+            }
+        };
+        for (op_id, status) in starving.iter() {
+            let (op_id, status) = (op_id.clone(), *status);
+            let Some(op) = self.operations.get(&op_id) else {
+                continue;
+            };
+            // Placed since the update: nothing of it waits any more.
+            if op.state != OperationState::Running
+                || op.waiting_job_count() == 0
+                || !op.tag_filter.matches(&node.all_tags)
+            {
                 continue;
             }
             let aggressive = status == StarvationStatus::AggressivelyStarving;
@@ -222,7 +252,7 @@ impl SchedulerCore {
             if !shares.admits(idx, &node.all_tags) {
                 continue;
             }
-            let room = self.room_along_path(shares, &usage, idx);
+            let room = self.room_along_path(shares, usage, idx);
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;
             };
@@ -288,8 +318,8 @@ impl SchedulerCore {
     }
 
     /// Starving operations with waiting jobs, aggressively starving first, then the
-    /// least satisfied.
-    fn starving_operations(
+    /// least satisfied: worked out once per update, read by every preemptive stage.
+    pub(super) fn starving_operations(
         &self,
         tree: &str,
         shares: &TreeShares,

@@ -48,6 +48,8 @@ impl SchedulerCore {
     pub(super) fn forget_removed_trees(&mut self) {
         let trees = &self.cluster.trees;
         self.shares.retain(|t, _| trees.contains_key(t));
+        self.live.retain(|t, _| trees.contains_key(t));
+        self.starving_order.retain(|t, _| trees.contains_key(t));
         self.last_share_update.retain(|t, _| trees.contains_key(t));
         self.starvation.retain(|t, _| trees.contains_key(t));
         self.starving_operations
@@ -66,7 +68,8 @@ impl SchedulerCore {
         let due = match (self.shares.get(tree), self.last_share_update.get(tree)) {
             (Some(shares), Some(&last)) => {
                 self.stale_trees.contains(tree)
-                    && now.saturating_sub(last) >= min_stale_update_interval_ms(shares.elements.len())
+                    && now.saturating_sub(last)
+                        >= min_stale_update_interval_ms(shares.elements.len())
             }
             _ => true,
         };
@@ -141,10 +144,18 @@ impl SchedulerCore {
         } else {
             self.over_limit_trees.remove(tree_name);
         }
+        let live = self.compute_live(&shares);
+        self.live.insert(tree_name.to_string(), live);
         self.shares.insert(tree_name.to_string(), shares);
         self.last_share_update.insert(tree_name.to_string(), now);
         self.stale_trees.remove(tree_name);
         self.update_starvation(tree_name, now);
+        let order = match self.shares.get(tree_name) {
+            Some(shares) => self.starving_operations(tree_name, shares),
+            None => vec![],
+        };
+        self.starving_order
+            .insert(tree_name.to_string(), std::sync::Arc::new(order));
     }
 
     /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes

@@ -68,6 +68,9 @@ struct Args {
     /// Start a nats-server and a scheduler of this build (release binaries beside this one).
     #[arg(long)]
     lab: bool,
+    /// With --lab: the heartbeat period the scheduler asks of nodes, in ms.
+    #[arg(long, default_value_t = 1000)]
+    heartbeat_period_ms: u64,
     /// Without --lab: the running installation's NATS URL(s).
     #[arg(long)]
     nats: Option<String>,
@@ -494,7 +497,11 @@ fn prepare(args: &Args) -> anyhow::Result<Target> {
         let cfg = tempfile::NamedTempFile::new()?;
         std::fs::write(cfg.path(), lab_config())?;
         let cfg_path = cfg.path().to_str().context("temp path")?.to_string();
-        let lab = Lab::start_with(&["--config", &cfg_path], vec![])?;
+        let period = format!("{}ms", args.heartbeat_period_ms);
+        let lab = Lab::start_with(
+            &["--config", &cfg_path, "--heartbeat-period", &period],
+            vec![],
+        )?;
         let auth_dir = lab.dir.path().join("auth");
         add_missing_nodes(&auth_dir, args.nodes)?;
         Ok(Target {
