@@ -672,7 +672,19 @@ async fn main() -> anyhow::Result<()> {
             let (nats, dir) = (&target.nats, &target.auth_dir);
             async move {
                 let name = node_name(i);
-                Ok(connect(nats, &name, false, &creds(dir, &name)?).await?)
+                let auth = creds(dir, &name)?;
+                // nats-server takes new identities on a reload it does in the background.
+                let mut tries = 0;
+                loop {
+                    match connect(nats, &name, false, &auth).await {
+                        Ok(c) => return Ok(c),
+                        Err(e) if tries >= 50 => return Err(anyhow::Error::from(e)),
+                        Err(_) => {
+                            tries += 1;
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
             }
         })
         .buffered(32)
