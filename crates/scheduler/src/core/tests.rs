@@ -255,14 +255,21 @@ fn numbered(seq: u64, read: u64, running: &[JobStartSpec]) -> HeartbeatRequest {
     }
 }
 
-#[test]
-fn a_start_in_an_unread_reply_is_sent_again_not_lost() {
+/// Node n1 registered by heartbeat 1; one one-job operation whose start went out in the
+/// reply to heartbeat 2.
+fn one_job_started_in_reply_2() -> (SchedulerCore, OperationId, Vec<JobStartSpec>) {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(numbered(1, 0, &[]), 0);
     let op = core
         .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
         .unwrap();
     let first = core.process_heartbeat(numbered(2, 1, &[]), 1).jobs_to_start;
+    (core, op, first)
+}
+
+#[test]
+fn a_start_in_an_unread_reply_is_sent_again_not_lost() {
+    let (mut core, op, first) = one_job_started_in_reply_2();
     assert_eq!(first.len(), 1);
     // The agent gave up on reply 2 before it came: its next heartbeat says it read
     // only up to 1, and runs nothing. The same attempt comes again, nothing is lost.
@@ -283,12 +290,7 @@ fn a_start_in_an_unread_reply_is_sent_again_not_lost() {
 
 #[test]
 fn a_start_in_a_read_reply_that_the_node_does_not_run_is_lost() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(numbered(1, 0, &[]), 0);
-    let op = core
-        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
-        .unwrap();
-    let first = core.process_heartbeat(numbered(2, 1, &[]), 1).jobs_to_start;
+    let (mut core, op, first) = one_job_started_in_reply_2();
     // It read reply 2 yet reports nothing: the job died there. A new attempt runs.
     let second = core.process_heartbeat(numbered(3, 2, &[]), 2).jobs_to_start;
     assert_eq!(second.len(), 1);
@@ -299,12 +301,7 @@ fn a_start_in_a_read_reply_that_the_node_does_not_run_is_lost() {
 
 #[test]
 fn a_restarted_agent_gets_no_start_of_its_old_run() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(numbered(1, 0, &[]), 0);
-    let op = core
-        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
-        .unwrap();
-    let first = core.process_heartbeat(numbered(2, 1, &[]), 1).jobs_to_start;
+    let (mut core, op, first) = one_job_started_in_reply_2();
     let restarted = HeartbeatRequest {
         incarnation_id: IncarnationId("i2".into()),
         ..numbered(1, 0, &[])

@@ -540,19 +540,19 @@ fn creds(auth_dir: &std::path::Path, name: &str) -> anyhow::Result<ConnectAuth> 
     )?)
 }
 
+/// A connection as the installation's first admin, who submits and reads.
+async fn admin_client(target: &Target, name: &str) -> anyhow::Result<(async_nats::Client, Caller)> {
+    let auth = creds(&target.auth_dir, "admin")?;
+    let client = connect(&target.nats, name, false, &auth).await?;
+    Ok((client, Caller::admin("admin")))
+}
+
 /// Submits `ops` operations holding `jobs` one-cpu jobs between them; returns the rate.
 async fn submit(target: &Target, ops: u64, jobs: u64, pooled: bool) -> anyhow::Result<f64> {
     if ops == 0 {
         return Ok(0.0);
     }
-    let client = connect(
-        &target.nats,
-        "ytsched-load submitter",
-        false,
-        &creds(&target.auth_dir, "admin")?,
-    )
-    .await?;
-    let caller = Caller::admin("admin");
+    let (client, caller) = admin_client(target, "ytsched-load submitter").await?;
     let t0 = Instant::now();
     let results = futures::stream::iter(0..ops)
         .map(|i| {
@@ -601,14 +601,7 @@ async fn submit(target: &Target, ops: u64, jobs: u64, pooled: bool) -> anyhow::R
 
 /// Aborted attempts the scheduler counts over every operation (lost ones included).
 async fn scheduler_aborts(target: &Target) -> anyhow::Result<u64> {
-    let client = connect(
-        &target.nats,
-        "ytsched-load reader",
-        false,
-        &creds(&target.auth_dir, "admin")?,
-    )
-    .await?;
-    let caller = Caller::admin("admin");
+    let (client, caller) = admin_client(target, "ytsched-load reader").await?;
     let mut cursor = None;
     let mut aborted = 0;
     loop {
