@@ -456,6 +456,16 @@ pub struct TreeConfig {
     pub non_preemptible_resource_usage_threshold: Option<ResourceAmounts>,
     pub fair_share_update_period: DurationMs,
     pub node_heartbeat_timeout: DurationMs,
+    /// Finished operations of this tree (by the first tree of their spec) leave the
+    /// scheduler's memory for the archive, as YTsaurus's operations cleaner moves them:
+    /// past `soft_retained_operation_count` those finished longer than `clean_delay` ago,
+    /// past `hard_retained_operation_count` the oldest at once, and any older than
+    /// `max_operation_age`. Archived operations still answer `get-operation`, `list-jobs`
+    /// and job output.
+    pub clean_delay: DurationMs,
+    pub soft_retained_operation_count: u32,
+    pub hard_retained_operation_count: u32,
+    pub max_operation_age: DurationMs,
     /// The ACL of the tree's `<Root>`, which every pool inherits. Unset: `use` for
     /// everyone, `administer` for admins.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -486,6 +496,10 @@ impl Default for TreeConfig {
             non_preemptible_resource_usage_threshold: None,
             fair_share_update_period: DurationMs(200),
             node_heartbeat_timeout: DurationMs(30_000),
+            clean_delay: DurationMs(60_000),
+            soft_retained_operation_count: 200,
+            hard_retained_operation_count: 4_000,
+            max_operation_age: DurationMs(6 * 3600 * 1000),
             acl: None,
         }
     }
@@ -575,8 +589,26 @@ impl TreeConfig {
                 ),
             ));
         }
+        if self.hard_retained_operation_count < self.soft_retained_operation_count {
+            return Err(err(
+                "hard_retained_operation_count",
+                format!(
+                    "{} is less than soft_retained_operation_count = {}",
+                    self.hard_retained_operation_count, self.soft_retained_operation_count
+                ),
+            ));
+        }
         if let Some(acl) = &self.acl {
             crate::acl::validate(acl).map_err(|m| err("acl", m))?;
+        }
+        if self.hard_retained_operation_count < self.soft_retained_operation_count {
+            return Err(err(
+                "hard_retained_operation_count",
+                format!(
+                    "{} is less than soft_retained_operation_count = {}",
+                    self.hard_retained_operation_count, self.soft_retained_operation_count
+                ),
+            ));
         }
         // Minimums keep a typo from making the scheduler spin or drop every node.
         if self.fair_share_update_period.0 < MIN_FAIR_SHARE_UPDATE_PERIOD_MS {

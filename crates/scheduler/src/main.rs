@@ -44,6 +44,10 @@ struct Args {
     /// e.g. 127.0.0.1:8080 (port 0: any free port, logged).
     #[arg(long)]
     http: Option<std::net::SocketAddr>,
+    /// How long the archive keeps an operation retired from memory (by each tree's
+    /// clean_delay, soft/hard_retained_operation_count and max_operation_age).
+    #[arg(long, default_value = "30d")]
+    archive_ttl: DurationMs,
     #[command(flatten)]
     bus: BusArgs,
 }
@@ -94,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
         lease_ttl: Duration::from_millis(args.lease_ttl.0.max(300)),
         revival_window: Duration::from_millis(args.revival_window.0),
         http: args.http,
+        archive_ttl: Duration::from_millis(args.archive_ttl.0.max(1000)),
     };
     run(config, async {
         tokio::select! {

@@ -2,7 +2,8 @@
 //! out, a clock tick for housekeeping. Malformed messages are logged and answered with
 //! an error; they never reach the core.
 
-use crate::core::{ClusterConfig, CoreConfig, CoreEvent, SchedulerCore};
+use crate::archive::{Archive, ArchivedOperation};
+use crate::core::{controls_operation_of, ClusterConfig, CoreConfig, CoreEvent, SchedulerCore};
 use crate::lease::Lease;
 use crate::store;
 use crate::writer::Writer;
@@ -49,6 +50,8 @@ pub struct ServiceConfig {
     pub revival_window: Duration,
     /// Where to serve the web page, JSON and metrics (`--http`); only while leading.
     pub http: Option<std::net::SocketAddr>,
+    /// How long the archive keeps a retired operation.
+    pub archive_ttl: Duration,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
@@ -59,6 +62,8 @@ struct Driver {
     subjects: Subjects,
     core: Arc<Mutex<SchedulerCore>>,
     writer: Writer,
+    /// Where retired operations go, and answer from.
+    archive: Archive,
     /// For replies to heartbeats rejected before they reach the core.
     heartbeat_period_ms: u64,
     /// The most one stored record may take: the bus's payload limit less a margin.
@@ -183,9 +188,22 @@ impl Driver {
                 };
                 let method = method.to_string();
                 let max_record = driver.max_record_bytes;
-                let mut bytes = driver
-                    .with_core(|core| dispatch(core, &caller, &method, &msg.payload, max_record))
+                let answered = driver
+                    .with_core(
+                        |core| match archived_operation(core, &method, &msg.payload) {
+                            Some(_) => None,
+                            None => {
+                                Some(dispatch(core, &caller, &method, &msg.payload, max_record))
+                            }
+                        },
+                    )
                     .await;
+                let mut bytes = match answered {
+                    Some(bytes) => bytes,
+                    None => {
+                        answer_from_archive(&driver.archive, &caller, &method, &msg.payload).await
+                    }
+                };
                 let max = driver.client.server_info().max_payload;
                 if bytes.len() > max {
                     // NATS would drop the reply and the caller would only see a timeout.
@@ -229,12 +247,25 @@ impl Driver {
                 self.with_core(|core| core.bus_restored(unix_now())).await;
             }
             let save = last_volume_save.elapsed() >= VOLUME_SAVE_PERIOD;
-            let volumes = self
+            let (volumes, retired) = self
                 .with_core(|core| {
                     core.tick(unix_now());
-                    save.then(|| store::volumes_write(core.integral_volumes()))
+                    (
+                        save.then(|| store::volumes_write(core.integral_volumes())),
+                        core.take_retired(),
+                    )
                 })
                 .await;
+            // Their last records are stored (with_core waited): the archive takes them
+            // over in the background, then their state keys go.
+            if !retired.is_empty() {
+                let archive = self.archive.clone();
+                tokio::spawn(async move {
+                    for a in retired {
+                        archive.store(a).await;
+                    }
+                });
+            }
             match volumes {
                 Some(Ok(w)) => {
                     last_volume_save = std::time::Instant::now();
@@ -327,6 +358,16 @@ pub async fn run(
     }
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
+    let archive = Archive::new(
+        store::open_bucket(
+            &js,
+            &store::bucket_name(prefix, "archive"),
+            config.kv_replicas,
+            config.archive_ttl,
+        )
+        .await?,
+        state.clone(),
+    );
     let writer = Writer::spawn(state, max_record_bytes);
     core.set_integral_volumes(snapshot.volumes);
     let summary = core.restore(
@@ -363,6 +404,7 @@ pub async fn run(
         max_record_bytes,
         core: Arc::new(Mutex::new(core)),
         writer,
+        archive,
     };
     if let Some(addr) = config.http {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -557,6 +599,103 @@ fn dispatch(
             })
             .unwrap_or_default()
         }
+    }
+}
+
+/// The operation a `get_operation`, `list_jobs` or `get_job_output` request names, when
+/// the core no longer holds it (it was retired to the archive).
+fn archived_operation(core: &SchedulerCore, method: &str, payload: &[u8]) -> Option<OperationId> {
+    let id = match method {
+        api::GetOperation::METHOD => {
+            decode::<ApiRequest<api::GetOperation>>(payload)
+                .ok()?
+                .body
+                .operation_id
+        }
+        api::ListJobs::METHOD => {
+            decode::<ApiRequest<api::ListJobs>>(payload)
+                .ok()?
+                .body
+                .operation_id
+        }
+        api::GetJobOutput::METHOD => {
+            decode::<ApiRequest<api::GetJobOutput>>(payload)
+                .ok()?
+                .body
+                .operation_id
+        }
+        _ => return None,
+    };
+    match core.operation(&id) {
+        Err(e) if e.kind == api::ErrorKind::NotFound => Some(id),
+        _ => None,
+    }
+}
+
+/// Answers a read of an operation the core no longer holds from the archive, with the
+/// same access rules as for a live one.
+async fn answer_from_archive(
+    archive: &Archive,
+    caller: &Caller,
+    method: &str,
+    payload: &[u8],
+) -> Vec<u8> {
+    fn reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
+        encode(&ApiResponse {
+            protocol_version: PROTOCOL_VERSION,
+            result,
+        })
+        .unwrap_or_default()
+    }
+    async fn find(archive: &Archive, id: &OperationId) -> Result<ArchivedOperation, ApiError> {
+        archive
+            .operation(id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no such operation: {id}")))
+    }
+    match method {
+        api::GetOperation::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::GetOperation>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed get_operation request")));
+            };
+            reply(find(archive, &req.body.operation_id).await.map(|a| {
+                if controls_operation_of(caller, &a.info.user, &a.info.spec.owners) {
+                    a.info
+                } else {
+                    a.info.redacted()
+                }
+            }))
+        }
+        api::ListJobs::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::ListJobs>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed list_jobs request")));
+            };
+            let result = match find(archive, &req.body.operation_id).await {
+                Ok(a) => archive.job_page(&a, &req.body).await,
+                Err(e) => Err(e),
+            };
+            reply(result)
+        }
+        api::GetJobOutput::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::GetJobOutput>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed get_job_output request")));
+            };
+            let b = req.body;
+            let result = match find(archive, &b.operation_id).await {
+                Ok(a) if !controls_operation_of(caller, &a.info.user, &a.info.spec.owners) => {
+                    Err(ApiError::permission_denied(format!(
+                        "access denied: user '{}' may not read the job output of operation {}: only its owner '{}', the users in its spec's owners and admins may",
+                        caller.user, b.operation_id, a.info.user
+                    )))
+                }
+                Ok(_) => archive.job_output(&b.operation_id, &b.job_id, b.stream).await,
+                Err(e) => Err(e),
+            };
+            reply(result)
+        }
+        other => reply::<()>(Err(ApiError::not_found(format!(
+            "unknown API method '{other}'"
+        )))),
     }
 }
 

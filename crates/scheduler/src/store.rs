@@ -16,7 +16,7 @@ use ytsched_common::codec::{decode, encode, CodecError};
 pub const CONFIG_KEY: &str = "config";
 pub const VOLUMES_KEY: &str = "volumes";
 pub const OPERATION_PREFIX: &str = "op.";
-const JOB_PREFIX: &str = "job.";
+pub const JOB_PREFIX: &str = "job.";
 const DAMAGED_PREFIX: &str = "damaged.";
 
 /// A bucket name for this installation: its subject prefix, made safe for bucket names.

@@ -52,8 +52,14 @@ pub(super) fn pool_allows(
 
 /// Owner, a user of the spec's `owners`, or an admin.
 fn controls(caller: &Caller, op: &Operation) -> bool {
+    controls_operation_of(caller, &op.user, &op.spec.owners)
+}
+
+/// The same rule for an operation known only by its owner and `owners` (an archived
+/// one).
+pub fn controls_operation_of(caller: &Caller, owner: &str, owners: &[String]) -> bool {
     let user = caller.user.as_str();
-    caller.admin || op.user == user || op.spec.owners.iter().any(|o| o == user)
+    caller.admin || owner == user || owners.iter().any(|o| o == user)
 }
 
 pub(super) fn refusal(caller: &Caller, permission: Permission, what: &str) -> ApiError {

@@ -424,6 +424,7 @@ impl SchedulerCore {
             self.stale_trees.insert(tree.clone());
             self.remove_empty_ephemeral_pools(&tree, &pool);
         }
+        self.note_finished(id);
         self.promote_pending(now);
     }
 

@@ -3,6 +3,7 @@
 //! drive exactly the same code, and the same inputs give the same decisions.
 
 mod access;
+pub use access::controls_operation_of;
 mod admin;
 mod admin_path;
 mod admission;
@@ -23,7 +24,9 @@ mod placement;
 pub mod pool_tree;
 mod preemption;
 mod queries;
+pub use queries::{page_limit, parse_cursor};
 pub mod records;
+pub mod retention;
 mod share_update;
 mod speculation;
 pub mod starvation;
@@ -122,6 +125,10 @@ pub struct SchedulerCore {
     /// before it counts the unreported ones as lost.
     revival_deadline: Option<UnixMillis>,
     events: Vec<CoreEvent>,
+    /// Finished operations still in memory, oldest first per tree (see `retention.rs`).
+    finished_order: retention::FinishedOrder,
+    /// Operations retired from memory, for the driver to archive.
+    retired: Vec<retention::Archived>,
     /// Operations whose stored record could not be read at revival, with why.
     damaged: BTreeMap<OperationId, String>,
 }
@@ -163,6 +170,8 @@ impl SchedulerCore {
             latest_now: 0,
             revival_deadline: None,
             events: Vec::new(),
+            finished_order: BTreeMap::new(),
+            retired: Vec::new(),
             damaged: BTreeMap::new(),
         }
     }
@@ -206,6 +215,7 @@ impl SchedulerCore {
             self.fail_unplaceable(now);
         }
         self.update_due_shares(now);
+        self.retire_finished(now);
     }
 
     pub fn take_nudges(&mut self) -> Vec<NodeId> {

@@ -202,7 +202,7 @@ fn describe(op: &Operation) -> OperationInfo {
 }
 
 /// A page size asked for, checked (default and maximum as for `list_operations`).
-fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
+pub fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
     use ytsched_common::api::ListOperations;
     let limit = limit.unwrap_or(ListOperations::DEFAULT_PAGE);
     if limit == 0 || limit > ListOperations::MAX_PAGE {
@@ -215,7 +215,7 @@ fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
 }
 
 /// A cursor this scheduler gave out, read back.
-fn parse_cursor<T: std::str::FromStr>(cursor: &Option<String>) -> Result<Option<T>, ApiError> {
+pub fn parse_cursor<T: std::str::FromStr>(cursor: &Option<String>) -> Result<Option<T>, ApiError> {
     cursor
         .as_ref()
         .map(|c| {

@@ -207,7 +207,11 @@ impl SchedulerCore {
                     self.speculating.insert(id.clone());
                 }
             }
-            self.operations.insert(id, op);
+            let finished = op.state.is_finished();
+            self.operations.insert(id.clone(), op);
+            if finished {
+                self.note_finished(&id);
+            }
         }
         // A crash between a job's last result and its operation's end leaves an
         // operation with every job done: it ends now.

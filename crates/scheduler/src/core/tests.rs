@@ -677,3 +677,99 @@ fn a_node_that_cannot_fit_the_smallest_waiting_job_is_not_walked() {
     assert!(!r.jobs_to_start.is_empty());
     assert!(core.placement_walks() > walks);
 }
+
+/// Runs one one-job operation `name` to completion on n1 at time `t`.
+fn run_to_completion(core: &mut SchedulerCore, name: &str, t: u64) -> OperationId {
+    let op = core
+        .start_operation(OperationId(name.into()), "u", spec(1, 1.0), t)
+        .unwrap();
+    let started = core
+        .process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), t)
+        .jobs_to_start;
+    assert_eq!(started.len(), 1, "{name} starts");
+    core.process_heartbeat(
+        heartbeat("n1", 1.0, &[], vec![done(&started[0], JobState::Completed)]),
+        t,
+    );
+    assert_eq!(
+        core.operation_info(&op).unwrap().state,
+        OperationState::Completed
+    );
+    core.take_changes();
+    op
+}
+
+#[test]
+fn finished_operations_leave_memory_by_count_and_age() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for (attr, value) in [
+        ("soft_retained_operation_count", 1),
+        ("hard_retained_operation_count", 2),
+        ("clean_delay", 1_000),
+        ("max_operation_age", 10_000),
+    ] {
+        core.admin_set(
+            &format!("//sys/pool_trees/default/@config/{attr}"),
+            serde_json::json!(value),
+        )
+        .unwrap();
+    }
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let a = run_to_completion(&mut core, "a", 100);
+    let b = run_to_completion(&mut core, "b", 200);
+    core.tick(300);
+    assert!(
+        core.take_retired().is_empty(),
+        "two finished: within both counts"
+    );
+    // A third goes over the hard count: the oldest leaves at once.
+    let c = run_to_completion(&mut core, "c", 400);
+    core.tick(400);
+    let retired = core.take_retired();
+    assert_eq!(retired.len(), 1);
+    assert_eq!(retired[0].info.id, a);
+    assert_eq!(retired[0].info.state, OperationState::Completed);
+    assert_eq!(retired[0].jobs.len(), 1);
+    assert_eq!(retired[0].jobs[0].stdout, "out 0");
+    assert_eq!(retired[0].job_ids, vec![retired[0].jobs[0].info.id.clone()]);
+    let err = core.operation_info(&a).unwrap_err();
+    assert_eq!(err.kind, ytsched_common::api::ErrorKind::NotFound);
+    // Over the soft count, the oldest waits for its clean delay (b finished at 200).
+    core.tick(1_100);
+    assert!(core.take_retired().is_empty());
+    core.tick(1_201);
+    let retired = core.take_retired();
+    assert_eq!(
+        retired
+            .iter()
+            .map(|r| r.info.id.clone())
+            .collect::<Vec<_>>(),
+        vec![b]
+    );
+    // The last one stays until it is older than max_operation_age.
+    core.tick(10_400);
+    assert!(core.take_retired().is_empty());
+    core.tick(10_401);
+    assert_eq!(core.take_retired()[0].info.id, c);
+    assert_eq!(core.retained_finished_count(), 0);
+    assert!(
+        core.job_owner.is_empty(),
+        "no job of a retired operation is kept"
+    );
+}
+
+#[test]
+fn retention_counts_must_be_ordered() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let err = core
+        .admin_set(
+            "//sys/pool_trees/default/@config/hard_retained_operation_count",
+            serde_json::json!(10),
+        )
+        .unwrap_err();
+    assert!(
+        err.0.contains("soft_retained_operation_count = 200"),
+        "{}",
+        err.0
+    );
+}

@@ -192,6 +192,9 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
             }
         }
         pending_events.extend(core.take_events().into_iter().map(|e| event_json(t, e)));
+        // What the service would store, archive and send: a long scenario must not keep
+        // it all (simulated nodes heartbeat on their period, nudged or not).
+        drop((core.take_changes(), core.take_retired(), core.take_nudges()));
         if next_snapshot < snapshots.len() && snapshots[next_snapshot] == t {
             next_snapshot += 1;
             core.update_all_shares(t);
