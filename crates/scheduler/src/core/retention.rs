@@ -78,10 +78,7 @@ impl SchedulerCore {
                 .get(&tree)
                 .map(|t| t.config.clone())
                 .unwrap_or_default();
-            loop {
-                let Some(set) = self.finished_order.get_mut(&tree) else {
-                    break;
-                };
+            while let Some(set) = self.finished_order.get_mut(&tree) {
                 let Some((finished, _, id)) = set.first().cloned() else {
                     self.finished_order.remove(&tree);
                     break;
