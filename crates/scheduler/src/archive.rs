@@ -9,7 +9,8 @@
 //! again the same.
 
 use crate::core::retention::{Archived, ArchivedJob};
-use crate::store::{JOB_PREFIX, OPERATION_PREFIX};
+use crate::store::{self, JOB_PREFIX, OPERATION_PREFIX};
+use crate::writer::Writer;
 use async_nats::jetstream::kv;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -27,8 +28,9 @@ pub struct ArchivedOperation {
 #[derive(Clone)]
 pub struct Archive {
     kv: kv::Store,
-    /// The live state bucket, whose keys of an archived operation are deleted.
-    state: kv::Store,
+    /// Deletes an archived operation's state keys, fenced and in order with every other
+    /// state write.
+    writer: Writer,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ApiError {
@@ -39,8 +41,8 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
 }
 
 impl Archive {
-    pub fn new(kv: kv::Store, state: kv::Store) -> Self {
-        Archive { kv, state }
+    pub fn new(kv: kv::Store, writer: Writer) -> Self {
+        Archive { kv, writer }
     }
 
     async fn get<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ApiError> {
@@ -119,8 +121,8 @@ impl Archive {
             .map_err(|e| e.to_string())
     }
 
-    /// Writes one retired operation, then deletes its state keys; retried until both
-    /// are done (the operation answers from nowhere until the archive has it).
+    /// Writes one retired operation, retried until done (it answers from nowhere until
+    /// the archive has it), then has its state keys deleted.
     pub async fn store(&self, a: Archived) {
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -152,15 +154,13 @@ impl Archive {
         };
         self.put(format!("op.{id}"), encode(&op).map_err(|e| e.to_string())?)
             .await?;
-        for job in &a.job_ids {
-            self.state
-                .purge(format!("{JOB_PREFIX}{job}"))
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        self.state
-            .purge(format!("{OPERATION_PREFIX}{id}"))
-            .await
-            .map_err(|e| e.to_string())
+        let purges = a
+            .job_ids
+            .iter()
+            .map(|job| store::purge(format!("{JOB_PREFIX}{job}")))
+            .chain([store::purge(format!("{OPERATION_PREFIX}{id}"))])
+            .collect();
+        self.writer.submit(purges).wait().await;
+        Ok(())
     }
 }

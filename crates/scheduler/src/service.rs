@@ -316,13 +316,16 @@ pub async fn run(
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let lease = Lease::acquire(leases, holder, config.lease_ttl).await;
+    let lease = Lease::acquire(leases, holder.clone(), config.lease_ttl).await;
+    // Claimed before the state is read: a previous leader's next write round fails.
+    let epoch = crate::writer::claim_epoch(&state, &holder).await?;
 
     let started = std::time::Instant::now();
-    let snapshot = store::load(&state).await?;
+    let mut snapshot = store::load(&state).await?;
     let mut core = SchedulerCore::new(config.core);
     for d in &snapshot.damaged {
         set_aside(&state, d).await?;
+        snapshot.revisions.remove(&d.key);
         if let Some(id) = d.key.strip_prefix(store::OPERATION_PREFIX) {
             if let Ok(id) = OperationId::parse(id) {
                 core.note_damaged_operation(id, d.error.clone());
@@ -346,6 +349,7 @@ pub async fn run(
                     error: format!("invalid: {e}"),
                 };
                 set_aside(&state, &damaged).await?;
+                snapshot.revisions.remove(store::CONFIG_KEY);
             }
         }
     }
@@ -358,6 +362,15 @@ pub async fn run(
     }
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
+    let writer = Writer::spawn(
+        state,
+        max_record_bytes,
+        crate::writer::Revisions {
+            keys: std::mem::take(&mut snapshot.revisions),
+            epoch,
+            holder: holder.into(),
+        },
+    );
     let archive = Archive::new(
         store::open_bucket(
             &js,
@@ -366,9 +379,8 @@ pub async fn run(
             config.archive_ttl,
         )
         .await?,
-        state.clone(),
+        writer.clone(),
     );
-    let writer = Writer::spawn(state, max_record_bytes);
     core.set_integral_volumes(snapshot.volumes);
     let summary = core.restore(
         snapshot.operations,
@@ -418,11 +430,15 @@ pub async fn run(
         });
     }
     let released = lease.releaser();
+    let writer_fenced = driver.writer.clone();
     tokio::select! {
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
         r = tokio::spawn(driver.tick(config.tick_period)) => r?,
         e = lease.hold() => return Err(e),
+        reason = writer_fenced.fenced() => {
+            return Err(anyhow::anyhow!("deposed: {reason}; stopping so that only one scheduler writes"))
+        }
         _ = shutdown => {
             // Everything acknowledged is already stored; a successor may start at once.
             released.release().await;

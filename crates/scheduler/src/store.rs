@@ -15,6 +15,9 @@ use ytsched_common::codec::{decode, encode, CodecError};
 
 pub const CONFIG_KEY: &str = "config";
 pub const VOLUMES_KEY: &str = "volumes";
+/// Moved on by every write round of the leader, and claimed by a new one before it
+/// reads the state: fences writes of a deposed leader (see `writer.rs`).
+pub const EPOCH_KEY: &str = "epoch";
 pub const OPERATION_PREFIX: &str = "op.";
 pub const JOB_PREFIX: &str = "job.";
 const DAMAGED_PREFIX: &str = "damaged.";
@@ -72,6 +75,8 @@ pub struct Snapshot {
     pub jobs: Vec<JobRecord>,
     /// Values that could not be decoded: set aside by the service, never fatal.
     pub damaged: Vec<Damaged>,
+    /// The revision of every key read: where this leader's compare-and-set writes start.
+    pub revisions: std::collections::HashMap<String, u64>,
 }
 
 impl Snapshot {
@@ -125,6 +130,7 @@ pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
     while let Some(entry) = entries.next().await {
         let entry = entry.context("cannot read the state bucket")?;
         if entry.operation == kv::Operation::Put {
+            snapshot.revisions.insert(entry.key.clone(), entry.revision);
             if let Err(e) = snapshot.take(&entry.key, &entry.value) {
                 snapshot.damaged.push(Damaged {
                     key: entry.key.clone(),
@@ -168,6 +174,11 @@ pub fn config_write(config: &ClusterConfig) -> Result<Write, CodecError> {
 
 pub fn volumes_write(volumes: &IntegralVolumes) -> Result<Write, CodecError> {
     Ok((VOLUMES_KEY.to_string(), encode(volumes)?.into()))
+}
+
+/// A write that removes `key` (a record is never empty).
+pub fn purge(key: String) -> Write {
+    (key, Bytes::new())
 }
 
 /// Order of phases within a batch of writes: configuration (pools an operation runs in),

@@ -9,12 +9,20 @@
 //! is dropped. A value larger than a record may be can never succeed: it is refused
 //! with an alert instead of being retried forever in front of every later write (the
 //! API refuses requests that would make one, so this is the last line).
+//!
+//! Writes are fenced. Each round first moves the `epoch` key on from the revision this
+//! leader last saw (a new leader claims it before it reads the state), then writes
+//! every key as a compare-and-set on the revision this leader last saw of it (create
+//! for a key it never saw). A write that finds another revision, not its own value, means
+//! another scheduler has written: this one is deposed, stops writing, and reports it
+//! (`fenced`), and the service steps down.
 
-use crate::store::{phase, Write};
+use crate::store::{phase, Write, EPOCH_KEY};
 use async_nats::jetstream::kv;
-use std::collections::BTreeMap;
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
 struct Batch {
@@ -25,24 +33,40 @@ struct Batch {
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::UnboundedSender<Batch>,
+    fenced: watch::Receiver<Option<String>>,
 }
 
 /// Resolves when a batch is stored. Dropped without waiting, the writes still happen.
 pub struct Stored(Option<oneshot::Receiver<()>>);
 
 impl Stored {
+    /// Waits until the batch is stored. A batch the writer gave up on (it was fenced:
+    /// another scheduler leads) never resolves, so nothing it announces is ever
+    /// confirmed; the deposed scheduler is stopping meanwhile.
     pub async fn wait(self) {
         if let Some(rx) = self.0 {
-            let _ = rx.await;
+            if rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
     }
 }
 
+/// Where the writer starts from: the revision of every key as this leader read it, and
+/// of the epoch it claimed.
+pub struct Revisions {
+    pub keys: HashMap<String, u64>,
+    pub epoch: u64,
+    /// This leader's name: the epoch's value while it leads.
+    pub holder: Bytes,
+}
+
 impl Writer {
-    pub fn spawn(store: kv::Store, max_value_bytes: usize) -> Writer {
+    pub fn spawn(store: kv::Store, max_value_bytes: usize, revisions: Revisions) -> Writer {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, rx, max_value_bytes));
-        Writer { tx }
+        let (fenced_tx, fenced) = watch::channel(None);
+        tokio::spawn(run(store, rx, max_value_bytes, revisions, fenced_tx));
+        Writer { tx, fenced }
     }
 
     /// Queues writes (call it while holding the lock that ordered the changes).
@@ -51,17 +75,114 @@ impl Writer {
             return Stored(None);
         }
         let (done, rx) = oneshot::channel();
-        if self.tx.send(Batch { writes, done }).is_err() {
-            return Stored(None);
-        }
+        // A writer that stopped drops the batch, and with it `done`: never confirmed.
+        let _ = self.tx.send(Batch { writes, done });
         Stored(Some(rx))
+    }
+
+    /// Resolves, with why, once a write found that another scheduler wrote the state.
+    pub async fn fenced(&self) -> String {
+        let mut rx = self.fenced.clone();
+        let reason = match rx.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone().unwrap_or_default(),
+            Err(_) => "the state writer stopped".into(),
+        };
+        reason
+    }
+}
+
+/// Claims the epoch for a new leader, before it reads the state: any later write round
+/// of a previous leader then fails its first step.
+pub async fn claim_epoch(store: &kv::Store, holder: &str) -> anyhow::Result<u64> {
+    loop {
+        let result = match store.entry(EPOCH_KEY).await? {
+            Some(e) if e.operation == kv::Operation::Put => store
+                .update(EPOCH_KEY, holder.to_string().into(), e.revision)
+                .await
+                .map_err(|e| e.to_string()),
+            _ => store
+                .create(EPOCH_KEY, holder.to_string().into())
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        match result {
+            Ok(revision) => return Ok(revision),
+            // Raced with another claimant: read again.
+            Err(e) => warn!(error = %e, "claiming the state epoch; retrying"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How one fenced write ended.
+enum Outcome {
+    Written(Option<u64>),
+    Fenced(String),
+    Retry(String),
+}
+
+/// Writes (or, for an empty value, purges) `key` as a compare-and-set on `known`.
+async fn write_fenced(store: &kv::Store, key: &str, value: &Bytes, known: Option<u64>) -> Outcome {
+    let attempt = if value.is_empty() {
+        store
+            .purge_expect_revision(key, known)
+            .await
+            .map(|()| None)
+            .map_err(|e| e.to_string())
+    } else {
+        match known {
+            Some(r) => store
+                .update(key, value.clone(), r)
+                .await
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            None => store
+                .create(key, value.clone())
+                .await
+                .map(Some)
+                .map_err(|e| e.to_string()),
+        }
+    };
+    let error = match attempt {
+        Ok(revision) => return Outcome::Written(revision),
+        Err(e) => e,
+    };
+    // The write may have happened with its acknowledgement lost, or another scheduler
+    // may have written: what the key holds now tells which.
+    match store.entry(key).await {
+        Ok(entry) => {
+            let now = entry.as_ref().filter(|e| e.operation == kv::Operation::Put);
+            match (now, value.is_empty()) {
+                (None, true) => Outcome::Written(None),
+                (Some(e), false) if e.value == *value => Outcome::Written(Some(e.revision)),
+                (now, _) if now.map(|e| e.revision) != known => Outcome::Fenced(format!(
+                    "key {key} is at revision {:?}, not {known:?} as this leader last wrote it",
+                    now.map(|e| e.revision)
+                )),
+                _ => Outcome::Retry(error),
+            }
+        }
+        Err(e) => Outcome::Retry(format!("{error}; then cannot read {key}: {e}")),
     }
 }
 
 const MAX_BATCHES: usize = 512;
 
-async fn run(store: kv::Store, mut rx: mpsc::UnboundedReceiver<Batch>, max_value_bytes: usize) {
+async fn run(
+    store: kv::Store,
+    mut rx: mpsc::UnboundedReceiver<Batch>,
+    max_value_bytes: usize,
+    mut revisions: Revisions,
+    fenced: watch::Sender<Option<String>>,
+) {
     let mut failing = false;
+    let fence = |reason: String| {
+        error!(
+            reason,
+            "ALERT: another scheduler wrote the state; this one is deposed and stops writing"
+        );
+        let _ = fenced.send(Some(reason));
+    };
     while let Some(first) = rx.recv().await {
         let mut batches = vec![first];
         while batches.len() < MAX_BATCHES {
@@ -71,7 +192,7 @@ async fn run(store: kv::Store, mut rx: mpsc::UnboundedReceiver<Batch>, max_value
             }
         }
         // The last value of each key wins; keys are grouped by phase.
-        let mut latest: BTreeMap<(u8, String), bytes::Bytes> = BTreeMap::new();
+        let mut latest: BTreeMap<(u8, String), Bytes> = BTreeMap::new();
         for b in &mut batches {
             for (k, v) in b.writes.drain(..) {
                 if v.len() > max_value_bytes {
@@ -81,26 +202,52 @@ async fn run(store: kv::Store, mut rx: mpsc::UnboundedReceiver<Batch>, max_value
                 latest.insert((phase(&k), k), v);
             }
         }
-        for p in 0..=2u8 {
-            let mut pending: Vec<(String, bytes::Bytes)> = latest
-                .iter()
-                .filter(|((ph, _), _)| *ph == p)
-                .map(|((_, k), v)| (k.clone(), v.clone()))
-                .collect();
-            let mut backoff = Duration::from_millis(50);
+        let mut phases: Vec<Vec<(String, Bytes)>> = vec![vec![]; 3];
+        for ((p, k), v) in latest {
+            phases[p as usize].push((k, v));
+        }
+        let mut backoff = Duration::from_millis(50);
+        // The epoch first: a deposed leader's round stops here.
+        loop {
+            match write_fenced(&store, EPOCH_KEY, &revisions.holder, Some(revisions.epoch)).await {
+                Outcome::Written(Some(r)) => {
+                    revisions.epoch = r;
+                    break;
+                }
+                Outcome::Written(None) => break,
+                Outcome::Fenced(reason) => return fence(format!("epoch: {reason}")),
+                Outcome::Retry(e) => {
+                    if !failing {
+                        warn!(error = %e, "cannot write state to the store; retrying (replies wait)");
+                        failing = true;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        for mut pending in phases {
             while !pending.is_empty() {
-                let results = futures::future::join_all(
-                    pending
-                        .iter()
-                        .map(|(k, v)| store.put(k.as_str(), v.clone())),
-                )
+                let results = futures::future::join_all(pending.iter().map(|(k, v)| {
+                    let known = revisions.keys.get(k).copied();
+                    write_fenced(&store, k, v, known)
+                }))
                 .await;
                 let mut retry = Vec::new();
                 let mut last_error = None;
                 for ((k, v), r) in pending.into_iter().zip(results) {
-                    if let Err(e) = r {
-                        last_error = Some(e.to_string());
-                        retry.push((k, v));
+                    match r {
+                        Outcome::Written(Some(rev)) => {
+                            revisions.keys.insert(k, rev);
+                        }
+                        Outcome::Written(None) => {
+                            revisions.keys.remove(&k);
+                        }
+                        Outcome::Fenced(reason) => return fence(reason),
+                        Outcome::Retry(e) => {
+                            last_error = Some(e);
+                            retry.push((k, v));
+                        }
                     }
                 }
                 pending = retry;

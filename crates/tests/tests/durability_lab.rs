@@ -303,3 +303,59 @@ fn crashing_the_scheduler_at_random_points_never_duplicates_or_loses_a_job() {
     // any process exists, so no index ever starts twice either.
     assert_each_ran_once(marks_dir.path(), 60);
 }
+
+#[test]
+fn a_deposed_leader_cannot_write_and_steps_down() {
+    let mut lab = Lab::start(vec![]).unwrap();
+    lab.ok(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "before",
+        "--pool-tree",
+        "default",
+    ]);
+    // Another scheduler claims the state's epoch, as a new leader does before it reads
+    // the state (this one still believes it leads: its lease has not run out).
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(lab.client_as("scheduler").await.unwrap());
+        let state = js
+            .get_key_value(format!("{}_state", lab.prefix))
+            .await
+            .unwrap();
+        let epoch = state.entry("epoch").await.unwrap().expect("an epoch");
+        state
+            .update("epoch", "usurper".into(), epoch.revision)
+            .await
+            .unwrap();
+    });
+    // Its next write is refused by the store: the change is never acknowledged, and
+    // the scheduler stops.
+    let out = lab.ytsched(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "after",
+        "--pool-tree",
+        "default",
+    ]);
+    assert!(!out.status.success(), "a fenced write is not acknowledged");
+    wait_until(Duration::from_secs(15), || {
+        (!lab.scheduler_running(0)).then_some(())
+    })
+    .expect("the deposed scheduler steps down");
+    let log = lab.scheduler_log();
+    assert!(log.contains("deposed"), "{log}");
+    // What it could not write is not in the store; what it wrote before is.
+    lab.restart_scheduler(0).unwrap();
+    let exists = |pool: &str| -> bool {
+        wait_until(Duration::from_secs(20), || {
+            lab.json::<bool>(&["exists", &format!("//sys/pool_trees/default/{pool}")])
+                .ok()
+        })
+        .unwrap()
+    };
+    assert!(exists("before"));
+    assert!(!exists("after"));
+}
