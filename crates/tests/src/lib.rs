@@ -81,6 +81,8 @@ pub struct Lab {
     nats: Option<Child>,
     /// The NATS port, kept so that a restarted server comes back where clients look.
     nats_port: u16,
+    /// The servers of a NATS cluster (`start_cluster`), instead of `nats`.
+    cluster: Vec<ClusterServer>,
     /// Schedulers in start order; more than one is a leader and its standbys.
     schedulers: Vec<Option<Child>>,
     nodes: Vec<Option<Child>>,
@@ -163,7 +165,170 @@ fn stop_child(child: &mut Child, signal: nix::sys::signal::Signal, wait: Duratio
     let _ = child.wait();
 }
 
+/// One server of a lab's NATS cluster: how to start it again, and its ports.
+struct ClusterServer {
+    child: Option<Child>,
+    args: Vec<String>,
+    log: PathBuf,
+    port: u16,
+    monitor_port: u16,
+}
+
+/// A free loopback port (bound once to learn it, then released for a server to take).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The body of an HTTP GET to a loopback port (nats-server's monitoring endpoints).
+pub fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default())
+}
+
 impl Lab {
+    /// A 3-server NATS cluster (routes, JetStream with KV at 3 replicas), the scheduler
+    /// and one agent per entry of `nodes`; every process is given all three URLs.
+    /// Identities are made before the servers start (a reload reaches only one server).
+    pub fn start_cluster(scheduler_args: &[&str], nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
+        let dir = tempfile::Builder::new().prefix("ytsched-e2e-").tempdir()?;
+        set_mode(dir.path(), 0o711)?;
+        let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
+        let prefix = format!("e2e{}x{}", std::process::id(), seq);
+        init_auth(dir.path(), &prefix)?;
+        let node_names: Vec<String> = (0..nodes.len()).map(|i| format!("node{i}")).collect();
+        if !node_names.is_empty() {
+            let auth_dir = dir.path().join("auth");
+            let mut args = vec!["auth", "add-node", "--dir", path_str(&auth_dir)?];
+            args.extend(node_names.iter().map(String::as_str));
+            run_auth(&args)?;
+        }
+        let ports: Vec<(u16, u16, u16)> = (0..3)
+            .map(|_| Ok((free_port()?, free_port()?, free_port()?)))
+            .collect::<anyhow::Result<_>>()?;
+        let mut cluster = vec![];
+        for (i, &(port, cluster_port, monitor_port)) in ports.iter().enumerate() {
+            let routes: Vec<String> = ports
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, p)| format!("nats://127.0.0.1:{}", p.1))
+                .collect();
+            let args: Vec<String> = [
+                "-c",
+                path_str(&dir.path().join("nats.conf"))?,
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-m",
+                &monitor_port.to_string(),
+                "-js",
+                "-sd",
+                path_str(&dir.path().join(format!("js{i}")))?,
+                "-n",
+                &format!("s{i}"),
+                "--cluster_name",
+                "ytsched",
+                "--cluster",
+                &format!("nats://127.0.0.1:{cluster_port}"),
+                "--routes",
+                &routes.join(","),
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+            let mut server = ClusterServer {
+                child: None,
+                args,
+                log: dir.path().join(format!("nats{i}.log")),
+                port,
+                monitor_port,
+            };
+            server.child = Some(spawn_logged(
+                Command::new(nats_server()).args(&server.args),
+                &server.log,
+            )?);
+            cluster.push(server);
+        }
+        let nats_url = ports
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{}", p.0))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut lab = Lab {
+            nats_url,
+            prefix,
+            cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
+            dir,
+            nats: None,
+            nats_port: 0,
+            cluster,
+            schedulers: vec![],
+            nodes: vec![],
+            node_opts: vec![],
+            scheduler_args: scheduler_args.iter().map(|s| s.to_string()).collect(),
+        };
+        // JetStream serves once the cluster has a meta leader.
+        for i in 0..3 {
+            lab.wait_nats_server_ready(i)?;
+        }
+        lab.start_scheduler()?;
+        for opts in nodes {
+            lab.add_node(opts)?;
+        }
+        lab.wait_for_nodes(lab.nodes.len())?;
+        Ok(lab)
+    }
+
+    /// Waits until cluster server `i` has both routes and reports JetStream healthy.
+    fn wait_nats_server_ready(&self, i: usize) -> anyhow::Result<()> {
+        let monitor = self.cluster[i].monitor_port;
+        wait_until(Duration::from_secs(30), || {
+            let routes = http_get(monitor, "/routez").ok()?;
+            let v: serde_json::Value = serde_json::from_str(&routes).ok()?;
+            let health = http_get(monitor, "/healthz?js-enabled-only=true").ok()?;
+            (v["num_routes"].as_u64()? >= 2 && health.contains("ok")).then_some(())
+        })
+        .with_context(|| format!("NATS cluster server {i} did not become ready"))
+    }
+
+    /// Kills NATS cluster server `i` (SIGKILL: a machine lost), keeping its store.
+    pub fn kill_nats_server(&mut self, i: usize) {
+        if let Some(mut c) = self.cluster[i].child.take() {
+            stop_child(
+                &mut c,
+                nix::sys::signal::Signal::SIGKILL,
+                Duration::from_secs(5),
+            );
+        }
+    }
+
+    /// Starts NATS cluster server `i` again with its store, and waits until it has
+    /// rejoined the cluster (both routes up, JetStream healthy).
+    pub fn restart_nats_server(&mut self, i: usize) -> anyhow::Result<()> {
+        let s = &mut self.cluster[i];
+        s.child = Some(spawn_logged(
+            Command::new(nats_server()).args(&s.args),
+            &s.log,
+        )?);
+        self.wait_nats_server_ready(i)
+    }
+
+    /// The client port of NATS cluster server `i`.
+    pub fn nats_server_port(&self, i: usize) -> u16 {
+        self.cluster[i].port
+    }
+
     /// nats-server and the scheduler, then one agent per entry of `nodes`.
     pub fn start(nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
         Self::start_with(&[], nodes)
@@ -188,6 +353,7 @@ impl Lab {
             dir,
             nats: Some(nats),
             nats_port: 0,
+            cluster: vec![],
             schedulers: vec![],
             nodes: vec![],
             node_opts: vec![],
@@ -290,7 +456,9 @@ impl Lab {
 
     pub fn add_node(&mut self, opts: NodeOpts) -> anyhow::Result<usize> {
         let index = self.nodes.len();
-        self.auth(&["add-node", &self.node_id(index)])?;
+        if !self.creds(&self.node_id(index)).exists() {
+            self.auth(&["add-node", &self.node_id(index)])?;
+        }
         self.node_opts.push(opts);
         self.nodes.push(None);
         self.restart_node(index)?;
@@ -522,6 +690,9 @@ impl Drop for Lab {
             stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
         }
         if let Some(c) = self.nats.as_mut() {
+            stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
+        }
+        for c in self.cluster.iter_mut().filter_map(|s| s.child.as_mut()) {
             stop_child(c, nix::sys::signal::Signal::SIGKILL, Duration::from_secs(5));
         }
         // Whatever a killed agent left is removed by PID here, then the directories.

@@ -359,3 +359,49 @@ fn a_deposed_leader_cannot_write_and_steps_down() {
     assert!(exists("before"));
     assert!(!exists("after"));
 }
+
+#[test]
+fn losing_one_nats_server_of_three_loses_nothing_and_it_rejoins() {
+    let marks_dir = ytsched_tests::job_writable_dir();
+    let mut lab = Lab::start_cluster(
+        &["--kv-replicas", "3"],
+        vec![node("4", "20"), node("4", "20")],
+    )
+    .unwrap();
+    let spec = format!(
+        "tasks: {{t: {{command: '{}', job_count: 20, cpu_limit: 0.2, memory_limit: 64M}}}}",
+        marked_job(marks_dir.path(), "sleep 4")
+    );
+    let op = lab.submit_spec(&spec).unwrap();
+    wait_running(&lab, &op, 20);
+
+    // A server is lost mid-operation: clients move to the other two, the KV buckets
+    // (3 replicas) keep their quorum.
+    lab.kill_nats_server(0);
+    let done = lab.wait_finished(&op, Duration::from_secs(90)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["jobs"]["completed"], 20, "{done}");
+    assert_each_ran_once(marks_dir.path(), 20);
+    // New work still runs on the two that are left.
+    let second = lab
+        .submit_spec(
+            "tasks: {t: {command: 'true', job_count: 4, cpu_limit: 0.1, memory_limit: 64M}}",
+        )
+        .unwrap();
+    let d = lab.wait_finished(&second, Duration::from_secs(60)).unwrap();
+    assert_eq!(d["state"], "completed", "{d}");
+
+    // The lost server comes back and rejoins (both routes, JetStream healthy).
+    lab.restart_nats_server(0).unwrap();
+    // Nothing stored was lost, and the rejoined server holds it: with another server
+    // down, a restarted scheduler revives both operations from the two that are left.
+    lab.kill_nats_server(1);
+    lab.kill_scheduler(0, Signal::SIGKILL);
+    lab.restart_scheduler(0).unwrap();
+    for (id, jobs) in [(&op, 20), (&second, 4)] {
+        let info = wait_until(Duration::from_secs(60), || lab.operation(id).ok()).unwrap();
+        assert_eq!(info["state"], "completed", "{info}");
+        assert_eq!(info["jobs"]["completed"], jobs, "{info}");
+    }
+    assert_each_ran_once(marks_dir.path(), 20);
+}
