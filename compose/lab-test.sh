@@ -3,7 +3,8 @@
 # builds the image, brings the lab up under a project name of its own, waits for the
 # three nodes, runs an operation in each pool tree and checks where the jobs ran and
 # that they ran in job cgroups, kills one agent container and sees its jobs run
-# elsewhere, then tears everything down and checks nothing is left behind.
+# elsewhere, kills one of the three NATS servers mid-operation and sees nothing lost and
+# the server rejoin, then tears everything down and checks nothing is left behind.
 # Skips (exit 0, saying so) where no Docker engine is reachable.
 #   YTSCHED_LAB_PROFILE=debug  use debug binaries (faster to build; CI does this)
 set -euo pipefail
@@ -127,6 +128,30 @@ lost=$(yt --format json list-jobs "$op_long" | json_field "sum(1 for j in d if j
 after=$(placement "$op_long")
 echo "lab-test: after node2 died: $lost job(s) lost and rerun; completed on: $after"
 [[ "$lost" -ge 1 && "$after" == "node1" ]] || fail "jobs of node2 were not rescheduled onto node1"
+
+# A NATS server dies mid-operation: the cluster (KV at 3 replicas) loses nothing, no job
+# runs twice, new work still runs, and the server rejoins when it comes back.
+op_nats=$(yt run-vanilla --async --command 'sleep 4' --job-count 4 --pool development --cpu-limit 0.5)
+running_all() { [[ $(yt --format json get-operation "$op_nats" | json_field "d['jobs']['running']") == 4 ]]; }
+wait_for 30 running_all || fail "the operation for the NATS test did not start its 4 jobs"
+compose kill nats3 >/dev/null 2>&1
+echo "lab-test: killed the nats3 container (one NATS server of three)"
+wait_for 120 finished "$op_nats" || fail "the operation did not complete after nats3 died"
+attempts=$(yt --format json list-jobs "$op_nats" | json_field "len(d)")
+[[ "$attempts" == 4 ]] || fail "after nats3 died the 4 jobs took $attempts attempts"
+op_after=$(yt run-vanilla --async --command true --job-count 2 --pool development --cpu-limit 0.5)
+wait_for 60 finished "$op_after" || fail "new work did not run with nats3 down"
+compose start nats3 >/dev/null 2>&1
+rejoined() {
+    [[ $(compose exec -T nats3 busybox wget -qO- http://127.0.0.1:8222/routez | json_field "len({r['remote_id'] for r in d.get('routes') or []})") == 2 ]]
+}
+wait_for 60 rejoined || fail "nats3 did not rejoin the cluster"
+echo "lab-test: nats3 came back and rejoined (routes to both others); each job ran once"
+# Nothing stored was lost: a restarted scheduler revives both operations from the store.
+compose restart scheduler >/dev/null 2>&1
+wait_for 60 finished "$op_nats" || fail "the restarted scheduler lost $op_nats"
+wait_for 60 finished "$op_after" || fail "the restarted scheduler lost $op_after"
+echo "lab-test: a restarted scheduler revived both operations from the 3-replica store"
 
 compose down -v --remove-orphans >/dev/null 2>&1
 left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \

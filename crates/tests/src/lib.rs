@@ -290,14 +290,22 @@ impl Lab {
         Ok(lab)
     }
 
-    /// Waits until cluster server `i` has both routes and reports JetStream healthy.
+    /// Waits until cluster server `i` has routes to both others and reports JetStream
+    /// healthy.
     fn wait_nats_server_ready(&self, i: usize) -> anyhow::Result<()> {
         let monitor = self.cluster[i].monitor_port;
         wait_until(Duration::from_secs(30), || {
             let routes = http_get(monitor, "/routez").ok()?;
             let v: serde_json::Value = serde_json::from_str(&routes).ok()?;
-            let health = http_get(monitor, "/healthz?js-enabled-only=true").ok()?;
-            (v["num_routes"].as_u64()? >= 2 && health.contains("ok")).then_some(())
+            let health = http_get(monitor, "/healthz").ok()?;
+            // Routes are pooled (several per peer): count the peers.
+            let peers: std::collections::BTreeSet<&str> = v["routes"]
+                .as_array()?
+                .iter()
+                .filter_map(|r| r["remote_id"].as_str())
+                .collect();
+            let health: serde_json::Value = serde_json::from_str(&health).ok()?;
+            (peers.len() == 2 && health["status"] == "ok").then_some(())
         })
         .with_context(|| format!("NATS cluster server {i} did not become ready"))
     }
