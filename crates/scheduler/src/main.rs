@@ -91,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
         core: CoreConfig {
             heartbeat_period_ms: args.heartbeat_period.0.max(1),
             node_heartbeat_timeout_ms: args.node_heartbeat_timeout.0,
+            background_share_updates: true,
         },
         tick_period: Duration::from_millis(50),
         initial_config,

@@ -64,6 +64,8 @@ struct Driver {
     writer: Writer,
     /// Where retired operations go, and answer from.
     archive: Archive,
+    /// Wakes the fair-share updater early (a new operation waits for its first update).
+    share_updates: Arc<tokio::sync::Notify>,
     /// For replies to heartbeats rejected before they reach the core.
     heartbeat_period_ms: u64,
     /// The most one stored record may take: the bus's payload limit less a margin.
@@ -198,6 +200,9 @@ impl Driver {
                         },
                     )
                     .await;
+                if method == api::StartOperation::METHOD {
+                    driver.share_updates.notify_one();
+                }
                 let mut bytes = match answered {
                     Some(bytes) => bytes,
                     None => {
@@ -224,6 +229,36 @@ impl Driver {
                 }
                 driver.reply(reply_to, bytes, "API").await;
             });
+        }
+    }
+
+    /// Fair-share updates, computed on the blocking pool from a snapshot taken under the
+    /// core lock and swapped in under it: heartbeats never wait for one (a 10,000
+    /// operation tree takes ~25 ms). Due updates are looked for every tick, and at once
+    /// when an operation arrives.
+    async fn update_shares(self, period: Duration) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = self.share_updates.notified() => {}
+            }
+            let due = self
+                .with_core(|core| core.share_updates_due(unix_now()))
+                .await;
+            for update in due {
+                let tree = update.tree().to_string();
+                match tokio::task::spawn_blocking(move || update.compute()).await {
+                    Ok(computed) => {
+                        self.with_core(|core| core.apply_share_update(computed))
+                            .await
+                    }
+                    Err(e) => {
+                        error!(tree, error = %e, "fair-share update failed; it is retried");
+                        self.with_core(|core| core.abandon_share_update(&tree))
+                            .await;
+                    }
+                }
+            }
         }
     }
 
@@ -417,6 +452,7 @@ pub async fn run(
         core: Arc::new(Mutex::new(core)),
         writer,
         archive,
+        share_updates: Arc::new(tokio::sync::Notify::new()),
     };
     if let Some(addr) = config.http {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -434,6 +470,7 @@ pub async fn run(
     tokio::select! {
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
+        r = tokio::spawn(driver.clone().update_shares(config.tick_period)) => r?,
         r = tokio::spawn(driver.tick(config.tick_period)) => r?,
         e = lease.hold() => return Err(e),
         reason = writer_fenced.fenced() => {

@@ -37,6 +37,7 @@ pub use events::CoreEvent;
 pub use nodes::Node;
 pub use operation::{Job, Operation, Task};
 pub use pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
+pub use share_update::{ComputedShares, ShareUpdate};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ytsched_common::protocol::UnixMillis;
@@ -52,6 +53,11 @@ pub struct CoreConfig {
     pub heartbeat_period_ms: u64,
     /// Initial `node_heartbeat_timeout` of the default tree of a fresh installation.
     pub node_heartbeat_timeout_ms: u64,
+    /// Fair-share updates are computed by the driver away from the core
+    /// (`share_updates_due` → `ShareUpdate::compute` → `apply_share_update`) instead of
+    /// inline in `tick` and before placement: heartbeats never wait for one. The service
+    /// sets it; the simulator and tests compute inline, deterministically.
+    pub background_share_updates: bool,
 }
 
 impl Default for CoreConfig {
@@ -59,6 +65,7 @@ impl Default for CoreConfig {
         Self {
             heartbeat_period_ms: 1000,
             node_heartbeat_timeout_ms: 30_000,
+            background_share_updates: false,
         }
     }
 }
@@ -104,6 +111,8 @@ pub struct SchedulerCore {
     /// Trees whose operations or configuration changed since their last update: they are
     /// updated before the next placement rather than a period later.
     stale_trees: BTreeSet<String>,
+    /// Trees whose update the driver is computing (background updates).
+    updating: BTreeSet<String>,
     /// Bumped on every configuration change (admin or ephemeral pools), so the driver
     /// knows when to save.
     config_revision: u64,
@@ -161,6 +170,7 @@ impl SchedulerCore {
             placeability_stale: false,
             placement_walks: 0,
             stale_trees: BTreeSet::new(),
+            updating: BTreeSet::new(),
             config_revision: 0,
             next_operation_seq: 0,
             nudges: BTreeSet::new(),

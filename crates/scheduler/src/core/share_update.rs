@@ -3,11 +3,51 @@
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
 use super::fair_share::{self, OperationInput, UpdateContext};
-use super::SchedulerCore;
+use super::{PoolTree, SchedulerCore};
 use std::collections::HashMap;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
+
+/// One tree's fair-share update, prepared from the core and computed away from it: the
+/// heavy part (`ytsched_fair_share::compute`) needs nothing of the core.
+pub struct ShareUpdate {
+    tree_name: String,
+    tree: PoolTree,
+    total: ResourceVector,
+    inputs: Vec<OperationInput>,
+    ctx: UpdateContext,
+    config_revision: u64,
+    now: UnixMillis,
+}
+
+/// A computed update, for `SchedulerCore::apply_share_update`.
+pub struct ComputedShares {
+    tree_name: String,
+    shares: fair_share::TreeShares,
+    total: ResourceVector,
+    config_revision: u64,
+    now: UnixMillis,
+}
+
+impl ShareUpdate {
+    pub fn tree(&self) -> &str {
+        &self.tree_name
+    }
+
+    /// The update itself: pure, and safe to run on any thread.
+    pub fn compute(self) -> ComputedShares {
+        let shares = fair_share::compute_in(&self.tree, self.total, &self.inputs, &self.ctx);
+        ComputedShares {
+            tree_name: self.tree_name,
+            shares,
+            total: self.total,
+            config_revision: self.config_revision,
+            now: self.now,
+        }
+    }
+}
 
 /// Time one element of a tree is allowed to add between updates brought forward by
 /// changes: an update of 10,000 operations (≈ 20–30 ms) then runs at most every 100 ms
@@ -23,6 +63,9 @@ impl SchedulerCore {
     /// placement updates them right before it needs them, and a stream of submissions
     /// must not turn every tick into a full update of a large tree.
     pub(super) fn update_due_shares(&mut self, now: UnixMillis) {
+        if self.config.background_share_updates {
+            return;
+        }
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         for tree in trees {
             let period = self.cluster.trees[&tree].config.fair_share_update_period.0;
@@ -57,6 +100,7 @@ impl SchedulerCore {
         self.integral_volumes.retain(|t, _| trees.contains_key(t));
         self.over_limit_trees.retain(|t| trees.contains_key(t));
         self.stale_trees.retain(|t| trees.contains_key(t));
+        self.updating.retain(|t| trees.contains_key(t));
     }
 
     /// Updates a tree whose operations, configuration or nodes changed before a
@@ -67,11 +111,13 @@ impl SchedulerCore {
     pub(super) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
         let due = match (self.shares.get(tree), self.last_share_update.get(tree)) {
             (Some(shares), Some(&last)) => {
-                self.stale_trees.contains(tree)
+                !self.config.background_share_updates
+                    && self.stale_trees.contains(tree)
                     && now.saturating_sub(last)
                         >= min_stale_update_interval_ms(shares.elements.len())
             }
-            _ => true,
+            // A tree never updated: placement cannot do without it.
+            _ => !self.updating.contains(tree),
         };
         if due {
             self.update_tree_shares(tree, now);
@@ -79,9 +125,16 @@ impl SchedulerCore {
     }
 
     fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
-        let Some(tree) = self.cluster.trees.get(tree_name) else {
-            return;
-        };
+        if let Some(update) = self.prepare_share_update(tree_name, now) {
+            self.apply_share_update(update.compute());
+        }
+    }
+
+    /// The input of one tree's update, taken from the core as it is now. The tree counts
+    /// as up to date from here: changes made while the update computes mark it stale
+    /// again.
+    fn prepare_share_update(&mut self, tree_name: &str, now: UnixMillis) -> Option<ShareUpdate> {
+        let tree = self.cluster.trees.get(tree_name)?.clone();
         let total = self.tree_resources(tree_name);
         let inputs: Vec<OperationInput> = self
             .operations
@@ -125,7 +178,69 @@ impl SchedulerCore {
                 .map(|&last| now.saturating_sub(last) as f64 / 1000.0),
             filter_resources: self.pool_filter_resources(tree_name),
         };
-        let mut shares = fair_share::compute_in(tree, total, &inputs, &ctx);
+        self.stale_trees.remove(tree_name);
+        self.updating.insert(tree_name.to_string());
+        Some(ShareUpdate {
+            tree_name: tree_name.to_string(),
+            tree,
+            total,
+            inputs,
+            ctx,
+            config_revision: self.config_revision,
+            now,
+        })
+    }
+
+    /// Updates that are due, for a driver that computes them away from the core
+    /// (`CoreConfig::background_share_updates`) and hands each back to
+    /// `apply_share_update`: a tree whose period has passed, a changed tree past its
+    /// minimum interval, or one without shares yet; none already computing.
+    pub fn share_updates_due(&mut self, now: UnixMillis) -> Vec<ShareUpdate> {
+        self.observe(now);
+        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
+        let mut out = vec![];
+        for tree in trees {
+            if self.updating.contains(&tree) {
+                continue;
+            }
+            let period = self.cluster.trees[&tree].config.fair_share_update_period.0;
+            let due = match (self.shares.get(&tree), self.last_share_update.get(&tree)) {
+                (Some(shares), Some(&last)) => {
+                    let since = now.saturating_sub(last);
+                    since >= period
+                        || (self.stale_trees.contains(&tree)
+                            && since >= min_stale_update_interval_ms(shares.elements.len()))
+                }
+                _ => true,
+            };
+            if due {
+                out.extend(self.prepare_share_update(&tree, now));
+            }
+        }
+        out
+    }
+
+    /// An update the driver could not compute: the tree is tried again.
+    pub fn abandon_share_update(&mut self, tree: &str) {
+        self.updating.remove(tree);
+        self.stale_trees.insert(tree.to_string());
+    }
+
+    /// Takes in a computed update. One prepared before a configuration change is
+    /// dropped (its pools may be gone) and the tree is computed again.
+    pub fn apply_share_update(&mut self, update: ComputedShares) {
+        let ComputedShares {
+            tree_name,
+            mut shares,
+            total,
+            config_revision,
+            now,
+        } = update;
+        self.updating.remove(&tree_name);
+        if config_revision != self.config_revision || !self.cluster.trees.contains_key(&tree_name) {
+            self.stale_trees.insert(tree_name);
+            return;
+        }
         // With no nodes there is nothing to measure volumes against: keep them as they are.
         if Resource::ALL.iter().any(|&r| total.get(r) > 0.0) {
             let volumes: HashMap<String, f64> = shares
@@ -136,26 +251,41 @@ impl SchedulerCore {
                     Some((e.name().to_string(), ig.volume_ratio))
                 })
                 .collect();
-            self.integral_volumes.insert(tree_name.to_string(), volumes);
+            self.integral_volumes.insert(tree_name.clone(), volumes);
         }
-        shares.tree = tree_name.to_string();
-        if self.exceeds_limits(tree_name, &shares) {
-            self.over_limit_trees.insert(tree_name.to_string());
+        shares.tree = tree_name.clone();
+        if self.exceeds_limits(&tree_name, &shares) {
+            self.over_limit_trees.insert(tree_name.clone());
         } else {
-            self.over_limit_trees.remove(tree_name);
+            self.over_limit_trees.remove(&tree_name);
         }
+        // Computed away from the core, an operation that arrived since the last update
+        // can run only now: the nodes that could start it hear of it now.
+        let arrived: Vec<OperationId> = if self.config.background_share_updates {
+            let before = self.shares.get(&tree_name);
+            shares
+                .operation_index
+                .keys()
+                .filter(|id| before.is_none_or(|b| !b.operation_index.contains_key(*id)))
+                .cloned()
+                .collect()
+        } else {
+            vec![]
+        };
         let live = self.compute_live(&shares);
-        self.live.insert(tree_name.to_string(), live);
-        self.shares.insert(tree_name.to_string(), shares);
-        self.last_share_update.insert(tree_name.to_string(), now);
-        self.stale_trees.remove(tree_name);
-        self.update_starvation(tree_name, now);
-        let order = match self.shares.get(tree_name) {
-            Some(shares) => self.starving_operations(tree_name, shares),
+        self.live.insert(tree_name.clone(), live);
+        self.shares.insert(tree_name.clone(), shares);
+        self.last_share_update.insert(tree_name.clone(), now);
+        self.update_starvation(&tree_name, now);
+        let order = match self.shares.get(&tree_name) {
+            Some(shares) => self.starving_operations(&tree_name, shares),
             None => vec![],
         };
         self.starving_order
-            .insert(tree_name.to_string(), std::sync::Arc::new(order));
+            .insert(tree_name.clone(), std::sync::Arc::new(order));
+        for id in arrived {
+            self.nudge_for(&id);
+        }
     }
 
     /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes

@@ -773,3 +773,64 @@ fn retention_counts_must_be_ordered() {
         err.0
     );
 }
+
+#[test]
+fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
+    let mut core = SchedulerCore::new(CoreConfig {
+        background_share_updates: true,
+        ..Default::default()
+    });
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
+    for u in core.share_updates_due(1) {
+        core.apply_share_update(u.compute());
+    }
+    let op = core
+        .start_operation(OperationId("op".into()), "u", spec(2, 1.0), 10)
+        .unwrap();
+    core.take_nudges();
+    // No update has included it yet: placement reads the last snapshot, and neither a
+    // heartbeat nor a tick computes one.
+    let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 20);
+    assert!(r.jobs_to_start.is_empty());
+    core.tick(30);
+    let due = core.share_updates_due(30);
+    assert_eq!(due.len(), 1);
+    assert!(
+        core.share_updates_due(31).is_empty(),
+        "one update per tree at a time"
+    );
+    let computed = due.into_iter().next().unwrap().compute();
+    core.apply_share_update(computed);
+    assert_eq!(
+        core.take_nudges(),
+        vec![NodeId("n1".into())],
+        "the node hears of the work once it can be placed"
+    );
+    let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 40);
+    assert_eq!(r.jobs_to_start.len(), 2);
+    assert_eq!(core.operation_info(&op).unwrap().jobs.running, 2);
+}
+
+#[test]
+fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
+    let mut core = SchedulerCore::new(CoreConfig {
+        background_share_updates: true,
+        ..Default::default()
+    });
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
+    let before = core.share_updates_due(1_000);
+    let before = before.into_iter().next().expect("the period has passed");
+    core.create_pool("default", "p", None, serde_json::json!({}))
+        .unwrap();
+    core.apply_share_update(before.compute());
+    let again = core.share_updates_due(1_001);
+    assert_eq!(
+        again.len(),
+        1,
+        "the tree is computed again with the new pools"
+    );
+    core.apply_share_update(again.into_iter().next().unwrap().compute());
+    assert!(core.tree_orchid("default").unwrap()["pools"]
+        .get("p")
+        .is_some());
+}

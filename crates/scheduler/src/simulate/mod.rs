@@ -104,6 +104,8 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
     let mut core = SchedulerCore::new(CoreConfig {
         heartbeat_period_ms: period,
         node_heartbeat_timeout_ms: 30_000,
+        // Virtual time: updates happen inline, deterministically.
+        background_share_updates: false,
     });
     core.set_cluster_config(config).map_err(|e| invalid(e.0))?;
 
