@@ -126,6 +126,11 @@ impl SchedulerCore {
         std::mem::take(&mut self.retired)
     }
 
+    /// How many operations are held in memory, finished or not.
+    pub fn operation_count(&self) -> usize {
+        self.operations.len()
+    }
+
     /// How many finished operations are still held in memory.
     pub fn retained_finished_count(&self) -> usize {
         self.finished_order.values().map(BTreeSet::len).sum()

@@ -241,7 +241,16 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
         }
         t = next;
     }
-    Ok(json!({"snapshots": out_snapshots, "errors": errors}))
+    Ok(json!({
+        "snapshots": out_snapshots,
+        "errors": errors,
+        // What the scheduler still held at the end: finished operations leave by the
+        // trees' retention settings, as in the service.
+        "held_at_end": {
+            "operations": core.operation_count(),
+            "finished_operations": core.retained_finished_count(),
+        },
+    }))
 }
 
 fn heartbeat(
@@ -340,4 +349,35 @@ fn event_json(t: u64, e: CoreEvent) -> Value {
         out.extend(fields);
     }
     Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    /// 10,000 one-job operations, one every simulated second for close to three hours:
+    /// the run holds only the retained finished operations and those still running.
+    #[test]
+    fn a_long_scenario_holds_a_bounded_number_of_operations() {
+        let mut text = String::from(
+            "resources: {cpu: 16, memory: 64G}\npool_trees:\n  default:\n    config: {soft_retained_operation_count: 100, hard_retained_operation_count: 500}\n    pools:\n      p: {}\noperations:\n",
+        );
+        for i in 0..10_000 {
+            text.push_str(&format!(
+                "  - {{id: op{i}, at: {i}, spec: {{pool: p, tasks: {{t: {{job_count: 1, cpu_limit: 1, duration: 5}}}}}}}}\n"
+            ));
+        }
+        text.push_str("snapshots: [10100]\nuntil: 10100\n");
+        let out = super::run_text(&text).unwrap();
+        assert_eq!(
+            out["errors"].as_array().map(Vec::len),
+            Some(0),
+            "{}",
+            out["errors"]
+        );
+        let held = &out["held_at_end"];
+        assert!(held["operations"].as_u64().unwrap() <= 100, "{held}");
+        assert_eq!(
+            held["operations"], held["finished_operations"],
+            "all finished: {held}"
+        );
+    }
 }
