@@ -356,7 +356,15 @@ pub async fn run(
     let epoch = crate::writer::claim_epoch(&state, &holder).await?;
 
     let started = std::time::Instant::now();
-    let mut snapshot = store::load(&state).await?;
+    let mut snapshot = loop {
+        match store::load(&state).await {
+            Ok(s) => break s,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot read the state yet; reading it again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
     let mut core = SchedulerCore::new(config.core);
     for d in &snapshot.damaged {
         set_aside(&state, d).await?;

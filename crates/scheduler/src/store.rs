@@ -107,6 +107,9 @@ pub fn damaged_key(key: &str) -> String {
     format!("{DAMAGED_PREFIX}{key}")
 }
 
+/// How long the state read may go without a message before it is started again.
+const LOAD_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Reads the latest value of every key. A value that cannot be decoded is listed in
 /// `damaged` with its key and error; one bad record must not keep the scheduler from
 /// starting (its operation is failed, a job's index simply runs again).
@@ -127,7 +130,12 @@ pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
         .watch_with_history(">")
         .await
         .context("cannot read the state bucket")?;
-    while let Some(entry) = entries.next().await {
+    // A stream electing its leader (a NATS server just lost) can leave a fresh consumer
+    // silent: a read that stalls fails, and the caller reads again from the start.
+    while let Some(entry) = tokio::time::timeout(LOAD_STALL, entries.next())
+        .await
+        .map_err(|_| anyhow::anyhow!("reading the state bucket stalled for {LOAD_STALL:?}"))?
+    {
         let entry = entry.context("cannot read the state bucket")?;
         if entry.operation == kv::Operation::Put {
             snapshot.revisions.insert(entry.key.clone(), entry.revision);

@@ -310,6 +310,18 @@ impl Lab {
         .with_context(|| format!("NATS cluster server {i} did not become ready"))
     }
 
+    /// Waits until cluster server `i` reports JetStream healthy (a meta leader elected,
+    /// its streams current), whatever its routes.
+    pub fn wait_jetstream_healthy(&self, i: usize) -> anyhow::Result<()> {
+        let monitor = self.cluster[i].monitor_port;
+        wait_until(Duration::from_secs(60), || {
+            let health = http_get(monitor, "/healthz").ok()?;
+            let health: serde_json::Value = serde_json::from_str(&health).ok()?;
+            (health["status"] == "ok").then_some(())
+        })
+        .with_context(|| format!("NATS cluster server {i} did not become healthy"))
+    }
+
     /// Kills NATS cluster server `i` (SIGKILL: a machine lost), keeping its store.
     pub fn kill_nats_server(&mut self, i: usize) {
         if let Some(mut c) = self.cluster[i].child.take() {

@@ -397,9 +397,13 @@ fn losing_one_nats_server_of_three_loses_nothing_and_it_rejoins() {
     // down, a restarted scheduler revives both operations from the two that are left.
     lab.kill_nats_server(1);
     lab.kill_scheduler(0, Signal::SIGKILL);
+    // The two left elect their leaders again (seconds, more on a loaded machine).
+    lab.wait_jetstream_healthy(0).unwrap();
+    lab.wait_jetstream_healthy(2).unwrap();
     lab.restart_scheduler(0).unwrap();
     for (id, jobs) in [(&op, 20), (&second, 4)] {
-        let info = wait_until(Duration::from_secs(60), || lab.operation(id).ok()).unwrap();
+        let info = wait_until(Duration::from_secs(120), || lab.operation(id).ok())
+            .unwrap_or_else(|e| panic!("{e}; scheduler log:\n{}", lab.scheduler_log()));
         assert_eq!(info["state"], "completed", "{info}");
         assert_eq!(info["jobs"]["completed"], jobs, "{info}");
     }
