@@ -571,44 +571,33 @@ impl TreeConfig {
                 ),
             ));
         }
-        if self.max_operation_count < self.max_running_operation_count {
-            return Err(err(
+        // Counts that bound others: (attribute, value, the attribute it must reach, its value).
+        for (name, v, bound, b) in [
+            (
                 "max_operation_count",
-                format!(
-                    "{} is less than max_running_operation_count = {}",
-                    self.max_operation_count, self.max_running_operation_count
-                ),
-            ));
-        }
-        if self.max_operation_count_per_pool < self.max_running_operation_count_per_pool {
-            return Err(err(
+                self.max_operation_count,
+                "max_running_operation_count",
+                self.max_running_operation_count,
+            ),
+            (
                 "max_operation_count_per_pool",
-                format!(
-                    "{} is less than max_running_operation_count_per_pool = {}",
-                    self.max_operation_count_per_pool, self.max_running_operation_count_per_pool
-                ),
-            ));
-        }
-        if self.hard_retained_operation_count < self.soft_retained_operation_count {
-            return Err(err(
+                self.max_operation_count_per_pool,
+                "max_running_operation_count_per_pool",
+                self.max_running_operation_count_per_pool,
+            ),
+            (
                 "hard_retained_operation_count",
-                format!(
-                    "{} is less than soft_retained_operation_count = {}",
-                    self.hard_retained_operation_count, self.soft_retained_operation_count
-                ),
-            ));
+                self.hard_retained_operation_count,
+                "soft_retained_operation_count",
+                self.soft_retained_operation_count,
+            ),
+        ] {
+            if v < b {
+                return Err(err(name, format!("{v} is less than {bound} = {b}")));
+            }
         }
         if let Some(acl) = &self.acl {
             crate::acl::validate(acl).map_err(|m| err("acl", m))?;
-        }
-        if self.hard_retained_operation_count < self.soft_retained_operation_count {
-            return Err(err(
-                "hard_retained_operation_count",
-                format!(
-                    "{} is less than soft_retained_operation_count = {}",
-                    self.hard_retained_operation_count, self.soft_retained_operation_count
-                ),
-            ));
         }
         // Minimums keep a typo from making the scheduler spin or drop every node.
         if self.fair_share_update_period.0 < MIN_FAIR_SHARE_UPDATE_PERIOD_MS {
