@@ -12,12 +12,16 @@ use crate::core::retention::{Archived, ArchivedJob};
 use crate::store::{self, JOB_PREFIX, OPERATION_PREFIX};
 use crate::writer::Writer;
 use async_nats::jetstream::kv;
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tracing::{info, warn};
 use ytsched_common::api::{ApiError, ErrorKind, JobPage, ListJobs, OperationInfo, OutputStream};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::{JobId, OperationId};
+
+/// Archive writes of one operation in flight at once (its jobs are independent keys).
+const ARCHIVE_WRITES_IN_FLIGHT: usize = 64;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ArchivedOperation {
@@ -142,21 +146,32 @@ impl Archive {
 
     async fn try_store(&self, a: &Archived) -> Result<(), String> {
         let id = &a.info.id;
+        let mut puts = Vec::with_capacity(2 * a.jobs.len() + 1);
         for (position, job) in a.jobs.iter().enumerate() {
-            let encoded = encode(job).map_err(|e| e.to_string())?;
-            self.put(format!("job.{id}.{position}"), encoded).await?;
-            let pos = encode(&(position as u64)).map_err(|e| e.to_string())?;
-            self.put(format!("pos.{id}.{}", job.info.id), pos).await?;
+            puts.push((format!("job.{id}.{position}"), encode(job)));
+            puts.push((
+                format!("pos.{id}.{}", job.info.id),
+                encode(&(position as u64)),
+            ));
         }
+        // The operation last: once it answers, every job it counts is there.
         let op = ArchivedOperation {
             info: a.info.clone(),
             job_count: a.jobs.len() as u64,
         };
-        self.put(format!("op.{id}"), encode(&op).map_err(|e| e.to_string())?)
+        let op_put = (format!("op.{id}"), encode(&op));
+        futures::stream::iter(puts)
+            .map(|(key, value)| async move {
+                let value = value.map_err(|e| e.to_string())?;
+                self.put(key, value).await
+            })
+            .buffer_unordered(ARCHIVE_WRITES_IN_FLIGHT)
+            .try_collect::<()>()
+            .await?;
+        self.put(op_put.0, op_put.1.map_err(|e| e.to_string())?)
             .await?;
         let purges = a
-            .job_ids
-            .iter()
+            .job_ids()
             .map(|job| store::purge(format!("{JOB_PREFIX}{job}")))
             .chain([store::purge(format!("{OPERATION_PREFIX}{id}"))])
             .collect();

@@ -3,7 +3,10 @@
 //! an error; they never reach the core.
 
 use crate::archive::{Archive, ArchivedOperation};
-use crate::core::{controls_operation_of, ClusterConfig, CoreConfig, CoreEvent, SchedulerCore};
+use crate::core::{
+    authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, CoreEvent,
+    SchedulerCore,
+};
 use crate::lease::Lease;
 use crate::store;
 use crate::writer::Writer;
@@ -191,14 +194,10 @@ impl Driver {
                 let method = method.to_string();
                 let max_record = driver.max_record_bytes;
                 let answered = driver
-                    .with_core(
-                        |core| match archived_operation(core, &method, &msg.payload) {
-                            Some(_) => None,
-                            None => {
-                                Some(dispatch(core, &caller, &method, &msg.payload, max_record))
-                            }
-                        },
-                    )
+                    .with_core(|core| {
+                        (!names_archived_operation(core, &method, &msg.payload))
+                            .then(|| dispatch(core, &caller, &method, &msg.payload, max_record))
+                    })
                     .await;
                 if method == api::StartOperation::METHOD {
                     driver.share_updates.notify_one();
@@ -409,8 +408,12 @@ pub async fn run(
         state,
         max_record_bytes,
         crate::writer::Revisions {
-            keys: std::mem::take(&mut snapshot.revisions),
-            epoch,
+            keys: {
+                let mut keys = std::mem::take(&mut snapshot.revisions);
+                // The epoch as this leader claimed it, before the read.
+                keys.insert(store::EPOCH_KEY.to_string(), epoch);
+                keys
+            },
             holder: holder.into(),
         },
     );
@@ -663,34 +666,36 @@ fn dispatch(
     }
 }
 
-/// The operation a `get_operation`, `list_jobs` or `get_job_output` request names, when
-/// the core no longer holds it (it was retired to the archive).
-fn archived_operation(core: &SchedulerCore, method: &str, payload: &[u8]) -> Option<OperationId> {
-    let id = match method {
-        api::GetOperation::METHOD => {
-            decode::<ApiRequest<api::GetOperation>>(payload)
-                .ok()?
-                .body
-                .operation_id
-        }
-        api::ListJobs::METHOD => {
-            decode::<ApiRequest<api::ListJobs>>(payload)
-                .ok()?
-                .body
-                .operation_id
-        }
-        api::GetJobOutput::METHOD => {
-            decode::<ApiRequest<api::GetJobOutput>>(payload)
-                .ok()?
-                .body
-                .operation_id
-        }
-        _ => return None,
+/// Whether a `get_operation`, `list_jobs` or `get_job_output` request names an
+/// operation the core no longer holds (it was retired to the archive).
+fn names_archived_operation(core: &SchedulerCore, method: &str, payload: &[u8]) -> bool {
+    let id = || -> Option<OperationId> {
+        Some(match method {
+            api::GetOperation::METHOD => {
+                decode::<ApiRequest<api::GetOperation>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
+            api::ListJobs::METHOD => {
+                decode::<ApiRequest<api::ListJobs>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
+            api::GetJobOutput::METHOD => {
+                decode::<ApiRequest<api::GetJobOutput>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
+            _ => return None,
+        })
     };
-    match core.operation(&id) {
-        Err(e) if e.kind == api::ErrorKind::NotFound => Some(id),
-        _ => None,
-    }
+    id().is_some_and(|id| {
+        core.operation(&id)
+            .is_err_and(|e| e.kind == api::ErrorKind::NotFound)
+    })
 }
 
 /// Answers a read of an operation the core no longer holds from the archive, with the
@@ -731,28 +736,31 @@ async fn answer_from_archive(
             let Ok(req) = decode::<ApiRequest<api::ListJobs>>(payload) else {
                 return reply::<()>(Err(ApiError::new("malformed list_jobs request")));
             };
-            let result = match find(archive, &req.body.operation_id).await {
-                Ok(a) => archive.job_page(&a, &req.body).await,
-                Err(e) => Err(e),
-            };
-            reply(result)
+            reply(
+                async {
+                    let a = find(archive, &req.body.operation_id).await?;
+                    archive.job_page(&a, &req.body).await
+                }
+                .await,
+            )
         }
         api::GetJobOutput::METHOD => {
             let Ok(req) = decode::<ApiRequest<api::GetJobOutput>>(payload) else {
                 return reply::<()>(Err(ApiError::new("malformed get_job_output request")));
             };
             let b = req.body;
-            let result = match find(archive, &b.operation_id).await {
-                Ok(a) if !controls_operation_of(caller, &a.info.user, &a.info.spec.owners) => {
-                    Err(ApiError::permission_denied(format!(
-                        "access denied: user '{}' may not read the job output of operation {}: only its owner '{}', the users in its spec's owners and admins may",
-                        caller.user, b.operation_id, a.info.user
-                    )))
+            reply(
+                async {
+                    let a = find(archive, &b.operation_id).await?;
+                    let owners = &a.info.spec.owners;
+                    let action = "read the job output of";
+                    authorize_operation_of(caller, &b.operation_id, &a.info.user, owners, action)?;
+                    archive
+                        .job_output(&b.operation_id, &b.job_id, b.stream)
+                        .await
                 }
-                Ok(_) => archive.job_output(&b.operation_id, &b.job_id, b.stream).await,
-                Err(e) => Err(e),
-            };
-            reply(result)
+                .await,
+            )
         }
         other => reply::<()>(Err(ApiError::not_found(format!(
             "unknown API method '{other}'"

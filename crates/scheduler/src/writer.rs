@@ -52,11 +52,10 @@ impl Stored {
     }
 }
 
-/// Where the writer starts from: the revision of every key as this leader read it, and
-/// of the epoch it claimed.
+/// Where the writer starts from: the revision of every key as this leader read it, the
+/// epoch it claimed among them.
 pub struct Revisions {
     pub keys: HashMap<String, u64>,
-    pub epoch: u64,
     /// This leader's name: the epoch's value while it leads.
     pub holder: Bytes,
 }
@@ -202,30 +201,13 @@ async fn run(
                 latest.insert((phase(&k), k), v);
             }
         }
-        let mut phases: Vec<Vec<(String, Bytes)>> = vec![vec![]; 3];
+        // The epoch first, alone: a deposed leader's round stops there.
+        let mut phases: Vec<Vec<(String, Bytes)>> = vec![vec![]; 4];
+        phases[0].push((EPOCH_KEY.to_string(), revisions.holder.clone()));
         for ((p, k), v) in latest {
-            phases[p as usize].push((k, v));
+            phases[1 + p as usize].push((k, v));
         }
         let mut backoff = Duration::from_millis(50);
-        // The epoch first: a deposed leader's round stops here.
-        loop {
-            match write_fenced(&store, EPOCH_KEY, &revisions.holder, Some(revisions.epoch)).await {
-                Outcome::Written(Some(r)) => {
-                    revisions.epoch = r;
-                    break;
-                }
-                Outcome::Written(None) => break,
-                Outcome::Fenced(reason) => return fence(format!("epoch: {reason}")),
-                Outcome::Retry(e) => {
-                    if !failing {
-                        warn!(error = %e, "cannot write state to the store; retrying (replies wait)");
-                        failing = true;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                }
-            }
-        }
         for mut pending in phases {
             while !pending.is_empty() {
                 let results = futures::future::join_all(pending.iter().map(|(k, v)| {

@@ -174,6 +174,38 @@ struct ClusterServer {
     monitor_port: u16,
 }
 
+impl ClusterServer {
+    /// Starts (or starts again) the server with its store.
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        self.child = Some(spawn_logged(
+            Command::new(nats_server()).args(&self.args),
+            &self.log,
+        )?);
+        Ok(())
+    }
+
+    /// `Some` when its monitoring port says JetStream is healthy (a meta leader elected,
+    /// its streams current).
+    fn jetstream_healthy(&self) -> Option<()> {
+        let health = http_get(self.monitor_port, "/healthz").ok()?;
+        let health: serde_json::Value = serde_json::from_str(&health).ok()?;
+        (health["status"] == "ok").then_some(())
+    }
+
+    /// `Some` when it has routes to both other servers (routes are pooled, several per
+    /// peer: the peers are counted).
+    fn routed_to_both(&self) -> Option<()> {
+        let routes = http_get(self.monitor_port, "/routez").ok()?;
+        let v: serde_json::Value = serde_json::from_str(&routes).ok()?;
+        let peers: std::collections::BTreeSet<&str> = v["routes"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| r["remote_id"].as_str())
+            .collect();
+        (peers.len() == 2).then_some(())
+    }
+}
+
 /// A free loopback port (bound once to learn it, then released for a server to take).
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -200,12 +232,9 @@ impl Lab {
     /// and one agent per entry of `nodes`; every process is given all three URLs.
     /// Identities are made before the servers start (a reload reaches only one server).
     pub fn start_cluster(scheduler_args: &[&str], nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
-        let dir = tempfile::Builder::new().prefix("ytsched-e2e-").tempdir()?;
-        set_mode(dir.path(), 0o711)?;
-        let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
-        let prefix = format!("e2e{}x{}", std::process::id(), seq);
-        init_auth(dir.path(), &prefix)?;
-        let node_names: Vec<String> = (0..nodes.len()).map(|i| format!("node{i}")).collect();
+        let mut lab = Lab::prepare(scheduler_args)?;
+        let dir = &lab.dir;
+        let node_names: Vec<String> = (0..nodes.len()).map(|i| lab.node_id(i)).collect();
         if !node_names.is_empty() {
             let auth_dir = dir.path().join("auth");
             let mut args = vec!["auth", "add-node", "--dir", path_str(&auth_dir)?];
@@ -254,58 +283,64 @@ impl Lab {
                 port,
                 monitor_port,
             };
-            server.child = Some(spawn_logged(
-                Command::new(nats_server()).args(&server.args),
-                &server.log,
-            )?);
+            server.spawn()?;
             cluster.push(server);
         }
-        let nats_url = ports
+        lab.nats_url = ports
             .iter()
             .map(|p| format!("nats://127.0.0.1:{}", p.0))
             .collect::<Vec<_>>()
             .join(",");
-        let mut lab = Lab {
-            nats_url,
+        lab.cluster = cluster;
+        // JetStream serves once the cluster has a meta leader.
+        for i in 0..3 {
+            lab.wait_nats_server_ready(i)?;
+        }
+        lab.start_members(nodes)?;
+        Ok(lab)
+    }
+
+    /// A lab directory with its identities (scheduler, admin) for a fresh subject
+    /// prefix; no process runs yet.
+    fn prepare(scheduler_args: &[&str]) -> anyhow::Result<Lab> {
+        let dir = tempfile::Builder::new().prefix("ytsched-e2e-").tempdir()?;
+        // Jobs run as slot users: they must pass through (not list) the lab directory to
+        // reach their sandboxes. Secrets stay in auth/, which is 0700.
+        set_mode(dir.path(), 0o711)?;
+        let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
+        let prefix = format!("e2e{}x{}", std::process::id(), seq);
+        init_auth(dir.path(), &prefix)?;
+        Ok(Lab {
+            nats_url: String::new(),
             prefix,
             cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
             dir,
             nats: None,
             nats_port: 0,
-            cluster,
+            cluster: vec![],
             schedulers: vec![],
             nodes: vec![],
             node_opts: vec![],
             scheduler_args: scheduler_args.iter().map(|s| s.to_string()).collect(),
-        };
-        // JetStream serves once the cluster has a meta leader.
-        for i in 0..3 {
-            lab.wait_nats_server_ready(i)?;
-        }
-        lab.start_scheduler()?;
+        })
+    }
+
+    /// With NATS up: the scheduler, then one agent per entry of `nodes`, registered.
+    fn start_members(&mut self, nodes: Vec<NodeOpts>) -> anyhow::Result<()> {
+        self.start_scheduler()?;
         for opts in nodes {
-            lab.add_node(opts)?;
+            self.add_node(opts)?;
         }
-        lab.wait_for_nodes(lab.nodes.len())?;
-        Ok(lab)
+        self.wait_for_nodes(self.nodes.len())
     }
 
     /// Waits until cluster server `i` has routes to both others and reports JetStream
     /// healthy.
     fn wait_nats_server_ready(&self, i: usize) -> anyhow::Result<()> {
-        let monitor = self.cluster[i].monitor_port;
+        let server = &self.cluster[i];
         wait_until(Duration::from_secs(30), || {
-            let routes = http_get(monitor, "/routez").ok()?;
-            let v: serde_json::Value = serde_json::from_str(&routes).ok()?;
-            let health = http_get(monitor, "/healthz").ok()?;
-            // Routes are pooled (several per peer): count the peers.
-            let peers: std::collections::BTreeSet<&str> = v["routes"]
-                .as_array()?
-                .iter()
-                .filter_map(|r| r["remote_id"].as_str())
-                .collect();
-            let health: serde_json::Value = serde_json::from_str(&health).ok()?;
-            (peers.len() == 2 && health["status"] == "ok").then_some(())
+            server.routed_to_both()?;
+            server.jetstream_healthy()
         })
         .with_context(|| format!("NATS cluster server {i} did not become ready"))
     }
@@ -313,13 +348,9 @@ impl Lab {
     /// Waits until cluster server `i` reports JetStream healthy (a meta leader elected,
     /// its streams current), whatever its routes.
     pub fn wait_jetstream_healthy(&self, i: usize) -> anyhow::Result<()> {
-        let monitor = self.cluster[i].monitor_port;
-        wait_until(Duration::from_secs(60), || {
-            let health = http_get(monitor, "/healthz").ok()?;
-            let health: serde_json::Value = serde_json::from_str(&health).ok()?;
-            (health["status"] == "ok").then_some(())
-        })
-        .with_context(|| format!("NATS cluster server {i} did not become healthy"))
+        let server = &self.cluster[i];
+        wait_until(Duration::from_secs(60), || server.jetstream_healthy())
+            .with_context(|| format!("NATS cluster server {i} did not become healthy"))
     }
 
     /// Kills NATS cluster server `i` (SIGKILL: a machine lost), keeping its store.
@@ -336,11 +367,7 @@ impl Lab {
     /// Starts NATS cluster server `i` again with its store, and waits until it has
     /// rejoined the cluster (both routes up, JetStream healthy).
     pub fn restart_nats_server(&mut self, i: usize) -> anyhow::Result<()> {
-        let s = &mut self.cluster[i];
-        s.child = Some(spawn_logged(
-            Command::new(nats_server()).args(&s.args),
-            &s.log,
-        )?);
+        self.cluster[i].spawn()?;
         self.wait_nats_server_ready(i)
     }
 
@@ -356,29 +383,10 @@ impl Lab {
 
     /// As `start`, with extra scheduler flags.
     pub fn start_with(scheduler_args: &[&str], nodes: Vec<NodeOpts>) -> anyhow::Result<Lab> {
-        let dir = tempfile::Builder::new().prefix("ytsched-e2e-").tempdir()?;
-        // Jobs run as slot users: they must pass through (not list) the lab directory to
-        // reach their sandboxes. Secrets stay in auth/, which is 0700.
-        set_mode(dir.path(), 0o711)?;
-        let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
-        let ports = dir.path().join("ports");
+        let mut lab = Lab::prepare(scheduler_args)?;
+        let ports = lab.dir.path().join("ports");
         std::fs::create_dir_all(&ports)?;
-        let prefix = format!("e2e{}x{}", std::process::id(), seq);
-        init_auth(dir.path(), &prefix)?;
-        let nats = spawn_nats(dir.path(), "-1")?;
-        let mut lab = Lab {
-            nats_url: String::new(),
-            prefix,
-            cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
-            dir,
-            nats: Some(nats),
-            nats_port: 0,
-            cluster: vec![],
-            schedulers: vec![],
-            nodes: vec![],
-            node_opts: vec![],
-            scheduler_args: scheduler_args.iter().map(|s| s.to_string()).collect(),
-        };
+        lab.nats = Some(spawn_nats(lab.dir.path(), "-1")?);
         lab.nats_url = wait_for_ports_file(&ports)?;
         lab.nats_port = lab
             .nats_url
@@ -386,11 +394,7 @@ impl Lab {
             .next()
             .and_then(|p| p.parse().ok())
             .context("nats URL without a port")?;
-        lab.start_scheduler()?;
-        for opts in nodes {
-            lab.add_node(opts)?;
-        }
-        lab.wait_for_nodes(lab.nodes.len())?;
+        lab.start_members(nodes)?;
         Ok(lab)
     }
 

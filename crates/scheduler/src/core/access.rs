@@ -62,6 +62,24 @@ pub fn controls_operation_of(caller: &Caller, owner: &str, owners: &[String]) ->
     caller.admin || owner == user || owners.iter().any(|o| o == user)
 }
 
+/// Abort and job output of operation `id`, owned by `owner` with spec `owners`: allowed
+/// by `controls_operation_of`, refused naming who may.
+pub fn authorize_operation_of(
+    caller: &Caller,
+    id: &OperationId,
+    owner: &str,
+    owners: &[String],
+    action: &str,
+) -> Result<(), ApiError> {
+    if controls_operation_of(caller, owner, owners) {
+        return Ok(());
+    }
+    Err(ApiError::permission_denied(format!(
+        "access denied: user '{}' may not {action} operation {id}: only its owner '{owner}', the users in its spec's owners and admins may",
+        caller.user
+    )))
+}
+
 pub(super) fn refusal(caller: &Caller, permission: Permission, what: &str) -> ApiError {
     ApiError::permission_denied(format!(
         "access denied: user '{}' has no '{permission}' permission on {what}",
@@ -78,13 +96,7 @@ impl SchedulerCore {
         action: &str,
     ) -> Result<(), ApiError> {
         let op = self.operation(id)?;
-        if controls(caller, op) {
-            return Ok(());
-        }
-        Err(ApiError::permission_denied(format!(
-            "access denied: user '{}' may not {action} operation {id}: only its owner '{}', the users in its spec's owners and admins may",
-            caller.user, op.user
-        )))
+        authorize_operation_of(caller, id, &op.user, &op.spec.owners, action)
     }
 
     /// Whether `caller` may see everything of operation `id` (its environment and

@@ -141,7 +141,7 @@ impl SchedulerCore {
         self.stale_trees.extend(tree_names);
         self.fail_if_unplaceable(&id, now);
         if !pending {
-            self.nudge_for(&id);
+            self.announce_new_work(&id);
         }
         Ok(id)
     }
@@ -379,7 +379,7 @@ impl SchedulerCore {
             self.touch(id.clone());
             self.events
                 .push(CoreEvent::OperationRunning { id: id.clone() });
-            self.nudge_for(&id);
+            self.announce_new_work(&id);
         }
     }
 

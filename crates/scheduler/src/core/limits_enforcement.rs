@@ -75,11 +75,12 @@ impl SchedulerCore {
         if !self.over_limit_trees.contains(&tree_name) {
             return (aborts, freed);
         }
+        self.refresh_live();
         let Some(shares) = self.shares.remove(&tree_name) else {
             return (aborts, freed);
         };
         let limits = self.element_limits(&tree_name, &shares);
-        let (mut usage, _) = self.live_usage(&shares);
+        let mut usage = self.live_usage(&tree_name, &shares).into_owned();
         for (_, job, owner, res) in &jobs {
             if taken.contains(job) {
                 continue;

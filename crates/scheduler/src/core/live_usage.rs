@@ -135,6 +135,21 @@ impl SchedulerCore {
         }
     }
 
+    /// The live usage per element of `tree`'s snapshot `shares` (call `refresh_live`
+    /// first): the kept arrays, or computed from every operation if none are kept.
+    pub(super) fn live_usage(
+        &self,
+        tree: &str,
+        shares: &TreeShares,
+    ) -> std::borrow::Cow<'_, [ResourceVector]> {
+        match self.live.get(tree) {
+            Some(live) if live.usage.len() == shares.elements.len() => {
+                std::borrow::Cow::Borrowed(&live.usage)
+            }
+            _ => std::borrow::Cow::Owned(self.compute_live(shares).usage),
+        }
+    }
+
     /// The live arrays of `tree` (brought up to date by `refresh_live` before its
     /// snapshot was taken out), for the caller to use and put back (`self.live.insert`).
     pub(super) fn take_live(&mut self, tree: &str, shares: &TreeShares) -> LiveTree {

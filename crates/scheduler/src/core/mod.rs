@@ -3,7 +3,7 @@
 //! drive exactly the same code, and the same inputs give the same decisions.
 
 mod access;
-pub use access::controls_operation_of;
+pub use access::{authorize_operation_of, controls_operation_of};
 mod admin;
 mod admin_path;
 mod admission;

@@ -12,6 +12,16 @@ use ytsched_common::{NodeId, OperationId};
 pub const MAX_NUDGES_FOR_NEW_WORK: usize = 64;
 
 impl SchedulerCore {
+    /// An operation got work to place (accepted, or promoted from pending). Placement
+    /// can start it only once a fair-share update includes it: computed inline, that is
+    /// the next placement, so its nodes hear now; computed in the background, the update
+    /// that includes it nudges them when it is applied (`apply_share_update`).
+    pub(super) fn announce_new_work(&mut self, id: &OperationId) {
+        if !self.config.background_share_updates {
+            self.nudge_for(id);
+        }
+    }
+
     /// Nudges nodes that could start a job of operation `id` now: online, schedulable, in
     /// one of its trees, admitted by its tag filter and its pools' filters, with a user
     /// slot free (every job takes one). Successive calls start where the previous one

@@ -298,7 +298,6 @@ impl Operation {
             .map_or(ResourceVector::ZERO, |s| s.resource_limits - s.usage)
     }
 
-    /// The first task with a waiting job that fits into `free`.
     /// The component-wise minimum of its waiting jobs' resources: no waiting job of it
     /// fits where this does not.
     pub fn smallest_waiting(&self) -> Option<ResourceVector> {
@@ -309,6 +308,7 @@ impl Operation {
             .reduce(|a, b| a.component_min(&b))
     }
 
+    /// The first task with a waiting job that fits into `free`.
     pub fn next_fitting_task(&self, free: &ResourceVector) -> Option<usize> {
         self.tasks
             .iter()

@@ -141,17 +141,6 @@ impl SchedulerCore {
         node.resource_limits - used - dying
     }
 
-    /// Current absolute usage of every element of the last update, and the smallest job
-    /// waiting below it, computed from every operation (for the rarer stages; placement
-    /// reads the arrays kept in `live_usage.rs`).
-    pub(super) fn live_usage(
-        &self,
-        shares: &TreeShares,
-    ) -> (Vec<ResourceVector>, Vec<Option<ResourceVector>>) {
-        let live = self.compute_live(shares);
-        (live.usage, live.waiting)
-    }
-
     /// `room` narrowed by what element `idx` may still take: its limits share of the tree
     /// less its live usage, and for an operation its own absolute limits exactly.
     fn element_room(

@@ -225,14 +225,7 @@ impl SchedulerCore {
         }
         // Latest started first.
         candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
-        let computed;
-        let usage = match self.live.get(&tree_name) {
-            Some(live) if live.usage.len() == shares.elements.len() => &live.usage,
-            _ => {
-                computed = self.live_usage(shares).0;
-                &computed
-            }
-        };
+        let usage = self.live_usage(&tree_name, shares);
         for (op_id, status) in starving.iter() {
             let (op_id, status) = (op_id.clone(), *status);
             let Some(op) = self.operations.get(&op_id) else {
@@ -252,7 +245,7 @@ impl SchedulerCore {
             if !shares.admits(idx, &node.all_tags) {
                 continue;
             }
-            let room = self.room_along_path(shares, usage, idx);
+            let room = self.room_along_path(shares, &usage, idx);
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;
             };

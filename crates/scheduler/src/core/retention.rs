@@ -22,9 +22,15 @@ pub(super) type FinishedOrder = BTreeMap<String, BTreeSet<(UnixMillis, u64, Oper
 #[derive(Clone, Debug)]
 pub struct Archived {
     pub info: OperationInfo,
+    /// Every job attempt, in `list-jobs` order.
     pub jobs: Vec<ArchivedJob>,
-    /// The state keys (`op.<id>`, `job.<id>`) to delete once archived.
-    pub job_ids: Vec<JobId>,
+}
+
+impl Archived {
+    /// Its job attempts, whose state keys (`job.<id>`) go once it is archived.
+    pub fn job_ids(&self) -> impl Iterator<Item = &JobId> {
+        self.jobs.iter().map(|j| &j.info.id)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -114,11 +120,7 @@ impl SchedulerCore {
             self.job_owner.remove(job);
         }
         self.indexes.get_mut().mark(id);
-        self.retired.push(Archived {
-            info,
-            job_ids: op.jobs.keys().cloned().collect(),
-            jobs,
-        });
+        self.retired.push(Archived { info, jobs });
     }
 
     /// Operations retired since the last call, for the archive.

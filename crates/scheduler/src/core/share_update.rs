@@ -68,14 +68,35 @@ impl SchedulerCore {
         }
         let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         for tree in trees {
-            let period = self.cluster.trees[&tree].config.fair_share_update_period.0;
-            let due = match self.last_share_update.get(&tree) {
-                Some(&last) => now.saturating_sub(last) >= period,
-                None => true,
-            };
-            if due {
+            if self.due_by_period(&tree, now) {
                 self.update_tree_shares(&tree, now);
             }
+        }
+    }
+
+    /// Whether a tree's `fair_share_update_period` has passed since its last update (or
+    /// it never had one).
+    fn due_by_period(&self, tree: &str, now: UnixMillis) -> bool {
+        let period = self
+            .cluster
+            .trees
+            .get(tree)
+            .map_or(0, |t| t.config.fair_share_update_period.0);
+        self.last_share_update
+            .get(tree)
+            .is_none_or(|&last| now.saturating_sub(last) >= period)
+    }
+
+    /// Whether a tree changed since its last update and the minimum interval its size
+    /// allows has passed (or it never had an update).
+    fn due_by_change(&self, tree: &str, now: UnixMillis) -> bool {
+        match (self.shares.get(tree), self.last_share_update.get(tree)) {
+            (Some(shares), Some(&last)) => {
+                self.stale_trees.contains(tree)
+                    && now.saturating_sub(last)
+                        >= min_stale_update_interval_ms(shares.elements.len())
+            }
+            _ => true,
         }
     }
 
@@ -109,15 +130,11 @@ impl SchedulerCore {
     /// of submissions, must not turn every heartbeat into a full update (placement then
     /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
     pub(super) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
-        let due = match (self.shares.get(tree), self.last_share_update.get(tree)) {
-            (Some(shares), Some(&last)) => {
-                !self.config.background_share_updates
-                    && self.stale_trees.contains(tree)
-                    && now.saturating_sub(last)
-                        >= min_stale_update_interval_ms(shares.elements.len())
-            }
+        let due = if self.shares.contains_key(tree) {
+            !self.config.background_share_updates && self.due_by_change(tree, now)
+        } else {
             // A tree never updated: placement cannot do without it.
-            _ => !self.updating.contains(tree),
+            !self.updating.contains(tree)
         };
         if due {
             self.update_tree_shares(tree, now);
@@ -203,17 +220,7 @@ impl SchedulerCore {
             if self.updating.contains(&tree) {
                 continue;
             }
-            let period = self.cluster.trees[&tree].config.fair_share_update_period.0;
-            let due = match (self.shares.get(&tree), self.last_share_update.get(&tree)) {
-                (Some(shares), Some(&last)) => {
-                    let since = now.saturating_sub(last);
-                    since >= period
-                        || (self.stale_trees.contains(&tree)
-                            && since >= min_stale_update_interval_ms(shares.elements.len()))
-                }
-                _ => true,
-            };
-            if due {
+            if self.due_by_period(&tree, now) || self.due_by_change(&tree, now) {
                 out.extend(self.prepare_share_update(&tree, now));
             }
         }
@@ -277,10 +284,7 @@ impl SchedulerCore {
         self.shares.insert(tree_name.clone(), shares);
         self.last_share_update.insert(tree_name.clone(), now);
         self.update_starvation(&tree_name, now);
-        let order = match self.shares.get(&tree_name) {
-            Some(shares) => self.starving_operations(&tree_name, shares),
-            None => vec![],
-        };
+        let order = self.starving_operations(&tree_name, &self.shares[&tree_name]);
         self.starving_order
             .insert(tree_name.clone(), std::sync::Arc::new(order));
         for id in arrived {

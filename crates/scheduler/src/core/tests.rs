@@ -731,7 +731,10 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert_eq!(retired[0].info.state, OperationState::Completed);
     assert_eq!(retired[0].jobs.len(), 1);
     assert_eq!(retired[0].jobs[0].stdout, "out 0");
-    assert_eq!(retired[0].job_ids, vec![retired[0].jobs[0].info.id.clone()]);
+    assert_eq!(
+        retired[0].job_ids().collect::<Vec<_>>(),
+        vec![&retired[0].jobs[0].info.id]
+    );
     let err = core.operation_info(&a).unwrap_err();
     assert_eq!(err.kind, ytsched_common::api::ErrorKind::NotFound);
     // Over the soft count, the oldest waits for its clean delay (b finished at 200).
@@ -774,12 +777,17 @@ fn retention_counts_must_be_ordered() {
     );
 }
 
-#[test]
-fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
-    let mut core = SchedulerCore::new(CoreConfig {
+/// A core whose fair-share updates the test computes itself, as the service does.
+fn background_core() -> SchedulerCore {
+    SchedulerCore::new(CoreConfig {
         background_share_updates: true,
         ..Default::default()
-    });
+    })
+}
+
+#[test]
+fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
+    let mut core = background_core();
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
     for u in core.share_updates_due(1) {
         core.apply_share_update(u.compute());
@@ -787,7 +795,10 @@ fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
     let op = core
         .start_operation(OperationId("op".into()), "u", spec(2, 1.0), 10)
         .unwrap();
-    core.take_nudges();
+    assert!(
+        core.take_nudges().is_empty(),
+        "no node can start it before an update includes it"
+    );
     // No update has included it yet: placement reads the last snapshot, and neither a
     // heartbeat nor a tick computes one.
     let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 20);
@@ -813,16 +824,19 @@ fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
 
 #[test]
 fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
-    let mut core = SchedulerCore::new(CoreConfig {
-        background_share_updates: true,
-        ..Default::default()
-    });
+    let mut core = background_core();
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
     let before = core.share_updates_due(1_000);
     let before = before.into_iter().next().expect("the period has passed");
     core.create_pool("default", "p", None, serde_json::json!({}))
         .unwrap();
     core.apply_share_update(before.compute());
+    // The heartbeat at 0 made the tree's first snapshot; the update prepared at 1,000,
+    // before pool p existed, does not replace it.
+    assert_eq!(
+        core.last_share_update["default"], 0,
+        "the update made before the change is not taken in"
+    );
     let again = core.share_updates_due(1_001);
     assert_eq!(
         again.len(),

@@ -169,7 +169,8 @@ struct SimNode {
     /// The newest heartbeat whose reply this node read, as the real agent reports it.
     last_reply_seq: u64,
     limits: ResourceVector,
-    running: HashMap<JobId, (RunningJob, ResourceVector, Instant)>,
+    /// Each running job and when its simulated run ends.
+    running: HashMap<JobId, (RunningJob, Instant)>,
     finished: HashMap<JobId, FinishedJob>,
     seen: HashSet<JobId>,
 }
@@ -187,7 +188,7 @@ impl SimNode {
             system_tags: vec![],
             tags: vec![],
             resource_limits: self.limits,
-            resource_usage: self.running.values().map(|r| r.1).sum(),
+            resource_usage: running_jobs.iter().map(|r| r.resource_usage).sum(),
             running_jobs,
             finished_jobs: self.finished.values().cloned().collect(),
             timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
@@ -200,7 +201,7 @@ impl SimNode {
             self.finished.remove(id);
         }
         for abort in reply.jobs_to_abort {
-            if let Some((job, _, _)) = self.running.remove(&abort.job_id) {
+            if let Some((job, _)) = self.running.remove(&abort.job_id) {
                 c.aborts.fetch_add(1, Relaxed);
                 self.finished
                     .insert(job.job_id.clone(), finished(&job, JobState::Aborted));
@@ -220,8 +221,7 @@ impl SimNode {
                 resource_usage: spec.resources,
                 start_time: unix_now(),
             };
-            self.running
-                .insert(spec.job_id, (job, spec.resources, now + job_time));
+            self.running.insert(spec.job_id, (job, now + job_time));
         }
     }
 
@@ -231,11 +231,11 @@ impl SimNode {
         let due: Vec<JobId> = self
             .running
             .iter()
-            .filter(|(_, r)| r.2 <= now)
+            .filter(|(_, r)| r.1 <= now)
             .map(|(id, _)| id.clone())
             .collect();
         for id in &due {
-            if let Some((job, _, _)) = self.running.remove(id) {
+            if let Some((job, _)) = self.running.remove(id) {
                 c.completions.fetch_add(1, Relaxed);
                 self.finished
                     .insert(id.clone(), finished(&job, JobState::Completed));
@@ -245,7 +245,7 @@ impl SimNode {
     }
 
     fn next_finish(&self) -> Option<Instant> {
-        self.running.values().map(|r| r.2).min()
+        self.running.values().map(|r| r.1).min()
     }
 }
 
@@ -276,7 +276,7 @@ async fn run_node(
     mut node: SimNode,
     job_time: Duration,
     counters: Arc<Counters>,
-    stop: tokio_util_stop::Stop,
+    stop: stop::Stop,
 ) -> anyhow::Result<()> {
     let mut nudges = client.subscribe(subjects.nudge(&node.id)).await?;
     let subject = subjects.heartbeat(&node.id);
@@ -334,7 +334,7 @@ async fn run_node(
 }
 
 /// A stop flag many tasks wait on.
-mod tokio_util_stop {
+mod stop {
     use std::sync::Arc;
     use tokio::sync::watch;
 
@@ -684,7 +684,7 @@ async fn main() -> anyhow::Result<()> {
         .collect()
         .await;
     let counters = Arc::new(Counters::default());
-    let stop = tokio_util_stop::Stop::new();
+    let stop = stop::Stop::new();
     let limits = ResourceVector {
         cpu: args.node_cpu as f64,
         memory: args.node_cpu as f64 * 1024.0 * 1024.0 * 1024.0,
