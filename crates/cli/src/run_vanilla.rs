@@ -88,7 +88,12 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
         if spec.tasks.len() != 1 {
             bail!("task flags (--command, --job-count, ...) need a spec with exactly one task");
         }
-        let task = spec.tasks.values_mut().next().expect("one task");
+        let task = spec
+            .tasks
+            .iter_mut()
+            .map(|(_, t)| t)
+            .next()
+            .expect("one task");
         if let Some(c) = &args.command {
             task.command = c.clone();
         }

@@ -168,6 +168,42 @@ pub struct OperationFilter {
     pub to_time: Option<UnixMillis>,
 }
 
+impl OperationFilter {
+    /// The one rule for live and archived operations alike. `pools` are the operation's
+    /// (tree, pool) pairs.
+    pub fn admits<'a>(
+        &self,
+        user: &str,
+        state: OperationState,
+        start_time: UnixMillis,
+        mut pools: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    ) -> bool {
+        self.state.is_none_or(|s| s == state)
+            && self.user.as_deref().is_none_or(|u| u == user)
+            && self
+                .pool_tree
+                .as_deref()
+                .is_none_or(|t| pools.clone().any(|(tree, _)| tree == t))
+            && self
+                .pool
+                .as_deref()
+                .is_none_or(|p| pools.any(|(_, pool)| pool == p))
+            && self.from_time.is_none_or(|t| start_time >= t)
+            && self.to_time.is_none_or(|t| start_time < t)
+    }
+
+    pub fn admits_info(&self, info: &OperationInfo) -> bool {
+        self.admits(
+            &info.user,
+            info.state,
+            info.start_time,
+            info.pool_trees
+                .iter()
+                .map(|(t, p)| (t.as_str(), p.as_str())),
+        )
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OperationPage {
     pub operations: Vec<OperationInfo>,
@@ -276,7 +312,7 @@ impl OperationInfo {
     /// The operation as anyone may see it: its jobs' environment values and stdin,
     /// which often carry secrets, are replaced by a marker.
     pub fn redacted(mut self) -> Self {
-        for task in self.spec.tasks.values_mut() {
+        for task in self.spec.tasks.iter_mut().map(|(_, t)| t) {
             for v in task.environment.values_mut() {
                 *v = REDACTED.into();
             }

@@ -7,21 +7,36 @@
 //! `pos.<id>.<job id>` (that position, to find one job's output). Writing is idempotent:
 //! an operation retired twice (a crash before its state keys were deleted) is written
 //! again the same.
+//!
+//! Beside the bucket, a stream (`<prefix>_archive_list`, same age limit) gets each
+//! archived operation's view once, in the order they were archived: `list-operations`
+//! pages it newest first by stream sequence, a bounded number of messages per page,
+//! without any index held in memory.
 
+use crate::core::records::JobOutputRecord;
 use crate::core::retention::{Archived, ArchivedJob};
-use crate::store::{self, JOB_PREFIX, OPERATION_PREFIX};
+use crate::store::{self, JOB_PREFIX, OPERATION_PREFIX, OUTPUT_PREFIX};
 use crate::writer::Writer;
-use async_nats::jetstream::kv;
+use async_nats::jetstream::{self, kv, stream};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tracing::{info, warn};
-use ytsched_common::api::{ApiError, ErrorKind, JobPage, ListJobs, OperationInfo, OutputStream};
+use ytsched_common::api::{
+    ApiError, ErrorKind, JobPage, ListJobs, OperationFilter, OperationInfo, OutputStream,
+};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::{JobId, OperationId};
 
 /// Archive writes of one operation in flight at once (its jobs are independent keys).
 const ARCHIVE_WRITES_IN_FLIGHT: usize = 64;
+
+/// Reads of the list stream in flight at once while a page is gathered.
+const LIST_READS_IN_FLIGHT: usize = 32;
+
+/// The most list-stream messages one `list-operations` page reads (a filter that matches
+/// rarely answers with what it found and a cursor to go on from).
+const LIST_SCAN_PER_PAGE: u64 = 5_000;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ArchivedOperation {
@@ -32,6 +47,12 @@ pub struct ArchivedOperation {
 #[derive(Clone)]
 pub struct Archive {
     kv: kv::Store,
+    /// The state bucket, where finished jobs' outputs wait to be taken over.
+    state: kv::Store,
+    js: jetstream::Context,
+    /// The archived operations in the order they were archived.
+    list: stream::Stream,
+    list_subject: String,
     /// Deletes an archived operation's state keys, fenced and in order with every other
     /// state write.
     writer: Writer,
@@ -44,9 +65,127 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
     )
 }
 
+/// A page of archived operations and, if more may follow, the stream sequence to go on
+/// below.
+pub struct ArchivedPage {
+    pub operations: Vec<OperationInfo>,
+    pub next_before: Option<u64>,
+}
+
 impl Archive {
-    pub fn new(kv: kv::Store, writer: Writer) -> Self {
-        Archive { kv, writer }
+    /// Opens (creating if missing) the bucket `<name>` and the list stream
+    /// `<name>_list`, both keeping entries for `ttl`.
+    pub async fn open(
+        js: &jetstream::Context,
+        name: &str,
+        replicas: usize,
+        ttl: Duration,
+        state: kv::Store,
+        writer: Writer,
+    ) -> anyhow::Result<Self> {
+        let kv = store::open_bucket(js, name, replicas, ttl).await?;
+        let list_name = format!("{name}_list");
+        let list_subject = format!("{name}.list");
+        let list = js
+            .get_or_create_stream(stream::Config {
+                name: list_name.clone(),
+                subjects: vec![list_subject.clone()],
+                max_age: ttl,
+                num_replicas: replicas.max(1),
+                // An operation archived again within it (a crash before its purge) is
+                // listed once.
+                duplicate_window: Duration::from_secs(120).min(ttl),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot open stream {list_name}: {e}"))?;
+        Ok(Archive {
+            kv,
+            state,
+            js: js.clone(),
+            list,
+            list_subject,
+            writer,
+        })
+    }
+
+    /// Archived operations matching `filter`, most recently archived first, starting
+    /// below stream sequence `before` (the newest if `None`): at most `limit`, and at
+    /// most `max_bytes` of views encoded.
+    pub async fn list_page(
+        &self,
+        filter: &OperationFilter,
+        before: Option<u64>,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<ArchivedPage, ApiError> {
+        let mut list = self.list.clone();
+        let state = list.info().await.map_err(unavailable)?.state.clone();
+        if state.messages == 0 || limit == 0 {
+            return Ok(ArchivedPage {
+                operations: vec![],
+                next_before: None,
+            });
+        }
+        let first = state.first_sequence.max(1);
+        let mut top = before.map_or(state.last_sequence, |b| b.saturating_sub(1));
+        top = top.min(state.last_sequence);
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut bytes = 0usize;
+        let mut scanned = 0u64;
+        while top >= first && scanned < LIST_SCAN_PER_PAGE {
+            let low = top
+                .saturating_sub(LIST_READS_IN_FLIGHT as u64 - 1)
+                .max(first);
+            let batch: Vec<(u64, Option<OperationInfo>)> = futures::stream::iter((low..=top).rev())
+                .map(|seq| {
+                    let list = &self.list;
+                    async move {
+                        match list.get_raw_message(seq).await {
+                            Ok(m) => Ok((seq, decode::<OperationInfo>(&m.payload).ok())),
+                            // Expired or never written (a duplicate): nothing there.
+                            Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => {
+                                Ok((seq, None))
+                            }
+                            Err(e) => Err(unavailable(e)),
+                        }
+                    }
+                })
+                .buffered(LIST_READS_IN_FLIGHT)
+                .try_collect()
+                .await?;
+            for (seq, info) in batch {
+                scanned += 1;
+                let Some(info) = info else { continue };
+                if !filter.admits_info(&info) || !seen.insert(info.id.clone()) {
+                    continue;
+                }
+                let size = encode(&info).map_or(usize::MAX, |b| b.len());
+                if !out.is_empty() && bytes + size > max_bytes {
+                    return Ok(ArchivedPage {
+                        operations: out,
+                        next_before: Some(seq + 1),
+                    });
+                }
+                bytes += size;
+                out.push(info);
+                if out.len() == limit {
+                    return Ok(ArchivedPage {
+                        operations: out,
+                        next_before: (seq > first).then_some(seq),
+                    });
+                }
+            }
+            if low == first {
+                break;
+            }
+            top = low - 1;
+        }
+        Ok(ArchivedPage {
+            operations: out,
+            next_before: (scanned >= LIST_SCAN_PER_PAGE && top >= first).then_some(top + 1),
+        })
     }
 
     async fn get<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ApiError> {
@@ -146,9 +285,22 @@ impl Archive {
 
     async fn try_store(&self, a: &Archived) -> Result<(), String> {
         let id = &a.info.id;
+        // The outputs the jobs left in the state bucket come along.
+        let job_ids: Vec<JobId> = a.job_ids().cloned().collect();
+        let state = &self.state;
+        let outputs: Vec<Option<JobOutputRecord>> = futures::stream::iter(job_ids)
+            .map(|job| async move { store::job_output(state, &job).await })
+            .buffered(ARCHIVE_WRITES_IN_FLIGHT)
+            .try_collect()
+            .await?;
         let mut puts = Vec::with_capacity(2 * a.jobs.len() + 1);
-        for (position, job) in a.jobs.iter().enumerate() {
-            puts.push((format!("job.{id}.{position}"), encode(job)));
+        for (position, (job, output)) in a.jobs.iter().zip(&outputs).enumerate() {
+            let mut job = job.clone();
+            if let Some(o) = output {
+                job.stdout = o.stdout.clone();
+                job.stderr = o.stderr.clone();
+            }
+            puts.push((format!("job.{id}.{position}"), encode(&job)));
             puts.push((
                 format!("pos.{id}.{}", job.info.id),
                 encode(&(position as u64)),
@@ -170,9 +322,24 @@ impl Archive {
             .await?;
         self.put(op_put.0, op_put.1.map_err(|e| e.to_string())?)
             .await?;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+        let listed = encode(&a.info).map_err(|e| e.to_string())?;
+        self.js
+            .publish_with_headers(self.list_subject.clone(), headers, listed.into())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
         let purges = a
             .job_ids()
             .map(|job| store::purge(format!("{JOB_PREFIX}{job}")))
+            .chain(
+                outputs
+                    .iter()
+                    .flatten()
+                    .map(|o| store::purge(format!("{OUTPUT_PREFIX}{}", o.job))),
+            )
             .chain([store::purge(format!("{OPERATION_PREFIX}{id}"))])
             .collect();
         self.writer.submit(purges).wait().await;

@@ -4,7 +4,7 @@
 
 use crate::archive::{Archive, ArchivedOperation};
 use crate::core::{
-    authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, CoreEvent,
+    authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, CoreEvent, Effects,
     SchedulerCore,
 };
 use crate::lease::Lease;
@@ -59,7 +59,6 @@ pub struct ServiceConfig {
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
 /// through `with_core`, so each change is stored, and its nudges and events go out.
-#[derive(Clone)]
 struct Driver {
     client: async_nats::Client,
     subjects: Subjects,
@@ -67,6 +66,8 @@ struct Driver {
     writer: Writer,
     /// Where retired operations go, and answer from.
     archive: Archive,
+    /// The state bucket: finished jobs' outputs are read from it on demand.
+    state: async_nats::jetstream::kv::Store,
     /// Wakes the fair-share updater early (a new operation waits for its first update).
     share_updates: Arc<tokio::sync::Notify>,
     /// For replies to heartbeats rejected before they reach the core.
@@ -75,17 +76,17 @@ struct Driver {
     max_record_bytes: usize,
 }
 
-/// The writes a core call made: its configuration if that changed, then its operations
-/// and jobs.
-fn collect_writes(core: &mut SchedulerCore, config_changed: bool) -> Vec<store::Write> {
+/// The writes of a core call's effects: the configuration if it changed, then the
+/// operations and jobs.
+fn writes_of(core: &SchedulerCore, effects: &Effects) -> Vec<store::Write> {
     let mut writes = Vec::new();
-    if config_changed {
+    if effects.config_changed {
         match store::config_write(core.cluster_config()) {
             Ok(w) => writes.push(w),
             Err(e) => error!(error = %e, "cannot encode the configuration for the store"),
         }
     }
-    match store::writes_of(&core.take_changes()) {
+    match store::writes_of(&effects.changes) {
         Ok(w) => writes.extend(w),
         Err(e) => error!(error = %e, "cannot encode operation state for the store"),
     }
@@ -93,22 +94,35 @@ fn collect_writes(core: &mut SchedulerCore, config_changed: bool) -> Vec<store::
 }
 
 impl Driver {
-    /// Runs `f` on the core, queues what it changed for the store (in the order of
-    /// changes, as the lock orders them), and returns once that is stored, so a reply
-    /// never announces what a crash could lose. Then logs the state changes and nudges
-    /// the nodes the core asked for.
+    /// Runs `f` on the core and carries out its effects: queues what it changed for
+    /// the store (in the order of changes, as the lock orders them) and returns once
+    /// that is stored, so a reply never announces what a crash could lose; logs the
+    /// state changes; hands retired operations to the archive (their last records are
+    /// stored by then); nudges the nodes the core asked for.
     async fn with_core<R>(&self, f: impl FnOnce(&mut SchedulerCore) -> R) -> R {
-        let (result, nudges, events, stored) = {
+        let (result, effects, stored) = {
             let mut core = self.core.lock().expect("core lock");
-            let revision = core.config_revision();
-            let result = f(&mut core);
-            let changed = core.config_revision() != revision;
-            let writes = collect_writes(&mut core, changed);
-            let stored = self.writer.submit(writes);
-            (result, core.take_nudges(), core.take_events(), stored)
+            let (result, effects) = core.run(f);
+            let stored = self.writer.submit(writes_of(&core, &effects));
+            (result, effects, stored)
         };
+        let Effects {
+            retired,
+            nudges,
+            events,
+            ..
+        } = effects;
         log_events(&events);
         stored.wait().await;
+        if !retired.is_empty() {
+            // The archive writes in the background, then the state keys go.
+            let archive = self.archive.clone();
+            tokio::spawn(async move {
+                for a in retired {
+                    archive.store(a).await;
+                }
+            });
+        }
         for node in nudges {
             let subject = self.subjects.nudge(&node);
             if let Err(e) = self.client.publish(subject, bytes::Bytes::new()).await {
@@ -126,7 +140,7 @@ impl Driver {
 
     /// Each heartbeat is handled in its own task: the core serialises them, and a
     /// heartbeat waiting for its writes does not hold up the next one.
-    async fn serve_heartbeats(self, mut sub: async_nats::Subscriber) {
+    async fn serve_heartbeats(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
             let driver = self.clone();
             let received = std::time::Instant::now();
@@ -134,7 +148,7 @@ impl Driver {
         }
     }
 
-    async fn heartbeat(self, msg: async_nats::Message, received: std::time::Instant) {
+    async fn heartbeat(self: Arc<Self>, msg: async_nats::Message, received: std::time::Instant) {
         let Some(reply_to) = msg.reply.clone() else {
             warn!(subject = %msg.subject, "heartbeat without a reply subject ignored");
             return;
@@ -179,7 +193,10 @@ impl Driver {
         }
     }
 
-    async fn serve_api(self, mut sub: impl futures::Stream<Item = async_nats::Message> + Unpin) {
+    async fn serve_api(
+        self: Arc<Self>,
+        mut sub: impl futures::Stream<Item = async_nats::Message> + Unpin,
+    ) {
         while let Some(msg) = sub.next().await {
             let Some(reply_to) = msg.reply.clone() else {
                 continue;
@@ -195,15 +212,26 @@ impl Driver {
                 let max_record = driver.max_record_bytes;
                 let answered = driver
                     .with_core(|core| {
-                        (!names_archived_operation(core, &method, &msg.payload))
-                            .then(|| dispatch(core, &caller, &method, &msg.payload, max_record))
+                        (!names_archived_operation(core, &method, &msg.payload)).then(|| {
+                            let mut then = None;
+                            let bytes = dispatch(
+                                core,
+                                &caller,
+                                &method,
+                                &msg.payload,
+                                max_record,
+                                &mut then,
+                            );
+                            (bytes, then)
+                        })
                     })
                     .await;
                 if method == api::StartOperation::METHOD {
                     driver.share_updates.notify_one();
                 }
                 let mut bytes = match answered {
-                    Some(bytes) => bytes,
+                    Some((bytes, None)) => bytes,
+                    Some((_, Some(then))) => then.answer(&driver, &caller).await,
                     None => {
                         answer_from_archive(&driver.archive, &caller, &method, &msg.payload).await
                     }
@@ -235,7 +263,7 @@ impl Driver {
     /// core lock and swapped in under it: heartbeats never wait for one (a 10,000
     /// operation tree takes ~25 ms). Due updates are looked for every tick, and at once
     /// when an operation arrives.
-    async fn update_shares(self, period: Duration) {
+    async fn update_shares(self: Arc<Self>, period: Duration) {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
@@ -261,7 +289,7 @@ impl Driver {
         }
     }
 
-    async fn tick(self, period: Duration) {
+    async fn tick(self: Arc<Self>, period: Duration) {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_volume_save = std::time::Instant::now();
@@ -281,25 +309,12 @@ impl Driver {
                 self.with_core(|core| core.bus_restored(unix_now())).await;
             }
             let save = last_volume_save.elapsed() >= VOLUME_SAVE_PERIOD;
-            let (volumes, retired) = self
+            let volumes = self
                 .with_core(|core| {
                     core.tick(unix_now());
-                    (
-                        save.then(|| store::volumes_write(core.integral_volumes())),
-                        core.take_retired(),
-                    )
+                    save.then(|| store::volumes_write(&core.integral_volumes()))
                 })
                 .await;
-            // Their last records are stored (with_core waited): the archive takes them
-            // over in the background, then their state keys go.
-            if !retired.is_empty() {
-                let archive = self.archive.clone();
-                tokio::spawn(async move {
-                    for a in retired {
-                        archive.store(a).await;
-                    }
-                });
-            }
             match volumes {
                 Some(Ok(w)) => {
                     last_volume_save = std::time::Instant::now();
@@ -405,7 +420,7 @@ pub async fn run(
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
     let writer = Writer::spawn(
-        state,
+        state.clone(),
         max_record_bytes,
         crate::writer::Revisions {
             keys: {
@@ -417,26 +432,28 @@ pub async fn run(
             holder: holder.into(),
         },
     );
-    let archive = Archive::new(
-        store::open_bucket(
-            &js,
-            &store::bucket_name(prefix, "archive"),
-            config.kv_replicas,
-            config.archive_ttl,
-        )
-        .await?,
+    let archive = Archive::open(
+        &js,
+        &store::bucket_name(prefix, "archive"),
+        config.kv_replicas,
+        config.archive_ttl,
+        state.clone(),
         writer.clone(),
-    );
+    )
+    .await?;
     core.set_integral_volumes(snapshot.volumes);
-    let summary = core.restore(
-        snapshot.operations,
-        snapshot.jobs,
-        unix_now(),
-        config.revival_window.as_millis() as u64,
-    );
-    let writes = collect_writes(&mut core, fresh);
-    log_events(&core.take_events());
-    writer.submit(writes).wait().await;
+    let (summary, mut effects) = core.run(|core| {
+        core.restore(
+            snapshot.operations,
+            snapshot.jobs,
+            unix_now(),
+            config.revival_window.as_millis() as u64,
+        )
+    });
+    // A configuration that was never stored is stored now, with what revival wrote.
+    effects.config_changed |= fresh;
+    log_events(&effects.events);
+    writer.submit(writes_of(&core, &effects)).wait().await;
     info!(
         operations = summary.operations,
         unfinished = summary.unfinished,
@@ -455,7 +472,9 @@ pub async fn run(
     );
     client.flush().await?;
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
-    let driver = Driver {
+    // Shared, not cloned, by every task: a clone of its stores and archive cost more
+    // than a whole heartbeat in the core.
+    let driver = Arc::new(Driver {
         client,
         subjects,
         heartbeat_period_ms: core.config().heartbeat_period_ms,
@@ -463,8 +482,9 @@ pub async fn run(
         core: Arc::new(Mutex::new(core)),
         writer,
         archive,
+        state,
         share_updates: Arc::new(tokio::sync::Notify::new()),
-    };
+    });
     if let Some(addr) = config.http {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -552,6 +572,7 @@ fn dispatch(
     method: &str,
     payload: &[u8],
     max_record: usize,
+    then: &mut Option<Continuation>,
 ) -> Vec<u8> {
     let now = unix_now();
     match method {
@@ -573,16 +594,47 @@ fn dispatch(
         }),
         api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
             let mut body = req.body;
-            fitting_page(body.limit, |limit| {
-                body.limit = limit;
-                let mut page = core.list_operations_page(&body)?;
-                page.operations = page
-                    .operations
-                    .into_iter()
-                    .map(|info| visible_to(core, caller, info))
-                    .collect();
-                Ok(page)
-            })
+            let limit = crate::core::page_limit(body.limit)?;
+            let page = match archive_cursor(&body.cursor)? {
+                // Past every operation in memory: only the archive has more.
+                Some(before) => {
+                    *then = Some(Continuation::ListArchive {
+                        page: api::OperationPage::default(),
+                        filter: body.filter,
+                        before,
+                        room: limit,
+                    });
+                    return Ok(api::OperationPage::default());
+                }
+                None => fitting_page(body.limit, |limit| {
+                    body.limit = limit;
+                    let mut page = core.list_operations_page(&body)?;
+                    page.operations = page
+                        .operations
+                        .into_iter()
+                        .map(|info| visible_to(core, caller, info))
+                        .collect();
+                    Ok(page)
+                })?,
+            };
+            let room = limit.saturating_sub(page.operations.len());
+            match (&page.next_cursor, room) {
+                (Some(_), _) => Ok(page),
+                // Memory filled the page exactly: the next one starts in the archive.
+                (None, 0) => Ok(api::OperationPage {
+                    next_cursor: Some("a".into()),
+                    ..page
+                }),
+                (None, room) => {
+                    *then = Some(Continuation::ListArchive {
+                        page,
+                        filter: body.filter,
+                        before: None,
+                        room,
+                    });
+                    Ok(api::OperationPage::default())
+                }
+            }
         }),
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;
@@ -597,7 +649,13 @@ fn dispatch(
         }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
-            core.job_output(&req.body.operation_id, &req.body.job_id, req.body.stream)
+            core.job_output_ready(&req.body.operation_id, &req.body.job_id)?;
+            // The output itself is in the store: read outside the core lock.
+            *then = Some(Continuation::JobOutput {
+                job: req.body.job_id,
+                stream: req.body.stream,
+            });
+            Ok(String::new())
         }),
         api::ListNodes::METHOD => respond::<api::ListNodes>(payload, |_| Ok(core.list_nodes())),
         api::AdminGet::METHOD => respond::<api::AdminGet>(payload, |req| {
@@ -696,6 +754,92 @@ fn names_archived_operation(core: &SchedulerCore, method: &str, payload: &[u8]) 
         core.operation(&id)
             .is_err_and(|e| e.kind == api::ErrorKind::NotFound)
     })
+}
+
+/// A `list_operations` cursor into the archive: `a` (from its newest) or `a<sequence>`
+/// (below that list-stream sequence); `None` for a cursor into the operations in memory.
+fn archive_cursor(cursor: &Option<String>) -> Result<Option<Option<u64>>, ApiError> {
+    let Some(rest) = cursor.as_deref().and_then(|c| c.strip_prefix('a')) else {
+        return Ok(None);
+    };
+    if rest.is_empty() {
+        return Ok(Some(None));
+    }
+    rest.parse::<u64>()
+        .map(|s| Some(Some(s)))
+        .map_err(|_| ApiError::new(format!("cursor 'a{rest}' is not one this scheduler gave")))
+}
+
+/// What an API answer still needs from the store or the archive once the core has
+/// decided it: read outside the core lock.
+enum Continuation {
+    /// A finished job of a live operation the caller may read: its output is in the
+    /// store, where its result put it.
+    JobOutput {
+        job: ytsched_common::JobId,
+        stream: api::OutputStream,
+    },
+    /// `list_operations` lists the operations in memory first, then goes on into the
+    /// archive, most recently archived first: `room` more go on `page` from below
+    /// list-stream sequence `before` (from the newest if `None`).
+    ListArchive {
+        page: api::OperationPage,
+        filter: api::OperationFilter,
+        before: Option<u64>,
+        room: usize,
+    },
+}
+
+impl Continuation {
+    async fn answer(self, driver: &Driver, caller: &Caller) -> Vec<u8> {
+        fn reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
+            encode(&ApiResponse {
+                protocol_version: PROTOCOL_VERSION,
+                result,
+            })
+            .unwrap_or_default()
+        }
+        match self {
+            Continuation::JobOutput { job, stream } => {
+                reply(match store::job_output(&driver.state, &job).await {
+                    Ok(output) => Ok(output
+                        .map(|o| o.stream(stream).to_string())
+                        .unwrap_or_default()),
+                    Err(e) => Err(ApiError::of(
+                        api::ErrorKind::Unavailable,
+                        format!("the output of job {job} cannot be read: {e}"),
+                    )),
+                })
+            }
+            Continuation::ListArchive {
+                mut page,
+                filter,
+                before,
+                room,
+            } => {
+                let used = encode(&page).map_or(MAX_PAGE_BYTES, |b| b.len());
+                let budget = MAX_PAGE_BYTES.saturating_sub(used).max(1);
+                let archived = match driver
+                    .archive
+                    .list_page(&filter, before, room, budget)
+                    .await
+                {
+                    Ok(a) => a,
+                    Err(e) => return reply::<()>(Err(e)),
+                };
+                page.operations
+                    .extend(archived.operations.into_iter().map(|info| {
+                        if controls_operation_of(caller, &info.user, &info.spec.owners) {
+                            info
+                        } else {
+                            info.redacted()
+                        }
+                    }));
+                page.next_cursor = archived.next_before.map(|s| format!("a{s}"));
+                reply(Ok(page))
+            }
+        }
+    }
 }
 
 /// Answers a read of an operation the core no longer holds from the archive, with the

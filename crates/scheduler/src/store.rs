@@ -5,7 +5,7 @@
 //! with named fields, like the wire. The bucket keeps one revision per key; a revived
 //! scheduler reads the latest value of every key with one ordered consumer.
 
-use crate::core::records::{JobRecord, OperationRecord, StateChange};
+use crate::core::records::{JobOutputRecord, JobRecord, OperationRecord, StateChange};
 use crate::core::{ClusterConfig, IntegralVolumes};
 use anyhow::Context;
 use async_nats::jetstream::{self, kv};
@@ -20,6 +20,9 @@ pub const VOLUMES_KEY: &str = "volumes";
 pub const EPOCH_KEY: &str = "epoch";
 pub const OPERATION_PREFIX: &str = "op.";
 pub const JOB_PREFIX: &str = "job.";
+/// A finished job attempt's output tails (`JobOutputRecord`): read on demand, never
+/// loaded at revival.
+pub const OUTPUT_PREFIX: &str = "out.";
 const DAMAGED_PREFIX: &str = "damaged.";
 
 /// A bucket name for this installation: its subject prefix, made safe for bucket names.
@@ -171,6 +174,10 @@ pub fn writes_of(changes: &[StateChange]) -> Result<Vec<Write>, CodecError> {
                     format!("{JOB_PREFIX}{}", job.job.id),
                     encode(job.as_ref())?.into(),
                 ),
+                StateChange::Output(out) => (
+                    format!("{OUTPUT_PREFIX}{}", out.job),
+                    encode(out.as_ref())?.into(),
+                ),
             })
         })
         .collect()
@@ -182,6 +189,21 @@ pub fn config_write(config: &ClusterConfig) -> Result<Write, CodecError> {
 
 pub fn volumes_write(volumes: &IntegralVolumes) -> Result<Write, CodecError> {
     Ok((VOLUMES_KEY.to_string(), encode(volumes)?.into()))
+}
+
+/// The output a finished job attempt left, if it printed anything.
+pub async fn job_output(
+    state: &kv::Store,
+    job: &ytsched_common::JobId,
+) -> Result<Option<JobOutputRecord>, String> {
+    match state
+        .get(format!("{OUTPUT_PREFIX}{job}"))
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        None => Ok(None),
+        Some(bytes) => decode(&bytes).map(Some).map_err(|e| e.to_string()),
+    }
 }
 
 /// A write that removes `key` (a record is never empty).

@@ -138,7 +138,9 @@ impl SchedulerCore {
         }
         self.operations.insert(id.clone(), op);
         self.touch(id.clone());
-        self.stale_trees.extend(tree_names);
+        for tree in &tree_names {
+            self.mark_stale(tree);
+        }
         self.fail_if_unplaceable(&id, now);
         if !pending {
             self.announce_new_work(&id);
@@ -323,18 +325,12 @@ impl SchedulerCore {
 
     /// Starts pending operations, oldest first, while their pools have room.
     pub(super) fn promote_pending(&mut self, now: UnixMillis) {
-        let mut pending: Vec<(u64, OperationId)> = self
-            .operations
-            .values()
-            .filter(|o| o.state == OperationState::Pending)
-            .map(|o| (o.seq, o.id.clone()))
-            .collect();
+        let pending = self.pending_operations();
         if pending.is_empty() {
             return;
         }
-        pending.sort();
         let mut counts_by_tree: HashMap<String, HashMap<String, PoolCounts>> = HashMap::new();
-        for (_, id) in pending {
+        for id in pending {
             let slots: Vec<(String, String, bool)> = self.operations[&id]
                 .trees
                 .iter()
@@ -371,7 +367,7 @@ impl SchedulerCore {
                 for p in chain {
                     counts.entry(p).or_default().running += 1;
                 }
-                self.stale_trees.insert(tree_name);
+                self.mark_stale(&tree_name);
             }
             if let Some(op) = self.operations.get_mut(&id) {
                 op.promote(now);
@@ -399,9 +395,8 @@ impl SchedulerCore {
         let running: Vec<JobId> = op.running_job_ids().collect();
         for job_id in running {
             if let Some(node_id) = op.abort_job(&job_id, AbortReason::OperationAborted, now) {
-                if let Some(node) = self.nodes.get_mut(&node_id) {
-                    node.jobs.remove(&job_id);
-                    node.unconfirmed_starts.remove(&job_id);
+                self.jobs.ended(&node_id, &job_id);
+                if self.nodes.contains_key(&node_id) {
                     self.nudges.insert(node_id);
                 }
             }
@@ -421,7 +416,7 @@ impl SchedulerCore {
             error,
         });
         for (tree, pool) in pools {
-            self.stale_trees.insert(tree.clone());
+            self.mark_stale(&tree);
             self.remove_empty_ephemeral_pools(&tree, &pool);
         }
         self.note_finished(id);

@@ -1,6 +1,7 @@
 //! A node heartbeat: register or refresh the node, take in finished jobs, reconcile
 //! what the node runs with what the scheduler believes, then fill the node with work.
 
+use super::heartbeat_context::HeartbeatContext;
 use super::operation::ResultEffect;
 use super::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
@@ -106,20 +107,31 @@ impl SchedulerCore {
         jobs_to_abort.extend(limit_aborts);
         // Jobs being killed hold their resources until the node reports them gone.
         dying += freed;
-        let mut free = self.node_free(&node_id, dying);
-        let mut jobs_to_start = self.fill_node(&node_id, &mut free, now);
-        if let Some((start, aborts)) = self.preemptive_stage(&node_id, free, now) {
-            // The victims are still being killed: their resources are not free yet.
-            free -= start.resources;
-            jobs_to_start.push(start);
-            jobs_to_abort.extend(aborts);
+        let node = &self.nodes[&node_id];
+        let mut ctx = HeartbeatContext::new(
+            node_id.clone(),
+            now,
+            node.resource_limits,
+            self.node_running(&node_id),
+            dying,
+            jobs_to_abort,
+        );
+        self.fill_node(&mut ctx);
+        if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
+            ctx.start(start);
+            for a in aborts {
+                ctx.abort(a);
+            }
         }
-        jobs_to_start.extend(self.speculative_stage(&node_id, free, now));
-        let node = self.nodes.get_mut(&node_id).expect("refreshed above");
+        self.speculative_stage(&mut ctx);
+        let HeartbeatContext {
+            starts: jobs_to_start,
+            aborts: jobs_to_abort,
+            ..
+        } = ctx;
         if req.last_reply_seq.is_some() {
             for start in &jobs_to_start {
-                node.unconfirmed_starts
-                    .insert(start.job_id.clone(), req.seq);
+                self.jobs.sent_in(&node_id, &start.job_id, req.seq);
             }
         }
         // Starts resent go first, as the node would have run them had it read the reply.
@@ -150,7 +162,7 @@ impl SchedulerCore {
             .or_insert_with(|| Node::new(req.node_id.clone(), Some(req.incarnation_id.clone())));
         if node.incarnation.as_ref() != Some(&req.incarnation_id) {
             // A new agent run read none of the old one's replies, and ran none of its jobs.
-            node.unconfirmed_starts.clear();
+            self.jobs.forget_unconfirmed(&req.node_id);
             if node.incarnation.is_some() {
                 self.events.push(CoreEvent::NodeRestarted {
                     id: node.id.clone(),
@@ -181,7 +193,7 @@ impl SchedulerCore {
             });
         }
         if returning || tags_changed || limits_changed {
-            self.recompute_tree_resources();
+            self.account_node(&req.node_id);
         }
     }
 
@@ -194,7 +206,7 @@ impl SchedulerCore {
         result: &ytsched_common::protocol::FinishedJob,
         now: UnixMillis,
     ) -> bool {
-        let Some(op_id) = self.job_owner.get(&result.job_id).cloned() else {
+        let Some(op_id) = self.jobs.owner(&result.job_id).cloned() else {
             return false;
         };
         let Some(op) = self.operations.get_mut(&op_id) else {
@@ -207,16 +219,26 @@ impl SchedulerCore {
         {
             return false;
         }
+        let first_result = op
+            .jobs
+            .get(&result.job_id)
+            .is_some_and(|j| j.statistics.is_none());
         let effect = op.apply_result(node_id, result);
+        // What the job printed goes to the store with its first result, not into memory.
+        if first_result && !(result.stdout_tail.is_empty() && result.stderr_tail.is_empty()) {
+            self.outputs.push(super::records::JobOutputRecord {
+                job: result.job_id.clone(),
+                stdout: result.stdout_tail.clone(),
+                stderr: result.stderr_tail.clone(),
+            });
+        }
         self.indexes.get_mut().mark(&op_id);
         self.touched.insert(op_id.clone());
         if effect == ResultEffect::Ignored {
             return true;
         }
-        if let Some(node) = self.nodes.get_mut(node_id) {
-            node.jobs.remove(&result.job_id);
-            node.unconfirmed_starts.remove(&result.job_id);
-        }
+        self.jobs.ended(node_id, &result.job_id);
+        let op = &self.operations[&op_id];
         let job = &op.jobs[&result.job_id];
         let won = job.state == JobState::Completed;
         self.events.push(CoreEvent::JobFinished {
@@ -261,8 +283,8 @@ impl SchedulerCore {
         for running in &req.running_jobs {
             reported.insert(running.job_id.clone());
             let job = self
-                .job_owner
-                .get(&running.job_id)
+                .jobs
+                .owner(&running.job_id)
                 .and_then(|op| self.operations.get(op))
                 .and_then(|op| op.jobs.get(&running.job_id));
             let abort = match job {
@@ -292,35 +314,29 @@ impl SchedulerCore {
             aborts.push(abort);
         }
         let mut resent = Vec::new();
-        let node = self
-            .nodes
-            .get_mut(node_id)
-            .expect("refreshed before reconciling");
         let read_up_to = req.last_reply_seq;
-        node.unconfirmed_starts.retain(|job, sent_in| {
-            !reported.contains(job) && read_up_to.is_some_and(|r| r < *sent_in)
+        self.jobs.confirm(node_id, |job, sent_in| {
+            !reported.contains(job) && read_up_to.is_some_and(|r| r < sent_in)
         });
-        let missing: Vec<JobId> = node
+        let missing: Vec<JobId> = self
             .jobs
-            .iter()
+            .on(node_id)
             .filter(|j| !reported.contains(*j))
             .cloned()
             .collect();
         for job_id in missing {
-            let unread = self.nodes[node_id].unconfirmed_starts.contains_key(&job_id);
+            let unread = self.jobs.is_unconfirmed(node_id, &job_id);
             let spec = unread
                 .then(|| {
-                    self.job_owner
-                        .get(&job_id)
+                    self.jobs
+                        .owner(&job_id)
                         .and_then(|op| self.operations.get(op))
                         .and_then(|op| op.start_spec(&job_id))
                 })
                 .flatten();
             match spec {
                 Some(spec) => {
-                    if let Some(node) = self.nodes.get_mut(node_id) {
-                        node.unconfirmed_starts.insert(job_id, req.seq);
-                    }
+                    self.jobs.sent_in(node_id, &job_id, req.seq);
                     resent.push(spec);
                 }
                 None => self.lose_job(node_id, &job_id, now),
@@ -330,11 +346,8 @@ impl SchedulerCore {
     }
 
     pub(super) fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
-        if let Some(node) = self.nodes.get_mut(node_id) {
-            node.jobs.remove(job_id);
-            node.unconfirmed_starts.remove(job_id);
-        }
-        let Some(op_id) = self.job_owner.get(job_id).cloned() else {
+        self.jobs.ended(node_id, job_id);
+        let Some(op_id) = self.jobs.owner(job_id).cloned() else {
             return;
         };
         if let Some(op) = self.operations.get_mut(&op_id) {
@@ -378,19 +391,24 @@ impl SchedulerCore {
             .filter(|n| n.online && now.saturating_sub(n.last_heartbeat) > timeout_of(n))
             .map(|n| n.id.clone())
             .collect();
+        let mut went_offline = false;
         for node_id in silent {
-            let jobs: Vec<JobId> = self.nodes[&node_id].jobs.iter().cloned().collect();
+            let jobs: Vec<JobId> = self.jobs.on(&node_id).cloned().collect();
             for job_id in &jobs {
                 self.lose_job(&node_id, job_id, now);
             }
             if let Some(node) = self.nodes.get_mut(&node_id) {
                 node.online = false;
             }
-            self.recompute_tree_resources();
+            self.account_node(&node_id);
             self.events.push(CoreEvent::NodeOffline {
                 id: node_id.clone(),
                 lost_jobs: jobs.len(),
             });
+            went_offline = true;
+        }
+        // Their jobs wait again: the nodes left may take them (once, however many left).
+        if went_offline {
             self.nudge_all_online();
         }
     }

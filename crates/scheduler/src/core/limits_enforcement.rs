@@ -29,11 +29,11 @@ impl SchedulerCore {
         };
         let node_limits = node.resource_limits;
         // Newest first.
-        let mut jobs: Vec<(JobAge, JobId, OperationId, ResourceVector)> = node
+        let mut jobs: Vec<(JobAge, JobId, OperationId, ResourceVector)> = self
             .jobs
-            .iter()
+            .on(node_id)
             .filter_map(|j| {
-                let op_id = self.job_owner.get(j)?;
+                let op_id = self.jobs.owner(j)?;
                 let op = self.operations.get(op_id)?;
                 let job = op.jobs.get(j)?;
                 Some((
@@ -72,11 +72,15 @@ impl SchedulerCore {
         // Placement never goes over a limit, so only a limit lowered since can be
         // exceeded; the fair share update says whether any is (and runs first if due).
         self.update_if_stale(&tree_name, now);
-        if !self.over_limit_trees.contains(&tree_name) {
+        let over_limit = self
+            .tree_state(&tree_name)
+            .and_then(|t| t.snapshot.as_ref())
+            .is_some_and(|s| s.over_limit);
+        if !over_limit {
             return (aborts, freed);
         }
         self.refresh_live();
-        let Some(shares) = self.shares.remove(&tree_name) else {
+        let Some(shares) = self.tree_shares(&tree_name) else {
             return (aborts, freed);
         };
         let limits = self.element_limits(&tree_name, &shares);
@@ -119,7 +123,6 @@ impl SchedulerCore {
             });
             freed += *res;
         }
-        self.shares.insert(tree_name, shares);
         (aborts, freed)
     }
 

@@ -99,30 +99,33 @@ impl SchedulerCore {
     /// Brings every tree's live arrays up to date with the operations changed since.
     pub(super) fn refresh_live(&mut self) {
         let changed = self.indexes.get_mut().take_live_changes();
-        let trees: Vec<String> = self.live.keys().cloned().collect();
-        for tree in trees {
-            let Some(shares) = self.shares.get(&tree) else {
+        for tree in self.tree_names() {
+            let Some(shares) = self.tree_shares(tree.as_str()) else {
                 continue;
             };
-            let Some(mut live) = self.live.remove(&tree) else {
+            let Some(state) = self.tree_state_mut(tree.as_str()) else {
                 continue;
             };
+            let mut live = std::mem::take(&mut state.live);
             match &changed {
-                None => live = self.compute_live(shares),
+                None => live = self.compute_live(&shares),
                 Some(ids) => {
                     for id in ids {
                         if let Some(&leaf) = shares.operation_index.get(id) {
-                            let (usage, waiting) = self.live_leaf(id, &tree);
-                            live.set_leaf(shares, leaf, usage, waiting);
+                            let (usage, waiting) = self.live_leaf(id, tree.as_str());
+                            live.set_leaf(&shares, leaf, usage, waiting);
                         }
                     }
                 }
             }
-            self.live.insert(tree, live);
+            if let Some(state) = self.tree_state_mut(tree.as_str()) {
+                state.live = live;
+            }
         }
         #[cfg(debug_assertions)]
-        for (tree, live) in &self.live {
-            if let Some(shares) = self.shares.get(tree) {
+        for (tree, state) in &self.trees {
+            if let Some(shares) = state.shares() {
+                let live = &state.live;
                 let scan = self.compute_live(shares);
                 assert_eq!(live.waiting, scan.waiting, "live waiting of tree {tree}");
                 for (a, b) in live.usage.iter().zip(&scan.usage) {
@@ -142,7 +145,7 @@ impl SchedulerCore {
         tree: &str,
         shares: &TreeShares,
     ) -> std::borrow::Cow<'_, [ResourceVector]> {
-        match self.live.get(tree) {
+        match self.tree_state(tree).map(|t| &t.live) {
             Some(live) if live.usage.len() == shares.elements.len() => {
                 std::borrow::Cow::Borrowed(&live.usage)
             }
@@ -151,9 +154,12 @@ impl SchedulerCore {
     }
 
     /// The live arrays of `tree` (brought up to date by `refresh_live` before its
-    /// snapshot was taken out), for the caller to use and put back (`self.live.insert`).
+    /// snapshot was taken out), for the caller to use and put back.
     pub(super) fn take_live(&mut self, tree: &str, shares: &TreeShares) -> LiveTree {
-        match self.live.remove(tree) {
+        match self
+            .tree_state_mut(tree)
+            .map(|t| std::mem::take(&mut t.live))
+        {
             Some(live) if live.usage.len() == shares.elements.len() => live,
             _ => self.compute_live(shares),
         }

@@ -91,11 +91,11 @@ impl SchedulerCore {
         }
         let node = &self.nodes[node_id];
         let current = self.node_tree(node).map(String::from);
-        let strays: Vec<(OperationId, JobId, String)> = node
+        let strays: Vec<(OperationId, JobId, String)> = self
             .jobs
-            .iter()
+            .on(node_id)
             .filter_map(|j| {
-                let op = self.job_owner.get(j)?;
+                let op = self.jobs.owner(j)?;
                 let job = self.operations.get(op)?.jobs.get(j)?;
                 (job.state == JobState::Running && Some(&job.tree) != current.as_ref())
                     .then(|| (op.clone(), j.clone(), job.tree.clone()))
@@ -122,7 +122,7 @@ impl SchedulerCore {
                 &message,
                 now,
             );
-            self.stale_trees.insert(tree);
+            self.mark_stale(&tree);
         }
     }
 

@@ -8,9 +8,13 @@ mod admin;
 mod admin_path;
 mod admission;
 pub mod config_file;
+mod effects;
+pub use effects::Effects;
 mod events;
 pub mod fair_share;
 mod heartbeat;
+mod heartbeat_context;
+mod job_index;
 mod limits_enforcement;
 mod live_usage;
 pub mod membership;
@@ -20,6 +24,8 @@ mod operation;
 mod operation_counts;
 mod operation_index;
 pub mod orchid;
+mod pending_queue;
+mod placeability;
 mod placement;
 pub mod pool_tree;
 mod preemption;
@@ -30,6 +36,7 @@ pub mod retention;
 mod share_update;
 mod speculation;
 pub mod starvation;
+mod tree_state;
 mod waiting_jobs;
 
 pub use admin_path::AdminPath;
@@ -40,9 +47,9 @@ pub use pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 pub use share_update::{ComputedShares, ShareUpdate};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
-use ytsched_common::resources::ResourceVector;
-use ytsched_common::{JobId, NodeId, OperationId};
+use ytsched_common::{NodeId, OperationId};
 
 /// Integral volumes (share × seconds) by tree, then pool: state the store keeps.
 pub type IntegralVolumes = BTreeMap<String, HashMap<String, f64>>;
@@ -74,25 +81,14 @@ pub struct SchedulerCore {
     config: CoreConfig,
     nodes: BTreeMap<NodeId, Node>,
     operations: BTreeMap<OperationId, Operation>,
-    /// Which operation a job belongs to, for results that arrive by job id.
-    job_owner: HashMap<JobId, OperationId>,
+    /// Which operation each job belongs to and which jobs run on each node (a job's
+    /// state itself is only in its operation; see `job_index.rs`).
+    jobs: job_index::JobIndex,
     /// Pool trees and pools as admins configured them (what the store saves).
     cluster: ClusterConfig,
-    /// Sum of each tree's schedulable nodes' limits, recomputed only when nodes join,
-    /// leave or change limits.
-    tree_resources: BTreeMap<String, ResourceVector>,
-    /// The last fair share update of each tree: what placement and the orchid read.
-    shares: BTreeMap<String, fair_share::TreeShares>,
-    /// Live usage and smallest waiting job per element of each snapshot, kept up to
-    /// date between updates (see `live_usage.rs`).
-    live: BTreeMap<String, live_usage::LiveTree>,
-    /// Each tree's starving operations in preemption order, as of its last update.
-    starving_order:
-        BTreeMap<String, std::sync::Arc<Vec<(OperationId, starvation::StarvationStatus)>>>,
-    last_share_update: BTreeMap<String, UnixMillis>,
-    /// Trees where some pool or operation used more than its `resource_limits` at the
-    /// last update (a limit was lowered): only their heartbeats look for jobs to take back.
-    over_limit_trees: BTreeSet<String>,
+    /// Per configured tree: its nodes' total, last fair-share snapshot and what changed
+    /// since (see `tree_state.rs`).
+    trees: BTreeMap<TreeName, tree_state::TreeState>,
     /// Unfinished operations with a task that has `job_speculation_timeout`: the only
     /// ones the speculative stage of a heartbeat looks at.
     speculating: BTreeSet<OperationId>,
@@ -102,17 +98,6 @@ pub struct SchedulerCore {
     /// Walks of a tree looking for a job to place (one per job started, plus one that
     /// finds nothing): what a heartbeat costs, counted so tests can see it.
     placement_walks: u64,
-    /// Operations that were starving at each tree's last update.
-    starving_operations: BTreeMap<String, Vec<OperationId>>,
-    /// Integral volume (share × seconds) of each tree's burst and relaxed pools.
-    integral_volumes: IntegralVolumes,
-    /// Scheduling and starvation status of each tree's elements, as of its last update.
-    starvation: BTreeMap<String, starvation::TreeStarvation>,
-    /// Trees whose operations or configuration changed since their last update: they are
-    /// updated before the next placement rather than a period later.
-    stale_trees: BTreeSet<String>,
-    /// Trees whose update the driver is computing (background updates).
-    updating: BTreeSet<String>,
     /// Bumped on every configuration change (admin or ephemeral pools), so the driver
     /// knows when to save.
     config_revision: u64,
@@ -124,6 +109,8 @@ pub struct SchedulerCore {
     nudge_cursor: Option<NodeId>,
     /// Operations changed since the store last took the changes.
     touched: BTreeSet<OperationId>,
+    /// Output tails of job attempts finished since, for the store only.
+    outputs: Vec<records::JobOutputRecord>,
     /// Operations per pool and the smallest job waiting per tree, kept up to date by
     /// `touch` (see `operation_index.rs`).
     indexes: std::cell::RefCell<operation_index::Indexes>,
@@ -145,11 +132,11 @@ pub struct SchedulerCore {
 impl SchedulerCore {
     pub fn new(config: CoreConfig) -> Self {
         let timeout = config.node_heartbeat_timeout_ms.max(1);
-        Self {
+        let mut core = Self {
             config,
             nodes: BTreeMap::new(),
             operations: BTreeMap::new(),
-            job_owner: HashMap::new(),
+            jobs: Default::default(),
             cluster: {
                 let mut c = ClusterConfig::default();
                 if let Some(t) = c.trees.get_mut(DEFAULT_TREE) {
@@ -157,25 +144,16 @@ impl SchedulerCore {
                 }
                 c
             },
-            tree_resources: BTreeMap::new(),
-            shares: BTreeMap::new(),
-            live: BTreeMap::new(),
-            starving_order: BTreeMap::new(),
-            last_share_update: BTreeMap::new(),
-            starvation: BTreeMap::new(),
-            integral_volumes: BTreeMap::new(),
-            starving_operations: BTreeMap::new(),
-            over_limit_trees: BTreeSet::new(),
+            trees: BTreeMap::new(),
             speculating: BTreeSet::new(),
             placeability_stale: false,
             placement_walks: 0,
-            stale_trees: BTreeSet::new(),
-            updating: BTreeSet::new(),
             config_revision: 0,
             next_operation_seq: 0,
             nudges: BTreeSet::new(),
             nudge_cursor: None,
             touched: BTreeSet::new(),
+            outputs: Vec::new(),
             indexes: Default::default(),
             latest_now: 0,
             revival_deadline: None,
@@ -183,7 +161,9 @@ impl SchedulerCore {
             finished_order: BTreeMap::new(),
             retired: Vec::new(),
             damaged: BTreeMap::new(),
-        }
+        };
+        core.sync_tree_states();
+        core
     }
 
     pub fn config(&self) -> &CoreConfig {
@@ -202,13 +182,22 @@ impl SchedulerCore {
         &self.cluster
     }
 
-    pub fn integral_volumes(&self) -> &IntegralVolumes {
-        &self.integral_volumes
+    pub fn integral_volumes(&self) -> IntegralVolumes {
+        self.trees
+            .iter()
+            .filter(|(_, t)| !t.integral_volumes.is_empty())
+            .map(|(name, t)| (name.to_string(), t.integral_volumes.clone()))
+            .collect()
     }
 
-    /// Restores saved volumes (at start, before any update).
+    /// Restores saved volumes (at start, after the configuration, before any update).
+    /// Volumes of trees the configuration does not have are dropped.
     pub fn set_integral_volumes(&mut self, volumes: IntegralVolumes) {
-        self.integral_volumes = volumes;
+        for (tree, v) in volumes {
+            if let Some(t) = self.tree_state_mut(&tree) {
+                t.integral_volumes = v;
+            }
+        }
     }
 
     pub fn config_revision(&self) -> u64 {
@@ -228,11 +217,11 @@ impl SchedulerCore {
         self.retire_finished(now);
     }
 
-    pub fn take_nudges(&mut self) -> Vec<NodeId> {
+    pub(super) fn take_nudges(&mut self) -> Vec<NodeId> {
         std::mem::take(&mut self.nudges).into_iter().collect()
     }
 
-    pub fn take_events(&mut self) -> Vec<CoreEvent> {
+    pub(super) fn take_events(&mut self) -> Vec<CoreEvent> {
         std::mem::take(&mut self.events)
     }
 

@@ -1,9 +1,9 @@
 //! What the scheduler knows about each exec node, learned from its heartbeats.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use ytsched_common::protocol::{Registration, UnixMillis};
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::{IncarnationId, JobId, NodeId};
+use ytsched_common::{IncarnationId, NodeId};
 
 #[derive(Clone, Debug)]
 pub struct Node {
@@ -29,13 +29,6 @@ pub struct Node {
     /// Its tree changed since its last heartbeat: that heartbeat looks for jobs of the
     /// tree it left (and no other heartbeat needs to).
     pub tree_changed: bool,
-    /// Jobs the scheduler considers running here (exactly its running jobs whose
-    /// `node` is this one).
-    pub jobs: BTreeSet<JobId>,
-    /// Jobs of `jobs` whose start went out in the reply to this incarnation's heartbeat
-    /// `seq` and that the node has not reported since: until it says it read that reply,
-    /// a job it does not report is resent, not lost.
-    pub unconfirmed_starts: HashMap<JobId, u64>,
     /// When this node last ran a preemptive stage (for `preemptive_scheduling_backoff`).
     pub last_preemptive_stage: Option<UnixMillis>,
 }
@@ -57,8 +50,6 @@ impl Node {
             online: false,
             registration: Registration::Idle,
             tree_changed: false,
-            jobs: BTreeSet::new(),
-            unconfirmed_starts: HashMap::new(),
             last_preemptive_stage: None,
         }
     }

@@ -60,7 +60,7 @@ impl SchedulerCore {
             if !node.online || !node.is_schedulable() {
                 continue;
             }
-            if (node.jobs.len() as f64) + 1.0 > node.resource_limits.user_slots + 1e-9 {
+            if (self.jobs.count_on(node_id) as f64) + 1.0 > node.resource_limits.user_slots + 1e-9 {
                 continue;
             }
             let Some(tree) = self.node_tree(node) else {

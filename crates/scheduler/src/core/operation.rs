@@ -37,8 +37,6 @@ pub struct Job {
     pub error: Option<String>,
     pub abort_reason: Option<AbortReason>,
     pub statistics: Option<JobStatistics>,
-    pub stdout: String,
-    pub stderr: String,
     /// The other attempt of the same job index running alongside (SPEC 5.8): set on
     /// both the original and its speculative copy.
     pub copy: Option<JobId>,
@@ -390,8 +388,6 @@ impl Operation {
             error: None,
             abort_reason: None,
             statistics: None,
-            stdout: String::new(),
-            stderr: String::new(),
             copy: None,
             speculative: false,
         };
@@ -464,8 +460,6 @@ impl Operation {
         // they are what a person looks at to see what happened.
         if job.statistics.is_none() {
             job.statistics = Some(result.statistics.clone());
-            job.stdout = result.stdout_tail.clone();
-            job.stderr = result.stderr_tail.clone();
             job.start_time = result.start_time;
             self.changed_jobs.push(result.job_id.clone());
         }

@@ -7,6 +7,7 @@
 //! or a revival rebuilds it all. Each index checks itself against a scan in debug builds.
 
 use super::operation_counts::PoolCountsByTree;
+use super::pending_queue::PendingQueue;
 use super::waiting_jobs::SmallestWaiting;
 use super::SchedulerCore;
 use std::collections::{BTreeSet, HashMap};
@@ -75,6 +76,7 @@ impl<A: Aggregate> OperationIndex<A> {
 pub(super) struct Indexes {
     pub(super) counts: OperationIndex<PoolCountsByTree>,
     pub(super) waiting: OperationIndex<SmallestWaiting>,
+    pub(super) pending: OperationIndex<PendingQueue>,
     /// Operations changed since the live arrays (`live_usage.rs`) last looked.
     live_changed: BTreeSet<OperationId>,
     /// The live arrays are rebuilt at their next read.
@@ -86,12 +88,14 @@ impl Indexes {
     pub(super) fn mark(&mut self, id: &OperationId) {
         self.counts.dirty.insert(id.clone());
         self.waiting.dirty.insert(id.clone());
+        self.pending.dirty.insert(id.clone());
         self.live_changed.insert(id.clone());
     }
 
     fn invalidate(&mut self) {
         self.counts.stale = true;
         self.waiting.stale = true;
+        self.pending.stale = true;
         self.live_stale = true;
     }
 

@@ -78,8 +78,8 @@ impl SchedulerCore {
     /// The orchid of one tree as of its last fair share update.
     pub fn tree_orchid(&self, tree_name: &str) -> Option<Value> {
         let tree = self.cluster.trees.get(tree_name)?;
-        let empty = TreeShares::default();
-        let shares = self.shares.get(tree_name).unwrap_or(&empty);
+        let shares = self.tree_shares(tree_name).unwrap_or_default();
+        let shares = &*shares;
         let counts = self.pool_counts(tree_name);
         let mut pools = Map::new();
         let mut operations = Map::new();
@@ -194,11 +194,7 @@ impl SchedulerCore {
             }
         }
         self.insert_pending(tree_name, &shares.total, &mut operations);
-        let node_count = self
-            .nodes
-            .values()
-            .filter(|n| self.node_tree(n) == Some(tree_name))
-            .count();
+        let node_count = self.tree_state(tree_name).map_or(0, |t| t.members.len());
         Some(json!({
             "resource_limits": resource_vector(&self.tree_resources(tree_name)),
             "config": tree.config.to_attributes(),

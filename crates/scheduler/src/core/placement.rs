@@ -3,9 +3,10 @@
 //! (usage / fair share) that has a job fitting both the node and every limit on the way.
 
 use super::fair_share::{ElementKind, TreeShares};
+use super::heartbeat_context::HeartbeatContext;
 use super::{CoreEvent, SchedulerCore};
 use std::collections::BTreeSet;
-use ytsched_common::protocol::{JobStartSpec, UnixMillis};
+use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
@@ -39,46 +40,44 @@ pub fn satisfaction(
 }
 
 impl SchedulerCore {
-    /// Fills `free` (the node's free resources, taken from as jobs start) with jobs.
-    pub(super) fn fill_node(
-        &mut self,
-        node_id: &NodeId,
-        free: &mut ResourceVector,
-        now: UnixMillis,
-    ) -> Vec<JobStartSpec> {
+    /// Fills what the node has free with jobs, starting them in `ctx`.
+    pub(super) fn fill_node(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node, ctx.now);
+        let mut free = ctx.free();
         let node = &self.nodes[node_id];
         if !node.is_schedulable() {
-            return vec![];
+            return;
         }
         let Some(tree) = self.node_tree(node).map(String::from) else {
-            return vec![];
+            return;
         };
         // Every job takes one user slot: without one free the node is full, whatever
         // else it has (a tolerant comparison of a near-zero request would let a full node
         // walk every waiting operation on each heartbeat).
         if free.user_slots < 1.0 - 1e-9 {
-            return vec![];
+            return;
         }
         // Not even the smallest job waiting in the tree fits: nothing to walk for.
         match self.smallest_waiting_job(&tree) {
-            Some(smallest) if smallest.fits_in(free) => {}
-            _ => return vec![],
+            Some(smallest) if smallest.fits_in(&free) => {}
+            _ => return,
         }
         self.update_if_stale(&tree, now);
         self.refresh_live();
-        let Some(shares) = self.shares.remove(&tree) else {
-            return vec![];
+        let Some(shares) = self.tree_shares(&tree) else {
+            return;
         };
         let tags = std::mem::take(&mut self.nodes.get_mut(node_id).expect("checked").all_tags);
         let mut live = self.take_live(&tree, &shares);
         let mut starts = Vec::new();
+        let node_id = &ctx.node;
         // The root's smallest waiting job bounds every other: once it no longer fits (or
         // no slot is left) the node is full, and the walk that would only prove it is
         // not made.
-        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(free)) {
+        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
             self.placement_walks += 1;
             let Some((elem, op_id, task)) =
-                self.pick(&shares, &live.usage, &live.waiting, &tags, 0, *free)
+                self.pick(&shares, &live.usage, &live.waiting, &tags, 0, free)
             else {
                 break;
             };
@@ -89,16 +88,19 @@ impl SchedulerCore {
             let spec = op.start_job(task, node_id, &tree, now);
             let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
             live.set_leaf(&shares, elem, usage, op.smallest_waiting());
-            *free -= spec.resources;
+            free -= spec.resources;
             self.record_start(node_id, &op_id, &spec);
             starts.push(spec);
         }
-        self.live.insert(tree.clone(), live);
-        self.shares.insert(tree, shares);
+        if let Some(t) = self.tree_state_mut(&tree) {
+            t.live = live;
+        }
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.all_tags = tags;
         }
-        starts
+        for spec in starts {
+            ctx.start(spec);
+        }
     }
 
     /// How many placement walks have run (see `placement_walks`).
@@ -118,27 +120,19 @@ impl SchedulerCore {
             operation: op_id.clone(),
             node: node_id.clone(),
         });
-        self.job_owner.insert(spec.job_id.clone(), op_id.clone());
+        self.jobs.started(&spec.job_id, op_id, node_id);
         self.touch(op_id.clone());
-        if let Some(node) = self.nodes.get_mut(node_id) {
-            node.jobs.insert(spec.job_id.clone());
-        }
     }
 
-    /// A node's limits less what its jobs (and those being killed) hold.
-    pub(super) fn node_free(&self, node_id: &NodeId, dying: ResourceVector) -> ResourceVector {
-        let Some(node) = self.nodes.get(node_id) else {
-            return ResourceVector::ZERO;
-        };
-        let used: ResourceVector = node
-            .jobs
-            .iter()
+    /// What the jobs the scheduler believes run on a node hold.
+    pub(super) fn node_running(&self, node_id: &NodeId) -> ResourceVector {
+        self.jobs
+            .on(node_id)
             .filter_map(|j| {
-                let op = self.job_owner.get(j)?;
+                let op = self.jobs.owner(j)?;
                 Some(self.operations.get(op)?.jobs.get(j)?.resources)
             })
-            .sum();
-        node.resource_limits - used - dying
+            .sum()
     }
 
     /// `room` narrowed by what element `idx` may still take: its limits share of the tree
@@ -236,83 +230,6 @@ impl SchedulerCore {
                     .into_iter()
                     .find_map(|(_, _, c)| self.pick(shares, usage, waiting, tags, c, room))
             }
-        }
-    }
-
-    /// An operation whose job fits no node it may run on (in its trees, through its tag
-    /// filter) would wait forever: fail it now with the resource that is short. With no
-    /// such node at all it waits, as nodes may still come.
-    pub(super) fn fail_unplaceable(&mut self, now: UnixMillis) {
-        self.fail_unplaceable_among(None, now);
-    }
-
-    /// As `fail_unplaceable`, for one operation only (a new one: nodes did not change).
-    pub(super) fn fail_if_unplaceable(&mut self, id: &OperationId, now: UnixMillis) {
-        self.fail_unplaceable_among(Some(id), now);
-    }
-
-    fn fail_unplaceable_among(&mut self, only: Option<&OperationId>, now: UnixMillis) {
-        let mut by_tree: std::collections::HashMap<&str, Vec<&super::Node>> = Default::default();
-        for n in self.nodes.values() {
-            if let Some(t) = self.node_tree(n) {
-                by_tree.entry(t).or_default().push(n);
-            }
-        }
-        let mut doomed = Vec::new();
-        let candidates: Box<dyn Iterator<Item = &super::Operation>> = match only {
-            Some(id) => Box::new(self.operations.get(id).into_iter()),
-            None => Box::new(self.operations.values()),
-        };
-        for op in candidates.filter(|o| !o.state.is_finished()) {
-            let limits: Vec<ResourceVector> = op
-                .trees
-                .iter()
-                .filter_map(|(t, slot)| {
-                    Some((by_tree.get(t.as_str())?, self.pool_filters(t, &slot.pool)))
-                })
-                .flat_map(|(nodes, pool_filters)| {
-                    nodes
-                        .iter()
-                        .filter(move |n| pool_filters.iter().all(|f| f.matches(&n.all_tags)))
-                })
-                .filter(|n| op.tag_filter.matches(&n.all_tags))
-                .map(|n| n.resource_limits)
-                .collect();
-            if limits.is_empty() {
-                continue;
-            }
-            let largest = limits
-                .iter()
-                .fold(ResourceVector::ZERO, |a, b| a.component_max(b));
-            for task in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
-                let need = task.spec.job_resources();
-                if limits.iter().any(|l| need.fits_in(l)) {
-                    continue;
-                }
-                let resource = need
-                    .first_excess(&largest)
-                    .or_else(|| need.first_excess(&limits[0]))
-                    .expect("a job that fits no node exceeds some resource");
-                let filter = if op.tag_filter.is_empty() {
-                    String::new()
-                } else {
-                    format!(" matching '{}'", op.tag_filter)
-                };
-                doomed.push((
-                    op.id.clone(),
-                    format!(
-                        "a job of task '{}' needs {resource} = {} but no node{filter} of pool tree(s) {} has that much (largest node: {resource} = {})",
-                        task.name,
-                        need.get(resource),
-                        op.tree_names().collect::<Vec<_>>().join(", "),
-                        largest.get(resource),
-                    ),
-                ));
-                break;
-            }
-        }
-        for (id, error) in doomed {
-            self.finish_operation(&id, OperationState::Failed, Some(error), now);
         }
     }
 

@@ -7,8 +7,8 @@
 //! threshold` × fair share aggressively preemptible, beyond that preemptible. So the
 //! newest jobs beyond fair share go first.
 
-use super::fair_share::TreeShares;
-use super::starvation::{ElementKey, StarvationStatus};
+use super::heartbeat_context::HeartbeatContext;
+use super::starvation::StarvationStatus;
 use super::{CoreEvent, SchedulerCore};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -87,7 +87,7 @@ impl SchedulerCore {
             return vec![];
         };
         let (Some(shares), Some(tree), Some(slot)) = (
-            self.shares.get(tree_name),
+            self.tree_shares(tree_name),
             self.cluster.trees.get(tree_name),
             op.slot(tree_name),
         ) else {
@@ -163,10 +163,9 @@ impl SchedulerCore {
     /// fewest jobs needed (latest-started first). Returns the start and the aborts.
     pub(super) fn preemptive_stage(
         &mut self,
-        node_id: &NodeId,
-        free: ResourceVector,
-        now: UnixMillis,
+        ctx: &HeartbeatContext,
     ) -> Option<(JobStartSpec, Vec<JobAbort>)> {
+        let (node_id, free, now) = (&ctx.node, ctx.free(), ctx.now);
         let node = self.nodes.get(node_id)?;
         let tree_name = self.node_tree(node)?.to_string();
         let tree = self.cluster.trees.get(&tree_name)?;
@@ -179,18 +178,23 @@ impl SchedulerCore {
         }
         // In the order of the last update (as its snapshot holds them): sorting every
         // starving operation on each heartbeat would cost more than the stage itself.
-        let starving = self.starving_order.get(&tree_name).cloned()?;
+        let starving = self
+            .tree_state(&tree_name)?
+            .snapshot
+            .as_ref()?
+            .starving_order
+            .clone();
         if starving.is_empty() {
             return None;
         }
         self.refresh_live();
         let node = self.nodes.get(node_id)?;
-        let shares = self.shares.get(&tree_name)?;
+        let shares = self.tree_shares(&tree_name)?;
         // Everything on this node that someone else could take, by class.
         let mut candidates: Vec<(Candidate, Preemptibility)> = vec![];
         let mut by_op: HashMap<OperationId, HashMap<JobId, Preemptibility>> = HashMap::new();
-        for job_id in &node.jobs {
-            let Some(op_id) = self.job_owner.get(job_id) else {
+        for job_id in self.jobs.on(node_id) {
+            let Some(op_id) = self.jobs.owner(job_id) else {
                 continue;
             };
             let classes = by_op
@@ -225,7 +229,7 @@ impl SchedulerCore {
         }
         // Latest started first.
         candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
-        let usage = self.live_usage(&tree_name, shares);
+        let usage = self.live_usage(&tree_name, &shares);
         for (op_id, status) in starving.iter() {
             let (op_id, status) = (op_id.clone(), *status);
             let Some(op) = self.operations.get(&op_id) else {
@@ -245,7 +249,7 @@ impl SchedulerCore {
             if !shares.admits(idx, &node.all_tags) {
                 continue;
             }
-            let room = self.room_along_path(shares, &usage, idx);
+            let room = self.room_along_path(&shares, &usage, idx);
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;
             };
@@ -310,41 +314,6 @@ impl SchedulerCore {
         None
     }
 
-    /// Starving operations with waiting jobs, aggressively starving first, then the
-    /// least satisfied: worked out once per update, read by every preemptive stage.
-    pub(super) fn starving_operations(
-        &self,
-        tree: &str,
-        shares: &TreeShares,
-    ) -> Vec<(OperationId, StarvationStatus)> {
-        let Some(ids) = self.starving_operations.get(tree) else {
-            return vec![];
-        };
-        let mut out: Vec<(StarvationStatus, f64, u64, OperationId)> = vec![];
-        for id in ids {
-            let (Some(op), Some(&i)) = (self.operations.get(id), shares.operation_index.get(id))
-            else {
-                continue;
-            };
-            if op.state != OperationState::Running || op.waiting_job_count() == 0 {
-                continue;
-            }
-            let Some(s) = self.starvation_of(tree, &ElementKey::Operation(id.clone())) else {
-                continue;
-            };
-            let e = &shares.elements[i];
-            let usage = op.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage);
-            let sat = super::placement::satisfaction(
-                &usage.share_of(&shares.total),
-                &e.fair_share.total,
-                &e.demand_share,
-            );
-            out.push((s.starvation, sat, op.seq, id.clone()));
-        }
-        out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
-        out.into_iter().map(|(s, _, _, id)| (id, s)).collect()
-    }
-
     fn preempt_and_start(
         &mut self,
         node_id: &NodeId,
@@ -383,7 +352,7 @@ impl SchedulerCore {
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
         }
-        self.stale_trees.insert(tree.to_string());
+        self.mark_stale(tree);
         (spec, aborts)
     }
 
@@ -409,10 +378,7 @@ impl SchedulerCore {
         if let Some(j) = op.jobs.get_mut(job_id) {
             j.error = Some(message.to_string());
         }
-        if let Some(node) = self.nodes.get_mut(node_id) {
-            node.jobs.remove(job_id);
-            node.unconfirmed_starts.remove(job_id);
-        }
+        self.jobs.ended(node_id, job_id);
         self.events.push(CoreEvent::JobAborted {
             id: job_id.clone(),
             operation: op_id.clone(),

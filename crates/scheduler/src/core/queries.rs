@@ -1,7 +1,7 @@
 //! Read-only views for the client API.
 
 use super::{Operation, SchedulerCore};
-use ytsched_common::api::{ApiError, JobCounts, JobInfo, NodeInfo, OperationInfo, OutputStream};
+use ytsched_common::api::{ApiError, JobCounts, JobInfo, NodeInfo, OperationInfo};
 use ytsched_common::states::JobState;
 use ytsched_common::{JobId, OperationId};
 
@@ -39,20 +39,10 @@ impl SchedulerCore {
             .operations
             .values()
             .filter(|o| o.seq < before)
-            .filter(|o| f.state.is_none_or(|s| o.state == s))
-            .filter(|o| f.user.as_ref().is_none_or(|u| &o.user == u))
             .filter(|o| {
-                f.pool_tree
-                    .as_ref()
-                    .is_none_or(|t| o.tree_names().any(|n| n == t))
+                let pools = o.trees.iter().map(|(t, s)| (t.as_str(), s.pool.as_str()));
+                f.admits(&o.user, o.state, o.start_time, pools)
             })
-            .filter(|o| {
-                f.pool
-                    .as_ref()
-                    .is_none_or(|p| o.trees.iter().any(|(_, slot)| &slot.pool == p))
-            })
-            .filter(|o| f.from_time.is_none_or(|t| o.start_time >= t))
-            .filter(|o| f.to_time.is_none_or(|t| o.start_time < t))
             .collect();
         let more = matching.len() > limit;
         if more {
@@ -119,12 +109,9 @@ impl SchedulerCore {
         })
     }
 
-    pub fn job_output(
-        &self,
-        op: &OperationId,
-        job: &JobId,
-        stream: OutputStream,
-    ) -> Result<String, ApiError> {
+    /// Whether a job's output can be read (it exists and has finished): the output
+    /// itself is in the store (`records::JobOutputRecord`), not in the core.
+    pub fn job_output_ready(&self, op: &OperationId, job: &JobId) -> Result<(), ApiError> {
         let j = self
             .operation(op)?
             .jobs
@@ -136,10 +123,7 @@ impl SchedulerCore {
                 j.state
             )));
         }
-        Ok(match stream {
-            OutputStream::Stdout => j.stdout.clone(),
-            OutputStream::Stderr => j.stderr.clone(),
-        })
+        Ok(())
     }
 
     pub fn list_nodes(&self) -> Vec<NodeInfo> {
@@ -156,7 +140,7 @@ impl SchedulerCore {
                 user_tags: self.cluster.user_tags(&n.id).to_vec(),
                 resource_limits: n.resource_limits,
                 resource_usage: n.reported_usage,
-                running_job_count: n.jobs.len() as u64,
+                running_job_count: self.jobs.count_on(&n.id) as u64,
                 last_heartbeat: n.last_heartbeat,
             })
             .collect()

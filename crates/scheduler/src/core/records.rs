@@ -60,7 +60,7 @@ impl OperationRecord {
         self.state = OperationState::Failed;
         self.error = Some(error.clone());
         self.finish_time = Some(now);
-        for task in self.spec.tasks.values_mut() {
+        for task in self.spec.tasks.iter_mut().map(|(_, t)| t) {
             task.job_count = task.job_count.min(MAX_JOBS_PER_OPERATION as u32);
         }
         if self.trees.is_empty() {
@@ -86,10 +86,31 @@ pub struct JobRecord {
     pub job: Job,
 }
 
+/// The output tails a finished job attempt left (up to 64 KB each), stored once under
+/// their own key and never held in the core: memory per finished attempt does not
+/// grow with what its job printed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobOutputRecord {
+    pub job: JobId,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl JobOutputRecord {
+    pub fn stream(&self, stream: ytsched_common::api::OutputStream) -> &str {
+        match stream {
+            ytsched_common::api::OutputStream::Stdout => &self.stdout,
+            ytsched_common::api::OutputStream::Stderr => &self.stderr,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum StateChange {
     Operation(Box<OperationRecord>),
     Job(Box<JobRecord>),
+    /// Written once, when the attempt's result arrives.
+    Output(Box<JobOutputRecord>),
 }
 
 impl OperationRecord {
@@ -119,7 +140,7 @@ pub struct RevivalSummary {
 
 impl SchedulerCore {
     /// Records of everything changed since the last call, operations before their jobs.
-    pub fn take_changes(&mut self) -> Vec<StateChange> {
+    pub(super) fn take_changes(&mut self) -> Vec<StateChange> {
         let mut out = Vec::new();
         for id in std::mem::take(&mut self.touched) {
             let Some(op) = self.operations.get_mut(&id) else {
@@ -138,6 +159,11 @@ impl SchedulerCore {
                 }
             }
         }
+        out.extend(
+            std::mem::take(&mut self.outputs)
+                .into_iter()
+                .map(|o| StateChange::Output(Box::new(o))),
+        );
         out
     }
 
@@ -183,14 +209,13 @@ impl SchedulerCore {
             summary.operations += 1;
             self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
             for (job_id, job) in &op.jobs {
-                self.job_owner.insert(job_id.clone(), id.clone());
+                self.jobs.owned(job_id, &id);
                 if job.state == JobState::Running {
                     summary.running_jobs += 1;
                     self.nodes
                         .entry(job.node.clone())
-                        .or_insert_with(|| Node::new(job.node.clone(), None))
-                        .jobs
-                        .insert(job_id.clone());
+                        .or_insert_with(|| Node::new(job.node.clone(), None));
+                    self.jobs.started(job_id, &id, &job.node);
                 }
             }
             if !op.state.is_finished() {
@@ -225,8 +250,7 @@ impl SchedulerCore {
             self.finish_operation(&id, OperationState::Completed, None, now);
         }
         self.revival_deadline = Some(now + revival_window_ms);
-        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
-        self.stale_trees.extend(trees);
+        self.mark_all_stale();
         summary
     }
 
@@ -242,17 +266,17 @@ impl SchedulerCore {
         }
         self.revival_deadline = None;
         let silent: Vec<(NodeId, Vec<JobId>)> = self
-            .nodes
-            .values()
-            .filter(|n| !n.online && !n.jobs.is_empty())
-            .map(|n| (n.id.clone(), n.jobs.iter().cloned().collect()))
+            .jobs
+            .nodes()
+            .filter(|id| self.nodes.get(*id).is_none_or(|n| !n.online))
+            .map(|id| (id.clone(), self.jobs.on(id).cloned().collect()))
             .collect();
         let mut lost = 0;
         for (node, jobs) in &silent {
             for job in jobs {
                 lost += 1;
                 self.lose_job(node, job, now);
-                if let Some(op) = self.job_owner.get(job).cloned() {
+                if let Some(op) = self.jobs.owner(job).cloned() {
                     if let Some(o) = self.operations.get_mut(&op) {
                         o.record(
                             now,

@@ -18,7 +18,8 @@ use ytsched_common::{JobId, OperationId};
 pub(super) type FinishedOrder = BTreeMap<String, BTreeSet<(UnixMillis, u64, OperationId)>>;
 
 /// What the archive keeps of one operation: its last view, and each job attempt with
-/// the output its job left.
+/// the output its job left (the core holds no output: the archive reads it from the
+/// store's `out.<job>` keys as it takes the operation over).
 #[derive(Clone, Debug)]
 pub struct Archived {
     pub info: OperationInfo,
@@ -107,24 +108,21 @@ impl SchedulerCore {
         };
         let jobs: Vec<ArchivedJob> = jobs
             .into_iter()
-            .map(|info| {
-                let job = op.jobs.get(&info.id);
-                ArchivedJob {
-                    stdout: job.map(|j| j.stdout.clone()).unwrap_or_default(),
-                    stderr: job.map(|j| j.stderr.clone()).unwrap_or_default(),
-                    info,
-                }
+            .map(|info| ArchivedJob {
+                stdout: String::new(),
+                stderr: String::new(),
+                info,
             })
             .collect();
         for job in op.jobs.keys() {
-            self.job_owner.remove(job);
+            self.jobs.forget(job);
         }
         self.indexes.get_mut().mark(id);
         self.retired.push(Archived { info, jobs });
     }
 
     /// Operations retired since the last call, for the archive.
-    pub fn take_retired(&mut self) -> Vec<Archived> {
+    pub(super) fn take_retired(&mut self) -> Vec<Archived> {
         std::mem::take(&mut self.retired)
     }
 

@@ -7,6 +7,7 @@ use super::*;
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::JobId;
 
 /// What the store holds: the latest record of each key, through the real codec.
 #[derive(Default)]
@@ -28,6 +29,8 @@ impl Store {
                     self.jobs
                         .insert(j.job.id.clone(), encode(j.as_ref()).unwrap());
                 }
+                // Revival never reads outputs back.
+                StateChange::Output(_) => {}
             }
         }
     }
@@ -188,7 +191,13 @@ fn invalid_stored_records_fail_their_operation_and_revival_goes_on() {
     // Another operation whose job_count is beyond any bound (6×10^8 jobs).
     let mut huge = ops[0].clone();
     huge.id = OperationId("huge".into());
-    huge.spec.tasks.values_mut().next().unwrap().job_count = 600_000_000;
+    huge.spec
+        .tasks
+        .iter_mut()
+        .map(|(_, t)| t)
+        .next()
+        .unwrap()
+        .job_count = 600_000_000;
     ops.push(huge);
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.set_cluster_config(decode(store.config.as_ref().unwrap()).unwrap())

@@ -3,12 +3,15 @@
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
 use super::fair_share::{self, OperationInput, UpdateContext};
+use super::starvation::{self, StarvationStatus, TreeStarvation};
+use super::tree_state::{TreeSnapshot, TreeState};
 use super::{PoolTree, SchedulerCore};
 use std::collections::HashMap;
+use std::sync::Arc;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
-use ytsched_common::OperationId;
+use ytsched_common::{NodeId, OperationId};
 
 /// One tree's fair-share update, prepared from the core and computed away from it: the
 /// heavy part (`ytsched_fair_share::compute`) needs nothing of the core.
@@ -18,6 +21,10 @@ pub struct ShareUpdate {
     total: ResourceVector,
     inputs: Vec<OperationInput>,
     ctx: UpdateContext,
+    /// Starvation statuses move on from these (only one update of a tree is in flight).
+    previous_starvation: Arc<TreeStarvation>,
+    /// Operations' own starvation timeout and tolerance, where their spec sets them.
+    starvation_overrides: HashMap<OperationId, (Option<u64>, Option<f64>)>,
     config_revision: u64,
     now: UnixMillis,
 }
@@ -26,6 +33,8 @@ pub struct ShareUpdate {
 pub struct ComputedShares {
     tree_name: String,
     shares: fair_share::TreeShares,
+    starvation: TreeStarvation,
+    starving_order: Vec<(OperationId, StarvationStatus)>,
     total: ResourceVector,
     config_revision: u64,
     now: UnixMillis,
@@ -36,12 +45,30 @@ impl ShareUpdate {
         &self.tree_name
     }
 
-    /// The update itself: pure, and safe to run on any thread.
+    /// The update itself, with the starvation statuses and preemption order that follow
+    /// from it: pure, and safe to run on any thread (the core only swaps them in).
     pub fn compute(self) -> ComputedShares {
-        let shares = fair_share::compute_in(&self.tree, self.total, &self.inputs, &self.ctx);
+        let mut shares = fair_share::compute_in(&self.tree, self.total, &self.inputs, &self.ctx);
+        shares.tree = self.tree_name.clone();
+        let overrides = |id: &OperationId| {
+            self.starvation_overrides
+                .get(id)
+                .copied()
+                .unwrap_or((None, None))
+        };
+        let starvation = starvation::update(
+            &self.tree,
+            &shares,
+            overrides,
+            &self.previous_starvation,
+            self.now,
+        );
+        let starving_order = starvation::starving_order(&starvation, &shares, &self.inputs);
         ComputedShares {
             tree_name: self.tree_name,
             shares,
+            starvation,
+            starving_order,
             total: self.total,
             config_revision: self.config_revision,
             now: self.now,
@@ -66,10 +93,9 @@ impl SchedulerCore {
         if self.config.background_share_updates {
             return;
         }
-        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
-        for tree in trees {
-            if self.due_by_period(&tree, now) {
-                self.update_tree_shares(&tree, now);
+        for tree in self.tree_names() {
+            if self.due_by_period(tree.as_str(), now) {
+                self.update_tree_shares(tree.as_str(), now);
             }
         }
     }
@@ -82,19 +108,23 @@ impl SchedulerCore {
             .trees
             .get(tree)
             .map_or(0, |t| t.config.fair_share_update_period.0);
-        self.last_share_update
-            .get(tree)
-            .is_none_or(|&last| now.saturating_sub(last) >= period)
+        self.tree_state(tree)
+            .and_then(|t| t.last_update())
+            .is_none_or(|last| now.saturating_sub(last) >= period)
     }
 
     /// Whether a tree changed since its last update and the minimum interval its size
     /// allows has passed (or it never had an update).
     fn due_by_change(&self, tree: &str, now: UnixMillis) -> bool {
-        match (self.shares.get(tree), self.last_share_update.get(tree)) {
-            (Some(shares), Some(&last)) => {
-                self.stale_trees.contains(tree)
-                    && now.saturating_sub(last)
-                        >= min_stale_update_interval_ms(shares.elements.len())
+        match self.tree_state(tree) {
+            Some(TreeState {
+                snapshot: Some(snap),
+                stale,
+                ..
+            }) => {
+                *stale
+                    && now.saturating_sub(snap.taken_at)
+                        >= min_stale_update_interval_ms(snap.shares.elements.len())
             }
             _ => true,
         }
@@ -102,26 +132,9 @@ impl SchedulerCore {
 
     /// Recomputes every tree now (the simulator's snapshots, admin changes).
     pub fn update_all_shares(&mut self, now: UnixMillis) {
-        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
-        for tree in trees {
-            self.update_tree_shares(&tree, now);
+        for tree in self.tree_names() {
+            self.update_tree_shares(tree.as_str(), now);
         }
-    }
-
-    /// Drops what was computed for trees the configuration no longer has.
-    pub(super) fn forget_removed_trees(&mut self) {
-        let trees = &self.cluster.trees;
-        self.shares.retain(|t, _| trees.contains_key(t));
-        self.live.retain(|t, _| trees.contains_key(t));
-        self.starving_order.retain(|t, _| trees.contains_key(t));
-        self.last_share_update.retain(|t, _| trees.contains_key(t));
-        self.starvation.retain(|t, _| trees.contains_key(t));
-        self.starving_operations
-            .retain(|t, _| trees.contains_key(t));
-        self.integral_volumes.retain(|t, _| trees.contains_key(t));
-        self.over_limit_trees.retain(|t| trees.contains_key(t));
-        self.stale_trees.retain(|t| trees.contains_key(t));
-        self.updating.retain(|t| trees.contains_key(t));
     }
 
     /// Updates a tree whose operations, configuration or nodes changed before a
@@ -130,11 +143,14 @@ impl SchedulerCore {
     /// of submissions, must not turn every heartbeat into a full update (placement then
     /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
     pub(super) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
-        let due = if self.shares.contains_key(tree) {
+        let Some(state) = self.tree_state(tree) else {
+            return;
+        };
+        let due = if state.snapshot.is_some() {
             !self.config.background_share_updates && self.due_by_change(tree, now)
         } else {
             // A tree never updated: placement cannot do without it.
-            !self.updating.contains(tree)
+            !state.updating
         };
         if due {
             self.update_tree_shares(tree, now);
@@ -153,12 +169,14 @@ impl SchedulerCore {
     fn prepare_share_update(&mut self, tree_name: &str, now: UnixMillis) -> Option<ShareUpdate> {
         let tree = self.cluster.trees.get(tree_name)?.clone();
         let total = self.tree_resources(tree_name);
-        let inputs: Vec<OperationInput> = self
+        let mut inputs: Vec<OperationInput> = Vec::new();
+        let mut starvation_overrides = HashMap::new();
+        let running = self
             .operations
             .values()
-            .filter(|o| o.state == OperationState::Running)
-            .filter_map(|o| Some((o, o.slot(tree_name)?)))
-            .map(|(o, slot)| OperationInput {
+            .filter(|o| o.state == OperationState::Running);
+        for (o, slot) in running.filter_map(|o| Some((o, o.slot(tree_name)?))) {
+            inputs.push(OperationInput {
                 id: o.id.clone(),
                 pool: slot.pool.clone(),
                 weight: slot.weight,
@@ -168,17 +186,22 @@ impl SchedulerCore {
                 max_share_ratio: o.max_share_ratio,
                 seq: o.seq,
                 pending_job_count: o.waiting_job_count(),
-            })
-            .collect();
+            });
+            let own = (
+                o.spec.fair_share_starvation_timeout.map(|d| d.0),
+                o.spec.fair_share_starvation_tolerance,
+            );
+            if own != (None, None) {
+                starvation_overrides.insert(o.id.clone(), own);
+            }
+        }
+        let state = self.tree_state(tree_name)?;
+        let previous_starvation = state.starvation.clone();
+        let previous = state.shares();
         // Volumes move inside the update by the time since the previous one, paying for
         // the integral share given then (used or not).
-        let previous = self.shares.get(tree_name);
         let ctx = UpdateContext {
-            volumes: self
-                .integral_volumes
-                .get(tree_name)
-                .cloned()
-                .unwrap_or_default(),
+            volumes: state.integral_volumes.clone(),
             last_share_ratios: previous
                 .map(|p| {
                     p.elements
@@ -189,20 +212,22 @@ impl SchedulerCore {
                         .collect()
                 })
                 .unwrap_or_default(),
-            since_previous_s: self
-                .last_share_update
-                .get(tree_name)
-                .map(|&last| now.saturating_sub(last) as f64 / 1000.0),
+            since_previous_s: state
+                .last_update()
+                .map(|last| now.saturating_sub(last) as f64 / 1000.0),
             filter_resources: self.pool_filter_resources(tree_name),
         };
-        self.stale_trees.remove(tree_name);
-        self.updating.insert(tree_name.to_string());
+        let state = self.tree_state_mut(tree_name)?;
+        state.stale = false;
+        state.updating = true;
         Some(ShareUpdate {
             tree_name: tree_name.to_string(),
             tree,
             total,
             inputs,
             ctx,
+            previous_starvation,
+            starvation_overrides,
             config_revision: self.config_revision,
             now,
         })
@@ -214,14 +239,13 @@ impl SchedulerCore {
     /// minimum interval, or one without shares yet; none already computing.
     pub fn share_updates_due(&mut self, now: UnixMillis) -> Vec<ShareUpdate> {
         self.observe(now);
-        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
         let mut out = vec![];
-        for tree in trees {
-            if self.updating.contains(&tree) {
+        for tree in self.tree_names() {
+            if self.tree_state(tree.as_str()).is_none_or(|t| t.updating) {
                 continue;
             }
-            if self.due_by_period(&tree, now) || self.due_by_change(&tree, now) {
-                out.extend(self.prepare_share_update(&tree, now));
+            if self.due_by_period(tree.as_str(), now) || self.due_by_change(tree.as_str(), now) {
+                out.extend(self.prepare_share_update(tree.as_str(), now));
             }
         }
         out
@@ -229,8 +253,10 @@ impl SchedulerCore {
 
     /// An update the driver could not compute: the tree is tried again.
     pub fn abandon_share_update(&mut self, tree: &str) {
-        self.updating.remove(tree);
-        self.stale_trees.insert(tree.to_string());
+        if let Some(t) = self.tree_state_mut(tree) {
+            t.updating = false;
+            t.stale = true;
+        }
     }
 
     /// Takes in a computed update. One prepared before a configuration change is
@@ -238,14 +264,20 @@ impl SchedulerCore {
     pub fn apply_share_update(&mut self, update: ComputedShares) {
         let ComputedShares {
             tree_name,
-            mut shares,
+            shares,
+            starvation,
+            starving_order,
             total,
             config_revision,
             now,
         } = update;
-        self.updating.remove(&tree_name);
-        if config_revision != self.config_revision || !self.cluster.trees.contains_key(&tree_name) {
-            self.stale_trees.insert(tree_name);
+        let revision = self.config_revision;
+        let Some(state) = self.tree_state_mut(&tree_name) else {
+            return;
+        };
+        state.updating = false;
+        if config_revision != revision {
+            state.stale = true;
             return;
         }
         // With no nodes there is nothing to measure volumes against: keep them as they are.
@@ -258,35 +290,37 @@ impl SchedulerCore {
                     Some((e.name().to_string(), ig.volume_ratio))
                 })
                 .collect();
-            self.integral_volumes.insert(tree_name.clone(), volumes);
+            state.integral_volumes = volumes;
         }
-        shares.tree = tree_name.clone();
-        if self.exceeds_limits(&tree_name, &shares) {
-            self.over_limit_trees.insert(tree_name.clone());
-        } else {
-            self.over_limit_trees.remove(&tree_name);
-        }
+        let over_limit = self.exceeds_limits(&tree_name, &shares);
         // Computed away from the core, an operation that arrived since the last update
         // can run only now: the nodes that could start it hear of it now.
         let arrived: Vec<OperationId> = if self.config.background_share_updates {
-            let before = self.shares.get(&tree_name);
+            let before = self.tree_shares(&tree_name);
             shares
                 .operation_index
                 .keys()
-                .filter(|id| before.is_none_or(|b| !b.operation_index.contains_key(*id)))
+                .filter(|id| {
+                    before
+                        .as_ref()
+                        .is_none_or(|b| !b.operation_index.contains_key(*id))
+                })
                 .cloned()
                 .collect()
         } else {
             vec![]
         };
         let live = self.compute_live(&shares);
-        self.live.insert(tree_name.clone(), live);
-        self.shares.insert(tree_name.clone(), shares);
-        self.last_share_update.insert(tree_name.clone(), now);
-        self.update_starvation(&tree_name, now);
-        let order = self.starving_operations(&tree_name, &self.shares[&tree_name]);
-        self.starving_order
-            .insert(tree_name.clone(), std::sync::Arc::new(order));
+        if let Some(state) = self.tree_state_mut(&tree_name) {
+            state.live = live;
+            state.starvation = Arc::new(starvation);
+            state.snapshot = Some(TreeSnapshot {
+                shares: Arc::new(shares),
+                taken_at: now,
+                starving_order: Arc::new(starving_order),
+                over_limit,
+            });
+        }
         for id in arrived {
             self.nudge_for(&id);
         }
@@ -304,9 +338,8 @@ impl SchedulerCore {
                 continue;
             };
             let offered: ResourceVector = self
-                .nodes
-                .values()
-                .filter(|n| self.node_tree(n) == Some(tree_name) && filter.matches(&n.all_tags))
+                .tree_members(tree_name)
+                .filter(|n| filter.matches(&n.all_tags))
                 .map(|n| n.resource_limits)
                 .sum();
             out.insert(name.clone(), offered);
@@ -316,9 +349,8 @@ impl SchedulerCore {
 
     /// A pool's accumulated integral volume (share × seconds).
     pub fn integral_volume(&self, tree: &str, pool: &str) -> f64 {
-        self.integral_volumes
-            .get(tree)
-            .and_then(|v| v.get(pool))
+        self.tree_state(tree)
+            .and_then(|t| t.integral_volumes.get(pool))
             .copied()
             .unwrap_or(0.0)
     }
@@ -330,23 +362,16 @@ impl SchedulerCore {
 
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
     pub fn tree_resources(&self, tree: &str) -> ResourceVector {
-        self.tree_resources.get(tree).copied().unwrap_or_default()
+        self.tree_state(tree)
+            .map_or(ResourceVector::ZERO, |t| t.resources)
     }
 
+    /// Every node's membership again (after the configuration changed).
     pub(super) fn recompute_tree_resources(&mut self) {
         self.placeability_stale = true;
-        let mut totals = std::collections::BTreeMap::new();
-        for node in self.nodes.values() {
-            if let Some(tree) = self.node_tree(node) {
-                *totals
-                    .entry(tree.to_string())
-                    .or_insert(ResourceVector::ZERO) += node.resource_limits;
-            }
-        }
-        if totals != self.tree_resources {
-            self.tree_resources = totals;
-            let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
-            self.stale_trees.extend(trees);
+        let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
+        for id in ids {
+            self.account_node(&id);
         }
     }
 
@@ -356,9 +381,8 @@ impl SchedulerCore {
         self.config_revision += 1;
         // Pools may have moved or gone: every operation's chain is counted again.
         self.recount_operations();
-        self.forget_removed_trees();
-        let trees: Vec<String> = self.cluster.trees.keys().cloned().collect();
-        self.stale_trees.extend(trees);
+        self.sync_tree_states();
+        self.mark_all_stale();
         self.reassign_nodes();
         self.recompute_tree_resources();
         self.reevaluate_lightweight();

@@ -2,27 +2,25 @@
 //! run longer than that gets one copy on a different node. The first attempt to finish
 //! wins; the other is aborted as `speculative_lost`, and the job counts once.
 
+use super::heartbeat_context::HeartbeatContext;
 use super::preemption::JobAge;
 use super::SchedulerCore;
-use ytsched_common::protocol::{JobStartSpec, UnixMillis};
+use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
-use ytsched_common::{JobId, NodeId, OperationId};
+use ytsched_common::{JobId, OperationId};
 
 impl SchedulerCore {
     /// Starts copies of overdue jobs of this node's tree that run on other nodes, while
     /// they fit the node's free resources and their operation's limits.
-    pub(super) fn speculative_stage(
-        &mut self,
-        node_id: &NodeId,
-        mut free: ResourceVector,
-        now: UnixMillis,
-    ) -> Vec<JobStartSpec> {
+    pub(super) fn speculative_stage(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node.clone(), ctx.now);
+        let mut free = ctx.free();
         let Some(node) = self.nodes.get(node_id) else {
-            return vec![];
+            return;
         };
         let Some(tree) = self.node_tree(node).map(String::from) else {
-            return vec![];
+            return;
         };
         let tree = tree.as_str();
         let node_tags = &node.all_tags;
@@ -58,7 +56,6 @@ impl SchedulerCore {
             }
         }
         overdue.sort_by_key(|o| o.0);
-        let mut starts = vec![];
         for (_, op_id, job_id, resources) in overdue {
             let room = self.operations[&op_id].room_in(tree);
             if !resources.fits_in(&free) || !resources.fits_in(&room) {
@@ -68,9 +65,8 @@ impl SchedulerCore {
             let spec = op.start_copy(&job_id, node_id, tree, now);
             free -= resources;
             self.record_start(node_id, &op_id, &spec);
-            starts.push(spec);
+            ctx.start(spec);
         }
-        starts
     }
 
     /// After `winner` completed: its other attempt, if still running, loses. Its node is

@@ -3,7 +3,7 @@
 //! its starvation timeout is `starving` (then `aggressively_starving`, where allowed).
 //! Preemption reads these; the orchid shows them.
 
-use super::fair_share::{Element, ElementKind, TreeShares};
+use super::fair_share::{Element, ElementKind, OperationInput, TreeShares};
 use super::pool_tree::PoolTree;
 use super::SchedulerCore;
 use serde::Serialize;
@@ -213,43 +213,39 @@ pub fn update(
     out
 }
 
-impl SchedulerCore {
-    /// Refreshes a tree's statuses from its latest shares.
-    pub(super) fn update_starvation(&mut self, tree_name: &str, now: UnixMillis) {
-        let (Some(tree), Some(shares)) = (
-            self.cluster.trees.get(tree_name),
-            self.shares.get(tree_name),
-        ) else {
-            return;
-        };
-        let overrides = |id: &OperationId| {
-            self.operations.get(id).map_or((None, None), |o| {
-                (
-                    o.spec.fair_share_starvation_timeout.map(|d| d.0),
-                    o.spec.fair_share_starvation_tolerance,
-                )
-            })
-        };
-        let empty = TreeStarvation::new();
-        let previous = self.starvation.get(tree_name).unwrap_or(&empty);
-        let next = update(tree, shares, overrides, previous, now);
-        // Preemption looks only at these, not at every element on every heartbeat.
-        let starving: Vec<OperationId> = next
-            .iter()
-            .filter(|(_, s)| s.starvation != StarvationStatus::NonStarving)
-            .filter_map(|(k, _)| match k {
-                ElementKey::Operation(id) => Some(id.clone()),
-                ElementKey::Pool(_) => None,
-            })
-            .collect();
-        self.starving_operations
-            .insert(tree_name.to_string(), starving);
-        self.starvation.insert(tree_name.to_string(), next);
-    }
+/// Starving operations with waiting jobs, aggressively starving first, then the least
+/// satisfied (by the usage they had when the update was prepared): worked out once per
+/// update, away from the core, and read by every preemptive stage.
+pub fn starving_order(
+    statuses: &TreeStarvation,
+    shares: &TreeShares,
+    operations: &[OperationInput],
+) -> Vec<(OperationId, StarvationStatus)> {
+    let mut out: Vec<(StarvationStatus, f64, u64, OperationId)> = operations
+        .iter()
+        .filter(|o| o.pending_job_count > 0)
+        .filter_map(|o| {
+            let s = statuses.get(&ElementKey::Operation(o.id.clone()))?;
+            if s.starvation == StarvationStatus::NonStarving {
+                return None;
+            }
+            let e = &shares.elements[*shares.operation_index.get(&o.id)?];
+            let sat = super::placement::satisfaction(
+                &o.usage.share_of(&shares.total),
+                &e.fair_share.total,
+                &e.demand_share,
+            );
+            Some((s.starvation, sat, o.seq, o.id.clone()))
+        })
+        .collect();
+    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    out.into_iter().map(|(s, _, _, id)| (id, s)).collect()
+}
 
+impl SchedulerCore {
     /// An element's statuses as of the last update.
     pub fn starvation_of(&self, tree: &str, key: &ElementKey) -> Option<ElementStarvation> {
-        self.starvation.get(tree)?.get(key).copied()
+        self.tree_state(tree)?.starvation.get(key).copied()
     }
 }
 

@@ -98,10 +98,40 @@ fn jobs_fill_node_and_operation_completes() {
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 6);
     let jobs = core.list_jobs(&op).unwrap();
-    let out = core
-        .job_output(&op, &jobs[0].id, ytsched_common::api::OutputStream::Stdout)
+    core.job_output_ready(&op, &jobs[0].id).unwrap();
+    // What the jobs printed goes to the store, once per attempt, and not into memory.
+    let outputs: Vec<_> = core
+        .take_changes()
+        .into_iter()
+        .filter_map(|c| match c {
+            super::records::StateChange::Output(o) => Some(*o),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs.len(), 6);
+    let first = outputs.iter().find(|o| o.job == jobs[0].id).unwrap();
+    assert!(first.stdout.starts_with("out "), "{first:?}");
+}
+
+#[test]
+fn a_job_without_output_writes_no_output_record_and_a_running_one_has_none_to_read() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let op = OperationId("quiet".into());
+    core.start_operation(op.clone(), "u", spec(1, 1.0), 0)
         .unwrap();
-    assert!(out.starts_with("out "));
+    let started = core
+        .process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1)
+        .jobs_to_start;
+    let e = core.job_output_ready(&op, &started[0].job_id).unwrap_err();
+    assert_eq!(e.kind, ytsched_common::api::ErrorKind::Conflict, "{e:?}");
+    let mut result = done(&started[0], JobState::Completed);
+    result.stdout_tail.clear();
+    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![result]), 2);
+    assert!(!core
+        .take_changes()
+        .iter()
+        .any(|c| matches!(c, super::records::StateChange::Output(_))));
+    core.job_output_ready(&op, &started[0].job_id).unwrap();
 }
 
 #[test]
@@ -283,9 +313,10 @@ fn a_start_in_an_unread_reply_is_sent_again_not_lost() {
     let r = core.process_heartbeat(numbered(5, 4, &first), 4);
     assert!(r.jobs_to_start.is_empty());
     assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 0);
-    assert!(core.nodes[&NodeId("n1".into())]
-        .unconfirmed_starts
-        .is_empty());
+    let n1 = NodeId("n1".into());
+    assert!(first
+        .iter()
+        .all(|s| !core.jobs.is_unconfirmed(&n1, &s.job_id)));
 }
 
 #[test]
@@ -604,7 +635,10 @@ fn errors_say_what_kind_they_are() {
         .unwrap_err();
     assert_eq!(missing.kind, ErrorKind::NotFound);
     let mut bad = spec(1, 1.0);
-    bad.tasks.values_mut().for_each(|t| t.job_count = 0);
+    bad.tasks
+        .iter_mut()
+        .map(|(_, t)| t)
+        .for_each(|t| t.job_count = 0);
     let invalid = core
         .start_operation(OperationId("a".into()), "u", bad, 0)
         .unwrap_err();
@@ -730,7 +764,8 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert_eq!(retired[0].info.id, a);
     assert_eq!(retired[0].info.state, OperationState::Completed);
     assert_eq!(retired[0].jobs.len(), 1);
-    assert_eq!(retired[0].jobs[0].stdout, "out 0");
+    // Its output is in the store, not here: the archive reads it from there.
+    assert_eq!(retired[0].jobs[0].stdout, "");
     assert_eq!(
         retired[0].job_ids().collect::<Vec<_>>(),
         vec![&retired[0].jobs[0].info.id]
@@ -756,7 +791,7 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert_eq!(core.take_retired()[0].info.id, c);
     assert_eq!(core.retained_finished_count(), 0);
     assert!(
-        core.job_owner.is_empty(),
+        core.jobs.is_empty(),
         "no job of a retired operation is kept"
     );
 }
@@ -834,7 +869,8 @@ fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
     // The heartbeat at 0 made the tree's first snapshot; the update prepared at 1,000,
     // before pool p existed, does not replace it.
     assert_eq!(
-        core.last_share_update["default"], 0,
+        core.tree_state("default").and_then(|t| t.last_update()),
+        Some(0),
         "the update made before the change is not taken in"
     );
     let again = core.share_updates_due(1_001);
@@ -847,4 +883,48 @@ fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
     assert!(core.tree_orchid("default").unwrap()["pools"]
         .get("p")
         .is_some());
+}
+
+#[test]
+fn each_call_returns_its_effects_and_leaves_none_behind() {
+    use super::records::StateChange;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let (reply, joined) = core.run(|c| c.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 0));
+    assert!(reply.jobs_to_start.is_empty());
+    assert!(matches!(
+        joined.events[..],
+        [CoreEvent::NodeRegistered { .. }]
+    ));
+    assert!(joined.changes.is_empty() && !joined.config_changed);
+
+    let (started, submitted) =
+        core.run(|c| c.start_operation(OperationId("o".into()), "u", spec(1, 1.0), 1));
+    started.unwrap();
+    assert!(
+        matches!(&submitted.changes[..], [StateChange::Operation(r)] if r.id.as_str() == "o"),
+        "{:?}",
+        submitted.changes
+    );
+    // The operation arrived while the node was idle: the node is told.
+    assert_eq!(submitted.nudges, vec![NodeId("n1".into())]);
+
+    let (reply, placed) = core.run(|c| c.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 2));
+    assert_eq!(reply.jobs_to_start.len(), 1);
+    assert!(placed
+        .events
+        .iter()
+        .any(|e| matches!(e, CoreEvent::JobStarted { .. })));
+    assert!(placed
+        .changes
+        .iter()
+        .any(|c| matches!(c, StateChange::Job(j) if j.job.id == reply.jobs_to_start[0].job_id)));
+
+    let ((), configured) = core.run(|c| {
+        c.create_pool("default", "p", None, serde_json::json!({}))
+            .unwrap()
+    });
+    assert!(configured.config_changed);
+    // Nothing was left in the core for another caller to find.
+    let ((), after) = core.run(|_| ());
+    assert!(after.is_empty(), "{after:?}");
 }

@@ -406,3 +406,32 @@ fn a_pools_scheduling_tag_filter_keeps_its_subtree_on_matching_nodes() {
         .unwrap();
     assert_eq!(pool["limits_share"]["cpu"], 0.0);
 }
+
+#[test]
+fn tree_totals_follow_each_node_joining_changing_and_leaving() {
+    let (mut core, mut agents) = scenario_13();
+    let timeout = core.config().node_heartbeat_timeout_ms;
+    assert_eq!(core.tree_resources("default").cpu, 8.0);
+    // A node that grows counts its new limits, in its tree only.
+    agents[0].cpu = 6.0;
+    agents[0].beat(&mut core, 10);
+    assert_eq!(core.tree_resources("default").cpu, 10.0);
+    assert_eq!(core.tree_resources("other").cpu, 4.0);
+    // n1 and n3 keep beating; n2 goes silent and leaves its tree's total.
+    let later = 10 + timeout + 1;
+    agents[0].beat(&mut core, later);
+    agents[2].beat(&mut core, later);
+    core.tick(later);
+    assert_eq!(node_info(&core, "n2").state, "offline");
+    assert_eq!(core.tree_resources("default").cpu, 6.0);
+    assert_eq!(core.tree_resources("other").cpu, 4.0);
+    // It comes back, and moves to `other` when its tags say so.
+    agents[1].beat(&mut core, later + 1);
+    assert_eq!(core.tree_resources("default").cpu, 10.0);
+    core.admin_set("//sys/cluster_nodes/n2/@user_tags", json!(["custom_tag"]))
+        .unwrap();
+    assert_eq!(core.tree_resources("default").cpu, 6.0);
+    assert_eq!(core.tree_resources("other").cpu, 8.0);
+    let orchid = core.tree_orchid("other").unwrap();
+    assert_eq!(orchid["node_count"], json!(2));
+}

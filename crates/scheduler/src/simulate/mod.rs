@@ -138,65 +138,68 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
     let mut next_snapshot = 0usize;
     let mut t: u64 = 0;
     loop {
-        while next_op < operations.len() && operations[next_op].at_ms <= t {
-            let op = &operations[next_op];
-            next_op += 1;
-            let result = match &op.spec {
-                Ok(spec) => core
-                    .start_operation(OperationId(op.id.clone()), &op.user, spec.clone(), t)
-                    .map(|_| ())
-                    .map_err(|e| e.message),
-                Err(message) => Err(message.clone()),
-            };
-            if let Err(message) = result {
-                errors.push(json!({"time": secs(t), "operation": op.id, "error": message}));
+        // One simulated millisecond is one core call: its effects come back as one value.
+        let ((), effects) = core.run(|core| {
+            while next_op < operations.len() && operations[next_op].at_ms <= t {
+                let op = &operations[next_op];
+                next_op += 1;
+                let result = match &op.spec {
+                    Ok(spec) => core
+                        .start_operation(OperationId(op.id.clone()), &op.user, spec.clone(), t)
+                        .map(|_| ())
+                        .map_err(|e| e.message),
+                    Err(message) => Err(message.clone()),
+                };
+                if let Err(message) = result {
+                    errors.push(json!({"time": secs(t), "operation": op.id, "error": message}));
+                }
             }
-        }
-        while next_event < events.len() && events[next_event].0 <= t {
-            let e = &scenario.events[events[next_event].1];
-            next_event += 1;
-            let (what, result) = apply_event(&mut core, e, t);
-            if let Err(message) = result {
-                errors.push(json!({"time": secs(t), "action": what, "error": message}));
+            while next_event < events.len() && events[next_event].0 <= t {
+                let e = &scenario.events[events[next_event].1];
+                next_event += 1;
+                let (what, result) = apply_event(core, e, t);
+                if let Err(message) = result {
+                    errors.push(json!({"time": secs(t), "action": what, "error": message}));
+                }
             }
-        }
-        for node in &mut sim_nodes {
-            let done: Vec<JobId> = node
-                .running
-                .iter()
-                .filter(|(_, j)| j.finish.is_some_and(|f| f <= t))
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in done {
-                let job = node.running.remove(&id).expect("listed");
-                let finish = job.finish.expect("filtered");
-                node.finished.push(FinishedJob {
-                    job_id: id,
-                    operation_id: job.operation,
-                    state: JobState::Completed,
-                    error: None,
-                    start_time: job.start,
-                    finish_time: finish,
-                    statistics: JobStatistics {
-                        wall_time_ms: finish - job.start,
-                        exit_code: Some(0),
-                        ..Default::default()
-                    },
-                    stdout_tail: String::new(),
-                    stderr_tail: String::new(),
-                });
-            }
-        }
-        core.tick(t);
-        if t.is_multiple_of(period) {
             for node in &mut sim_nodes {
-                heartbeat(&mut core, node, &durations, t);
+                let done: Vec<JobId> = node
+                    .running
+                    .iter()
+                    .filter(|(_, j)| j.finish.is_some_and(|f| f <= t))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in done {
+                    let job = node.running.remove(&id).expect("listed");
+                    let finish = job.finish.expect("filtered");
+                    node.finished.push(FinishedJob {
+                        job_id: id,
+                        operation_id: job.operation,
+                        state: JobState::Completed,
+                        error: None,
+                        start_time: job.start,
+                        finish_time: finish,
+                        statistics: JobStatistics {
+                            wall_time_ms: finish - job.start,
+                            exit_code: Some(0),
+                            ..Default::default()
+                        },
+                        stdout_tail: String::new(),
+                        stderr_tail: String::new(),
+                    });
+                }
             }
-        }
-        pending_events.extend(core.take_events().into_iter().map(|e| event_json(t, e)));
-        // What the service would store, archive and send: a long scenario must not keep
-        // it all (simulated nodes heartbeat on their period, nudged or not).
-        drop((core.take_changes(), core.take_retired(), core.take_nudges()));
+            core.tick(t);
+            if t.is_multiple_of(period) {
+                for node in &mut sim_nodes {
+                    heartbeat(core, node, &durations, t);
+                }
+            }
+        });
+        pending_events.extend(effects.events.into_iter().map(|e| event_json(t, e)));
+        // What the service would store, archive and send: a long scenario keeps none of
+        // it (simulated nodes heartbeat on their period, nudged or not).
+        drop((effects.changes, effects.retired, effects.nudges));
         if next_snapshot < snapshots.len() && snapshots[next_snapshot] == t {
             next_snapshot += 1;
             core.update_all_shares(t);

@@ -84,6 +84,10 @@ struct Args {
     /// Without --lab: the scheduler's pid, for its RSS and CPU.
     #[arg(long)]
     scheduler_pid: Option<u32>,
+    /// After the run: wait for the archive to settle (no operation archived for 5 s),
+    /// then time this many `list_operations` pages of 100, each going on from the last.
+    #[arg(long, default_value_t = 0)]
+    list_pages: usize,
 }
 
 /// Counters every simulated node adds to.
@@ -159,6 +163,90 @@ struct Summary {
     scheduler_rss_peak_mib: Option<f64>,
     scheduler_cpu_pct: Option<f64>,
     load_tool_cpu_pct: Option<f64>,
+    /// With --list-pages: operations the archive lists (its list stream's messages).
+    archived_operations: Option<u64>,
+    list_page_p50_ms: Option<f64>,
+    list_page_max_ms: Option<f64>,
+    operations_listed: Option<u64>,
+}
+
+/// What `--list-pages` measured.
+#[derive(Default)]
+struct ListFigures {
+    archived: Option<u64>,
+    p50_ms: Option<f64>,
+    max_ms: Option<f64>,
+    listed: Option<u64>,
+}
+
+/// Waits until the archive's list stream stops growing, then walks `pages` pages of
+/// `list_operations`, timing each.
+async fn measure_list_pages(target: &Target, pages: usize) -> anyhow::Result<ListFigures> {
+    let mut figures = ListFigures::default();
+    if pages == 0 {
+        return Ok(figures);
+    }
+    // The scheduler's identity may read its streams; an installation's admin may not.
+    if let Ok(auth) = creds(&target.auth_dir, "scheduler") {
+        let client = connect(&target.nats, "ytsched-load archive", false, &auth).await?;
+        let js = async_nats::jetstream::new(client);
+        let name = format!(
+            "{}_archive_list",
+            target.subjects.prefix().replace('.', "_")
+        );
+        let mut last = (u64::MAX, Instant::now());
+        let settle_deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let n = match js.get_stream(&name).await {
+                Ok(mut s) => s.info().await?.state.messages,
+                Err(_) => 0,
+            };
+            if n != last.0 {
+                println!("archive lists {n} operations");
+                last = (n, Instant::now());
+            } else if last.1.elapsed() >= Duration::from_secs(5)
+                || Instant::now() >= settle_deadline
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        figures.archived = Some(last.0);
+    }
+    let (client, caller) = admin_client(target, "ytsched-load lister").await?;
+    let mut times = Histogram::<u64>::new(3)?;
+    let mut cursor = None;
+    let mut listed = 0u64;
+    for _ in 0..pages {
+        let t0 = Instant::now();
+        let page: OperationPage = call(
+            &client,
+            &target.subjects,
+            &caller,
+            ListOperations {
+                limit: Some(100),
+                cursor: cursor.clone(),
+                filter: Default::default(),
+            },
+        )
+        .await?;
+        times.record(t0.elapsed().as_micros() as u64)?;
+        listed += page.operations.len() as u64;
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    figures.p50_ms = Some(times.value_at_quantile(0.5) as f64 / 1000.0);
+    figures.max_ms = Some(times.max() as f64 / 1000.0);
+    figures.listed = Some(listed);
+    println!(
+        "list_operations: {} pages of 100, {listed} operations, p50 {:.1} ms, max {:.1} ms",
+        times.len(),
+        times.value_at_quantile(0.5) as f64 / 1000.0,
+        times.max() as f64 / 1000.0
+    );
+    Ok(figures)
 }
 
 /// One simulated agent's state.
@@ -754,6 +842,13 @@ async fn main() -> anyhow::Result<()> {
     }
     let sched = target.scheduler_pid.and_then(proc_stat);
     let mine = proc_stat(me);
+    let list = match measure_list_pages(&target, args.list_pages).await {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("cannot measure list_operations pages: {e:#}");
+            ListFigures::default()
+        }
+    };
     let placed = counters.placements.load(Relaxed);
     let placement_window = (counters
         .last_placement_ms
@@ -811,6 +906,10 @@ async fn main() -> anyhow::Result<()> {
         scheduler_rss_peak_mib: sched.map(|s| s.2 as f64 / 1024.0),
         scheduler_cpu_pct: cpu_pct(first_sched, sched),
         load_tool_cpu_pct: cpu_pct(first_me, mine),
+        archived_operations: list.archived,
+        list_page_p50_ms: list.p50_ms,
+        list_page_max_ms: list.max_ms,
+        operations_listed: list.listed,
     };
     println!("{}", serde_json::to_string(&summary)?);
     if let Some(lab) = target.lab {

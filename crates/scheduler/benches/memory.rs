@@ -1,0 +1,158 @@
+//! Bytes the core holds per waiting operation and per finished job attempt (SPEC §8's
+//! memory rows, measured inside the core rather than as process RSS, which also counts
+//! the allocator's free lists, the runtime and NATS buffers). A counting global
+//! allocator gives live heap bytes; prints one JSON line.
+//!
+//! `cargo bench -p ytsched-scheduler --bench memory`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use ytsched_common::names::PoolName;
+use ytsched_common::protocol::*;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::VanillaSpec;
+use ytsched_common::states::JobState;
+use ytsched_common::{IncarnationId, NodeId, OperationId};
+use ytsched_scheduler::core::{CoreConfig, SchedulerCore};
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Relaxed);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Relaxed);
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Relaxed);
+        LIVE.fetch_sub(layout.size(), Relaxed);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const OPERATIONS: u64 = 10_000;
+const NODES: usize = 1_000;
+const POOLS: usize = 100;
+
+fn spec(pool: &str, jobs: u32) -> VanillaSpec {
+    let mut s: VanillaSpec = serde_yaml_ng::from_str(&format!(
+        "tasks: {{t: {{command: 'sleep 60; cat', job_count: {jobs}, cpu_limit: 1}}}}"
+    ))
+    .expect("spec");
+    s.pool = Some(PoolName::parse(pool).expect("pool"));
+    s
+}
+
+fn heartbeat(
+    node: usize,
+    running: &[JobStartSpec],
+    finished: Vec<FinishedJob>,
+) -> HeartbeatRequest {
+    HeartbeatRequest {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: NodeId(format!("n{node}")),
+        incarnation_id: IncarnationId("i".into()),
+        seq: 0,
+        hostname: format!("n{node}"),
+        system_tags: vec![],
+        tags: vec![],
+        resource_limits: ResourceVector::new(16.0, 64.0 * (1u64 << 30) as f64, 0.0, 16.0),
+        resource_usage: ResourceVector::ZERO,
+        running_jobs: running
+            .iter()
+            .map(|s| RunningJob {
+                job_id: s.job_id.clone(),
+                operation_id: s.operation_id.clone(),
+                state: JobState::Running,
+                resource_usage: s.resources,
+                start_time: 0,
+            })
+            .collect(),
+        finished_jobs: finished,
+        timeout_ms: 0,
+        last_reply_seq: None,
+    }
+}
+
+fn main() {
+    let base = LIVE.load(Relaxed);
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for p in 0..POOLS {
+        core.create_pool("default", &format!("p{p}"), None, serde_json::json!({}))
+            .expect("pool");
+    }
+    // Nodes with no room (0 cpu): the operations stay waiting.
+    for n in 0..NODES {
+        let mut req = heartbeat(n, &[], vec![]);
+        req.resource_limits = ResourceVector::ZERO;
+        let _ = core.run(|c| c.process_heartbeat(req, 1));
+    }
+    let with_nodes = LIVE.load(Relaxed);
+    for i in 0..OPERATIONS {
+        let id = OperationId(format!("{:032x}", i));
+        let (r, _) = core
+            .run(|c| c.start_operation(id, "u", spec(&format!("p{}", i as usize % POOLS), 1), 2));
+        r.expect("submit");
+    }
+    let _ = core.run(|c| c.update_all_shares(3));
+    let waiting = LIVE.load(Relaxed);
+    let per_op = (waiting - with_nodes) as f64 / OPERATIONS as f64;
+
+    // A second core: one operation whose 20,000 jobs run and finish on 100 nodes.
+    let mut core2 = SchedulerCore::new(CoreConfig::default());
+    let before_jobs = LIVE.load(Relaxed);
+    let jobs = 20_000u32;
+    let (r, _) =
+        core2.run(|c| c.start_operation(OperationId("big".into()), "u", spec("p0", jobs), 1));
+    r.expect("submit");
+    let mut done = 0u32;
+    let mut now = 2;
+    let mut running: Vec<Vec<JobStartSpec>> = vec![vec![]; 100];
+    while done < jobs {
+        for (n, run) in running.iter_mut().enumerate() {
+            let finished = run
+                .drain(..)
+                .map(|s| FinishedJob {
+                    job_id: s.job_id,
+                    operation_id: s.operation_id,
+                    state: JobState::Completed,
+                    error: None,
+                    start_time: now - 1,
+                    finish_time: now,
+                    statistics: Default::default(),
+                    stdout_tail: String::new(),
+                    stderr_tail: String::new(),
+                })
+                .collect::<Vec<_>>();
+            done += finished.len() as u32;
+            let (reply, _) = core2.run(|c| c.process_heartbeat(heartbeat(n, &[], finished), now));
+            *run = reply.jobs_to_start;
+            now += 1;
+        }
+        if done >= jobs {
+            break;
+        }
+    }
+    let after_jobs = LIVE.load(Relaxed);
+    let per_job = (after_jobs - before_jobs) as f64 / jobs as f64;
+    println!(
+        "{}",
+        serde_json::json!({
+            "core_bytes_empty": with_nodes - base,
+            "nodes": NODES,
+            "waiting_operations": OPERATIONS,
+            "bytes_per_waiting_operation": per_op.round(),
+            "finished_job_attempts": jobs,
+            "bytes_per_finished_job_attempt": per_job.round(),
+        })
+    );
+    drop((core, core2));
+}
