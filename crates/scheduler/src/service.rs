@@ -103,7 +103,14 @@ impl Driver {
         let (result, effects, stored) = {
             let mut core = self.core.lock().expect("core lock");
             let (result, effects) = core.run(f);
-            let stored = self.writer.submit(writes_of(&core, &effects));
+            let writes = writes_of(&core, &effects);
+            // Retired operations' last writes (outputs among them) may be in an earlier
+            // call's batch: the archive reads them only once those are stored.
+            let stored = if writes.is_empty() && !effects.retired.is_empty() {
+                self.writer.barrier()
+            } else {
+                self.writer.submit(writes)
+            };
             (result, effects, stored)
         };
         let Effects {

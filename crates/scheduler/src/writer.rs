@@ -79,6 +79,18 @@ impl Writer {
         Stored(Some(rx))
     }
 
+    /// Resolves once every batch queued before it is stored: for what must follow
+    /// earlier writes without writing anything itself (the archive reads what they
+    /// stored).
+    pub fn barrier(&self) -> Stored {
+        let (done, rx) = oneshot::channel();
+        let _ = self.tx.send(Batch {
+            writes: Vec::new(),
+            done,
+        });
+        Stored(Some(rx))
+    }
+
     /// Resolves, with why, once a write found that another scheduler wrote the state.
     pub async fn fenced(&self) -> String {
         let mut rx = self.fenced.clone();
@@ -200,6 +212,13 @@ async fn run(
                 }
                 latest.insert((phase(&k), k), v);
             }
+        }
+        if latest.is_empty() {
+            // Only barriers: everything before them is stored already.
+            for b in batches {
+                let _ = b.done.send(());
+            }
+            continue;
         }
         // The epoch first, alone: a deposed leader's round stops there.
         let mut phases: Vec<Vec<(String, Bytes)>> = vec![vec![]; 4];

@@ -84,7 +84,13 @@ fn a_retired_operation_answers_from_the_archive_and_is_not_revived() {
             })
             .collect();
         outputs.sort();
-        assert_eq!(outputs, ["archived-0", "archived-1"]);
+        assert_eq!(
+            outputs,
+            ["archived-0", "archived-1"],
+            "jobs {jobs:?}\nscheduler log:\n{}\nnode log:\n{}",
+            lab.scheduler_log(),
+            lab.node_log(0)
+        );
         // --limit cuts the list, as for a live operation.
         let one: Vec<serde_json::Value> = lab.json(&["list-jobs", &id, "--limit", "1"]).unwrap();
         assert_eq!(one.len(), 1);
