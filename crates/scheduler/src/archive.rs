@@ -2,18 +2,17 @@
 //! a KV bucket whose entries expire after `--archive-ttl`, from which `get-operation`,
 //! `list-jobs` and job output answer once the core no longer knows an operation.
 //!
-//! Keys: `op.<id>` (the operation's last view and its number of job attempts),
-//! `job.<id>.<position>` (attempt `position` in `list-jobs` order, with its output), and
-//! `pos.<id>.<job id>` (that position, to find one job's output). Writing is idempotent:
-//! an operation retired twice (a crash before its state keys were deleted) is written
-//! again the same.
+//! Keys: `op.<id>` (the operation's last view and its number of job attempts) and
+//! `job.<id>.<seq>` (attempt `seq`, job id `<id>-<seq>`, with its output). Writing is
+//! idempotent: an operation retired twice (a crash before its state keys were deleted)
+//! is written again the same. Attempts are taken over from the state bucket a chunk at
+//! a time, so an operation of a million attempts never sits in memory whole.
 //!
 //! Beside the bucket, a stream (`<prefix>_archive_list`, same age limit) gets each
 //! archived operation's view once, in the order they were archived: `list-operations`
 //! pages it newest first by stream sequence, a bounded number of messages per page,
 //! without any index held in memory.
 
-use crate::core::records::JobOutputRecord;
 use crate::core::retention::{Archived, ArchivedJob};
 use crate::store::{self, JOB_PREFIX, OPERATION_PREFIX, OUTPUT_PREFIX};
 use crate::writer::Writer;
@@ -28,8 +27,12 @@ use ytsched_common::api::{
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::{JobId, OperationId};
 
-/// Archive writes of one operation in flight at once (its jobs are independent keys).
+/// Archive reads and writes of one operation in flight at once (its jobs are
+/// independent keys).
 const ARCHIVE_WRITES_IN_FLIGHT: usize = 64;
+
+/// Attempts taken over from the state bucket at a time.
+const ARCHIVE_CHUNK: u64 = 1024;
 
 /// Reads of the list stream in flight at once while a page is gathered.
 const LIST_READS_IN_FLIGHT: usize = 32;
@@ -206,10 +209,15 @@ impl Archive {
         id: &OperationId,
         job: &JobId,
     ) -> Result<Option<ArchivedJob>, ApiError> {
-        let Some(position) = self.get::<u64>(&format!("pos.{id}.{job}")).await? else {
+        let Some(seq) = job
+            .as_str()
+            .strip_prefix(id.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|seq| seq.parse::<u64>().ok())
+        else {
             return Ok(None);
         };
-        self.get(&format!("job.{id}.{position}")).await
+        self.get(&format!("job.{id}.{seq}")).await
     }
 
     /// A page of an archived operation's job attempts, as `list-jobs` pages live ones.
@@ -271,7 +279,7 @@ impl Archive {
         loop {
             match self.try_store(&a).await {
                 Ok(()) => {
-                    info!(operation = %a.info.id, jobs = a.jobs.len(), "operation archived");
+                    info!(operation = %a.info.id, jobs = a.attempts, "operation archived");
                     return;
                 }
                 Err(e) => {
@@ -285,42 +293,29 @@ impl Archive {
 
     async fn try_store(&self, a: &Archived) -> Result<(), String> {
         let id = &a.info.id;
-        // The outputs the jobs left in the state bucket come along.
-        let job_ids: Vec<JobId> = a.job_ids().cloned().collect();
-        let state = &self.state;
-        let outputs: Vec<Option<JobOutputRecord>> = futures::stream::iter(job_ids)
-            .map(|job| async move { store::job_output(state, &job).await })
-            .buffered(ARCHIVE_WRITES_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        let mut puts = Vec::with_capacity(2 * a.jobs.len() + 1);
-        for (position, (job, output)) in a.jobs.iter().zip(&outputs).enumerate() {
-            let mut job = job.clone();
-            if let Some(o) = output {
-                job.stdout = o.stdout.clone();
-                job.stderr = o.stderr.clone();
+        // Which attempts had a record and an output, to delete exactly those after.
+        let mut recorded = Vec::with_capacity(a.attempts as usize);
+        let mut printed = Vec::with_capacity(a.attempts as usize);
+        let mut from = 0;
+        while from < a.attempts {
+            let to = (from + ARCHIVE_CHUNK).min(a.attempts);
+            let taken: Vec<(Option<ArchivedJob>, bool)> = futures::stream::iter(from..to)
+                .map(|seq| self.take_over(a, seq))
+                .buffered(ARCHIVE_WRITES_IN_FLIGHT)
+                .try_collect()
+                .await?;
+            for (job, had_output) in taken {
+                recorded.push(job.is_some());
+                printed.push(had_output);
             }
-            puts.push((format!("job.{id}.{position}"), encode(&job)));
-            puts.push((
-                format!("pos.{id}.{}", job.info.id),
-                encode(&(position as u64)),
-            ));
+            from = to;
         }
         // The operation last: once it answers, every job it counts is there.
         let op = ArchivedOperation {
             info: a.info.clone(),
-            job_count: a.jobs.len() as u64,
+            job_count: a.attempts,
         };
-        let op_put = (format!("op.{id}"), encode(&op));
-        futures::stream::iter(puts)
-            .map(|(key, value)| async move {
-                let value = value.map_err(|e| e.to_string())?;
-                self.put(key, value).await
-            })
-            .buffer_unordered(ARCHIVE_WRITES_IN_FLIGHT)
-            .try_collect::<()>()
-            .await?;
-        self.put(op_put.0, op_put.1.map_err(|e| e.to_string())?)
+        self.put(format!("op.{id}"), encode(&op).map_err(|e| e.to_string())?)
             .await?;
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
@@ -331,18 +326,49 @@ impl Archive {
             .map_err(|e| e.to_string())?
             .await
             .map_err(|e| e.to_string())?;
-        let purges = a
+        let mut purges: Vec<store::Write> = a
             .job_ids()
-            .map(|job| store::purge(format!("{JOB_PREFIX}{job}")))
-            .chain(
-                outputs
-                    .iter()
-                    .flatten()
-                    .map(|o| store::purge(format!("{OUTPUT_PREFIX}{}", o.job))),
-            )
-            .chain([store::purge(format!("{OPERATION_PREFIX}{id}"))])
+            .zip(recorded.iter().zip(&printed))
+            .flat_map(|(job, (&record, &output))| {
+                let record = record.then(|| store::purge(format!("{JOB_PREFIX}{job}")));
+                let output = output.then(|| store::purge(format!("{OUTPUT_PREFIX}{job}")));
+                record.into_iter().chain(output)
+            })
             .collect();
+        purges.push(store::purge(format!("{OPERATION_PREFIX}{id}")));
         self.writer.submit(purges).wait().await;
         Ok(())
+    }
+
+    /// Copies attempt `seq` of `a` (its record and output from the state bucket) into
+    /// the archive; returns what it copied and whether there was an output.
+    async fn take_over(
+        &self,
+        a: &Archived,
+        seq: u64,
+    ) -> Result<(Option<ArchivedJob>, bool), String> {
+        let id = &a.info.id;
+        let job_id = JobId(format!("{id}-{seq}"));
+        let (record, output) = futures::try_join!(
+            store::job_record(&self.state, &job_id),
+            store::job_output(&self.state, &job_id)
+        )?;
+        let Some(record) = record else {
+            // Never recorded (none is missing unless the store lost it): nothing to keep.
+            return Ok((None, output.is_some()));
+        };
+        let had_output = output.is_some();
+        let (stdout, stderr) = output.map(|o| (o.stdout, o.stderr)).unwrap_or_default();
+        let job = ArchivedJob {
+            info: crate::core::job_info(id, &a.task_names, &record.job),
+            stdout,
+            stderr,
+        };
+        self.put(
+            format!("job.{id}.{seq}"),
+            encode(&job).map_err(|e| e.to_string())?,
+        )
+        .await?;
+        Ok((Some(job), had_output))
     }
 }

@@ -75,7 +75,7 @@ async fn api_operation(State(core): State<Core>, Path(id): Path<String>) -> Resp
 }
 
 async fn api_jobs(State(core): State<Core>, Path(id): Path<String>) -> Response {
-    match lock(&core).list_jobs(&OperationId(id)) {
+    match lock(&core).held_jobs(&OperationId(id)) {
         Ok(jobs) => Json(jobs).into_response(),
         Err(e) => error_response(e),
     }
@@ -235,7 +235,7 @@ async fn operation_page(State(core): State<Core>, Path(id): Path<String>) -> Res
     let op = OperationId(id.clone());
     let (info, jobs) = {
         let c = lock(&core);
-        match (c.operation_info(&op), c.list_jobs(&op)) {
+        match (c.operation_info(&op), c.held_jobs(&op)) {
             (Ok(i), Ok(j)) => (i, j),
             (Err(e), _) | (_, Err(e)) => return error_response(e),
         }

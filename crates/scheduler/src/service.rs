@@ -4,14 +4,14 @@
 
 use crate::archive::{Archive, ArchivedOperation};
 use crate::core::{
-    authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, CoreEvent, Effects,
-    SchedulerCore,
+    authorize_operation_of, controls_operation_of, job_info, ClusterConfig, CoreConfig, CoreEvent,
+    Effects, JobEntry, JobPagePlan, SchedulerCore,
 };
 use crate::lease::Lease;
 use crate::store;
 use crate::writer::Writer;
 use anyhow::Context;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{debug, error, info, warn};
@@ -400,7 +400,7 @@ pub async fn run(
     // written) is set aside like an unreadable one: the scheduler starts regardless.
     let mut stored_config = false;
     if let Some(saved) = snapshot.config {
-        let raw = store::config_write(&saved)?.1;
+        let raw = store::config_write(&saved)?.value;
         match core.set_cluster_config(saved) {
             Ok(()) => {
                 stored_config = true;
@@ -560,7 +560,7 @@ fn within_record_limit(
     let before = core.cluster_config().clone();
     change(core)?;
     let size = store::config_write(core.cluster_config())
-        .map(|(_, v)| v.len())
+        .map(|w| w.value.len())
         .unwrap_or(usize::MAX);
     if size > max_record {
         let _ = core.set_cluster_config(before);
@@ -648,11 +648,22 @@ fn dispatch(
             core.abort_operation(&req.body.operation_id, now)
         }),
         api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
-            let mut body = req.body;
-            fitting_page(body.limit, |limit| {
-                body.limit = limit;
-                core.list_jobs_page(&body)
-            })
+            let plan = core.list_jobs_page(&req.body)?;
+            let held = plan
+                .entries
+                .iter()
+                .all(|(_, e)| matches!(e, JobEntry::Held(_)));
+            if held {
+                let entries = plan.entries.into_iter().filter_map(|(seq, e)| match e {
+                    JobEntry::Held(info) => Some((seq, *info)),
+                    JobEntry::Stored(_) => None,
+                });
+                Ok(fitting_job_page(entries.collect(), plan.next_cursor))
+            } else {
+                // Settled attempts are read from the store outside the core lock.
+                *then = Some(Continuation::JobPage(plan));
+                Ok(api::JobPage::default())
+            }
         }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
@@ -786,6 +797,9 @@ enum Continuation {
         job: ytsched_common::JobId,
         stream: api::OutputStream,
     },
+    /// A `list-jobs` page naming attempts the core let go of: their records are read
+    /// from the store.
+    JobPage(JobPagePlan),
     /// `list_operations` lists the operations in memory first, then goes on into the
     /// archive, most recently archived first: `room` more go on `page` from below
     /// list-stream sequence `before` (from the newest if `None`).
@@ -818,6 +832,7 @@ impl Continuation {
                     )),
                 })
             }
+            Continuation::JobPage(plan) => reply(read_job_page(&driver.state, plan).await),
             Continuation::ListArchive {
                 mut page,
                 filter,
@@ -847,6 +862,45 @@ impl Continuation {
             }
         }
     }
+}
+
+/// Completes a `list-jobs` page with the records of the attempts the core let go of.
+async fn read_job_page(
+    state: &async_nats::jetstream::kv::Store,
+    plan: JobPagePlan,
+) -> Result<api::JobPage, ApiError> {
+    const READS_IN_FLIGHT: usize = 32;
+    let JobPagePlan {
+        operation,
+        entries,
+        next_cursor,
+        task_names,
+    } = plan;
+    let (operation, task_names) = (&operation, &task_names);
+    let read: Vec<Option<(u64, api::JobInfo)>> = futures::stream::iter(entries)
+        .map(|(seq, entry)| async move {
+            match entry {
+                JobEntry::Held(info) => Ok(Some((seq, *info))),
+                JobEntry::Stored(job) => match store::job_record(state, &job).await {
+                    Ok(Some(r)) => Ok(Some((seq, job_info(operation, task_names, &r.job)))),
+                    Ok(None) => {
+                        warn!(job = %job, "a settled job attempt has no record in the store");
+                        Ok(None)
+                    }
+                    Err(e) => Err(ApiError::of(
+                        api::ErrorKind::Unavailable,
+                        format!("job {job} cannot be read from the store: {e}"),
+                    )),
+                },
+            }
+        })
+        .buffered(READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    Ok(fitting_job_page(
+        read.into_iter().flatten().collect(),
+        next_cursor,
+    ))
 }
 
 /// Answers a read of an operation the core no longer holds from the archive, with the
@@ -1055,6 +1109,25 @@ fn fitting_page<P: serde::Serialize>(
             return Ok(p);
         }
         limit = Some(asked / 2);
+    }
+}
+
+/// A `list-jobs` page of `entries` (with their attempt numbers) that fits one NATS
+/// message: what does not fit starts the next page.
+fn fitting_job_page(mut entries: Vec<(u64, api::JobInfo)>, next: Option<u64>) -> api::JobPage {
+    let mut next = next;
+    loop {
+        let page = api::JobPage {
+            jobs: entries.iter().map(|(_, j)| j.clone()).collect(),
+            next_cursor: next.map(|s| s.to_string()),
+        };
+        let size = encode(&page).map(|b| b.len()).unwrap_or(usize::MAX);
+        if size <= MAX_PAGE_BYTES || entries.len() <= 1 {
+            return page;
+        }
+        let keep = entries.len() / 2;
+        next = Some(entries[keep].0);
+        entries.truncate(keep);
     }
 }
 

@@ -83,8 +83,10 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Decodes one stored value into its place (keys of no known kind are left alone).
-    fn take(&mut self, key: &str, value: &[u8]) -> Result<(), CodecError> {
+    /// Decodes one stored value into its place (keys of no known kind are left alone);
+    /// returns whether the key may be written again, other than purged (see
+    /// `Write::last`): only then is its revision worth keeping.
+    fn take(&mut self, key: &str, value: &[u8]) -> Result<bool, CodecError> {
         if key == CONFIG_KEY {
             self.config = Some(decode(value)?);
         } else if key == VOLUMES_KEY {
@@ -92,9 +94,14 @@ impl Snapshot {
         } else if key.starts_with(OPERATION_PREFIX) {
             self.operations.push(decode(value)?);
         } else if key.starts_with(JOB_PREFIX) {
-            self.jobs.push(decode(value)?);
+            let record: JobRecord = decode(value)?;
+            let settled = record.job.settled();
+            self.jobs.push(record);
+            return Ok(!settled);
+        } else if key.starts_with(OUTPUT_PREFIX) {
+            return Ok(false);
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -141,8 +148,11 @@ pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
     {
         let entry = entry.context("cannot read the state bucket")?;
         if entry.operation == kv::Operation::Put {
-            snapshot.revisions.insert(entry.key.clone(), entry.revision);
-            if let Err(e) = snapshot.take(&entry.key, &entry.value) {
+            let rewritable = snapshot.take(&entry.key, &entry.value);
+            if !matches!(rewritable, Ok(false)) {
+                snapshot.revisions.insert(entry.key.clone(), entry.revision);
+            }
+            if let Err(e) = rewritable {
                 snapshot.damaged.push(Damaged {
                     key: entry.key.clone(),
                     value: entry.value.clone(),
@@ -157,8 +167,26 @@ pub async fn load(store: &kv::Store) -> anyhow::Result<Snapshot> {
     Ok(snapshot)
 }
 
-/// One key to write and its encoded value.
-pub type Write = (String, Bytes);
+/// One key to write and its encoded value (empty: purge the key).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Write {
+    pub key: String,
+    pub value: Bytes,
+    /// Nothing but its purge follows this write of the key (a settled job attempt, an
+    /// output): the writer need not remember the key's revision, which would otherwise
+    /// grow with every job ever run.
+    pub last: bool,
+}
+
+impl Write {
+    fn of(key: String, value: Vec<u8>) -> Self {
+        Write {
+            key,
+            value: value.into(),
+            last: false,
+        }
+    }
+}
 
 /// Encodes the core's changes as writes; operations come before jobs.
 pub fn writes_of(changes: &[StateChange]) -> Result<Vec<Write>, CodecError> {
@@ -166,29 +194,43 @@ pub fn writes_of(changes: &[StateChange]) -> Result<Vec<Write>, CodecError> {
         .iter()
         .map(|c| {
             Ok(match c {
-                StateChange::Operation(op) => (
-                    format!("{OPERATION_PREFIX}{}", op.id),
-                    encode(op.as_ref())?.into(),
-                ),
-                StateChange::Job(job) => (
-                    format!("{JOB_PREFIX}{}", job.job.id),
-                    encode(job.as_ref())?.into(),
-                ),
-                StateChange::Output(out) => (
-                    format!("{OUTPUT_PREFIX}{}", out.job),
-                    encode(out.as_ref())?.into(),
-                ),
+                StateChange::Operation(op) => {
+                    Write::of(format!("{OPERATION_PREFIX}{}", op.id), encode(op.as_ref())?)
+                }
+                StateChange::Job(job) => Write {
+                    last: job.job.settled(),
+                    ..Write::of(format!("{JOB_PREFIX}{}", job.job.id), encode(job.as_ref())?)
+                },
+                StateChange::Output(out) => Write {
+                    last: true,
+                    ..Write::of(format!("{OUTPUT_PREFIX}{}", out.job), encode(out.as_ref())?)
+                },
             })
         })
         .collect()
 }
 
 pub fn config_write(config: &ClusterConfig) -> Result<Write, CodecError> {
-    Ok((CONFIG_KEY.to_string(), encode(config)?.into()))
+    Ok(Write::of(CONFIG_KEY.to_string(), encode(config)?))
 }
 
 pub fn volumes_write(volumes: &IntegralVolumes) -> Result<Write, CodecError> {
-    Ok((VOLUMES_KEY.to_string(), encode(volumes)?.into()))
+    Ok(Write::of(VOLUMES_KEY.to_string(), encode(volumes)?))
+}
+
+/// A job attempt's record, if the store has one.
+pub async fn job_record(
+    state: &kv::Store,
+    job: &ytsched_common::JobId,
+) -> Result<Option<crate::core::records::JobRecord>, String> {
+    match state
+        .get(format!("{JOB_PREFIX}{job}"))
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        None => Ok(None),
+        Some(bytes) => decode(&bytes).map(Some).map_err(|e| e.to_string()),
+    }
 }
 
 /// The output a finished job attempt left, if it printed anything.
@@ -208,7 +250,11 @@ pub async fn job_output(
 
 /// A write that removes `key` (a record is never empty).
 pub fn purge(key: String) -> Write {
-    (key, Bytes::new())
+    Write {
+        key,
+        value: Bytes::new(),
+        last: false,
+    }
 }
 
 /// Order of phases within a batch of writes: configuration (pools an operation runs in),

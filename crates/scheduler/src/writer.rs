@@ -165,6 +165,9 @@ async fn write_fenced(store: &kv::Store, key: &str, value: &Bytes, known: Option
             let now = entry.as_ref().filter(|e| e.operation == kv::Operation::Put);
             match (now, value.is_empty()) {
                 (None, true) => Outcome::Written(None),
+                // A purge of a key whose revision was let go (see `Write::last`): it is
+                // still there, so the purge did not happen; nothing else writes it.
+                (Some(_), true) if known.is_none() => Outcome::Retry(error),
                 (Some(e), false) if e.value == *value => Outcome::Written(Some(e.revision)),
                 (now, _) if now.map(|e| e.revision) != known => Outcome::Fenced(format!(
                     "key {key} is at revision {:?}, not {known:?} as this leader last wrote it",
@@ -203,14 +206,14 @@ async fn run(
             }
         }
         // The last value of each key wins; keys are grouped by phase.
-        let mut latest: BTreeMap<(u8, String), Bytes> = BTreeMap::new();
+        let mut latest: BTreeMap<(u8, String), (Bytes, bool)> = BTreeMap::new();
         for b in &mut batches {
-            for (k, v) in b.writes.drain(..) {
-                if v.len() > max_value_bytes {
-                    error!(key = %k, bytes = v.len(), limit = max_value_bytes, "ALERT: state record too large for the store; not written");
+            for w in b.writes.drain(..) {
+                if w.value.len() > max_value_bytes {
+                    error!(key = %w.key, bytes = w.value.len(), limit = max_value_bytes, "ALERT: state record too large for the store; not written");
                     continue;
                 }
-                latest.insert((phase(&k), k), v);
+                latest.insert((phase(&w.key), w.key), (w.value, w.last));
             }
         }
         if latest.is_empty() {
@@ -221,15 +224,15 @@ async fn run(
             continue;
         }
         // The epoch first, alone: a deposed leader's round stops there.
-        let mut phases: Vec<Vec<(String, Bytes)>> = vec![vec![]; 4];
-        phases[0].push((EPOCH_KEY.to_string(), revisions.holder.clone()));
+        let mut phases: Vec<Vec<(String, (Bytes, bool))>> = vec![vec![]; 4];
+        phases[0].push((EPOCH_KEY.to_string(), (revisions.holder.clone(), false)));
         for ((p, k), v) in latest {
             phases[1 + p as usize].push((k, v));
         }
         let mut backoff = Duration::from_millis(50);
         for mut pending in phases {
             while !pending.is_empty() {
-                let results = futures::future::join_all(pending.iter().map(|(k, v)| {
+                let results = futures::future::join_all(pending.iter().map(|(k, (v, _))| {
                     let known = revisions.keys.get(k).copied();
                     write_fenced(&store, k, v, known)
                 }))
@@ -238,6 +241,10 @@ async fn run(
                 let mut last_error = None;
                 for ((k, v), r) in pending.into_iter().zip(results) {
                     match r {
+                        // A key's last write before its purge: its revision is not kept.
+                        Outcome::Written(Some(_)) if v.1 => {
+                            revisions.keys.remove(&k);
+                        }
                         Outcome::Written(Some(rev)) => {
                             revisions.keys.insert(k, rev);
                         }

@@ -146,14 +146,19 @@ fn a_retired_operation_answers_from_the_archive_and_is_not_revived() {
 }
 
 /// One `list_operations` page through the API, as `carol`.
-fn page(lab: &Lab, req: ListOperations) -> OperationPage {
+/// One API call as `user` (whom `lab.add_user` made).
+fn call<M: ytsched_common::api::ApiMethod>(lab: &Lab, user: &str, req: M) -> M::Response {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let client = lab.client_as("carol").await.unwrap();
+        let client = lab.client_as(user).await.unwrap();
         let subjects = ytsched_common::subjects::Subjects::new(&lab.prefix);
-        ytsched_common::transport::call(&client, &subjects, &Caller::user("carol"), req)
+        ytsched_common::transport::call(&client, &subjects, &Caller::user(user), req)
             .await
             .unwrap()
     })
+}
+
+fn page(lab: &Lab, req: ListOperations) -> OperationPage {
+    call(lab, "carol", req)
 }
 
 #[test]
@@ -272,4 +277,79 @@ fn list_operations_goes_on_from_memory_into_the_archive() {
             "<redacted>"
         );
     }
+}
+
+#[test]
+fn finished_attempts_of_a_live_operation_answer_from_the_store() {
+    let lab = Lab::start(vec![node()]).unwrap();
+    // Three quick jobs finish while a fourth keeps the operation running: the
+    // scheduler lets go of the finished attempts, the store answers for them.
+    let id = lab
+        .submit_spec(
+            "tasks:\n  quick:\n    command: 'echo out-$YT_JOB_INDEX; echo err-$YT_JOB_INDEX >&2'\n    job_count: 3\n    cpu_limit: 0.1\n    memory_limit: 64M\n  slow:\n    command: 'sleep 60'\n    job_count: 1\n    cpu_limit: 0.1\n    memory_limit: 64M\n",
+        )
+        .unwrap();
+    let op = wait_until(Duration::from_secs(30), || {
+        let op = lab.operation(&id).ok()?;
+        (op["jobs"]["completed"] == 3 && op["jobs"]["running"] == 1).then_some(op)
+    })
+    .expect("three jobs complete while one runs");
+    assert_eq!(op["state"], "running", "{op}");
+    let jobs = lab.jobs(&id).unwrap();
+    assert_eq!(jobs.len(), 4, "{jobs:?}");
+    let completed: Vec<serde_json::Value> = lab
+        .json(&["list-jobs", &id, "--state", "completed"])
+        .unwrap();
+    assert_eq!(completed.len(), 3, "{completed:?}");
+    let mut outputs: Vec<(String, String)> = completed
+        .iter()
+        .map(|j| {
+            assert_eq!(j["task_name"], "quick", "{j}");
+            assert_eq!(j["statistics"]["exit_code"], 0, "{j}");
+            let job = j["id"].as_str().unwrap();
+            (
+                lab.ok(&["get-job-stdout", &id, job]).trim().to_string(),
+                lab.ok(&["get-job-stderr", &id, job]).trim().to_string(),
+            )
+        })
+        .collect();
+    outputs.sort();
+    assert_eq!(
+        outputs,
+        (0..3)
+            .map(|i| (format!("out-{i}"), format!("err-{i}")))
+            .collect::<Vec<_>>()
+    );
+    let running: Vec<serde_json::Value> =
+        lab.json(&["list-jobs", &id, "--state", "running"]).unwrap();
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0]["task_name"], "slow");
+    // Pages of one go through held and stored attempts alike, in start order.
+    lab.add_user("carol", false).unwrap();
+    let mut cursor = None;
+    let mut paged = vec![];
+    loop {
+        let page = call(
+            &lab,
+            "carol",
+            ytsched_common::api::ListJobs {
+                operation_id: ytsched_common::OperationId(id.clone()),
+                limit: Some(1),
+                cursor: cursor.clone(),
+                state: None,
+            },
+        );
+        assert!(page.jobs.len() <= 1);
+        paged.extend(page.jobs.into_iter().map(|j| j.id.to_string()));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    let listed: Vec<String> = jobs
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(paged, listed);
+    lab.ok(&["abort-operation", &id]);
 }

@@ -198,8 +198,11 @@ impl SchedulerCore {
     }
 
     /// Takes one result; returns whether to acknowledge it. Only a result of a job placed
-    /// on this very node is taken and acknowledged (the agent deletes the job's sandbox on
-    /// the acknowledgement); a repeated one is acknowledged again and counted once.
+    /// on this very node is taken (the agent deletes the job's sandbox on the
+    /// acknowledgement); a repeated one is acknowledged again and counted once. A result
+    /// of a job the scheduler no longer holds (settled and released to the store, or its
+    /// operation retired) is acknowledged and not taken: the node would otherwise keep
+    /// it and send it forever.
     fn apply_result(
         &mut self,
         node_id: &NodeId,
@@ -207,10 +210,10 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> bool {
         let Some(op_id) = self.jobs.owner(&result.job_id).cloned() else {
-            return false;
+            return true;
         };
         let Some(op) = self.operations.get_mut(&op_id) else {
-            return false;
+            return true;
         };
         if op
             .jobs

@@ -30,7 +30,7 @@ mod placement;
 pub mod pool_tree;
 mod preemption;
 mod queries;
-pub use queries::{page_limit, parse_cursor};
+pub use queries::{job_info, page_limit, parse_cursor, JobEntry, JobPagePlan};
 pub mod records;
 pub mod retention;
 mod share_update;

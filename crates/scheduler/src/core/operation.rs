@@ -1,5 +1,11 @@
-//! One operation's bookkeeping: its tasks' waiting job indices, every job attempt, and
+//! One operation's bookkeeping: its tasks' waiting job indices, its job attempts, and
 //! the running usage that placement reads.
+//!
+//! A finished attempt leaves memory once its last record is taken for the store and
+//! nothing more is expected of it (its node reported it, or the node is lost): the store
+//! (then the archive) has it, and the operation keeps only its state, one byte per
+//! attempt, for counts and `list-jobs` filters. Memory per finished job is that byte,
+//! whatever the operation's size.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -85,8 +91,13 @@ pub struct Operation {
     pub finish_time: Option<UnixMillis>,
     pub error: Option<String>,
     pub tasks: Vec<Task>,
-    /// Every job attempt, including aborted and failed ones.
+    /// The attempts held in memory: running ones, and finished ones not yet settled
+    /// (see the module comment).
     pub jobs: BTreeMap<JobId, Job>,
+    /// The state of every attempt by its sequence number (`Waiting`: not recorded).
+    attempts: Vec<JobState>,
+    /// Attempts per state, kept with `attempts`.
+    tally: AttemptTally,
     pub failed_job_count: u32,
     pub history: Vec<HistoryEntry>,
     next_job_seq: u64,
@@ -94,6 +105,54 @@ pub struct Operation {
     /// and which jobs.
     header_changed: bool,
     changed_jobs: Vec<JobId>,
+}
+
+/// How many attempts are in each state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AttemptTally {
+    pub running: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub aborted: u64,
+}
+
+impl AttemptTally {
+    fn count(&mut self, state: JobState) -> Option<&mut u64> {
+        match state {
+            JobState::Running => Some(&mut self.running),
+            JobState::Completed => Some(&mut self.completed),
+            JobState::Failed => Some(&mut self.failed),
+            JobState::Aborted => Some(&mut self.aborted),
+            JobState::Waiting => None,
+        }
+    }
+}
+
+/// Sets attempt `seq`'s state, keeping the tally (fields, not the operation, so that a
+/// job can be borrowed alongside).
+fn set_attempt(attempts: &mut Vec<JobState>, tally: &mut AttemptTally, seq: u64, state: JobState) {
+    let Ok(seq) = usize::try_from(seq) else {
+        return;
+    };
+    if attempts.len() <= seq {
+        attempts.resize(seq + 1, JobState::Waiting);
+    }
+    if let Some(n) = tally.count(attempts[seq]) {
+        *n -= 1;
+    }
+    attempts[seq] = state;
+    if let Some(n) = tally.count(state) {
+        *n += 1;
+    }
+}
+
+impl Job {
+    /// Finished, recorded as such, and nothing more to come from its node: the store
+    /// holds all there is of it.
+    pub fn settled(&self) -> bool {
+        self.state.is_finished()
+            && (self.statistics.is_some() || self.abort_reason == Some(AbortReason::NodeLost))
+    }
 }
 
 /// An operation's slot in `tree`, taking only the slots (not the whole operation), so
@@ -156,6 +215,8 @@ impl Operation {
             error: None,
             tasks,
             jobs: BTreeMap::new(),
+            attempts: Vec::new(),
+            tally: AttemptTally::default(),
             failed_job_count: 0,
             history: vec![HistoryEntry {
                 time: now,
@@ -179,6 +240,7 @@ impl Operation {
         let mut taken = done.clone();
         for job in jobs {
             self.next_job_seq = self.next_job_seq.max(job.seq + 1);
+            set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
             match job.state {
                 JobState::Running => {
                     if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
@@ -193,7 +255,9 @@ impl Operation {
                 JobState::Failed => self.failed_job_count += 1,
                 _ => {}
             }
-            self.jobs.insert(job.id.clone(), job);
+            if !job.settled() {
+                self.jobs.insert(job.id.clone(), job);
+            }
         }
         let finished = self.state.is_finished();
         for (i, task) in self.tasks.iter_mut().enumerate() {
@@ -247,6 +311,52 @@ impl Operation {
 
     pub fn total_job_count(&self) -> u64 {
         self.spec.total_job_count()
+    }
+
+    /// How many attempts it has made (their sequence numbers are `0..` this).
+    pub fn attempt_count(&self) -> u64 {
+        self.next_job_seq
+    }
+
+    /// The state of attempt `seq`, held in memory or not (`Waiting`: none recorded).
+    pub fn attempt_state(&self, seq: u64) -> JobState {
+        usize::try_from(seq)
+            .ok()
+            .and_then(|s| self.attempts.get(s).copied())
+            .unwrap_or(JobState::Waiting)
+    }
+
+    /// The id of attempt `seq`.
+    pub fn attempt_id(&self, seq: u64) -> JobId {
+        JobId(format!("{}-{seq}", self.id))
+    }
+
+    /// The sequence number of one of its attempts' ids (`None`: not one of its ids).
+    pub fn attempt_seq(&self, job: &JobId) -> Option<u64> {
+        let seq = job
+            .as_str()
+            .strip_prefix(self.id.as_str())?
+            .strip_prefix('-')?
+            .parse::<u64>()
+            .ok()?;
+        (seq < self.next_job_seq && self.attempt_state(seq) != JobState::Waiting).then_some(seq)
+    }
+
+    pub fn tally(&self) -> AttemptTally {
+        self.tally
+    }
+
+    /// Lets go of the settled ones among `ids` (their last records were just taken for
+    /// the store); returns them.
+    pub fn release_settled(&mut self, ids: &[JobId]) -> Vec<JobId> {
+        let mut released = Vec::new();
+        for id in ids {
+            if self.jobs.get(id).is_some_and(Job::settled) {
+                self.jobs.remove(id);
+                released.push(id.clone());
+            }
+        }
+        released
     }
 
     pub fn running_job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
@@ -369,8 +479,9 @@ impl Operation {
         let t = &self.tasks[task];
         let resources = t.spec.job_resources();
         let seq = self.next_job_seq;
-        let id = JobId(format!("{}-{seq}", self.id));
+        let id = self.attempt_id(seq);
         self.next_job_seq += 1;
+        set_attempt(&mut self.attempts, &mut self.tally, seq, JobState::Running);
         if let Some(slot) = slot_mut(&mut self.trees, tree) {
             slot.usage += resources;
         }
@@ -428,6 +539,7 @@ impl Operation {
             return None;
         }
         job.state = JobState::Aborted;
+        set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
         job.abort_reason = Some(reason);
         job.finish_time = Some(now);
         if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
@@ -475,6 +587,7 @@ impl Operation {
         match result.state {
             JobState::Completed => {
                 job.state = JobState::Completed;
+                set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
                 self.tasks[task].completed += 1;
                 if self.all_jobs_completed() {
                     return ResultEffect::OperationCompleted;
@@ -483,6 +596,7 @@ impl Operation {
             }
             JobState::Failed => {
                 job.state = JobState::Failed;
+                set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
                 job.error = result.error.clone();
                 self.failed_job_count += 1;
                 let index = job.index;
@@ -505,6 +619,7 @@ impl Operation {
             // lost job, it runs again and is no failure.
             _ => {
                 job.state = JobState::Aborted;
+                set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
                 job.abort_reason = Some(AbortReason::NodeLost);
                 job.error = result.error.clone();
                 let index = job.index;

@@ -609,7 +609,7 @@ fn a_slow_job_gets_one_speculative_copy_elsewhere_and_counts_once() {
     assert_eq!(r.jobs_to_abort.len(), 1);
     assert_eq!(r.jobs_to_abort[0].job_id, original[0].job_id);
     assert_eq!(r.jobs_to_abort[0].reason, AbortReason::SpeculativeLost);
-    let jobs = core.list_jobs(&id("a")).unwrap();
+    let jobs = core.held_jobs(&id("a")).unwrap();
     let lost = jobs.iter().find(|j| j.id == original[0].job_id).unwrap();
     assert_eq!(lost.abort_reason, Some(AbortReason::SpeculativeLost));
 }

@@ -1,7 +1,8 @@
 //! Read-only views for the client API.
 
+use super::operation::Job;
 use super::{Operation, SchedulerCore};
-use ytsched_common::api::{ApiError, JobCounts, JobInfo, NodeInfo, OperationInfo};
+use ytsched_common::api::{ApiError, JobCounts, JobInfo, ListJobs, NodeInfo, OperationInfo};
 use ytsched_common::states::JobState;
 use ytsched_common::{JobId, OperationId};
 
@@ -58,72 +59,69 @@ impl SchedulerCore {
         })
     }
 
-    pub fn list_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
+    /// The job attempts held in memory (running ones, and finished ones not yet
+    /// settled), in start order. Settled attempts are in the store: `list_jobs_page`
+    /// names them.
+    pub fn held_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
         let op = self.operation(id)?;
-        let mut jobs: Vec<JobInfo> = op
-            .jobs
-            .values()
-            .map(|j| JobInfo {
-                id: j.id.clone(),
-                operation_id: op.id.clone(),
-                task_name: op.tasks[j.task].name.clone(),
-                job_index: j.index,
-                state: j.state,
-                node_id: Some(j.node.clone()),
-                start_time: Some(j.start_time),
-                finish_time: j.finish_time,
-                error: j.error.clone(),
-                abort_reason: j.abort_reason,
-                statistics: j.statistics.clone(),
-            })
-            .collect();
-        jobs.sort_by_key(|j| (j.start_time, j.job_index));
-        Ok(jobs)
+        let names = task_names(op);
+        let mut jobs: Vec<&Job> = op.jobs.values().collect();
+        jobs.sort_by_key(|j| j.seq);
+        Ok(jobs
+            .into_iter()
+            .map(|j| job_info(&op.id, &names, j))
+            .collect())
     }
 
-    /// One page of an operation's job attempts in `list_jobs` order. The cursor is the
-    /// position after the last one returned: attempts only ever get added after the
-    /// ones already started, so positions do not move under a reader.
-    pub fn list_jobs_page(
-        &self,
-        req: &ytsched_common::api::ListJobs,
-    ) -> Result<ytsched_common::api::JobPage, ApiError> {
+    /// One page of an operation's job attempts in start order, each either as held in
+    /// memory or named for the caller to read from the store. The cursor is the
+    /// sequence number of the next attempt: attempts only ever get added after the ones
+    /// already started, so a reader's place never moves.
+    pub fn list_jobs_page(&self, req: &ListJobs) -> Result<JobPagePlan, ApiError> {
         let limit = page_limit(req.limit)?;
-        let from = parse_cursor::<usize>(&req.cursor)?.unwrap_or(0);
-        let all = self.list_jobs(&req.operation_id)?;
-        let mut jobs = vec![];
+        let from = parse_cursor::<u64>(&req.cursor)?.unwrap_or(0);
+        let op = self.operation(&req.operation_id)?;
+        let names = task_names(op);
+        let mut entries = Vec::new();
         let mut next = None;
-        for (position, job) in all.into_iter().enumerate().skip(from) {
-            if req.state.is_some_and(|s| job.state != s) {
+        for seq in from..op.attempt_count() {
+            let state = op.attempt_state(seq);
+            if state == JobState::Waiting || req.state.is_some_and(|s| s != state) {
                 continue;
             }
-            if jobs.len() == limit {
-                next = Some(position.to_string());
+            if entries.len() == limit {
+                next = Some(seq);
                 break;
             }
-            jobs.push(job);
+            let id = op.attempt_id(seq);
+            let entry = match op.jobs.get(&id) {
+                Some(job) => JobEntry::Held(Box::new(job_info(&op.id, &names, job))),
+                None => JobEntry::Stored(id),
+            };
+            entries.push((seq, entry));
         }
-        Ok(ytsched_common::api::JobPage {
-            jobs,
+        Ok(JobPagePlan {
+            operation: op.id.clone(),
+            entries,
             next_cursor: next,
+            task_names: names,
         })
     }
 
     /// Whether a job's output can be read (it exists and has finished): the output
     /// itself is in the store (`records::JobOutputRecord`), not in the core.
     pub fn job_output_ready(&self, op: &OperationId, job: &JobId) -> Result<(), ApiError> {
-        let j = self
-            .operation(op)?
-            .jobs
-            .get(job)
-            .ok_or_else(|| ApiError::not_found(format!("operation {op} has no job {job}")))?;
-        if j.statistics.is_none() {
-            return Err(ApiError::conflict(format!(
+        let o = self.operation(op)?;
+        let missing = || ApiError::not_found(format!("operation {op} has no job {job}"));
+        match o.jobs.get(job) {
+            Some(j) if j.statistics.is_none() => Err(ApiError::conflict(format!(
                 "job {job} is {}; its output is available once it has finished",
                 j.state
-            )));
+            ))),
+            Some(_) => Ok(()),
+            // Released attempts are settled: finished, with whatever output they left.
+            None => o.attempt_seq(job).map(|_| ()).ok_or_else(missing),
         }
-        Ok(())
     }
 
     pub fn list_nodes(&self) -> Vec<NodeInfo> {
@@ -153,15 +151,11 @@ fn describe(op: &Operation) -> OperationInfo {
         waiting: op.tasks.iter().map(|t| t.waiting.len() as u64).sum(),
         ..Default::default()
     };
-    for j in op.jobs.values() {
-        match j.state {
-            JobState::Running => jobs.running += 1,
-            JobState::Completed => jobs.completed += 1,
-            JobState::Failed => jobs.failed += 1,
-            JobState::Aborted => jobs.aborted += 1,
-            JobState::Waiting => {}
-        }
-    }
+    let tally = op.tally();
+    jobs.running = tally.running;
+    jobs.completed = tally.completed;
+    jobs.failed = tally.failed;
+    jobs.aborted = tally.aborted;
     OperationInfo {
         id: op.id.clone(),
         user: op.user.clone(),
@@ -207,4 +201,45 @@ pub fn parse_cursor<T: std::str::FromStr>(cursor: &Option<String>) -> Result<Opt
                 .map_err(|_| ApiError::new(format!("cursor: not one this scheduler gave: '{c}'")))
         })
         .transpose()
+}
+
+/// One attempt on a `list-jobs` page, as the core has it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobEntry {
+    Held(Box<JobInfo>),
+    /// Settled and released: its record is in the store under `job.<id>`.
+    Stored(JobId),
+}
+
+/// A `list-jobs` page as the core can give it: entries by attempt sequence number; the
+/// driver reads the stored ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobPagePlan {
+    pub operation: OperationId,
+    pub entries: Vec<(u64, JobEntry)>,
+    /// The sequence number the next page starts at.
+    pub next_cursor: Option<u64>,
+    /// The operation's task names by task number, to describe stored attempts.
+    pub task_names: Vec<String>,
+}
+
+fn task_names(op: &Operation) -> Vec<String> {
+    op.tasks.iter().map(|t| t.name.clone()).collect()
+}
+
+/// How `list-jobs` shows an attempt of operation `op` whose tasks are `task_names`.
+pub fn job_info(op: &OperationId, task_names: &[String], j: &Job) -> JobInfo {
+    JobInfo {
+        id: j.id.clone(),
+        operation_id: op.clone(),
+        task_name: task_names.get(j.task).cloned().unwrap_or_default(),
+        job_index: j.index,
+        state: j.state,
+        node_id: Some(j.node.clone()),
+        start_time: Some(j.start_time),
+        finish_time: j.finish_time,
+        error: j.error.clone(),
+        abort_reason: j.abort_reason,
+        statistics: j.statistics.clone(),
+    }
 }

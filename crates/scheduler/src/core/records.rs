@@ -140,6 +140,7 @@ pub struct RevivalSummary {
 
 impl SchedulerCore {
     /// Records of everything changed since the last call, operations before their jobs.
+    /// Settled finished attempts leave memory here, once their last record is taken.
     pub(super) fn take_changes(&mut self) -> Vec<StateChange> {
         let mut out = Vec::new();
         for id in std::mem::take(&mut self.touched) {
@@ -150,13 +151,17 @@ impl SchedulerCore {
             if header {
                 out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
             }
-            for j in jobs {
-                if let Some(job) = op.jobs.get(&j) {
+            for j in &jobs {
+                if let Some(job) = op.jobs.get(j) {
                     out.push(StateChange::Job(Box::new(JobRecord {
                         operation: id.clone(),
                         job: job.clone(),
                     })));
                 }
+            }
+            // Recorded for good: the store answers for them from now on.
+            for j in op.release_settled(&jobs) {
+                self.jobs.forget(&j);
             }
         }
         out.extend(

@@ -17,20 +17,23 @@ use ytsched_common::{JobId, OperationId};
 /// Finished operations by tree, oldest finish first.
 pub(super) type FinishedOrder = BTreeMap<String, BTreeSet<(UnixMillis, u64, OperationId)>>;
 
-/// What the archive keeps of one operation: its last view, and each job attempt with
-/// the output its job left (the core holds no output: the archive reads it from the
-/// store's `out.<job>` keys as it takes the operation over).
+/// A retired operation for the archive: its last view and how many job attempts it
+/// made. The attempts themselves, and the output their jobs left, are in the store
+/// (`job.<id>`, `out.<id>`), where the archive reads them as it takes the operation
+/// over: the core holds neither.
 #[derive(Clone, Debug)]
 pub struct Archived {
     pub info: OperationInfo,
-    /// Every job attempt, in `list-jobs` order.
-    pub jobs: Vec<ArchivedJob>,
+    /// Its attempts are `<id>-0` .. `<id>-<attempts - 1>`.
+    pub attempts: u64,
+    /// Its task names by task number, to describe the attempts.
+    pub task_names: Vec<String>,
 }
 
 impl Archived {
-    /// Its job attempts, whose state keys (`job.<id>`) go once it is archived.
-    pub fn job_ids(&self) -> impl Iterator<Item = &JobId> {
-        self.jobs.iter().map(|j| &j.info.id)
+    /// Its attempts' ids, in start order.
+    pub fn job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        (0..self.attempts).map(|seq| JobId(format!("{}-{seq}", self.info.id)))
     }
 }
 
@@ -100,25 +103,21 @@ impl SchedulerCore {
     }
 
     fn retire(&mut self, id: &OperationId) {
-        let (Ok(info), Ok(jobs)) = (self.operation_info(id), self.list_jobs(id)) else {
+        let Ok(info) = self.operation_info(id) else {
             return;
         };
         let Some(op) = self.operations.remove(id) else {
             return;
         };
-        let jobs: Vec<ArchivedJob> = jobs
-            .into_iter()
-            .map(|info| ArchivedJob {
-                stdout: String::new(),
-                stderr: String::new(),
-                info,
-            })
-            .collect();
         for job in op.jobs.keys() {
             self.jobs.forget(job);
         }
         self.indexes.get_mut().mark(id);
-        self.retired.push(Archived { info, jobs });
+        self.retired.push(Archived {
+            info,
+            attempts: op.attempt_count(),
+            task_names: op.tasks.iter().map(|t| t.name.clone()).collect(),
+        });
     }
 
     /// Operations retired since the last call, for the archive.

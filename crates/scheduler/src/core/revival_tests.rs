@@ -114,7 +114,7 @@ fn jobs_no_node_reports_within_the_window_run_again() {
         .history
         .iter()
         .any(|h| h.event.contains("did not report it")));
-    let jobs = core.list_jobs(&op()).unwrap();
+    let jobs = core.held_jobs(&op()).unwrap();
     assert!(jobs
         .iter()
         .filter(|j| j.state == JobState::Aborted)

@@ -6,7 +6,7 @@ use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::units::ByteSize;
-use ytsched_common::IncarnationId;
+use ytsched_common::{IncarnationId, JobId};
 
 pub(super) fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
     VanillaSpec::single_task(TaskSpec {
@@ -97,7 +97,7 @@ fn jobs_fill_node_and_operation_completes() {
     let info = core.operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 6);
-    let jobs = core.list_jobs(&op).unwrap();
+    let jobs = core.held_jobs(&op).unwrap();
     core.job_output_ready(&op, &jobs[0].id).unwrap();
     // What the jobs printed goes to the store, once per attempt, and not into memory.
     let outputs: Vec<_> = core
@@ -230,7 +230,7 @@ fn abort_tells_the_node_until_it_stops_reporting_the_job() {
         assert_eq!(r.jobs_to_abort[0].reason, AbortReason::OperationAborted);
         assert!(r.jobs_to_start.is_empty());
     }
-    let jobs = core.list_jobs(&op).unwrap();
+    let jobs = core.held_jobs(&op).unwrap();
     assert_eq!(jobs[0].state, JobState::Aborted);
     assert!(core.abort_operation(&op, 5).is_err());
 }
@@ -593,27 +593,79 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
         cursor,
         state,
     };
+    let ids = |plan: &super::JobPagePlan| -> Vec<JobId> {
+        plan.entries
+            .iter()
+            .map(|(_, e)| match e {
+                super::JobEntry::Held(info) => info.id.clone(),
+                super::JobEntry::Stored(id) => id.clone(),
+            })
+            .collect()
+    };
     let first = core.list_jobs_page(&request(Some(2), None, None)).unwrap();
-    assert_eq!(first.jobs.len(), 2);
+    assert_eq!(first.entries.len(), 2);
+    let cursor = |p: &super::JobPagePlan| p.next_cursor.map(|c| c.to_string());
     let second = core
-        .list_jobs_page(&request(Some(2), first.next_cursor.clone(), None))
+        .list_jobs_page(&request(Some(2), cursor(&first), None))
         .unwrap();
     let third = core
-        .list_jobs_page(&request(Some(2), second.next_cursor.clone(), None))
+        .list_jobs_page(&request(Some(2), cursor(&second), None))
         .unwrap();
-    assert_eq!(third.jobs.len(), 1);
+    assert_eq!(third.entries.len(), 1);
     assert_eq!(third.next_cursor, None);
-    let mut seen: Vec<_> = [first.jobs, second.jobs, third.jobs]
-        .concat()
-        .into_iter()
-        .map(|j| j.id)
-        .collect();
+    let mut seen: Vec<_> = [ids(&first), ids(&second), ids(&third)].concat();
     seen.dedup();
     assert_eq!(seen.len(), 5, "every attempt once");
     let running = core
         .list_jobs_page(&request(None, None, Some(JobState::Running)))
         .unwrap();
-    assert_eq!(running.jobs.len(), 3);
+    assert_eq!(running.entries.len(), 3);
+    // Once their records are taken for the store, finished attempts leave memory: the
+    // page names them for the store to answer, and counts and filters still hold.
+    assert!(first
+        .entries
+        .iter()
+        .all(|(_, e)| matches!(e, super::JobEntry::Held(_))));
+    core.take_changes();
+    let completed = core
+        .list_jobs_page(&request(None, None, Some(JobState::Completed)))
+        .unwrap();
+    assert_eq!(
+        ids(&completed),
+        vec![started[0].job_id.clone(), started[1].job_id.clone()]
+    );
+    assert!(completed
+        .entries
+        .iter()
+        .all(|(_, e)| matches!(e, super::JobEntry::Stored(_))));
+    let all = core.list_jobs_page(&request(None, None, None)).unwrap();
+    assert_eq!(ids(&all), seen);
+    assert_eq!(
+        core.operation(&op).unwrap().jobs.len(),
+        3,
+        "only running ones held"
+    );
+    let counts = core.operation_info(&op).unwrap().jobs;
+    assert_eq!((counts.completed, counts.running), (2, 3));
+    // Their output can still be asked for (the store has it); a made-up id cannot.
+    core.job_output_ready(&op, &started[0].job_id).unwrap();
+    let made_up = JobId(format!("{}-99", op));
+    assert_eq!(
+        core.job_output_ready(&op, &made_up).unwrap_err().kind,
+        ytsched_common::api::ErrorKind::NotFound
+    );
+    // A result sent again for a released attempt is acknowledged and changes nothing.
+    let again = core.process_heartbeat(
+        heartbeat(
+            "n1",
+            8.0,
+            &started[2..],
+            vec![done(&started[0], JobState::Completed)],
+        ),
+        30,
+    );
+    assert_eq!(again.acknowledged_jobs, vec![started[0].job_id.clone()]);
+    assert_eq!(core.operation_info(&op).unwrap().jobs.completed, 2);
     assert!(core
         .list_jobs_page(&request(Some(0), None, None))
         .unwrap_err()
@@ -763,12 +815,12 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert_eq!(retired.len(), 1);
     assert_eq!(retired[0].info.id, a);
     assert_eq!(retired[0].info.state, OperationState::Completed);
-    assert_eq!(retired[0].jobs.len(), 1);
-    // Its output is in the store, not here: the archive reads it from there.
-    assert_eq!(retired[0].jobs[0].stdout, "");
+    // Its attempts and their output are in the store, not here: the archive reads
+    // them from there.
+    assert_eq!(retired[0].attempts, 1);
     assert_eq!(
         retired[0].job_ids().collect::<Vec<_>>(),
-        vec![&retired[0].jobs[0].info.id]
+        vec![JobId(format!("{a}-0"))]
     );
     let err = core.operation_info(&a).unwrap_err();
     assert_eq!(err.kind, ytsched_common::api::ErrorKind::NotFound);
