@@ -1,10 +1,10 @@
 //! The scheduler's HTTP face (SPEC 6.4, `--http ADDR`): a read-only web page of
 //! operations, pool trees and nodes, the same data as JSON under `/api/`, and Prometheus
-//! text at `/metrics`. Every answer is read from the core under its lock; nothing here
-//! changes state.
+//! text at `/metrics`. Every answer is read from the core under its lock (job attempts
+//! the core let go of, from the state bucket after it); nothing here changes state.
 
 use crate::core::SchedulerCore;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -12,11 +12,25 @@ use axum::{Json, Router};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
+use ytsched_common::api::{ApiError, JobPage, ListJobs};
 use ytsched_common::OperationId;
 
 type Core = Arc<Mutex<SchedulerCore>>;
 
-pub fn router(core: Core) -> Router {
+/// What the HTTP face reads: the core, and the state bucket for settled job attempts.
+#[derive(Clone)]
+pub struct Face {
+    pub core: Core,
+    pub state: async_nats::jetstream::kv::Store,
+}
+
+/// Most bytes of one JSON page of jobs.
+const MAX_JOB_PAGE_BYTES: usize = 4 << 20;
+
+/// Job attempts shown on an operation's page (JSON pages on past them).
+const JOBS_ON_PAGE: u32 = 100;
+
+pub fn router(face: Face) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/operations/{id}", get(operation_page))
@@ -26,13 +40,13 @@ pub fn router(core: Core) -> Router {
         .route("/api/nodes", get(api_nodes))
         .route("/api/orchid", get(api_orchid))
         .route("/metrics", get(metrics))
-        .with_state(core)
+        .with_state(face)
 }
 
 /// Serves until the listener fails; logs where it listens.
-pub async fn serve(listener: tokio::net::TcpListener, core: Core) -> anyhow::Result<()> {
+pub async fn serve(listener: tokio::net::TcpListener, face: Face) -> anyhow::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "HTTP listening");
-    axum::serve(listener, router(core)).await?;
+    axum::serve(listener, router(face)).await?;
     Ok(())
 }
 
@@ -58,7 +72,7 @@ fn error_response(e: ytsched_common::api::ApiError) -> Response {
 // Nobody is authenticated here: operations show without their secrets (environment
 // values, stdin), and job output is never served.
 
-async fn api_operations(State(core): State<Core>) -> Response {
+async fn api_operations(State(Face { core, .. }): State<Face>) -> Response {
     let ops: Vec<_> = lock(&core)
         .list_operations()
         .into_iter()
@@ -67,30 +81,53 @@ async fn api_operations(State(core): State<Core>) -> Response {
     Json(ops).into_response()
 }
 
-async fn api_operation(State(core): State<Core>, Path(id): Path<String>) -> Response {
+async fn api_operation(State(Face { core, .. }): State<Face>, Path(id): Path<String>) -> Response {
     match lock(&core).operation_info(&OperationId(id)) {
         Ok(info) => Json(info.redacted()).into_response(),
         Err(e) => error_response(e),
     }
 }
 
-async fn api_jobs(State(core): State<Core>, Path(id): Path<String>) -> Response {
-    match lock(&core).held_jobs(&OperationId(id)) {
-        Ok(jobs) => Json(jobs).into_response(),
+/// Query of `/api/operations/{id}/jobs`: as `list-jobs` (`limit`, `cursor`, `state`).
+#[derive(serde::Deserialize)]
+struct JobsQuery {
+    limit: Option<u32>,
+    cursor: Option<String>,
+    state: Option<ytsched_common::states::JobState>,
+}
+
+async fn api_jobs(
+    State(face): State<Face>,
+    Path(id): Path<String>,
+    Query(q): Query<JobsQuery>,
+) -> Response {
+    let req = ListJobs {
+        operation_id: OperationId(id),
+        limit: q.limit,
+        cursor: q.cursor,
+        state: q.state,
+    };
+    match job_page(&face, &req).await {
+        Ok(page) => Json(page).into_response(),
         Err(e) => error_response(e),
     }
 }
 
-async fn api_nodes(State(core): State<Core>) -> Response {
+async fn job_page(face: &Face, req: &ListJobs) -> Result<JobPage, ApiError> {
+    let plan = lock(&face.core).list_jobs_page(req)?;
+    crate::job_pages::read_job_page(&face.state, plan, MAX_JOB_PAGE_BYTES).await
+}
+
+async fn api_nodes(State(Face { core, .. }): State<Face>) -> Response {
     Json(lock(&core).list_nodes()).into_response()
 }
 
-async fn api_orchid(State(core): State<Core>) -> Response {
+async fn api_orchid(State(Face { core, .. }): State<Face>) -> Response {
     Json(lock(&core).orchid()).into_response()
 }
 
 /// Prometheus text exposition: node, operation and job counts, and per pool its shares.
-async fn metrics(State(core): State<Core>) -> Response {
+async fn metrics(State(Face { core, .. }): State<Face>) -> Response {
     let (nodes, operations, orchid) = {
         let c = lock(&core);
         (c.list_nodes(), c.list_operations(), c.orchid())
@@ -153,7 +190,7 @@ fn ratio(v: &Value) -> String {
 
 const STYLE: &str = "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#eee}</style>";
 
-async fn index(State(core): State<Core>) -> Html<String> {
+async fn index(State(Face { core, .. }): State<Face>) -> Html<String> {
     let (nodes, operations, orchid) = {
         let c = lock(&core);
         (c.list_nodes(), c.list_operations(), c.orchid())
@@ -231,14 +268,21 @@ async fn index(State(core): State<Core>) -> Html<String> {
     Html(h)
 }
 
-async fn operation_page(State(core): State<Core>, Path(id): Path<String>) -> Response {
+async fn operation_page(State(face): State<Face>, Path(id): Path<String>) -> Response {
     let op = OperationId(id.clone());
-    let (info, jobs) = {
-        let c = lock(&core);
-        match (c.operation_info(&op), c.held_jobs(&op)) {
-            (Ok(i), Ok(j)) => (i, j),
-            (Err(e), _) | (_, Err(e)) => return error_response(e),
-        }
+    let info = match lock(&face.core).operation_info(&op) {
+        Ok(i) => i,
+        Err(e) => return error_response(e),
+    };
+    let req = ListJobs {
+        operation_id: op,
+        limit: Some(JOBS_ON_PAGE),
+        cursor: None,
+        state: None,
+    };
+    let (jobs, more) = match job_page(&face, &req).await {
+        Ok(p) => (p.jobs, p.next_cursor.is_some()),
+        Err(e) => return error_response(e),
     };
     let id = escape(&id);
     let mut h = format!(
@@ -277,5 +321,11 @@ async fn operation_page(State(core): State<Core>, Path(id): Path<String>) -> Res
         );
     }
     h.push_str("</table>");
+    if more {
+        let _ = write!(
+            h,
+            "<p>The first {JOBS_ON_PAGE} attempts; all of them: <a href=\"/api/operations/{id}/jobs\">/api/operations/{id}/jobs</a> (paged by <code>cursor</code>).</p>"
+        );
+    }
     Html(h).into_response()
 }

@@ -7,6 +7,7 @@
 pub mod archive;
 pub mod core;
 pub mod http;
+pub mod job_pages;
 pub mod lease;
 pub mod service;
 pub mod simulate;

@@ -4,14 +4,15 @@
 
 use crate::archive::{Archive, ArchivedOperation};
 use crate::core::{
-    authorize_operation_of, controls_operation_of, job_info, ClusterConfig, CoreConfig, CoreEvent,
-    Effects, JobEntry, JobPagePlan, SchedulerCore,
+    authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, CoreEvent, Effects,
+    JobEntry, JobPagePlan, SchedulerCore,
 };
+use crate::job_pages::{fitting_job_page, read_job_page};
 use crate::lease::Lease;
 use crate::store;
 use crate::writer::Writer;
 use anyhow::Context;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{debug, error, info, warn};
@@ -496,9 +497,12 @@ pub async fn run(
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("--http {addr}: cannot listen"))?;
-        let core = driver.core.clone();
+        let face = crate::http::Face {
+            core: driver.core.clone(),
+            state: driver.state.clone(),
+        };
         tokio::spawn(async move {
-            if let Err(e) = crate::http::serve(listener, core).await {
+            if let Err(e) = crate::http::serve(listener, face).await {
                 error!(error = %e, "HTTP server stopped");
             }
         });
@@ -658,7 +662,11 @@ fn dispatch(
                     JobEntry::Held(info) => Some((seq, *info)),
                     JobEntry::Stored(_) => None,
                 });
-                Ok(fitting_job_page(entries.collect(), plan.next_cursor))
+                Ok(fitting_job_page(
+                    entries.collect(),
+                    plan.next_cursor,
+                    MAX_PAGE_BYTES,
+                ))
             } else {
                 // Settled attempts are read from the store outside the core lock.
                 *then = Some(Continuation::JobPage(plan));
@@ -832,7 +840,9 @@ impl Continuation {
                     )),
                 })
             }
-            Continuation::JobPage(plan) => reply(read_job_page(&driver.state, plan).await),
+            Continuation::JobPage(plan) => {
+                reply(read_job_page(&driver.state, plan, MAX_PAGE_BYTES).await)
+            }
             Continuation::ListArchive {
                 mut page,
                 filter,
@@ -862,45 +872,6 @@ impl Continuation {
             }
         }
     }
-}
-
-/// Completes a `list-jobs` page with the records of the attempts the core let go of.
-async fn read_job_page(
-    state: &async_nats::jetstream::kv::Store,
-    plan: JobPagePlan,
-) -> Result<api::JobPage, ApiError> {
-    const READS_IN_FLIGHT: usize = 32;
-    let JobPagePlan {
-        operation,
-        entries,
-        next_cursor,
-        task_names,
-    } = plan;
-    let (operation, task_names) = (&operation, &task_names);
-    let read: Vec<Option<(u64, api::JobInfo)>> = futures::stream::iter(entries)
-        .map(|(seq, entry)| async move {
-            match entry {
-                JobEntry::Held(info) => Ok(Some((seq, *info))),
-                JobEntry::Stored(job) => match store::job_record(state, &job).await {
-                    Ok(Some(r)) => Ok(Some((seq, job_info(operation, task_names, &r.job)))),
-                    Ok(None) => {
-                        warn!(job = %job, "a settled job attempt has no record in the store");
-                        Ok(None)
-                    }
-                    Err(e) => Err(ApiError::of(
-                        api::ErrorKind::Unavailable,
-                        format!("job {job} cannot be read from the store: {e}"),
-                    )),
-                },
-            }
-        })
-        .buffered(READS_IN_FLIGHT)
-        .try_collect()
-        .await?;
-    Ok(fitting_job_page(
-        read.into_iter().flatten().collect(),
-        next_cursor,
-    ))
 }
 
 /// Answers a read of an operation the core no longer holds from the archive, with the
@@ -1109,25 +1080,6 @@ fn fitting_page<P: serde::Serialize>(
             return Ok(p);
         }
         limit = Some(asked / 2);
-    }
-}
-
-/// A `list-jobs` page of `entries` (with their attempt numbers) that fits one NATS
-/// message: what does not fit starts the next page.
-fn fitting_job_page(mut entries: Vec<(u64, api::JobInfo)>, next: Option<u64>) -> api::JobPage {
-    let mut next = next;
-    loop {
-        let page = api::JobPage {
-            jobs: entries.iter().map(|(_, j)| j.clone()).collect(),
-            next_cursor: next.map(|s| s.to_string()),
-        };
-        let size = encode(&page).map(|b| b.len()).unwrap_or(usize::MAX);
-        if size <= MAX_PAGE_BYTES || entries.len() <= 1 {
-            return page;
-        }
-        let keep = entries.len() / 2;
-        next = Some(entries[keep].0);
-        entries.truncate(keep);
     }
 }
 

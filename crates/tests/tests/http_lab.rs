@@ -62,7 +62,18 @@ fn web_page_json_and_metrics() {
     assert_eq!(info["state"], "completed");
     let (_, jobs) = get(&addr, &format!("/api/operations/{op}/jobs"));
     let jobs: serde_json::Value = serde_json::from_str(&jobs).unwrap();
-    let job = jobs[0]["id"].as_str().unwrap().to_string();
+    // The finished attempt is no longer held by the core: the page reads it from the
+    // store.
+    assert_eq!(jobs["jobs"][0]["state"], "completed", "{jobs}");
+    let job = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    let (status, none) = get(&addr, &format!("/api/operations/{op}/jobs?state=failed"));
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&none).unwrap()["jobs"],
+        serde_json::json!([])
+    );
+    let (status, _) = get(&addr, &format!("/api/operations/{op}/jobs?cursor=x"));
+    assert_eq!(status, 400);
     // The HTTP side authenticates no one: it never serves job output.
     let (status, _) = get(&addr, &format!("/operations/{op}/jobs/{job}/stderr"));
     assert_eq!(status, 404);
