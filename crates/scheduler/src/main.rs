@@ -8,6 +8,23 @@ use ytsched_scheduler::core::config_file::ConfigFile;
 use ytsched_scheduler::core::CoreConfig;
 use ytsched_scheduler::service::{run, ServiceConfig};
 
+/// mimalloc, purging freed memory at once, gives a burst's memory back where glibc's
+/// malloc kept its peak resident, and allocates faster under load (README, Performance:
+/// 1,000,000 jobs on 1,000 nodes end at 83 MiB instead of 213, at 10,100 instead of
+/// 6,600 jobs/s).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_purge_delay` in mimalloc's option enum (v2 and v3 alike), which
+/// libmimalloc-sys does not name.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+fn purge_freed_memory_at_once() {
+    // SAFETY: sets a plain integer option of the allocator, which mimalloc allows at
+    // any time from any thread; no memory is touched.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+}
+
 /// The ytsched scheduler: divides the cluster between operations and answers node heartbeats.
 #[derive(Parser, Debug)]
 #[command(name = "ytsched-scheduler", version)]
@@ -54,6 +71,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    purge_freed_memory_at_once();
     ytsched_common::logging::init("info");
     let args = Args::parse();
     if args.node_heartbeat_timeout.0 < ytsched_common::pool_config::MIN_NODE_HEARTBEAT_TIMEOUT_MS {
