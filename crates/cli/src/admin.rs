@@ -56,7 +56,7 @@ pub struct Session<'a> {
 }
 
 impl Session<'_> {
-    async fn call<M: ApiMethod>(&self, body: M) -> anyhow::Result<M::Response> {
+    pub async fn call<M: ApiMethod>(&self, body: M) -> anyhow::Result<M::Response> {
         Ok(call(self.client, self.subjects, self.user, body).await?)
     }
 

@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod drain;
 mod lab;
 mod list_operations;
 mod output;
@@ -84,7 +85,10 @@ enum Command {
         operation: OperationId,
         job: JobId,
     },
+    /// Nodes with their state, tree, resources, running jobs, tags and maintenance.
     ListNodes,
+    /// Decommission a node (no new jobs; running ones finish); --wait until it is empty.
+    Drain(drain::DrainArgs),
     /// Create a pool (`scheduler_pool`) or a pool tree (`scheduler_pool_tree`).
     Create(admin::CreateArgs),
     /// Print the value at a path (//sys/pool_trees/..., //sys/scheduler/orchid/...).
@@ -260,6 +264,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print_output(c, s, user, operation, job, OutputStream::Stderr).await
         }
         Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, cli.format),
+        Command::Drain(args) => admin.drain(args).await,
         Command::Create(args) => admin.create(args).await,
         Command::Get { path } => admin.get(path, cli.format).await,
         Command::Set { path, .. } => admin.set(path, set_value.expect("parsed above")).await,

@@ -165,6 +165,7 @@ impl Tabular for Vec<NodeInfo> {
             "system tags",
             "tags",
             "user tags",
+            "maintenance",
         ]);
         for n in self {
             t.add_row(vec![
@@ -180,6 +181,7 @@ impl Tabular for Vec<NodeInfo> {
                 n.system_tags.join(" "),
                 n.tags.join(" "),
                 n.user_tags.join(" "),
+                n.maintenance.summary(),
             ]);
         }
         t

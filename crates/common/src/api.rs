@@ -368,6 +368,9 @@ pub struct NodeInfo {
     pub resource_usage: ResourceVector,
     pub running_job_count: u64,
     pub last_heartbeat: UnixMillis,
+    /// `banned`, `decommissioned`, `disable_scheduler_jobs` (SPEC 5.13).
+    #[serde(default)]
+    pub maintenance: crate::maintenance::NodeMaintenance,
 }
 
 // Admin verbs on YTsaurus paths (SPEC 6.1). Values travel as JSON text so that any

@@ -12,6 +12,7 @@ pub mod codec;
 pub mod identity;
 pub mod ids;
 pub mod logging;
+pub mod maintenance;
 pub mod names;
 pub mod pool_config;
 pub mod protocol;

@@ -79,6 +79,9 @@ pub enum AbortReason {
     /// Its node left the job's pool tree (re-tagged, or the tree's filter changed); the
     /// job runs again in its tree. YTsaurus calls this `node_fair_share_tree_changed`.
     NodeFairShareTreeChanged,
+    /// An admin banned its node (`//sys/cluster_nodes/<n>/@banned`); the job runs again
+    /// elsewhere.
+    NodeBanned,
 }
 
 impl AbortReason {
@@ -91,6 +94,7 @@ impl AbortReason {
             Self::ResourceOvercommit => "resource_overcommit",
             Self::ResourceLimitsViolation => "resource_limits_violation",
             Self::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
+            Self::NodeBanned => "node_banned",
         }
     }
 }

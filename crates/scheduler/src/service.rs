@@ -1008,6 +1008,9 @@ fn log_events(events: &[CoreEvent]) {
                 lost_jobs,
                 silent_nodes, "revival done: jobs no node reported will run again"
             ),
+            CoreEvent::NodeMaintenance { id, maintenance } => {
+                info!(node = %id, maintenance = %maintenance.summary(), "node maintenance changed")
+            }
             CoreEvent::NodeRestarted { id } => {
                 info!(node = %id, "node restarted (new incarnation)")
             }

@@ -5,6 +5,7 @@
 use super::pool_tree::{validate_tree_name, PoolTree};
 use super::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Map, Value};
+use ytsched_common::maintenance::MaintenanceFlag;
 use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
     DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
@@ -250,6 +251,9 @@ impl SchedulerCore {
                     "state": n.state_name(),
                     "pool_tree": n.registered_tree(),
                     "registration_error": n.registration_error(),
+                    "banned": n.maintenance.banned,
+                    "decommissioned": n.maintenance.decommissioned,
+                    "disable_scheduler_jobs": n.maintenance.disable_scheduler_jobs,
                 });
                 match attribute {
                     None if sub.is_empty() => Ok(json!({})),
@@ -367,9 +371,27 @@ impl SchedulerCore {
             } if a == "user_tags" && sub.is_empty() => {
                 self.set_user_tags(&node, value).map_err(here)?;
             }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
+                let flag = MaintenanceFlag::parse(&a).expect("matched above");
+                let on = match value {
+                    Value::Bool(b) => b,
+                    Value::Null => false,
+                    other => {
+                        return Err(here(ConfigError(format!(
+                            "{}: expected true or false, got {other}",
+                            flag.name()
+                        ))))
+                    }
+                };
+                self.set_maintenance(&node, flag, on).map_err(here)?;
+            }
             AdminPath::ClusterNodes | AdminPath::Node { .. } => {
                 return Err(here(ConfigError(
-                    "of a node's attributes only @user_tags can be set".into(),
+                    "of a node's attributes only @user_tags, @banned, @decommissioned and @disable_scheduler_jobs can be set".into(),
                 )))
             }
             AdminPath::Orchid(_) => {
@@ -437,9 +459,17 @@ impl SchedulerCore {
             } if a == "user_tags" && sub.is_empty() => {
                 self.set_user_tags(&node, Value::Null).map_err(here)?;
             }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
+                let flag = MaintenanceFlag::parse(&a).expect("matched above");
+                self.set_maintenance(&node, flag, false).map_err(here)?;
+            }
             _ => {
                 return Err(here(ConfigError(
-                    "only pools, pool trees, their attributes and node @user_tags can be removed"
+                    "only pools, pool trees, their attributes and node @user_tags, @banned, @decommissioned, @disable_scheduler_jobs can be removed"
                         .into(),
                 )))
             }
@@ -567,6 +597,25 @@ impl SchedulerCore {
             self.cluster.node_user_tags.remove(&id);
         } else {
             self.cluster.node_user_tags.insert(id, unique);
+        }
+        Ok(())
+    }
+
+    /// `set //sys/cluster_nodes/<node>/@banned` and its kin: kept in the configuration,
+    /// so they outlive node and scheduler restarts.
+    fn set_maintenance(
+        &mut self,
+        node: &str,
+        flag: MaintenanceFlag,
+        on: bool,
+    ) -> Result<(), ConfigError> {
+        let id = self.known_node(node)?;
+        let mut m = self.cluster.maintenance(&id);
+        m.set(flag, on);
+        if m.is_in_service() {
+            self.cluster.node_maintenance.remove(&id);
+        } else {
+            self.cluster.node_maintenance.insert(id, m);
         }
         Ok(())
     }

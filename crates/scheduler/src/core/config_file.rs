@@ -80,6 +80,7 @@ impl ConfigFile {
             default_tree,
             trees,
             node_user_tags: self.node_user_tags.clone(),
+            node_maintenance: Default::default(),
         };
         c.validate()?;
         Ok(c)

@@ -2,6 +2,7 @@
 //! in the simulator, prints them.
 
 use serde::Serialize;
+use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::protocol::Registration;
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -22,6 +23,11 @@ pub enum CoreEvent {
     },
     NodeRestarted {
         id: NodeId,
+    },
+    /// An admin banned, decommissioned or returned the node to service.
+    NodeMaintenance {
+        id: NodeId,
+        maintenance: NodeMaintenance,
     },
     NodeOffline {
         id: NodeId,

@@ -102,6 +102,7 @@ impl SchedulerCore {
         }
 
         self.evict_jobs_of_other_trees(&node_id, now);
+        self.evict_jobs_of_banned_node(&node_id, now);
         let (mut jobs_to_abort, mut dying, resent) = self.reconcile_running(&req, now);
         let (limit_aborts, freed) = self.enforce_limits(&node_id, now);
         jobs_to_abort.extend(limit_aborts);
@@ -116,14 +117,17 @@ impl SchedulerCore {
             dying,
             jobs_to_abort,
         );
-        self.fill_node(&mut ctx);
-        if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
-            ctx.start(start);
-            for a in aborts {
-                ctx.abort(a);
+        // A node in maintenance takes no new job, so it also preempts nothing for one.
+        if self.nodes[&node_id].maintenance.accepts_new_jobs() {
+            self.fill_node(&mut ctx);
+            if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
+                ctx.start(start);
+                for a in aborts {
+                    ctx.abort(a);
+                }
             }
+            self.speculative_stage(&mut ctx);
         }
-        self.speculative_stage(&mut ctx);
         let HeartbeatContext {
             starts: jobs_to_start,
             aborts: jobs_to_abort,

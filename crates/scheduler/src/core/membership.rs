@@ -63,8 +63,21 @@ impl SchedulerCore {
         };
         let tags = all_tags(node, &self.cluster);
         let registration = registration_for(&self.cluster, &tags);
+        let maintenance = self.cluster.maintenance(id);
         let node = self.nodes.get_mut(id).expect("looked up above");
         node.all_tags = tags;
+        if node.maintenance != maintenance {
+            node.maintenance = maintenance;
+            if node.online {
+                self.events.push(CoreEvent::NodeMaintenance {
+                    id: id.clone(),
+                    maintenance,
+                });
+                // A banned node gives its jobs back at its next heartbeat: now.
+                self.nudges.insert(id.clone());
+            }
+        }
+        let node = self.nodes.get_mut(id).expect("looked up above");
         if node.registration == registration {
             return;
         }
@@ -82,6 +95,32 @@ impl SchedulerCore {
     /// Aborts the jobs a node runs for a tree it is no longer in; they run again in
     /// their tree. Called at the node's heartbeat, before what it runs is reconciled;
     /// does nothing unless its tree changed since the last one.
+    /// A banned node runs nothing: its running jobs are aborted and run again elsewhere.
+    /// (Decommissioned nodes keep theirs until they finish.)
+    pub(super) fn evict_jobs_of_banned_node(&mut self, node_id: &NodeId, now: UnixMillis) {
+        if !self
+            .nodes
+            .get(node_id)
+            .is_some_and(|n| n.maintenance.banned)
+        {
+            return;
+        }
+        let running: Vec<(OperationId, JobId, String)> = self
+            .jobs
+            .on(node_id)
+            .filter_map(|j| {
+                let op = self.jobs.owner(j)?;
+                let job = self.operations.get(op)?.jobs.get(j)?;
+                (job.state == JobState::Running).then(|| (op.clone(), j.clone(), job.tree.clone()))
+            })
+            .collect();
+        for (op, job, tree) in running {
+            let message = format!("node {node_id} is banned; the job runs again elsewhere");
+            self.abort_running_job(node_id, &op, &job, AbortReason::NodeBanned, &message, now);
+            self.mark_stale(&tree);
+        }
+    }
+
     pub(super) fn evict_jobs_of_other_trees(&mut self, node_id: &NodeId, now: UnixMillis) {
         let Some(node) = self.nodes.get_mut(node_id) else {
             return;

@@ -1,6 +1,7 @@
 //! What the scheduler knows about each exec node, learned from its heartbeats.
 
 use std::collections::BTreeSet;
+use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::protocol::{Registration, UnixMillis};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::{IncarnationId, NodeId};
@@ -31,6 +32,9 @@ pub struct Node {
     pub tree_changed: bool,
     /// When this node last ran a preemptive stage (for `preemptive_scheduling_backoff`).
     pub last_preemptive_stage: Option<UnixMillis>,
+    /// A copy of what the configuration says (`ClusterConfig::node_maintenance`), kept
+    /// here so placement reads it without a lookup.
+    pub maintenance: NodeMaintenance,
 }
 
 impl Node {
@@ -51,6 +55,7 @@ impl Node {
             registration: Registration::Idle,
             tree_changed: false,
             last_preemptive_stage: None,
+            maintenance: NodeMaintenance::default(),
         }
     }
 
@@ -81,7 +86,10 @@ impl Node {
         }
     }
 
+    /// Online, in a tree and taking new jobs (not banned or decommissioned).
     pub fn is_schedulable(&self) -> bool {
-        self.online && matches!(self.registration, Registration::Registered { .. })
+        self.online
+            && matches!(self.registration, Registration::Registered { .. })
+            && self.maintenance.accepts_new_jobs()
     }
 }

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
 use ytsched_common::resources::{Resource, EPSILON};
 use ytsched_common::spec::validate_pool_name;
@@ -52,6 +53,9 @@ pub struct ClusterConfig {
     /// kept across node restarts and saved with the trees.
     #[serde(default)]
     pub node_user_tags: BTreeMap<NodeId, Vec<String>>,
+    /// Nodes an admin banned or decommissioned (SPEC 5.13); nodes in service are absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_maintenance: BTreeMap<NodeId, NodeMaintenance>,
 }
 
 pub const DEFAULT_TREE: &str = "default";
@@ -72,6 +76,7 @@ impl Default for ClusterConfig {
             default_tree: Some(DEFAULT_TREE.to_string()),
             trees,
             node_user_tags: BTreeMap::new(),
+            node_maintenance: BTreeMap::new(),
         }
     }
 }
@@ -79,6 +84,10 @@ impl Default for ClusterConfig {
 impl ClusterConfig {
     pub fn user_tags(&self, node: &NodeId) -> &[String] {
         self.node_user_tags.get(node).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn maintenance(&self, node: &NodeId) -> NodeMaintenance {
+        self.node_maintenance.get(node).copied().unwrap_or_default()
     }
 
     pub fn tree(&self, name: &str) -> Result<&PoolTree, ConfigError> {

@@ -140,6 +140,7 @@ impl SchedulerCore {
                 resource_usage: n.reported_usage,
                 running_job_count: self.jobs.count_on(&n.id) as u64,
                 last_heartbeat: n.last_heartbeat,
+                maintenance: n.maintenance,
             })
             .collect()
     }

@@ -100,7 +100,7 @@ impl SchedulerCore {
         let counted = self
             .nodes
             .get(id)
-            .filter(|n| n.online)
+            .filter(|n| n.online && !n.maintenance.banned)
             .and_then(|n| Some((n.registered_tree()?, n.resource_limits)));
         let mut changed = false;
         for (name, t) in self.trees.iter_mut() {

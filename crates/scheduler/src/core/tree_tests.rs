@@ -265,7 +265,7 @@ fn bad_filters_and_user_tags_are_refused_with_reasons() {
     let e = core
         .admin_set("//sys/cluster_nodes/n3/@tags", json!(["x"]))
         .unwrap_err();
-    assert!(e.0.contains("only @user_tags can be set"), "{}", e.0);
+    assert!(e.0.contains("only @user_tags, @banned"), "{}", e.0);
     // Nothing changed.
     assert_eq!(node_info(&core, "n3").tree.as_deref(), Some("other"));
     assert_eq!(
@@ -434,4 +434,118 @@ fn tree_totals_follow_each_node_joining_changing_and_leaving() {
     assert_eq!(core.tree_resources("other").cpu, 8.0);
     let orchid = core.tree_orchid("other").unwrap();
     assert_eq!(orchid["node_count"], json!(2));
+}
+
+/// Two 4-cpu nodes in the default tree, both busy with one operation of `jobs` jobs.
+fn two_busy_nodes(jobs: u32) -> (SchedulerCore, Vec<Agent>) {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut agents = vec![Agent::new("n1", 4.0, &[]), Agent::new("n2", 4.0, &[])];
+    for a in &mut agents {
+        a.beat(&mut core, 0);
+    }
+    core.start_operation(op("o"), "u", spec(jobs, 1.0), 1)
+        .unwrap();
+    for a in &mut agents {
+        a.beat(&mut core, 2);
+        assert_eq!(a.running.len(), 4);
+    }
+    (core, agents)
+}
+
+#[test]
+fn a_banned_node_gives_its_jobs_back_and_they_run_elsewhere() {
+    let (mut core, mut agents) = two_busy_nodes(8);
+    core.admin_set("//sys/cluster_nodes/n1/@banned", json!(true))
+        .unwrap();
+    assert!(node_info(&core, "n1").maintenance.banned);
+    assert_eq!(
+        core.admin_get("//sys/cluster_nodes/n1/@banned").unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        core.tree_resources("default").cpu,
+        4.0,
+        "a banned node offers nothing"
+    );
+    assert!(core.take_nudges().contains(&NodeId("n1".into())));
+    let r = agents[0].beat(&mut core, 3);
+    assert_eq!(r.jobs_to_abort.len(), 4);
+    assert!(r.jobs_to_start.is_empty());
+    for a in &r.jobs_to_abort {
+        assert_eq!(a.reason, AbortReason::NodeBanned);
+        assert!(a.message.contains("n1 is banned"), "{}", a.message);
+    }
+    let info = core.operation_info(&op("o")).unwrap();
+    assert_eq!((info.jobs.waiting, info.jobs.aborted), (4, 4));
+    // The aborted jobs run on n2 once it has room; n1 gets none of them.
+    agents[1].finish_all(&mut core, 4);
+    assert_eq!(agents[1].running.len(), 4);
+    assert!(agents[0].beat(&mut core, 5).jobs_to_start.is_empty());
+    // Back in service, it takes work again.
+    core.admin_remove("//sys/cluster_nodes/n1/@banned").unwrap();
+    assert!(core.cluster_config().node_maintenance.is_empty());
+    core.start_operation(op("more"), "u", spec(2, 1.0), 6)
+        .unwrap();
+    assert_eq!(agents[0].beat(&mut core, 7).jobs_to_start.len(), 2);
+}
+
+#[test]
+fn a_decommissioned_node_finishes_its_jobs_and_takes_no_new_ones() {
+    for flag in ["decommissioned", "disable_scheduler_jobs"] {
+        let (mut core, mut agents) = two_busy_nodes(12);
+        core.admin_set(&format!("//sys/cluster_nodes/n1/@{flag}"), json!(true))
+            .unwrap();
+        let r = agents[0].beat(&mut core, 3);
+        assert!(r.jobs_to_abort.is_empty(), "{flag}: running jobs finish");
+        assert_eq!(agents[0].running.len(), 4);
+        let r = agents[0].finish_all(&mut core, 4);
+        assert!(
+            r.jobs_to_start.is_empty(),
+            "{flag}: 4 jobs wait, none comes here"
+        );
+        assert_eq!(core.operation_info(&op("o")).unwrap().jobs.waiting, 4);
+        assert_eq!(node_info(&core, "n1").running_job_count, 0);
+        assert_eq!(agents[1].finish_all(&mut core, 5).jobs_to_start.len(), 4);
+        assert_eq!(
+            core.admin_get(&format!("//sys/cluster_nodes/n1/@{flag}"))
+                .unwrap(),
+            json!(true)
+        );
+    }
+}
+
+#[test]
+fn maintenance_is_kept_with_the_configuration_and_bad_values_are_refused() {
+    let (mut core, mut agents) = two_busy_nodes(8);
+    core.admin_set("//sys/cluster_nodes/n2/@decommissioned", json!(true))
+        .unwrap();
+    for (path, value, says) in [
+        (
+            "//sys/cluster_nodes/n2/@banned",
+            json!("yes"),
+            "banned: expected true or false",
+        ),
+        (
+            "//sys/cluster_nodes/nope/@banned",
+            json!(true),
+            "no such node: 'nope'",
+        ),
+        (
+            "//sys/cluster_nodes/n2/@hostname",
+            json!(true),
+            "@banned, @decommissioned",
+        ),
+    ] {
+        let e = core.admin_set(path, value).unwrap_err();
+        assert!(e.0.contains(says) && e.0.contains(path), "{}", e.0);
+    }
+    // A scheduler loading this configuration knows n2 is decommissioned when it
+    // reappears.
+    let saved = core.cluster_config().clone();
+    assert!(saved.maintenance(&NodeId("n2".into())).decommissioned);
+    let mut revived = SchedulerCore::new(CoreConfig::default());
+    revived.set_cluster_config(saved).unwrap();
+    let r = agents[1].finish_all(&mut revived, 10);
+    assert!(r.jobs_to_start.is_empty());
+    assert!(node_info(&revived, "n2").maintenance.decommissioned);
 }
