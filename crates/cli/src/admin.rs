@@ -22,8 +22,10 @@ pub enum CreateType {
 
 #[derive(Args, Debug)]
 pub struct CreateArgs {
+    /// What to create.
     #[arg(value_enum)]
     object_type: CreateType,
+    /// The new pool's or tree's name.
     #[arg(long)]
     name: String,
     /// Parent pool (default: the tree's root).

@@ -35,6 +35,7 @@ pub struct AuthArgs {
 pub enum AuthCommand {
     /// Create DIR with keys for the scheduler and a first admin, and auth.conf.
     Init {
+        /// Directory to create (it must not hold identities yet).
         dir: PathBuf,
         /// Name of the first admin.
         #[arg(long, default_value = "admin")]
@@ -49,27 +50,35 @@ pub enum AuthCommand {
     /// Add node identities (each may heartbeat only as its NAME); several names are
     /// added together, all or none, with one server reload.
     AddNode {
+        /// Node ids, as the agents' --node-id (the hostname by default).
         #[arg(required = true, num_args = 1..)]
         names: Vec<String>,
+        /// The identities directory (`ytsched auth init`).
         #[arg(long, env = "YTSCHED_AUTH_DIR")]
         dir: PathBuf,
     },
     /// Add a user identity (its API calls carry NAME); --admin for the admin paths.
     AddUser {
+        /// The user's name: what their operations and ACLs carry.
         name: String,
+        /// May also use admin paths (pools, trees, nodes) and see every operation.
         #[arg(long)]
         admin: bool,
+        /// The identities directory (`ytsched auth init`).
         #[arg(long, env = "YTSCHED_AUTH_DIR")]
         dir: PathBuf,
     },
     /// Remove an identity: its key stops working at once (its connection is closed).
     Revoke {
+        /// The identity to remove.
         name: String,
+        /// The identities directory (`ytsched auth init`).
         #[arg(long, env = "YTSCHED_AUTH_DIR")]
         dir: PathBuf,
     },
     /// List identities (names, roles, public keys; never secrets).
     List {
+        /// The identities directory (`ytsched auth init`).
         #[arg(long, env = "YTSCHED_AUTH_DIR")]
         dir: PathBuf,
     },

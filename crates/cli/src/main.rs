@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod completion;
 mod drain;
 mod lab;
 mod list_operations;
@@ -35,6 +36,7 @@ struct Cli {
         default_value = "nats://127.0.0.1:4222"
     )]
     nats: String,
+    /// First token of every NATS subject: installations sharing a bus differ here.
     #[arg(long, global = true, default_value = ytsched_common::subjects::DEFAULT_PREFIX)]
     subject_prefix: String,
     /// Credentials file (`ytsched auth`); the user is the one named in it.
@@ -46,6 +48,7 @@ struct Cli {
     /// the credentials' identity and this is ignored.
     #[arg(long, global = true, env = "USER", default_value = "root")]
     user: String,
+    /// How answers are printed.
     #[arg(long, global = true, value_enum, default_value = "table")]
     format: Format,
     #[command(subcommand)]
@@ -62,27 +65,39 @@ enum Command {
     RunVanilla(run_vanilla::RunVanillaArgs),
     /// Operations, newest first (filters: --state, --filter-user, --pool, --pool-tree, time).
     ListOperations(list_operations::ListOperationsArgs),
+    /// An operation's state, spec, job counts, fair share and usage.
     GetOperation {
+        /// Operation id (as run-vanilla printed it).
         operation: OperationId,
     },
+    /// Abort an operation: its running jobs are killed.
     AbortOperation {
+        /// Operation id.
         operation: OperationId,
     },
     /// An operation's job attempts, oldest first (--state to filter, --limit to cut).
     ListJobs {
+        /// Operation id.
         operation: OperationId,
+        /// Print at most this many attempts.
         #[arg(long)]
         limit: Option<u32>,
         /// Only attempts in this state: waiting, running, completed, failed, aborted.
         #[arg(long, value_parser = parse_job_state)]
         state: Option<ytsched_common::states::JobState>,
     },
+    /// The tail of a job's stdout.
     GetJobStdout {
+        /// Operation id.
         operation: OperationId,
+        /// Job id (list-jobs shows them).
         job: JobId,
     },
+    /// The tail of a job's stderr.
     GetJobStderr {
+        /// Operation id.
         operation: OperationId,
+        /// Job id (list-jobs shows them).
         job: JobId,
     },
     /// Nodes with their state, tree, resources, running jobs, tags and maintenance.
@@ -93,28 +108,40 @@ enum Command {
     Create(admin::CreateArgs),
     /// Print the value at a path (//sys/pool_trees/..., //sys/scheduler/orchid/...).
     Get {
+        /// e.g. //sys/pool_trees/default/research/@weight
         path: String,
     },
     /// Set the value at a path; VALUE is JSON or YSON text, e.g. '{cpu=4;memory=4G}'.
     Set {
+        /// e.g. //sys/pool_trees/default/research/@weight
         path: String,
+        /// The new value, JSON or YSON.
         value: String,
     },
     /// List the names under a path.
     List {
+        /// e.g. //sys/pool_trees
         path: String,
     },
     /// Remove a pool, a pool tree or an attribute.
     Remove {
+        /// A pool, a pool tree or an attribute path.
         path: String,
     },
     /// Print true or false: does the path exist?
     Exists {
+        /// Any admin path.
         path: String,
     },
     /// Run a scenario against the real scheduler core in virtual time; prints JSON.
     Simulate {
+        /// Scenario file (YAML): nodes, pools, operations, events in virtual time.
         scenario: std::path::PathBuf,
+    },
+    /// Print a shell completion script, e.g. `source <(ytsched completion bash)`.
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -138,6 +165,10 @@ async fn main() {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let subjects = Subjects::new(&cli.subject_prefix);
+    if let Command::Completion { shell } = cli.command {
+        completion::print::<Cli>(shell, &mut std::io::stdout());
+        return Ok(());
+    }
     if let Command::Auth(args) = cli.command {
         return auth::run(args, subjects.prefix());
     }
@@ -187,6 +218,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         eprintln!("started operation {id}");
         let info = run_vanilla::follow(&client, &subjects, user, &id).await?;
+        run_vanilla::show_failed_stderr(&client, &subjects, user, &info).await;
         return run_vanilla::check(&info);
     }
     let client = connect(&cli.nats, "ytsched", false, &auth).await?;
@@ -271,7 +303,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::List { path } => admin.list(path, cli.format).await,
         Command::Remove { path } => admin.remove(path).await,
         Command::Exists { path } => admin.exists(path).await,
-        Command::Up(_) | Command::Auth(_) | Command::RunVanilla(_) | Command::Simulate { .. } => {
+        Command::Up(_)
+        | Command::Auth(_)
+        | Command::RunVanilla(_)
+        | Command::Simulate { .. }
+        | Command::Completion { .. } => {
             unreachable!("handled above")
         }
     }

@@ -28,9 +28,13 @@ pub fn print<T: Tabular>(value: &T, format: Format) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Tables wrap their cells to fit the terminal they are printed on (80 columns is the
+/// narrowest we lay them out for); piped output is not wrapped, so lines stay whole
+/// for grep (scripts should use --format json anyway).
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.set_header(header.to_vec());
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
     t
 }
 
@@ -50,14 +54,7 @@ fn time(ms: Option<u64>) -> String {
 
 impl Tabular for Vec<OperationInfo> {
     fn table(&self) -> Table {
-        let mut t = table(&[
-            "id",
-            "user",
-            "pool",
-            "state",
-            "jobs (run/done/total)",
-            "error",
-        ]);
+        let mut t = table(&["id", "user", "pool", "state", "jobs run/done/all", "error"]);
         for o in self {
             t.add_row(vec![
                 o.id.to_string(),
@@ -120,20 +117,11 @@ impl Tabular for OperationInfo {
 
 impl Tabular for Vec<JobInfo> {
     fn table(&self) -> Table {
-        let mut t = table(&[
-            "job",
-            "task",
-            "index",
-            "state",
-            "node",
-            "wall time",
-            "error",
-        ]);
+        let mut t = table(&["job", "task#", "state", "node", "wall", "error"]);
         for j in self {
             t.add_row(vec![
                 j.id.to_string(),
-                j.task_name.clone(),
-                j.job_index.to_string(),
+                format!("{}#{}", j.task_name, j.job_index),
                 match j.abort_reason {
                     Some(r) => format!("{} ({r})", j.state),
                     None => j.state.to_string(),
@@ -185,5 +173,62 @@ impl Tabular for Vec<NodeInfo> {
             ]);
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ytsched_common::api::JobCounts;
+    use ytsched_common::states::{AbortReason, JobState, OperationState};
+    use ytsched_common::{JobId, NodeId, OperationId};
+
+    fn widest_line(t: &mut Table) -> usize {
+        t.set_width(80);
+        t.to_string()
+            .lines()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn job_and_operation_lists_fit_80_columns() {
+        let op = OperationId::random();
+        let jobs: Vec<JobInfo> = (0..3)
+            .map(|i| JobInfo {
+                id: JobId(format!("{op}-{i}")),
+                operation_id: op.clone(),
+                task_name: "main".into(),
+                job_index: i,
+                state: JobState::Aborted,
+                node_id: Some(NodeId("worker-node-17".into())),
+                start_time: Some(1),
+                finish_time: Some(2),
+                error: Some("node worker-node-17 is banned; the job runs again elsewhere".into()),
+                abort_reason: Some(AbortReason::NodeBanned),
+                statistics: None,
+            })
+            .collect();
+        let mut shown = jobs.table();
+        assert!(widest_line(&mut shown) <= 80, "{shown}");
+        println!("{shown}");
+        let ops: Vec<OperationInfo> = (0..3)
+            .map(|_| {
+                let mut o: OperationInfo = serde_json::from_value(serde_json::json!({
+                    "id": OperationId::random(), "user": "alice", "state": OperationState::Failed,
+                    "pool": "research-team", "title": null, "weight": 1.0,
+                    "error": "job main#0 failed: exit code 1 (stderr: command not found)",
+                    "start_time": 1, "finish_time": null,
+                    "jobs": JobCounts::default(),
+                    "resource_usage": ResourceVector::ZERO, "resource_demand": ResourceVector::ZERO,
+                    "spec": {"tasks": {"main": {"command": "true"}}},
+                }))
+                .unwrap();
+                o.jobs.total = 100_000;
+                o
+            })
+            .collect();
+        assert!(widest_line(&mut ops.table()) <= 80, "{}", ops.table());
     }
 }

@@ -6,11 +6,13 @@ use clap::Args;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
-use ytsched_common::api::{GetOperation, OperationInfo, StartOperation};
+use ytsched_common::api::{
+    GetJobOutput, GetOperation, ListJobs, OperationInfo, OutputStream, StartOperation,
+};
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
-use ytsched_common::states::OperationState;
+use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::{call, TransportError};
 use ytsched_common::units::ByteSize;
@@ -24,25 +26,31 @@ pub struct RunVanillaArgs {
     /// Shell command each job runs (`sh -c`).
     #[arg(long)]
     pub command: Option<String>,
+    /// How many jobs the task runs (default 1).
     #[arg(long)]
     pub job_count: Option<u32>,
+    /// Cores each job gets (default 1; fractions allowed).
     #[arg(long)]
     pub cpu_limit: Option<f64>,
     /// e.g. 512M, 1G.
     #[arg(long)]
     pub memory_limit: Option<ByteSize>,
+    /// GPUs each job gets (default 0; it sees them as CUDA_VISIBLE_DEVICES).
     #[arg(long)]
     pub gpu_limit: Option<u32>,
     /// Text fed to each job's stdin.
     #[arg(long)]
     pub stdin: Option<String>,
+    /// Pool to run in (default: one named after the user).
     #[arg(long)]
     pub pool: Option<PoolName>,
+    /// The operation's weight within its pool (default 1).
     #[arg(long)]
     pub weight: Option<f64>,
     /// Comma-separated pool trees.
     #[arg(long, value_delimiter = ',')]
     pub pool_trees: Option<Vec<TreeName>>,
+    /// A name for people, shown by list-operations.
     #[arg(long)]
     pub title: Option<String>,
     /// A spec file (YAML or JSON); flags override its single task and top-level fields.
@@ -171,6 +179,20 @@ pub async fn follow(
     id: &OperationId,
 ) -> anyhow::Result<OperationInfo> {
     let tty = std::io::stderr().is_terminal();
+    // On a terminal: a bar of completed jobs with counts and elapsed time; elsewhere
+    // (logs, CI) one plain line per change.
+    let bar = tty.then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] {bar:30} {pos}/{len} completed · {msg}",
+            )
+            .expect("a valid template"),
+        );
+        bar.set_prefix(id.to_string());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
     let mut last = String::new();
     let mut unreachable_since: Option<std::time::Instant> = None;
     loop {
@@ -204,25 +226,85 @@ pub async fn follow(
             Err(e) => return Err(e.into()),
         };
         let j = &info.jobs;
-        let line = format!(
-            "{id}: {} · waiting {} · running {} · completed {}/{} · failed {}",
-            info.state, j.waiting, j.running, j.completed, j.total, j.failed
-        );
-        if line != last {
-            if tty {
-                eprint!("\r\x1b[2K{line}");
-            } else {
+        if let Some(bar) = &bar {
+            bar.set_length(j.total);
+            bar.set_position(j.completed);
+            bar.set_message(format!(
+                "{} · waiting {} · running {} · failed {}",
+                info.state, j.waiting, j.running, j.failed
+            ));
+        } else {
+            let line = format!(
+                "{id}: {} · waiting {} · running {} · completed {}/{} · failed {}",
+                info.state, j.waiting, j.running, j.completed, j.total, j.failed
+            );
+            if line != last {
                 eprintln!("{line}");
+                last = line;
             }
-            last = line;
         }
         if info.state.is_finished() {
-            if tty {
-                eprintln!();
+            if let Some(bar) = &bar {
+                bar.finish();
             }
             return Ok(info);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Failed jobs shown when an operation fails, and lines of stderr shown of each.
+const FAILED_JOBS_SHOWN: u32 = 3;
+const STDERR_LINES_SHOWN: usize = 20;
+
+/// After a failure, the end of the stderr of its first failed jobs: usually the reason,
+/// without a second command. Best effort: what cannot be read is said, not fatal.
+pub async fn show_failed_stderr(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    user: &Caller,
+    info: &OperationInfo,
+) {
+    if info.state != OperationState::Failed || info.jobs.failed == 0 {
+        return;
+    }
+    let request = ListJobs {
+        operation_id: info.id.clone(),
+        limit: Some(FAILED_JOBS_SHOWN),
+        cursor: None,
+        state: Some(JobState::Failed),
+    };
+    let page = match call(client, subjects, user, request).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("(could not list the failed jobs: {e})");
+            return;
+        }
+    };
+    for job in page.jobs.iter().take(FAILED_JOBS_SHOWN as usize) {
+        let asked = GetJobOutput {
+            operation_id: info.id.clone(),
+            job_id: job.id.clone(),
+            stream: OutputStream::Stderr,
+        };
+        let reason = job.error.as_deref().unwrap_or("failed");
+        match call(client, subjects, user, asked).await {
+            Ok(text) => {
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(STDERR_LINES_SHOWN)..];
+                eprintln!(
+                    "--- job {} ({}#{}): {reason}; stderr, last {} line(s):",
+                    job.id,
+                    job.task_name,
+                    job.job_index,
+                    tail.len()
+                );
+                for l in tail {
+                    eprintln!("{l}");
+                }
+            }
+            Err(e) => eprintln!("--- job {}: {reason}; stderr unavailable: {e}", job.id),
+        }
     }
 }
 

@@ -69,6 +69,7 @@ pub struct TlsFiles {
         value_name = "FILE"
     )]
     pub cert: Option<PathBuf>,
+    /// The client certificate's private key (with --tls-cert).
     #[arg(
         long = "tls-key",
         env = "YTSCHED_TLS_KEY",

@@ -261,6 +261,26 @@ fn garbage_on_heartbeat_and_api_subjects_is_logged_and_the_scheduler_keeps_servi
 }
 
 #[test]
+fn a_failed_synchronous_run_prints_the_stderr_tail_of_its_failed_jobs() {
+    let lab = Lab::start(vec![two_cpu_node()]).unwrap();
+    let out = lab.ytsched(&[
+        "run-vanilla",
+        "--command",
+        "echo line-one >&2; echo the-real-reason >&2; exit 3",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("stderr, last 2 line(s):"), "{stderr}");
+    let reason = stderr
+        .find("the-real-reason")
+        .expect("the job's stderr is shown");
+    assert!(stderr[..reason].contains("line-one"), "{stderr}");
+    // Not a terminal: plain progress lines, no bar drawing.
+    assert!(stderr.contains("· completed 0/1"), "{stderr}");
+    assert!(!stderr.contains('\r'), "{stderr}");
+}
+
+#[test]
 fn agent_killed_mid_job_takes_its_job_along_and_the_restart_cleans_up() {
     let mut lab = Lab::start(vec![two_cpu_node()]).unwrap();
     let marker = format!("sleep 92{}", std::process::id());
