@@ -14,7 +14,8 @@ mod tls;
 use clap::{Parser, Subcommand};
 use output::Format;
 use ytsched_common::api::{
-    AbortOperation, GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
+    AbortOperation, ExplainOperation, GetJobOutput, GetOperation, ListJobs, ListNodes,
+    ListOperations, OutputStream,
 };
 use ytsched_common::identity::{Caller, Role, UserName};
 use ytsched_common::subjects::Subjects;
@@ -68,6 +69,12 @@ enum Command {
     /// An operation's state, spec, job counts, fair share and usage.
     GetOperation {
         /// Operation id (as run-vanilla printed it).
+        operation: OperationId,
+    },
+    /// Why an operation is where it is: pending limits, nodes, its fair share and how
+    /// it was made, starvation and preemption.
+    Explain {
+        /// Operation id.
         operation: OperationId,
     },
     /// Abort an operation: its running jobs are killed.
@@ -248,6 +255,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .await?,
             cli.format,
         ),
+        Command::Explain { operation } => {
+            let why = call(
+                c,
+                s,
+                user,
+                ExplainOperation {
+                    operation_id: operation,
+                },
+            )
+            .await?;
+            match cli.format {
+                output::Format::Table => print!("{}", why.text()),
+                f => output::print_plain(&why, f)?,
+            }
+            Ok(())
+        }
         Command::AbortOperation { operation } => {
             call(
                 c,

@@ -31,6 +31,15 @@ pub fn print<T: Tabular>(value: &T, format: Format) -> anyhow::Result<()> {
 /// Tables wrap their cells to fit the terminal they are printed on (80 columns is the
 /// narrowest we lay them out for); piped output is not wrapped, so lines stay whole
 /// for grep (scripts should use --format json anyway).
+/// JSON or YAML of a value that has no table form.
+pub fn print_plain<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
+        _ => println!("{}", serde_json::to_string_pretty(value)?),
+    }
+    Ok(())
+}
+
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic)

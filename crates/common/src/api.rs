@@ -125,6 +125,16 @@ impl ApiMethod for GetOperation {
     type Response = OperationInfo;
 }
 
+/// Why an operation is where it is (`ytsched explain`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExplainOperation {
+    pub operation_id: OperationId,
+}
+impl ApiMethod for ExplainOperation {
+    const METHOD: &'static str = "explain_operation";
+    type Response = crate::explain::Explanation;
+}
+
 /// One page of operations, newest first, as YTsaurus's `list_operations` pages: no answer
 /// grows with the number of operations stored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ mod validated;
 pub mod acl;
 pub mod api;
 pub mod codec;
+pub mod explain;
 pub mod identity;
 pub mod ids;
 pub mod logging;

@@ -603,6 +603,10 @@ fn dispatch(
             let info = core.operation_info(&req.body.operation_id)?;
             Ok(visible_to(core, caller, info))
         }),
+        // Like metadata, everyone's: it names pools and operations, not their contents.
+        api::ExplainOperation::METHOD => respond::<api::ExplainOperation>(payload, |req| {
+            core.explain_operation(&req.body.operation_id)
+        }),
         api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
             let mut body = req.body;
             let limit = crate::core::page_limit(body.limit)?;
@@ -761,6 +765,12 @@ fn names_archived_operation(core: &SchedulerCore, method: &str, payload: &[u8]) 
                     .body
                     .operation_id
             }
+            api::ExplainOperation::METHOD => {
+                decode::<ApiRequest<api::ExplainOperation>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
             api::ListJobs::METHOD => {
                 decode::<ApiRequest<api::ListJobs>>(payload)
                     .ok()?
@@ -905,6 +915,22 @@ async fn answer_from_archive(
                     a.info
                 } else {
                     a.info.redacted()
+                }
+            }))
+        }
+        api::ExplainOperation::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::ExplainOperation>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed explain_operation request")));
+            };
+            reply(find(archive, &req.body.operation_id).await.map(|a| {
+                ytsched_common::explain::Explanation {
+                    as_of: unix_now(),
+                    operation_id: a.info.id.clone(),
+                    state: a.info.state,
+                    reasons: vec![ytsched_common::explain::Reason::Finished {
+                        error: a.info.error.clone(),
+                    }],
+                    trees: vec![],
                 }
             }))
         }

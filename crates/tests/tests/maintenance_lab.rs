@@ -89,6 +89,15 @@ fn drain_waits_for_running_jobs_and_a_banned_node_gives_its_jobs_back() {
         0,
         "nowhere to run: node1 is decommissioned"
     );
+    // explain says why, in words and in JSON.
+    let why = lab.ok(&["explain", &second]);
+    assert!(
+        why.contains("no node of tree 'default' taking jobs can fit a job"),
+        "{why}"
+    );
+    let why: Value = lab.json(&["explain", &second, "--format", "json"]).unwrap();
+    assert_eq!(why["reasons"][0]["kind"], "no_node_fits", "{why}");
+    assert_eq!(why["trees"][0]["pool"], "admin", "{why}");
     lab.ok(&["remove", "//sys/cluster_nodes/node1/@decommissioned"]);
     wait_until(Duration::from_secs(15), || {
         (running(&lab, &second) == 2).then_some(())

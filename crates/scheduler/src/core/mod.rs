@@ -11,6 +11,7 @@ pub mod config_file;
 mod effects;
 pub use effects::Effects;
 mod events;
+mod explain;
 pub mod fair_share;
 mod heartbeat;
 mod heartbeat_context;

@@ -138,7 +138,7 @@ impl SchedulerCore {
     }
 
     /// Whether every pool above `pool` allows this kind of preemption.
-    fn preemption_allowed(&self, tree: &str, pool: &str, aggressive: bool) -> bool {
+    pub(super) fn preemption_allowed(&self, tree: &str, pool: &str, aggressive: bool) -> bool {
         let Some(t) = self.cluster.trees.get(tree) else {
             return false;
         };

@@ -549,3 +549,171 @@ fn maintenance_is_kept_with_the_configuration_and_bad_values_are_refused() {
     assert!(r.jobs_to_start.is_empty());
     assert!(node_info(&revived, "n2").maintenance.decommissioned);
 }
+
+fn in_pool(pool: &str, jobs: u32, cpu: f64) -> ytsched_common::spec::VanillaSpec {
+    let mut s = spec(jobs, cpu);
+    s.pool = Some(PoolName::parse(pool).unwrap());
+    s
+}
+
+#[test]
+fn explain_names_the_pool_that_keeps_an_operation_pending_and_its_place() {
+    use ytsched_common::explain::Reason;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "team",
+        None,
+        json!({"max_running_operation_count": 1}),
+    )
+    .unwrap();
+    core.create_pool("default", "p", Some("team"), json!({}))
+        .unwrap();
+    Agent::new("n1", 4.0, &[]).beat(&mut core, 0);
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        core.start_operation(op(name), "u", in_pool("p", 1, 1.0), i as u64)
+            .unwrap();
+    }
+    for (name, position) in [("b", 1), ("c", 2)] {
+        let why = core.explain_operation(&op(name)).unwrap();
+        assert_eq!(why.state, OperationState::Pending);
+        assert_eq!(
+            why.reasons,
+            vec![Reason::PoolAtRunningLimit {
+                tree: "default".into(),
+                pool: "team".into(),
+                ancestor: true,
+                running: 1,
+                limit: 1,
+                position,
+                queued: 2,
+            }]
+        );
+        assert!(why.trees[0].not_in_last_update);
+        let text = why.text();
+        assert!(
+            text.contains("ancestor pool 'team'")
+                && text.contains(&format!("it is {position} of 2")),
+            "{text}"
+        );
+    }
+    assert!(core.explain_operation(&op("nope")).is_err());
+}
+
+#[test]
+fn explain_names_a_tree_without_nodes_and_a_job_no_node_in_service_fits() {
+    use ytsched_common::explain::Reason;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.start_operation(op("lonely"), "u", spec(1, 1.0), 0)
+        .unwrap();
+    let why = core.explain_operation(&op("lonely")).unwrap();
+    assert_eq!(
+        why.reasons,
+        vec![Reason::TreeHasNoNodes {
+            tree: "default".into()
+        }]
+    );
+    assert!(
+        why.text().contains("pool tree 'default' has no nodes"),
+        "{}",
+        why.text()
+    );
+
+    // The only node big enough is decommissioned: the job fits no node taking jobs.
+    let mut big = Agent::new("big", 8.0, &[]);
+    let mut small = Agent::new("small", 4.0, &[]);
+    big.beat(&mut core, 1);
+    small.beat(&mut core, 1);
+    core.admin_set("//sys/cluster_nodes/big/@decommissioned", json!(true))
+        .unwrap();
+    core.start_operation(op("wide"), "u", spec(1, 6.0), 2)
+        .unwrap();
+    small.beat(&mut core, 3);
+    let why = core.explain_operation(&op("wide")).unwrap();
+    assert!(
+        why.reasons.contains(&Reason::NoNodeFits {
+            tree: "default".into(),
+            task: "task".into(),
+            resource: "cpu".into(),
+            need: 6.0,
+            largest: 4.0,
+        }),
+        "{:?}",
+        why.reasons
+    );
+}
+
+#[test]
+fn explain_shows_how_a_fair_share_was_made_and_what_bounds_it() {
+    use ytsched_common::explain::Reason;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "g",
+        None,
+        json!({"strong_guarantee_resources": {"cpu": 4}}),
+    )
+    .unwrap();
+    core.create_pool(
+        "default",
+        "capped",
+        None,
+        json!({"resource_limits": {"cpu": 1}}),
+    )
+    .unwrap();
+    core.create_pool("default", "o", None, json!({})).unwrap();
+    let mut agents = vec![Agent::new("n1", 4.0, &[]), Agent::new("n2", 4.0, &[])];
+    for a in &mut agents {
+        a.beat(&mut core, 0);
+    }
+    core.start_operation(op("g"), "u", in_pool("g", 20, 1.0), 1)
+        .unwrap();
+    core.start_operation(op("capped"), "u", in_pool("capped", 20, 1.0), 1)
+        .unwrap();
+    core.start_operation(op("o"), "u", in_pool("o", 20, 1.0), 1)
+        .unwrap();
+    for a in &mut agents {
+        a.beat(&mut core, 2);
+    }
+    let g = core.explain_operation(&op("g")).unwrap();
+    let place = &g.trees[0];
+    assert_eq!(place.dominant_resource, "cpu");
+    // 8 cpu: g is guaranteed 4, capped takes its limit of 1, g and o split the other 3.
+    assert!(
+        (place.share.fair_share - 5.5 / 8.0).abs() < 1e-6,
+        "{place:?}"
+    );
+    let pool = place.pool_share.expect("its pool's share");
+    assert!((pool.strong_guarantee - 0.5).abs() < 1e-6, "{pool:?}");
+    assert!(
+        (pool.weight_proportional - 1.5 / 8.0).abs() < 1e-6,
+        "{pool:?}"
+    );
+    for parts in [place.share, pool] {
+        assert!(
+            (parts.strong_guarantee + parts.integral_guarantee + parts.weight_proportional
+                - parts.fair_share)
+                .abs()
+                < 1e-6,
+            "the parts add up: {parts:?}"
+        );
+    }
+    assert_eq!(
+        place.bound_by, "sharing: its pool 'g' has weight 1 among 3 children of '<Root>'",
+        "{place:?}"
+    );
+    assert!(g.reasons.contains(&Reason::FairShareBelowDemand {
+        tree: "default".into()
+    }));
+    let capped = core.explain_operation(&op("capped")).unwrap();
+    assert_eq!(
+        capped.trees[0].bound_by, "the resource_limits of pool 'capped'",
+        "{:?}",
+        capped.trees[0]
+    );
+    assert!((capped.trees[0].share.fair_share - 1.0 / 8.0).abs() < 1e-6);
+    let text = g.text();
+    println!("{text}");
+    assert!(text.contains("strong guarantee 50.0%"), "{text}");
+    assert!(text.contains("preemption allowed"), "{text}");
+}

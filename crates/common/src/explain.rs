@@ -1,0 +1,234 @@
+//! `ytsched explain OP`: why an operation is where it is, as the scheduler's core sees
+//! it. One typed answer that the CLI prints in words (or JSON) and the web page shows,
+//! so the wording lives in one place.
+
+use crate::resources::ResourceVector;
+use crate::states::OperationState;
+use crate::OperationId;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// The scheduler's time of the state explained (Unix ms).
+    #[serde(default)]
+    pub as_of: u64,
+    pub operation_id: OperationId,
+    pub state: OperationState,
+    /// Why it is not (fully) running, most important first; empty when nothing holds
+    /// it back.
+    pub reasons: Vec<Reason>,
+    /// Its place in each of its pool trees.
+    pub trees: Vec<TreePlace>,
+}
+
+/// One thing holding an operation back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// It ended; `error` says why if it did not complete.
+    Finished { error: Option<String> },
+    /// Pending: `pool` (its own, or an ancestor) runs as many operations as its
+    /// `max_running_operation_count` allows.
+    PoolAtRunningLimit {
+        tree: String,
+        pool: String,
+        /// The pool is an ancestor of the operation's pool.
+        ancestor: bool,
+        running: u64,
+        limit: u32,
+        /// 1-based place among the operations pending behind this pool.
+        position: usize,
+        queued: usize,
+    },
+    /// No node is in the tree (none matches its `nodes_filter`, or all are offline or
+    /// banned).
+    TreeHasNoNodes { tree: String },
+    /// Jobs wait, and no node of the tree taking new jobs (online, not decommissioned)
+    /// could hold one even empty.
+    NoNodeFits {
+        tree: String,
+        task: String,
+        resource: String,
+        need: f64,
+        largest: f64,
+    },
+    /// Jobs wait because its fair share is below its demand: the tree is shared.
+    FairShareBelowDemand { tree: String },
+    /// Jobs wait although its share would allow more: nodes have no room free yet
+    /// (starving operations get it by preemption where allowed).
+    WaitingForFreeResources { tree: String },
+}
+
+/// An operation's fair share in one tree and how it was made (SPEC 5.1–5.3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TreePlace {
+    pub tree: String,
+    pub pool: String,
+    pub weight: f64,
+    /// At the dominant resource of its demand, as fractions of the tree.
+    pub dominant_resource: String,
+    pub share: ShareParts,
+    pub usage: f64,
+    pub demand: f64,
+    /// Its pool's share, made the same way: guarantees are pools', so this is where a
+    /// strong or integral guarantee shows.
+    pub pool_share: Option<ShareParts>,
+    /// What stops its fair share from growing: its demand, a limit (naming whose), or
+    /// its siblings' weights.
+    pub bound_by: String,
+    pub starvation_status: String,
+    /// Below its fair share since (Unix ms).
+    pub below_fair_share_since: Option<u64>,
+    pub preemption_allowed: bool,
+    pub aggressive_preemption_allowed: bool,
+    /// Operations of the tree with jobs it may preempt (at most a few named).
+    pub preemptible_operations: Vec<OperationId>,
+    /// No fair-share update has included it yet (pending, or just submitted).
+    pub not_in_last_update: bool,
+}
+
+/// A fair share (fraction of the tree at one resource) and the parts it is made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShareParts {
+    pub fair_share: f64,
+    pub strong_guarantee: f64,
+    pub integral_guarantee: f64,
+    pub weight_proportional: f64,
+}
+
+impl ShareParts {
+    fn text(&self) -> String {
+        format!(
+            "{} (strong guarantee {} + integral {} + weight-proportional {})",
+            pct(self.fair_share),
+            pct(self.strong_guarantee),
+            pct(self.integral_guarantee),
+            pct(self.weight_proportional)
+        )
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+impl Explanation {
+    /// In words, for people.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "operation {} is {}", self.operation_id, self.state);
+        if self.reasons.is_empty() && !self.state.is_finished() {
+            let _ = writeln!(
+                s,
+                "- nothing holds it back: every job it has runs or has run"
+            );
+        }
+        for r in &self.reasons {
+            let _ = writeln!(s, "- {}", r.text());
+        }
+        for t in &self.trees {
+            let _ = writeln!(
+                s,
+                "in pool tree '{}', pool '{}' (weight {}):",
+                t.tree, t.pool, t.weight
+            );
+            if t.not_in_last_update {
+                let _ = writeln!(s, "  no fair share yet: no update has included it");
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "  fair share {} of the tree's {}; usage {}, demand {}",
+                t.share.text(),
+                t.dominant_resource,
+                pct(t.usage),
+                pct(t.demand)
+            );
+            if let Some(p) = &t.pool_share {
+                let _ = writeln!(s, "  its pool '{}': fair share {}", t.pool, p.text());
+            }
+            let _ = writeln!(s, "  bound by {}", t.bound_by);
+            let since = t
+                .below_fair_share_since
+                .map(|ms| {
+                    format!(
+                        " (below its fair share for {:.1} s)",
+                        self.as_of.saturating_sub(ms) as f64 / 1000.0
+                    )
+                })
+                .unwrap_or_default();
+            let _ = writeln!(s, "  {}{since}", t.starvation_status);
+            let preempt = match (t.preemption_allowed, t.aggressive_preemption_allowed) {
+                (true, true) => "regular and aggressive preemption allowed for it",
+                (true, false) => "regular preemption allowed for it, aggressive not",
+                (false, true) => "aggressive preemption allowed for it, regular not",
+                (false, false) => "its pools allow no preemption for it",
+            };
+            let victims = if t.preemptible_operations.is_empty() {
+                "no job in the tree is preemptible now".to_string()
+            } else {
+                format!(
+                    "preemptible jobs now in {}",
+                    t.preemptible_operations
+                        .iter()
+                        .map(|o| o.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let _ = writeln!(s, "  {preempt}; {victims}");
+        }
+        s
+    }
+}
+
+impl Reason {
+    pub fn text(&self) -> String {
+        match self {
+            Reason::Finished { error: Some(e) } => format!("it ended: {e}"),
+            Reason::Finished { error: None } => "it ended".into(),
+            Reason::PoolAtRunningLimit {
+                tree,
+                pool,
+                ancestor,
+                running,
+                limit,
+                position,
+                queued,
+            } => format!(
+                "pending: {}pool '{pool}' of tree '{tree}' runs {running} operation(s), its max_running_operation_count is {limit}; it is {position} of {queued} waiting there",
+                if *ancestor { "ancestor " } else { "" }
+            ),
+            Reason::TreeHasNoNodes { tree } => format!(
+                "pool tree '{tree}' has no nodes (none matches its nodes_filter, or they are offline or banned)"
+            ),
+            Reason::NoNodeFits {
+                tree,
+                task,
+                resource,
+                need,
+                largest,
+            } => format!(
+                "no node of tree '{tree}' taking jobs can fit a job of task '{task}': it needs {resource} {need}, the largest node has {largest}"
+            ),
+            Reason::FairShareBelowDemand { tree } => format!(
+                "jobs wait: its fair share in '{tree}' is below its demand (the tree is shared)"
+            ),
+            Reason::WaitingForFreeResources { tree } => format!(
+                "jobs wait for room on the nodes of '{tree}' (its share allows more)"
+            ),
+        }
+    }
+}
+
+/// The resource a job needs more of than `largest` offers, with both amounts.
+pub fn first_shortfall(
+    need: &ResourceVector,
+    largest: &ResourceVector,
+) -> Option<(String, f64, f64)> {
+    crate::resources::Resource::ALL.into_iter().find_map(|r| {
+        (need.get(r) > largest.get(r) + crate::resources::EPSILON)
+            .then(|| (r.name().to_string(), need.get(r), largest.get(r)))
+    })
+}

@@ -1,0 +1,258 @@
+//! `explain`: why an operation is where it is, read off the core's own state (the
+//! pending queue and count limits, tree membership, the last fair-share snapshot,
+//! starvation and preemption rules). It only reads, so it may run on any copy of the
+//! core.
+
+use super::fair_share::DetailedShare;
+use super::fair_share::TreeShares;
+use super::starvation::ElementKey;
+use super::{Operation, SchedulerCore};
+use ytsched_common::api::ApiError;
+use ytsched_common::explain::{first_shortfall, Explanation, Reason, ShareParts, TreePlace};
+use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::resources::{ResourceVector, EPSILON};
+use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
+
+/// Operations named as preemption victims, at most.
+const VICTIMS_NAMED: usize = 5;
+
+impl SchedulerCore {
+    pub fn explain_operation(&self, id: &OperationId) -> Result<Explanation, ApiError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| ApiError::not_found(format!("no such operation: {id}")))?;
+        let mut reasons = Vec::new();
+        let mut trees = Vec::new();
+        if op.state.is_finished() {
+            reasons.push(Reason::Finished {
+                error: op.error.clone(),
+            });
+        }
+        if op.state == OperationState::Pending {
+            reasons.extend(self.pending_reasons(op));
+        }
+        for (tree, slot) in &op.trees {
+            let shares = self.tree_shares(tree);
+            let place = shares.as_deref().and_then(|s| self.tree_place(op, tree, s));
+            if !op.state.is_finished() && op.waiting_job_count() > 0 {
+                reasons.extend(self.waiting_reasons(op, tree, place.as_ref()));
+            }
+            trees.push(place.unwrap_or_else(|| TreePlace {
+                tree: tree.clone(),
+                pool: slot.pool.clone(),
+                weight: slot.weight,
+                dominant_resource: String::new(),
+                share: Default::default(),
+                usage: 0.0,
+                demand: 0.0,
+                pool_share: None,
+                bound_by: String::new(),
+                starvation_status: "non_starving".into(),
+                below_fair_share_since: None,
+                preemption_allowed: self.preemption_allowed(tree, &slot.pool, false),
+                aggressive_preemption_allowed: self.preemption_allowed(tree, &slot.pool, true),
+                preemptible_operations: vec![],
+                not_in_last_update: true,
+            }));
+        }
+        Ok(Explanation {
+            as_of: self.latest_now,
+            operation_id: id.clone(),
+            state: op.state,
+            reasons,
+            trees,
+        })
+    }
+
+    /// The pools whose `max_running_operation_count` keeps a pending operation waiting,
+    /// with its place in the queue behind each.
+    fn pending_reasons(&self, op: &Operation) -> Vec<Reason> {
+        let pending = self.pending_operations();
+        let mut out = Vec::new();
+        for (tree_name, slot) in op.trees.iter().filter(|(_, s)| !s.lightweight) {
+            let Ok(tree) = self.cluster.tree(tree_name) else {
+                continue;
+            };
+            let counts = self.pool_counts(tree_name);
+            let chain: Vec<&str> = tree
+                .ancestry(&slot.pool)
+                .into_iter()
+                .chain([ROOT_POOL])
+                .collect();
+            for (depth, pool) in chain.iter().enumerate() {
+                let running = counts.get(*pool).map_or(0, |c| c.running);
+                let limit = tree.max_running_operation_count(pool);
+                if running < limit {
+                    continue;
+                }
+                // Operations pending behind this pool, oldest first.
+                let behind: Vec<&OperationId> = pending
+                    .iter()
+                    .filter(|p| {
+                        self.operations
+                            .get(*p)
+                            .and_then(|o| o.slot(tree_name))
+                            .is_some_and(|s| {
+                                tree.ancestry(&s.pool).contains(pool) || *pool == ROOT_POOL
+                            })
+                    })
+                    .collect();
+                let position = behind
+                    .iter()
+                    .position(|p| **p == op.id)
+                    .map_or(0, |i| i + 1);
+                out.push(Reason::PoolAtRunningLimit {
+                    tree: tree_name.clone(),
+                    pool: pool.to_string(),
+                    ancestor: depth > 0,
+                    running: running as u64,
+                    limit,
+                    position,
+                    queued: behind.len(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Why jobs of a running operation wait in one tree.
+    fn waiting_reasons(
+        &self,
+        op: &Operation,
+        tree: &str,
+        place: Option<&TreePlace>,
+    ) -> Vec<Reason> {
+        let members: Vec<_> = self.tree_members(tree).collect();
+        if members.is_empty() {
+            return vec![Reason::TreeHasNoNodes { tree: tree.into() }];
+        }
+        let largest = members
+            .iter()
+            .filter(|n| n.is_schedulable() && op.tag_filter.matches(&n.all_tags))
+            .map(|n| n.resource_limits)
+            .fold(ResourceVector::ZERO, |a, b| a.component_max(&b));
+        let mut out = Vec::new();
+        for task in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
+            if let Some((resource, need, has)) =
+                first_shortfall(&task.spec.job_resources(), &largest)
+            {
+                out.push(Reason::NoNodeFits {
+                    tree: tree.into(),
+                    task: task.name.clone(),
+                    resource,
+                    need,
+                    largest: has,
+                });
+            }
+        }
+        if !out.is_empty() || op.state != OperationState::Running {
+            return out;
+        }
+        match place {
+            Some(p) if p.share.fair_share + EPSILON < p.demand => {
+                out.push(Reason::FairShareBelowDemand { tree: tree.into() })
+            }
+            _ => out.push(Reason::WaitingForFreeResources { tree: tree.into() }),
+        }
+        out
+    }
+
+    fn tree_place(&self, op: &Operation, tree: &str, shares: &TreeShares) -> Option<TreePlace> {
+        let slot = op.slot(tree)?;
+        let &idx = shares.operation_index.get(&op.id)?;
+        let e = &shares.elements[idx];
+        // The resource the operation needs most of, relative to the tree.
+        let d = e.dominant_resource;
+        let at = |v: &ResourceVector| v.get(d);
+        let parts = |s: &DetailedShare| ShareParts {
+            fair_share: at(&s.total),
+            strong_guarantee: at(&s.strong_guarantee),
+            integral_guarantee: at(&s.integral_guarantee),
+            weight_proportional: at(&s.weight_proportional),
+        };
+        let fair = at(&e.fair_share.total);
+        let bound_by = if fair + EPSILON >= at(&e.demand_share) {
+            "its demand: it is offered all it asks for".to_string()
+        } else if let Some(limiting) = shares
+            .path(idx)
+            .into_iter()
+            // The root's share is the whole tree: never a limit of its own.
+            .filter(|&i| shares.elements[i].parent.is_some())
+            .find(|&i| {
+                let x = &shares.elements[i];
+                at(&x.fair_share.total) + EPSILON >= at(&x.limits_share)
+            })
+        {
+            if limiting == idx {
+                "its own resource_limits".to_string()
+            } else {
+                format!(
+                    "the resource_limits of pool '{}'",
+                    shares.elements[limiting].name()
+                )
+            }
+        } else {
+            // The nearest element on the path that shares its parent with others is
+            // where the weights decide.
+            let path = shares.path(idx);
+            let shared = path.iter().copied().find(|&i| {
+                shares.elements[i]
+                    .parent
+                    .is_some_and(|p| shares.elements[p].children.len() > 1)
+            });
+            match shared {
+                Some(i) => {
+                    let x = &shares.elements[i];
+                    let parent = &shares.elements[x.parent.expect("found with a parent")];
+                    let who = if i == idx {
+                        "it".to_string()
+                    } else {
+                        format!("its pool '{}'", x.name())
+                    };
+                    format!(
+                        "sharing: {who} has weight {} among {} children of '{}'",
+                        x.weight,
+                        parent.children.len(),
+                        parent.name()
+                    )
+                }
+                None => "sharing".to_string(),
+            }
+        };
+        let starvation = self.starvation_of(tree, &ElementKey::Operation(op.id.clone()));
+        let mut victims = Vec::new();
+        for (other, _) in shares.operation_index.iter() {
+            if victims.len() == VICTIMS_NAMED {
+                break;
+            }
+            if *other != op.id && self.preemptible_counts(other, tree).0 > 0 {
+                victims.push(other.clone());
+            }
+        }
+        victims.sort();
+        Some(TreePlace {
+            tree: tree.into(),
+            pool: slot.pool.clone(),
+            weight: slot.weight,
+            dominant_resource: d.name().into(),
+            share: parts(&e.fair_share),
+            usage: at(&e.usage_share),
+            demand: at(&e.demand_share),
+            pool_share: shares
+                .pool_index
+                .get(&slot.pool)
+                .map(|&p| parts(&shares.elements[p].fair_share)),
+            bound_by,
+            starvation_status: starvation
+                .map_or("non_starving", |s| s.starvation.name())
+                .into(),
+            below_fair_share_since: starvation.and_then(|s| s.below_since),
+            preemption_allowed: self.preemption_allowed(tree, &slot.pool, false),
+            aggressive_preemption_allowed: self.preemption_allowed(tree, &slot.pool, true),
+            preemptible_operations: victims,
+            not_in_last_update: false,
+        })
+    }
+}
