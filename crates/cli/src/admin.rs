@@ -5,7 +5,8 @@ use crate::output::Format;
 use async_nats::Client;
 use clap::{Args, ValueEnum};
 use ytsched_common::api::{
-    AdminCreate, AdminExists, AdminGet, AdminList, AdminRemove, AdminSet, ApiMethod, ObjectType,
+    AdminChange, AdminCreate, AdminExists, AdminGet, AdminList, AdminRemove, AdminSet, AdminWhatIf,
+    ApiMethod, ObjectType,
 };
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{PoolName, TreeName};
@@ -37,6 +38,9 @@ pub struct CreateArgs {
     /// Attributes as JSON or YSON text, e.g. '{weight=2;strong_guarantee_resources={cpu=4}}'.
     #[arg(long)]
     attributes: Option<String>,
+    /// Print every fair share the new pool or tree would move; create nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Parses a value typed on the command line, exiting with status 2 if it is malformed.
@@ -74,7 +78,7 @@ impl Session<'_> {
         }
     }
 
-    pub async fn create(&self, args: CreateArgs) -> anyhow::Result<()> {
+    pub async fn create(&self, args: CreateArgs, format: Format) -> anyhow::Result<()> {
         let attributes = args
             .attributes
             .as_deref()
@@ -89,15 +93,32 @@ impl Session<'_> {
                 (ObjectType::SchedulerPool, Some(tree))
             }
         };
-        self.call(AdminCreate {
+        let create = AdminCreate {
             object_type,
             name: args.name.clone(),
             parent_name: args.parent_name,
             pool_tree,
             attributes,
-        })
-        .await?;
+        };
+        if args.dry_run {
+            return self.what_if(AdminChange::Create(create), format).await;
+        }
+        self.call(create).await?;
         eprintln!("created {}", args.name);
+        Ok(())
+    }
+
+    /// `--dry-run`: the fair shares the change would move, as a table or JSON/YAML.
+    pub async fn what_if(&self, change: AdminChange, format: Format) -> anyhow::Result<()> {
+        let what_if = self.call(AdminWhatIf { change }).await?;
+        if what_if.changes.is_empty() && format == Format::Table {
+            eprintln!("dry run: no fair share would change");
+            return Ok(());
+        }
+        crate::output::print(&what_if, format)?;
+        if format == Format::Table {
+            eprintln!("dry run: nothing was changed");
+        }
         Ok(())
     }
 

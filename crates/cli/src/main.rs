@@ -14,8 +14,8 @@ mod tls;
 use clap::{Parser, Subcommand};
 use output::Format;
 use ytsched_common::api::{
-    AbortOperation, ExplainOperation, GetJobOutput, GetOperation, ListJobs, ListNodes,
-    ListOperations, OutputStream,
+    AbortOperation, AdminChange, AdminRemove, AdminSet, ExplainOperation, GetJobOutput,
+    GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
 };
 use ytsched_common::identity::{Caller, Role, UserName};
 use ytsched_common::subjects::Subjects;
@@ -124,6 +124,9 @@ enum Command {
         path: String,
         /// The new value, JSON or YSON.
         value: String,
+        /// Print every fair share the change would move (before → after); change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// List the names under a path.
     List {
@@ -134,6 +137,9 @@ enum Command {
     Remove {
         /// A pool, a pool tree or an attribute path.
         path: String,
+        /// Print every fair share the removal would move; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Print true or false: does the path exist?
     Exists {
@@ -320,11 +326,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, cli.format),
         Command::Drain(args) => admin.drain(args).await,
-        Command::Create(args) => admin.create(args).await,
+        Command::Create(args) => admin.create(args, cli.format).await,
         Command::Get { path } => admin.get(path, cli.format).await,
+        Command::Set {
+            path,
+            dry_run: true,
+            ..
+        } => {
+            let value = set_value.expect("parsed above").to_string();
+            admin
+                .what_if(AdminChange::Set(AdminSet { path, value }), cli.format)
+                .await
+        }
         Command::Set { path, .. } => admin.set(path, set_value.expect("parsed above")).await,
         Command::List { path } => admin.list(path, cli.format).await,
-        Command::Remove { path } => admin.remove(path).await,
+        Command::Remove {
+            path,
+            dry_run: true,
+        } => {
+            admin
+                .what_if(AdminChange::Remove(AdminRemove { path }), cli.format)
+                .await
+        }
+        Command::Remove { path, .. } => admin.remove(path).await,
         Command::Exists { path } => admin.exists(path).await,
         Command::Up(_)
         | Command::Auth(_)

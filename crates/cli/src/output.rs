@@ -3,7 +3,7 @@
 use clap::ValueEnum;
 use comfy_table::Table;
 use serde::Serialize;
-use ytsched_common::api::{JobInfo, NodeInfo, OperationInfo};
+use ytsched_common::api::{JobInfo, NodeInfo, OperationInfo, WhatIf};
 use ytsched_common::units::ByteSize;
 use ytsched_common::ResourceVector;
 
@@ -144,6 +144,37 @@ impl Tabular for Vec<JobInfo> {
                     .map(|s| format!("{:.3}s", s.wall_time_ms as f64 / 1000.0))
                     .unwrap_or_default(),
                 j.error.clone().unwrap_or_default(),
+            ]);
+        }
+        t
+    }
+}
+
+impl Tabular for WhatIf {
+    fn table(&self) -> Table {
+        let mut t = table(&[
+            "tree",
+            "kind",
+            "name",
+            "fair share before",
+            "after",
+            "change",
+        ]);
+        let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.2}%", x * 100.0));
+        for c in &self.changes {
+            let change = match (c.before, c.after) {
+                (Some(b), Some(a)) => format!("{:+.2}%", (a - b) * 100.0),
+                (None, Some(_)) => "new".into(),
+                (Some(_), None) => "gone".into(),
+                (None, None) => String::new(),
+            };
+            t.add_row(vec![
+                c.tree.clone(),
+                c.kind.clone(),
+                c.name.clone(),
+                pct(c.before),
+                pct(c.after),
+                change,
             ]);
         }
         t

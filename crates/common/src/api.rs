@@ -455,3 +455,41 @@ impl ApiMethod for AdminCreate {
     const METHOD: &'static str = "create";
     type Response = ();
 }
+
+/// A change an admin can make: what `--dry-run` evaluates without making it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "verb", rename_all = "snake_case")]
+pub enum AdminChange {
+    Set(AdminSet),
+    Remove(AdminRemove),
+    Create(AdminCreate),
+}
+
+/// `set|create|remove --dry-run`: every fair share the change would move, computed by
+/// the scheduler's core on a copy of the live state. Nothing changes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdminWhatIf {
+    pub change: AdminChange,
+}
+impl ApiMethod for AdminWhatIf {
+    const METHOD: &'static str = "what_if";
+    type Response = WhatIf;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    /// Pools and operations whose fair share the change moves (or that it adds or
+    /// removes), by tree, then kind, then name.
+    pub changes: Vec<ShareChange>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShareChange {
+    pub tree: String,
+    /// `pool` or `operation`.
+    pub kind: String,
+    pub name: String,
+    /// `fair_share_ratio` as the orchid shows it; `None`: not there.
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+}

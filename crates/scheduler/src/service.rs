@@ -575,6 +575,61 @@ fn within_record_limit(
     Ok(())
 }
 
+/// Makes one admin change, after checking the caller may: what `set`, `remove` and
+/// `create` do, and what `--dry-run` does to a copy of the core.
+fn apply_admin_change(
+    core: &mut SchedulerCore,
+    caller: &Caller,
+    change: api::AdminChange,
+    max_record: usize,
+) -> Result<(), ApiError> {
+    match change {
+        api::AdminChange::Set(set) => {
+            core.authorize_change(caller, &set.path)?;
+            let value = json_value(&set.value)?;
+            within_record_limit(core, max_record, |core| {
+                core.admin_set(&set.path, value).map_err(admin_error)
+            })
+        }
+        api::AdminChange::Remove(remove) => {
+            core.authorize_change(caller, &remove.path)?;
+            core.admin_remove(&remove.path).map_err(admin_error)
+        }
+        api::AdminChange::Create(b) => {
+            core.authorize_create(
+                caller,
+                b.object_type,
+                b.pool_tree.as_ref().map(TreeName::as_str),
+                b.parent_name.as_ref().map(PoolName::as_str),
+            )?;
+            let attributes = match &b.attributes {
+                Some(text) => json_value(text)?,
+                None => serde_json::Value::Null,
+            };
+            within_record_limit(core, max_record, |core| match b.object_type {
+                api::ObjectType::SchedulerPool => {
+                    let tree = b.pool_tree.as_ref().ok_or_else(|| {
+                        ApiError::new("create scheduler_pool needs a pool tree (--pool-tree)")
+                    })?;
+                    let name = PoolName::parse(&b.name).map_err(ApiError::new)?;
+                    core.create_pool(
+                        tree.as_str(),
+                        name.as_str(),
+                        b.parent_name.as_ref().map(PoolName::as_str),
+                        attributes,
+                    )
+                    .map_err(admin_error)
+                }
+                api::ObjectType::SchedulerPoolTree => {
+                    let name = TreeName::parse(&b.name).map_err(ApiError::new)?;
+                    core.create_pool_tree(name.as_str(), attributes)
+                        .map_err(admin_error)
+                }
+            })
+        }
+    }
+}
+
 /// Decodes one API call, checks the caller may make it, runs it against the core, and
 /// encodes the response.
 fn dispatch(
@@ -700,47 +755,18 @@ fn dispatch(
             core.admin_exists(&req.body.path).map_err(admin_error)
         }),
         api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
-            core.authorize_change(caller, &req.body.path)?;
-            let value = json_value(&req.body.value)?;
-            within_record_limit(core, max_record, |core| {
-                core.admin_set(&req.body.path, value).map_err(admin_error)
-            })
+            apply_admin_change(core, caller, api::AdminChange::Set(req.body), max_record)
         }),
         api::AdminRemove::METHOD => respond::<api::AdminRemove>(payload, |req| {
-            core.authorize_change(caller, &req.body.path)?;
-            core.admin_remove(&req.body.path).map_err(admin_error)
+            apply_admin_change(core, caller, api::AdminChange::Remove(req.body), max_record)
         }),
         api::AdminCreate::METHOD => respond::<api::AdminCreate>(payload, |req| {
-            let b = req.body;
-            core.authorize_create(
-                caller,
-                b.object_type,
-                b.pool_tree.as_ref().map(TreeName::as_str),
-                b.parent_name.as_ref().map(PoolName::as_str),
-            )?;
-            let attributes = match &b.attributes {
-                Some(text) => json_value(text)?,
-                None => serde_json::Value::Null,
-            };
-            within_record_limit(core, max_record, |core| match b.object_type {
-                api::ObjectType::SchedulerPool => {
-                    let tree = b.pool_tree.as_ref().ok_or_else(|| {
-                        ApiError::new("create scheduler_pool needs a pool tree (--pool-tree)")
-                    })?;
-                    let name = PoolName::parse(&b.name).map_err(ApiError::new)?;
-                    core.create_pool(
-                        tree.as_str(),
-                        name.as_str(),
-                        b.parent_name.as_ref().map(PoolName::as_str),
-                        attributes,
-                    )
-                    .map_err(admin_error)
-                }
-                api::ObjectType::SchedulerPoolTree => {
-                    let name = TreeName::parse(&b.name).map_err(ApiError::new)?;
-                    core.create_pool_tree(name.as_str(), attributes)
-                        .map_err(admin_error)
-                }
+            apply_admin_change(core, caller, api::AdminChange::Create(req.body), max_record)
+        }),
+        // The same checks and the same code as the change itself, on a copy.
+        api::AdminWhatIf::METHOD => respond::<api::AdminWhatIf>(payload, |req| {
+            core.what_if(now, |copy| {
+                apply_admin_change(copy, caller, req.body.change, max_record)
             })
         }),
         other => {

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ytsched_common::{JobId, NodeId, OperationId};
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct OnNode {
     running: BTreeSet<JobId>,
     /// Jobs of `running` whose start went out in the reply to the node's heartbeat
@@ -16,7 +16,7 @@ struct OnNode {
     unconfirmed: HashMap<JobId, u64>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct JobIndex {
     /// Every job of every operation in memory, running or finished.
     owner: HashMap<JobId, OperationId>,

@@ -39,6 +39,7 @@ mod speculation;
 pub mod starvation;
 mod tree_state;
 mod waiting_jobs;
+mod what_if;
 
 pub use admin_path::AdminPath;
 pub use events::CoreEvent;
@@ -78,6 +79,7 @@ impl Default for CoreConfig {
     }
 }
 
+#[derive(Clone)]
 pub struct SchedulerCore {
     config: CoreConfig,
     nodes: BTreeMap<NodeId, Node>,

@@ -22,7 +22,7 @@ pub(super) struct Contribution {
 }
 
 /// Unfinished operations per pool, per tree.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct PoolCountsByTree(HashMap<String, HashMap<String, PoolCounts>>);
 
 impl PoolCountsByTree {

@@ -20,7 +20,7 @@ pub(super) trait Aggregate: Default {
     fn remove(&mut self, part: &Self::Part);
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct OperationIndex<A: Aggregate> {
     sum: A,
     parts: HashMap<OperationId, Vec<A::Part>>,
@@ -72,7 +72,7 @@ impl<A: Aggregate> OperationIndex<A> {
 }
 
 /// The indexes the core keeps over its operations.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Indexes {
     pub(super) counts: OperationIndex<PoolCountsByTree>,
     pub(super) waiting: OperationIndex<SmallestWaiting>,

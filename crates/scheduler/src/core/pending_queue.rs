@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct PendingQueue(BTreeSet<(u64, OperationId)>);
 
 impl Aggregate for PendingQueue {

@@ -157,7 +157,7 @@ impl SchedulerCore {
         }
     }
 
-    fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
+    pub(super) fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
         if let Some(update) = self.prepare_share_update(tree_name, now) {
             self.apply_share_update(update.compute());
         }

@@ -17,7 +17,7 @@ use ytsched_common::{NodeId, OperationId};
 /// The result of one fair-share update, never changed after it is made: placement
 /// and preemption hold it by `Arc` while they change the core around it, as
 /// YTsaurus's heartbeats read their tree's snapshot.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct TreeSnapshot {
     pub shares: Arc<TreeShares>,
     /// When the update was computed.
@@ -30,7 +30,7 @@ pub(super) struct TreeSnapshot {
     pub over_limit: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct TreeState {
     /// Sum of the limits of the tree's schedulable nodes: what its shares are fractions of.
     pub resources: ResourceVector,

@@ -4,6 +4,7 @@
 use super::tests::{done, heartbeat, spec};
 use super::*;
 use serde_json::json;
+use ytsched_common::api::ApiError;
 use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::protocol::*;
 use ytsched_common::resources::ResourceVector;
@@ -716,4 +717,76 @@ fn explain_shows_how_a_fair_share_was_made_and_what_bounds_it() {
     println!("{text}");
     assert!(text.contains("strong guarantee 50.0%"), "{text}");
     assert!(text.contains("preemption allowed"), "{text}");
+}
+
+#[test]
+fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for (pool, attrs) in [
+        ("a", json!({})),
+        ("b", json!({})),
+        ("c", json!({"resource_limits": {"cpu": 2}})),
+    ] {
+        core.create_pool("default", pool, None, attrs).unwrap();
+    }
+    let mut agents = vec![Agent::new("n1", 4.0, &[]), Agent::new("n2", 4.0, &[])];
+    for a in &mut agents {
+        a.beat(&mut core, 0);
+    }
+    for pool in ["a", "b", "c"] {
+        core.start_operation(op(pool), "u", in_pool(pool, 20, 1.0), 1)
+            .unwrap();
+    }
+    for a in &mut agents {
+        a.beat(&mut core, 2);
+    }
+    type Change = Box<dyn Fn(&mut SchedulerCore) -> Result<(), ConfigError>>;
+    let changes: Vec<Change> = vec![
+        Box::new(|c| c.admin_set("//sys/pool_trees/default/a/@weight", json!(3))),
+        Box::new(|c| {
+            c.admin_set(
+                "//sys/pool_trees/default/b/@strong_guarantee_resources",
+                json!({"cpu": 5}),
+            )
+        }),
+        Box::new(|c| {
+            c.admin_set(
+                "//sys/pool_trees/default/c/@resource_limits",
+                json!({"cpu": 0.25}),
+            )
+        }),
+        Box::new(|c| c.create_pool("default", "d", None, json!({}))),
+    ];
+    let mut now = 10;
+    for change in changes {
+        now += 10;
+        let config = core.cluster_config().clone();
+        let what_if = core
+            .what_if(now, |c| change(c).map_err(|e| ApiError::new(e.0)))
+            .unwrap();
+        assert!(!what_if.changes.is_empty(), "change at {now}");
+        assert_eq!(core.cluster_config(), &config, "a dry run changes nothing");
+        change(&mut core).unwrap();
+        let real = core.fair_share_ratios(now);
+        for c in &what_if.changes {
+            let key = (
+                c.tree.clone(),
+                if c.kind == "pool" {
+                    "pool"
+                } else {
+                    "operation"
+                },
+                c.name.clone(),
+            );
+            assert_eq!(c.after, real.get(&key).copied(), "{c:?}");
+        }
+    }
+    // A change the core refuses is refused as a dry run too, and the copy is dropped.
+    let e = core
+        .what_if(now, |c| {
+            c.admin_set("//sys/pool_trees/default/a/@weight", json!(-1))
+                .map_err(|e| ApiError::new(e.0))
+        })
+        .unwrap_err();
+    assert!(e.message.contains("weight"), "{e:?}");
 }

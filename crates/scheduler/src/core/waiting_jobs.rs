@@ -22,7 +22,7 @@ fn key(v: f64) -> Key {
 }
 
 /// Per tree and resource: how many operations' smallest waiting job has each amount.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct SmallestWaiting(HashMap<String, [BTreeMap<Key, u32>; 4]>);
 
 impl SmallestWaiting {
