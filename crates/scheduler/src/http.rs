@@ -1,6 +1,6 @@
-//! The scheduler's HTTP face (SPEC 6.4, `--http ADDR`): a read-only web page of
-//! operations, pool trees and nodes, the same data as JSON under `/api/`, and Prometheus
-//! text at `/metrics`. Every answer is read from the core under its lock (job attempts
+//! The scheduler's HTTP face (SPEC 6.4, `--http ADDR`): a read-only web UI (pool trees,
+//! operations, nodes; built into the binary, no CDN), the JSON it polls under `/api/`,
+//! and Prometheus text at `/metrics`. Every answer is read from the core under its lock (job attempts
 //! the core let go of, from the state bucket after it); nothing here changes state.
 
 use crate::core::SchedulerCore;
@@ -27,16 +27,20 @@ pub struct Face {
 /// Most bytes of one JSON page of jobs.
 const MAX_JOB_PAGE_BYTES: usize = 4 << 20;
 
-/// Job attempts shown on an operation's page (JSON pages on past them).
-const JOBS_ON_PAGE: u32 = 100;
-
 pub fn router(face: Face) -> Router {
     Router::new()
-        .route("/", get(index))
-        .route("/operations/{id}", get(operation_page))
+        .route("/", get(shell))
+        .route("/pools", get(shell))
+        .route("/operations", get(shell))
+        .route("/nodes", get(shell))
+        .route("/operations/{id}", get(shell))
+        .route("/assets/app.js", get(app_js))
+        .route("/assets/app.css", get(app_css))
         .route("/api/operations", get(api_operations))
         .route("/api/operations/{id}", get(api_operation))
         .route("/api/operations/{id}/jobs", get(api_jobs))
+        .route("/api/operations/{id}/explain", get(api_explain))
+        .route("/api/operations/{id}/history", get(api_history))
         .route("/api/nodes", get(api_nodes))
         .route("/api/orchid", get(api_orchid))
         .route("/metrics", get(metrics))
@@ -177,155 +181,43 @@ fn label(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+// The UI: one HTML shell for every page (the script picks the view from the path) and
+// its two assets, compiled in.
+const INDEX_HTML: &str = include_str!("web/index.html");
+const APP_JS: &str = include_str!("web/app.js");
+const APP_CSS: &str = include_str!("web/app.css");
+
+async fn shell() -> Html<&'static str> {
+    Html(INDEX_HTML)
 }
 
-fn ratio(v: &Value) -> String {
-    v.as_f64().map(|x| format!("{x:.3}")).unwrap_or_default()
+async fn app_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        APP_JS,
+    )
+        .into_response()
 }
 
-const STYLE: &str = "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#eee}</style>";
+async fn app_css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
+}
 
-async fn index(State(Face { core, .. }): State<Face>) -> Html<String> {
-    let (nodes, operations, orchid) = {
-        let c = lock(&core);
-        (c.list_nodes(), c.list_operations(), c.orchid())
-    };
-    let mut h = format!("<!doctype html><title>ytsched</title>{STYLE}<h1>ytsched</h1>");
-    h.push_str("<h2>Operations</h2><table><tr><th>id</th><th>user</th><th>pool</th><th>state</th><th>weight</th><th>jobs (running/completed/total)</th><th>usage</th><th>fair share</th><th>demand</th><th>dominant</th><th>starvation</th></tr>");
-    let ops = &orchid["scheduler"]["operations"];
-    for o in operations.iter().rev() {
-        let id = o.id.to_string();
-        let orch = &ops[id.as_str()];
-        let _ = write!(
-            h,
-            "<tr><td><a href=\"/operations/{id}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&o.user),
-            escape(&o.pool),
-            o.state,
-            o.weight,
-            o.jobs.running,
-            o.jobs.completed,
-            o.jobs.total,
-            ratio(&orch["usage_ratio"]),
-            ratio(&orch["fair_share_ratio"]),
-            ratio(&orch["demand_ratio"]),
-            escape(orch["dominant_resource"].as_str().unwrap_or("")),
-            escape(orch["starvation_status"].as_str().unwrap_or("")),
-        );
-    }
-    h.push_str("</table><h2>Pool trees</h2>");
-    if let Some(trees) = orchid["scheduler"]["pool_trees"].as_object() {
-        for (tree, t) in trees {
-            let _ = write!(
-                h,
-                "<h3>{}</h3><table><tr><th>pool</th><th>parent</th><th>mode</th><th>weight</th><th>fair share</th><th>usage</th><th>demand</th><th>operations</th></tr>",
-                escape(tree)
-            );
-            for (pool, p) in t["pools"].as_object().into_iter().flatten() {
-                let _ = write!(
-                    h,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    escape(pool),
-                    escape(p["parent"].as_str().unwrap_or("")),
-                    escape(p["mode"].as_str().unwrap_or("")),
-                    p["weight"],
-                    ratio(&p["fair_share_ratio"]),
-                    ratio(&p["usage_ratio"]),
-                    ratio(&p["demand_ratio"]),
-                    p["operation_count"],
-                );
+/// `explain` as JSON, with its words (what the CLI prints) as `text`.
+async fn api_explain(State(Face { core, .. }): State<Face>, Path(id): Path<String>) -> Response {
+    match lock(&core).explain_operation(&OperationId(id)) {
+        Ok(why) => {
+            let text = why.text();
+            let mut v = serde_json::to_value(&why).unwrap_or(Value::Null);
+            if let Some(m) = v.as_object_mut() {
+                m.insert("text".into(), Value::String(text));
             }
-            h.push_str("</table>");
+            Json(v).into_response()
         }
+        Err(e) => error_response(e),
     }
-    h.push_str("<h2>Nodes</h2><table><tr><th>node</th><th>state</th><th>tree</th><th>tags</th><th>resources</th><th>usage</th><th>jobs</th></tr>");
-    for n in &nodes {
-        let tags: Vec<&String> = n
-            .system_tags
-            .iter()
-            .chain(&n.tags)
-            .chain(&n.user_tags)
-            .collect();
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(n.id.as_str()),
-            n.state,
-            n.error.as_deref().map(|e| format!(" ({})", escape(e))).unwrap_or_default(),
-            escape(n.tree.as_deref().unwrap_or("")),
-            escape(&tags.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(" ")),
-            n.resource_limits,
-            n.resource_usage,
-            n.running_job_count,
-        );
-    }
-    h.push_str("</table><p>JSON: <a href=\"/api/operations\">/api/operations</a> · <a href=\"/api/nodes\">/api/nodes</a> · <a href=\"/api/orchid\">/api/orchid</a> · <a href=\"/metrics\">/metrics</a></p>");
-    Html(h)
 }
 
-async fn operation_page(State(face): State<Face>, Path(id): Path<String>) -> Response {
-    let op = OperationId(id.clone());
-    let info = match lock(&face.core).operation_info(&op) {
-        Ok(i) => i,
-        Err(e) => return error_response(e),
-    };
-    let req = ListJobs {
-        operation_id: op,
-        limit: Some(JOBS_ON_PAGE),
-        cursor: None,
-        state: None,
-    };
-    let (jobs, more) = match job_page(&face, &req).await {
-        Ok(p) => (p.jobs, p.next_cursor.is_some()),
-        Err(e) => return error_response(e),
-    };
-    let id = escape(&id);
-    let mut h = format!(
-        "<!doctype html><title>{id}</title>{STYLE}<p><a href=\"/\">ytsched</a></p><h1>Operation {id}</h1><table>"
-    );
-    for (k, v) in [
-        ("user", escape(&info.user)),
-        ("pool", escape(&info.pool)),
-        ("state", info.state.to_string()),
-        ("error", escape(info.error.as_deref().unwrap_or(""))),
-        ("usage", info.resource_usage.to_string()),
-        ("demand", info.resource_demand.to_string()),
-    ] {
-        let _ = write!(h, "<tr><th>{k}</th><td>{v}</td></tr>");
-    }
-    h.push_str("</table><h2>History</h2><ul>");
-    for e in &info.history {
-        let _ = write!(h, "<li>{} {}</li>", e.time, escape(&e.event));
-    }
-    h.push_str("</ul><h2>Jobs</h2><table><tr><th>job</th><th>task</th><th>index</th><th>state</th><th>node</th><th>wall time</th><th>user cpu</th><th>peak memory</th><th>error</th></tr>");
-    for j in &jobs {
-        let s = j.statistics.as_ref();
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(j.id.as_str()),
-            escape(&j.task_name),
-            j.job_index,
-            j.state,
-            j.abort_reason.map(|r| format!(" ({r})")).unwrap_or_default(),
-            escape(j.node_id.as_ref().map(|n| n.as_str()).unwrap_or("")),
-            s.map(|s| format!("{:.3}s", s.wall_time_ms as f64 / 1000.0)).unwrap_or_default(),
-            s.and_then(|s| s.user_cpu_seconds).map(|v| format!("{v:.2}s")).unwrap_or_default(),
-            s.and_then(|s| s.peak_memory_bytes).map(|v| v.to_string()).unwrap_or_default(),
-            escape(j.error.as_deref().unwrap_or("")),
-        );
-    }
-    h.push_str("</table>");
-    if more {
-        let _ = write!(
-            h,
-            "<p>The first {JOBS_ON_PAGE} attempts; all of them: <a href=\"/api/operations/{id}/jobs\">/api/operations/{id}/jobs</a> (paged by <code>cursor</code>).</p>"
-        );
-    }
-    Html(h).into_response()
+async fn api_history(State(Face { core, .. }): State<Face>, Path(id): Path<String>) -> Response {
+    Json(lock(&core).share_history(&OperationId(id))).into_response()
 }

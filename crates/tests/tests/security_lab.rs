@@ -780,10 +780,24 @@ fn ytsched_up_runs_an_authenticated_lab_over_mutual_tls() {
         if let Some((k, v)) = line.split_once('=') {
             env.insert(k.to_string(), v.to_string());
         }
-        if env.len() == 5 {
+        if env.len() == 6 {
             break;
         }
     }
+    // `up` starts the web UI by default and prints its URL.
+    let web = env["YTSCHED_WEB_UI"].clone();
+    let port: u16 = web
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let page = ytsched_tests::wait_until(std::time::Duration::from_secs(10), || {
+        ytsched_tests::http_get(port, "/pools").ok()
+    })
+    .unwrap();
+    assert!(page.contains("/assets/app.js"), "{page}");
     let cli = |with_tls: bool, args: &[&str]| {
         let mut c = std::process::Command::new(ytsched_tests::binary("ytsched"));
         c.args([

@@ -34,6 +34,8 @@ mod queries;
 pub use queries::{job_info, page_limit, parse_cursor, JobEntry, JobPagePlan};
 pub mod records;
 pub mod retention;
+mod share_history;
+pub use share_history::ShareSample;
 mod share_update;
 mod speculation;
 pub mod starvation;
@@ -130,6 +132,8 @@ pub struct SchedulerCore {
     retired: Vec<retention::Archived>,
     /// Operations whose stored record could not be read at revival, with why.
     damaged: BTreeMap<OperationId, String>,
+    /// Recent usage against fair share per operation, for the web page's chart.
+    share_history: share_history::ShareHistory,
 }
 
 impl SchedulerCore {
@@ -164,9 +168,15 @@ impl SchedulerCore {
             finished_order: BTreeMap::new(),
             retired: Vec::new(),
             damaged: BTreeMap::new(),
+            share_history: Default::default(),
         };
         core.sync_tree_states();
         core
+    }
+
+    /// An operation's recent usage and fair share, oldest first (empty if none kept).
+    pub fn share_history(&self, id: &OperationId) -> Vec<ShareSample> {
+        self.share_history.of(id)
     }
 
     pub fn config(&self) -> &CoreConfig {

@@ -20,7 +20,7 @@ fn resource_vector(v: &ResourceVector) -> Value {
     json!({"cpu": v.cpu, "memory": v.memory.round(), "gpu": v.gpu, "user_slots": v.user_slots})
 }
 
-fn max_component(v: &ResourceVector) -> f64 {
+pub(super) fn max_component(v: &ResourceVector) -> f64 {
     Resource::ALL.iter().map(|&r| v.get(r)).fold(0.0, f64::max)
 }
 

@@ -106,6 +106,7 @@ impl SchedulerCore {
         let Ok(info) = self.operation_info(id) else {
             return;
         };
+        self.share_history.forget(id);
         let Some(op) = self.operations.remove(id) else {
             return;
         };

@@ -292,6 +292,12 @@ impl SchedulerCore {
                 .collect();
             state.integral_volumes = volumes;
         }
+        let operations = &self.operations;
+        self.share_history.record(&tree_name, &shares, now, |id| {
+            operations
+                .get(id)
+                .is_some_and(|o| o.main_tree() == tree_name)
+        });
         let over_limit = self.exceeds_limits(&tree_name, &shares);
         // Computed away from the core, an operation that arrived since the last update
         // can run only now: the nodes that could start it hear of it now.

@@ -1,0 +1,191 @@
+// ytsched web UI: one page, four views, refreshed in place every REFRESH_MS from the
+// JSON API. What the reader expanded or collapsed is kept across refreshes (and
+// reloads, in localStorage).
+"use strict";
+
+const REFRESH_MS = 1500;
+const collapsed = new Set(JSON.parse(localStorage.getItem("ytsched.collapsed") || "[]"));
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+const pct = (x) => (x == null ? "-" : (x * 100).toFixed(1) + "%");
+const RESOURCES = ["cpu", "memory", "gpu", "user_slots"];
+
+window.addEventListener("error", (e) => report("script error: " + e.message));
+window.addEventListener("unhandledrejection", (e) => report("script error: " + (e.reason && e.reason.message || e.reason)));
+function report(msg) {
+  const div = document.createElement("div");
+  div.textContent = msg;
+  document.getElementById("errors").appendChild(div);
+}
+
+async function json(path) {
+  const r = await fetch(path, {cache: "no-store"});
+  if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
+  return r.json();
+}
+
+function bar(kind, ratio, title) {
+  const w = Math.max(0, Math.min(1, ratio || 0)) * 100;
+  return `<div class="bar ${kind}" title="${esc(title)}"><span style="width:${w.toFixed(1)}%"></span></div>`;
+}
+
+// Usage, fair share and demand bars at the dominant resource; every resource on hover.
+function bars(e) {
+  const per = (v) => RESOURCES.map((r) => `${r} ${pct(v && v[r])}`).join(", ");
+  const fair = e.detailed_fair_share ? e.detailed_fair_share.total : null;
+  return `<td class="bars">` +
+    bar("usage", e.usage_ratio, "usage " + pct(e.usage_ratio) + " — " + per(e.usage_share)) +
+    bar("fair", e.fair_share_ratio, "fair share " + pct(e.fair_share_ratio) + " — " + per(fair)) +
+    bar("demand", e.demand_ratio, "demand " + pct(e.demand_ratio) + " — " + per(e.demand_share)) +
+    `</td><td class="nums">${pct(e.usage_ratio)} / ${pct(e.fair_share_ratio)} / ${pct(e.demand_ratio)}</td>`;
+}
+
+function resources(v) {
+  if (!v) return "";
+  return Object.entries(v).filter(([, x]) => x != null && isFinite(x) && x > 0)
+    .map(([k, x]) => k === "memory" ? `${k} ${(x / 2 ** 30).toFixed(1)}G` : `${k} ${x}`).join(", ");
+}
+
+function starvation(s) {
+  return s && s !== "non_starving" ? `<span class="starving">${esc(s)}</span>` : esc(s || "");
+}
+
+// ---- pool trees -----------------------------------------------------------------
+async function poolsView() {
+  const orchid = await json("/api/orchid");
+  const trees = orchid.scheduler.pool_trees;
+  let h = `<h1>Pool trees</h1><p class="legend">bars:<span style="background:#16a34a"></span>usage<span style="background:#2563eb"></span>fair share<span style="background:#f59e0b"></span>demand (at the dominant resource; hover for each resource)</p>`;
+  for (const [name, t] of Object.entries(trees)) {
+    h += `<h2 data-tree="${esc(name)}">${esc(name)}</h2><p class="muted">${t.node_count} node(s) · ${esc(resources(t.resource_limits))}</p>`;
+    for (const a of t.alerts || []) h += `<div class="alert">${esc(a)}</div>`;
+    h += `<table><tr><th>pool / operation</th><th>usage · fair share · demand</th><th></th><th>mode</th><th>weight</th><th>guarantee</th><th>limits</th><th>starvation</th><th>integral volume</th><th>operations</th></tr>`;
+    const children = {};
+    for (const [p, v] of Object.entries(t.pools)) (children[v.parent ?? ""] ||= []).push(["pool", p, v]);
+    for (const [o, v] of Object.entries(t.operations)) (children[v.pool] ||= []).push(["op", o, v]);
+    const rows = (parent, depth) => {
+      let out = "";
+      for (const [kind, id, v] of (children[parent] || []).sort((a, b) => (a[0] === b[0] ? (a[1] < b[1] ? -1 : 1) : a[0] === "pool" ? -1 : 1))) {
+        const key = `${name}/${kind}/${id}`;
+        const kids = children[id] || [];
+        const open = !collapsed.has(key);
+        const toggle = kind === "pool" && kids.length ? `<span class="toggle" data-key="${esc(key)}">${open ? "▾" : "▸"}</span>` : `<span class="toggle"></span>`;
+        const label = kind === "pool" ? esc(id) : `<a href="/operations/${esc(id)}">${esc(id)}</a> <span class="muted">${esc(v.user || "")} · ${esc(v.state || "")}</span>`;
+        out += `<tr class="${kind}" data-${kind === "pool" ? "pool" : "operation"}="${esc(id)}"><td class="name" style="padding-left:${0.5 + depth * 1.3}em">${toggle}${label}</td>` + bars(v) +
+          `<td>${esc(v.mode || "")}</td><td>${v.weight ?? ""}</td><td>${esc(resources(v.strong_guarantee_resources))}</td><td>${esc(resources(v.resource_limits))}</td>` +
+          `<td>${starvation(v.starvation_status)}</td><td>${v.accumulated_resource_ratio_volume != null ? v.accumulated_resource_ratio_volume.toFixed(2) : ""}</td>` +
+          `<td>${kind === "pool" ? `${v.running_operation_count}/${v.max_running_operation_count} running` : `${v.running_job_count} job(s) running`}</td></tr>`;
+        if (kind === "pool" && open) out += rows(id, depth + 1);
+      }
+      return out;
+    };
+    h += rows("", 0) + `</table>`;
+  }
+  return h;
+}
+
+// ---- operations -------------------------------------------------------------------
+async function operationsView() {
+  const ops = await json("/api/operations");
+  let h = `<h1>Operations</h1><table><tr><th>id</th><th>title</th><th>user</th><th>pool</th><th>state</th><th>jobs running/completed/total</th></tr>`;
+  for (const o of ops.slice().reverse()) {
+    h += `<tr data-operation="${esc(o.id)}"><td><a href="/operations/${esc(o.id)}">${esc(o.id)}</a></td><td>${esc(o.title || "")}</td><td>${esc(o.user)}</td><td>${esc(o.pool)}</td><td>${esc(o.state)}</td><td>${o.jobs.running}/${o.jobs.completed}/${o.jobs.total}</td></tr>`;
+  }
+  return h + `</table>`;
+}
+
+function chart(samples) {
+  if (!samples.length) return `<p class="muted">no samples yet (taken every 2 s from fair-share updates, kept 5 minutes)</p>`;
+  if (samples.length === 1) samples = [samples[0], {...samples[0], at: samples[0].at + 1}];
+  const W = 640, H = 160, t0 = samples[0].at, t1 = Math.max(samples[samples.length - 1].at, t0 + 1);
+  const top = Math.max(0.01, ...samples.map((s) => Math.max(s.usage, s.fair_share)));
+  const line = (f) => samples.map((s) => `${((s.at - t0) / (t1 - t0) * W).toFixed(1)},${(H - f(s) / top * (H - 10)).toFixed(1)}`).join(" ");
+  return `<svg class="chart" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}"><polyline fill="none" stroke="#2563eb" stroke-width="2" points="${line((s) => s.fair_share)}"/><polyline fill="none" stroke="#16a34a" stroke-width="2" points="${line((s) => s.usage)}"/></svg>` +
+    `<p class="legend"><span style="background:#16a34a"></span>usage<span style="background:#2563eb"></span>fair share · last ${Math.round((t1 - t0) / 1000)} s, top of chart ${pct(top)} of the tree</p>`;
+}
+
+async function operationView(id) {
+  const enc = encodeURIComponent(id);
+  const [info, jobs, why, history] = await Promise.all([
+    json(`/api/operations/${enc}`),
+    json(`/api/operations/${enc}/jobs?limit=100`),
+    json(`/api/operations/${enc}/explain`).catch(() => null),
+    json(`/api/operations/${enc}/history`).catch(() => []),
+  ]);
+  let h = `<h1>Operation <span data-operation-id="${esc(info.id)}">${esc(info.id)}</span></h1><table>`;
+  for (const [k, v] of [["title", info.title], ["user", info.user], ["pool", Object.entries(info.pool_trees || {}).map(([t, p]) => `${t}: ${p}`).join(", ") || info.pool], ["state", info.state], ["weight", info.weight], ["jobs", `${info.jobs.total} total: ${info.jobs.waiting} waiting, ${info.jobs.running} running, ${info.jobs.completed} completed, ${info.jobs.failed} failed, ${info.jobs.aborted} aborted`], ["usage", resources(info.resource_usage)], ["demand", resources(info.resource_demand)], ["error", info.error]]) {
+    h += `<tr><th>${k}</th><td>${esc(v ?? "")}</td></tr>`;
+  }
+  h += `</table><h2>Tasks</h2><table><tr><th>task</th><th>command</th><th>jobs</th><th>cpu</th><th>memory</th><th>gpu</th></tr>`;
+  for (const [name, t] of Object.entries(info.spec.tasks || {})) {
+    h += `<tr><td>${esc(name)}</td><td><code>${esc(t.command)}</code></td><td>${t.job_count ?? 1}</td><td>${t.cpu_limit ?? ""}</td><td>${typeof t.memory_limit === "number" ? (t.memory_limit / 2 ** 20).toFixed(0) + "M" : esc(t.memory_limit ?? "")}</td><td>${t.gpu_limit ?? 0}</td></tr>`;
+  }
+  h += `</table><h2>Why it is where it is</h2><pre id="explain">${esc(why ? why.text : "not available")}</pre>`;
+  h += `<h2>Usage against fair share</h2>${chart(history)}`;
+  h += `<h2>Events</h2><table><tr><th>time</th><th>event</th></tr>`;
+  for (const e of info.history || []) h += `<tr><td>${new Date(e.time).toLocaleTimeString()}</td><td>${esc(e.event)}</td></tr>`;
+  h += `</table><h2>Jobs</h2><table><tr><th>job</th><th>task</th><th>state</th><th>node</th><th>start</th><th>finish</th><th>abort reason / error</th></tr>`;
+  const time = (ms) => (ms ? new Date(ms).toLocaleTimeString() : "");
+  for (const j of jobs.jobs) {
+    h += `<tr data-job="${esc(j.id)}"><td>${esc(j.id)}</td><td>${esc(j.task_name)}#${j.job_index}</td><td>${esc(j.state)}</td><td>${esc(j.node_id || "")}</td><td>${time(j.start_time)}</td><td>${time(j.finish_time)}</td><td>${esc([j.abort_reason, j.error].filter(Boolean).join(": "))}</td></tr>`;
+  }
+  h += `</table>`;
+  if (jobs.next_cursor) h += `<p class="muted">The first 100 attempts; all: <a href="/api/operations/${enc}/jobs">/api/operations/${esc(id)}/jobs</a></p>`;
+  return h;
+}
+
+// ---- nodes ------------------------------------------------------------------------
+async function nodesView() {
+  const nodes = await json("/api/nodes");
+  let h = `<h1>Nodes</h1><table><tr><th>node</th><th>state</th><th>tree</th><th>utilization</th><th></th><th>running jobs</th><th>tags</th><th>maintenance</th></tr>`;
+  for (const n of nodes) {
+    const util = RESOURCES.filter((r) => n.resource_limits[r] > 0)
+      .map((r) => [r, n.resource_usage[r] / n.resource_limits[r]]);
+    const m = n.maintenance || {};
+    const maint = ["banned", "decommissioned", "disable_scheduler_jobs"].filter((k) => m[k]).join(", ");
+    h += `<tr data-node="${esc(n.id)}"><td>${esc(n.id)}</td><td>${esc(n.state)}${n.error ? " — " + esc(n.error) : ""}</td><td>${esc(n.tree || "")}</td><td class="bars">` +
+      util.map(([r, u]) => bar("usage", u, `${r} ${pct(u)}`)).join("") +
+      `</td><td>${util.map(([r, u]) => `${r} ${pct(u)}`).join("<br>")}</td><td>${n.running_job_count}</td><td>${esc([...n.system_tags, ...n.tags, ...n.user_tags].join(" "))}</td><td>${esc(maint || "in service")}</td></tr>`;
+  }
+  return h + `</table>`;
+}
+
+// ---- routing and refresh ------------------------------------------------------------
+function view() {
+  const p = location.pathname;
+  if (p.startsWith("/operations/")) return ["operations", () => operationView(decodeURIComponent(p.slice("/operations/".length)))];
+  if (p === "/operations") return ["operations", operationsView];
+  if (p === "/nodes") return ["nodes", nodesView];
+  return ["pools", poolsView];
+}
+
+let busy = false;
+async function refresh() {
+  if (busy) return;
+  busy = true;
+  const [name, render] = view();
+  try {
+    const html = await render();
+    const page = document.getElementById("page");
+    const y = window.scrollY;
+    page.innerHTML = html;
+    window.scrollTo(0, y);
+    for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.getAttribute("href").slice(1) === name);
+    document.getElementById("status").textContent = "updated " + new Date().toLocaleTimeString();
+    document.body.dataset.ready = "1";
+  } catch (e) {
+    document.getElementById("status").textContent = "not updated: " + e.message;
+  } finally {
+    busy = false;
+  }
+}
+
+document.addEventListener("click", (e) => {
+  const t = e.target.closest(".toggle[data-key]");
+  if (!t) return;
+  const key = t.dataset.key;
+  if (collapsed.has(key)) collapsed.delete(key); else collapsed.add(key);
+  localStorage.setItem("ytsched.collapsed", JSON.stringify([...collapsed]));
+  refresh();
+});
+
+refresh();
+setInterval(refresh, REFRESH_MS);

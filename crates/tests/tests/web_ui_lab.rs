@@ -1,0 +1,196 @@
+//! The web UI in a real browser (issue 17): headless Chromium loads each page of a live
+//! 2-node lab, and the test reads the DOM after the page's scripts ran: the lab's pools,
+//! operations and nodes are there, and no script error was reported. A screenshot of
+//! each page is kept under `target/web-ui/` (and the pool tree's is the README's,
+//! refreshed with `YTSCHED_UPDATE_SCREENSHOT=1`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use ytsched_tests::*;
+
+/// The browser: `$YTSCHED_CHROMIUM`, else Debian's `chromium` (scripts/install-deps.sh).
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("YTSCHED_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+fn headless(browser: &Path, extra: &[&str], url: &str) -> std::process::Output {
+    let profile = tempfile::tempdir().unwrap();
+    Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1400,900",
+            // Timers and fetches run on virtual time: the page has refreshed more than
+            // once before the DOM is read.
+            "--virtual-time-budget=4000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("run chromium")
+}
+
+fn artifacts() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/web-ui");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The DOM of `path` after its scripts ran, checked for a clean, rendered page; a
+/// screenshot is kept as `name.png`.
+fn render(browser: &Path, base: &str, path: &str, name: &str) -> String {
+    let url = format!("{base}{path}");
+    let out = headless(browser, &["--dump-dom"], &url);
+    let dom = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dom.contains("data-ready=\"1\""),
+        "{url} never rendered:\n{dom}"
+    );
+    assert!(
+        dom.contains("<div id=\"errors\"></div>"),
+        "{url} reported script errors:\n{dom}"
+    );
+    let shot = artifacts().join(format!("{name}.png"));
+    let out = headless(
+        browser,
+        &[&format!("--screenshot={}", shot.display())],
+        &url,
+    );
+    assert!(
+        out.status.success() && shot.exists(),
+        "{url}: no screenshot"
+    );
+    dom
+}
+
+#[test]
+fn every_page_renders_the_lab_in_a_real_browser() {
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: no chromium (scripts/install-deps.sh installs it)");
+        return;
+    };
+    let node = || {
+        NodeOpts::args(&[
+            "--cpu",
+            "2",
+            "--memory",
+            "4G",
+            "--nvidia-smi",
+            "/nonexistent",
+        ])
+    };
+    let lab = Lab::start_with(&["--http", "127.0.0.1:0"], vec![node(), node()]).unwrap();
+    let addr = wait_until(Duration::from_secs(10), || {
+        let log = lab.scheduler_log();
+        let line = log.lines().find(|l| l.contains("HTTP listening"))?;
+        Some(
+            line.split("addr=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .to_string(),
+        )
+    })
+    .unwrap();
+    let base = format!("http://{addr}");
+    lab.ok(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "research",
+        "--attributes",
+        "{strong_guarantee_resources={cpu=2}}",
+    ]);
+    lab.ok(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "ml",
+        "--parent-name",
+        "research",
+    ]);
+    let ml = lab
+        .submit_spec(
+            "pool: ml\ntitle: training\ntasks: {train: {command: 'sleep 30', job_count: 3}}",
+        )
+        .unwrap();
+    let other = lab
+        .submit_spec("pool: etl\ntasks: {load: {command: 'sleep 30', job_count: 4}}")
+        .unwrap();
+    wait_until(Duration::from_secs(15), || {
+        let r = lab.operation(&ml).ok()?["jobs"]["running"].as_i64()?
+            + lab.operation(&other).ok()?["jobs"]["running"].as_i64()?;
+        (r == 4).then_some(())
+    })
+    .unwrap();
+
+    let pools = render(&browser, &base, "/pools", "pool-tree");
+    for pool in ["research", "ml", "etl"] {
+        assert!(
+            pools.contains(&format!("data-pool=\"{pool}\"")),
+            "pool {pool} missing:\n{pools}"
+        );
+    }
+    for op in [&ml, &other] {
+        assert!(
+            pools.contains(&format!("data-operation=\"{op}\"")),
+            "operation {op} missing"
+        );
+    }
+    assert!(pools.contains("class=\"bar fair\""), "fair share bars");
+
+    let page = render(&browser, &base, &format!("/operations/{ml}"), "operation");
+    assert!(
+        page.contains(&format!("data-operation-id=\"{ml}\"")),
+        "{page}"
+    );
+    assert!(
+        page.contains("training") && page.contains("sleep 30"),
+        "spec summary"
+    );
+    assert!(
+        page.contains("in pool tree 'default', pool 'ml'"),
+        "explain:\n{page}"
+    );
+    assert_eq!(page.matches("data-job=").count(), 3, "{page}");
+
+    let nodes = render(&browser, &base, "/nodes", "nodes");
+    for n in ["node0", "node1"] {
+        assert!(
+            nodes.contains(&format!("data-node=\"{n}\"")),
+            "{n} missing:\n{nodes}"
+        );
+    }
+    let ops = render(&browser, &base, "/operations", "operations");
+    assert!(ops.contains(&ml) && ops.contains(&other));
+
+    if std::env::var_os("YTSCHED_UPDATE_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::copy(
+            artifacts().join("pool-tree.png"),
+            docs.join("pool-tree.png"),
+        )
+        .unwrap();
+    }
+    for op in [&ml, &other] {
+        lab.ok(&["abort-operation", op]);
+    }
+}
