@@ -14,10 +14,11 @@ mod tls;
 use clap::{Parser, Subcommand};
 use output::Format;
 use ytsched_common::api::{
-    AbortOperation, AdminChange, AdminRemove, AdminSet, ExplainOperation, GetJobOutput,
-    GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
+    AbortOperation, AdminChange, AdminRemove, AdminSet, ExplainOperation, ExplainPool,
+    GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
 };
 use ytsched_common::identity::{Caller, Role, UserName};
+use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::{call, connect, ConnectAuth, TlsFiles};
 use ytsched_common::{JobId, OperationId};
@@ -75,7 +76,14 @@ enum Command {
     /// it was made, starvation and preemption.
     Explain {
         /// Operation id.
-        operation: OperationId,
+        #[arg(required_unless_present = "pool", conflicts_with = "pool")]
+        operation: Option<OperationId>,
+        /// Explain a pool instead: its share, what bounds it, its operation counts.
+        #[arg(long)]
+        pool: Option<PoolName>,
+        /// With --pool: its tree (default: the default tree).
+        #[arg(long, requires = "pool")]
+        pool_tree: Option<TreeName>,
     },
     /// Abort an operation: its running jobs are killed.
     AbortOperation {
@@ -261,7 +269,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .await?,
             cli.format,
         ),
-        Command::Explain { operation } => {
+        Command::Explain {
+            operation: Some(operation),
+            ..
+        } => {
             let why = call(
                 c,
                 s,
@@ -271,6 +282,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             )
             .await?;
+            match cli.format {
+                output::Format::Table => print!("{}", why.text()),
+                f => output::print_plain(&why, f)?,
+            }
+            Ok(())
+        }
+        Command::Explain {
+            pool, pool_tree, ..
+        } => {
+            let pool = pool.expect("clap requires an operation or --pool");
+            let why = call(c, s, user, ExplainPool { pool, pool_tree }).await?;
             match cli.format {
                 output::Format::Table => print!("{}", why.text()),
                 f => output::print_plain(&why, f)?,

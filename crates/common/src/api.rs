@@ -135,6 +135,19 @@ impl ApiMethod for ExplainOperation {
     type Response = crate::explain::Explanation;
 }
 
+/// A pool's place in its tree (`ytsched explain --pool`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExplainPool {
+    pub pool: PoolName,
+    /// The default tree when absent.
+    #[serde(default)]
+    pub pool_tree: Option<TreeName>,
+}
+impl ApiMethod for ExplainPool {
+    const METHOD: &'static str = "explain_pool";
+    type Response = crate::explain::PoolExplanation;
+}
+
 /// One page of operations, newest first, as YTsaurus's `list_operations` pages: no answer
 /// grows with the number of operations stored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -232,3 +232,71 @@ pub fn first_shortfall(
             .then(|| (r.name().to_string(), need.get(r), largest.get(r)))
     })
 }
+
+/// `ytsched explain --pool POOL`: a pool's place in its tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolExplanation {
+    pub tree: String,
+    pub pool: String,
+    /// `None` for the root.
+    pub parent: Option<String>,
+    pub weight: f64,
+    pub dominant_resource: String,
+    pub share: ShareParts,
+    pub usage: f64,
+    pub demand: f64,
+    pub bound_by: String,
+    pub starvation_status: String,
+    /// Running, against `max_running_operation_count`; all (running and pending)
+    /// against `max_operation_count`.
+    pub running_operations: u64,
+    pub max_running_operations: u32,
+    pub operations: u64,
+    pub max_operations: u32,
+    pub preemption_allowed: bool,
+    pub aggressive_preemption_allowed: bool,
+    /// No fair-share update has included it yet.
+    pub not_in_last_update: bool,
+}
+
+impl PoolExplanation {
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let parent = self
+            .parent
+            .as_deref()
+            .map(|p| format!(", child of '{p}'"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "pool '{}' of tree '{}'{parent} (weight {})",
+            self.pool, self.tree, self.weight
+        );
+        let _ = writeln!(
+            s,
+            "- operations: {} running of max_running_operation_count {}; {} in all of max_operation_count {}",
+            self.running_operations, self.max_running_operations, self.operations, self.max_operations
+        );
+        if self.not_in_last_update {
+            let _ = writeln!(s, "- no fair share yet: no update has included it");
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "- fair share {} of the tree's {}; usage {}, demand {}",
+            self.share.text(),
+            self.dominant_resource,
+            pct(self.usage),
+            pct(self.demand)
+        );
+        let _ = writeln!(s, "- bound by {}", self.bound_by);
+        let preempt = match (self.preemption_allowed, self.aggressive_preemption_allowed) {
+            (true, true) => "regular and aggressive preemption allowed",
+            (true, false) => "regular preemption allowed, aggressive not",
+            (false, true) => "aggressive preemption allowed, regular not",
+            (false, false) => "no preemption allowed for its operations",
+        };
+        let _ = writeln!(s, "- {}; {preempt}", self.starvation_status);
+        s
+    }
+}

@@ -662,6 +662,12 @@ fn dispatch(
         api::ExplainOperation::METHOD => respond::<api::ExplainOperation>(payload, |req| {
             core.explain_operation(&req.body.operation_id)
         }),
+        api::ExplainPool::METHOD => respond::<api::ExplainPool>(payload, |req| {
+            core.explain_pool(
+                req.body.pool_tree.as_ref().map(TreeName::as_str),
+                req.body.pool.as_str(),
+            )
+        }),
         api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
             let mut body = req.body;
             let limit = crate::core::page_limit(body.limit)?;

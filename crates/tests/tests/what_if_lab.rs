@@ -97,6 +97,15 @@ fn a_dry_run_predicts_the_shares_the_change_gives() {
         ((r - a["after"].as_f64().unwrap()).abs() < 1e-9).then_some(())
     })
     .unwrap();
+    let why = lab.ok(&["explain", "--pool", "a"]);
+    assert!(
+        why.contains("pool 'a' of tree 'default', child of '<Root>' (weight 3)")
+            && why.contains("fair share 75.0%"),
+        "{why}"
+    );
+    let out = lab.ytsched(&["explain", "--pool", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no pool 'nope' in tree 'default'"));
     for op in &ops {
         lab.ok(&["abort-operation", op]);
     }

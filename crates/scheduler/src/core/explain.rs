@@ -8,7 +8,9 @@ use super::fair_share::TreeShares;
 use super::starvation::ElementKey;
 use super::{Operation, SchedulerCore};
 use ytsched_common::api::ApiError;
-use ytsched_common::explain::{first_shortfall, Explanation, Reason, ShareParts, TreePlace};
+use ytsched_common::explain::{
+    first_shortfall, Explanation, PoolExplanation, Reason, ShareParts, TreePlace,
+};
 use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::resources::{ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
@@ -172,55 +174,7 @@ impl SchedulerCore {
             integral_guarantee: at(&s.integral_guarantee),
             weight_proportional: at(&s.weight_proportional),
         };
-        let fair = at(&e.fair_share.total);
-        let bound_by = if fair + EPSILON >= at(&e.demand_share) {
-            "its demand: it is offered all it asks for".to_string()
-        } else if let Some(limiting) = shares
-            .path(idx)
-            .into_iter()
-            // The root's share is the whole tree: never a limit of its own.
-            .filter(|&i| shares.elements[i].parent.is_some())
-            .find(|&i| {
-                let x = &shares.elements[i];
-                at(&x.fair_share.total) + EPSILON >= at(&x.limits_share)
-            })
-        {
-            if limiting == idx {
-                "its own resource_limits".to_string()
-            } else {
-                format!(
-                    "the resource_limits of pool '{}'",
-                    shares.elements[limiting].name()
-                )
-            }
-        } else {
-            // The nearest element on the path that shares its parent with others is
-            // where the weights decide.
-            let path = shares.path(idx);
-            let shared = path.iter().copied().find(|&i| {
-                shares.elements[i]
-                    .parent
-                    .is_some_and(|p| shares.elements[p].children.len() > 1)
-            });
-            match shared {
-                Some(i) => {
-                    let x = &shares.elements[i];
-                    let parent = &shares.elements[x.parent.expect("found with a parent")];
-                    let who = if i == idx {
-                        "it".to_string()
-                    } else {
-                        format!("its pool '{}'", x.name())
-                    };
-                    format!(
-                        "sharing: {who} has weight {} among {} children of '{}'",
-                        x.weight,
-                        parent.children.len(),
-                        parent.name()
-                    )
-                }
-                None => "sharing".to_string(),
-            }
-        };
+        let bound_by = bound_by(shares, idx);
         let starvation = self.starvation_of(tree, &ElementKey::Operation(op.id.clone()));
         let mut victims = Vec::new();
         for (other, _) in shares.operation_index.iter() {
@@ -254,5 +208,127 @@ impl SchedulerCore {
             preemptible_operations: victims,
             not_in_last_update: false,
         })
+    }
+}
+
+/// What stops element `idx`'s fair share from growing, in words: its demand, the
+/// `resource_limits` of it or an ancestor, or the weights it shares with.
+fn bound_by(shares: &TreeShares, idx: usize) -> String {
+    let e = &shares.elements[idx];
+    let at = |v: &ResourceVector| v.get(e.dominant_resource);
+    if at(&e.fair_share.total) + EPSILON >= at(&e.demand_share) {
+        return "its demand: it is offered all it asks for".to_string();
+    }
+    let limiting = shares
+        .path(idx)
+        .into_iter()
+        // The root's share is the whole tree: never a limit of its own.
+        .filter(|&i| shares.elements[i].parent.is_some())
+        .find(|&i| {
+            let x = &shares.elements[i];
+            at(&x.fair_share.total) + EPSILON >= at(&x.limits_share)
+        });
+    if let Some(limiting) = limiting {
+        return if limiting == idx {
+            "its own resource_limits".to_string()
+        } else {
+            format!(
+                "the resource_limits of pool '{}'",
+                shares.elements[limiting].name()
+            )
+        };
+    }
+    // The nearest element on the path that shares its parent with others is where the
+    // weights decide.
+    let shared = shares.path(idx).into_iter().find(|&i| {
+        shares.elements[i]
+            .parent
+            .is_some_and(|p| shares.elements[p].children.len() > 1)
+    });
+    match shared {
+        Some(i) => {
+            let x = &shares.elements[i];
+            let parent = &shares.elements[x.parent.expect("found with a parent")];
+            let who = if i == idx {
+                "it".to_string()
+            } else {
+                format!("its pool '{}'", x.name())
+            };
+            format!(
+                "sharing: {who} has weight {} among {} children of '{}'",
+                x.weight,
+                parent.children.len(),
+                parent.name()
+            )
+        }
+        None => "sharing".to_string(),
+    }
+}
+
+impl SchedulerCore {
+    pub fn explain_pool(
+        &self,
+        tree: Option<&str>,
+        pool: &str,
+    ) -> Result<PoolExplanation, ApiError> {
+        let tree_name = match tree {
+            Some(t) => t.to_string(),
+            None => self.cluster.default_tree.clone().ok_or_else(|| {
+                ApiError::new("no default pool tree is set; name one with --pool-tree")
+            })?,
+        };
+        let tree = self
+            .cluster
+            .tree(&tree_name)
+            .map_err(|e| ApiError::not_found(e.0))?;
+        let config = tree.pools.get(pool).ok_or_else(|| {
+            ApiError::not_found(format!("no pool '{pool}' in tree '{tree_name}'"))
+        })?;
+        let counts = self
+            .pool_counts(&tree_name)
+            .get(pool)
+            .copied()
+            .unwrap_or_default();
+        let shares = self.tree_shares(&tree_name);
+        let element = shares
+            .as_deref()
+            .and_then(|s| Some((s, *s.pool_index.get(pool)?)));
+        let mut out = PoolExplanation {
+            tree: tree_name.clone(),
+            pool: pool.to_string(),
+            parent: Some(config.parent.clone()),
+            weight: config.config.weight.unwrap_or(1.0),
+            dominant_resource: String::new(),
+            share: ShareParts::default(),
+            usage: 0.0,
+            demand: 0.0,
+            bound_by: String::new(),
+            starvation_status: "non_starving".into(),
+            running_operations: counts.running as u64,
+            max_running_operations: tree.max_running_operation_count(pool),
+            operations: counts.total as u64,
+            max_operations: tree.max_operation_count(pool),
+            preemption_allowed: self.preemption_allowed(&tree_name, pool, false),
+            aggressive_preemption_allowed: self.preemption_allowed(&tree_name, pool, true),
+            not_in_last_update: element.is_none(),
+        };
+        if let Some((shares, idx)) = element {
+            let e = &shares.elements[idx];
+            let at = |v: &ResourceVector| v.get(e.dominant_resource);
+            out.dominant_resource = e.dominant_resource.name().into();
+            out.share = ShareParts {
+                fair_share: at(&e.fair_share.total),
+                strong_guarantee: at(&e.fair_share.strong_guarantee),
+                integral_guarantee: at(&e.fair_share.integral_guarantee),
+                weight_proportional: at(&e.fair_share.weight_proportional),
+            };
+            out.usage = at(&e.usage_share);
+            out.demand = at(&e.demand_share);
+            out.bound_by = bound_by(shares, idx);
+            if let Some(s) = self.starvation_of(&tree_name, &ElementKey::Pool(pool.to_string())) {
+                out.starvation_status = s.starvation.name().into();
+            }
+        }
+        Ok(out)
     }
 }

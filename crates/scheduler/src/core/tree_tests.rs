@@ -790,3 +790,39 @@ fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing()
         .unwrap_err();
     assert!(e.message.contains("weight"), "{e:?}");
 }
+
+#[test]
+fn explain_pool_shows_its_counts_share_and_what_bounds_it() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.create_pool(
+        "default",
+        "team",
+        None,
+        json!({"max_running_operation_count": 1, "resource_limits": {"cpu": 2}}),
+    )
+    .unwrap();
+    core.create_pool("default", "other", None, json!({}))
+        .unwrap();
+    let mut agent = Agent::new("n1", 8.0, &[]);
+    agent.beat(&mut core, 0);
+    core.start_operation(op("a"), "u", in_pool("team", 10, 1.0), 1)
+        .unwrap();
+    core.start_operation(op("b"), "u", in_pool("team", 10, 1.0), 1)
+        .unwrap();
+    core.start_operation(op("c"), "u", in_pool("other", 10, 1.0), 1)
+        .unwrap();
+    agent.beat(&mut core, 2);
+    let why = core.explain_pool(None, "team").unwrap();
+    assert_eq!((why.running_operations, why.operations), (1, 2));
+    assert_eq!(why.max_running_operations, 1);
+    assert_eq!(why.bound_by, "its own resource_limits");
+    assert!((why.share.fair_share - 0.25).abs() < 1e-6, "{why:?}");
+    assert_eq!(why.parent.as_deref(), Some("<Root>"));
+    let text = why.text();
+    assert!(
+        text.contains("1 running of max_running_operation_count 1; 2 in all"),
+        "{text}"
+    );
+    assert!(core.explain_pool(None, "nope").is_err());
+    assert!(core.explain_pool(Some("nope"), "team").is_err());
+}
