@@ -109,6 +109,16 @@ impl ShareParts {
     }
 }
 
+/// Whether its pools let an operation (or a pool's operations) preempt, in words.
+fn preemption_words(regular: bool, aggressive: bool) -> &'static str {
+    match (regular, aggressive) {
+        (true, true) => "regular and aggressive preemption allowed",
+        (true, false) => "regular preemption allowed, aggressive not",
+        (false, true) => "aggressive preemption allowed, regular not",
+        (false, false) => "its pools allow no preemption",
+    }
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
@@ -159,12 +169,7 @@ impl Explanation {
                 })
                 .unwrap_or_default();
             let _ = writeln!(s, "  {}{since}", t.starvation_status);
-            let preempt = match (t.preemption_allowed, t.aggressive_preemption_allowed) {
-                (true, true) => "regular and aggressive preemption allowed for it",
-                (true, false) => "regular preemption allowed for it, aggressive not",
-                (false, true) => "aggressive preemption allowed for it, regular not",
-                (false, false) => "its pools allow no preemption for it",
-            };
+            let preempt = preemption_words(t.preemption_allowed, t.aggressive_preemption_allowed);
             let victims = if t.preemptible_operations.is_empty() {
                 "no job in the tree is preemptible now".to_string()
             } else {
@@ -290,12 +295,7 @@ impl PoolExplanation {
             pct(self.demand)
         );
         let _ = writeln!(s, "- bound by {}", self.bound_by);
-        let preempt = match (self.preemption_allowed, self.aggressive_preemption_allowed) {
-            (true, true) => "regular and aggressive preemption allowed",
-            (true, false) => "regular preemption allowed, aggressive not",
-            (false, true) => "aggressive preemption allowed, regular not",
-            (false, false) => "no preemption allowed for its operations",
-        };
+        let preempt = preemption_words(self.preemption_allowed, self.aggressive_preemption_allowed);
         let _ = writeln!(s, "- {}; {preempt}", self.starvation_status);
         s
     }

@@ -71,6 +71,18 @@ impl NodeOpts {
             env: vec![],
         }
     }
+
+    /// A 2-cpu, 4 GiB agent that sees no GPU whatever the machine has.
+    pub fn two_cpus() -> Self {
+        Self::args(&[
+            "--cpu",
+            "2",
+            "--memory",
+            "4G",
+            "--nvidia-smi",
+            "/nonexistent",
+        ])
+    }
 }
 
 pub struct Lab {
@@ -675,6 +687,17 @@ impl Lab {
     }
 
     /// Agent `index` as `list-nodes` shows it.
+    /// The `host:port` the scheduler (started with `--http 127.0.0.1:0`) serves HTTP
+    /// on, from its log.
+    pub fn http_addr(&self) -> anyhow::Result<String> {
+        wait_until(Duration::from_secs(10), || {
+            let log = self.scheduler_log();
+            let line = log.lines().find(|l| l.contains("HTTP listening"))?;
+            let addr = line.split("addr=").nth(1)?.split_whitespace().next()?;
+            Some(addr.to_string())
+        })
+    }
+
     pub fn node_info(&self, index: usize) -> Option<serde_json::Value> {
         let nodes: Vec<serde_json::Value> = self.json(&["list-nodes"]).ok()?;
         let id = self.node_id(index);

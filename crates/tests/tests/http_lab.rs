@@ -30,18 +30,9 @@ fn web_page_json_and_metrics() {
         vec![NodeOpts::args(&["--cpu", "2", "--memory", "2G"])],
     )
     .unwrap();
-    let addr = wait_until(Duration::from_secs(10), || {
-        let log = lab.scheduler_log();
-        let line = log.lines().find(|l| l.contains("HTTP listening"))?;
-        Some(
-            line.split("addr=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .to_string(),
-        )
-    })
-    .expect("the scheduler logs its HTTP address");
+    let addr = lab
+        .http_addr()
+        .expect("the scheduler logs its HTTP address");
     let op = lab
         .submit_spec("tasks: {t: {command: 'echo oops >&2', job_count: 2}}")
         .unwrap();

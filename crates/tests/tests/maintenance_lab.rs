@@ -6,17 +6,6 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use ytsched_tests::*;
 
-fn node() -> NodeOpts {
-    NodeOpts::args(&[
-        "--cpu",
-        "2",
-        "--memory",
-        "4G",
-        "--nvidia-smi",
-        "/nonexistent",
-    ])
-}
-
 fn running(lab: &Lab, op: &str) -> i64 {
     lab.operation(op)
         .map_or(0, |o| o["jobs"]["running"].as_i64().unwrap_or(0))
@@ -28,7 +17,7 @@ fn attempts_on<'a>(jobs: &'a [Value], node: &str) -> Vec<&'a Value> {
 
 #[test]
 fn drain_waits_for_running_jobs_and_a_banned_node_gives_its_jobs_back() {
-    let mut lab = Lab::start(vec![node(), node()]).unwrap();
+    let mut lab = Lab::start(vec![NodeOpts::two_cpus(), NodeOpts::two_cpus()]).unwrap();
 
     // Four 3-second jobs fill both nodes.
     let first = lab

@@ -86,29 +86,9 @@ fn every_page_renders_the_lab_in_a_real_browser() {
         eprintln!("skipped: no chromium (scripts/install-deps.sh installs it)");
         return;
     };
-    let node = || {
-        NodeOpts::args(&[
-            "--cpu",
-            "2",
-            "--memory",
-            "4G",
-            "--nvidia-smi",
-            "/nonexistent",
-        ])
-    };
-    let lab = Lab::start_with(&["--http", "127.0.0.1:0"], vec![node(), node()]).unwrap();
-    let addr = wait_until(Duration::from_secs(10), || {
-        let log = lab.scheduler_log();
-        let line = log.lines().find(|l| l.contains("HTTP listening"))?;
-        Some(
-            line.split("addr=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .to_string(),
-        )
-    })
-    .unwrap();
+    let nodes = vec![NodeOpts::two_cpus(), NodeOpts::two_cpus()];
+    let lab = Lab::start_with(&["--http", "127.0.0.1:0"], nodes).unwrap();
+    let addr = lab.http_addr().unwrap();
     let base = format!("http://{addr}");
     lab.ok(&[
         "create",

@@ -16,15 +16,7 @@ fn pool_ratio(lab: &Lab, pool: &str) -> Option<f64> {
 
 #[test]
 fn a_dry_run_predicts_the_shares_the_change_gives() {
-    let lab = Lab::start(vec![NodeOpts::args(&[
-        "--cpu",
-        "2",
-        "--memory",
-        "4G",
-        "--nvidia-smi",
-        "/nonexistent",
-    ])])
-    .unwrap();
+    let lab = Lab::start(vec![NodeOpts::two_cpus()]).unwrap();
     for pool in ["a", "b"] {
         lab.ok(&["create", "scheduler_pool", "--name", pool]);
     }
