@@ -106,6 +106,13 @@ fn every_page_renders_the_lab_in_a_real_browser() {
         "--parent-name",
         "research",
     ]);
+    // A failing operation first, while the nodes are free: its page lists the failure.
+    let bad = lab
+        .submit_spec(
+            "pool: etl\nmax_failed_job_count: 1\ntasks: {bad: {command: 'exit 2', cpu_limit: 0.1}}",
+        )
+        .unwrap();
+    lab.wait_finished(&bad, Duration::from_secs(30)).unwrap();
     let ml = lab
         .submit_spec(
             "pool: ml\ntitle: training\ntasks: {train: {command: 'sleep 30', job_count: 3}}",
@@ -150,6 +157,18 @@ fn every_page_renders_the_lab_in_a_real_browser() {
         "explain:\n{page}"
     );
     assert_eq!(page.matches("data-job=").count(), 3, "{page}");
+    assert!(page.contains("submitted; running"), "events:\n{page}");
+
+    let failed = render(
+        &browser,
+        &base,
+        &format!("/operations/{bad}"),
+        "failed-operation",
+    );
+    assert!(
+        failed.contains(&format!("job {bad}-")) && failed.contains(" failed: "),
+        "{failed}"
+    );
 
     let nodes = render(&browser, &base, "/nodes", "nodes");
     for n in ["node0", "node1"] {

@@ -35,7 +35,9 @@ impl SchedulerCore {
         if op.state == OperationState::Pending {
             reasons.extend(self.pending_reasons(op));
         }
-        for (tree, slot) in &op.trees {
+        // A finished operation has no share any more: only why it ended matters.
+        let trees_held = op.trees.iter().filter(|_| !op.state.is_finished());
+        for (tree, slot) in trees_held {
             let shares = self.tree_shares(tree);
             let place = shares.as_deref().and_then(|s| self.tree_place(op, tree, s));
             if !op.state.is_finished() && op.waiting_job_count() > 0 {

@@ -120,8 +120,16 @@ async function operationView(id) {
   }
   h += `</table><h2>Why it is where it is</h2><pre id="explain">${esc(why ? why.text : "not available")}</pre>`;
   h += `<h2>Usage against fair share</h2>${chart(history)}`;
+  // The operation's own history (submitted, pending and why, running, its end) with
+  // what happened to the jobs shown below (preempted, aborted, failed).
+  const events = (info.history || []).map((e) => [e.time, e.event]);
+  for (const j of jobs.jobs) {
+    if (j.state === "failed") events.push([j.finish_time, `job ${j.id} failed: ${j.error || ""}`]);
+    if (j.state === "aborted") events.push([j.finish_time, `job ${j.id} ${j.abort_reason === "preempted" ? "preempted" : "aborted (" + (j.abort_reason || "") + ")"}: ${j.error || ""}`]);
+  }
+  events.sort((a, b) => (a[0] || 0) - (b[0] || 0));
   h += `<h2>Events</h2><table><tr><th>time</th><th>event</th></tr>`;
-  for (const e of info.history || []) h += `<tr><td>${new Date(e.time).toLocaleTimeString()}</td><td>${esc(e.event)}</td></tr>`;
+  for (const [t, e] of events) h += `<tr class="event"><td>${t ? new Date(t).toLocaleTimeString() : ""}</td><td>${esc(e)}</td></tr>`;
   h += `</table><h2>Jobs</h2><table><tr><th>job</th><th>task</th><th>state</th><th>node</th><th>start</th><th>finish</th><th>abort reason / error</th></tr>`;
   const time = (ms) => (ms ? new Date(ms).toLocaleTimeString() : "");
   for (const j of jobs.jobs) {
