@@ -282,22 +282,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            match cli.format {
-                output::Format::Table => print!("{}", why.text()),
-                f => output::print_plain(&why, f)?,
-            }
-            Ok(())
+            output::print_words(&why, why.text(), cli.format)
         }
         Command::Explain {
             pool, pool_tree, ..
         } => {
             let pool = pool.expect("clap requires an operation or --pool");
             let why = call(c, s, user, ExplainPool { pool, pool_tree }).await?;
-            match cli.format {
-                output::Format::Table => print!("{}", why.text()),
-                f => output::print_plain(&why, f)?,
-            }
-            Ok(())
+            output::print_words(&why, why.text(), cli.format)
         }
         Command::AbortOperation { operation } => {
             call(

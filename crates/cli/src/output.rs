@@ -31,11 +31,13 @@ pub fn print<T: Tabular>(value: &T, format: Format) -> anyhow::Result<()> {
 /// Tables wrap their cells to fit the terminal they are printed on (80 columns is the
 /// narrowest we lay them out for); piped output is not wrapped, so lines stay whole
 /// for grep (scripts should use --format json anyway).
-/// JSON or YAML of a value that has no table form.
-pub fn print_plain<T: Serialize>(value: &T, format: Format) -> anyhow::Result<()> {
+/// A value whose table form is prose (`explain`): `words` for people, JSON or YAML
+/// of the value for scripts.
+pub fn print_words<T: Serialize>(value: &T, words: String, format: Format) -> anyhow::Result<()> {
     match format {
+        Format::Table => print!("{words}"),
         Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
-        _ => println!("{}", serde_json::to_string_pretty(value)?),
+        Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
     }
     Ok(())
 }

@@ -119,11 +119,36 @@ fn preemption_words(regular: bool, aggressive: bool) -> &'static str {
     }
 }
 
+fn share_line(share: &ShareParts, resource: &str, usage: f64, demand: f64) -> String {
+    format!(
+        "fair share {} of the tree's {resource}; usage {}, demand {}",
+        share.text(),
+        pct(usage),
+        pct(demand)
+    )
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
 impl Explanation {
+    /// Of an operation that ended: why is all there is to say (no share, no tree).
+    pub fn ended(
+        operation_id: OperationId,
+        state: OperationState,
+        error: Option<String>,
+        as_of: u64,
+    ) -> Self {
+        Explanation {
+            as_of,
+            operation_id,
+            state,
+            reasons: vec![Reason::Finished { error }],
+            trees: vec![],
+        }
+    }
+
     /// In words, for people.
     pub fn text(&self) -> String {
         let mut s = String::new();
@@ -149,11 +174,8 @@ impl Explanation {
             }
             let _ = writeln!(
                 s,
-                "  fair share {} of the tree's {}; usage {}, demand {}",
-                t.share.text(),
-                t.dominant_resource,
-                pct(t.usage),
-                pct(t.demand)
+                "  {}",
+                share_line(&t.share, &t.dominant_resource, t.usage, t.demand)
             );
             if let Some(p) = &t.pool_share {
                 let _ = writeln!(s, "  its pool '{}': fair share {}", t.pool, p.text());
@@ -288,11 +310,13 @@ impl PoolExplanation {
         }
         let _ = writeln!(
             s,
-            "- fair share {} of the tree's {}; usage {}, demand {}",
-            self.share.text(),
-            self.dominant_resource,
-            pct(self.usage),
-            pct(self.demand)
+            "- {}",
+            share_line(
+                &self.share,
+                &self.dominant_resource,
+                self.usage,
+                self.demand
+            )
         );
         let _ = writeln!(s, "- bound by {}", self.bound_by);
         let preempt = preemption_words(self.preemption_allowed, self.aggressive_preemption_allowed);

@@ -75,6 +75,23 @@ impl OperationId {
     }
 }
 
+impl JobId {
+    /// Attempt `seq` of operation `op`: job ids are `<op>-<seq>`, so an attempt's id,
+    /// its sequence number and its store keys derive from each other.
+    pub fn attempt(op: &OperationId, seq: u64) -> Self {
+        JobId(format!("{op}-{seq}"))
+    }
+
+    /// The sequence number of this id as an attempt of `op` (`None`: not one of its ids).
+    pub fn attempt_seq(&self, op: &OperationId) -> Option<u64> {
+        self.0
+            .strip_prefix(op.as_str())?
+            .strip_prefix('-')?
+            .parse()
+            .ok()
+    }
+}
+
 impl IncarnationId {
     pub fn random() -> Self {
         IncarnationId(uuid::Uuid::new_v4().simple().to_string())
@@ -105,6 +122,16 @@ impl NodeId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempt_ids_and_sequence_numbers_derive_from_each_other() {
+        let op = OperationId("op-1".into());
+        let job = JobId::attempt(&op, 42);
+        assert_eq!(job.as_str(), "op-1-42");
+        assert_eq!(job.attempt_seq(&op), Some(42));
+        assert_eq!(job.attempt_seq(&OperationId("op".into())), None);
+        assert_eq!(JobId("op-1-x".into()).attempt_seq(&op), None);
+    }
 
     #[test]
     fn node_ids_are_subject_tokens() {

@@ -209,12 +209,7 @@ impl Archive {
         id: &OperationId,
         job: &JobId,
     ) -> Result<Option<ArchivedJob>, ApiError> {
-        let Some(seq) = job
-            .as_str()
-            .strip_prefix(id.as_str())
-            .and_then(|rest| rest.strip_prefix('-'))
-            .and_then(|seq| seq.parse::<u64>().ok())
-        else {
+        let Some(seq) = job.attempt_seq(id) else {
             return Ok(None);
         };
         self.get(&format!("job.{id}.{seq}")).await
@@ -299,13 +294,13 @@ impl Archive {
         let mut from = 0;
         while from < a.attempts {
             let to = (from + ARCHIVE_CHUNK).min(a.attempts);
-            let taken: Vec<(Option<ArchivedJob>, bool)> = futures::stream::iter(from..to)
+            let taken: Vec<(bool, bool)> = futures::stream::iter(from..to)
                 .map(|seq| self.take_over(a, seq))
                 .buffered(ARCHIVE_WRITES_IN_FLIGHT)
                 .try_collect()
                 .await?;
-            for (job, had_output) in taken {
-                recorded.push(job.is_some());
+            for (had_record, had_output) in taken {
+                recorded.push(had_record);
                 printed.push(had_output);
             }
             from = to;
@@ -341,21 +336,18 @@ impl Archive {
     }
 
     /// Copies attempt `seq` of `a` (its record and output from the state bucket) into
-    /// the archive; returns what it copied and whether there was an output.
-    async fn take_over(
-        &self,
-        a: &Archived,
-        seq: u64,
-    ) -> Result<(Option<ArchivedJob>, bool), String> {
+    /// the archive; returns whether there was a record and whether there was an output
+    /// (the state keys to delete afterwards).
+    async fn take_over(&self, a: &Archived, seq: u64) -> Result<(bool, bool), String> {
         let id = &a.info.id;
-        let job_id = JobId(format!("{id}-{seq}"));
+        let job_id = JobId::attempt(id, seq);
         let (record, output) = futures::try_join!(
             store::job_record(&self.state, &job_id),
             store::job_output(&self.state, &job_id)
         )?;
         let Some(record) = record else {
             // Never recorded (none is missing unless the store lost it): nothing to keep.
-            return Ok((None, output.is_some()));
+            return Ok((false, output.is_some()));
         };
         let had_output = output.is_some();
         let (stdout, stderr) = output.map(|o| (o.stdout, o.stderr)).unwrap_or_default();
@@ -369,6 +361,6 @@ impl Archive {
             encode(&job).map_err(|e| e.to_string())?,
         )
         .await?;
-        Ok((Some(job), had_output))
+        Ok((true, had_output))
     }
 }

@@ -5,7 +5,7 @@
 use crate::archive::{Archive, ArchivedOperation};
 use crate::core::{
     authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, CoreEvent, Effects,
-    JobEntry, JobPagePlan, SchedulerCore,
+    JobPagePlan, SchedulerCore,
 };
 use crate::job_pages::{fitting_job_page, read_job_page};
 use crate::lease::Lease;
@@ -717,25 +717,13 @@ fn dispatch(
             core.abort_operation(&req.body.operation_id, now)
         }),
         api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
-            let plan = core.list_jobs_page(&req.body)?;
-            let held = plan
-                .entries
-                .iter()
-                .all(|(_, e)| matches!(e, JobEntry::Held(_)));
-            if held {
-                let entries = plan.entries.into_iter().filter_map(|(seq, e)| match e {
-                    JobEntry::Held(info) => Some((seq, *info)),
-                    JobEntry::Stored(_) => None,
-                });
-                Ok(fitting_job_page(
-                    entries.collect(),
-                    plan.next_cursor,
-                    MAX_PAGE_BYTES,
-                ))
-            } else {
-                // Settled attempts are read from the store outside the core lock.
-                *then = Some(Continuation::JobPage(plan));
-                Ok(api::JobPage::default())
+            match core.list_jobs_page(&req.body)?.into_held() {
+                Ok((held, next)) => Ok(fitting_job_page(held, next, MAX_PAGE_BYTES)),
+                Err(plan) => {
+                    // Settled attempts are read from the store outside the core lock.
+                    *then = Some(Continuation::JobPage(plan));
+                    Ok(api::JobPage::default())
+                }
             }
         }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
@@ -955,15 +943,12 @@ async fn answer_from_archive(
                 return reply::<()>(Err(ApiError::new("malformed explain_operation request")));
             };
             reply(find(archive, &req.body.operation_id).await.map(|a| {
-                ytsched_common::explain::Explanation {
-                    as_of: unix_now(),
-                    operation_id: a.info.id.clone(),
-                    state: a.info.state,
-                    reasons: vec![ytsched_common::explain::Reason::Finished {
-                        error: a.info.error.clone(),
-                    }],
-                    trees: vec![],
-                }
+                ytsched_common::explain::Explanation::ended(
+                    a.info.id,
+                    a.info.state,
+                    a.info.error,
+                    unix_now(),
+                )
             }))
         }
         api::ListJobs::METHOD => {

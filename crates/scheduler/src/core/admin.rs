@@ -376,18 +376,7 @@ impl SchedulerCore {
                 attribute: Some(a),
                 sub,
             } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
-                let flag = MaintenanceFlag::parse(&a).expect("matched above");
-                let on = match value {
-                    Value::Bool(b) => b,
-                    Value::Null => false,
-                    other => {
-                        return Err(here(ConfigError(format!(
-                            "{}: expected true or false, got {other}",
-                            flag.name()
-                        ))))
-                    }
-                };
-                self.set_maintenance(&node, flag, on).map_err(here)?;
+                self.set_maintenance(&node, &a, value).map_err(here)?;
             }
             AdminPath::ClusterNodes | AdminPath::Node { .. } => {
                 return Err(here(ConfigError(
@@ -464,8 +453,7 @@ impl SchedulerCore {
                 attribute: Some(a),
                 sub,
             } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
-                let flag = MaintenanceFlag::parse(&a).expect("matched above");
-                self.set_maintenance(&node, flag, false).map_err(here)?;
+                self.set_maintenance(&node, &a, Value::Null).map_err(here)?;
             }
             _ => {
                 return Err(here(ConfigError(
@@ -601,14 +589,27 @@ impl SchedulerCore {
         Ok(())
     }
 
-    /// `set //sys/cluster_nodes/<node>/@banned` and its kin: kept in the configuration,
-    /// so they outlive node and scheduler restarts.
+    /// `set //sys/cluster_nodes/<node>/@banned` and its kin (true or false; null, as
+    /// `remove` gives, is false): kept in the configuration, so they outlive node and
+    /// scheduler restarts.
     fn set_maintenance(
         &mut self,
         node: &str,
-        flag: MaintenanceFlag,
-        on: bool,
+        attribute: &str,
+        value: Value,
     ) -> Result<(), ConfigError> {
+        let flag = MaintenanceFlag::parse(attribute)
+            .ok_or_else(|| ConfigError(format!("'{attribute}' is not a maintenance attribute")))?;
+        let on = match value {
+            Value::Bool(b) => b,
+            Value::Null => false,
+            other => {
+                return Err(ConfigError(format!(
+                    "{}: expected true or false, got {other}",
+                    flag.name()
+                )))
+            }
+        };
         let id = self.known_node(node)?;
         let mut m = self.cluster.maintenance(&id);
         m.set(flag, on);

@@ -25,22 +25,24 @@ impl SchedulerCore {
             .operations
             .get(id)
             .ok_or_else(|| ApiError::not_found(format!("no such operation: {id}")))?;
+        // A finished operation has no share any more: only why it ended matters.
+        if op.state.is_finished() {
+            return Ok(Explanation::ended(
+                id.clone(),
+                op.state,
+                op.error.clone(),
+                self.latest_now,
+            ));
+        }
         let mut reasons = Vec::new();
         let mut trees = Vec::new();
-        if op.state.is_finished() {
-            reasons.push(Reason::Finished {
-                error: op.error.clone(),
-            });
-        }
         if op.state == OperationState::Pending {
             reasons.extend(self.pending_reasons(op));
         }
-        // A finished operation has no share any more: only why it ended matters.
-        let trees_held = op.trees.iter().filter(|_| !op.state.is_finished());
-        for (tree, slot) in trees_held {
+        for (tree, slot) in &op.trees {
             let shares = self.tree_shares(tree);
             let place = shares.as_deref().and_then(|s| self.tree_place(op, tree, s));
-            if !op.state.is_finished() && op.waiting_job_count() > 0 {
+            if op.waiting_job_count() > 0 {
                 reasons.extend(self.waiting_reasons(op, tree, place.as_ref()));
             }
             trees.push(place.unwrap_or_else(|| TreePlace {

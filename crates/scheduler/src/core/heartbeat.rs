@@ -101,8 +101,7 @@ impl SchedulerCore {
             }
         }
 
-        self.evict_jobs_of_other_trees(&node_id, now);
-        self.evict_jobs_of_banned_node(&node_id, now);
+        self.evict_jobs_it_may_not_run(&node_id, now);
         let (mut jobs_to_abort, mut dying, resent) = self.reconcile_running(&req, now);
         let (limit_aborts, freed) = self.enforce_limits(&node_id, now);
         jobs_to_abort.extend(limit_aborts);
@@ -117,8 +116,9 @@ impl SchedulerCore {
             dying,
             jobs_to_abort,
         );
-        // A node in maintenance takes no new job, so it also preempts nothing for one.
-        if self.nodes[&node_id].maintenance.accepts_new_jobs() {
+        // A node that takes no new job (in maintenance, or in no tree) also preempts and
+        // speculates nothing for one.
+        if self.nodes[&node_id].is_schedulable() {
             self.fill_node(&mut ctx);
             if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
                 ctx.start(start);

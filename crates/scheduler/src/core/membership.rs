@@ -68,12 +68,14 @@ impl SchedulerCore {
         node.all_tags = tags;
         if node.maintenance != maintenance {
             node.maintenance = maintenance;
+            // A banned node gives its jobs back at its next heartbeat.
+            node.evict_pending |= maintenance.banned;
             if node.online {
                 self.events.push(CoreEvent::NodeMaintenance {
                     id: id.clone(),
                     maintenance,
                 });
-                // A banned node gives its jobs back at its next heartbeat: now.
+                // That heartbeat now.
                 self.nudges.insert(id.clone());
             }
         }
@@ -82,7 +84,7 @@ impl SchedulerCore {
             return;
         }
         node.registration = registration.clone();
-        node.tree_changed = true;
+        node.evict_pending = true;
         if node.online {
             self.events.push(CoreEvent::NodeMembership {
                 id: id.clone(),
@@ -92,43 +94,19 @@ impl SchedulerCore {
         }
     }
 
-    /// Aborts the jobs a node runs for a tree it is no longer in; they run again in
-    /// their tree. Called at the node's heartbeat, before what it runs is reconciled;
-    /// does nothing unless its tree changed since the last one.
-    /// A banned node runs nothing: its running jobs are aborted and run again elsewhere.
-    /// (Decommissioned nodes keep theirs until they finish.)
-    pub(super) fn evict_jobs_of_banned_node(&mut self, node_id: &NodeId, now: UnixMillis) {
-        if !self
-            .nodes
-            .get(node_id)
-            .is_some_and(|n| n.maintenance.banned)
-        {
-            return;
-        }
-        let running: Vec<(OperationId, JobId, String)> = self
-            .jobs
-            .on(node_id)
-            .filter_map(|j| {
-                let op = self.jobs.owner(j)?;
-                let job = self.operations.get(op)?.jobs.get(j)?;
-                (job.state == JobState::Running).then(|| (op.clone(), j.clone(), job.tree.clone()))
-            })
-            .collect();
-        for (op, job, tree) in running {
-            let message = format!("node {node_id} is banned; the job runs again elsewhere");
-            self.abort_running_job(node_id, &op, &job, AbortReason::NodeBanned, &message, now);
-            self.mark_stale(&tree);
-        }
-    }
-
-    pub(super) fn evict_jobs_of_other_trees(&mut self, node_id: &NodeId, now: UnixMillis) {
+    /// Aborts the jobs a node may no longer run, at its heartbeat before what it runs is
+    /// reconciled, and only if its tree changed or it was banned since the last one.
+    /// Jobs of a tree it left run again in their tree; a banned node runs nothing, and
+    /// its jobs run again elsewhere (a decommissioned one keeps its jobs until they end).
+    pub(super) fn evict_jobs_it_may_not_run(&mut self, node_id: &NodeId, now: UnixMillis) {
         let Some(node) = self.nodes.get_mut(node_id) else {
             return;
         };
-        if !std::mem::take(&mut node.tree_changed) {
+        if !std::mem::take(&mut node.evict_pending) {
             return;
         }
         let node = &self.nodes[node_id];
+        let banned = node.maintenance.banned;
         let current = self.node_tree(node).map(String::from);
         let strays: Vec<(OperationId, JobId, String)> = self
             .jobs
@@ -136,32 +114,39 @@ impl SchedulerCore {
             .filter_map(|j| {
                 let op = self.jobs.owner(j)?;
                 let job = self.operations.get(op)?.jobs.get(j)?;
-                (job.state == JobState::Running && Some(&job.tree) != current.as_ref())
+                (job.state == JobState::Running && (banned || Some(&job.tree) != current.as_ref()))
                     .then(|| (op.clone(), j.clone(), job.tree.clone()))
             })
             .collect();
         for (op, job, tree) in strays {
-            let message = match &current {
-                Some(now_in) => format!(
-                    "node {node_id} moved from pool tree '{tree}' to '{now_in}'; the job runs again in '{tree}'"
-                ),
-                None => format!(
-                    "node {node_id} left pool tree '{tree}' ({}); the job runs again in '{tree}'",
-                    match &self.nodes[node_id].registration {
-                        Registration::Refused { error } => error.clone(),
-                        _ => "no tree's nodes_filter matches it".to_string(),
-                    }
-                ),
+            let (reason, message) = if banned {
+                (
+                    AbortReason::NodeBanned,
+                    format!("node {node_id} is banned; the job runs again elsewhere"),
+                )
+            } else {
+                (
+                    AbortReason::NodeFairShareTreeChanged,
+                    self.tree_change_message(node_id, &tree, current.as_deref()),
+                )
             };
-            self.abort_running_job(
-                node_id,
-                &op,
-                &job,
-                AbortReason::NodeFairShareTreeChanged,
-                &message,
-                now,
-            );
+            self.abort_running_job(node_id, &op, &job, reason, &message, now);
             self.mark_stale(&tree);
+        }
+    }
+
+    fn tree_change_message(&self, node_id: &NodeId, tree: &str, current: Option<&str>) -> String {
+        match current {
+            Some(now_in) => format!(
+                "node {node_id} moved from pool tree '{tree}' to '{now_in}'; the job runs again in '{tree}'"
+            ),
+            None => format!(
+                "node {node_id} left pool tree '{tree}' ({}); the job runs again in '{tree}'",
+                match &self.nodes[node_id].registration {
+                    Registration::Refused { error } => error.clone(),
+                    _ => "no tree's nodes_filter matches it".to_string(),
+                }
+            ),
         }
     }
 

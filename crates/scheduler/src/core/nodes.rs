@@ -27,9 +27,9 @@ pub struct Node {
     pub last_heartbeat: UnixMillis,
     pub online: bool,
     pub registration: Registration,
-    /// Its tree changed since its last heartbeat: that heartbeat looks for jobs of the
-    /// tree it left (and no other heartbeat needs to).
-    pub tree_changed: bool,
+    /// Its tree changed, or it was banned, since its last heartbeat: that heartbeat looks
+    /// for jobs it may no longer run (and no other heartbeat needs to).
+    pub evict_pending: bool,
     /// When this node last ran a preemptive stage (for `preemptive_scheduling_backoff`).
     pub last_preemptive_stage: Option<UnixMillis>,
     /// A copy of what the configuration says (`ClusterConfig::node_maintenance`), kept
@@ -53,7 +53,7 @@ impl Node {
             last_heartbeat: 0,
             online: false,
             registration: Registration::Idle,
-            tree_changed: false,
+            evict_pending: false,
             last_preemptive_stage: None,
             maintenance: NodeMaintenance::default(),
         }

@@ -328,18 +328,13 @@ impl Operation {
 
     /// The id of attempt `seq`.
     pub fn attempt_id(&self, seq: u64) -> JobId {
-        JobId(format!("{}-{seq}", self.id))
+        JobId::attempt(&self.id, seq)
     }
 
     /// The sequence number of one of its attempts' ids (`None`: not one of its ids).
     pub fn attempt_seq(&self, job: &JobId) -> Option<u64> {
-        let seq = job
-            .as_str()
-            .strip_prefix(self.id.as_str())?
-            .strip_prefix('-')?
-            .parse::<u64>()
-            .ok()?;
-        (seq < self.next_job_seq && self.attempt_state(seq) != JobState::Waiting).then_some(seq)
+        let seq = job.attempt_seq(&self.id)?;
+        (self.attempt_state(seq) != JobState::Waiting).then_some(seq)
     }
 
     pub fn tally(&self) -> AttemptTally {

@@ -224,7 +224,33 @@ pub struct JobPagePlan {
     pub task_names: Vec<String>,
 }
 
-fn task_names(op: &Operation) -> Vec<String> {
+/// A page's attempts with their sequence numbers, and where the next page starts.
+pub type HeldPage = (Vec<(u64, JobInfo)>, Option<u64>);
+
+impl JobPagePlan {
+    /// The page's attempts, if the core holds every one of them (nothing to read from
+    /// the store); else the plan back.
+    pub fn into_held(self) -> Result<HeldPage, Self> {
+        if !self
+            .entries
+            .iter()
+            .all(|(_, e)| matches!(e, JobEntry::Held(_)))
+        {
+            return Err(self);
+        }
+        let held = self
+            .entries
+            .into_iter()
+            .filter_map(|(seq, e)| match e {
+                JobEntry::Held(info) => Some((seq, *info)),
+                JobEntry::Stored(_) => None,
+            })
+            .collect();
+        Ok((held, self.next_cursor))
+    }
+}
+
+pub(super) fn task_names(op: &Operation) -> Vec<String> {
     op.tasks.iter().map(|t| t.name.clone()).collect()
 }
 

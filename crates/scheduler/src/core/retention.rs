@@ -33,7 +33,7 @@ pub struct Archived {
 impl Archived {
     /// Its attempts' ids, in start order.
     pub fn job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
-        (0..self.attempts).map(|seq| JobId(format!("{}-{seq}", self.info.id)))
+        (0..self.attempts).map(|seq| JobId::attempt(&self.info.id, seq))
     }
 }
 
@@ -117,7 +117,7 @@ impl SchedulerCore {
         self.retired.push(Archived {
             info,
             attempts: op.attempt_count(),
-            task_names: op.tasks.iter().map(|t| t.name.clone()).collect(),
+            task_names: super::queries::task_names(&op),
         });
     }
 
