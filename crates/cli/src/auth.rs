@@ -22,6 +22,11 @@ use std::path::{Path, PathBuf};
 use ytsched_common::identity::{Credentials, Role, UserName};
 use ytsched_common::subjects::Subjects;
 
+/// The scheduler's store identity and its answering (bus) identity: two keys, so that
+/// the connection that answers callers holds no permission on the store.
+pub const SCHEDULER: &str = "scheduler";
+pub const SCHEDULER_BUS: &str = "scheduler-bus";
+
 /// How many identities one directory holds; auth.conf stays a config file, not a database.
 const MAX_IDENTITIES: usize = 10_000;
 
@@ -122,7 +127,8 @@ impl AuthDir {
                 identities: vec![],
             },
         };
-        auth.add(UserName::parse("scheduler")?, Role::Scheduler)?;
+        auth.add(UserName::parse(SCHEDULER)?, Role::Scheduler)?;
+        auth.add(UserName::parse(SCHEDULER_BUS)?, Role::SchedulerBus)?;
         auth.add(admin.clone(), Role::Admin)?;
         Ok(auth)
     }
@@ -163,6 +169,8 @@ impl AuthDir {
     pub fn add_many(&mut self, names: Vec<UserName>, role: Role) -> anyhow::Result<Vec<PathBuf>> {
         let mut fresh = std::collections::BTreeSet::new();
         for name in &names {
+            // Users, admins and nodes share one name space, without the ACL group words.
+            UserName::parse_identity(name.as_str())?;
             if self.registry.identities.iter().any(|i| &i.name == name) || !fresh.insert(name) {
                 bail!("identity '{name}' already exists (revoke it first to replace its key)");
             }
@@ -205,7 +213,7 @@ impl AuthDir {
             bail!("no identity named '{name}'");
         };
         let role = self.registry.identities[pos].role;
-        if role == Role::Scheduler {
+        if matches!(role, Role::Scheduler | Role::SchedulerBus) {
             bail!("'{name}' is the scheduler's identity; revoking it would stop the cluster");
         }
         self.registry.identities.remove(pos);
@@ -307,15 +315,16 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
             tls,
             tls_hosts,
         } => {
-            let admin = UserName::parse(&admin)?;
+            let admin = UserName::parse_identity(&admin)?;
             let auth = AuthDir::init(&dir, prefix, &admin)?;
             if tls {
                 crate::tls::make_ca_and_server_cert(&dir.join("tls"), &tls_hosts)?;
             }
             println!("identities in {}", dir.display());
             println!(
-                "scheduler: --creds {}",
-                auth.creds_path(&UserName::parse("scheduler")?).display()
+                "scheduler: --creds {} --bus-creds {}",
+                auth.creds_path(&UserName::parse(SCHEDULER)?).display(),
+                auth.creds_path(&UserName::parse(SCHEDULER_BUS)?).display()
             );
             println!("YTSCHED_CREDS={}", auth.creds_path(&admin).display());
             println!(
@@ -338,7 +347,7 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
             let mut auth = AuthDir::open(&dir)?;
             let parsed = names
                 .iter()
-                .map(|n| UserName::parse(n))
+                .map(|n| UserName::parse_identity(n))
                 .collect::<Result<Vec<_>, _>>()?;
             let paths = auth.add_many(parsed, Role::Node)?;
             let reloaded = auth.reload_server()?;
@@ -371,7 +380,7 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
 
 fn add(dir: &Path, name: &str, role: Role) -> anyhow::Result<()> {
     let mut auth = AuthDir::open(dir)?;
-    let path = auth.add(UserName::parse(name)?, role)?;
+    let path = auth.add(UserName::parse_identity(name)?, role)?;
     let reloaded = auth.reload_server()?;
     println!("added {role} '{name}': --creds {}", path.display());
     reload_note(reloaded);
@@ -432,7 +441,11 @@ mod tests {
         assert!(err.to_string().contains("'n4' already exists"), "{err}");
         assert!(auth.add_many(names(&["n5", "n1"]), Role::Node).is_err());
         let reread = AuthDir::open(&dir).unwrap();
-        assert_eq!(reread.identities().len(), 5, "scheduler, root, n1..n3");
+        assert_eq!(
+            reread.identities().len(),
+            6,
+            "scheduler, scheduler-bus, root, n1..n3"
+        );
         assert!(!auth.creds_path(&UserName::parse("n5").unwrap()).exists());
     }
 }

@@ -219,10 +219,10 @@ impl LabSecurity {
     }
 
     fn connect_auth(&self, name: &str) -> anyhow::Result<ConnectAuth> {
-        Ok(ConnectAuth::from_flags(
-            self.creds(name).as_deref(),
-            self.tls(),
-        )?)
+        Ok(
+            ConnectAuth::from_flags(self.creds(name).as_deref(), self.tls())?
+                .anonymous_as(ytsched_common::identity::Role::User, name),
+        )
     }
 
     /// nats.conf: the identities' permissions and, with TLS, mutual TLS.

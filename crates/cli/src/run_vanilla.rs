@@ -16,7 +16,7 @@ use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::{call, TransportError};
 use ytsched_common::units::ByteSize;
-use ytsched_common::OperationId;
+use ytsched_common::{IdempotencyToken, OperationId};
 
 /// How long `follow` keeps waiting for an unreachable scheduler before giving up.
 const SCHEDULER_WAIT: Duration = Duration::from_secs(60);
@@ -144,9 +144,9 @@ pub async fn submit(
     user: &Caller,
     spec: VanillaSpec,
 ) -> anyhow::Result<OperationId> {
-    // The id is ours: a retry after a lost reply names the same operation, and the
-    // scheduler answers it with the one it already started.
-    let id = OperationId::random();
+    // The token is ours: a retry after a lost reply carries it again, and the scheduler
+    // answers with the operation it already started (the id is always the scheduler's).
+    let token = IdempotencyToken::random();
     let mut last = None;
     for attempt in 0..SUBMIT_ATTEMPTS {
         if attempt > 0 {
@@ -154,7 +154,7 @@ pub async fn submit(
         }
         let request = StartOperation {
             spec: spec.clone(),
-            operation_id: Some(id.clone()),
+            idempotency_token: Some(token.clone()),
         };
         match call(client, subjects, user, request).await {
             Ok(id) => return Ok(id),
@@ -163,8 +163,9 @@ pub async fn submit(
         }
     }
     bail!(
-        "timed out, state unknown: operation {id} may or may not have started ({}); `ytsched get-operation {id}` tells",
-        last.map(|e| e.to_string()).unwrap_or_default()
+        "timed out, state unknown: the operation may or may not have started ({}); `ytsched list-operations --filter-user {}` tells",
+        last.map(|e| e.to_string()).unwrap_or_default(),
+        user.user
     )
 }
 

@@ -49,11 +49,13 @@ pub struct Ace {
 
 impl Ace {
     fn matches(&self, user: &UserName, admin: bool, permission: Permission) -> bool {
+        // A group word is a group, never a user of that name (no identity may carry one).
         self.permissions.contains(&permission)
-            && self
-                .subjects
-                .iter()
-                .any(|s| s == EVERYONE || s == user.as_str() || (admin && s == ADMINS))
+            && self.subjects.iter().any(|s| match s.as_str() {
+                EVERYONE => true,
+                ADMINS => admin,
+                name => name == user.as_str(),
+            })
     }
 }
 

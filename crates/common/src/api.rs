@@ -2,7 +2,7 @@
 //! (`<prefix>.api.<method>`). Each request type names its method and response type, so
 //! the client and the server cannot disagree on what a subject carries.
 
-use crate::ids::{JobId, NodeId, OperationId};
+use crate::ids::{IdempotencyToken, JobId, NodeId, OperationId};
 use crate::names::{PoolName, TreeName};
 use crate::protocol::{JobStatistics, UnixMillis};
 use crate::resources::ResourceVector;
@@ -106,10 +106,12 @@ pub struct ApiResponse<T> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StartOperation {
     pub spec: VanillaSpec,
-    /// Made by the client, so that a submission retried after a lost reply is the same
-    /// operation, never a second one. None: the scheduler makes one.
+    /// Made by the client, so that a submission retried after a lost reply is answered
+    /// with the operation it started, never a second one. The scheduler remembers it per
+    /// user while the operation is held (running, or finished within its retention).
+    /// The operation's id is always the scheduler's own.
     #[serde(default)]
-    pub operation_id: Option<OperationId>,
+    pub idempotency_token: Option<IdempotencyToken>,
 }
 impl ApiMethod for StartOperation {
     const METHOD: &'static str = "start_operation";

@@ -23,6 +23,10 @@ pub enum Role {
     User,
     /// A user who may also use the admin paths.
     Admin,
+    /// The scheduler's answering connection: it hears heartbeats and API requests and
+    /// may publish only to inboxes and nudges, never into JetStream, KV or the lease, so
+    /// no reply subject a caller names can make it write the store.
+    SchedulerBus,
 }
 
 impl Role {
@@ -32,6 +36,7 @@ impl Role {
             Role::Node => "node",
             Role::User => "user",
             Role::Admin => "admin",
+            Role::SchedulerBus => "scheduler_bus",
         }
     }
 
@@ -41,6 +46,7 @@ impl Role {
             "node" => Ok(Role::Node),
             "user" => Ok(Role::User),
             "admin" => Ok(Role::Admin),
+            "scheduler_bus" => Ok(Role::SchedulerBus),
             other => Err(IdentityError::BadRole(other.to_string())),
         }
     }
@@ -56,7 +62,9 @@ impl fmt::Display for Role {
 pub enum IdentityError {
     #[error("name '{0}' is invalid: use 1 to {MAX_NAME_LEN} letters, digits, '_' and '-' (it is a NATS subject token)")]
     BadName(String),
-    #[error("role '{0}' is unknown (scheduler, node, user, admin)")]
+    #[error("name '{0}' is reserved: it is an ACL group (everyone, admins), not an identity")]
+    Reserved(String),
+    #[error("role '{0}' is unknown (scheduler, scheduler_bus, node, user, admin)")]
     BadRole(String),
     #[error("credentials file {path}: {message}")]
     BadFile { path: String, message: String },
@@ -82,11 +90,28 @@ validated_string!(
     IdentityError
 );
 
+/// ACL group words: no identity may carry one, so an ACL subject is a group or a user,
+/// never both.
+pub const RESERVED_NAMES: [&str; 2] = [crate::acl::EVERYONE, crate::acl::ADMINS];
+
+impl UserName {
+    /// A name an identity may carry (users, admins, nodes share one name space): any
+    /// valid name but the ACL group words.
+    pub fn parse_identity(s: &str) -> Result<Self, IdentityError> {
+        let name = UserName::parse(s)?;
+        if RESERVED_NAMES.contains(&name.as_str()) {
+            return Err(IdentityError::Reserved(name.as_str().to_string()));
+        }
+        Ok(name)
+    }
+}
+
 /// The reply inbox prefix of an identity: nats-server lets it subscribe only below it,
 /// so no one hears another identity's replies.
 pub fn inbox_prefix(role: Role, name: &str) -> String {
     match role {
         Role::Scheduler => format!("_INBOX.s.{name}"),
+        Role::SchedulerBus => format!("_INBOX.b.{name}"),
         Role::Node => format!("_INBOX.n.{name}"),
         Role::User | Role::Admin => format!("_INBOX.u.{name}"),
     }

@@ -38,6 +38,9 @@ fn check_job_id(s: &str) -> Result<(), BadId> {
 fn check_node_id(s: &str) -> Result<(), BadId> {
     check_id("node id", s, true)
 }
+fn check_idempotency_token(s: &str) -> Result<(), BadId> {
+    check_id("idempotency token", s, false)
+}
 fn check_incarnation_id(s: &str) -> Result<(), BadId> {
     check_id("incarnation id", s, false)
 }
@@ -45,7 +48,15 @@ fn check_incarnation_id(s: &str) -> Result<(), BadId> {
 // The inner field stays public for ids the scheduler makes itself (`<op>-<seq>`);
 // everything from outside goes through the check.
 validated_string!(
-    /// An operation, e.g. `7f2c1a9e-…`; chosen by the client or the scheduler at submission.
+    /// A client's name for one submission, so that a retry after a lost reply finds the
+    /// operation it started. Scoped to the submitting user; never an operation id, so no
+    /// request can name an existing, archived or damaged record.
+    IdempotencyToken(pub String),
+    check_idempotency_token,
+    BadId
+);
+validated_string!(
+    /// An operation, e.g. `7f2c1a9e-…`; always made by the scheduler at submission.
     OperationId(pub String),
     check_operation_id,
     BadId
@@ -68,6 +79,12 @@ validated_string!(
     check_incarnation_id,
     BadId
 );
+
+impl IdempotencyToken {
+    pub fn random() -> Self {
+        IdempotencyToken(uuid::Uuid::new_v4().to_string())
+    }
+}
 
 impl OperationId {
     pub fn random() -> Self {

@@ -17,6 +17,7 @@ pub mod maintenance;
 pub mod names;
 pub mod pool_config;
 pub mod protocol;
+pub mod quote;
 pub mod resources;
 pub mod spec;
 pub mod states;
@@ -26,6 +27,6 @@ pub mod transport;
 pub mod units;
 pub mod yson;
 
-pub use ids::{IncarnationId, JobId, NodeId, OperationId};
+pub use ids::{IdempotencyToken, IncarnationId, JobId, NodeId, OperationId};
 pub use resources::ResourceVector;
 pub use units::{ByteSize, DurationMs};

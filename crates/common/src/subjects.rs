@@ -77,19 +77,43 @@ impl Subjects {
             _ => return None,
         };
         let (user, method) = rest.split_once('.')?;
-        let user = UserName::parse(user).ok()?;
+        let user = UserName::parse_identity(user).ok()?;
         Some((Caller { user, admin }, method))
     }
 
     /// The permissions of an identity of `role` named `name` under this prefix (SPEC 5.11).
-    /// The scheduler may use everything, JetStream included; no one else touches it.
+    /// The scheduler's duties are split: its store identity touches JetStream, KV and
+    /// the lease and nothing else; its bus identity hears requests and may publish only
+    /// to inboxes and nudges. Neither can be made to publish elsewhere by a reply subject.
     pub fn permissions(&self, role: Role, name: &UserName) -> Permissions {
         let p = &self.prefix;
         let inbox = format!("{}.>", inbox_prefix(role, name.as_str()));
         match role {
             Role::Scheduler => Permissions {
-                publish: vec![">".into()],
-                subscribe: vec![">".into()],
+                publish: vec![
+                    "$JS.API.>".into(),
+                    "$JS.ACK.>".into(),
+                    "$JS.FC.>".into(),
+                    format!("$KV.{}.>", self.bucket("state")),
+                    format!("$KV.{}.>", self.bucket("leader")),
+                    format!("$KV.{}.>", self.bucket("archive")),
+                    format!("{}.list", self.bucket("archive")),
+                ],
+                subscribe: vec![inbox],
+            },
+            Role::SchedulerBus => Permissions {
+                publish: vec![
+                    // Users' and nodes' inboxes (inbox_prefix): which one a request may
+                    // be answered on is the scheduler's check (`reply_allowed`).
+                    "_INBOX.u.*.>".into(),
+                    "_INBOX.n.*.>".into(),
+                    format!("{p}.nudge.*"),
+                ],
+                subscribe: vec![
+                    self.heartbeat_wildcard(),
+                    format!("{p}.api.*.*"),
+                    format!("{p}.admin.*.*"),
+                ],
             },
             Role::Node => Permissions {
                 publish: vec![format!("{p}.heartbeat.{name}")],
@@ -104,6 +128,31 @@ impl Subjects {
                 subscribe: vec![inbox],
             },
         }
+    }
+
+    /// The reply subject a request from `role` `name` must carry: below its own inbox.
+    /// Anything else would make the scheduler publish where the caller chose.
+    pub fn reply_allowed(role: Role, name: &str, reply: &str) -> bool {
+        reply
+            .strip_prefix(inbox_prefix(role, name).as_str())
+            .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1)
+    }
+
+    /// A KV bucket (or stream) name of this installation: the prefix made safe for
+    /// bucket names, then what it holds.
+    pub fn bucket(&self, what: &str) -> String {
+        let safe: String = self
+            .prefix
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("{safe}_{what}")
     }
 }
 

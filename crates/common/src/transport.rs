@@ -47,6 +47,9 @@ pub struct ConnectAuth {
     /// None: an anonymous connection, which only an `--insecure` bus accepts.
     pub creds: Option<Credentials>,
     pub tls: TlsFiles,
+    /// Without credentials, whose inbox to take replies on: the scheduler answers a
+    /// request only on its requester's own inbox, on an open bus too.
+    pub anonymous_inbox: Option<String>,
 }
 
 /// TLS files, the same flags on every binary (global, so the CLI takes them before or
@@ -106,7 +109,20 @@ impl ConnectAuth {
             .map(Credentials::read)
             .transpose()
             .map_err(|e| TransportError::Auth(e.to_string()))?;
-        Ok(ConnectAuth { creds, tls })
+        Ok(ConnectAuth {
+            creds,
+            tls,
+            anonymous_inbox: None,
+        })
+    }
+
+    /// On an open bus (no credentials), takes replies on the inbox of `role` `name`, as
+    /// its credentials would.
+    pub fn anonymous_as(mut self, role: Role, name: &str) -> Self {
+        if self.creds.is_none() {
+            self.anonymous_inbox = Some(crate::identity::inbox_prefix(role, name));
+        }
+        self
     }
 
     /// Refuses credentials of another role: a node's key in the scheduler is a mistake
@@ -202,6 +218,8 @@ pub async fn connect(
         opts = opts
             .nkey(creds.seed().to_string())
             .custom_inbox_prefix(creds.inbox_prefix());
+    } else if let Some(inbox) = &auth.anonymous_inbox {
+        opts = opts.custom_inbox_prefix(inbox.clone());
     }
     if let Some(ca) = &auth.tls.ca {
         opts = opts.add_root_certificates(ca.clone()).require_tls(true);

@@ -78,7 +78,7 @@ fn samples() -> Vec<Vec<u8>> {
             protocol_version: PROTOCOL_VERSION,
             body: api::StartOperation {
                 spec,
-                operation_id: None,
+                idempotency_token: None,
             },
         })
         .unwrap(),

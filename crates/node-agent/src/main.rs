@@ -109,6 +109,8 @@ async fn agent_main() -> anyhow::Result<()> {
         (None, Some(name)) => NodeId::parse(name)?,
         (None, None) => NodeId::from_hostname(&hostname),
     };
+    // Its replies come to its own inbox, as they would with credentials.
+    let auth = auth.anonymous_as(Role::Node, node_id.as_str());
     if args.bus.insecure {
         warn!("--insecure: the bus is unauthenticated, so anyone who reaches it controls this node's jobs");
     }

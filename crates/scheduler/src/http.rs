@@ -22,6 +22,8 @@ type Core = Arc<Mutex<SchedulerCore>>;
 pub struct Face {
     pub core: Core,
     pub state: async_nats::jetstream::kv::Store,
+    /// Requests turned away on the bus, for `/metrics`.
+    pub refusals: std::sync::Arc<crate::refusals::Refusals>,
 }
 
 /// Most bytes of one JSON page of jobs.
@@ -131,7 +133,7 @@ async fn api_orchid(State(Face { core, .. }): State<Face>) -> Response {
 }
 
 /// Prometheus text exposition: node, operation and job counts, and per pool its shares.
-async fn metrics(State(Face { core, .. }): State<Face>) -> Response {
+async fn metrics(State(Face { core, refusals, .. }): State<Face>) -> Response {
     let (nodes, operations, orchid) = {
         let c = lock(&core);
         (c.list_nodes(), c.list_operations(), c.orchid())
@@ -173,6 +175,13 @@ async fn metrics(State(Face { core, .. }): State<Face>) -> Response {
                 }
             }
         }
+    }
+    out.push_str("# HELP ytsched_refused_requests_total Requests on the bus dropped or turned away before the core, by reason.\n# TYPE ytsched_refused_requests_total counter\n");
+    for (reason, n) in refusals.all() {
+        let _ = writeln!(
+            out,
+            "ytsched_refused_requests_total{{reason=\"{reason}\"}} {n}"
+        );
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }

@@ -2,6 +2,9 @@ use anyhow::Context;
 use clap::Parser;
 use std::time::Duration;
 use ytsched_common::identity::Role;
+
+/// The answering identity `ytsched auth init` makes beside the scheduler's.
+const SCHEDULER_BUS_NAME: &str = "scheduler-bus";
 use ytsched_common::transport::BusArgs;
 use ytsched_common::units::DurationMs;
 use ytsched_scheduler::core::config_file::ConfigFile;
@@ -66,6 +69,11 @@ struct Args {
     archive_ttl: DurationMs,
     #[command(flatten)]
     bus: BusArgs,
+    /// Credentials of the scheduler's answering identity (role scheduler_bus): the
+    /// connection that hears heartbeats and requests, which may publish only to inboxes
+    /// and nudges. Default: `scheduler-bus.creds` beside --creds.
+    #[arg(long, env = "YTSCHED_BUS_CREDS", value_name = "FILE")]
+    bus_creds: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -83,6 +91,37 @@ async fn main() -> anyhow::Result<()> {
     let auth = args
         .bus
         .daemon_auth(&args.nats, &[Role::Scheduler], "ytsched-scheduler")?;
+    let bus_auth = match &args.bus.creds {
+        None if args.bus_creds.is_some() => {
+            anyhow::bail!("--bus-creds goes with --creds (the store identity), not --insecure")
+        }
+        None => auth.clone(),
+        Some(store_creds) => {
+            let path = args.bus_creds.clone().unwrap_or_else(|| {
+                store_creds.with_file_name(format!("{SCHEDULER_BUS_NAME}.creds"))
+            });
+            if !path.exists() {
+                anyhow::bail!(
+                    "ytsched-scheduler needs its bus identity too: {} does not exist (pass --bus-creds FILE; `ytsched auth init` makes {SCHEDULER_BUS_NAME}.creds)",
+                    path.display()
+                );
+            }
+            let bus = BusArgs {
+                creds: Some(path),
+                tls: args.bus.tls.clone(),
+                insecure: false,
+            };
+            let bus_auth = bus.daemon_auth(
+                &args.nats,
+                &[Role::SchedulerBus],
+                "ytsched-scheduler --bus-creds",
+            )?;
+            if bus_auth.creds.as_ref().map(|c| &c.name) == auth.creds.as_ref().map(|c| &c.name) {
+                anyhow::bail!("--bus-creds names the same identity as --creds");
+            }
+            bus_auth
+        }
+    };
     if args.bus.insecure {
         tracing::warn!(
             "--insecure: the bus is unauthenticated, so anyone who reaches it controls the cluster"
@@ -104,6 +143,7 @@ async fn main() -> anyhow::Result<()> {
     let config = ServiceConfig {
         nats_urls: args.nats,
         auth,
+        bus_auth,
         subject_prefix: args.subject_prefix,
         core: CoreConfig {
             heartbeat_period_ms: args.heartbeat_period.0.max(1),

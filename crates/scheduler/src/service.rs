@@ -9,6 +9,7 @@ use crate::core::{
 };
 use crate::job_pages::{fitting_job_page, read_job_page};
 use crate::lease::Lease;
+use crate::refusals::{Refusal, Refusals};
 use crate::store;
 use crate::writer::Writer;
 use anyhow::Context;
@@ -18,7 +19,7 @@ use std::time::Duration;
 use tracing::{debug, error, info, warn};
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
-use ytsched_common::identity::Caller;
+use ytsched_common::identity::{Caller, Role};
 use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::protocol::{
     unix_now, HeartbeatReply, HeartbeatRequest, Registration, PROTOCOL_VERSION,
@@ -36,8 +37,12 @@ const VOLUME_SAVE_PERIOD: Duration = Duration::from_secs(5);
 pub struct ServiceConfig {
     /// Comma-separated NATS server URLs (a NATS cluster is several).
     pub nats_urls: String,
-    /// The scheduler's identity (None only on an --insecure loopback bus).
+    /// The scheduler's store identity: JetStream, KV and the lease (None only on an
+    /// --insecure loopback bus).
     pub auth: ytsched_common::transport::ConnectAuth,
+    /// Its answering identity: hears heartbeats and requests, publishes only to inboxes
+    /// and nudges.
+    pub bus_auth: ytsched_common::transport::ConnectAuth,
     pub subject_prefix: String,
     pub core: CoreConfig,
     /// How often housekeeping (silent nodes, unplaceable operations, due fair share
@@ -61,7 +66,10 @@ pub struct ServiceConfig {
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
 /// through `with_core`, so each change is stored, and its nudges and events go out.
 struct Driver {
+    /// The answering connection (bus identity): it cannot publish into the store.
     client: async_nats::Client,
+    /// What was turned away before reaching the core, by reason.
+    refusals: Arc<Refusals>,
     subjects: Subjects,
     core: Arc<Mutex<SchedulerCore>>,
     writer: Writer,
@@ -158,9 +166,22 @@ impl Driver {
 
     async fn heartbeat(self: Arc<Self>, msg: async_nats::Message, received: std::time::Instant) {
         let Some(reply_to) = msg.reply.clone() else {
-            warn!(subject = %msg.subject, "heartbeat without a reply subject ignored");
+            self.refusals.count(Refusal::NoReply, || {
+                format!("heartbeat on {} without a reply subject", msg.subject)
+            });
             return;
         };
+        // nats-server let only this node publish here; its answer goes to its inbox only.
+        let node = msg.subject.rsplit('.').next().unwrap_or_default();
+        if !Subjects::reply_allowed(Role::Node, node, &reply_to) {
+            self.refusals.count(Refusal::ForeignReply, || {
+                format!(
+                    "heartbeat of node '{node}' asks for its reply on '{}', not its own inbox",
+                    ytsched_common::quote::quote(&reply_to, ytsched_common::quote::QUOTE_CHARS)
+                )
+            });
+            return;
+        }
         let period = self.heartbeat_period_ms;
         let reply = match decode::<HeartbeatRequest>(&msg.payload) {
             Ok(req) if msg.subject.rsplit('.').next() != Some(req.node_id.as_str()) => {
@@ -207,16 +228,39 @@ impl Driver {
     ) {
         while let Some(msg) = sub.next().await {
             let Some(reply_to) = msg.reply.clone() else {
+                self.refusals.count(Refusal::NoReply, || {
+                    format!("request on {} without a reply subject", msg.subject)
+                });
                 continue;
             };
+            // nats-server let this subject through only for the user it names.
+            let Some((caller, method)) = self.subjects.parse_api(msg.subject.as_str()) else {
+                self.refusals.count(Refusal::MalformedSubject, || {
+                    format!(
+                        "request on '{}', not an API subject",
+                        ytsched_common::quote::quote(
+                            &msg.subject,
+                            ytsched_common::quote::QUOTE_CHARS
+                        )
+                    )
+                });
+                continue;
+            };
+            // Answered only on the caller's own inbox: any other reply subject would
+            // make the scheduler publish there for them.
+            if !Subjects::reply_allowed(Role::User, caller.user.as_str(), &reply_to) {
+                self.refusals.count(Refusal::ForeignReply, || {
+                    format!(
+                        "request of '{}' asks for its answer on '{}', not its own inbox",
+                        caller.user,
+                        ytsched_common::quote::quote(&reply_to, ytsched_common::quote::QUOTE_CHARS)
+                    )
+                });
+                continue;
+            }
             let driver = self.clone();
+            let method = method.to_string();
             tokio::spawn(async move {
-                // nats-server let this subject through only for the user it names.
-                let Some((caller, method)) = driver.subjects.parse_api(msg.subject.as_str()) else {
-                    warn!(subject = %msg.subject, "API request on a malformed subject ignored");
-                    return;
-                };
-                let method = method.to_string();
                 let max_record = driver.max_record_bytes;
                 let answered = driver
                     .with_core(|core| {
@@ -358,8 +402,17 @@ pub async fn run(
         Duration::ZERO,
     )
     .await?;
+    // The lease has a connection of its own: no load on the others (a request flood,
+    // a slow consumer, a backlog of writes) can delay its renewal.
+    let lease_client = ytsched_common::transport::connect(
+        &config.nats_urls,
+        "ytsched-scheduler lease",
+        true,
+        &config.auth,
+    )
+    .await?;
     let leases = store::open_bucket(
-        &js,
+        &async_nats::jetstream::new(lease_client),
         &store::bucket_name(prefix, "leader"),
         config.kv_replicas,
         config.lease_ttl,
@@ -471,19 +524,30 @@ pub async fn run(
         "state revived from the store; waiting for nodes to report running jobs"
     );
 
+    // Callers are heard and answered on the bus identity's connection, which cannot
+    // publish into the store whatever reply subject a caller names.
+    let bus = ytsched_common::transport::connect(
+        &config.nats_urls,
+        "ytsched-scheduler bus",
+        true,
+        &config.bus_auth,
+    )
+    .await?;
     let subjects = Subjects::new(prefix);
-    let heartbeats = client.subscribe(subjects.heartbeat_wildcard()).await?;
+    let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
     let [user_api, admin_api] = subjects.api_wildcards();
     let api_calls = futures::stream::select(
-        client.subscribe(user_api).await?,
-        client.subscribe(admin_api).await?,
+        bus.subscribe(user_api).await?,
+        bus.subscribe(admin_api).await?,
     );
-    client.flush().await?;
+    bus.flush().await?;
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
     // Shared, not cloned, by every task: a clone of its stores and archive cost more
     // than a whole heartbeat in the core.
+    let refusals = Arc::new(Refusals::default());
     let driver = Arc::new(Driver {
-        client,
+        client: bus,
+        refusals: refusals.clone(),
         subjects,
         heartbeat_period_ms: core.config().heartbeat_period_ms,
         max_record_bytes,
@@ -500,6 +564,7 @@ pub async fn run(
         let face = crate::http::Face {
             core: driver.core.clone(),
             state: driver.state.clone(),
+            refusals: refusals.clone(),
         };
         tokio::spawn(async move {
             if let Err(e) = crate::http::serve(listener, face).await {
@@ -514,7 +579,7 @@ pub async fn run(
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
         r = tokio::spawn(driver.clone().update_shares(config.tick_period)) => r?,
         r = tokio::spawn(driver.tick(config.tick_period)) => r?,
-        e = lease.hold() => return Err(e),
+        e = tokio::spawn(lease.hold()) => return Err(e?),
         reason = writer_fenced.fenced() => {
             return Err(anyhow::anyhow!("deposed: {reason}; stopping so that only one scheduler writes"))
         }
@@ -650,8 +715,15 @@ fn dispatch(
                     payload.len()
                 )));
             }
-            let id = req.body.operation_id.unwrap_or_else(OperationId::random);
-            core.start_operation_as(id, caller, req.body.spec, now)
+            // The id is always the scheduler's: no request can name an existing,
+            // archived, retired or damaged record.
+            core.start_operation_as(
+                OperationId::random(),
+                caller,
+                req.body.spec,
+                req.body.idempotency_token,
+                now,
+            )
         }),
         // Metadata is everyone's; environment values and stdin only their owners'.
         api::GetOperation::METHOD => respond::<api::GetOperation>(payload, |req| {

@@ -27,17 +27,7 @@ const DAMAGED_PREFIX: &str = "damaged.";
 
 /// A bucket name for this installation: its subject prefix, made safe for bucket names.
 pub fn bucket_name(prefix: &str, what: &str) -> String {
-    let safe: String = prefix
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{safe}_{what}")
+    ytsched_common::subjects::Subjects::new(prefix).bucket(what)
 }
 
 /// Opens (creating if missing) a KV bucket that keeps the latest value of each key.

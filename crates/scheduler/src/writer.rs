@@ -13,9 +13,13 @@
 //! Writes are fenced. Each round first moves the `epoch` key on from the revision this
 //! leader last saw (a new leader claims it before it reads the state), then writes
 //! every key as a compare-and-set on the revision this leader last saw of it (create
-//! for a key it never saw). A write that finds another revision, not its own value, means
-//! another scheduler has written: this one is deposed, stops writing, and reports it
-//! (`fenced`), and the service steps down.
+//! for a key it never saw). Deposition is decided by the epoch alone: a round whose epoch
+//! step fails, or a key conflict found while the epoch has moved on, means another
+//! scheduler leads; this one stops writing, reports it (`fenced`), and the service steps
+//! down. A key that holds a revision this leader did not write while the epoch is still
+//! its own is a stale record (left by a crash, a bug, or an older version): it is
+//! overwritten with an alert, never taken for another leader, so no stale key can stop
+//! the cluster.
 
 use crate::store::{phase, Write, EPOCH_KEY};
 use async_nats::jetstream::kv;
@@ -128,7 +132,12 @@ pub async fn claim_epoch(store: &kv::Store, holder: &str) -> anyhow::Result<u64>
 /// How one fenced write ended.
 enum Outcome {
     Written(Option<u64>),
-    Fenced(String),
+    /// The key holds revision `now` (None: absent), not the one this leader last saw.
+    /// Whether that means deposition is the epoch's to say.
+    Conflict {
+        now: Option<u64>,
+        reason: String,
+    },
     Retry(String),
 }
 
@@ -169,15 +178,27 @@ async fn write_fenced(store: &kv::Store, key: &str, value: &Bytes, known: Option
                 // still there, so the purge did not happen; nothing else writes it.
                 (Some(_), true) if known.is_none() => Outcome::Retry(error),
                 (Some(e), false) if e.value == *value => Outcome::Written(Some(e.revision)),
-                (now, _) if now.map(|e| e.revision) != known => Outcome::Fenced(format!(
-                    "key {key} is at revision {:?}, not {known:?} as this leader last wrote it",
-                    now.map(|e| e.revision)
-                )),
+                (now, _) if now.map(|e| e.revision) != known => Outcome::Conflict {
+                    now: now.map(|e| e.revision),
+                    reason: format!(
+                        "key {key} is at revision {:?}, not {known:?} as this leader last wrote it",
+                        now.map(|e| e.revision)
+                    ),
+                },
                 _ => Outcome::Retry(error),
             }
         }
         Err(e) => Outcome::Retry(format!("{error}; then cannot read {key}: {e}")),
     }
+}
+
+/// Whether the epoch is still at the revision this leader last moved it to, with its
+/// name: the one test of deposition.
+async fn still_ours(store: &kv::Store, known: Option<u64>, holder: &Bytes) -> anyhow::Result<bool> {
+    let entry = store.entry(EPOCH_KEY).await?;
+    Ok(entry.is_some_and(|e| {
+        e.operation == kv::Operation::Put && Some(e.revision) == known && e.value == *holder
+    }))
 }
 
 const MAX_BATCHES: usize = 512;
@@ -251,7 +272,27 @@ async fn run(
                         Outcome::Written(None) => {
                             revisions.keys.remove(&k);
                         }
-                        Outcome::Fenced(reason) => return fence(reason),
+                        Outcome::Conflict { reason, .. } if k == EPOCH_KEY => return fence(reason),
+                        Outcome::Conflict { now, reason } => {
+                            let epoch = revisions.keys.get(EPOCH_KEY).copied();
+                            match still_ours(&store, epoch, &revisions.holder).await {
+                                Ok(true) => {
+                                    error!(key = %k, reason, "ALERT: a stored record was not this leader's last write; the epoch is still this leader's, so it is stale and is overwritten");
+                                    match now {
+                                        Some(r) => revisions.keys.insert(k.clone(), r),
+                                        None => revisions.keys.remove(&k),
+                                    };
+                                    last_error = Some(reason);
+                                    retry.push((k, v));
+                                }
+                                Ok(false) => return fence(reason),
+                                Err(e) => {
+                                    last_error =
+                                        Some(format!("{reason}; cannot read the epoch: {e}"));
+                                    retry.push((k, v));
+                                }
+                            }
+                        }
                         Outcome::Retry(e) => {
                             last_error = Some(e);
                             retry.push((k, v));

@@ -361,6 +361,45 @@ fn a_deposed_leader_cannot_write_and_steps_down() {
 }
 
 #[test]
+fn a_stale_key_is_overwritten_and_never_taken_for_another_leader() {
+    let mut lab = Lab::start(vec![]).unwrap();
+    // The scheduler stores an operation (pending: no nodes), then its key is changed
+    // behind its back, as a crash, an older version or a bug could leave it; the epoch
+    // is untouched, so no other scheduler leads.
+    let op = lab
+        .submit_spec(
+            "tasks: {t: {command: 'true', job_count: 1, cpu_limit: 0.1, memory_limit: 64M}}",
+        )
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = format!("op.{op}");
+    let state = rt.block_on(async {
+        let js = async_nats::jetstream::new(lab.client_as("scheduler").await.unwrap());
+        let state = js
+            .get_key_value(format!("{}_state", lab.prefix))
+            .await
+            .unwrap();
+        state.put(&key, "stale".into()).await.unwrap();
+        state
+    });
+    // The next write of that key finds a revision it did not write: an alert, an
+    // overwrite, and the scheduler goes on leading.
+    lab.ok(&["abort-operation", &op]);
+    assert_eq!(lab.operation(&op).unwrap()["state"], "aborted");
+    let stored = rt.block_on(async { state.get(&key).await.unwrap().unwrap() });
+    assert_ne!(&stored[..], b"stale", "the stale record was overwritten");
+    assert!(lab.scheduler_running(0), "{}", lab.scheduler_log());
+    let log = lab.scheduler_log();
+    assert!(log.contains("it is stale and is overwritten"), "{log}");
+    assert!(!log.contains("deposed"), "{log}");
+    // What it wrote is what a restarted scheduler reads.
+    lab.kill_scheduler(0, nix::sys::signal::Signal::SIGKILL);
+    lab.restart_scheduler(0).unwrap();
+    let revived = wait_until(Duration::from_secs(20), || lab.operation(&op).ok()).unwrap();
+    assert_eq!(revived["state"], "aborted", "{revived}");
+}
+
+#[test]
 fn losing_one_nats_server_of_three_loses_nothing_and_it_rejoins() {
     let marks_dir = ytsched_tests::job_writable_dir();
     let mut lab = Lab::start_cluster(

@@ -15,7 +15,7 @@ use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{validate_pool_name, VanillaSpec};
 use ytsched_common::states::{AbortReason, OperationState};
-use ytsched_common::{JobId, OperationId};
+use ytsched_common::{IdempotencyToken, JobId, OperationId};
 
 /// Operations counted in a pool and all its descendants.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,25 +58,41 @@ impl SchedulerCore {
     }
 
     /// A request from the bus: the caller needs `use` on the operation's pool in each of
-    /// its trees (its own ephemeral pool is always usable). The id is the client's, so a
-    /// submission retried after a lost reply finds its operation instead of starting a
-    /// second one.
+    /// its trees (its own ephemeral pool is always usable). `id` is the scheduler's own,
+    /// fresh; a retry is recognised by the caller's `token`, scoped to the caller, and
+    /// answered with the operation that token started.
     pub fn start_operation_as(
         &mut self,
         id: OperationId,
         caller: &Caller,
         spec: VanillaSpec,
+        token: Option<IdempotencyToken>,
         now: UnixMillis,
     ) -> Result<OperationId, ApiError> {
-        if let Some(op) = self.operations.get(&id) {
-            if op.user == caller.user.as_str() && op.spec == spec {
-                return Ok(id);
+        let key = token.map(|t| (caller.user.as_str().to_string(), t));
+        if let Some((k, started)) = key
+            .as_ref()
+            .and_then(|k| Some((k, self.idempotency.get(k)?)))
+        {
+            // Tokens leave with their operation (retirement), so it is held.
+            if let Some(op) = self.operations.get(started) {
+                if op.spec == spec {
+                    return Ok(started.clone());
+                }
+                return Err(ApiError::conflict(format!(
+                    "idempotency token '{}' already started operation {started} with another spec; use a new token for a new submission",
+                    k.1
+                )));
             }
-            return Err(ApiError::conflict(format!(
-                "operation id {id} is already taken by another submission"
-            )));
         }
-        self.admit(id, caller.user.as_str(), Some(caller), spec, now)
+        let id = self.admit(id, caller.user.as_str(), Some(caller), spec, now)?;
+        if let Some(key) = key {
+            if let Some(op) = self.operations.get_mut(&id) {
+                op.idempotency_token = Some(key.1.clone());
+            }
+            self.idempotency.insert(key, id.clone());
+        }
+        Ok(id)
     }
 
     fn admit(

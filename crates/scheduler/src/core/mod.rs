@@ -134,6 +134,10 @@ pub struct SchedulerCore {
     damaged: BTreeMap<OperationId, String>,
     /// Recent usage against fair share per operation, for the web page's chart.
     share_history: share_history::ShareHistory,
+    /// Each held operation's idempotency token, by its user: a retried submission finds
+    /// its operation. Entries leave with their operation (retirement), so this is
+    /// bounded by the operations in memory.
+    idempotency: BTreeMap<(String, ytsched_common::IdempotencyToken), OperationId>,
 }
 
 impl SchedulerCore {
@@ -169,6 +173,7 @@ impl SchedulerCore {
             retired: Vec::new(),
             damaged: BTreeMap::new(),
             share_history: Default::default(),
+            idempotency: BTreeMap::new(),
         };
         core.sync_tree_states();
         core

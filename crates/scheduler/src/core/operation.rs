@@ -100,6 +100,9 @@ pub struct Operation {
     tally: AttemptTally,
     pub failed_job_count: u32,
     pub history: Vec<HistoryEntry>,
+    /// The submitter's token for this submission, if it sent one (see
+    /// `start_operation_as`).
+    pub idempotency_token: Option<ytsched_common::IdempotencyToken>,
     next_job_seq: u64,
     /// What changed since the store last took the changes: the operation's own fields,
     /// and which jobs.
@@ -226,6 +229,7 @@ impl Operation {
                     "submitted; running".into()
                 },
             }],
+            idempotency_token: None,
             next_job_seq: 0,
             header_changed: true,
             changed_jobs: vec![],

@@ -31,6 +31,9 @@ pub struct OperationRecord {
     /// Its pool trees in the order the spec named them.
     pub trees: Vec<(String, TreeSlot)>,
     pub history: Vec<HistoryEntry>,
+    /// The submitter's idempotency token, so a restarted scheduler still answers a retry.
+    #[serde(default)]
+    pub idempotency_token: Option<ytsched_common::IdempotencyToken>,
 }
 
 impl OperationRecord {
@@ -126,6 +129,7 @@ impl OperationRecord {
             error: op.error.clone(),
             trees: op.trees.clone(),
             history: op.history.clone(),
+            idempotency_token: op.idempotency_token.clone(),
         }
     }
 }
@@ -238,6 +242,10 @@ impl SchedulerCore {
                 }
             }
             let finished = op.state.is_finished();
+            if let Some(token) = &op.idempotency_token {
+                self.idempotency
+                    .insert((op.user.clone(), token.clone()), id.clone());
+            }
             self.operations.insert(id.clone(), op);
             if finished {
                 self.note_finished(&id);
@@ -327,6 +335,7 @@ impl Operation {
         op.finish_time = record.finish_time;
         op.error = record.error;
         op.history = record.history;
+        op.idempotency_token = record.idempotency_token;
         op.adopt_jobs(jobs);
         // Nothing here is new to the store.
         op.take_changes();

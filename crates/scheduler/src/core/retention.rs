@@ -110,6 +110,9 @@ impl SchedulerCore {
         let Some(op) = self.operations.remove(id) else {
             return;
         };
+        if let Some(token) = &op.idempotency_token {
+            self.idempotency.remove(&(op.user.clone(), token.clone()));
+        }
         for job in op.jobs.keys() {
             self.jobs.forget(job);
         }

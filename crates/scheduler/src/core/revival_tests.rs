@@ -241,3 +241,33 @@ fn an_unreadable_operation_answers_as_failed() {
         .message
         .contains("no such operation"));
 }
+
+#[test]
+fn a_revived_scheduler_still_answers_a_retry_by_its_token() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut store = Store::default();
+    let alice = ytsched_common::identity::Caller::user("alice");
+    let token = Some(ytsched_common::IdempotencyToken::parse("t1").unwrap());
+    let id = core
+        .start_operation_as(
+            OperationId::random(),
+            &alice,
+            spec(1, 1.0),
+            token.clone(),
+            0,
+        )
+        .unwrap();
+    store.take(&mut core);
+    let mut revived = store.revive(10);
+    let again = revived
+        .start_operation_as(
+            OperationId::random(),
+            &alice,
+            spec(1, 1.0),
+            token.clone(),
+            11,
+        )
+        .unwrap();
+    assert_eq!(again, id);
+    assert_eq!(revived.operation_count(), 1);
+}

@@ -8,21 +8,51 @@ use ytsched_common::api::ObjectType;
 use ytsched_common::identity::Caller;
 use ytsched_common::names::PoolName;
 use ytsched_common::states::JobState;
+use ytsched_common::IdempotencyToken;
 
 #[test]
-fn a_retried_submission_is_the_same_operation() {
+fn a_retried_submission_is_the_same_operation_by_its_token_scoped_to_the_user() {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    let id = OperationId::random();
+    let token = Some(IdempotencyToken::parse("retry-me").unwrap());
     let alice = Caller::user("alice");
-    core.start_operation_as(id.clone(), &alice, spec(2, 1.0), 0)
+    // Each call gets a fresh scheduler-made id, as the service gives it.
+    let first = core
+        .start_operation_as(
+            OperationId::random(),
+            &alice,
+            spec(2, 1.0),
+            token.clone(),
+            0,
+        )
         .unwrap();
-    core.start_operation_as(id.clone(), &alice, spec(2, 1.0), 5)
+    let again = core
+        .start_operation_as(
+            OperationId::random(),
+            &alice,
+            spec(2, 1.0),
+            token.clone(),
+            5,
+        )
         .unwrap();
-    assert_eq!(core.list_operations().len(), 1, "the retry found the first");
+    assert_eq!(first, again, "the retry found the first");
+    assert_eq!(core.list_operations().len(), 1);
+    // The same token from another user is another submission: it cannot reach alice's.
+    let bobs = core
+        .start_operation_as(
+            OperationId::random(),
+            &Caller::user("bob"),
+            spec(2, 1.0),
+            token.clone(),
+            6,
+        )
+        .unwrap();
+    assert_ne!(bobs, first);
+    // The same token with another spec is a mistake, named as one.
     let e = core
-        .start_operation_as(id, &Caller::user("bob"), spec(2, 1.0), 6)
+        .start_operation_as(OperationId::random(), &alice, spec(3, 1.0), token, 7)
         .unwrap_err();
-    assert!(e.message.contains("already taken"), "{e}");
+    assert!(e.message.contains("idempotency token 'retry-me'"), "{e}");
+    assert_eq!(core.list_operations().len(), 2);
 }
 
 #[test]
@@ -39,17 +69,17 @@ fn acls_and_ownership_refuse_naming_user_permission_and_object() {
     s.pool = Some(PoolName::parse("team").unwrap());
     let bob = Caller::user("bob");
     let e = core
-        .start_operation_as(OperationId::random(), &bob, s.clone(), 0)
+        .start_operation_as(OperationId::random(), &bob, s.clone(), None, 0)
         .unwrap_err();
     assert_eq!(
         e.message,
         "access denied: user 'bob' has no 'use' permission on pool 'team' of pool tree 'default'"
     );
     // Bob's own ephemeral pool is his to use.
-    core.start_operation_as(OperationId::random(), &bob, spec(1, 1.0), 0)
+    core.start_operation_as(OperationId::random(), &bob, spec(1, 1.0), None, 0)
         .unwrap();
     let op = core
-        .start_operation_as(OperationId::random(), &Caller::user("alice"), s, 0)
+        .start_operation_as(OperationId::random(), &Caller::user("alice"), s, None, 0)
         .unwrap();
     assert!(core.authorize_operation(&bob, &op, "abort").is_err());
     assert!(core
@@ -150,13 +180,19 @@ fn the_roots_acl_is_the_trees_and_every_pool_inherits_it() {
     let mut s = spec(1, 1.0);
     s.pool = Some(PoolName::parse("team").unwrap());
     let e = core
-        .start_operation_as(OperationId::random(), &Caller::user("bob"), s.clone(), 0)
+        .start_operation_as(
+            OperationId::random(),
+            &Caller::user("bob"),
+            s.clone(),
+            None,
+            0,
+        )
         .unwrap_err();
     assert!(
         e.message.contains("no 'use' permission on pool 'team'"),
         "{e}"
     );
-    core.start_operation_as(OperationId::random(), &Caller::user("alice"), s, 0)
+    core.start_operation_as(OperationId::random(), &Caller::user("alice"), s, None, 0)
         .unwrap();
     // A bad ACL is refused naming the attribute, and changes nothing.
     let e = core

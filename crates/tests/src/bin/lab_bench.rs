@@ -114,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
             &bench(),
             StartOperation {
                 spec: sp,
-                operation_id: None,
+                idempotency_token: None,
             },
         )
         .await?;
@@ -167,7 +167,7 @@ async fn main() -> anyhow::Result<()> {
         &bench(),
         StartOperation {
             spec: sp,
-            operation_id: None,
+            idempotency_token: None,
         },
     )
     .await?;

@@ -663,7 +663,7 @@ async fn submit(target: &Target, ops: u64, jobs: u64, pooled: bool) -> anyhow::R
                     caller,
                     StartOperation {
                         spec,
-                        operation_id: None,
+                        idempotency_token: None,
                     },
                 )
                 .await

@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
                 let user = Caller::user(&format!("user{}", i / PER_USER));
                 let start = StartOperation {
                     spec: one_job(),
-                    operation_id: None,
+                    idempotency_token: None,
                 };
                 call(&client, &s, &user, start)
                     .await
