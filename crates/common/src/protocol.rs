@@ -158,6 +158,10 @@ pub enum Registration {
     Refused { error: String },
     /// The scheduler could not read the request (version mismatch, malformed).
     Rejected { error: String },
+    /// The heartbeat's number does not follow what the scheduler has from this
+    /// incarnation (a late delivery, or numbers someone else pushed ahead): the agent
+    /// registers again with a new incarnation instead of retrying forever.
+    Stale { error: String },
 }
 
 impl std::fmt::Display for Registration {
@@ -167,6 +171,7 @@ impl std::fmt::Display for Registration {
             Registration::Idle => f.write_str("idle: no pool tree's nodes_filter matches it"),
             Registration::Refused { error } => write!(f, "refused: {error}"),
             Registration::Rejected { error } => write!(f, "rejected: {error}"),
+            Registration::Stale { error } => write!(f, "stale: {error}"),
         }
     }
 }
@@ -181,19 +186,34 @@ pub struct HeartbeatReply {
     /// Tags an admin set on the node (`//sys/cluster_nodes/<node>/@user_tags`).
     pub user_tags: Vec<String>,
     pub heartbeat_period_ms: u64,
+    /// After this much silence the scheduler runs the node's jobs elsewhere: an agent
+    /// that hears no answer for nearly as long kills its jobs itself, so a job never
+    /// runs twice at once (0: not said).
+    #[serde(default)]
+    pub node_heartbeat_timeout_ms: u64,
 }
 
 impl HeartbeatReply {
     /// A reply that only tells the node what went wrong with its request.
     pub fn rejected(error: String, heartbeat_period_ms: u64) -> Self {
+        Self::refusing(Registration::Rejected { error }, heartbeat_period_ms)
+    }
+
+    /// A reply that only tells the node its heartbeat's number is out of sequence.
+    pub fn stale(error: String, heartbeat_period_ms: u64) -> Self {
+        Self::refusing(Registration::Stale { error }, heartbeat_period_ms)
+    }
+
+    fn refusing(registration: Registration, heartbeat_period_ms: u64) -> Self {
         Self {
             protocol_version: PROTOCOL_VERSION,
-            registration: Registration::Rejected { error },
+            registration,
             jobs_to_start: vec![],
             jobs_to_abort: vec![],
             acknowledged_jobs: vec![],
             user_tags: vec![],
             heartbeat_period_ms,
+            node_heartbeat_timeout_ms: 0,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! names the offending field by its path, e.g. `tasks.main.cpu_limit`.
 
 use crate::names::{PoolName, TreeName};
+use crate::quote::{quote, QUOTE_CHARS};
 use crate::resources::ResourceVector;
 use crate::tag_filter::TagFilter;
 use crate::units::{ByteSize, DurationMs};
@@ -258,10 +259,13 @@ impl TaskSpec {
                     "must not contain NUL bytes",
                 ));
             }
-            if key.is_empty() || key.contains('=') || key.contains('\0') {
+            if key.is_empty() || key.contains('=') || key.chars().any(char::is_control) {
                 return Err(SpecError::new(
                     format!("{field}.environment"),
-                    format!("'{key}' is not a valid variable name"),
+                    format!(
+                        "'{}' is not a valid variable name (no '=' or control characters)",
+                        quote(key, QUOTE_CHARS)
+                    ),
                 ));
             }
         }
@@ -368,11 +372,32 @@ impl VanillaSpec {
                 format!("longer than the limit of {MAX_TITLE_BYTES} bytes"),
             ));
         }
+        if self
+            .title
+            .as_ref()
+            .is_some_and(|t| t.chars().any(char::is_control))
+        {
+            return Err(SpecError::new(
+                "title",
+                "must not contain NUL or other control characters",
+            ));
+        }
         for (name, task) in &self.tasks {
             if name.is_empty() || name.len() > 128 {
                 return Err(SpecError::new(
                     "tasks",
                     "task names must be 1 to 128 bytes long",
+                ));
+            }
+            // A name goes into paths, environments and logs: a NUL made every attempt
+            // fail, other control characters forge log lines.
+            if name.chars().any(char::is_control) {
+                return Err(SpecError::new(
+                    "tasks",
+                    format!(
+                        "task name '{}' contains NUL or another control character",
+                        quote(name, QUOTE_CHARS)
+                    ),
                 ));
             }
             task.validate(&format!("tasks.{name}"))?;
@@ -568,6 +593,20 @@ tasks:
         assert!(err.contains("tasks"), "{err}");
         let err = parse_yaml("pool: 'a b'\ntasks: {t: {command: x}}").unwrap_err();
         assert!(err.contains("pool"), "{err}");
+    }
+
+    #[test]
+    fn control_characters_are_refused_in_names_and_quoted_briefly() {
+        let err = parse_yaml("tasks: {\"a\\0b\": {command: x}}").unwrap_err();
+        assert!(err.contains("task name 'a\\u{0}b' contains NUL"), "{err}");
+        let err = parse_yaml("title: \"x\\ny\"\ntasks: {t: {command: x}}").unwrap_err();
+        assert!(err.starts_with("title:"), "{err}");
+        let long = "K".repeat(10_000);
+        let err = parse_yaml(&format!(
+            "tasks: {{t: {{command: x, environment: {{\"{long}\\u0001\": v}}}}}}"
+        ))
+        .unwrap_err();
+        assert!(err.len() < 300, "the error quotes a short prefix: {err}");
     }
 
     #[test]

@@ -63,7 +63,9 @@ struct AgentState {
 
 pub struct Agent {
     config: AgentConfig,
-    incarnation: IncarnationId,
+    /// This run of the agent as the scheduler knows it; a new one when the scheduler
+    /// finds its heartbeat numbers out of sequence (`Registration::Stale`).
+    incarnation: Mutex<IncarnationId>,
     /// Numbers heartbeats so the scheduler can ignore one delivered late.
     heartbeat_seq: std::sync::atomic::AtomicU64,
     /// The newest heartbeat whose reply was read and applied: the scheduler resends
@@ -72,6 +74,10 @@ pub struct Agent {
     state: Mutex<AgentState>,
     /// Heartbeat now: a job finished.
     wake: Notify,
+    /// When the scheduler last took a heartbeat of this agent (its answer arrived), and
+    /// the scheduler's node timeout as it last said it: see `fence_when_silent`.
+    last_answer: Mutex<std::time::Instant>,
+    node_timeout_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Agent {
@@ -83,11 +89,13 @@ impl Agent {
         };
         Arc::new(Agent {
             config,
-            incarnation: IncarnationId::random(),
+            incarnation: Mutex::new(IncarnationId::random()),
             heartbeat_seq: std::sync::atomic::AtomicU64::new(0),
             last_reply_seq: std::sync::atomic::AtomicU64::new(0),
             state: Mutex::new(state),
             wake: Notify::new(),
+            last_answer: Mutex::new(std::time::Instant::now()),
+            node_timeout_ms: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -113,6 +121,8 @@ impl Agent {
         let mut reachable: Option<bool> = None;
         let mut registration: Option<Registration> = None;
         let mut user_tags: Option<Vec<String>> = None;
+        let fence = tokio::spawn(self.clone().fence_when_silent());
+        let guard = tokio::spawn(self.clone().keep_a_guardian());
         tokio::pin!(shutdown);
         loop {
             let request = self.build_request();
@@ -129,6 +139,20 @@ impl Agent {
             };
             let wait = match outcome {
                 Ok(reply) => {
+                    if !matches!(
+                        reply.registration,
+                        Registration::Rejected { .. } | Registration::Stale { .. }
+                    ) {
+                        // The scheduler took this heartbeat: its clock for this node's
+                        // silence restarted no later than now.
+                        *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
+                        if reply.node_heartbeat_timeout_ms > 0 {
+                            self.node_timeout_ms.store(
+                                reply.node_heartbeat_timeout_ms,
+                                std::sync::atomic::Ordering::Relaxed,
+                            );
+                        }
+                    }
                     if reachable != Some(true) {
                         info!(subject = %subject, "scheduler reachable");
                         reachable = Some(true);
@@ -143,6 +167,9 @@ impl Agent {
                             }
                             Registration::Refused { error } => warn!(error, "registration refused"),
                             Registration::Rejected { error } => warn!(error, "heartbeat rejected"),
+                            Registration::Stale { error } => {
+                                warn!(error, "heartbeat refused as stale; registering again with a new incarnation")
+                            }
                         }
                         registration = Some(reply.registration.clone());
                     }
@@ -152,16 +179,25 @@ impl Agent {
                         }
                         user_tags = Some(reply.user_tags.clone());
                     }
-                    self.apply_reply(reply);
-                    self.last_reply_seq
-                        .store(request.seq, std::sync::atomic::Ordering::Relaxed);
-                    period
+                    if matches!(reply.registration, Registration::Stale { .. }) {
+                        // Retrying the same numbers would be refused forever: a new
+                        // incarnation starts its numbers afresh, and reports the jobs
+                        // this process runs, so none is lost.
+                        self.reincarnate();
+                        registration = None;
+                        Duration::from_millis(100)
+                    } else {
+                        self.apply_reply(reply);
+                        self.last_reply_seq
+                            .store(request.seq, std::sync::atomic::Ordering::Relaxed);
+                        period
+                    }
                 }
                 Err(error) => {
                     if reachable != Some(false) {
                         warn!(
                             error,
-                            "scheduler unreachable; jobs keep running, retrying with backoff"
+                            "scheduler unreachable; jobs keep running until shortly before its node timeout, retrying with backoff"
                         );
                         reachable = Some(false);
                     }
@@ -179,8 +215,80 @@ impl Agent {
             // go: one heartbeat per wake-up, never one per nudge.
             while let Some(Some(_)) = nudges.next().now_or_never() {}
         }
+        fence.abort();
+        guard.abort();
         self.shut_down().await;
         Ok(())
+    }
+
+    /// Kills this node's jobs itself once the scheduler has not taken a heartbeat for
+    /// nearly its node timeout (Nomad's `stop_after_client_disconnect`): the scheduler
+    /// runs them elsewhere after the full timeout, counted from when it last heard this
+    /// node, which is no later than the answer seen here; the margin covers the kill
+    /// grace. A node cut off from the bus (partitioned, or its identity revoked) thus
+    /// never runs a job at the same time as its re-run.
+    async fn fence_when_silent(self: Arc<Self>) {
+        let mut fenced = false;
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let timeout = self
+                .node_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if timeout == 0 {
+                continue;
+            }
+            let timeout = Duration::from_millis(timeout);
+            let silent = self.last_answer.lock().expect("answer lock").elapsed();
+            if silent < fence_after(timeout, self.config.sandbox.kill_grace) {
+                fenced = false;
+                continue;
+            }
+            let mut st = self.lock();
+            let mut stopped = 0;
+            for entry in st.running.values_mut() {
+                if let Some(tx) = entry.abort.take() {
+                    stopped += 1;
+                    let _ = tx.send(JobAbort {
+                        job_id: entry.spec.job_id.clone(),
+                        reason: AbortReason::NodeLost,
+                        message: format!(
+                            "no answer from the scheduler for {} s (node timeout {} s): stopped so that its re-run elsewhere never overlaps it",
+                            silent.as_secs(),
+                            timeout.as_secs()
+                        ),
+                    });
+                }
+            }
+            drop(st);
+            if !fenced || stopped > 0 {
+                warn!(
+                    silent_ms = silent.as_millis() as u64,
+                    node_timeout_ms = timeout.as_millis() as u64,
+                    jobs = stopped,
+                    "no answer from the scheduler for nearly its node timeout: this node's jobs are stopped, as it will run them elsewhere"
+                );
+                fenced = true;
+            }
+        }
+    }
+
+    /// Replaces a job guardian that died, at once: without one a crash of this agent
+    /// would leave its jobs running unsupervised.
+    async fn keep_a_guardian(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            self.config.sandbox.guardian.check();
+        }
+    }
+
+    fn reincarnate(&self) {
+        let fresh = IncarnationId::random();
+        info!(incarnation = %fresh, "new incarnation");
+        *self.incarnation.lock().expect("incarnation lock") = fresh;
+        self.heartbeat_seq
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.last_reply_seq
+            .store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn build_request(&self) -> HeartbeatRequest {
@@ -209,7 +317,7 @@ impl Agent {
         HeartbeatRequest {
             protocol_version: PROTOCOL_VERSION,
             node_id: self.config.node_id.clone(),
-            incarnation_id: self.incarnation.clone(),
+            incarnation_id: self.incarnation.lock().expect("incarnation lock").clone(),
             seq: self
                 .heartbeat_seq
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -349,6 +457,15 @@ impl Agent {
     }
 }
 
+/// How long an agent goes without an answer before it stops its jobs: the node timeout
+/// less a margin of a quarter of it, or the kill grace and a second (at most half the
+/// timeout), whichever is more.
+pub fn fence_after(node_timeout: Duration, kill_grace: Duration) -> Duration {
+    let margin =
+        (node_timeout / 4).max((kill_grace + Duration::from_secs(1)).min(node_timeout / 2));
+    node_timeout.saturating_sub(margin)
+}
+
 fn gpu_env(gpus: &[u32]) -> Vec<(String, String)> {
     if gpus.is_empty() {
         return vec![];
@@ -377,5 +494,22 @@ fn shortage(spec: &JobStartSpec, error: String) -> FinishedJob {
         statistics: Default::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_stop_well_before_the_scheduler_runs_them_elsewhere() {
+        let s = Duration::from_secs;
+        assert_eq!(fence_after(s(30), s(5)), Duration::from_millis(22_500));
+        assert_eq!(fence_after(s(30), s(20)), s(15));
+        assert_eq!(fence_after(s(4), s(5)), s(2));
+        assert_eq!(
+            fence_after(Duration::from_millis(1000), s(0)),
+            Duration::from_millis(500)
+        );
     }
 }

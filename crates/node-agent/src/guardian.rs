@@ -17,66 +17,148 @@ use nix::unistd::Pid;
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 
 /// The flag that makes `ytsched-node` a guardian.
 pub const GUARDIAN_FLAG: &str = "--guardian";
 
-/// The agent's end of the pipe.
+/// The agent's end of the pipe, and what it told the guardian: should the guardian die
+/// (killed by someone, or by the OOM killer), a new one is started at once and told it
+/// all again, so the agent is never left without one.
 pub struct Guardian {
-    pipe: Mutex<Option<ChildStdin>>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    child: Child,
+    pipe: Option<ChildStdin>,
+    /// `cgroup <version> <dir>` lines, sent first to every guardian.
+    cgroup_lines: Vec<String>,
+    /// Process groups of running jobs.
+    groups: BTreeSet<i32>,
+}
+
+fn start_child() -> std::io::Result<Child> {
+    Command::new(std::env::current_exe()?)
+        .arg(GUARDIAN_FLAG)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+}
+
+impl Inner {
+    /// Writes `line`; a guardian that is gone is replaced (and told everything) first.
+    fn send(&mut self, line: &str) {
+        if self.alive() {
+            if let Some(p) = self.pipe.as_mut() {
+                if writeln!(p, "{line}").is_ok() {
+                    return;
+                }
+            }
+        }
+        self.restart();
+    }
+
+    fn alive(&mut self) -> bool {
+        self.pipe.is_some() && matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Starts a new guardian and tells it the cgroups and every running job's group.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        match start_child() {
+            Ok(mut child) => {
+                self.pipe = child.stdin.take();
+                self.child = child;
+                let lines: Vec<String> = self
+                    .cgroup_lines
+                    .iter()
+                    .cloned()
+                    .chain(self.groups.iter().map(|g| format!("+{g}")))
+                    .collect();
+                let told = self
+                    .pipe
+                    .as_mut()
+                    .is_some_and(|p| lines.iter().all(|l| writeln!(p, "{l}").is_ok()));
+                if told {
+                    tracing::warn!(
+                        jobs = self.groups.len(),
+                        "the job guardian was gone; a new one watches this agent's jobs"
+                    );
+                } else {
+                    self.pipe = None;
+                }
+            }
+            Err(e) => {
+                self.pipe = None;
+                tracing::error!(error = %e, "cannot restart the job guardian: jobs would outlive a crash of this agent; retrying");
+            }
+        }
+    }
 }
 
 impl Guardian {
     /// Starts the guardian for jobs in the cgroups of `cgroups` (none in process mode).
     pub fn spawn(cgroups: Option<&CgroupManager>) -> std::io::Result<Self> {
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .arg(GUARDIAN_FLAG)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()?;
-        let guardian = Guardian {
-            pipe: Mutex::new(child.stdin.take()),
+        let mut child = start_child()?;
+        let cgroup_lines = cgroups
+            .map(|m| {
+                m.node_dirs()
+                    .iter()
+                    .map(|dir| format!("cgroup {} {}", m.version().as_str(), dir.display()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut inner = Inner {
+            pipe: child.stdin.take(),
+            child,
+            cgroup_lines,
+            groups: BTreeSet::new(),
         };
-        if let Some(m) = cgroups {
-            for dir in m.node_dirs() {
-                guardian.send(&format!(
-                    "cgroup {} {}",
-                    m.version().as_str(),
-                    dir.display()
-                ));
-            }
+        for line in inner.cgroup_lines.clone() {
+            inner.send(&line);
         }
-        // Dropping the handle neither waits for nor kills the guardian: it lives on until
-        // the pipe closes, which is the point.
-        drop(child);
-        Ok(guardian)
+        Ok(Guardian {
+            inner: Mutex::new(inner),
+        })
     }
 
-    fn send(&self, line: &str) {
-        let mut pipe = self.pipe.lock().expect("guardian pipe");
-        if let Some(p) = pipe.as_mut() {
-            if writeln!(p, "{line}").is_err() {
-                tracing::warn!(
-                    "the job guardian is gone: jobs would outlive a crash of this agent"
-                );
-                *pipe = None;
-            }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces a guardian that died; the agent calls it every few hundred ms. Returns
+    /// whether one was replaced.
+    pub fn check(&self) -> bool {
+        let mut inner = self.lock();
+        if inner.alive() {
+            return false;
         }
+        inner.restart();
+        true
+    }
+
+    /// The guardian's pid (tests kill it).
+    pub fn pid(&self) -> u32 {
+        self.lock().child.id()
     }
 
     /// A job's process group to kill should the agent die.
     pub fn watch(&self, pgid: i32) {
         if pgid > 0 {
-            self.send(&format!("+{pgid}"));
+            let mut inner = self.lock();
+            inner.groups.insert(pgid);
+            inner.send(&format!("+{pgid}"));
         }
     }
 
     pub fn forget(&self, pgid: i32) {
         if pgid > 0 {
-            self.send(&format!("-{pgid}"));
+            let mut inner = self.lock();
+            inner.groups.remove(&pgid);
+            inner.send(&format!("-{pgid}"));
         }
     }
 }

@@ -343,7 +343,12 @@ impl Lab {
         for opts in nodes {
             self.add_node(opts)?;
         }
-        self.wait_for_nodes(self.nodes.len())
+        self.wait_for_nodes(self.nodes.len()).map_err(|e| {
+            let logs: String = (0..self.nodes.len())
+                .map(|i| format!("--- node{i}:\n{}\n", self.node_log(i)))
+                .collect();
+            e.context(format!("{logs}--- scheduler:\n{}", self.scheduler_log()))
+        })
     }
 
     /// Waits until cluster server `i` has routes to both others and reports JetStream

@@ -50,6 +50,43 @@ pub(super) fn pool_allows(
     )
 }
 
+/// A user's ephemeral pool is that user's (SPEC 5.11): another user may run there only
+/// if an administrator granted it `use` on that pool itself (its own `acl`), and may not
+/// create an ephemeral pool under a name other than its own, which would squat the pool
+/// of the user of that name. `None`: allowed; `Some(why)`: the refusal.
+pub(super) fn ephemeral_pool_refusal(
+    tree: &PoolTree,
+    tree_name: &str,
+    pool: &str,
+    creating: bool,
+    caller: &Caller,
+) -> Option<ApiError> {
+    if caller.admin {
+        return None;
+    }
+    let user = caller.user.as_str();
+    if creating {
+        // `<pool>$<user>` subpools carry the user in their name already.
+        if pool.contains('$') || pool == user {
+            return None;
+        }
+        return Some(ApiError::permission_denied(format!(
+            "access denied: user '{user}' may not create the ephemeral pool '{pool}' in pool tree '{tree_name}': a user's ephemeral pool carries its own name ('{user}'); pools of other names are made by administrators"
+        )));
+    }
+    let owner = tree.pools.get(pool)?.ephemeral_user.as_deref()?;
+    let granted = tree
+        .pools
+        .get(pool)
+        .and_then(|p| p.config.acl.as_deref())
+        .is_some_and(|acl| acl::decide([acl], &caller.user, false, Permission::Use));
+    (owner != user && !granted).then(|| {
+        ApiError::permission_denied(format!(
+            "access denied: user '{user}' has no 'use' permission on pool '{pool}' of pool tree '{tree_name}': it is the ephemeral pool of user '{owner}', usable by that user, admins, and users an administrator granted 'use' on it"
+        ))
+    })
+}
+
 /// Owner, a user of the spec's `owners`, or an admin.
 fn controls(caller: &Caller, op: &Operation) -> bool {
     controls_operation_of(caller, &op.user, &op.spec.owners)

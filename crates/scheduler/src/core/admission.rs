@@ -2,7 +2,7 @@
 //! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
 //! lightweight operations (5.6), and what happens when an operation ends.
 
-use super::access::{pool_allows, refusal};
+use super::access::{ephemeral_pool_refusal, pool_allows, refusal};
 use super::operation::{Placement, TreeSlot};
 use super::pool_tree::PoolTree;
 use super::{CoreEvent, Operation, SchedulerCore};
@@ -191,6 +191,10 @@ impl SchedulerCore {
             .as_ref()
             .map_or(pool.as_str(), |np| np.parent.as_str());
         if let Some(c) = caller {
+            let creating = new_pool.is_some();
+            if let Some(e) = ephemeral_pool_refusal(tree, tree_name, &pool, creating, c) {
+                return Err(e);
+            }
             let own_ephemeral = new_pool.as_ref().is_some_and(|np| np.name == user);
             if !own_ephemeral && !pool_allows(tree, first_existing, c, Permission::Use) {
                 return Err(refusal(

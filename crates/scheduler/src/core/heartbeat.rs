@@ -70,7 +70,7 @@ impl SchedulerCore {
                 && node.incarnation.as_ref() == Some(&req.incarnation_id)
                 && req.seq > node.last_seq.saturating_add(MAX_SEQ_JUMP)
             {
-                return HeartbeatReply::rejected(
+                return HeartbeatReply::stale(
                     format!(
                         "heartbeat {} is more than {MAX_SEQ_JUMP} ahead of the last one ({}): ignored",
                         req.seq, node.last_seq
@@ -82,7 +82,7 @@ impl SchedulerCore {
                 && node.incarnation.as_ref() == Some(&req.incarnation_id)
                 && req.seq <= node.last_seq
             {
-                return HeartbeatReply::rejected(
+                return HeartbeatReply::stale(
                     format!(
                         "stale heartbeat {} (already have {}): ignored",
                         req.seq, node.last_seq
@@ -154,6 +154,7 @@ impl SchedulerCore {
             acknowledged_jobs: acknowledged,
             user_tags: self.cluster.user_tags(&node_id).to_vec(),
             heartbeat_period_ms: period,
+            node_heartbeat_timeout_ms: self.node_timeout_ms(node),
         }
     }
 
@@ -382,20 +383,22 @@ impl SchedulerCore {
         }
     }
 
+    /// The `node_heartbeat_timeout` of a node's tree (the scheduler's default without
+    /// one): the silence after which its jobs run elsewhere.
+    fn node_timeout_ms(&self, n: &Node) -> u64 {
+        self.node_tree(n)
+            .and_then(|t| self.cluster.trees.get(t))
+            .map(|t| t.config.node_heartbeat_timeout.0)
+            .unwrap_or(self.config.node_heartbeat_timeout_ms)
+    }
+
     /// Nodes silent for longer than `node_heartbeat_timeout` go offline; their jobs are
     /// lost and become waiting again.
     pub(super) fn expire_silent_nodes(&mut self, now: UnixMillis) {
-        let default_timeout = self.config.node_heartbeat_timeout_ms;
-        let timeout_of = |n: &Node| {
-            self.node_tree(n)
-                .and_then(|t| self.cluster.trees.get(t))
-                .map(|t| t.config.node_heartbeat_timeout.0)
-                .unwrap_or(default_timeout)
-        };
         let silent: Vec<NodeId> = self
             .nodes
             .values()
-            .filter(|n| n.online && now.saturating_sub(n.last_heartbeat) > timeout_of(n))
+            .filter(|n| n.online && now.saturating_sub(n.last_heartbeat) > self.node_timeout_ms(n))
             .map(|n| n.id.clone())
             .collect();
         let mut went_offline = false;

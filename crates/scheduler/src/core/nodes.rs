@@ -66,7 +66,9 @@ impl Node {
             _ if !self.online => "offline",
             Registration::Registered { .. } => "online",
             Registration::Idle => "idle",
-            Registration::Refused { .. } | Registration::Rejected { .. } => "refused",
+            Registration::Refused { .. }
+            | Registration::Rejected { .. }
+            | Registration::Stale { .. } => "refused",
         }
     }
 
@@ -81,7 +83,9 @@ impl Node {
     /// Why it was refused, if it was.
     pub fn registration_error(&self) -> Option<&str> {
         match &self.registration {
-            Registration::Refused { error } | Registration::Rejected { error } => Some(error),
+            Registration::Refused { error }
+            | Registration::Rejected { error }
+            | Registration::Stale { error } => Some(error),
             _ => None,
         }
     }

@@ -137,7 +137,7 @@ fn a_far_future_heartbeat_number_cannot_lock_a_node_out() {
     assert!(
         matches!(
             r.registration,
-            ytsched_common::protocol::Registration::Rejected { .. }
+            ytsched_common::protocol::Registration::Stale { .. }
         ),
         "{:?}",
         r.registration
@@ -230,4 +230,43 @@ fn node_tags_and_hostname_are_checked_when_new() {
         r.registration,
         ytsched_common::protocol::Registration::Rejected { .. }
     ));
+}
+
+#[test]
+fn a_users_ephemeral_pool_is_that_users_and_no_one_squats_another_name() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let (alice, mallory) = (Caller::user("alice"), Caller::user("mallory"));
+    let start = |core: &mut SchedulerCore, who: &Caller, pool: Option<&str>| {
+        let mut s = spec(1, 1.0);
+        s.pool = pool.map(|p| PoolName::parse(p).unwrap());
+        core.start_operation_as(OperationId::random(), who, s, None, 0)
+    };
+    start(&mut core, &alice, None).unwrap();
+    // Into alice's ephemeral pool: refused, naming whose it is.
+    let e = start(&mut core, &mallory, Some("alice")).unwrap_err();
+    assert_eq!(e.kind, ytsched_common::api::ErrorKind::PermissionDenied);
+    assert!(
+        e.message
+            .contains("it is the ephemeral pool of user 'alice'"),
+        "{e}"
+    );
+    // Nor may she create one under another user's name before that user does.
+    let e = start(&mut core, &mallory, Some("bob")).unwrap_err();
+    assert!(
+        e.message
+            .contains("may not create the ephemeral pool 'bob'"),
+        "{e}"
+    );
+    // Her own is hers; admins go anywhere.
+    start(&mut core, &mallory, None).unwrap();
+    start(&mut core, &Caller::admin("root"), Some("alice")).unwrap();
+    // An administrator may grant her `use` on alice's pool itself.
+    core.admin_set(
+        "//sys/pool_trees/default/alice/@acl",
+        serde_json::json!([{"action": "allow", "subjects": ["mallory"], "permissions": ["use"]}]),
+    )
+    .unwrap();
+    start(&mut core, &mallory, Some("alice")).unwrap();
+    // Alice was never locked out of her own pool.
+    start(&mut core, &alice, None).unwrap();
 }

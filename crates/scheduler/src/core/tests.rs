@@ -415,7 +415,7 @@ fn a_heartbeat_delivered_late_is_ignored() {
     // The request numbered 1 arrives now: it does not know of the starts, and must not
     // make them look lost.
     let r = core.process_heartbeat(old, 3);
-    assert!(matches!(r.registration, Registration::Rejected { .. }));
+    assert!(matches!(r.registration, Registration::Stale { .. }));
     let info = core.operation_info(&OperationId("op".into())).unwrap();
     assert_eq!((info.jobs.running, info.jobs.aborted), (2, 0));
 }

@@ -389,8 +389,9 @@ async fn run_node(
                 Ok(reply) => {
                     counters.heartbeats.fetch_add(1, Relaxed);
                     counters.record_latency(t0.elapsed().as_micros() as u64);
-                    if let Registration::Refused { error } | Registration::Rejected { error } =
-                        &reply.registration
+                    if let Registration::Refused { error }
+                    | Registration::Rejected { error }
+                    | Registration::Stale { error } = &reply.registration
                     {
                         bail!("node {} was refused: {error}", node.id);
                     }

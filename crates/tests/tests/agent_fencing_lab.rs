@@ -1,0 +1,188 @@
+//! Agents fence themselves (issue 24 points 9 and 10): a job never runs twice at once
+//! when its node is cut off from the bus (identity revoked) or loses its agent after
+//! its guardian was killed; an agent whose heartbeats are refused as stale registers
+//! again instead of retrying forever. Real nats-server, scheduler, agents and jobs.
+
+use futures::StreamExt;
+use std::path::Path;
+use std::time::Duration;
+use ytsched_common::codec::{decode, encode};
+use ytsched_common::protocol::HeartbeatRequest;
+use ytsched_tests::{is_alive, pids_with_cmdline, wait_until, Lab, NodeOpts};
+
+fn node() -> NodeOpts {
+    NodeOpts::args(&["--cpu", "2", "--memory", "2G"])
+}
+
+/// Two nodes and a scheduler that gives up on a silent node after 5 s (the lab's).
+fn lab() -> Lab {
+    Lab::start(vec![node(), node()]).unwrap()
+}
+
+/// One long job taking a whole node (2 cpu), the other node left free for its re-run;
+/// each start notes its pid under `dir`. Returns the operation and the node it runs on.
+fn submit_long_job(lab: &Lab, dir: &Path) -> (String, usize) {
+    let op = lab
+        .submit_spec(&format!(
+            "tasks: {{t: {{command: 'echo $$ >> {}/$YT_JOB_INDEX.start; sleep 600', job_count: 1, cpu_limit: 2, memory_limit: 64M}}}}",
+            dir.display()
+        ))
+        .unwrap();
+    wait_until(Duration::from_secs(30), || {
+        (lab.operation(&op).ok()?["jobs"]["running"] == 1).then_some(())
+    })
+    .unwrap();
+    wait_until(Duration::from_secs(10), || {
+        (!starts(dir, 0).is_empty()).then_some(())
+    })
+    .unwrap();
+    let jobs = lab.jobs(&op).unwrap();
+    let node = jobs
+        .iter()
+        .find(|j| j["state"] == "running")
+        .and_then(|j| j["node_id"].as_str()?.strip_prefix("node")?.parse().ok())
+        .unwrap_or_else(|| panic!("no running job: {jobs:?}"));
+    (op, node)
+}
+
+/// Pids each job index started with, in order.
+fn starts(dir: &Path, index: u32) -> Vec<i32> {
+    std::fs::read_to_string(dir.join(format!("{index}.start")))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Waits for index `i` to start a second time, and checks the first run was gone by
+/// then: never two at once.
+fn assert_rerun_without_overlap(lab: &Lab, dir: &Path, i: u32, node: usize) {
+    let first = starts(dir, i)[0];
+    let pids = wait_until(Duration::from_secs(40), || {
+        let s = starts(dir, i);
+        (s.len() >= 2).then_some(s)
+    })
+    .unwrap_or_else(|_| {
+        panic!(
+            "index {i} never ran again; node log:\n{}\nscheduler log:\n{}",
+            lab.node_log(node),
+            lab.scheduler_log()
+        )
+    });
+    assert_ne!(pids[0], pids[1]);
+    assert!(
+        !is_alive(first),
+        "the first run of index {i} (pid {first}) still lives while its re-run started"
+    );
+}
+
+#[test]
+fn a_revoked_node_stops_its_jobs_before_they_run_elsewhere() {
+    let lab = lab();
+    let dir = ytsched_tests::job_writable_dir();
+    let (_, n) = submit_long_job(&lab, dir.path());
+    // Its identity goes: nats-server closes its connection and refuses it from now on.
+    lab.auth(&["revoke", &lab.node_id(n)]).unwrap();
+    assert_rerun_without_overlap(&lab, dir.path(), 0, n);
+    let log = lab.node_log(n);
+    assert!(log.contains("this node's jobs are stopped"), "{log}");
+}
+
+/// The guardian of agent `agent_pid`: the `--guardian` process whose parent it is.
+fn guardian_of(agent_pid: u32) -> Option<i32> {
+    pids_with_cmdline("--guardian").into_iter().find(|pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("PPid:"))
+                    .map(|p| p.trim().to_string())
+            })
+            .is_some_and(|ppid| ppid == agent_pid.to_string())
+    })
+}
+
+#[test]
+fn killing_the_guardian_then_the_agent_runs_no_job_twice() {
+    let mut lab = lab();
+    let dir = ytsched_tests::job_writable_dir();
+    let (_, n) = submit_long_job(&lab, dir.path());
+    let i = 0;
+    let agent = lab.node_pid(n).unwrap();
+    let old = guardian_of(agent).expect("a guardian");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let new = wait_until(Duration::from_secs(10), || {
+        guardian_of(agent).filter(|g| *g != old && is_alive(*g))
+    })
+    .unwrap_or_else(|_| panic!("no new guardian; log:\n{}", lab.node_log(n)));
+    assert!(lab.node_log(n).contains("a new one watches"));
+    assert!(
+        is_alive(starts(dir.path(), i)[0]),
+        "the job survived the swap"
+    );
+    // Now the agent dies: the new guardian kills its job, which then runs elsewhere once.
+    lab.kill_node(n, nix::sys::signal::Signal::SIGKILL);
+    wait_until(Duration::from_secs(10), || {
+        (!is_alive(starts(dir.path(), i)[0])).then_some(())
+    })
+    .expect("the guardian killed the orphaned job");
+    assert!(!is_alive(new) || guardian_of(agent).is_none());
+    assert_rerun_without_overlap(&lab, dir.path(), i, n);
+}
+
+#[test]
+fn an_agent_refused_as_stale_registers_again_and_keeps_its_jobs() {
+    let lab = Lab::start(vec![node()]).unwrap();
+    let dir = ytsched_tests::job_writable_dir();
+    let op = lab
+        .submit_spec(&format!(
+            "tasks: {{t: {{command: 'echo $$ >> {}/$YT_JOB_INDEX.start; sleep 600', job_count: 1, cpu_limit: 1, memory_limit: 64M}}}}",
+            dir.path().display()
+        ))
+        .unwrap();
+    wait_until(Duration::from_secs(30), || {
+        (lab.operation(&op).ok()?["jobs"]["running"] == 1).then_some(())
+    })
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        // What node0 sent, heard as the scheduler's answering identity hears it...
+        let bus = lab.client_as("scheduler-bus").await.unwrap();
+        let mut heard = bus
+            .subscribe(format!("{}.heartbeat.node0", lab.prefix))
+            .await
+            .unwrap();
+        let msg = tokio::time::timeout(Duration::from_secs(10), heard.next())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut req: HeartbeatRequest = decode(&msg.payload).unwrap();
+        // ...sent again by someone holding node0's key, numbered far ahead: every real
+        // heartbeat of that incarnation is stale from now on.
+        req.seq += 10_000;
+        let node0 = lab.client_as("node0").await.unwrap();
+        node0
+            .request(
+                format!("{}.heartbeat.node0", lab.prefix),
+                encode(&req).unwrap().into(),
+            )
+            .await
+            .unwrap();
+    });
+    wait_until(Duration::from_secs(15), || {
+        lab.node_log(0)
+            .contains("registering again with a new incarnation")
+            .then_some(())
+    })
+    .unwrap_or_else(|_| panic!("{}", lab.node_log(0)));
+    // Back online, heartbeating, with its job still running and never run twice.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(lab.node_info(0).unwrap()["state"], "online");
+    let info = lab.operation(&op).unwrap();
+    assert_eq!(info["jobs"]["running"], 1, "{info}");
+    assert_eq!(starts(dir.path(), 0).len(), 1);
+}
