@@ -238,6 +238,11 @@ impl LabSecurity {
     }
 }
 
+/// Slot uids of lab agent `i`: 256 per agent, 4,096 per lab, labs apart by process.
+fn lab_slot_uid_base(i: usize) -> u32 {
+    100_000 + (std::process::id() % 16_384) * 4_096 + (i as u32 % 16) * 256
+}
+
 /// The name of lab agent `i` (0-based) when `--node` gives none: its node id and its
 /// identity.
 fn lab_node_name(i: usize) -> String {
@@ -361,6 +366,11 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
             &format!("ytsched-lab-{}", std::process::id()),
         ])
         .args(["--kill-grace", &args.kill_grace]);
+        // Each agent of a lab runs jobs as uids of its own (the agents refuse to share),
+        // and labs of different runs apart too.
+        if !flags.iter().any(|f| f == "--slot-uid-base") {
+            cmd.args(["--slot-uid-base", &lab_slot_uid_base(i).to_string()]);
+        }
         if !is_root {
             cmd.arg("--sandbox=process");
         }

@@ -95,6 +95,11 @@ impl ApiError {
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::of(ErrorKind::Conflict, message)
     }
+
+    /// "Busy, retry": nothing was done, and the same request may succeed later.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::of(ErrorKind::Unavailable, message)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! Connecting to NATS and making typed API calls: the one place that turns URLs and
 //! API types into bus traffic for every binary.
 
-use crate::api::{ApiError, ApiMethod, ApiRequest, ApiResponse};
+use crate::api::{ApiError, ApiMethod, ApiRequest, ApiResponse, ErrorKind};
 use crate::codec::{decode, encode, CodecError};
 use crate::identity::{Caller, Credentials, Role};
 use crate::protocol::PROTOCOL_VERSION;
@@ -229,6 +229,7 @@ pub async fn connect(
             .add_client_certificate(cert.clone(), key.clone())
             .require_tls(true);
     }
+    opts = opts.event_callback(|event| async move { log_event(event) });
     if retry {
         opts = opts.retry_on_initial_connect();
     } else {
@@ -242,7 +243,42 @@ pub async fn connect(
         })
 }
 
-/// One typed request to the scheduler's API.
+/// Tries of one call answered "busy, retry" before the error is the caller's.
+const BUSY_ATTEMPTS: u32 = 6;
+
+/// Logs a connection event. A slow consumer is an event per dropped message under a
+/// flood: it is counted and logged at most every 10 s, with how many came meanwhile.
+fn log_event(event: async_nats::Event) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SLOW: AtomicU64 = AtomicU64::new(0);
+    static LAST_LOGGED_SECOND: AtomicU64 = AtomicU64::new(0);
+    match event {
+        async_nats::Event::SlowConsumer(sid) => {
+            let count = SLOW.fetch_add(1, Ordering::Relaxed) + 1;
+            let second = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            let last = LAST_LOGGED_SECOND.load(Ordering::Relaxed);
+            if second >= last + 10
+                && LAST_LOGGED_SECOND
+                    .compare_exchange(last, second, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                tracing::warn!(
+                    subscription = sid,
+                    dropped_so_far = count,
+                    "slow consumer: messages dropped (logged at most every 10 s)"
+                );
+            }
+        }
+        other => tracing::info!("event: {other}"),
+    }
+}
+
+/// One typed request to the scheduler's API. A "busy, retry" answer (the scheduler's
+/// admission control) is retried with backoff; the request is sent again unchanged, so
+/// a submission keeps its idempotency token.
 pub async fn call<M: ApiMethod>(
     client: &async_nats::Client,
     subjects: &Subjects,
@@ -254,15 +290,27 @@ pub async fn call<M: ApiMethod>(
         protocol_version: PROTOCOL_VERSION,
         body,
     };
-    let reply = client
-        .request(subject.clone(), encode(&request)?.into())
-        .await
-        .map_err(|e| TransportError::NoScheduler {
-            subject: subject.clone(),
-            message: e.to_string(),
-        })?;
-    let response: ApiResponse<M::Response> = decode(&reply.payload)?;
-    Ok(response.result?)
+    let payload: bytes::Bytes = encode(&request)?.into();
+    let mut backoff = Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        let reply = client
+            .request(subject.clone(), payload.clone())
+            .await
+            .map_err(|e| TransportError::NoScheduler {
+                subject: subject.clone(),
+                message: e.to_string(),
+            })?;
+        let response: ApiResponse<M::Response> = decode(&reply.payload)?;
+        match response.result {
+            Err(e) if e.kind == ErrorKind::Unavailable && attempt < BUSY_ATTEMPTS => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                attempt += 1;
+            }
+            result => return Ok(result?),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -133,7 +133,19 @@ impl Agent {
                 )
                 .await
                 .map_err(|_| "timed out".to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()))
+                .and_then(|r| {
+                    r.map_err(|e| {
+                        if e.kind() == async_nats::RequestErrorKind::NoResponders {
+                            // The bus carried the request and no scheduler listens: no
+                            // scheduler counts this node's silence either (a restarted one
+                            // waits its revival window for the jobs), so it is not silence
+                            // that calls for stopping jobs.
+                            *self.last_answer.lock().expect("answer lock") =
+                                std::time::Instant::now();
+                        }
+                        e.to_string()
+                    })
+                })
                 .and_then(|m| decode::<HeartbeatReply>(&m.payload).map_err(|e| e.to_string())),
                 Err(e) => Err(e.to_string()),
             };
@@ -226,7 +238,9 @@ impl Agent {
     /// runs them elsewhere after the full timeout, counted from when it last heard this
     /// node, which is no later than the answer seen here; the margin covers the kill
     /// grace. A node cut off from the bus (partitioned, or its identity revoked) thus
-    /// never runs a job at the same time as its re-run.
+    /// never runs a job at the same time as its re-run. While the bus answers that no
+    /// scheduler listens (one restarting), the silence does not count: no scheduler
+    /// counts it, and a revived one waits for the jobs instead.
     async fn fence_when_silent(self: Arc<Self>) {
         let mut fenced = false;
         loop {

@@ -9,5 +9,7 @@ pub mod device_access;
 pub mod gpu;
 pub mod guardian;
 pub mod job;
+pub mod job_namespaces;
 pub mod sandbox;
+pub mod slot_range;
 pub mod tags;

@@ -23,6 +23,13 @@ enum SandboxKind {
     Process,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum JobNamespaces {
+    Auto,
+    On,
+    Off,
+}
+
 /// The ytsched node agent: runs jobs the scheduler assigns, in sandboxes.
 #[derive(Parser, Debug)]
 #[command(name = "ytsched-node", version)]
@@ -68,10 +75,22 @@ struct Args {
     /// jobs together stay below half the machine's pid_max).
     #[arg(long)]
     job_pids_limit: Option<u64>,
+    /// Most processes of all this node's jobs together (default: half the machine's
+    /// pid_max), so jobs can never exhaust the host's pids.
+    #[arg(long)]
+    node_pids_limit: Option<u64>,
     /// Jobs of slot N run as uid and gid BASE + N (YTsaurus slot users). Used when the
     /// agent runs as root; otherwise jobs run as the agent's own user.
     #[arg(long, default_value_t = 20_000)]
     slot_uid_base: u32,
+    /// Jobs in their own PID and mount namespaces: auto (when this machine allows it,
+    /// with an alert when not), on (refuse to start without), off.
+    #[arg(long, value_enum, default_value = "auto")]
+    job_namespaces: JobNamespaces,
+    /// Where agents on this host claim their slot uid ranges (one file per range, held
+    /// locked while the agent runs); an overlapping claim is refused, naming its holder.
+    #[arg(long, default_value = "/run/ytsched/slot-uids")]
+    slot_lock_dir: PathBuf,
     /// nvidia-smi to ask when NVML is not available (a path or a name on PATH).
     #[arg(long, default_value = "nvidia-smi")]
     nvidia_smi: PathBuf,
@@ -180,6 +199,12 @@ async fn agent_main() -> anyhow::Result<()> {
             let manager = CgroupManager::open(&args.cgroup_root, node_id.as_str()).with_context(|| {
                 "cannot set up job cgroups (run as root, or pass --sandbox=process to run jobs without resource enforcement)"
             })?;
+            let node_pids = args.node_pids_limit.unwrap_or_else(|| pid_max() / 2);
+            if manager.limit_node_pids(node_pids)? {
+                info!(max = node_pids, "node-wide pids limit set");
+            } else {
+                warn!("no pids controller on the node's cgroup: no node-wide pids limit");
+            }
             let stale = manager.remove_stale();
             if stale > 0 {
                 info!(count = stale, "removed stale job cgroups of a previous run");
@@ -205,6 +230,20 @@ async fn agent_main() -> anyhow::Result<()> {
         warn!("not root: jobs run as this agent's own user, not as slot users");
         None
     };
+    // Held for the agent's life: no other agent on this host may run jobs as these uids.
+    let _slot_claim = match slot_uid_base {
+        Some(base) => {
+            let claim = ytsched_node::slot_range::claim(
+                &args.slot_lock_dir,
+                base,
+                limits.user_slots.max(1.0) as u32,
+                &format!("node {node_id}, pid {}", std::process::id()),
+            )?;
+            info!(first = base, slots = limits.user_slots, claim = %claim.path().display(), "slot uids claimed");
+            Some(claim)
+        }
+        None => None,
+    };
     let devices = DeviceAccess::discover(&args.gpu_device_dir, &work_dir)
         .context("cannot prepare GPU device isolation")?;
     if devices.device_count() > 0 {
@@ -221,6 +260,22 @@ async fn agent_main() -> anyhow::Result<()> {
         Isolation::Process => None,
     };
     let guardian = Guardian::spawn(cgroups).context("cannot start the job guardian")?;
+    let namespaces = match (slot_uid_base, args.job_namespaces) {
+        (None, _) | (_, JobNamespaces::Off) => false,
+        (Some(_), mode) => match ytsched_node::job_namespaces::probe() {
+            Ok(()) => {
+                info!("jobs run in their own PID and mount namespaces (private /proc, /tmp, /var/tmp, /dev/shm)");
+                true
+            }
+            Err(e) if mode == JobNamespaces::On => {
+                bail!("--job-namespaces on: {e}")
+            }
+            Err(e) => {
+                warn!(error = %e, "ALERT: jobs cannot have their own namespaces here: they see the host's processes and share /tmp (use --job-namespaces on to refuse to start instead)");
+                false
+            }
+        },
+    };
     let sandbox = SandboxConfig {
         guardian,
         isolation,
@@ -229,6 +284,7 @@ async fn agent_main() -> anyhow::Result<()> {
         pids_limit,
         slot_uid_base,
         devices,
+        namespaces,
     };
     let stale_dirs = sandbox.remove_stale_dirs();
     if stale_dirs > 0 {
@@ -272,11 +328,15 @@ async fn agent_main() -> anyhow::Result<()> {
 /// 10,000 processes per job, lowered so that a full node's jobs together stay below half
 /// of the kernel's pid_max (the rest is for the system and the agent).
 fn default_pids_limit(user_slots: f64) -> u64 {
-    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+    (pid_max() / 2 / (user_slots.max(1.0) as u64)).clamp(16, 10_000)
+}
+
+/// The kernel's pid_max (32,768 when it cannot be read).
+fn pid_max() -> u64 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(32_768);
-    (pid_max / 2 / (user_slots.max(1.0) as u64)).clamp(16, 10_000)
+        .unwrap_or(32_768)
 }
 
 /// Jobs run as slot users: every directory above their sandboxes must let others pass

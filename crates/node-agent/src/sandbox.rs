@@ -48,9 +48,14 @@ pub struct SandboxConfig {
     pub slot_uid_base: Option<u32>,
     /// Which GPU device nodes a job may open.
     pub devices: crate::device_access::DeviceAccess,
+    /// Each job (of a slot user) in its own PID and mount namespaces with private
+    /// `/tmp`, `/var/tmp` and `/dev/shm` (`job_namespaces`).
+    pub namespaces: bool,
 }
 
 pub struct Sandbox {
+    /// The slot user the job ran as, if any: every process of it dies at the end.
+    uid: Option<u32>,
     dir: PathBuf,
     cgroup: Option<JobCgroup>,
     child: tokio::process::Child,
@@ -161,6 +166,11 @@ impl SandboxConfig {
         };
         let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
         let hide = self.devices.plan(gpus);
+        let namespaces = if self.namespaces && uid.is_some() {
+            crate::job_namespaces::NamespacePlan::new(&dir, spec.resources.memory.max(0.0) as u64)
+        } else {
+            None
+        };
         // SAFETY: the closure only makes async-signal-safe system calls (write, unshare,
         // mount, setgroups, setgid, setuid, prctl) on fds that stay open until spawn
         // returns and on memory allocated before the fork; it does not allocate.
@@ -169,6 +179,9 @@ impl SandboxConfig {
                 // Join the cgroup while still privileged, then drop to the slot user.
                 for fd in &fds {
                     Errno::result(libc::write(*fd, b"0".as_ptr().cast(), 1))?;
+                }
+                if let Some(plan) = &namespaces {
+                    plan.enter()?;
                 }
                 if let Some(plan) = &hide {
                     plan.apply()?;
@@ -196,6 +209,7 @@ impl SandboxConfig {
         drop(procs);
         let pgid = Pid::from_raw(child.id().map(|p| p as i32).unwrap_or(0));
         Ok(Sandbox {
+            uid,
             dir,
             cgroup,
             child,
@@ -251,7 +265,11 @@ impl Sandbox {
     /// scheduler has the result.
     pub async fn finish(self) -> SandboxOutcome {
         let Sandbox {
-            dir, cgroup, pgid, ..
+            uid,
+            dir,
+            cgroup,
+            pgid,
+            ..
         } = self;
         tokio::task::spawn_blocking(move || {
             if pgid.as_raw() > 0 {
@@ -268,6 +286,10 @@ impl Sandbox {
                 }
                 None => CgroupStats::default(),
             };
+            // The slot is released: nothing of its uid may live on into the next job.
+            if let Some(uid) = uid {
+                kill_processes_of(uid);
+            }
             SandboxOutcome {
                 stats,
                 stdout_tail: read_tail(&dir.join("stdout")),
@@ -280,6 +302,32 @@ impl Sandbox {
             stdout_tail: String::new(),
             stderr_tail: String::new(),
         })
+    }
+}
+
+/// SIGKILLs every process whose real or effective uid is `uid` (a released slot's).
+fn kill_processes_of(uid: u32) {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(status) = fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let owned = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .is_some_and(|ids| {
+                ids.split_whitespace()
+                    .take(2)
+                    .any(|id| id.parse::<u32>() == Ok(uid))
+            });
+        if owned {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod core;
 pub mod http;
 pub mod job_pages;
 pub mod lease;
+pub mod rate_limits;
 pub mod refusals;
 pub mod service;
 pub mod simulate;

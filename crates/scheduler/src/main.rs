@@ -67,6 +67,16 @@ struct Args {
     /// clean_delay, soft/hard_retained_operation_count and max_operation_age).
     #[arg(long, default_value = "30d")]
     archive_ttl: DurationMs,
+    /// Requests per second each identity (user, admin) may make; more are answered
+    /// "busy, retry" (a few a second) or dropped, and counted.
+    #[arg(long, default_value_t = 1000.0)]
+    api_rate: f64,
+    /// Requests an identity may send at once after a quiet spell.
+    #[arg(long, default_value_t = 2000.0)]
+    api_burst: f64,
+    /// API requests served at once; past it callers are answered "busy, retry".
+    #[arg(long, default_value_t = 512)]
+    max_api_in_flight: usize,
     #[command(flatten)]
     bus: BusArgs,
     /// Credentials of the scheduler's answering identity (role scheduler_bus): the
@@ -86,6 +96,14 @@ async fn main() -> anyhow::Result<()> {
             "--node-heartbeat-timeout {} is shorter than the minimum of {} ms",
             args.node_heartbeat_timeout,
             ytsched_common::pool_config::MIN_NODE_HEARTBEAT_TIMEOUT_MS
+        );
+    }
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if !positive(args.api_rate) || !positive(args.api_burst) {
+        anyhow::bail!(
+            "--api-rate {} / --api-burst {}: both must be positive numbers",
+            args.api_rate,
+            args.api_burst
         );
     }
     let auth = args
@@ -157,6 +175,11 @@ async fn main() -> anyhow::Result<()> {
         revival_window: Duration::from_millis(args.revival_window.0),
         http: args.http,
         archive_ttl: Duration::from_millis(args.archive_ttl.0.max(1000)),
+        api_rate: ytsched_scheduler::rate_limits::RateLimit {
+            per_second: args.api_rate,
+            burst: args.api_burst.max(1.0),
+        },
+        max_api_in_flight: args.max_api_in_flight,
     };
     run(config, async {
         tokio::select! {

@@ -9,6 +9,7 @@ use crate::core::{
 };
 use crate::job_pages::{fitting_job_page, read_job_page};
 use crate::lease::Lease;
+use crate::rate_limits::{RateLimit, RateLimits, Verdict};
 use crate::refusals::{Refusal, Refusals};
 use crate::store;
 use crate::writer::Writer;
@@ -61,13 +62,25 @@ pub struct ServiceConfig {
     pub http: Option<std::net::SocketAddr>,
     /// How long the archive keeps a retired operation.
     pub archive_ttl: Duration,
+    /// Requests per second each identity may make (admission control).
+    pub api_rate: RateLimit,
+    /// API requests being served at once; past it callers are told "busy, retry".
+    pub max_api_in_flight: usize,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
 /// through `with_core`, so each change is stored, and its nudges and events go out.
 struct Driver {
-    /// The answering connection (bus identity): it cannot publish into the store.
+    /// The connection that answers nodes and nudges them (bus identity: it cannot
+    /// publish into the store).
     client: async_nats::Client,
+    /// The connection that answers API callers, the same identity apart from the
+    /// nodes' so that a flood of requests never delays a heartbeat.
+    api_client: async_nats::Client,
+    /// Each identity's request rate.
+    rate_limits: RateLimits,
+    /// API requests in flight; a request that finds none free is answered "busy".
+    api_slots: Arc<tokio::sync::Semaphore>,
     /// What was turned away before reaching the core, by reason.
     refusals: Arc<Refusals>,
     subjects: Subjects,
@@ -152,6 +165,22 @@ impl Driver {
         if let Err(e) = self.client.publish(to, bytes.into()).await {
             warn!(error = %e, "cannot send {what} reply");
         }
+    }
+
+    async fn api_reply(&self, to: async_nats::Subject, bytes: Vec<u8>) {
+        if let Err(e) = self.api_client.publish(to, bytes.into()).await {
+            debug!(error = %e, "cannot send API reply");
+        }
+    }
+
+    /// Tells a caller to come back later (`ErrorKind::Unavailable`; the CLI retries).
+    async fn busy(&self, to: async_nats::Subject, message: String) {
+        let bytes = encode(&ApiResponse::<()> {
+            protocol_version: PROTOCOL_VERSION,
+            result: Err(ApiError::unavailable(message)),
+        })
+        .unwrap_or_default();
+        self.api_reply(to, bytes).await;
     }
 
     /// Each heartbeat is handled in its own task: the core serialises them, and a
@@ -258,9 +287,42 @@ impl Driver {
                 });
                 continue;
             }
+            // Admission: the caller's own rate first, then room among requests in flight.
+            if let Verdict::Limited { answer } = self
+                .rate_limits
+                .check(caller.user.as_str(), std::time::Instant::now())
+            {
+                let limit = self.rate_limits.limit();
+                self.refusals.count(Refusal::RateLimited, || {
+                    format!("user '{}' is over {}/s", caller.user, limit.per_second)
+                });
+                if answer {
+                    self.busy(
+                        reply_to,
+                        format!(
+                            "busy: user '{}' sends more than {} requests per second (burst {}); retry later",
+                            caller.user, limit.per_second, limit.burst
+                        ),
+                    )
+                    .await;
+                }
+                continue;
+            }
+            let Ok(permit) = self.api_slots.clone().try_acquire_owned() else {
+                self.refusals
+                    .count(Refusal::Busy, || "every API slot is taken".to_string());
+                self.busy(
+                    reply_to,
+                    "busy: the scheduler is serving as many requests as it takes at once; retry"
+                        .into(),
+                )
+                .await;
+                continue;
+            };
             let driver = self.clone();
             let method = method.to_string();
             tokio::spawn(async move {
+                let _permit = permit;
                 let max_record = driver.max_record_bytes;
                 let answered = driver
                     .with_core(|core| {
@@ -288,7 +350,7 @@ impl Driver {
                         answer_from_archive(&driver.archive, &caller, &method, &msg.payload).await
                     }
                 };
-                let max = driver.client.server_info().max_payload;
+                let max = driver.api_client.server_info().max_payload;
                 if bytes.len() > max {
                     // NATS would drop the reply and the caller would only see a timeout.
                     warn!(
@@ -306,7 +368,7 @@ impl Driver {
                     })
                     .unwrap_or_default();
                 }
-                driver.reply(reply_to, bytes, "API").await;
+                driver.api_reply(reply_to, bytes).await;
             });
         }
     }
@@ -533,20 +595,33 @@ pub async fn run(
         &config.bus_auth,
     )
     .await?;
+    // API callers on a connection of their own: their traffic never queues in front of
+    // a heartbeat.
+    let api_bus = ytsched_common::transport::connect(
+        &config.nats_urls,
+        "ytsched-scheduler api",
+        true,
+        &config.bus_auth,
+    )
+    .await?;
     let subjects = Subjects::new(prefix);
     let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
     let [user_api, admin_api] = subjects.api_wildcards();
     let api_calls = futures::stream::select(
-        bus.subscribe(user_api).await?,
-        bus.subscribe(admin_api).await?,
+        api_bus.subscribe(user_api).await?,
+        api_bus.subscribe(admin_api).await?,
     );
     bus.flush().await?;
+    api_bus.flush().await?;
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
     // Shared, not cloned, by every task: a clone of its stores and archive cost more
     // than a whole heartbeat in the core.
     let refusals = Arc::new(Refusals::default());
     let driver = Arc::new(Driver {
         client: bus,
+        api_client: api_bus,
+        rate_limits: RateLimits::new(config.api_rate),
+        api_slots: Arc::new(tokio::sync::Semaphore::new(config.max_api_in_flight.max(1))),
         refusals: refusals.clone(),
         subjects,
         heartbeat_period_ms: core.config().heartbeat_period_ms,

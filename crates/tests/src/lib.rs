@@ -89,6 +89,8 @@ pub struct Lab {
     pub dir: tempfile::TempDir,
     pub nats_url: String,
     pub prefix: String,
+    /// First slot uid of this lab's agents (256 each).
+    pub slot_uid_base: u32,
     pub cgroup_root: String,
     nats: Option<Child>,
     /// The NATS port, kept so that a restarted server comes back where clients look.
@@ -326,6 +328,8 @@ impl Lab {
             nats_url: String::new(),
             prefix,
             cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
+            // Agents of concurrent labs must not share slot uids (they refuse to).
+            slot_uid_base: 100_000 + ((std::process::id() % 4_096) * 16 + seq as u32 % 16) * 8_192,
             dir,
             nats: None,
             nats_port: 0,
@@ -518,6 +522,10 @@ impl Lab {
             .arg(self.node_work_dir(index))
             .args(["--cgroup-root", &self.cgroup_root])
             .args(["--kill-grace", "1s"])
+            .args([
+                "--slot-uid-base",
+                &(self.slot_uid_base + index as u32 * 256).to_string(),
+            ])
             .env("RUST_LOG", "info");
         if !is_root() {
             cmd.arg("--sandbox=process");
@@ -787,8 +795,15 @@ fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
 }
 
 /// A temporary directory jobs may write into (they run as slot users, not as the test).
+/// Jobs have private `/tmp` and `/var/tmp` (their own mount namespace), so as root it
+/// lies under `/run`, which they share with the host.
 pub fn job_writable_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temporary directory");
+    let shared = Path::new("/run/ytsched-tests");
+    let dir = if is_root() && std::fs::create_dir_all(shared).is_ok() {
+        tempfile::tempdir_in(shared).expect("temporary directory")
+    } else {
+        tempfile::tempdir().expect("temporary directory")
+    };
     set_mode(dir.path(), 0o1777).expect("chmod");
     dir
 }

@@ -158,6 +158,21 @@ impl CgroupManager {
         removed
     }
 
+    /// Caps the processes of all this node's jobs together (`pids.max` of the node's
+    /// directory): however many slots and agents a host runs, jobs cannot take the
+    /// host's last pids. Returns whether a pids controller took it.
+    pub fn limit_node_pids(&self, max: u64) -> Result<bool, CgroupError> {
+        let mut set = false;
+        for dir in &self.node_dirs {
+            let file = dir.join("pids.max");
+            if file.exists() {
+                fs::write(&file, max.to_string()).map_err(io_err(&file))?;
+                set = true;
+            }
+        }
+        Ok(set)
+    }
+
     /// Removes the node's own directories (on clean shutdown, after every job is gone).
     pub fn remove_node_dirs(&self) {
         for dir in &self.node_dirs {

@@ -1,0 +1,244 @@
+//! A job's own PID and mount namespaces (SPEC 5.11, isolation between jobs of different
+//! users on one host): its `/proc` shows only its own processes (no agent command line,
+//! no other job), and `/tmp`, `/var/tmp` and `/dev/shm` are private tmpfs mounts sized
+//! to its memory limit (their pages count against its memory cgroup) that vanish with
+//! it, so nothing it leaves there reaches the host or the next job of its slot.
+//!
+//! `unshare(CLONE_NEWPID)` only places the caller's future children in the new
+//! namespace, so the forked child splits once more: the process the agent spawned stays
+//! outside as a waiter that mirrors how the job ends (exit code or signal), and its child
+//! is PID 1 of the namespace and becomes the job's shell. When PID 1 ends, the kernel
+//! kills every process left in the namespace: nothing of the job outlives it. As the
+//! init of its namespace, PID 1 gets a SIGTERM only if it handles one; SIGKILL after the
+//! kill grace ends it regardless.
+
+use nix::errno::Errno;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Directories a job gets its own empty tmpfs on.
+const PRIVATE_DIRS: [&std::ffi::CStr; 3] = [c"/tmp", c"/var/tmp", c"/dev/shm"];
+
+/// Everything `enter` needs, allocated before the fork.
+pub struct NamespacePlan {
+    /// `size=<bytes>,mode=1777`.
+    tmpfs_options: CString,
+    /// The job's sandbox, and each of its ancestors below a private directory (to make
+    /// again inside the tmpfs so the sandbox stays at its path).
+    sandbox: CString,
+    sandbox_ancestors: Vec<CString>,
+    /// Which private directory the sandbox lies under, if any.
+    sandbox_under: Option<usize>,
+}
+
+impl NamespacePlan {
+    pub fn new(sandbox: &Path, memory_bytes: u64) -> Option<Self> {
+        let tmpfs_options =
+            CString::new(format!("size={},mode=1777", memory_bytes.max(1 << 20))).ok()?;
+        let under = PRIVATE_DIRS.iter().position(|d| {
+            sandbox.starts_with(Path::new(std::ffi::OsStr::from_bytes(d.to_bytes())))
+        });
+        let mut ancestors = Vec::new();
+        if let Some(i) = under {
+            let root = Path::new(std::ffi::OsStr::from_bytes(PRIVATE_DIRS[i].to_bytes()));
+            let mut chain: Vec<&Path> = sandbox
+                .ancestors()
+                .skip(1)
+                .take_while(|a| *a != root)
+                .collect();
+            chain.reverse();
+            for a in chain {
+                ancestors.push(CString::new(a.as_os_str().as_bytes()).ok()?);
+            }
+        }
+        Some(Self {
+            tmpfs_options,
+            sandbox: CString::new(sandbox.as_os_str().as_bytes()).ok()?,
+            sandbox_ancestors: ancestors,
+            sandbox_under: under,
+        })
+    }
+
+    /// Runs in the forked child before exec, while still root. Returns in PID 1 of the
+    /// job's new namespaces; the process that called it stays behind as the waiter and
+    /// never returns.
+    ///
+    /// # Safety
+    /// Only async-signal-safe system calls on memory allocated before the fork.
+    pub unsafe fn enter(&self) -> std::io::Result<()> {
+        Errno::result(libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS))?;
+        // Mounts made here must not propagate back to the host.
+        Errno::result(libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))?;
+        let sandbox_fd = match self.sandbox_under {
+            Some(_) => Errno::result(libc::open(
+                self.sandbox.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            ))?,
+            None => -1,
+        };
+        let pid = Errno::result(libc::fork())?;
+        if pid > 0 {
+            wait_and_mirror(pid);
+        }
+        Errno::result(libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ))?;
+        for (i, dir) in PRIVATE_DIRS.iter().enumerate() {
+            let mounted = libc::mount(
+                c"tmpfs".as_ptr(),
+                dir.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                self.tmpfs_options.as_ptr().cast(),
+            );
+            if mounted != 0 {
+                // A machine (or container) without this directory has nothing to share.
+                if Errno::last() == Errno::ENOENT {
+                    continue;
+                }
+                return Err(Errno::last().into());
+            }
+            if self.sandbox_under == Some(i) {
+                // The sandbox stays where the job's spec and environment say it is.
+                for a in &self.sandbox_ancestors {
+                    if libc::mkdir(a.as_ptr(), 0o711) != 0 && Errno::last() != Errno::EEXIST {
+                        return Err(Errno::last().into());
+                    }
+                }
+                if libc::mkdir(self.sandbox.as_ptr(), 0o700) != 0 && Errno::last() != Errno::EEXIST
+                {
+                    return Err(Errno::last().into());
+                }
+                let mut source = [0u8; 32];
+                fd_path(sandbox_fd, &mut source);
+                Errno::result(libc::mount(
+                    source.as_ptr().cast(),
+                    self.sandbox.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ))?;
+            }
+        }
+        if sandbox_fd >= 0 {
+            libc::close(sandbox_fd);
+        }
+        Ok(())
+    }
+}
+
+/// `/proc/self/fd/<fd>` NUL-terminated into `out`, without allocating.
+fn fd_path(fd: i32, out: &mut [u8; 32]) {
+    let prefix = b"/proc/self/fd/";
+    out[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let mut n = fd.max(0) as u32;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        out[prefix.len() + i] = digits[len - 1 - i];
+    }
+    out[prefix.len() + len] = 0;
+}
+
+/// The waiter: closes what the spawning agent watches (its exec-error pipe, so spawn
+/// returns once the job execs), waits for PID 1, and ends the way it ended.
+unsafe fn wait_and_mirror(child: libc::pid_t) -> ! {
+    for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        libc::signal(s, libc::SIG_IGN);
+    }
+    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+    let mut status = 0;
+    loop {
+        let r = libc::waitpid(child, &mut status, 0);
+        if r == child {
+            break;
+        }
+        if r < 0 && Errno::last() != Errno::EINTR {
+            libc::_exit(127);
+        }
+    }
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), sig);
+        libc::_exit(128 + sig);
+    }
+    libc::_exit(libc::WEXITSTATUS(status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fd_paths_are_written_without_allocating() {
+        let mut out = [0u8; 32];
+        fd_path(7, &mut out);
+        assert_eq!(&out[..17], b"/proc/self/fd/7\0\0");
+        fd_path(1234, &mut out);
+        assert_eq!(&out[..19], b"/proc/self/fd/1234\0");
+    }
+
+    #[test]
+    fn a_sandbox_under_tmp_is_made_again_inside_the_private_tmp() {
+        let plan = NamespacePlan::new(Path::new("/tmp/lab/node0/sandboxes/j1"), 1 << 30).unwrap();
+        assert_eq!(plan.sandbox_under, Some(0));
+        let names: Vec<_> = plan
+            .sandbox_ancestors
+            .iter()
+            .map(|c| c.to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            ["/tmp/lab", "/tmp/lab/node0", "/tmp/lab/node0/sandboxes"]
+        );
+        assert_eq!(
+            plan.tmpfs_options.to_str().unwrap(),
+            "size=1073741824,mode=1777"
+        );
+        let plan = NamespacePlan::new(Path::new("/var/lib/ytsched/j1"), 0).unwrap();
+        assert_eq!(plan.sandbox_under, None);
+    }
+}
+
+/// Whether jobs can be given their own namespaces here: tries it once with `true`. A
+/// container without the rights to mount a fresh `/proc` cannot.
+pub fn probe() -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20)
+        .ok_or("cannot prepare the probe")?;
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", "test -d /proc/1 && ! test -d /proc/2"]);
+    // SAFETY: `enter` makes only async-signal-safe calls on memory allocated before.
+    unsafe {
+        cmd.pre_exec(move || plan.enter());
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("a probe job in its own namespaces ended with {s}")),
+        Err(e) => Err(format!("cannot start a job in its own namespaces: {e}")),
+    }
+}

@@ -1,0 +1,114 @@
+//! Isolation between jobs of different users on one host (SPEC 5.11, issue 24 point 3),
+//! on real agents as root: each job sees only its own processes, its `/tmp` is its own
+//! and gone for the next job of its slot, and two agents on one host never share slot
+//! uids. Without root (no slot users, no namespaces) these tests say so and skip.
+
+use std::process::Command;
+use std::time::Duration;
+use ytsched_tests::{binary, is_root, Lab, NodeOpts};
+
+/// Runs `command` as a one-job operation to its end and returns its stdout.
+fn stdout_of(lab: &Lab, command: &str) -> String {
+    let id = lab
+        .submit_spec(&format!(
+            "tasks: {{t: {{command: {command:?}, job_count: 1, cpu_limit: 0.5, memory_limit: 128M}}}}"
+        ))
+        .unwrap();
+    let done = lab.wait_finished(&id, Duration::from_secs(60)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    let jobs = lab.jobs(&id).unwrap();
+    let out = lab.ytsched(&["get-job-stdout", &id, jobs[0]["id"].as_str().unwrap()]);
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_job_sees_only_its_own_processes_and_its_tmp_is_its_own() {
+    if !is_root() {
+        eprintln!("skipped: jobs get their own namespaces only under a root agent");
+        return;
+    }
+    // One slot: the second job runs as the same slot user as the first.
+    let lab = Lab::start(vec![NodeOpts::args(&[
+        "--cpu",
+        "2",
+        "--memory",
+        "2G",
+        "--user-slots",
+        "1",
+        "--job-namespaces",
+        "on",
+    ])])
+    .unwrap();
+    let marker = format!("leak-{}", lab.prefix);
+    let seen = stdout_of(
+        &lab,
+        &format!(
+            "echo secret > /tmp/{marker}; echo secret > /var/tmp/{marker}; echo secret > /dev/shm/{marker}; sleep 60 & ls /proc | grep -cE '^[0-9]+$'; cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
+        ),
+    );
+    let mut lines = seen.lines();
+    let count: usize = lines.next().unwrap().parse().unwrap();
+    let cmdlines = lines.collect::<Vec<_>>().join(" ");
+    // Its shell, the background sleep, ls, grep (and whatever the shell forked).
+    assert!(count <= 6, "a job saw {count} processes: {cmdlines}");
+    assert!(
+        !cmdlines.contains("ytsched-node") && !cmdlines.contains("creds"),
+        "a job saw the agent: {cmdlines}"
+    );
+    // The host's /tmp never got the file, nor did the next job of that slot.
+    for dir in ["/tmp", "/var/tmp", "/dev/shm"] {
+        assert!(
+            !std::path::Path::new(&format!("{dir}/{marker}")).exists(),
+            "{dir}/{marker} reached the host"
+        );
+    }
+    let next = stdout_of(
+        &lab,
+        &format!(
+            "for d in /tmp /var/tmp /dev/shm; do test -e $d/{marker} && echo found-in-$d; done; echo checked"
+        ),
+    );
+    assert_eq!(next, "checked", "the next job of the slot found: {next}");
+}
+
+#[test]
+fn two_agents_on_one_host_never_share_slot_uids() {
+    if !is_root() {
+        eprintln!("skipped: slot users need a root agent");
+        return;
+    }
+    let lab = Lab::start(vec![NodeOpts::args(&["--cpu", "1", "--memory", "1G"])]).unwrap();
+    lab.auth(&["add-node", "intruder"]).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // A second agent asking for uids that overlap node0's is refused, naming node0.
+    let mut agent = Command::new(binary("ytsched-node"));
+    agent
+        .args(["--nats", &lab.nats_url, "--subject-prefix", &lab.prefix])
+        .args(["--node-id", "intruder"])
+        .arg("--creds")
+        .arg(lab.creds("intruder"))
+        .arg("--work-dir")
+        .arg(work.path())
+        .args(["--cgroup-root", &lab.cgroup_root])
+        .args(["--slot-uid-base", &lab.slot_uid_base.to_string()])
+        .args(["--cpu", "1", "--memory", "1G"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = agent.spawn().unwrap();
+    // It must refuse at once; should it start instead, it is stopped here.
+    let exited =
+        ytsched_tests::wait_until(Duration::from_secs(20), || child.try_wait().ok().flatten());
+    if exited.is_err() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second agent took node0's uids");
+    assert!(
+        err.contains("held by another agent on this host (node node0"),
+        "{err}"
+    );
+    // node0 runs on unharmed.
+    assert_eq!(lab.node_info(0).unwrap()["state"], "online");
+}
