@@ -20,7 +20,13 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use ytsched_common::identity::{Credentials, Role, UserName};
+use ytsched_common::node_approval::{parse_max_resources, NodeApprovals, DEFAULT_APPROVAL};
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::subjects::Subjects;
+use ytsched_common::NodeId;
+
+/// The node approvals file beside auth.conf (the scheduler's `--node-approvals`).
+pub const NODE_APPROVALS_FILE: &str = "node-approvals.json";
 
 /// The scheduler's store identity and its answering (bus) identity: two keys, so that
 /// the connection that answers callers holds no permission on the store.
@@ -58,6 +64,11 @@ pub enum AuthCommand {
         /// Node ids, as the agents' --node-id (the hostname by default).
         #[arg(required = true, num_args = 1..)]
         names: Vec<String>,
+        /// The most each may offer, e.g. cpu=64,memory=512G,gpu=8,user_slots=64; what is
+        /// not named (and every node added without it) gets 1,024 cpu, 64 TiB, 64 gpu,
+        /// 1,024 user slots. The scheduler uses the smaller of this and the node's report.
+        #[arg(long, value_parser = parse_max_resources)]
+        max_resources: Option<ResourceVector>,
         /// The identities directory (`ytsched auth init`).
         #[arg(long, env = "YTSCHED_AUTH_DIR")]
         dir: PathBuf,
@@ -95,6 +106,9 @@ pub struct Identity {
     pub role: Role,
     /// The NKey public key (`U…`); the seed is only in the .creds file.
     pub public_key: String,
+    /// A node's approved resources (`add-node --max-resources`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_resources: Option<ResourceVector>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -150,6 +164,11 @@ impl AuthDir {
         })
     }
 
+    /// The node approvals file the scheduler reads (`--node-approvals`).
+    pub fn approvals_path(&self) -> PathBuf {
+        self.dir.join(NODE_APPROVALS_FILE)
+    }
+
     pub fn creds_path(&self, name: &UserName) -> PathBuf {
         self.dir.join(format!("{name}.creds"))
     }
@@ -196,6 +215,7 @@ impl AuthDir {
                 name,
                 role,
                 public_key: key.public_key(),
+                max_resources: None,
             });
             paths.push(path);
         }
@@ -222,10 +242,42 @@ impl AuthDir {
         Ok(role)
     }
 
+    /// Approves what the nodes `names` may offer.
+    pub fn approve(&mut self, names: &[UserName], max: ResourceVector) -> anyhow::Result<()> {
+        for id in self.registry.identities.iter_mut() {
+            if names.contains(&id.name) && id.role == Role::Node {
+                id.max_resources = Some(max);
+            }
+        }
+        self.save()
+    }
+
     fn save(&self) -> anyhow::Result<()> {
         let json = serde_json::to_string_pretty(&self.registry)?;
         write_atomically(&self.dir.join("identities.json"), &json, 0o600)?;
-        write_atomically(&self.dir.join("auth.conf"), &self.render(), 0o600)
+        write_atomically(&self.dir.join("auth.conf"), &self.render(), 0o600)?;
+        write_atomically(
+            &self.dir.join(NODE_APPROVALS_FILE),
+            &self.node_approvals()?,
+            0o600,
+        )
+    }
+
+    /// What the scheduler's `--node-approvals` reads: every node identity's approval.
+    fn node_approvals(&self) -> anyhow::Result<String> {
+        let nodes = self
+            .registry
+            .identities
+            .iter()
+            .filter(|i| i.role == Role::Node)
+            .map(|i| {
+                Ok((
+                    NodeId::parse(i.name.as_str())?,
+                    i.max_resources.unwrap_or(DEFAULT_APPROVAL),
+                ))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(serde_json::to_string_pretty(&NodeApprovals { nodes })?)
     }
 
     /// The nats-server `authorization` block: one NKey user per identity with the
@@ -343,13 +395,20 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        AuthCommand::AddNode { names, dir } => {
+        AuthCommand::AddNode {
+            names,
+            max_resources,
+            dir,
+        } => {
             let mut auth = AuthDir::open(&dir)?;
             let parsed = names
                 .iter()
                 .map(|n| UserName::parse_identity(n))
                 .collect::<Result<Vec<_>, _>>()?;
-            let paths = auth.add_many(parsed, Role::Node)?;
+            let paths = auth.add_many(parsed.clone(), Role::Node)?;
+            if let Some(max) = max_resources {
+                auth.approve(&parsed, max)?;
+            }
             let reloaded = auth.reload_server()?;
             for (name, path) in names.iter().zip(&paths) {
                 println!("added node '{name}': --creds {}", path.display());

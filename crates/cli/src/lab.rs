@@ -338,6 +338,9 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
     scheduler
         .args(["--nats", &url, "--subject-prefix", &prefix])
         .args(security.flags("scheduler"));
+    if let Some(auth) = &security.auth {
+        scheduler.arg("--node-approvals").arg(auth.approvals_path());
+    }
     if let Some(addr) = http {
         scheduler.args(["--http", &addr.to_string()]);
     }

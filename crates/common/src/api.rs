@@ -389,6 +389,9 @@ pub struct NodeInfo {
     pub state: String,
     pub tree: Option<String>,
     pub error: Option<String>,
+    /// It reports more than it was approved for (its limits are the approval).
+    #[serde(default)]
+    pub alert: Option<String>,
     pub system_tags: Vec<String>,
     /// Configured on the agent (`--tag`).
     pub tags: Vec<String>,

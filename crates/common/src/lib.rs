@@ -15,6 +15,7 @@ pub mod ids;
 pub mod logging;
 pub mod maintenance;
 pub mod names;
+pub mod node_approval;
 pub mod pool_config;
 pub mod protocol;
 pub mod quote;

@@ -189,6 +189,25 @@ unsafe fn wait_and_mirror(child: libc::pid_t) -> ! {
     libc::_exit(libc::WEXITSTATUS(status))
 }
 
+/// Whether jobs can be given their own namespaces here: tries it once with `true`. A
+/// container without the rights to mount a fresh `/proc` cannot.
+pub fn probe() -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20)
+        .ok_or("cannot prepare the probe")?;
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", "test -d /proc/1 && ! test -d /proc/2"]);
+    // SAFETY: `enter` makes only async-signal-safe calls on memory allocated before.
+    unsafe {
+        cmd.pre_exec(move || plan.enter());
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("a probe job in its own namespaces ended with {s}")),
+        Err(e) => Err(format!("cannot start a job in its own namespaces: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,24 +240,5 @@ mod tests {
         );
         let plan = NamespacePlan::new(Path::new("/var/lib/ytsched/j1"), 0).unwrap();
         assert_eq!(plan.sandbox_under, None);
-    }
-}
-
-/// Whether jobs can be given their own namespaces here: tries it once with `true`. A
-/// container without the rights to mount a fresh `/proc` cannot.
-pub fn probe() -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
-    let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20)
-        .ok_or("cannot prepare the probe")?;
-    let mut cmd = std::process::Command::new("/bin/sh");
-    cmd.args(["-c", "test -d /proc/1 && ! test -d /proc/2"]);
-    // SAFETY: `enter` makes only async-signal-safe calls on memory allocated before.
-    unsafe {
-        cmd.pre_exec(move || plan.enter());
-    }
-    match cmd.status() {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("a probe job in its own namespaces ended with {s}")),
-        Err(e) => Err(format!("cannot start a job in its own namespaces: {e}")),
     }
 }

@@ -77,6 +77,11 @@ struct Args {
     /// API requests served at once; past it callers are answered "busy, retry".
     #[arg(long, default_value_t = 512)]
     max_api_in_flight: usize,
+    /// Node approvals (`node-approvals.json` in the `ytsched auth` directory): a node
+    /// offers no more than it was approved for (default: 1,024 cpu, 64 TiB, 64 gpu,
+    /// 1,024 user slots). Followed as it changes.
+    #[arg(long, env = "YTSCHED_NODE_APPROVALS", value_name = "FILE")]
+    node_approvals: Option<std::path::PathBuf>,
     #[command(flatten)]
     bus: BusArgs,
     /// Credentials of the scheduler's answering identity (role scheduler_bus): the
@@ -180,6 +185,7 @@ async fn main() -> anyhow::Result<()> {
             burst: args.api_burst.max(1.0),
         },
         max_api_in_flight: args.max_api_in_flight,
+        node_approvals: args.node_approvals,
     };
     run(config, async {
         tokio::select! {

@@ -66,6 +66,9 @@ pub struct ServiceConfig {
     pub api_rate: RateLimit,
     /// API requests being served at once; past it callers are told "busy, retry".
     pub max_api_in_flight: usize,
+    /// What each node identity was approved to offer (`ytsched auth`'s
+    /// `node-approvals.json`), followed as it changes; None: the defaults for all.
+    pub node_approvals: Option<std::path::PathBuf>,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
@@ -503,6 +506,15 @@ pub async fn run(
         }
     };
     let mut core = SchedulerCore::new(config.core);
+    let approvals_seen = match &config.node_approvals {
+        Some(path) => {
+            let (approvals, seen) = crate::approvals_file::read(path)?;
+            info!(nodes = approvals.nodes.len(), "node approvals loaded");
+            core.set_node_approvals(approvals);
+            seen
+        }
+        None => None,
+    };
     for d in &snapshot.damaged {
         set_aside(&state, d).await?;
         snapshot.revisions.remove(&d.key);
@@ -646,6 +658,14 @@ pub async fn run(
                 error!(error = %e, "HTTP server stopped");
             }
         });
+    }
+    if let Some(path) = config.node_approvals.clone() {
+        let core = driver.core.clone();
+        tokio::spawn(crate::approvals_file::follow(
+            path,
+            approvals_seen,
+            move |a| core.lock().expect("core lock").set_node_approvals(a),
+        ));
     }
     let released = lease.releaser();
     let writer_fenced = driver.writer.clone();
@@ -1203,6 +1223,13 @@ fn log_events(events: &[CoreEvent]) {
             }
             CoreEvent::NodeRestarted { id } => {
                 info!(node = %id, "node restarted (new incarnation)")
+            }
+            CoreEvent::NodeOverApproval {
+                id,
+                alert: Some(alert),
+            } => error!(node = %id, "ALERT: {alert}"),
+            CoreEvent::NodeOverApproval { id, alert: None } => {
+                info!(node = %id, "node reports within its approval again")
             }
             CoreEvent::NodeOffline { id, lost_jobs } => {
                 warn!(node = %id, lost_jobs, "node is offline: heartbeats stopped")

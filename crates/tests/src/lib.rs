@@ -434,6 +434,8 @@ impl Lab {
                 .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
                 .arg("--creds")
                 .arg(self.creds("scheduler"))
+                .arg("--node-approvals")
+                .arg(self.dir.path().join("auth/node-approvals.json"))
                 .args(["--node-heartbeat-timeout", "5s"])
                 .args(&self.scheduler_args)
                 .env("RUST_LOG", "info"),

@@ -20,11 +20,13 @@ fn lab() -> Lab {
 }
 
 /// One long job taking a whole node (2 cpu), the other node left free for its re-run;
-/// each start notes its pid under `dir`. Returns the operation and the node it runs on.
-fn submit_long_job(lab: &Lab, dir: &Path) -> (String, usize) {
+/// each start adds a line under `dir`. Returns the operation, the node it runs on, and
+/// the host pids of its first run (a job's own `$$` is its namespace's, not the host's).
+fn submit_long_job(lab: &Lab, dir: &Path) -> (String, usize, Vec<i32>) {
+    let sleep = format!("sleep {}", 600_000 + lab.slot_uid_base % 100_000);
     let op = lab
         .submit_spec(&format!(
-            "tasks: {{t: {{command: 'echo $$ >> {}/$YT_JOB_INDEX.start; sleep 600', job_count: 1, cpu_limit: 2, memory_limit: 64M}}}}",
+            "tasks: {{t: {{command: 'echo started >> {}/$YT_JOB_INDEX.start; exec {sleep}', job_count: 1, cpu_limit: 2, memory_limit: 64M}}}}",
             dir.display()
         ))
         .unwrap();
@@ -33,7 +35,7 @@ fn submit_long_job(lab: &Lab, dir: &Path) -> (String, usize) {
     })
     .unwrap();
     wait_until(Duration::from_secs(10), || {
-        (!starts(dir, 0).is_empty()).then_some(())
+        (starts(dir, 0) > 0).then_some(())
     })
     .unwrap();
     let jobs = lab.jobs(&op).unwrap();
@@ -42,25 +44,27 @@ fn submit_long_job(lab: &Lab, dir: &Path) -> (String, usize) {
         .find(|j| j["state"] == "running")
         .and_then(|j| j["node_id"].as_str()?.strip_prefix("node")?.parse().ok())
         .unwrap_or_else(|| panic!("no running job: {jobs:?}"));
-    (op, node)
+    let pids = wait_until(Duration::from_secs(10), || {
+        let p = pids_with_cmdline(&sleep);
+        (!p.is_empty()).then_some(p)
+    })
+    .unwrap();
+    (op, node, pids)
 }
 
-/// Pids each job index started with, in order.
-fn starts(dir: &Path, index: u32) -> Vec<i32> {
+/// How many times job index `index` started.
+fn starts(dir: &Path, index: u32) -> usize {
     std::fs::read_to_string(dir.join(format!("{index}.start")))
         .unwrap_or_default()
         .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
+        .count()
 }
 
 /// Waits for index `i` to start a second time, and checks the first run was gone by
 /// then: never two at once.
-fn assert_rerun_without_overlap(lab: &Lab, dir: &Path, i: u32, node: usize) {
-    let first = starts(dir, i)[0];
-    let pids = wait_until(Duration::from_secs(40), || {
-        let s = starts(dir, i);
-        (s.len() >= 2).then_some(s)
+fn assert_rerun_without_overlap(lab: &Lab, dir: &Path, i: u32, node: usize, first: &[i32]) {
+    wait_until(Duration::from_secs(40), || {
+        (starts(dir, i) >= 2).then_some(())
     })
     .unwrap_or_else(|_| {
         panic!(
@@ -69,21 +73,22 @@ fn assert_rerun_without_overlap(lab: &Lab, dir: &Path, i: u32, node: usize) {
             lab.scheduler_log()
         )
     });
-    assert_ne!(pids[0], pids[1]);
-    assert!(
-        !is_alive(first),
-        "the first run of index {i} (pid {first}) still lives while its re-run started"
-    );
+    for pid in first {
+        assert!(
+            !is_alive(*pid),
+            "the first run of index {i} (pid {pid}) still lives while its re-run started"
+        );
+    }
 }
 
 #[test]
 fn a_revoked_node_stops_its_jobs_before_they_run_elsewhere() {
     let lab = lab();
     let dir = ytsched_tests::job_writable_dir();
-    let (_, n) = submit_long_job(&lab, dir.path());
+    let (_, n, first) = submit_long_job(&lab, dir.path());
     // Its identity goes: nats-server closes its connection and refuses it from now on.
     lab.auth(&["revoke", &lab.node_id(n)]).unwrap();
-    assert_rerun_without_overlap(&lab, dir.path(), 0, n);
+    assert_rerun_without_overlap(&lab, dir.path(), 0, n, &first);
     let log = lab.node_log(n);
     assert!(log.contains("this node's jobs are stopped"), "{log}");
 }
@@ -106,7 +111,7 @@ fn guardian_of(agent_pid: u32) -> Option<i32> {
 fn killing_the_guardian_then_the_agent_runs_no_job_twice() {
     let mut lab = lab();
     let dir = ytsched_tests::job_writable_dir();
-    let (_, n) = submit_long_job(&lab, dir.path());
+    let (_, n, first) = submit_long_job(&lab, dir.path());
     let i = 0;
     let agent = lab.node_pid(n).unwrap();
     let old = guardian_of(agent).expect("a guardian");
@@ -121,17 +126,17 @@ fn killing_the_guardian_then_the_agent_runs_no_job_twice() {
     .unwrap_or_else(|_| panic!("no new guardian; log:\n{}", lab.node_log(n)));
     assert!(lab.node_log(n).contains("a new one watches"));
     assert!(
-        is_alive(starts(dir.path(), i)[0]),
+        first.iter().all(|p| is_alive(*p)),
         "the job survived the swap"
     );
     // Now the agent dies: the new guardian kills its job, which then runs elsewhere once.
     lab.kill_node(n, nix::sys::signal::Signal::SIGKILL);
     wait_until(Duration::from_secs(10), || {
-        (!is_alive(starts(dir.path(), i)[0])).then_some(())
+        first.iter().all(|p| !is_alive(*p)).then_some(())
     })
     .expect("the guardian killed the orphaned job");
     assert!(!is_alive(new) || guardian_of(agent).is_none());
-    assert_rerun_without_overlap(&lab, dir.path(), i, n);
+    assert_rerun_without_overlap(&lab, dir.path(), i, n, &first);
 }
 
 #[test]
@@ -140,7 +145,7 @@ fn an_agent_refused_as_stale_registers_again_and_keeps_its_jobs() {
     let dir = ytsched_tests::job_writable_dir();
     let op = lab
         .submit_spec(&format!(
-            "tasks: {{t: {{command: 'echo $$ >> {}/$YT_JOB_INDEX.start; sleep 600', job_count: 1, cpu_limit: 1, memory_limit: 64M}}}}",
+            "tasks: {{t: {{command: 'echo started >> {}/$YT_JOB_INDEX.start; sleep 600', job_count: 1, cpu_limit: 1, memory_limit: 64M}}}}",
             dir.path().display()
         ))
         .unwrap();
@@ -184,5 +189,5 @@ fn an_agent_refused_as_stale_registers_again_and_keeps_its_jobs() {
     assert_eq!(lab.node_info(0).unwrap()["state"], "online");
     let info = lab.operation(&op).unwrap();
     assert_eq!(info["jobs"]["running"], 1, "{info}");
-    assert_eq!(starts(dir.path(), 0).len(), 1);
+    assert_eq!(starts(dir.path(), 0), 1);
 }

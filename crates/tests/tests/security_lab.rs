@@ -508,8 +508,8 @@ sleep 2
 for j in 0 1; do
   [ "$j" = "$YT_JOB_INDEX" ] && continue
   ls ../../$YT_OPERATION_ID-$j 2>&1 | grep -q 'Permission denied' && echo other=denied || echo other=seen
-  other=$(cat {m}/pid-$j)
-  kill -0 $other 2>&1 | grep -q 'not permitted' && echo signal=denied || echo signal=sent
+  for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ 2>/dev/null | grep -qx "YT_JOB_INDEX=$j" && kill -0 ${{p#/proc/}} 2>/dev/null && echo signal=sent; done
+  echo signal=denied
 done
 sleep 1
 "#
@@ -541,6 +541,10 @@ sleep 1
         ] {
             assert!(out.contains(expected), "expected {expected} in:\n{out}");
         }
+        assert!(
+            !out.contains("signal=sent"),
+            "a job signalled another: {out}"
+        );
     }
     uids.sort();
     uids.dedup();

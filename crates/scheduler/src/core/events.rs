@@ -24,6 +24,11 @@ pub enum CoreEvent {
     NodeRestarted {
         id: NodeId,
     },
+    /// The node reports more than it was approved for (None: no longer).
+    NodeOverApproval {
+        id: NodeId,
+        alert: Option<String>,
+    },
     /// An admin banned, decommissioned or returned the node to service.
     NodeMaintenance {
         id: NodeId,

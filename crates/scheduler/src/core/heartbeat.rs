@@ -178,11 +178,29 @@ impl SchedulerCore {
         node.last_seq = req.seq;
         let returning = !node.online;
         let tags_changed = node.system_tags != req.system_tags || node.tags != req.tags;
-        let limits_changed = node.resource_limits != req.resource_limits;
+        // A node offers no more than it was approved for, whatever it reports.
+        let approved = self.approvals.of(&req.node_id);
+        let limits = req.resource_limits.component_min(&approved);
+        let alert = ytsched_common::node_approval::excess(&req.resource_limits, &approved).map(
+            |(r, reported, allowed)| {
+                format!(
+                    "node reports {} = {reported}, more than the {allowed} it is approved for; it is used as {allowed}",
+                    r.name()
+                )
+            },
+        );
+        if alert != node.approval_alert {
+            node.approval_alert = alert.clone();
+            self.events.push(CoreEvent::NodeOverApproval {
+                id: node.id.clone(),
+                alert,
+            });
+        }
+        let limits_changed = node.resource_limits != limits;
         node.hostname = req.hostname.clone();
         node.system_tags = req.system_tags.clone();
         node.tags = req.tags.clone();
-        node.resource_limits = req.resource_limits;
+        node.resource_limits = limits;
         node.reported_usage = req.resource_usage;
         node.last_heartbeat = now;
         // Evaluated while still offline, so that joining is one event, not two.

@@ -138,6 +138,9 @@ pub struct SchedulerCore {
     /// its operation. Entries leave with their operation (retirement), so this is
     /// bounded by the operations in memory.
     idempotency: BTreeMap<(String, ytsched_common::IdempotencyToken), OperationId>,
+    /// What each node was approved to offer; a node's limits are the smaller of this
+    /// and its report.
+    approvals: ytsched_common::node_approval::NodeApprovals,
 }
 
 impl SchedulerCore {
@@ -174,6 +177,7 @@ impl SchedulerCore {
             damaged: BTreeMap::new(),
             share_history: Default::default(),
             idempotency: BTreeMap::new(),
+            approvals: Default::default(),
         };
         core.sync_tree_states();
         core
@@ -194,6 +198,12 @@ impl SchedulerCore {
         self.cluster = cluster;
         self.on_config_changed();
         Ok(())
+    }
+
+    /// Replaces the node approvals (the scheduler's `--node-approvals` file); each node
+    /// is held to its own from its next heartbeat.
+    pub fn set_node_approvals(&mut self, approvals: ytsched_common::node_approval::NodeApprovals) {
+        self.approvals = approvals;
     }
 
     pub fn cluster_config(&self) -> &ClusterConfig {

@@ -35,6 +35,9 @@ pub struct Node {
     /// A copy of what the configuration says (`ClusterConfig::node_maintenance`), kept
     /// here so placement reads it without a lookup.
     pub maintenance: NodeMaintenance,
+    /// Why its limits are less than it reports: it claims more than it was approved
+    /// for (`ytsched auth add-node --max-resources`, or the defaults).
+    pub approval_alert: Option<String>,
 }
 
 impl Node {
@@ -56,6 +59,7 @@ impl Node {
             evict_pending: false,
             last_preemptive_stage: None,
             maintenance: NodeMaintenance::default(),
+            approval_alert: None,
         }
     }
 

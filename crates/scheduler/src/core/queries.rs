@@ -133,6 +133,7 @@ impl SchedulerCore {
                 state: n.state_name().to_string(),
                 tree: n.registered_tree().map(String::from),
                 error: n.registration_error().map(String::from),
+                alert: n.approval_alert.clone(),
                 system_tags: n.system_tags.clone(),
                 tags: n.tags.clone(),
                 user_tags: self.cluster.user_tags(&n.id).to_vec(),

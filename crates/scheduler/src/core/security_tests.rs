@@ -270,3 +270,34 @@ fn a_users_ephemeral_pool_is_that_users_and_no_one_squats_another_name() {
     // Alice was never locked out of her own pool.
     start(&mut core, &alice, None).unwrap();
 }
+
+#[test]
+fn a_node_offers_no_more_than_it_was_approved_for_and_an_excess_is_an_alert() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    // Without an approval of its own: the generous defaults still bound it.
+    core.process_heartbeat(heartbeat("n1", 5000.0, &[], vec![]), 0);
+    let n = core.list_nodes().remove(0);
+    assert_eq!(n.resource_limits.cpu, 1024.0);
+    assert!(
+        n.alert.as_deref().unwrap().contains("cpu = 5000"),
+        "{:?}",
+        n.alert
+    );
+    // Approved for 2 cpu: used as 2, whatever it says.
+    let mut approvals = ytsched_common::node_approval::NodeApprovals::default();
+    approvals.nodes.insert(
+        ytsched_common::NodeId::parse("n1").unwrap(),
+        ytsched_common::node_approval::parse_max_resources("cpu=2").unwrap(),
+    );
+    core.set_node_approvals(approvals);
+    let mut hb = heartbeat("n1", 5000.0, &[], vec![]);
+    hb.seq = 2;
+    core.process_heartbeat(hb, 1);
+    assert_eq!(core.tree_resources("default").cpu, 2.0);
+    // Reporting within it clears the alert.
+    let mut hb = heartbeat("n1", 1.0, &[], vec![]);
+    hb.seq = 3;
+    core.process_heartbeat(hb, 2);
+    let n = core.list_nodes().remove(0);
+    assert_eq!((n.resource_limits.cpu, n.alert), (1.0, None));
+}
