@@ -207,6 +207,16 @@ impl AuthDir {
                 .seed()
                 .map_err(|e| anyhow::anyhow!("cannot make a key: {e}"))?;
             let path = self.creds_path(&name);
+            // The bare seed and its role too, for the `nats` CLI (`--nkey`) and the
+            // client libraries; `--creds` reads either.
+            for p in [
+                self.dir.join(format!("{name}.nk")),
+                self.dir.join(format!("{name}.role")),
+            ] {
+                let _ = std::fs::remove_file(p);
+            }
+            write_secret(&self.dir.join(format!("{name}.nk")), &format!("{seed}\n"))?;
+            write_secret(&self.dir.join(format!("{name}.role")), &format!("{role}\n"))?;
             write_secret(
                 &path,
                 &Credentials::new(name.clone(), role, seed).to_file_text(),
@@ -239,6 +249,8 @@ impl AuthDir {
         self.registry.identities.remove(pos);
         self.save()?;
         let _ = std::fs::remove_file(self.creds_path(name));
+        let _ = std::fs::remove_file(self.dir.join(format!("{name}.nk")));
+        let _ = std::fs::remove_file(self.dir.join(format!("{name}.role")));
         Ok(role)
     }
 

@@ -191,7 +191,40 @@ impl Credentials {
         })
     }
 
+    /// Reads a credentials file: ours (`name`/`role`/`seed` lines), or a bare NKey seed
+    /// file as the `nats` CLI (`--nkey`) and the client libraries take it, whose identity
+    /// is its file name (`alice.nk` is `alice`) and whose role is in `alice.role` beside it.
     pub fn read(path: &Path) -> Result<Self, IdentityError> {
+        let text = Self::read_bounded(path)?;
+        let shown = path.display().to_string();
+        let bare = text.trim();
+        if bare.starts_with("SU") && !bare.contains(['\n', '=']) {
+            let bad = |message: String| IdentityError::BadFile {
+                path: shown.clone(),
+                message,
+            };
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .ok_or_else(|| bad("a bare seed file is named <identity>.nk".into()))?;
+            let name = UserName::parse(stem).map_err(|e| bad(e.to_string()))?;
+            let role_path = path.with_extension("role");
+            let role = Self::read_bounded(&role_path).map_err(|_| {
+                bad(format!(
+                    "a bare seed file needs its role beside it in {}",
+                    role_path.display()
+                ))
+            })?;
+            let role = Role::parse(role.trim()).map_err(|e| bad(e.to_string()))?;
+            if bare.len() > 128 {
+                return Err(bad("seed is not an NKey user seed (SU…)".into()));
+            }
+            return Ok(Credentials::new(name, role, bare.to_string()));
+        }
+        Credentials::parse(&text, &shown)
+    }
+
+    fn read_bounded(path: &Path) -> Result<String, IdentityError> {
         let shown = path.display().to_string();
         let bad = |message: String| IdentityError::BadFile {
             path: shown.clone(),
@@ -204,8 +237,7 @@ impl Credentials {
                 meta.len()
             )));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        Credentials::parse(&text, &shown)
+        std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))
     }
 }
 
@@ -252,6 +284,21 @@ mod tests {
         assert_eq!(back, c);
         assert!(!format!("{c:?}").contains("SUABC"));
         assert_eq!(c.inbox_prefix(), "_INBOX.u.bob");
+    }
+
+    #[test]
+    fn a_bare_seed_file_reads_with_its_role_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let seed = dir.path().join("alice.nk");
+        std::fs::write(&seed, "SUAXYZ\n").unwrap();
+        let e = Credentials::read(&seed).unwrap_err().to_string();
+        assert!(e.contains("alice.role"), "{e}");
+        std::fs::write(dir.path().join("alice.role"), "user\n").unwrap();
+        let c = Credentials::read(&seed).unwrap();
+        assert_eq!(
+            (c.name.as_str(), c.role, c.seed()),
+            ("alice", Role::User, "SUAXYZ")
+        );
     }
 
     #[test]

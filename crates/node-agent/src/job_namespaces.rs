@@ -5,17 +5,19 @@
 //! it, so nothing it leaves there reaches the host or the next job of its slot.
 //!
 //! `unshare(CLONE_NEWPID)` only places the caller's future children in the new
-//! namespace, so the forked child splits once more: the process the agent spawned stays
-//! outside as a waiter that mirrors how the job ends (exit code or signal), and its child
-//! is PID 1 of the namespace and becomes the job's shell. When PID 1 ends, the kernel
-//! kills every process left in the namespace: nothing of the job outlives it. As the
-//! init of its namespace, PID 1 gets a SIGTERM only if it handles one; SIGKILL after the
-//! kill grace ends it regardless.
+//! namespace, so the forked child splits twice. The process the agent spawned stays
+//! outside as a waiter that ends the way the job ended (exit code or signal). Its child
+//! is PID 1 of the namespace: a minimal init that forwards termination signals to the
+//! job and reaps orphans, because the kernel delivers to a namespace's init only the
+//! signals it handles (a shell as PID 1 would ignore SIGTERM and run the rest of its
+//! script). Its child in turn becomes the job's shell. When PID 1 ends, the kernel
+//! kills every process left in the namespace: nothing of the job outlives it.
 
 use nix::errno::Errno;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Directories a job gets its own empty tmpfs on.
 const PRIVATE_DIRS: [&std::ffi::CStr; 3] = [c"/tmp", c"/var/tmp", c"/dev/shm"];
@@ -83,16 +85,23 @@ impl NamespacePlan {
             ))?,
             None => -1,
         };
+        // How the job ended, from the init inside to the waiter outside.
+        let mut status_pipe = [0i32; 2];
+        Errno::result(libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC))?;
         let pid = Errno::result(libc::fork())?;
         if pid > 0 {
-            wait_and_mirror(pid);
+            libc::close(status_pipe[1]);
+            wait_and_mirror(pid, status_pipe[0]);
         }
+        libc::close(status_pipe[0]);
+        // hidepid=2: the job (a slot user) does not see PID 1, which runs as root and,
+        // being a fork of the agent, carries the agent's command line.
         Errno::result(libc::mount(
             c"proc".as_ptr(),
             c"/proc".as_ptr(),
             c"proc".as_ptr(),
             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
+            c"hidepid=2".as_ptr().cast(),
         ))?;
         for (i, dir) in PRIVATE_DIRS.iter().enumerate() {
             let mounted = libc::mount(
@@ -134,8 +143,62 @@ impl NamespacePlan {
         if sandbox_fd >= 0 {
             libc::close(sandbox_fd);
         }
+        let job = Errno::result(libc::fork())?;
+        if job > 0 {
+            init(job, status_pipe[1]);
+        }
+        libc::close(status_pipe[1]);
         Ok(())
     }
+}
+
+/// The job PID 1's forwards termination signals to.
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let job = FORWARD_TO.load(Ordering::Relaxed);
+    if job > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe {
+            libc::kill(job, sig);
+        }
+    }
+}
+
+/// PID 1 of the job's namespace: forwards termination signals to the job, reaps
+/// orphans, and when the job ends writes its wait status to the waiter and exits (which
+/// kills whatever is left in the namespace).
+unsafe fn init(job: libc::pid_t, status_out: i32) -> ! {
+    // Nothing the agent's spawn watches (its exec-error pipe) stays open here: spawn
+    // returns once the job itself execs.
+    close_all_but(status_out);
+    FORWARD_TO.store(job, Ordering::Relaxed);
+    for s in [
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+    ] {
+        libc::signal(
+            s,
+            forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    let mut status = 0;
+    loop {
+        let r = libc::waitpid(-1, &mut status, 0);
+        if r == job {
+            break;
+        }
+        if r < 0 && Errno::last() != Errno::EINTR {
+            libc::_exit(127);
+        }
+    }
+    let bytes = status.to_ne_bytes();
+    libc::write(status_out, bytes.as_ptr().cast(), bytes.len());
+    libc::_exit(0)
 }
 
 /// `/proc/self/fd/<fd>` NUL-terminated into `out`, without allocating.
@@ -159,23 +222,45 @@ fn fd_path(fd: i32, out: &mut [u8; 32]) {
     out[prefix.len() + len] = 0;
 }
 
+/// Closes every descriptor above stderr but `keep`.
+unsafe fn close_all_but(keep: i32) {
+    if keep > 3 {
+        libc::syscall(libc::SYS_close_range, 3u32, (keep - 1) as u32, 0u32);
+    }
+    libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+}
+
 /// The waiter: closes what the spawning agent watches (its exec-error pipe, so spawn
-/// returns once the job execs), waits for PID 1, and ends the way it ended.
-unsafe fn wait_and_mirror(child: libc::pid_t) -> ! {
+/// returns once the job execs), reads how the job ended from PID 1, and ends the same way.
+unsafe fn wait_and_mirror(init: libc::pid_t, status_in: i32) -> ! {
     for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         libc::signal(s, libc::SIG_IGN);
     }
-    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
-    let mut status = 0;
-    loop {
-        let r = libc::waitpid(child, &mut status, 0);
-        if r == child {
+    close_all_but(status_in);
+    let mut bytes = [0u8; 4];
+    let mut got = 0usize;
+    while got < bytes.len() {
+        let n = libc::read(
+            status_in,
+            bytes[got..].as_mut_ptr().cast(),
+            bytes.len() - got,
+        );
+        if n > 0 {
+            got += n as usize;
+        } else if n < 0 && Errno::last() == Errno::EINTR {
+            continue;
+        } else {
             break;
         }
-        if r < 0 && Errno::last() != Errno::EINTR {
-            libc::_exit(127);
-        }
     }
+    let mut init_status = 0;
+    while libc::waitpid(init, &mut init_status, 0) < 0 && Errno::last() == Errno::EINTR {}
+    // The job's own status; if PID 1 died before telling it (SIGKILL), PID 1's.
+    let status = if got == bytes.len() {
+        i32::from_ne_bytes(bytes)
+    } else {
+        init_status
+    };
     if libc::WIFSIGNALED(status) {
         let sig = libc::WTERMSIG(status);
         libc::signal(sig, libc::SIG_DFL);
@@ -196,7 +281,7 @@ pub fn probe() -> Result<(), String> {
     let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20)
         .ok_or("cannot prepare the probe")?;
     let mut cmd = std::process::Command::new("/bin/sh");
-    cmd.args(["-c", "test -d /proc/1 && ! test -d /proc/2"]);
+    cmd.args(["-c", "[ $$ -eq 2 ] && test -d /proc/1"]);
     // SAFETY: `enter` makes only async-signal-safe calls on memory allocated before.
     unsafe {
         cmd.pre_exec(move || plan.enter());

@@ -180,11 +180,13 @@ impl SandboxConfig {
                 for fd in &fds {
                     Errno::result(libc::write(*fd, b"0".as_ptr().cast(), 1))?;
                 }
-                if let Some(plan) = &namespaces {
-                    plan.enter()?;
-                }
+                // Devices first: their blocker lives in the agent's work directory, which
+                // the job's private /tmp may cover.
                 if let Some(plan) = &hide {
                     plan.apply()?;
+                }
+                if let Some(plan) = &namespaces {
+                    plan.enter()?;
                 }
                 if let Some(uid) = uid {
                     Errno::result(libc::setgroups(0, std::ptr::null()))?;

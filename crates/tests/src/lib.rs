@@ -91,6 +91,8 @@ pub struct Lab {
     pub prefix: String,
     /// First slot uid of this lab's agents (256 each).
     pub slot_uid_base: u32,
+    /// Where `job_dir`s go: outside `/tmp`, which jobs see as their own.
+    shared: tempfile::TempDir,
     pub cgroup_root: String,
     nats: Option<Child>,
     /// The NATS port, kept so that a restarted server comes back where clients look.
@@ -329,6 +331,7 @@ impl Lab {
             prefix,
             cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
             // Agents of concurrent labs must not share slot uids (they refuse to).
+            shared: job_writable_dir(),
             slot_uid_base: 100_000 + ((std::process::id() % 4_096) * 16 + seq as u32 % 16) * 8_192,
             dir,
             nats: None,
@@ -436,7 +439,15 @@ impl Lab {
                 .arg(self.creds("scheduler"))
                 .arg("--node-approvals")
                 .arg(self.dir.path().join("auth/node-approvals.json"))
-                .args(["--node-heartbeat-timeout", "5s"])
+                .args(
+                    (!self
+                        .scheduler_args
+                        .iter()
+                        .any(|a| a == "--node-heartbeat-timeout"))
+                    .then_some(["--node-heartbeat-timeout", "5s"])
+                    .into_iter()
+                    .flatten(),
+                )
                 .args(&self.scheduler_args)
                 .env("RUST_LOG", "info"),
             &self.scheduler_log_path(index),
@@ -564,9 +575,10 @@ impl Lab {
         })
     }
 
-    /// A directory in the lab that jobs (running as slot users) may write into.
+    /// A directory of the lab's that jobs (running as slot users, with private `/tmp`)
+    /// may write into.
     pub fn job_dir(&self, name: &str) -> PathBuf {
-        let dir = self.dir.path().join(name);
+        let dir = self.shared.path().join(name);
         std::fs::create_dir_all(&dir).expect("create job directory");
         set_mode(&dir, 0o1777).expect("chmod job directory");
         dir

@@ -26,7 +26,7 @@ fn submit_long_job(lab: &Lab, dir: &Path) -> (String, usize, Vec<i32>) {
     let sleep = format!("sleep {}", 600_000 + lab.slot_uid_base % 100_000);
     let op = lab
         .submit_spec(&format!(
-            "tasks: {{t: {{command: 'echo started >> {}/$YT_JOB_INDEX.start; exec {sleep}', job_count: 1, cpu_limit: 2, memory_limit: 64M}}}}",
+            "tasks: {{t: {{command: 'umask 000; echo started >> {}/$YT_JOB_INDEX.start; exec {sleep}', job_count: 1, cpu_limit: 2, memory_limit: 64M}}}}",
             dir.display()
         ))
         .unwrap();

@@ -12,8 +12,8 @@ fn a_burst_of_nudges_costs_one_heartbeat() {
     let node = lab.node_id(0);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let counted = rt.block_on(async {
-        // The scheduler's identity may see heartbeats and send nudges.
-        let client = lab.client_as("scheduler").await.unwrap();
+        // The scheduler's answering identity may see heartbeats and send nudges.
+        let client = lab.client_as("scheduler-bus").await.unwrap();
         let mut heartbeats = client
             .subscribe(format!("{}.heartbeat.{node}", lab.prefix))
             .await

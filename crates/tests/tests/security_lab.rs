@@ -507,7 +507,7 @@ else p=$(grep '^0::' /proc/self/cgroup | cut -d: -f3); f=/sys/fs/cgroup$p/memory
 sleep 2
 for j in 0 1; do
   [ "$j" = "$YT_JOB_INDEX" ] && continue
-  ls ../../$YT_OPERATION_ID-$j 2>&1 | grep -q 'Permission denied' && echo other=denied || echo other=seen
+  ls ../../$YT_OPERATION_ID-$j 2>&1 | grep -qE 'Permission denied|No such file' && echo other=denied || echo other=seen
   for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ 2>/dev/null | grep -qx "YT_JOB_INDEX=$j" && kill -0 ${{p#/proc/}} 2>/dev/null && echo signal=sent; done
   echo signal=denied
 done

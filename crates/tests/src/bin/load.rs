@@ -587,8 +587,19 @@ fn prepare(args: &Args) -> anyhow::Result<Target> {
         std::fs::write(cfg.path(), lab_config())?;
         let cfg_path = cfg.path().to_str().context("temp path")?.to_string();
         let period = format!("{}ms", args.heartbeat_period_ms);
+        // One submitter plays every user: its rate is the scheduler's capacity under
+        // test, not a per-identity admission limit.
         let lab = Lab::start_with(
-            &["--config", &cfg_path, "--heartbeat-period", &period],
+            &[
+                "--config",
+                &cfg_path,
+                "--heartbeat-period",
+                &period,
+                "--api-rate",
+                "1000000",
+                "--api-burst",
+                "1000000",
+            ],
             vec![],
         )?;
         let auth_dir = lab.dir.path().join("auth");

@@ -64,14 +64,21 @@ fn logged_revival_ms(log: &str) -> Option<u64> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut lab = Lab::start_with(&["--lease-ttl", "2s"], vec![])?;
-    // The scheduler's identity may publish on every user's subjects: the bench plays many users.
-    let client = lab.client_as("scheduler").await?;
+    // Many users, each with its own identity (a caller is answered only on its own
+    // inbox, so no one identity can play them all).
+    let mut clients = Vec::new();
+    for u in 0..OPERATIONS.div_ceil(PER_USER) {
+        let name = format!("user{u}");
+        lab.add_user(&name, false)?;
+        clients.push(lab.client_as(&name).await?);
+    }
     let s = Subjects::new(&lab.prefix);
+    let client = lab.client_as("admin").await?;
 
     let t0 = Instant::now();
     let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..OPERATIONS)
         .map(|i| {
-            let (client, s) = (client.clone(), s.clone());
+            let (client, s) = (clients[i / PER_USER].clone(), s.clone());
             async move {
                 let user = Caller::user(&format!("user{}", i / PER_USER));
                 let start = StartOperation {
