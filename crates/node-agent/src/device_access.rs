@@ -91,14 +91,7 @@ impl HidePlan {
     /// Only async-signal-safe system calls on memory allocated before the fork.
     pub unsafe fn apply(&self) -> std::io::Result<()> {
         Errno::result(libc::unshare(libc::CLONE_NEWNS))?;
-        // Mounts made here must not propagate back to the host.
-        Errno::result(libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ))?;
+        crate::job_namespaces::make_mounts_private()?;
         for path in &self.hide {
             Errno::result(libc::mount(
                 self.blocker.as_ptr(),

@@ -70,14 +70,7 @@ impl NamespacePlan {
     /// Only async-signal-safe system calls on memory allocated before the fork.
     pub unsafe fn enter(&self) -> std::io::Result<()> {
         Errno::result(libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS))?;
-        // Mounts made here must not propagate back to the host.
-        Errno::result(libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ))?;
+        make_mounts_private()?;
         let sandbox_fd = match self.sandbox_under {
             Some(_) => Errno::result(libc::open(
                 self.sandbox.as_ptr(),
@@ -150,6 +143,22 @@ impl NamespacePlan {
         libc::close(status_pipe[1]);
         Ok(())
     }
+}
+
+/// Makes every mount of the caller's (new) mount namespace private, so that mounts made
+/// in it never propagate back to the host.
+///
+/// # Safety
+/// Async-signal-safe: one system call, no allocation.
+pub unsafe fn make_mounts_private() -> std::io::Result<()> {
+    Errno::result(libc::mount(
+        std::ptr::null(),
+        c"/".as_ptr(),
+        std::ptr::null(),
+        libc::MS_REC | libc::MS_PRIVATE,
+        std::ptr::null(),
+    ))?;
+    Ok(())
 }
 
 /// The job PID 1's forwards termination signals to.

@@ -451,13 +451,11 @@ pub async fn run(
     config: ServiceConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let client = ytsched_common::transport::connect(
-        &config.nats_urls,
-        "ytsched-scheduler",
-        true,
-        &config.auth,
-    )
-    .await?;
+    // One connection per duty, each under the identity that duty needs.
+    let connect = |name: &'static str, auth| {
+        ytsched_common::transport::connect(&config.nats_urls, name, true, auth)
+    };
+    let client = connect("ytsched-scheduler", &config.auth).await?;
     let js = async_nats::jetstream::new(client.clone());
     let prefix = &config.subject_prefix;
     let state = store::open_bucket(
@@ -469,13 +467,7 @@ pub async fn run(
     .await?;
     // The lease has a connection of its own: no load on the others (a request flood,
     // a slow consumer, a backlog of writes) can delay its renewal.
-    let lease_client = ytsched_common::transport::connect(
-        &config.nats_urls,
-        "ytsched-scheduler lease",
-        true,
-        &config.auth,
-    )
-    .await?;
+    let lease_client = connect("ytsched-scheduler lease", &config.auth).await?;
     let leases = store::open_bucket(
         &async_nats::jetstream::new(lease_client),
         &store::bucket_name(prefix, "leader"),
@@ -600,22 +592,10 @@ pub async fn run(
 
     // Callers are heard and answered on the bus identity's connection, which cannot
     // publish into the store whatever reply subject a caller names.
-    let bus = ytsched_common::transport::connect(
-        &config.nats_urls,
-        "ytsched-scheduler bus",
-        true,
-        &config.bus_auth,
-    )
-    .await?;
+    let bus = connect("ytsched-scheduler bus", &config.bus_auth).await?;
     // API callers on a connection of their own: their traffic never queues in front of
     // a heartbeat.
-    let api_bus = ytsched_common::transport::connect(
-        &config.nats_urls,
-        "ytsched-scheduler api",
-        true,
-        &config.bus_auth,
-    )
-    .await?;
+    let api_bus = connect("ytsched-scheduler api", &config.bus_auth).await?;
     let subjects = Subjects::new(prefix);
     let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
     let [user_api, admin_api] = subjects.api_wildcards();

@@ -872,6 +872,15 @@ pub fn pids_in_cgroup_matching(needle: &str) -> Vec<i32> {
     pids_where("cgroup", needle)
 }
 
+/// Waits until no process of job `job_id` is left (found by its cgroup: a job's own `$$`
+/// is its PID namespace's, not the host's).
+pub fn wait_job_processes_gone(job_id: &str, timeout: Duration) -> anyhow::Result<()> {
+    wait_until(timeout, || {
+        pids_in_cgroup_matching(job_id).is_empty().then_some(())
+    })
+    .with_context(|| format!("a process of job {job_id} is still alive"))
+}
+
 /// PIDs whose command line contains `needle`.
 pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
     pids_where("cmdline", needle)

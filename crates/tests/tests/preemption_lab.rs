@@ -113,13 +113,7 @@ fn scenario_11_preemption_on_a_real_lab() {
             "{j}"
         );
         let id = j["id"].as_str().unwrap();
-        // A job's own `$$` is its namespace's: its host processes are found by cgroup.
-        wait_until(Duration::from_secs(15), || {
-            ytsched_tests::pids_in_cgroup_matching(id)
-                .is_empty()
-                .then_some(())
-        })
-        .unwrap_or_else(|_| panic!("a process of preempted job {id} is still alive"));
+        ytsched_tests::wait_job_processes_gone(id, Duration::from_secs(15)).unwrap();
     }
 
     // Released, both complete; preempted jobs ran again and count once, not as failures.

@@ -42,12 +42,6 @@ fn scenario_14_speculative_copy_wins_and_the_hanging_attempt_is_killed() {
     let out = lab.ytsched(&["get-job-stdout", &id, winner["id"].as_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
 
-    // A job's own `$$` is its namespace's: the hanging attempt is found by its cgroup.
-    let hanging = loser["id"].as_str().unwrap();
-    wait_until(Duration::from_secs(15), || {
-        ytsched_tests::pids_in_cgroup_matching(hanging)
-            .is_empty()
-            .then_some(())
-    })
-    .unwrap_or_else(|_| panic!("the hanging attempt {hanging} is still alive"));
+    ytsched_tests::wait_job_processes_gone(loser["id"].as_str().unwrap(), Duration::from_secs(15))
+        .unwrap();
 }
