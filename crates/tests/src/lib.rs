@@ -430,8 +430,17 @@ impl Lab {
         Ok(index)
     }
 
-    /// (Re)starts scheduler `index`; its log goes on in `scheduler{index}.log`.
+    /// (Re)starts scheduler `index`; its log goes on in `scheduler{index}.log`. One still
+    /// running is killed first (SIGKILL, a crash): a restart never leaves the old one
+    /// leading beside the new one, nor running after the lab.
     pub fn restart_scheduler(&mut self, index: usize) -> anyhow::Result<()> {
+        if let Some(mut old) = self.schedulers[index].take() {
+            stop_child(
+                &mut old,
+                nix::sys::signal::Signal::SIGKILL,
+                Duration::from_secs(5),
+            );
+        }
         let child = spawn_logged(
             Command::new(binary("ytsched-scheduler"))
                 .args(["--nats", &self.nats_url, "--subject-prefix", &self.prefix])
