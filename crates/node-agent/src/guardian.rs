@@ -140,11 +140,6 @@ impl Guardian {
         true
     }
 
-    /// The guardian's pid (tests kill it).
-    pub fn pid(&self) -> u32 {
-        self.lock().child.id()
-    }
-
     /// A job's process group to kill should the agent die.
     pub fn watch(&self, pgid: i32) {
         if pgid > 0 {

@@ -7,6 +7,7 @@
 pub mod approvals_file;
 pub mod archive;
 pub mod core;
+pub mod event_log;
 pub mod http;
 pub mod job_pages;
 pub mod lease;

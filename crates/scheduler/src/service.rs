@@ -4,8 +4,8 @@
 
 use crate::archive::{Archive, ArchivedOperation};
 use crate::core::{
-    authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, CoreEvent, Effects,
-    JobPagePlan, SchedulerCore,
+    authorize_operation_of, controls_operation_of, ClusterConfig, CoreConfig, Effects, JobPagePlan,
+    SchedulerCore,
 };
 use crate::job_pages::{fitting_job_page, read_job_page};
 use crate::lease::Lease;
@@ -22,9 +22,7 @@ use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::identity::{Caller, Role};
 use ytsched_common::names::{PoolName, TreeName};
-use ytsched_common::protocol::{
-    unix_now, HeartbeatReply, HeartbeatRequest, Registration, PROTOCOL_VERSION,
-};
+use ytsched_common::protocol::{unix_now, HeartbeatReply, HeartbeatRequest, PROTOCOL_VERSION};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::OperationId;
 
@@ -144,7 +142,7 @@ impl Driver {
             events,
             ..
         } = effects;
-        log_events(&events);
+        crate::event_log::log_events(&events);
         stored.wait().await;
         if !retired.is_empty() {
             // The archive writes in the background, then the state keys go.
@@ -579,7 +577,7 @@ pub async fn run(
     });
     // A configuration that was never stored is stored now, with what revival wrote.
     effects.config_changed |= fresh;
-    log_events(&effects.events);
+    crate::event_log::log_events(&effects.events);
     writer.submit(writes_of(&core, &effects)).wait().await;
     info!(
         operations = summary.operations,
@@ -1177,92 +1175,6 @@ fn respond<M: ApiMethod>(
         result,
     })
     .unwrap_or_default()
-}
-
-fn log_events(events: &[CoreEvent]) {
-    for e in events {
-        match e {
-            CoreEvent::NodeRegistered { id, registration } => {
-                info!(node = %id, %registration, "node registered")
-            }
-            CoreEvent::NodeMembership { id, registration } => match registration {
-                Registration::Refused { .. } => {
-                    warn!(node = %id, %registration, "node membership changed")
-                }
-                _ => info!(node = %id, %registration, "node membership changed"),
-            },
-            CoreEvent::RevivalEnded {
-                lost_jobs,
-                silent_nodes,
-            } => info!(
-                lost_jobs,
-                silent_nodes, "revival done: jobs no node reported will run again"
-            ),
-            CoreEvent::NodeMaintenance { id, maintenance } => {
-                info!(node = %id, maintenance = %maintenance.summary(), "node maintenance changed")
-            }
-            CoreEvent::NodeRestarted { id } => {
-                info!(node = %id, "node restarted (new incarnation)")
-            }
-            CoreEvent::NodeOverApproval {
-                id,
-                alert: Some(alert),
-            } => error!(node = %id, "ALERT: {alert}"),
-            CoreEvent::NodeOverApproval { id, alert: None } => {
-                info!(node = %id, "node reports within its approval again")
-            }
-            CoreEvent::NodeOffline { id, lost_jobs } => {
-                warn!(node = %id, lost_jobs, "node is offline: heartbeats stopped")
-            }
-            CoreEvent::OperationStarted {
-                id,
-                user,
-                pool,
-                jobs,
-            } => {
-                info!(operation = %id, user, pool, jobs, "operation started")
-            }
-            CoreEvent::OperationPending { id } => {
-                info!(operation = %id, "operation pending: its pool is at max_running_operation_count")
-            }
-            CoreEvent::OperationRunning { id } => {
-                info!(operation = %id, "pending operation started")
-            }
-            CoreEvent::PoolRemoved { tree, pool } => {
-                info!(
-                    tree,
-                    pool, "ephemeral pool removed: its last operation ended"
-                )
-            }
-            CoreEvent::OperationFinished { id, state, error } => {
-                info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")
-            }
-            CoreEvent::JobStarted {
-                id,
-                operation,
-                node,
-            } => {
-                debug!(job = %id, operation = %operation, node = %node, "job started")
-            }
-            CoreEvent::JobFinished {
-                id,
-                operation,
-                node,
-                state,
-                error,
-            } => {
-                debug!(job = %id, operation = %operation, node = %node, state, error = error.as_deref().unwrap_or(""), "job finished")
-            }
-            CoreEvent::JobAborted {
-                id,
-                operation,
-                node,
-                reason,
-            } => {
-                info!(job = %id, operation = %operation, node = %node, reason = %reason, "job aborted")
-            }
-        }
-    }
 }
 
 /// A page that fits one NATS message: one of large items is asked for again with half
