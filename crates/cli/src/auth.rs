@@ -5,6 +5,7 @@
 //! DIR/auth.conf         nats-server `authorization` block made from it, to `include`
 //! DIR/<name>.creds      one identity's secret seed, mode 0600, read with --creds
 //! DIR/nats.pid          nats-server's pid file (-P), if it runs with this directory
+//! DIR/http-tokens.json  digests of the web tokens (`auth token`), the scheduler's --http-tokens
 //! DIR/tls/              CA and server certificate (`init --tls`)
 //! ```
 //!
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use ytsched_common::http_tokens::{HttpTokens, TokenEntry, HTTP_TOKENS_FILE};
 use ytsched_common::identity::{Credentials, Role, UserName};
 use ytsched_common::node_approval::{parse_max_resources, NodeApprovals, DEFAULT_APPROVAL};
 use ytsched_common::resources::ResourceVector;
@@ -92,6 +94,16 @@ pub enum AuthCommand {
         #[arg(long, env = "YTSCHED_AUTH_DIR")]
         dir: PathBuf,
     },
+    /// Make a token for the web UI and JSON API of the scheduler's --http (sent as
+    /// `Authorization: Bearer TOKEN`); it acts as the user NAME, with NAME's rights, until
+    /// NAME is revoked. It is printed once: only its digest is kept.
+    Token {
+        /// A user or admin identity.
+        name: String,
+        /// The identities directory (`ytsched auth init`).
+        #[arg(long, env = "YTSCHED_AUTH_DIR")]
+        dir: PathBuf,
+    },
     /// List identities (names, roles, public keys; never secrets).
     List {
         /// The identities directory (`ytsched auth init`).
@@ -115,6 +127,9 @@ pub struct Identity {
 struct Registry {
     subject_prefix: String,
     identities: Vec<Identity>,
+    /// Web tokens' digests (`auth token`); they go when their identity is revoked.
+    #[serde(default)]
+    http_tokens: Vec<TokenEntry>,
 }
 
 /// An identities directory.
@@ -139,6 +154,7 @@ impl AuthDir {
             registry: Registry {
                 subject_prefix: prefix.to_string(),
                 identities: vec![],
+                http_tokens: vec![],
             },
         };
         auth.add(UserName::parse(SCHEDULER)?, Role::Scheduler)?;
@@ -247,11 +263,48 @@ impl AuthDir {
             bail!("'{name}' is the scheduler's identity; revoking it would stop the cluster");
         }
         self.registry.identities.remove(pos);
+        self.registry.http_tokens.retain(|t| &t.user != name);
         self.save()?;
         let _ = std::fs::remove_file(self.creds_path(name));
         let _ = std::fs::remove_file(self.dir.join(format!("{name}.nk")));
         let _ = std::fs::remove_file(self.dir.join(format!("{name}.role")));
         Ok(role)
+    }
+
+    /// The web tokens file the scheduler reads (`--http-tokens`).
+    pub fn http_tokens_path(&self) -> PathBuf {
+        self.dir.join(HTTP_TOKENS_FILE)
+    }
+
+    /// Makes a web token for user or admin `name`; returns the token, of which only the
+    /// digest is kept.
+    pub fn new_http_token(&mut self, name: &UserName) -> anyhow::Result<String> {
+        let Some(id) = self.registry.identities.iter().find(|i| &i.name == name) else {
+            bail!("no identity named '{name}' (add it with add-user first)");
+        };
+        let admin = match id.role {
+            Role::Admin => true,
+            Role::User => false,
+            other => bail!("'{name}' is a {other} identity; web tokens are for users and admins"),
+        };
+        if self.registry.http_tokens.len() >= ytsched_common::http_tokens::MAX_TOKENS {
+            bail!(
+                "{} web tokens already: the most one directory holds (revoke identities to make room)",
+                self.registry.http_tokens.len()
+            );
+        }
+        let token = ytsched_common::http_tokens::new_token()
+            .map_err(|e| anyhow::anyhow!("cannot draw a random token: {e}"))?;
+        self.registry.http_tokens.push(TokenEntry {
+            user: name.clone(),
+            admin,
+            sha256: ytsched_common::http_tokens::digest(&token),
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        });
+        self.save()?;
+        Ok(token)
     }
 
     /// Approves what the nodes `names` may offer.
@@ -271,6 +324,14 @@ impl AuthDir {
         write_atomically(
             &self.dir.join(NODE_APPROVALS_FILE),
             &self.node_approvals()?,
+            0o600,
+        )?;
+        let tokens = HttpTokens {
+            tokens: self.registry.http_tokens.clone(),
+        };
+        write_atomically(
+            &self.http_tokens_path(),
+            &serde_json::to_string_pretty(&tokens)?,
             0o600,
         )
     }
@@ -439,6 +500,16 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
             reload_note(reloaded);
             Ok(())
         }
+        AuthCommand::Token { name, dir } => {
+            let mut auth = AuthDir::open(&dir)?;
+            let token = auth.new_http_token(&UserName::parse(&name)?)?;
+            eprintln!(
+                "web token for '{name}' (the scheduler reads {} within seconds; send it as `Authorization: Bearer TOKEN`, or open the UI at http://HOST:PORT/#token=TOKEN):",
+                auth.http_tokens_path().display()
+            );
+            println!("{token}");
+            Ok(())
+        }
         AuthCommand::List { dir } => {
             let auth = AuthDir::open(&dir)?;
             for id in auth.identities() {
@@ -491,6 +562,44 @@ mod tests {
         assert!(!path.exists());
         assert!(auth.revoke(&UserName::parse("scheduler").unwrap()).is_err());
         assert!(AuthDir::init(&dir, "lab", &alice).is_err(), "init twice");
+    }
+
+    #[test]
+    fn web_tokens_are_for_users_and_go_with_their_identity() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("auth");
+        let root = UserName::parse("root").unwrap();
+        let mut auth = AuthDir::init(&dir, "lab", &root).unwrap();
+        let alice = UserName::parse("alice").unwrap();
+        auth.add(alice.clone(), Role::User).unwrap();
+        auth.add(UserName::parse("n1").unwrap(), Role::Node)
+            .unwrap();
+        let a = auth.new_http_token(&alice).unwrap();
+        let r = auth.new_http_token(&root).unwrap();
+        let path = auth.http_tokens_path();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains(&a) && !text.contains(&r),
+            "only digests kept"
+        );
+        let file = HttpTokens::parse(&text).unwrap();
+        assert_eq!(
+            file.caller(&a).map(|c| (c.user, c.admin)),
+            Some((alice.clone(), false))
+        );
+        assert_eq!(file.caller(&r).map(|c| c.admin), Some(true));
+        for refused in ["n1", "scheduler", "scheduler-bus", "nobody"] {
+            let err = auth
+                .new_http_token(&UserName::parse(refused).unwrap())
+                .unwrap_err();
+            assert!(err.to_string().contains(refused), "{err}");
+        }
+        auth.revoke(&alice).unwrap();
+        let file = HttpTokens::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(file.caller(&a), None, "revoked with alice");
+        assert!(file.caller(&r).is_some());
     }
 
     #[test]

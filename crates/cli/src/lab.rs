@@ -285,15 +285,17 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         UserName::parse(&name).map_err(|e| anyhow::anyhow!("--node id: {e}"))?;
         agents.push((name, flags));
     }
-    let auth = if args.insecure {
+    let (auth, web_token) = if args.insecure {
         eprintln!("warning: --insecure: the lab's bus is unauthenticated; anyone who can reach 127.0.0.1 controls it");
-        None
+        (None, None)
     } else {
         let mut auth = AuthDir::init(&dir.join("auth"), subjects.prefix(), &admin)?;
         for (name, _) in &agents {
             auth.add(UserName::parse(name)?, Role::Node)?;
         }
-        Some(auth)
+        // The admin's web token, in the URL printed below: opening it signs the browser in.
+        let token = auth.new_http_token(&admin)?;
+        (Some(auth), Some(token))
     };
     let tls_dir = args.tls.then(|| dir.join("tls"));
     if let Some(tls_dir) = &tls_dir {
@@ -425,7 +427,12 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
     }
     if let Some(addr) = http {
         // Last of the KEY=value lines, so scripts reading the others are not disturbed.
-        println!("YTSCHED_WEB_UI=http://{addr}/");
+        // The token rides in the fragment, which browsers never send; the page keeps it
+        // and takes it out of the address bar.
+        match &web_token {
+            Some(t) => println!("YTSCHED_WEB_UI=http://{addr}/#token={t}"),
+            None => println!("YTSCHED_WEB_UI=http://{addr}/"),
+        }
     }
     eprintln!(
         "lab ready: {} node(s), logs in {}; Ctrl-C stops it",

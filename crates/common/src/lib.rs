@@ -10,6 +10,7 @@ pub mod acl;
 pub mod api;
 pub mod codec;
 pub mod explain;
+pub mod http_tokens;
 pub mod identity;
 pub mod ids;
 pub mod logging;

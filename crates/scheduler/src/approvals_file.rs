@@ -4,10 +4,8 @@
 //! parse is refused at start and, later, leaves the approvals in force as they were.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 use ytsched_common::node_approval::{NodeApprovals, MAX_APPROVALS_FILE_BYTES};
-
-const POLL: Duration = Duration::from_secs(2);
 
 /// Reads and checks the file; the error names it and what is wrong.
 pub fn read(path: &Path) -> anyhow::Result<(NodeApprovals, Option<SystemTime>)> {
@@ -28,22 +26,16 @@ pub fn read(path: &Path) -> anyhow::Result<(NodeApprovals, Option<SystemTime>)> 
 }
 
 /// Calls `apply` with the file's approvals each time it changes after `seen`.
-pub async fn follow(path: PathBuf, mut seen: Option<SystemTime>, apply: impl Fn(NodeApprovals)) {
-    loop {
-        tokio::time::sleep(POLL).await;
-        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        if modified == seen {
-            continue;
-        }
-        seen = modified;
-        match read(&path) {
-            Ok((approvals, _)) => {
-                tracing::info!(nodes = approvals.nodes.len(), "node approvals reloaded");
-                apply(approvals);
-            }
-            Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "ALERT: node approvals not reloaded; the previous ones stay in force")
-            }
-        }
-    }
+pub async fn follow(path: PathBuf, seen: Option<SystemTime>, apply: impl Fn(NodeApprovals)) {
+    crate::followed_file::follow(
+        path,
+        seen,
+        read,
+        "node approvals",
+        move |a: NodeApprovals| {
+            tracing::info!(nodes = a.nodes.len(), "node approvals reloaded");
+            apply(a)
+        },
+    )
+    .await
 }

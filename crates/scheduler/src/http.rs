@@ -1,43 +1,46 @@
 //! The scheduler's HTTP face (SPEC 6.4, `--http ADDR`): a read-only web UI (pool trees,
 //! operations, nodes; built into the binary, no CDN), the JSON it polls under `/api/`,
-//! and Prometheus text at `/metrics`. Every answer is read from the core under its lock (job attempts
-//! the core let go of, from the state bucket after it); nothing here changes state.
+//! and Prometheus text at `/metrics`. Every `/api/` and `/metrics` request needs a web
+//! token where the bus authenticates (`http_access`), and is answered with the rights
+//! its user has on the bus. Answers come from a published snapshot or a bounded queue
+//! to the core (`web_view`), never from the core lock; every list is paged; nothing
+//! here changes state.
 
-use crate::core::SchedulerCore;
-use axum::extract::{Path, Query, State};
+use crate::http_access::{HttpAccess, Reader};
+use crate::refusals::{Refusal, Refusals};
+use crate::web_view::{Query, ViewBusy, WebView};
+use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::Value;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
-use ytsched_common::api::{ApiError, JobPage, ListJobs};
+use std::sync::Arc;
+use ytsched_common::api::{ApiError, JobPage, ListJobs, OperationInfo};
 use ytsched_common::OperationId;
 
-type Core = Arc<Mutex<SchedulerCore>>;
-
-/// What the HTTP face reads: the core, and the state bucket for settled job attempts.
+/// What the HTTP face reads: the published view of the core, and the state bucket for
+/// settled job attempts.
 #[derive(Clone)]
 pub struct Face {
-    pub core: Core,
+    pub view: WebView,
     pub state: async_nats::jetstream::kv::Store,
-    /// Requests turned away on the bus, for `/metrics`.
-    pub refusals: std::sync::Arc<crate::refusals::Refusals>,
+    /// Requests turned away on the bus and here, for `/metrics`.
+    pub refusals: Arc<Refusals>,
 }
 
-/// Most bytes of one JSON page of jobs.
-const MAX_JOB_PAGE_BYTES: usize = 4 << 20;
+/// Most bytes of one JSON page (jobs, operations, nodes).
+const MAX_PAGE_BYTES: usize = 4 << 20;
+/// Operations per page unless asked otherwise, and the most a page holds.
+const DEFAULT_OPERATIONS: usize = 100;
+const MAX_OPERATIONS: usize = 1000;
+/// Nodes per page unless asked otherwise, and the most a page holds.
+const DEFAULT_NODES: usize = 1000;
+const MAX_NODES: usize = 5000;
 
-pub fn router(face: Face) -> Router {
-    Router::new()
-        .route("/", get(shell))
-        .route("/pools", get(shell))
-        .route("/operations", get(shell))
-        .route("/nodes", get(shell))
-        .route("/operations/{id}", get(shell))
-        .route("/assets/app.js", get(app_js))
-        .route("/assets/app.css", get(app_css))
+pub fn router(face: Face, access: HttpAccess) -> Router {
+    let data = Router::new()
         .route("/api/operations", get(api_operations))
         .route("/api/operations/{id}", get(api_operation))
         .route("/api/operations/{id}/jobs", get(api_jobs))
@@ -46,22 +49,25 @@ pub fn router(face: Face) -> Router {
         .route("/api/nodes", get(api_nodes))
         .route("/api/orchid", get(api_orchid))
         .route("/metrics", get(metrics))
+        .route_layer(axum::middleware::from_fn_with_state(
+            access,
+            crate::http_access::require_reader,
+        ));
+    // The page and its assets hold no data: they load without a token and ask for one.
+    Router::new()
+        .route("/", get(shell))
+        .route("/pools", get(shell))
+        .route("/operations", get(shell))
+        .route("/nodes", get(shell))
+        .route("/operations/{id}", get(shell))
+        .route("/assets/app.js", get(app_js))
+        .route("/assets/app.css", get(app_css))
+        .merge(data)
         .with_state(face)
 }
 
-/// Serves until the listener fails; logs where it listens.
-pub async fn serve(listener: tokio::net::TcpListener, face: Face) -> anyhow::Result<()> {
-    tracing::info!(addr = %listener.local_addr()?, "HTTP listening");
-    axum::serve(listener, router(face)).await?;
-    Ok(())
-}
-
-fn lock(core: &Core) -> std::sync::MutexGuard<'_, SchedulerCore> {
-    core.lock().expect("core lock")
-}
-
 /// A core error as an HTTP answer: its kind decides the status.
-fn error_response(e: ytsched_common::api::ApiError) -> Response {
+fn error_response(e: ApiError) -> Response {
     use ytsched_common::api::ErrorKind;
     let status = match e.kind {
         ErrorKind::InvalidArgument => StatusCode::BAD_REQUEST,
@@ -75,22 +81,127 @@ fn error_response(e: ytsched_common::api::ApiError) -> Response {
     (status, e.message).into_response()
 }
 
-// Nobody is authenticated here: operations show without their secrets (environment
-// values, stdin), and job output is never served.
-
-async fn api_operations(State(Face { core, .. }): State<Face>) -> Response {
-    let ops: Vec<_> = lock(&core)
-        .list_operations()
-        .into_iter()
-        .map(|o| o.redacted())
-        .collect();
-    Json(ops).into_response()
+/// "Busy, retry" for a read the core could not take now.
+fn busy(face: &Face, why: ViewBusy) -> Response {
+    face.refusals.count(Refusal::HttpBusy, || {
+        format!("HTTP read not answered: {why:?}")
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        "the scheduler is busy; retry",
+    )
+        .into_response()
 }
 
-async fn api_operation(State(Face { core, .. }): State<Face>, Path(id): Path<String>) -> Response {
-    match lock(&core).operation_info(&OperationId(id)) {
-        Ok(info) => Json(info.redacted()).into_response(),
-        Err(e) => error_response(e),
+/// An operation as `reader` may see it: whole for its owners and admins (as on the
+/// bus), its secrets redacted for everyone else and for an unauthenticated face.
+fn visible(reader: &Reader, info: OperationInfo) -> OperationInfo {
+    match &reader.0 {
+        Some(c) if crate::core::controls_operation_of(c, &info.user, &info.spec.owners) => info,
+        _ => info.redacted(),
+    }
+}
+
+/// `limit` and `cursor` of a paged list.
+#[derive(serde::Deserialize)]
+struct PageQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+fn page_size(asked: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match asked {
+        None => Ok(default),
+        Some(0) => Err(ApiError::new("limit must be at least 1")),
+        Some(n) if n > max => Err(ApiError::new(format!(
+            "limit {n} is more than the most one page holds, {max}"
+        ))),
+        Some(n) => Ok(n),
+    }
+}
+
+/// Items from `items` (already past the cursor) until `limit` or the byte budget;
+/// with the cursor of the last one taken when more are left.
+fn page_of<T: serde::Serialize>(
+    items: impl Iterator<Item = T>,
+    limit: usize,
+    cursor_of: impl Fn(&T) -> String,
+) -> (Vec<Value>, Option<String>) {
+    let mut out = vec![];
+    let mut bytes = 0;
+    let mut last = None;
+    let mut items = items.peekable();
+    while let Some(item) = items.next() {
+        let v = serde_json::to_value(&item).unwrap_or(Value::Null);
+        bytes += v.to_string().len();
+        if !out.is_empty() && bytes > MAX_PAGE_BYTES {
+            return (out, last);
+        }
+        last = Some(cursor_of(&item));
+        out.push(v);
+        if out.len() == limit {
+            return (out, items.peek().and(last));
+        }
+    }
+    (out, None)
+}
+
+/// `/api/operations?limit=&cursor=`: newest first, `{operations, next_cursor}`.
+async fn api_operations(
+    State(face): State<Face>,
+    Extension(reader): Extension<Reader>,
+    UrlQuery(q): UrlQuery<PageQuery>,
+) -> Response {
+    let limit = match page_size(q.limit, DEFAULT_OPERATIONS, MAX_OPERATIONS) {
+        Ok(l) => l,
+        Err(e) => return error_response(e),
+    };
+    // The cursor is "<start time>.<id>" of the last one on the previous page, so a page
+    // goes on where it stopped even if that operation is gone since.
+    let after = match q.cursor.as_deref().map(parse_operation_cursor).transpose() {
+        Ok(c) => c,
+        Err(e) => return error_response(e),
+    };
+    let snapshot = face.view.snapshot().await;
+    let from = after.map_or(0, |(t, id)| {
+        snapshot
+            .operations
+            .partition_point(|o| (o.start_time, o.id.as_str()) >= (t, id.as_str()))
+    });
+    let ops = snapshot.operations[from..]
+        .iter()
+        .map(|o| visible(&reader, o.clone()));
+    let (operations, next_cursor) = page_of(ops, limit, |o| format!("{}.{}", o.start_time, o.id));
+    Json(serde_json::json!({"operations": operations, "next_cursor": next_cursor})).into_response()
+}
+
+fn parse_operation_cursor(
+    c: &str,
+) -> Result<(ytsched_common::protocol::UnixMillis, String), ApiError> {
+    c.split_once('.')
+        .and_then(|(t, id)| Some((t.parse().ok()?, id.to_string())))
+        .ok_or_else(|| {
+            ApiError::new(format!(
+                "cursor '{}' is not one this scheduler gave",
+                ytsched_common::quote::quote(c, ytsched_common::quote::QUOTE_CHARS)
+            ))
+        })
+}
+
+async fn api_operation(
+    State(face): State<Face>,
+    Extension(reader): Extension<Reader>,
+    Path(id): Path<String>,
+) -> Response {
+    match face
+        .view
+        .ask(|tx| Query::Operation(OperationId(id), tx))
+        .await
+    {
+        Ok(Ok(info)) => Json(visible(&reader, info)).into_response(),
+        Ok(Err(e)) => error_response(e),
+        Err(why) => busy(&face, why),
     }
 }
 
@@ -105,7 +216,7 @@ struct JobsQuery {
 async fn api_jobs(
     State(face): State<Face>,
     Path(id): Path<String>,
-    Query(q): Query<JobsQuery>,
+    UrlQuery(q): UrlQuery<JobsQuery>,
 ) -> Response {
     let req = ListJobs {
         operation_id: OperationId(id),
@@ -113,31 +224,46 @@ async fn api_jobs(
         cursor: q.cursor,
         state: q.state,
     };
-    match job_page(&face, &req).await {
+    let plan = match face.view.ask(|tx| Query::JobPage(req, tx)).await {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(e)) => return error_response(e),
+        Err(why) => return busy(&face, why),
+    };
+    let page: Result<JobPage, ApiError> =
+        crate::job_pages::read_job_page(&face.state, plan, MAX_PAGE_BYTES).await;
+    match page {
         Ok(page) => Json(page).into_response(),
         Err(e) => error_response(e),
     }
 }
 
-async fn job_page(face: &Face, req: &ListJobs) -> Result<JobPage, ApiError> {
-    let plan = lock(&face.core).list_jobs_page(req)?;
-    crate::job_pages::read_job_page(&face.state, plan, MAX_JOB_PAGE_BYTES).await
+/// `/api/nodes?limit=&cursor=`: by id, `{nodes, next_cursor}` (the cursor is the last id).
+async fn api_nodes(State(face): State<Face>, UrlQuery(q): UrlQuery<PageQuery>) -> Response {
+    let limit = match page_size(q.limit, DEFAULT_NODES, MAX_NODES) {
+        Ok(l) => l,
+        Err(e) => return error_response(e),
+    };
+    let snapshot = face.view.snapshot().await;
+    let from = q.cursor.as_deref().map_or(0, |c| {
+        snapshot.nodes.partition_point(|n| n.id.as_str() <= c)
+    });
+    let (nodes, next_cursor) = page_of(snapshot.nodes[from..].iter(), limit, |n| n.id.to_string());
+    Json(serde_json::json!({"nodes": nodes, "next_cursor": next_cursor})).into_response()
 }
 
-async fn api_nodes(State(Face { core, .. }): State<Face>) -> Response {
-    Json(lock(&core).list_nodes()).into_response()
-}
-
-async fn api_orchid(State(Face { core, .. }): State<Face>) -> Response {
-    Json(lock(&core).orchid()).into_response()
+async fn api_orchid(State(face): State<Face>) -> Response {
+    let snapshot = face.view.snapshot().await;
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        snapshot.orchid_json.clone(),
+    )
+        .into_response()
 }
 
 /// Prometheus text exposition: node, operation and job counts, and per pool its shares.
-async fn metrics(State(Face { core, refusals, .. }): State<Face>) -> Response {
-    let (nodes, operations, orchid) = {
-        let c = lock(&core);
-        (c.list_nodes(), c.list_operations(), c.orchid())
-    };
+async fn metrics(State(face): State<Face>) -> Response {
+    let snapshot = face.view.snapshot().await;
+    let (nodes, operations) = (&snapshot.nodes, &snapshot.operations);
     let mut out = String::new();
     out.push_str("# HELP ytsched_nodes Nodes by state.\n# TYPE ytsched_nodes gauge\n");
     for state in ["online", "idle", "refused", "offline"] {
@@ -160,24 +286,23 @@ async fn metrics(State(Face { core, refusals, .. }): State<Face>) -> Response {
     );
     let _ = writeln!(out, "ytsched_running_jobs {running}");
     out.push_str("# HELP ytsched_pool_ratio A pool's fair share, usage and demand as a fraction of its tree.\n# TYPE ytsched_pool_ratio gauge\n");
-    if let Some(trees) = orchid["scheduler"]["pool_trees"].as_object() {
-        for (tree, t) in trees {
-            for (pool, p) in t["pools"].as_object().into_iter().flatten() {
-                for kind in ["fair_share_ratio", "usage_ratio", "demand_ratio"] {
-                    if let Some(v) = p[kind].as_f64() {
-                        let _ = writeln!(
-                            out,
-                            "ytsched_pool_ratio{{tree=\"{}\",pool=\"{}\",kind=\"{kind}\"}} {v}",
-                            label(tree),
-                            label(pool)
-                        );
-                    }
-                }
+    for (tree, pool, ratios) in &snapshot.pool_ratios {
+        for (kind, v) in ["fair_share_ratio", "usage_ratio", "demand_ratio"]
+            .iter()
+            .zip(ratios)
+        {
+            if let Some(v) = v {
+                let _ = writeln!(
+                    out,
+                    "ytsched_pool_ratio{{tree=\"{}\",pool=\"{}\",kind=\"{kind}\"}} {v}",
+                    label(tree),
+                    label(pool)
+                );
             }
         }
     }
-    out.push_str("# HELP ytsched_refused_requests_total Requests on the bus dropped or turned away before the core, by reason.\n# TYPE ytsched_refused_requests_total counter\n");
-    for (reason, n) in refusals.all() {
+    out.push_str("# HELP ytsched_refused_requests_total Requests dropped or turned away before the core, by reason.\n# TYPE ytsched_refused_requests_total counter\n");
+    for (reason, n) in face.refusals.all() {
         let _ = writeln!(
             out,
             "ytsched_refused_requests_total{{reason=\"{reason}\"}} {n}"
@@ -213,9 +338,13 @@ async fn app_css() -> Response {
 }
 
 /// `explain` as JSON, with its words (what the CLI prints) as `text`.
-async fn api_explain(State(Face { core, .. }): State<Face>, Path(id): Path<String>) -> Response {
-    match lock(&core).explain_operation(&OperationId(id)) {
-        Ok(why) => {
+async fn api_explain(State(face): State<Face>, Path(id): Path<String>) -> Response {
+    match face
+        .view
+        .ask(|tx| Query::Explain(OperationId(id), tx))
+        .await
+    {
+        Ok(Ok(why)) => {
             let text = why.text();
             let mut v = serde_json::to_value(&why).unwrap_or(Value::Null);
             if let Some(m) = v.as_object_mut() {
@@ -223,10 +352,18 @@ async fn api_explain(State(Face { core, .. }): State<Face>, Path(id): Path<Strin
             }
             Json(v).into_response()
         }
-        Err(e) => error_response(e),
+        Ok(Err(e)) => error_response(e),
+        Err(why) => busy(&face, why),
     }
 }
 
-async fn api_history(State(Face { core, .. }): State<Face>, Path(id): Path<String>) -> Response {
-    Json(lock(&core).share_history(&OperationId(id))).into_response()
+async fn api_history(State(face): State<Face>, Path(id): Path<String>) -> Response {
+    match face
+        .view
+        .ask(|tx| Query::History(OperationId(id), tx))
+        .await
+    {
+        Ok(samples) => Json(samples).into_response(),
+        Err(why) => busy(&face, why),
+    }
 }

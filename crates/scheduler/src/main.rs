@@ -9,7 +9,7 @@ use ytsched_common::transport::BusArgs;
 use ytsched_common::units::DurationMs;
 use ytsched_scheduler::core::config_file::ConfigFile;
 use ytsched_scheduler::core::CoreConfig;
-use ytsched_scheduler::service::{run, ServiceConfig};
+use ytsched_scheduler::service::{run, HttpConfig, ServiceConfig};
 
 /// mimalloc, purging freed memory at once, gives a burst's memory back where glibc's
 /// malloc kept its peak resident, and allocates faster under load (README, Performance,
@@ -63,6 +63,23 @@ struct Args {
     /// e.g. 127.0.0.1:8080 (port 0: any free port, logged).
     #[arg(long)]
     http: Option<std::net::SocketAddr>,
+    /// Web tokens (`http-tokens.json`, made by `ytsched auth token USER`), followed as it
+    /// changes. Default: beside --creds; with --insecure and no file, the face is open and
+    /// must then be on loopback.
+    #[arg(long, env = "YTSCHED_HTTP_TOKENS", value_name = "FILE")]
+    http_tokens: Option<std::path::PathBuf>,
+    /// Serve --http without tokens, whatever the address: every operation shows
+    /// redacted, but anyone who reaches the port reads pools, users and commands.
+    #[arg(long)]
+    http_insecure: bool,
+    /// HTTP connections open at once; more are answered 503 and closed (lowered to fit
+    /// the process's file descriptor limit).
+    #[arg(long, default_value_t = 4096)]
+    http_max_connections: usize,
+    /// How long an HTTP client may take to send a request header, or stay idle between
+    /// requests, before its connection is closed.
+    #[arg(long, default_value = "10s")]
+    http_header_timeout: DurationMs,
     /// How long the archive keeps an operation retired from memory (by each tree's
     /// clean_delay, soft/hard_retained_operation_count and max_operation_age).
     #[arg(long, default_value = "30d")]
@@ -150,6 +167,26 @@ async fn main() -> anyhow::Result<()> {
             "--insecure: the bus is unauthenticated, so anyone who reaches it controls the cluster"
         );
     }
+    let http = match args.http {
+        None => None,
+        Some(addr) => {
+            let access = ytsched_scheduler::http_access::choose(
+                addr,
+                args.http_insecure,
+                args.http_tokens.clone(),
+                args.bus.creds.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
+            Some(HttpConfig {
+                addr,
+                access,
+                bounds: ytsched_scheduler::http_listener::Bounds {
+                    max_connections: fitting_connection_cap(args.http_max_connections),
+                    header_timeout: Duration::from_millis(args.http_header_timeout.0.max(100)),
+                },
+            })
+        }
+    };
     let initial_config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -178,7 +215,7 @@ async fn main() -> anyhow::Result<()> {
         kv_replicas: args.kv_replicas as usize,
         lease_ttl: Duration::from_millis(args.lease_ttl.0.max(300)),
         revival_window: Duration::from_millis(args.revival_window.0),
-        http: args.http,
+        http,
         archive_ttl: Duration::from_millis(args.archive_ttl.0.max(1000)),
         api_rate: ytsched_scheduler::rate_limits::RateLimit {
             per_second: args.api_rate,
@@ -194,6 +231,32 @@ async fn main() -> anyhow::Result<()> {
         }
     })
     .await
+}
+
+/// Raises the file descriptor limit to what the system allows, and keeps the HTTP
+/// connection cap below it with room for NATS connections, stores and the log: a flood
+/// of web clients must never leave the scheduler unable to open what it needs.
+fn fitting_connection_cap(asked: usize) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    const RESERVE: u64 = 512;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return asked;
+    };
+    let limit = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    };
+    let fits = limit.saturating_sub(RESERVE).max(16) as usize;
+    if fits < asked {
+        tracing::warn!(
+            asked,
+            cap = fits,
+            nofile = limit,
+            "--http-max-connections lowered to fit the file descriptor limit"
+        );
+    }
+    asked.min(fits)
 }
 
 async fn terminate() {

@@ -23,14 +23,20 @@ pub enum Refusal {
     RateLimited,
     /// Too many requests were waiting already.
     Busy,
+    /// An HTTP connection past the face's connection cap.
+    HttpConnections,
+    /// An HTTP read that found the face's queue to the core full.
+    HttpBusy,
 }
 
-const ALL: [Refusal; 5] = [
+const ALL: [Refusal; 7] = [
     Refusal::ForeignReply,
     Refusal::NoReply,
     Refusal::MalformedSubject,
     Refusal::RateLimited,
     Refusal::Busy,
+    Refusal::HttpConnections,
+    Refusal::HttpBusy,
 ];
 
 impl Refusal {
@@ -41,6 +47,8 @@ impl Refusal {
             Refusal::MalformedSubject => "malformed_subject",
             Refusal::RateLimited => "rate_limited",
             Refusal::Busy => "busy",
+            Refusal::HttpConnections => "http_connections",
+            Refusal::HttpBusy => "http_busy",
         }
     }
 

@@ -56,8 +56,9 @@ pub struct ServiceConfig {
     pub lease_ttl: Duration,
     /// How long a revived scheduler waits for nodes to report the jobs it restored.
     pub revival_window: Duration,
-    /// Where to serve the web page, JSON and metrics (`--http`); only while leading.
-    pub http: Option<std::net::SocketAddr>,
+    /// Where and how to serve the web page, JSON and metrics (`--http`); only while
+    /// leading.
+    pub http: Option<HttpConfig>,
     /// How long the archive keeps a retired operation.
     pub archive_ttl: Duration,
     /// Requests per second each identity may make (admission control).
@@ -67,6 +68,13 @@ pub struct ServiceConfig {
     /// What each node identity was approved to offer (`ytsched auth`'s
     /// `node-approvals.json`), followed as it changes; None: the defaults for all.
     pub node_approvals: Option<std::path::PathBuf>,
+}
+
+/// The HTTP face: its address, who may read it, and its connection bounds.
+pub struct HttpConfig {
+    pub addr: std::net::SocketAddr,
+    pub access: crate::http_access::AccessChoice,
+    pub bounds: crate::http_listener::Bounds,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
@@ -622,17 +630,22 @@ pub async fn run(
         state,
         share_updates: Arc::new(tokio::sync::Notify::new()),
     });
-    if let Some(addr) = config.http {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+    if let Some(http) = config.http {
+        let addr = http.addr;
+        let listener = crate::http_listener::listen(addr)
             .with_context(|| format!("--http {addr}: cannot listen"))?;
+        let access = crate::http_access::HttpAccess::start(http.access)?;
         let face = crate::http::Face {
-            core: driver.core.clone(),
+            view: crate::web_view::WebView::start(driver.core.clone()),
             state: driver.state.clone(),
             refusals: refusals.clone(),
         };
+        let router = crate::http::router(face, access);
+        let refusals = refusals.clone();
         tokio::spawn(async move {
-            if let Err(e) = crate::http::serve(listener, face).await {
+            if let Err(e) =
+                crate::http_listener::serve(listener, router, http.bounds, refusals).await
+            {
                 error!(error = %e, "HTTP server stopped");
             }
         });

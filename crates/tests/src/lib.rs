@@ -151,16 +151,22 @@ fn init_auth(dir: &Path, prefix: &str) -> anyhow::Result<()> {
         path_str(&auth_dir)?,
     ])?;
     std::fs::write(dir.join("nats.conf"), "include \"auth/auth.conf\"\n")?;
+    // The admin's web token, made before the scheduler starts so that it knows it at once.
+    let token = run_auth(&["auth", "token", "admin", "--dir", path_str(&auth_dir)?])?;
+    std::fs::write(auth_dir.join(ADMIN_WEB_TOKEN), token.trim())?;
     Ok(())
 }
 
-/// Runs `ytsched ARGS` (an `auth` command), failing with its stderr.
-fn run_auth(args: &[&str]) -> anyhow::Result<()> {
+/// Where a lab keeps its admin's web token (a test's file, not one `ytsched` makes).
+const ADMIN_WEB_TOKEN: &str = "admin.web-token";
+
+/// Runs `ytsched ARGS` (an `auth` command), failing with its stderr; its stdout.
+fn run_auth(args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(binary("ytsched")).args(args).output()?;
     if !out.status.success() {
         bail!("ytsched {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn path_str(p: &Path) -> anyhow::Result<&str> {
@@ -227,6 +233,32 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// An HTTP/1.1 GET to `addr` (`host:port`) with a web token if given: (status, body).
+pub fn http_request(addr: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let status = raw
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("not an HTTP answer: {raw:?}"))?;
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
+    Ok((status, body))
 }
 
 /// The body of an HTTP GET to a loopback port (nats-server's monitoring endpoints).
@@ -604,7 +636,7 @@ impl Lab {
         let mut all = vec!["auth"];
         all.extend_from_slice(args);
         all.extend(["--dir", path_str(&dir)?]);
-        run_auth(&all)
+        run_auth(&all).map(|_| ())
     }
 
     /// Adds a user identity (an admin with `admin`) and returns its credentials file.
@@ -723,6 +755,26 @@ impl Lab {
     }
 
     /// Agent `index` as `list-nodes` shows it.
+    /// The admin's web token (`ytsched auth token admin`), made with the lab.
+    pub fn web_token(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("auth").join(ADMIN_WEB_TOKEN))
+            .unwrap_or_default()
+    }
+
+    /// A new web token for identity `name` (`ytsched auth token`); the scheduler learns
+    /// it within a few seconds.
+    pub fn new_web_token(&self, name: &str) -> anyhow::Result<String> {
+        let dir = self.dir.path().join("auth");
+        Ok(run_auth(&["auth", "token", name, "--dir", path_str(&dir)?])?
+            .trim()
+            .to_string())
+    }
+
+    /// An HTTP GET of the scheduler's `path` as the lab's admin: (status, body).
+    pub fn http_admin_get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        http_request(&self.http_addr()?, path, Some(&self.web_token()))
+    }
+
     /// The `host:port` the scheduler (started with `--http 127.0.0.1:0`) serves HTTP
     /// on, from its log.
     pub fn http_addr(&self) -> anyhow::Result<String> {

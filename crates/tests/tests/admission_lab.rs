@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use ytsched_common::api::{ApiRequest, ListNodes};
 use ytsched_common::codec::encode;
 use ytsched_common::protocol::PROTOCOL_VERSION;
-use ytsched_tests::{http_get, Lab, NodeOpts};
+use ytsched_tests::{Lab, NodeOpts};
 
 #[test]
 fn one_users_flood_leaves_others_answered_and_the_scheduler_leading() {
@@ -24,14 +24,7 @@ fn one_users_flood_leaves_others_answered_and_the_scheduler_leading() {
     .unwrap();
     lab.add_user("alice", false).unwrap();
     lab.add_user("mallory", false).unwrap();
-    let port: u16 = lab
-        .http_addr()
-        .unwrap()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    lab.http_addr().expect("the scheduler serves HTTP");
     let request = encode(&ApiRequest {
         protocol_version: PROTOCOL_VERSION,
         body: ListNodes {},
@@ -68,7 +61,7 @@ fn one_users_flood_leaves_others_answered_and_the_scheduler_leading() {
         let t = Instant::now();
         let out = lab.ytsched_as("alice", &["list-operations"]);
         if !out.status.success() {
-            let metrics = http_get(port, "/metrics").unwrap_or_default();
+            let metrics = lab.http_admin_get("/metrics").map(|x| x.1).unwrap_or_default();
             panic!(
                 "alice was not answered during the flood: {}\n{}\n{}",
                 String::from_utf8_lossy(&out.stderr),
@@ -98,7 +91,8 @@ fn one_users_flood_leaves_others_answered_and_the_scheduler_leading() {
     );
     assert!(lab.scheduler_running(0), "{}", lab.scheduler_log());
     assert_eq!(lab.node_info(0).unwrap()["state"], "online");
-    let metrics = http_get(port, "/metrics").unwrap();
+    let (status, metrics) = lab.http_admin_get("/metrics").unwrap();
+    assert_eq!(status, 200, "{metrics}");
     let limited: u64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix("ytsched_refused_requests_total{reason=\"rate_limited\"} "))

@@ -11,7 +11,7 @@ use ytsched_common::api::{ApiRequest, ListNodes};
 use ytsched_common::codec::encode;
 use ytsched_common::protocol::PROTOCOL_VERSION;
 use ytsched_common::subjects::Subjects;
-use ytsched_tests::{http_get, wait_until, Lab, NodeOpts};
+use ytsched_tests::{wait_until, Lab, NodeOpts};
 
 /// One KV entry's value, or None when the key is absent.
 async fn value_of(kv: &jetstream::kv::Store, key: &str) -> Option<Vec<u8>> {
@@ -44,8 +44,7 @@ fn reply_subjects_outside_the_requesters_inbox_get_no_answer_and_change_nothing(
     let (state_bucket, lease_bucket) = (subjects.bucket("state"), subjects.bucket("leader"));
     let op_key = format!("op.{victim}");
     let p = lab.prefix.clone();
-    let http = lab.http_addr().unwrap();
-    let port: u16 = http.rsplit(':').next().unwrap().parse().unwrap();
+    lab.http_addr().unwrap();
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sent = rt.block_on(async {
@@ -161,7 +160,8 @@ fn reply_subjects_outside_the_requesters_inbox_get_no_answer_and_change_nothing(
         sent
     });
     assert!(lab.scheduler_running(0), "{}", lab.scheduler_log());
-    let metrics = http_get(port, "/metrics").unwrap();
+    let (status, metrics) = lab.http_admin_get("/metrics").unwrap();
+    assert_eq!(status, 200, "{metrics}");
     assert!(
         refused_count(&metrics, "foreign_reply") >= sent,
         "every foreign reply counted:\n{metrics}"

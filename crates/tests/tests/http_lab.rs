@@ -1,26 +1,12 @@
 //! The scheduler's HTTP face on a real lab (SPEC 6.4): the web page, JSON and metrics.
 
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use ytsched_tests::*;
 
-/// A plain HTTP/1.1 GET: (status code, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let status = raw[9..12].parse().unwrap();
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string();
-    (status, body)
+/// A GET as the lab's admin: (status code, body).
+fn get_as(addr: &str, token: &str, path: &str) -> (u16, String) {
+    http_request(addr, path, Some(token)).unwrap()
 }
 
 #[test]
@@ -33,6 +19,8 @@ fn web_page_json_and_metrics() {
     let addr = lab
         .http_addr()
         .expect("the scheduler logs its HTTP address");
+    let token = lab.web_token();
+    let get = |addr: &str, path: &str| get_as(addr, &token, path);
     let op = lab
         .submit_spec("tasks: {t: {command: 'echo oops >&2', job_count: 2}}")
         .unwrap();
@@ -71,7 +59,8 @@ fn web_page_json_and_metrics() {
     let (status, nodes) = get(&addr, "/api/nodes");
     assert_eq!(status, 200);
     let nodes: serde_json::Value = serde_json::from_str(&nodes).unwrap();
-    assert_eq!(nodes[0]["id"], "node0");
+    assert_eq!(nodes["nodes"][0]["id"], "node0", "{nodes}");
+    assert_eq!(nodes["next_cursor"], serde_json::Value::Null);
     let (_, info) = get(&addr, &format!("/api/operations/{op}"));
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(info["state"], "completed");
@@ -113,4 +102,215 @@ fn web_page_json_and_metrics() {
     );
     let (status, _) = get(&addr, "/api/operations/no-such-op");
     assert_eq!(status, 404);
+}
+
+/// The operations on one page of `/api/operations`, and its cursor.
+fn ops_page(addr: &str, token: &str, path: &str) -> (Vec<serde_json::Value>, Option<String>) {
+    let (status, body) = get_as(addr, token, path);
+    assert_eq!(status, 200, "{path}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    (
+        v["operations"].as_array().unwrap().clone(),
+        v["next_cursor"].as_str().map(String::from),
+    )
+}
+
+#[test]
+fn web_tokens_decide_who_reads_and_what() {
+    let lab = Lab::start_with(
+        &["--http", "127.0.0.1:0"],
+        vec![NodeOpts::args(&["--cpu", "2", "--memory", "2G"])],
+    )
+    .unwrap();
+    let addr = lab.http_addr().unwrap();
+    lab.add_user("alice", false).unwrap();
+    lab.add_user("bob", false).unwrap();
+    let alice = lab.new_web_token("alice").unwrap();
+    let bob = lab.new_web_token("bob").unwrap();
+    let admin = lab.web_token();
+    let submit = |stdin: &str| {
+        let out = lab.ytsched_as(
+            "alice",
+            &["run-vanilla", "--async", "--command", "cat", "--stdin", stdin],
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let ops: Vec<String> = (0..3).map(|i| submit(&format!("alice-secret-{i}"))).collect();
+    // The scheduler reads new tokens within its poll of the file.
+    for t in [&alice, &bob] {
+        wait_until(Duration::from_secs(10), || {
+            (http_request(&addr, "/api/orchid", Some(t)).ok()?.0 == 200).then_some(())
+        })
+        .expect("a new token is taken up");
+    }
+
+    // No token, or one that is not ours: no data at all, only the page that asks.
+    for path in [
+        "/api/operations",
+        "/api/nodes",
+        "/api/orchid",
+        "/metrics",
+        &format!("/api/operations/{}", ops[0]),
+        &format!("/api/operations/{}/explain", ops[0]),
+    ] {
+        let (status, why) = http_request(&addr, path, None).unwrap();
+        assert_eq!(status, 401, "{path}: {why}");
+        assert!(why.contains("Bearer"), "{why}");
+        let (status, _) = http_request(&addr, path, Some("ytst_not-a-token")).unwrap();
+        assert_eq!(status, 401, "{path}");
+    }
+    let (status, shell) = http_request(&addr, "/operations", None).unwrap();
+    assert_eq!(status, 200);
+    assert!(shell.contains("/assets/app.js"), "the page loads and asks");
+
+    // As on the bus: alice and admins see alice's stdin, bob sees it redacted.
+    let stdin_of = |token: &str, id: &str| -> String {
+        let (status, body) = get_as(&addr, token, &format!("/api/operations/{id}"));
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["spec"]["tasks"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()["stdin"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(stdin_of(&alice, &ops[0]), "alice-secret-0");
+    assert_eq!(stdin_of(&admin, &ops[0]), "alice-secret-0");
+    assert_ne!(stdin_of(&bob, &ops[0]), "alice-secret-0");
+    let (all, _) = ops_page(&addr, &bob, "/api/operations");
+    let text = serde_json::to_string(&all).unwrap();
+    assert!(
+        !text.contains("alice-secret") && text.contains(&ops[2]),
+        "{text}"
+    );
+
+    // Paged, newest first: three pages of one, then none.
+    let mut seen = vec![];
+    let mut path = "/api/operations?limit=1".to_string();
+    loop {
+        let (page, next) = ops_page(&addr, &alice, &path);
+        assert!(page.len() <= 1);
+        seen.extend(page.iter().map(|o| o["id"].as_str().unwrap().to_string()));
+        match next {
+            Some(c) => path = format!("/api/operations?limit=1&cursor={c}"),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = ops.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first);
+    for bad in ["limit=0", "limit=100000", "cursor=nonsense"] {
+        let (status, why) = get_as(&addr, &alice, &format!("/api/operations?{bad}"));
+        assert_eq!(status, 400, "{bad}: {why}");
+    }
+    let (status, _) = get_as(&addr, &bob, "/api/nodes?limit=0");
+    assert_eq!(status, 400);
+
+    // Revoking alice takes her token with her, within the scheduler's poll.
+    lab.auth(&["revoke", "alice"]).unwrap();
+    wait_until(Duration::from_secs(15), || {
+        (http_request(&addr, "/api/orchid", Some(&alice)).ok()?.0 == 401).then_some(())
+    })
+    .expect("a revoked user's token stops working");
+    assert_eq!(get_as(&addr, &bob, "/api/orchid").0, 200);
+}
+
+/// Raises this process's open-file limit so it can hold thousands of sockets.
+fn raise_nofile() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+}
+
+#[test]
+fn idle_connections_neither_shut_out_the_ui_nor_stay() {
+    raise_nofile();
+    let lab = Lab::start_with(
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--http-max-connections",
+            "3100",
+            "--http-header-timeout",
+            "5s",
+        ],
+        vec![NodeOpts::args(&["--cpu", "2", "--memory", "2G"])],
+    )
+    .unwrap();
+    let addr = lab.http_addr().unwrap();
+    let token = lab.web_token();
+    // 3,000 clients that connect and never finish a request header (half of one).
+    let mut idle = Vec::with_capacity(3000);
+    let opened = Instant::now();
+    for i in 0..3000 {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        if i % 2 == 0 {
+            s.write_all(b"GET /api/orchid HTTP/1.1\r\nHost: x\r\n").unwrap();
+        }
+        idle.push(s);
+    }
+    // The UI still answers, with data, while they hang.
+    let (status, orchid) = get_as(&addr, &token, "/api/orchid");
+    assert_eq!(status, 200, "{orchid}");
+    let (status, _) = get_as(&addr, &token, "/pools");
+    assert_eq!(status, 200);
+    // Past the cap, a newcomer is told so at once and closed, not left waiting.
+    let mut extra: Vec<_> = (0..200)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut refused = 0;
+    for s in extra.iter_mut() {
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let mut buf = [0u8; 64];
+        if let Ok(n) = s.read(&mut buf) {
+            if buf[..n].starts_with(b"HTTP/1.1 503") {
+                refused += 1;
+            }
+        }
+    }
+    drop(extra);
+    assert!(
+        refused >= 90,
+        "only {refused} of 200 past the cap were refused: {}",
+        lab.scheduler_log()
+            .lines()
+            .filter(|l| l.contains("HTTP"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // Slots come back as soon as their clients go.
+    let metrics = wait_until(Duration::from_secs(10), || {
+        let (status, body) = http_request(&addr, "/metrics", Some(&token)).ok()?;
+        (status == 200).then_some(body)
+    })
+    .expect("the face answers again once the extra clients are gone");
+    let counted: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ytsched_refused_requests_total{reason=\"http_connections\"} "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(counted >= refused as u64, "{metrics}");
+    // The header timeout (5 s) closes every one of the idle connections.
+    std::thread::sleep(Duration::from_secs(8).saturating_sub(opened.elapsed()));
+    let mut open = vec![];
+    for (i, s) in idle.iter_mut().enumerate() {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; 512];
+        match s.read(&mut buf) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(_) => open.push(i),
+        }
+        if open.len() > 100 {
+            break;
+        }
+    }
+    assert!(open.is_empty(), "idle connections still open 8 s after a 5 s header timeout: {open:?}");
+    let (status, _) = get_as(&addr, &token, "/api/orchid");
+    assert_eq!(status, 200);
 }

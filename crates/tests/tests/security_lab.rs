@@ -790,8 +790,8 @@ fn ytsched_up_runs_an_authenticated_lab_over_mutual_tls() {
     }
     // `up` starts the web UI by default and prints its URL.
     let web = env["YTSCHED_WEB_UI"].clone();
+    let (web, token) = web.split_once("/#token=").expect("the URL signs the admin in");
     let port: u16 = web
-        .trim_end_matches('/')
         .rsplit(':')
         .next()
         .unwrap()
@@ -802,6 +802,11 @@ fn ytsched_up_runs_an_authenticated_lab_over_mutual_tls() {
     })
     .unwrap();
     assert!(page.contains("/assets/app.js"), "{page}");
+    let addr = format!("127.0.0.1:{port}");
+    let (status, _) = ytsched_tests::http_request(&addr, "/api/orchid", None).unwrap();
+    assert_eq!(status, 401, "no token, no data");
+    let (status, orchid) = ytsched_tests::http_request(&addr, "/api/orchid", Some(token)).unwrap();
+    assert_eq!(status, 200, "the printed URL's token reads: {orchid}");
     let cli = |with_tls: bool, args: &[&str]| {
         let mut c = std::process::Command::new(ytsched_tests::binary("ytsched"));
         c.args([

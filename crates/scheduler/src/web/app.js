@@ -17,11 +17,42 @@ function report(msg) {
   document.getElementById("errors").appendChild(div);
 }
 
+// The web token (`ytsched auth token USER`): taken once from a `#token=` link (what
+// `ytsched up` prints) or the sign-in form, then kept in this browser's localStorage and
+// sent as a Bearer header; the address bar never keeps it.
+const TOKEN_KEY = "ytsched.token";
+(function takeTokenFromLink() {
+  const m = location.hash.match(/^#token=([A-Za-z0-9_]{1,200})$/);
+  if (!m) return;
+  localStorage.setItem(TOKEN_KEY, m[1]);
+  history.replaceState(null, "", location.pathname + location.search);
+})();
+
+class NeedsToken extends Error {}
+
 async function json(path) {
-  const r = await fetch(path, {cache: "no-store"});
+  const token = localStorage.getItem(TOKEN_KEY);
+  const headers = token ? {Authorization: "Bearer " + token} : {};
+  const r = await fetch(path, {cache: "no-store", headers});
+  if (r.status === 401) throw new NeedsToken(await r.text());
   if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
   return r.json();
 }
+
+function signInForm(why) {
+  return `<h1>Sign in</h1><form id="sign-in"><p class="muted">${esc(why)}</p>` +
+    `<p>Paste a web token (<code>ytsched auth token USER</code> prints one):</p>` +
+    `<input id="token" type="password" autocomplete="off" size="72" placeholder="ytst_…"> <button type="submit">Sign in</button></form>`;
+}
+
+document.addEventListener("submit", (e) => {
+  if (e.target.id !== "sign-in") return;
+  e.preventDefault();
+  const t = document.getElementById("token").value.trim();
+  if (t) localStorage.setItem(TOKEN_KEY, t);
+  signingIn = false;
+  refresh();
+});
 
 function bar(kind, ratio, title) {
   const w = Math.max(0, Math.min(1, ratio || 0)) * 100;
@@ -83,13 +114,19 @@ async function poolsView() {
 }
 
 // ---- operations -------------------------------------------------------------------
+// Newest first, a page at a time: `/operations?cursor=…` goes on from where the
+// previous page stopped.
 async function operationsView() {
-  const ops = await json("/api/operations");
+  const cursor = new URLSearchParams(location.search).get("cursor");
+  const page = await json("/api/operations?limit=100" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+  const ops = page.operations;
   let h = `<h1>Operations</h1><table><tr><th>id</th><th>title</th><th>user</th><th>pool</th><th>state</th><th>jobs running/completed/total</th></tr>`;
-  for (const o of ops.slice().reverse()) {
+  for (const o of ops) {
     h += `<tr data-operation="${esc(o.id)}"><td><a href="/operations/${esc(o.id)}">${esc(o.id)}</a></td><td>${esc(o.title || "")}</td><td>${esc(o.user)}</td><td>${esc(o.pool)}</td><td>${esc(o.state)}</td><td>${o.jobs.running}/${o.jobs.completed}/${o.jobs.total}</td></tr>`;
   }
-  return h + `</table>`;
+  h += `</table>`;
+  if (page.next_cursor) h += `<p><a id="older" href="/operations?cursor=${encodeURIComponent(page.next_cursor)}">older operations</a></p>`;
+  return h;
 }
 
 function chart(samples) {
@@ -136,13 +173,14 @@ async function operationView(id) {
     h += `<tr data-job="${esc(j.id)}"><td>${esc(j.id)}</td><td>${esc(j.task_name)}#${j.job_index}</td><td>${esc(j.state)}</td><td>${esc(j.node_id || "")}</td><td>${time(j.start_time)}</td><td>${time(j.finish_time)}</td><td>${esc([j.abort_reason, j.error].filter(Boolean).join(": "))}</td></tr>`;
   }
   h += `</table>`;
-  if (jobs.next_cursor) h += `<p class="muted">The first 100 attempts; all: <a href="/api/operations/${enc}/jobs">/api/operations/${esc(id)}/jobs</a></p>`;
+  if (jobs.next_cursor) h += `<p class="muted">The first 100 attempts; all: <code>ytsched list-jobs ${esc(id)}</code></p>`;
   return h;
 }
 
 // ---- nodes ------------------------------------------------------------------------
 async function nodesView() {
-  const nodes = await json("/api/nodes");
+  const page = await json("/api/nodes?limit=5000");
+  const nodes = page.nodes;
   let h = `<h1>Nodes</h1><table><tr><th>node</th><th>state</th><th>tree</th><th>utilization</th><th></th><th>running jobs</th><th>tags</th><th>maintenance</th></tr>`;
   for (const n of nodes) {
     const util = RESOURCES.filter((r) => n.resource_limits[r] > 0)
@@ -153,7 +191,9 @@ async function nodesView() {
       util.map(([r, u]) => bar("usage", u, `${r} ${pct(u)}`)).join("") +
       `</td><td>${util.map(([r, u]) => `${r} ${pct(u)}`).join("<br>")}</td><td>${n.running_job_count}</td><td>${esc([...n.system_tags, ...n.tags, ...n.user_tags].join(" "))}</td><td>${esc(maint || "in service")}</td></tr>`;
   }
-  return h + `</table>`;
+  h += `</table>`;
+  if (page.next_cursor) h += `<p class="muted">The first ${nodes.length} nodes; all: <code>ytsched list-nodes</code> or <code>/api/nodes?cursor=…</code></p>`;
+  return h;
 }
 
 // ---- routing and refresh ------------------------------------------------------------
@@ -166,8 +206,9 @@ function view() {
 }
 
 let busy = false;
+let signingIn = false;
 async function refresh() {
-  if (busy) return;
+  if (busy || signingIn) return;
   busy = true;
   const [name, render] = view();
   try {
@@ -180,6 +221,14 @@ async function refresh() {
     document.getElementById("status").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.ready = "1";
   } catch (e) {
+    if (e instanceof NeedsToken) {
+      // Polling stops until a token is given: a refresh would wipe what is being typed.
+      signingIn = true;
+      document.getElementById("page").innerHTML = signInForm(e.message);
+      document.getElementById("status").textContent = "signed out";
+      document.body.dataset.ready = "1";
+      return;
+    }
     document.getElementById("status").textContent = "not updated: " + e.message;
   } finally {
     busy = false;

@@ -1,0 +1,104 @@
+//! Accepting HTTP connections within bounds. Each connection must send a whole request
+//! header within the header timeout, also between requests on a kept-alive connection
+//! (hyper starts the clock when a connection goes idle), so idle or trickling clients
+//! cannot pile up; and past the connection cap a newcomer is told "busy, retry" and
+//! closed at once, so no number of clients can take the scheduler's file descriptors.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+/// The bounds one listener keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// Connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's header, and may stay idle.
+    pub header_timeout: Duration,
+}
+
+/// What a client past the cap reads before the connection closes.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: 40\r\nConnection: close\r\n\r\ntoo many connections; busy, retry later\n";
+
+/// Connections the kernel may hold for us between two accepts: a burst of clients
+/// (a browser opens six at once, a dashboard dozens) must not find the queue full, or
+/// each one turned away waits a whole second to try again.
+const ACCEPT_BACKLOG: u32 = 4096;
+
+/// Listens on `addr` with a deep accept queue (the default 128 overflows under a burst
+/// of connections while the accept loop sets up the previous ones).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
+/// Serves `router` on `listener` until accepting fails for good.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    bounds: Bounds,
+    refusals: Arc<crate::refusals::Refusals>,
+) -> anyhow::Result<()> {
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        max_connections = bounds.max_connections,
+        header_timeout_ms = bounds.header_timeout.as_millis() as u64,
+        "HTTP listening"
+    );
+    let slots = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections.max(1)));
+    loop {
+        let (mut stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of descriptors or memory for a moment: the clients already in are
+                // served, and accepting resumes shortly.
+                tracing::debug!(error = %e, "HTTP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refusals.count(crate::refusals::Refusal::HttpConnections, || {
+                format!(
+                    "HTTP connection refused: {} open already",
+                    bounds.max_connections
+                )
+            });
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+            });
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let mut router = router.clone();
+                async move {
+                    Ok::<_, Infallible>(
+                        tower_service::Service::call(&mut router, req)
+                            .await
+                            .unwrap_or_else(|never| match never {}),
+                    )
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(bounds.header_timeout)
+                .max_buf_size(64 * 1024)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "HTTP connection ended");
+            }
+            drop(slot);
+        });
+    }
+}
