@@ -21,7 +21,7 @@ use tracing::{debug, error, info, warn};
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::identity::{Caller, Role};
-use ytsched_common::names::{PoolName, TreeName};
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{unix_now, HeartbeatReply, HeartbeatRequest, PROTOCOL_VERSION};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::OperationId;
@@ -705,82 +705,6 @@ fn record_limit(max_payload: usize) -> usize {
 /// Room an operation's record needs beyond its spec (pools, history, counters).
 const OPERATION_RECORD_OVERHEAD: usize = 64 * 1024;
 
-/// Runs an admin change and takes it back if the configuration it leaves could not be
-/// stored: a change the store cannot hold must fail, not wedge every later write.
-fn within_record_limit(
-    core: &mut SchedulerCore,
-    max_record: usize,
-    change: impl FnOnce(&mut SchedulerCore) -> Result<(), ApiError>,
-) -> Result<(), ApiError> {
-    let before = core.cluster_config().clone();
-    change(core)?;
-    let size = store::config_write(core.cluster_config())
-        .map(|w| w.value.len())
-        .unwrap_or(usize::MAX);
-    if size > max_record {
-        let _ = core.set_cluster_config(before);
-        return Err(ApiError::limit_reached(format!(
-            "refused: the pool configuration would take {size} bytes, more than the store's record limit of {max_record}; remove pools or shorten attributes"
-        )));
-    }
-    Ok(())
-}
-
-/// Makes one admin change, after checking the caller may: what `set`, `remove` and
-/// `create` do, and what `--dry-run` does to a copy of the core.
-fn apply_admin_change(
-    core: &mut SchedulerCore,
-    caller: &Caller,
-    change: api::AdminChange,
-    max_record: usize,
-) -> Result<(), ApiError> {
-    match change {
-        api::AdminChange::Set(set) => {
-            core.authorize_change(caller, &set.path)?;
-            let value = json_value(&set.value)?;
-            within_record_limit(core, max_record, |core| {
-                core.admin_set(&set.path, value).map_err(admin_error)
-            })
-        }
-        api::AdminChange::Remove(remove) => {
-            core.authorize_change(caller, &remove.path)?;
-            core.admin_remove(&remove.path).map_err(admin_error)
-        }
-        api::AdminChange::Create(b) => {
-            core.authorize_create(
-                caller,
-                b.object_type,
-                b.pool_tree.as_ref().map(TreeName::as_str),
-                b.parent_name.as_ref().map(PoolName::as_str),
-            )?;
-            let attributes = match &b.attributes {
-                Some(text) => json_value(text)?,
-                None => serde_json::Value::Null,
-            };
-            within_record_limit(core, max_record, |core| match b.object_type {
-                api::ObjectType::SchedulerPool => {
-                    let tree = b.pool_tree.as_ref().ok_or_else(|| {
-                        ApiError::new("create scheduler_pool needs a pool tree (--pool-tree)")
-                    })?;
-                    let name = PoolName::parse(&b.name).map_err(ApiError::new)?;
-                    core.create_pool(
-                        tree.as_str(),
-                        name.as_str(),
-                        b.parent_name.as_ref().map(PoolName::as_str),
-                        attributes,
-                    )
-                    .map_err(admin_error)
-                }
-                api::ObjectType::SchedulerPoolTree => {
-                    let name = TreeName::parse(&b.name).map_err(ApiError::new)?;
-                    core.create_pool_tree(name.as_str(), attributes)
-                        .map_err(admin_error)
-                }
-            })
-        }
-    }
-}
-
 /// Decodes one API call, checks the caller may make it, runs it against the core, and
 /// encodes the response.
 fn dispatch(
@@ -898,27 +822,39 @@ fn dispatch(
         api::AdminGet::METHOD => respond::<api::AdminGet>(payload, |req| {
             core.admin_get(&req.body.path)
                 .map(|v| v.to_string())
-                .map_err(admin_error)
+                .map_err(crate::admin_changes::admin_error)
         }),
         api::AdminList::METHOD => respond::<api::AdminList>(payload, |req| {
-            core.admin_list(&req.body.path).map_err(admin_error)
+            core.admin_list(&req.body.path)
+                .map_err(crate::admin_changes::admin_error)
         }),
         api::AdminExists::METHOD => respond::<api::AdminExists>(payload, |req| {
-            core.admin_exists(&req.body.path).map_err(admin_error)
+            core.admin_exists(&req.body.path)
+                .map_err(crate::admin_changes::admin_error)
         }),
         api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
-            apply_admin_change(core, caller, api::AdminChange::Set(req.body), max_record)
+            crate::admin_changes::apply(core, caller, api::AdminChange::Set(req.body), max_record)
         }),
         api::AdminRemove::METHOD => respond::<api::AdminRemove>(payload, |req| {
-            apply_admin_change(core, caller, api::AdminChange::Remove(req.body), max_record)
+            crate::admin_changes::apply(
+                core,
+                caller,
+                api::AdminChange::Remove(req.body),
+                max_record,
+            )
         }),
         api::AdminCreate::METHOD => respond::<api::AdminCreate>(payload, |req| {
-            apply_admin_change(core, caller, api::AdminChange::Create(req.body), max_record)
+            crate::admin_changes::apply(
+                core,
+                caller,
+                api::AdminChange::Create(req.body),
+                max_record,
+            )
         }),
         // The same checks and the same code as the change itself, on a copy.
         api::AdminWhatIf::METHOD => respond::<api::AdminWhatIf>(payload, |req| {
             core.what_if(now, |copy| {
-                apply_admin_change(copy, caller, req.body.change, max_record)
+                crate::admin_changes::apply(copy, caller, req.body.change, max_record)
             })
         }),
         other => {
@@ -1155,14 +1091,6 @@ fn visible_to(
     } else {
         info.redacted()
     }
-}
-
-fn admin_error(e: crate::core::ConfigError) -> ApiError {
-    ApiError::new(e.0)
-}
-
-fn json_value(text: &str) -> Result<serde_json::Value, ApiError> {
-    serde_json::from_str(text).map_err(|e| ApiError::new(format!("value is not valid JSON: {e}")))
 }
 
 fn respond<M: ApiMethod>(

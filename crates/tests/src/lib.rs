@@ -765,9 +765,11 @@ impl Lab {
     /// it within a few seconds.
     pub fn new_web_token(&self, name: &str) -> anyhow::Result<String> {
         let dir = self.dir.path().join("auth");
-        Ok(run_auth(&["auth", "token", name, "--dir", path_str(&dir)?])?
-            .trim()
-            .to_string())
+        Ok(
+            run_auth(&["auth", "token", name, "--dir", path_str(&dir)?])?
+                .trim()
+                .to_string(),
+        )
     }
 
     /// An HTTP GET of the scheduler's `path` as the lab's admin: (status, body).

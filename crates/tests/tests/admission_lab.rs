@@ -61,7 +61,10 @@ fn one_users_flood_leaves_others_answered_and_the_scheduler_leading() {
         let t = Instant::now();
         let out = lab.ytsched_as("alice", &["list-operations"]);
         if !out.status.success() {
-            let metrics = lab.http_admin_get("/metrics").map(|x| x.1).unwrap_or_default();
+            let metrics = lab
+                .http_admin_get("/metrics")
+                .map(|x| x.1)
+                .unwrap_or_default();
             panic!(
                 "alice was not answered during the flood: {}\n{}\n{}",
                 String::from_utf8_lossy(&out.stderr),

@@ -131,12 +131,25 @@ fn web_tokens_decide_who_reads_and_what() {
     let submit = |stdin: &str| {
         let out = lab.ytsched_as(
             "alice",
-            &["run-vanilla", "--async", "--command", "cat", "--stdin", stdin],
+            &[
+                "run-vanilla",
+                "--async",
+                "--command",
+                "cat",
+                "--stdin",
+                stdin,
+            ],
         );
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     };
-    let ops: Vec<String> = (0..3).map(|i| submit(&format!("alice-secret-{i}"))).collect();
+    let ops: Vec<String> = (0..3)
+        .map(|i| submit(&format!("alice-secret-{i}")))
+        .collect();
     // The scheduler reads new tokens within its poll of the file.
     for t in [&alice, &bob] {
         wait_until(Duration::from_secs(10), || {
@@ -249,7 +262,8 @@ fn idle_connections_neither_shut_out_the_ui_nor_stay() {
     for i in 0..3000 {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
         if i % 2 == 0 {
-            s.write_all(b"GET /api/orchid HTTP/1.1\r\nHost: x\r\n").unwrap();
+            s.write_all(b"GET /api/orchid HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
         }
         idle.push(s);
     }
@@ -291,7 +305,9 @@ fn idle_connections_neither_shut_out_the_ui_nor_stay() {
     .expect("the face answers again once the extra clients are gone");
     let counted: u64 = metrics
         .lines()
-        .find_map(|l| l.strip_prefix("ytsched_refused_requests_total{reason=\"http_connections\"} "))
+        .find_map(|l| {
+            l.strip_prefix("ytsched_refused_requests_total{reason=\"http_connections\"} ")
+        })
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     assert!(counted >= refused as u64, "{metrics}");
@@ -310,7 +326,10 @@ fn idle_connections_neither_shut_out_the_ui_nor_stay() {
             break;
         }
     }
-    assert!(open.is_empty(), "idle connections still open 8 s after a 5 s header timeout: {open:?}");
+    assert!(
+        open.is_empty(),
+        "idle connections still open 8 s after a 5 s header timeout: {open:?}"
+    );
     let (status, _) = get_as(&addr, &token, "/api/orchid");
     assert_eq!(status, 200);
 }

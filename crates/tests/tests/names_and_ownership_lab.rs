@@ -54,3 +54,79 @@ fn group_words_and_taken_names_are_refused_and_ephemeral_pools_keep_to_their_use
     assert!(run("alice", None).status.success());
     assert!(run("admin", Some("alice")).status.success());
 }
+
+/// A delegate given `administer` on one pool fills only its own subtree's budget (issue
+/// 24 point 6): past it its creates are refused naming the limit, and the admin's
+/// changes to other trees, and another delegate's, still go through.
+#[test]
+fn a_delegate_cannot_fill_the_configuration_for_everyone() {
+    let lab = Lab::start(vec![]).unwrap();
+    lab.add_user("bob", false).unwrap();
+    lab.add_user("carol", false).unwrap();
+    for (pool, user) in [("team", "bob"), ("lab", "carol")] {
+        let acl = format!("{{acl=[{{action=allow;subjects=[{user}];permissions=[administer]}}]}}");
+        lab.ok(&[
+            "create",
+            "scheduler_pool",
+            "--name",
+            pool,
+            "--attributes",
+            &acl,
+        ]);
+    }
+    lab.ok(&["create", "scheduler_pool_tree", "--name", "gpu"]);
+    let create_as = |who: &str, name: &str, parent: &str| {
+        lab.ytsched_as(
+            who,
+            &[
+                "create",
+                "scheduler_pool",
+                "--name",
+                name,
+                "--parent-name",
+                parent,
+            ],
+        )
+    };
+    // `team` itself is one of the subtree's 200.
+    let mut refusal = None;
+    for i in 1..=200 {
+        let out = create_as("bob", &format!("b{i}"), "team");
+        if !out.status.success() {
+            refusal = Some((i, String::from_utf8_lossy(&out.stderr).to_string()));
+            break;
+        }
+    }
+    let (at, why) = refusal.expect("bob's 200th pool under team is refused");
+    assert_eq!(at, 200, "{why}");
+    assert!(
+        why.contains("subtree of pool 'team'") && why.contains("200 one delegated subtree"),
+        "{why}"
+    );
+    let out = create_as("carol", "c1", "lab");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lab.ok(&[
+        "create",
+        "scheduler_pool",
+        "--name",
+        "training",
+        "--pool-tree",
+        "gpu",
+    ]);
+    let out = lab.ytsched_as(
+        "bob",
+        &[
+            "create",
+            "scheduler_pool",
+            "--name",
+            "x",
+            "--parent-name",
+            "lab",
+        ],
+    );
+    assert!(!out.status.success(), "bob has no right on carol's pool");
+}

@@ -790,13 +790,10 @@ fn ytsched_up_runs_an_authenticated_lab_over_mutual_tls() {
     }
     // `up` starts the web UI by default and prints its URL.
     let web = env["YTSCHED_WEB_UI"].clone();
-    let (web, token) = web.split_once("/#token=").expect("the URL signs the admin in");
-    let port: u16 = web
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (web, token) = web
+        .split_once("/#token=")
+        .expect("the URL signs the admin in");
+    let port: u16 = web.rsplit(':').next().unwrap().parse().unwrap();
     let page = ytsched_tests::wait_until(std::time::Duration::from_secs(10), || {
         ytsched_tests::http_get(port, "/pools").ok()
     })

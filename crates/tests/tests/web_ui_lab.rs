@@ -49,9 +49,11 @@ fn artifacts() -> PathBuf {
 }
 
 /// The DOM of `path` after its scripts ran, checked for a clean, rendered page; a
-/// screenshot is kept as `name.png`.
-fn render(browser: &Path, base: &str, path: &str, name: &str) -> String {
-    let url = format!("{base}{path}");
+/// screenshot is kept as `name.png`. `base` ends with the sign-in fragment's position:
+/// each run is a fresh browser profile, signed in by the `#token=` link `ytsched up`
+/// prints.
+fn render(browser: &Path, (base, token): (&str, &str), path: &str, name: &str) -> String {
+    let url = format!("{base}{path}#token={token}");
     let out = headless(browser, &["--dump-dom"], &url);
     let dom = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
@@ -90,6 +92,8 @@ fn every_page_renders_the_lab_in_a_real_browser() {
     let lab = Lab::start_with(&["--http", "127.0.0.1:0"], nodes).unwrap();
     let addr = lab.http_addr().unwrap();
     let base = format!("http://{addr}");
+    let token = lab.web_token();
+    let base = (base.as_str(), token.as_str());
     lab.ok(&[
         "create",
         "scheduler_pool",
@@ -128,7 +132,7 @@ fn every_page_renders_the_lab_in_a_real_browser() {
     })
     .unwrap();
 
-    let pools = render(&browser, &base, "/pools", "pool-tree");
+    let pools = render(&browser, base, "/pools", "pool-tree");
     for pool in ["research", "ml", "etl"] {
         assert!(
             pools.contains(&format!("data-pool=\"{pool}\"")),
@@ -143,7 +147,7 @@ fn every_page_renders_the_lab_in_a_real_browser() {
     }
     assert!(pools.contains("class=\"bar fair\""), "fair share bars");
 
-    let page = render(&browser, &base, &format!("/operations/{ml}"), "operation");
+    let page = render(&browser, base, &format!("/operations/{ml}"), "operation");
     assert!(
         page.contains(&format!("data-operation-id=\"{ml}\"")),
         "{page}"
@@ -161,7 +165,7 @@ fn every_page_renders_the_lab_in_a_real_browser() {
 
     let failed = render(
         &browser,
-        &base,
+        base,
         &format!("/operations/{bad}"),
         "failed-operation",
     );
@@ -170,15 +174,22 @@ fn every_page_renders_the_lab_in_a_real_browser() {
         "{failed}"
     );
 
-    let nodes = render(&browser, &base, "/nodes", "nodes");
+    let nodes = render(&browser, base, "/nodes", "nodes");
     for n in ["node0", "node1"] {
         assert!(
             nodes.contains(&format!("data-node=\"{n}\"")),
             "{n} missing:\n{nodes}"
         );
     }
-    let ops = render(&browser, &base, "/operations", "operations");
+    let ops = render(&browser, base, "/operations", "operations");
     assert!(ops.contains(&ml) && ops.contains(&other));
+    // Without a token the page asks for one and shows no data.
+    let out = headless(&browser, &["--dump-dom"], &format!("{}/operations", base.0));
+    let signed_out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        signed_out.contains("id=\"sign-in\"") && !signed_out.contains(&ml),
+        "{signed_out}"
+    );
 
     if std::env::var_os("YTSCHED_UPDATE_SCREENSHOT").is_some() {
         let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");

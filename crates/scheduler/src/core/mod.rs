@@ -8,6 +8,7 @@ mod admin;
 mod admin_path;
 mod admission;
 pub mod config_file;
+pub mod delegation_budget;
 mod effects;
 pub use effects::Effects;
 mod events;
