@@ -83,6 +83,7 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
                 environment: Default::default(),
                 stdin: None,
                 job_speculation_timeout: None,
+                disk_request: None,
             })
         }
     };

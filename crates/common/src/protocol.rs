@@ -230,6 +230,9 @@ pub struct JobStartSpec {
     pub environment: BTreeMap<String, String>,
     pub stdin: Option<String>,
     pub resources: ResourceVector,
+    /// Bytes the sandbox may hold (the task's `disk_request`); None: the node's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_space: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

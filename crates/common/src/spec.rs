@@ -129,7 +129,23 @@ pub struct TaskSpec {
     pub stdin: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_speculation_timeout: Option<DurationMs>,
+    /// Disk each job's sandbox may fill (YTsaurus `disk_request`); without it, the
+    /// node's default (`ytsched-node --job-disk-space`). Past it the job fails with
+    /// "disk limit exceeded".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_request: Option<DiskRequest>,
 }
+
+/// What a job asks of the node's disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskRequest {
+    /// Bytes the sandbox (work directory, stdout and stderr) may hold.
+    pub disk_space: ByteSize,
+}
+
+/// The least disk a job may ask for: room for its output files.
+pub const MIN_DISK_SPACE: u64 = 1 << 20;
 
 fn one() -> u32 {
     1
@@ -251,6 +267,17 @@ impl TaskSpec {
                 format!("{field}.memory_limit"),
                 "must be positive",
             ));
+        }
+        if let Some(d) = &self.disk_request {
+            if d.disk_space.0 < MIN_DISK_SPACE {
+                return Err(SpecError::new(
+                    format!("{field}.disk_request.disk_space"),
+                    format!(
+                        "{} bytes is less than the least of {MIN_DISK_SPACE} (1M)",
+                        d.disk_space.0
+                    ),
+                ));
+            }
         }
         for (key, value) in &self.environment {
             if value.contains('\0') {
@@ -620,6 +647,7 @@ tasks:
             environment: Default::default(),
             stdin: None,
             job_speculation_timeout: None,
+            disk_request: None,
         });
         assert!(spec.validate().unwrap_err().field.ends_with("cpu_limit"));
         spec.tasks.get_mut("task").unwrap().cpu_limit = 1.0;

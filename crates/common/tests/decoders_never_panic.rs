@@ -63,6 +63,7 @@ fn job_start() -> JobStartSpec {
         environment: BTreeMap::from([("A".to_string(), "b".to_string())]),
         stdin: Some("in".into()),
         resources: ResourceVector::ZERO,
+        disk_space: Some(1 << 30),
     }
 }
 

@@ -43,10 +43,19 @@ pub async fn run(
     config.guardian.watch(pgid);
 
     let mut aborted: Option<JobAbort> = None;
+    let mut over_disk: Option<String> = None;
+    let disk_space = spec.disk_space.unwrap_or(config.default_disk_space);
+    let disk = crate::disk_quota::watch(config.job_dir(spec.job_id.as_str()), disk_space);
     let status = tokio::select! {
         s = sandbox.wait() => s,
         Ok(a) = &mut abort => {
             aborted = Some(a);
+            sandbox.terminate(config.kill_grace).await;
+            sandbox.wait().await
+        }
+        why = disk => {
+            tracing::info!(job = %spec.job_id, reason = %why, "job stopped");
+            over_disk = Some(why);
             sandbox.terminate(config.kill_grace).await;
             sandbox.wait().await
         }
@@ -69,6 +78,7 @@ pub async fn run(
         }),
     };
     let (state, error) = match (&aborted, &status) {
+        _ if over_disk.is_some() => (JobState::Failed, over_disk),
         (Some(a), _) => (
             JobState::Aborted,
             Some(format!("aborted ({}): {}", a.reason, a.message)),

@@ -79,6 +79,10 @@ struct Args {
     /// pid_max), so jobs can never exhaust the host's pids.
     #[arg(long)]
     node_pids_limit: Option<u64>,
+    /// Disk a job's sandbox may fill when its task sets no `disk_request.disk_space`;
+    /// past it (or 1,000,000 files) the job fails with "disk limit exceeded".
+    #[arg(long, default_value = "16G")]
+    job_disk_space: ByteSize,
     /// Jobs of slot N run as uid and gid BASE + N (YTsaurus slot users). Used when the
     /// agent runs as root; otherwise jobs run as the agent's own user.
     #[arg(long, default_value_t = 20_000)]
@@ -285,6 +289,10 @@ async fn agent_main() -> anyhow::Result<()> {
         slot_uid_base,
         devices,
         namespaces,
+        default_disk_space: args
+            .job_disk_space
+            .0
+            .max(ytsched_common::spec::MIN_DISK_SPACE),
     };
     let stale_dirs = sandbox.remove_stale_dirs();
     if stale_dirs > 0 {

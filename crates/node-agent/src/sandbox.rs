@@ -51,6 +51,8 @@ pub struct SandboxConfig {
     /// Each job (of a slot user) in its own PID and mount namespaces with private
     /// `/tmp`, `/var/tmp` and `/dev/shm` (`job_namespaces`).
     pub namespaces: bool,
+    /// Bytes a job's sandbox may hold when its task asks for no `disk_request`.
+    pub default_disk_space: u64,
 }
 
 pub struct Sandbox {

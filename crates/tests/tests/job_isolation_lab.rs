@@ -112,3 +112,60 @@ fn two_agents_on_one_host_never_share_slot_uids() {
     // node0 runs on unharmed.
     assert_eq!(lab.node_info(0).unwrap()["state"], "online");
 }
+
+/// A job cannot fill the node's disk (issue 24 point 3): past its `disk_request` its
+/// sandbox is measured over the limit, the job is stopped and fails as "disk limit
+/// exceeded"; a job within its request, and one under the node's default, complete.
+/// Needs no root: the agent measures what the sandbox takes on disk.
+#[test]
+fn a_job_past_its_disk_space_fails_as_disk_limit_exceeded() {
+    let lab = Lab::start(vec![NodeOpts::args(&[
+        "--cpu",
+        "2",
+        "--memory",
+        "2G",
+        "--job-disk-space",
+        "32M",
+    ])])
+    .unwrap();
+    let writer = |mb: u32, disk: Option<&str>| {
+        let request = disk
+            .map(|d| format!(", disk_request: {{disk_space: {d}}}"))
+            .unwrap_or_default();
+        lab.submit_spec(&format!(
+            "max_failed_job_count: 1\ntasks: {{t: {{command: 'head -c {mb}M /dev/zero > big && sleep 30', cpu_limit: 0.5, memory_limit: 128M{request}}}}}"
+        ))
+        .unwrap()
+    };
+    let hog = writer(64, Some("8M"));
+    let default_hog = writer(64, None);
+    let done = lab.wait_finished(&hog, Duration::from_secs(60)).unwrap();
+    assert_eq!(done["state"], "failed", "{done}");
+    let jobs = lab.jobs(&hog).unwrap();
+    let error = jobs[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("disk limit exceeded") && error.contains("8388608"),
+        "{jobs:?}"
+    );
+    let done = lab
+        .wait_finished(&default_hog, Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(
+        done["state"], "failed",
+        "the node's default holds too: {done}"
+    );
+    // Within its request a job runs to its end.
+    let fits = lab
+        .submit_spec(
+            "tasks: {t: {command: 'head -c 4M /dev/zero > small && sleep 2', cpu_limit: 0.5, memory_limit: 128M, disk_request: {disk_space: 64M}}}",
+        )
+        .unwrap();
+    let done = lab.wait_finished(&fits, Duration::from_secs(60)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    // A request too small to hold the output files is refused at submission.
+    let e = lab
+        .submit_spec("tasks: {t: {command: 'true', disk_request: {disk_space: 1K}}}")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("disk_request.disk_space"), "{e}");
+}

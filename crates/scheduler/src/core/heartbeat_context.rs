@@ -86,6 +86,7 @@ mod tests {
             environment: Default::default(),
             stdin: None,
             resources: cpu(2.0),
+            disk_space: None,
         });
         assert_eq!(ctx.free(), cpu(2.0));
         ctx.abort(JobAbort {

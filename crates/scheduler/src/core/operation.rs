@@ -521,6 +521,7 @@ impl Operation {
             environment: t.spec.environment.clone(),
             stdin: t.spec.stdin.clone(),
             resources: job.resources,
+            disk_space: t.spec.disk_request.map(|d| d.disk_space.0),
         })
     }
 

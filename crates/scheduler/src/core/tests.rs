@@ -18,6 +18,7 @@ pub(super) fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
         environment: Default::default(),
         stdin: None,
         job_speculation_timeout: None,
+        disk_request: None,
     })
 }
 

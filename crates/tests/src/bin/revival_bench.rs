@@ -32,6 +32,7 @@ fn one_job() -> VanillaSpec {
         environment: Default::default(),
         stdin: None,
         job_speculation_timeout: None,
+        disk_request: None,
     })
 }
 
