@@ -2,6 +2,8 @@
 //! JetStream on a free loopback port, the scheduler, node agents, and the `ytsched` CLI.
 //! Every process is started in its own process group and killed by PID on drop.
 
+pub mod idle_http;
+
 use anyhow::{bail, Context};
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};

@@ -88,6 +88,11 @@ struct Args {
     /// then time this many `list_operations` pages of 100, each going on from the last.
     #[arg(long, default_value_t = 0)]
     list_pages: usize,
+    /// With --lab: serve the web UI and hold this many idle (or half-sent) HTTP
+    /// connections on it through the run, reopened as its header timeout closes them,
+    /// while a reader polls `/api/operations` twice a second with the admin's token.
+    #[arg(long, default_value_t = 0)]
+    idle_http: usize,
 }
 
 /// Counters every simulated node adds to.
@@ -589,19 +594,20 @@ fn prepare(args: &Args) -> anyhow::Result<Target> {
         let period = format!("{}ms", args.heartbeat_period_ms);
         // One submitter plays every user: its rate is the scheduler's capacity under
         // test, not a per-identity admission limit.
-        let lab = Lab::start_with(
-            &[
-                "--config",
-                &cfg_path,
-                "--heartbeat-period",
-                &period,
-                "--api-rate",
-                "1000000",
-                "--api-burst",
-                "1000000",
-            ],
-            vec![],
-        )?;
+        let mut scheduler_args = vec![
+            "--config",
+            &cfg_path,
+            "--heartbeat-period",
+            &period,
+            "--api-rate",
+            "1000000",
+            "--api-burst",
+            "1000000",
+        ];
+        if args.idle_http > 0 {
+            scheduler_args.extend(["--http", "127.0.0.1:0"]);
+        }
+        let lab = Lab::start_with(&scheduler_args, vec![])?;
         let auth_dir = lab.dir.path().join("auth");
         add_missing_nodes(&auth_dir, args.nodes)?;
         Ok(Target {
@@ -724,6 +730,14 @@ async fn scheduler_aborts(target: &Target) -> anyhow::Result<u64> {
     }
 }
 
+/// Raises this process's open-file limit to the hard limit, for `--idle-http`.
+fn raise_nofile() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -816,6 +830,19 @@ async fn main() -> anyhow::Result<()> {
         )));
     }
 
+    let ui_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ui = match (&target.lab, args.idle_http) {
+        (Some(lab), n) if n > 0 => {
+            raise_nofile();
+            let (addr, token) = (lab.http_addr()?, lab.web_token());
+            let stop = ui_stop.clone();
+            Some(std::thread::spawn(move || {
+                ytsched_tests::idle_http::run(addr, token, n, stop)
+            }))
+        }
+        (None, n) if n > 0 => bail!("--idle-http needs --lab"),
+        _ => None,
+    };
     let hz = clock_ticks();
     let me = std::process::id();
     let first_sched = target.scheduler_pid.and_then(proc_stat);
@@ -845,6 +872,18 @@ async fn main() -> anyhow::Result<()> {
     }
     let elapsed = start.elapsed().as_secs_f64();
     stop.set();
+    ui_stop.store(true, Relaxed);
+    let ui = match ui.map(|t| t.join()) {
+        Some(Ok(f)) => Some(f),
+        Some(Err(_)) => bail!("the idle HTTP clients panicked"),
+        None => None,
+    };
+    if let Some(f) = &ui {
+        println!(
+            "web UI with {} idle HTTP connections held: {} reads answered (p50 {:.1} ms, max {:.1} ms), {} failed",
+            f.idle_held, f.reads, f.p50_ms, f.max_ms, f.failures
+        );
+    }
     for t in tasks {
         match t.await {
             Ok(Ok(())) => {}
