@@ -252,10 +252,10 @@ async fn api_nodes(State(face): State<Face>, UrlQuery(q): UrlQuery<PageQuery>) -
 }
 
 async fn api_orchid(State(face): State<Face>) -> Response {
-    let snapshot = face.view.snapshot().await;
+    let orchid = face.view.orchid().await;
     (
         [(header::CONTENT_TYPE, "application/json")],
-        snapshot.orchid_json.clone(),
+        orchid.json.clone(),
     )
         .into_response()
 }
@@ -291,14 +291,12 @@ async fn metrics(State(face): State<Face>) -> Response {
             .iter()
             .zip(ratios)
         {
-            if let Some(v) = v {
-                let _ = writeln!(
-                    out,
-                    "ytsched_pool_ratio{{tree=\"{}\",pool=\"{}\",kind=\"{kind}\"}} {v}",
-                    label(tree),
-                    label(pool)
-                );
-            }
+            let _ = writeln!(
+                out,
+                "ytsched_pool_ratio{{tree=\"{}\",pool=\"{}\",kind=\"{kind}\"}} {v}",
+                label(tree),
+                label(pool)
+            );
         }
     }
     out.push_str("# HELP ytsched_refused_requests_total Requests dropped or turned away before the core, by reason.\n# TYPE ytsched_refused_requests_total counter\n");

@@ -1,22 +1,31 @@
-//! What the HTTP face reads, kept away from the core lock. Lists (operations, nodes, the
-//! orchid) come from one snapshot, rebuilt at most once per `FRESHNESS` and only while
-//! someone reads: a thousand readers cost one build a second, not a thousand lock holds.
-//! Reads of one operation go through one bounded queue to one task that answers them in
-//! batches under a single lock hold; a full queue is answered "busy, retry". No handler
-//! ever takes the core lock, so no number of readers can delay a heartbeat by more than
-//! one batch.
+//! What the HTTP face reads, kept away from long holds of the core lock. No handler
+//! takes the lock; one task does, briefly, for everyone:
+//! - the lists (operations, nodes, pool ratios for `/metrics`) are one snapshot, rebuilt
+//!   at most once per `FRESHNESS` and only while someone reads them; operations are
+//!   taken `CHUNK` at a time with the lock let go between chunks, so a heartbeat never
+//!   waits behind more than one chunk;
+//! - the orchid (every fair share figure of every operation, costly at 10,000
+//!   operations) is built only while `/api/orchid` is read: its facts are taken under
+//!   the lock, its maps made outside it, and no more often than every ten times the
+//!   whole build's cost;
+//! - reads of one operation go through one bounded queue and are answered in batches
+//!   under one hold; a full queue is answered "busy, retry".
 
 use crate::core::{JobPagePlan, SchedulerCore};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
-use ytsched_common::api::{ApiError, ListJobs, NodeInfo, OperationInfo};
+use ytsched_common::api::{ApiError, ListJobs, ListOperations, NodeInfo, OperationInfo};
 use ytsched_common::explain::Explanation;
 use ytsched_common::OperationId;
 
-/// How old a snapshot may be when it is read.
+/// How old the lists may be when they are read.
 pub const FRESHNESS: Duration = Duration::from_secs(1);
+/// Operations taken per hold of the core lock.
+const CHUNK: u32 = 500;
+/// The orchid is rebuilt no more often than this many times its own build time.
+const ORCHID_DUTY: u32 = 10;
 /// Reads of single operations waiting for the core at once.
 const QUERY_QUEUE: usize = 256;
 /// Reads answered per lock hold.
@@ -24,63 +33,23 @@ const BATCH: usize = 32;
 /// How long a reader waits for a fresh snapshot or an answer before being told busy.
 const WAIT: Duration = Duration::from_secs(5);
 
-/// One published view of the cluster.
+/// One published view of the lists.
 pub struct WebSnapshot {
     pub built: Option<Instant>,
-    /// Newest first: by start time, then id.
+    /// Newest first (by submission).
     pub operations: Vec<OperationInfo>,
     /// By id.
     pub nodes: Vec<NodeInfo>,
-    /// The orchid, serialised once per snapshot.
-    pub orchid_json: Bytes,
-    /// Per pool and tree: (tree, pool, fair share, usage, demand ratios), for `/metrics`.
-    pub pool_ratios: Vec<(String, String, [Option<f64>; 3])>,
+    /// Per pool and tree: fair share, usage and demand ratios, for `/metrics`.
+    pub pool_ratios: Vec<(String, String, [f64; 3])>,
 }
 
-impl WebSnapshot {
-    fn empty() -> Self {
-        WebSnapshot {
-            built: None,
-            operations: vec![],
-            nodes: vec![],
-            orchid_json: Bytes::from_static(b"{}"),
-            pool_ratios: vec![],
-        }
-    }
-
-    /// Takes the lists from the core (under its lock, by the caller).
-    fn take(core: &SchedulerCore) -> (Vec<OperationInfo>, Vec<NodeInfo>, serde_json::Value) {
-        (core.list_operations(), core.list_nodes(), core.orchid())
-    }
-
-    /// Sorts and serialises what `take` took, outside the lock.
-    fn build(
-        (mut operations, mut nodes, orchid): (Vec<OperationInfo>, Vec<NodeInfo>, serde_json::Value),
-    ) -> Self {
-        operations
-            .sort_by(|a, b| (b.start_time, b.id.as_str()).cmp(&(a.start_time, a.id.as_str())));
-        nodes.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut pool_ratios = vec![];
-        if let Some(trees) = orchid["scheduler"]["pool_trees"].as_object() {
-            for (tree, t) in trees {
-                for (pool, p) in t["pools"].as_object().into_iter().flatten() {
-                    let r = |k: &str| p[k].as_f64();
-                    pool_ratios.push((
-                        tree.clone(),
-                        pool.clone(),
-                        [r("fair_share_ratio"), r("usage_ratio"), r("demand_ratio")],
-                    ));
-                }
-            }
-        }
-        WebSnapshot {
-            built: Some(Instant::now()),
-            operations,
-            nodes,
-            orchid_json: serde_json::to_vec(&orchid).unwrap_or_default().into(),
-            pool_ratios,
-        }
-    }
+/// One published orchid, serialised.
+pub struct OrchidSnapshot {
+    pub built: Option<Instant>,
+    /// How long it took to build: the next is at least `ORCHID_DUTY` times later.
+    pub cost: Duration,
+    pub json: Bytes,
 }
 
 /// A read of one operation, answered by the core.
@@ -118,38 +87,62 @@ pub enum ViewBusy {
 /// The handlers' side.
 #[derive(Clone)]
 pub struct WebView {
-    snapshot: watch::Receiver<Arc<WebSnapshot>>,
-    wanted: Arc<Notify>,
+    lists: watch::Receiver<Arc<WebSnapshot>>,
+    orchid: watch::Receiver<Arc<OrchidSnapshot>>,
+    lists_wanted: Arc<Notify>,
+    orchid_wanted: Arc<Notify>,
     queries: mpsc::Sender<Query>,
 }
 
 impl WebView {
     /// Starts the task that builds snapshots and answers queries from `core`.
     pub fn start(core: Arc<Mutex<SchedulerCore>>) -> WebView {
-        let (tx, rx) = watch::channel(Arc::new(WebSnapshot::empty()));
+        let (lists_tx, lists) = watch::channel(Arc::new(WebSnapshot {
+            built: None,
+            operations: vec![],
+            nodes: vec![],
+            pool_ratios: vec![],
+        }));
+        let (orchid_tx, orchid) = watch::channel(Arc::new(OrchidSnapshot {
+            built: None,
+            cost: Duration::ZERO,
+            json: Bytes::from_static(b"{}"),
+        }));
         let (queries, query_rx) = mpsc::channel(QUERY_QUEUE);
-        let wanted = Arc::new(Notify::new());
-        tokio::spawn(publish(core, tx, wanted.clone(), query_rx));
-        WebView {
-            snapshot: rx,
-            wanted,
+        let view = WebView {
+            lists,
+            orchid,
+            lists_wanted: Arc::new(Notify::new()),
+            orchid_wanted: Arc::new(Notify::new()),
             queries,
-        }
+        };
+        tokio::spawn(publish(Publisher {
+            core,
+            lists: lists_tx,
+            orchid: orchid_tx,
+            lists_wanted: view.lists_wanted.clone(),
+            orchid_wanted: view.orchid_wanted.clone(),
+            queries: query_rx,
+        }));
+        view
     }
 
-    /// A snapshot no older than `FRESHNESS` (or the newest there is, if a build takes
+    /// The lists, no older than `FRESHNESS` (or the newest there are, if a build takes
     /// longer than a reader waits).
     pub async fn snapshot(&self) -> Arc<WebSnapshot> {
-        let mut rx = self.snapshot.clone();
-        let current = rx.borrow_and_update().clone();
-        if current.built.is_some_and(|b| b.elapsed() < FRESHNESS) {
-            return current;
-        }
-        self.wanted.notify_one();
-        match tokio::time::timeout(WAIT, rx.changed()).await {
-            Ok(Ok(())) => rx.borrow().clone(),
-            _ => current,
-        }
+        fresh(&self.lists, &self.lists_wanted, |s| {
+            s.built.is_some_and(|b| b.elapsed() < FRESHNESS)
+        })
+        .await
+    }
+
+    /// The orchid, as fresh as its cost allows.
+    pub async fn orchid(&self) -> Arc<OrchidSnapshot> {
+        fresh(&self.orchid, &self.orchid_wanted, |s| {
+            s.built
+                .is_some_and(|b| b.elapsed() < FRESHNESS.max(s.cost * ORCHID_DUTY))
+        })
+        .await
     }
 
     /// Asks the core one question and waits for its answer.
@@ -168,46 +161,140 @@ impl WebView {
     }
 }
 
-async fn publish(
+/// The current value of `rx` if `is_fresh`, else the next one (asked for through
+/// `wanted`), or the current one if none comes in time.
+async fn fresh<T>(
+    rx: &watch::Receiver<Arc<T>>,
+    wanted: &Notify,
+    is_fresh: impl Fn(&T) -> bool,
+) -> Arc<T> {
+    let mut rx = rx.clone();
+    let current = rx.borrow_and_update().clone();
+    if is_fresh(&current) {
+        return current;
+    }
+    wanted.notify_one();
+    match tokio::time::timeout(WAIT, rx.changed()).await {
+        Ok(Ok(())) => rx.borrow().clone(),
+        _ => current,
+    }
+}
+
+struct Publisher {
     core: Arc<Mutex<SchedulerCore>>,
-    snapshots: watch::Sender<Arc<WebSnapshot>>,
-    wanted: Arc<Notify>,
-    mut queries: mpsc::Receiver<Query>,
-) {
-    let mut last_built: Option<Instant> = None;
+    lists: watch::Sender<Arc<WebSnapshot>>,
+    orchid: watch::Sender<Arc<OrchidSnapshot>>,
+    lists_wanted: Arc<Notify>,
+    orchid_wanted: Arc<Notify>,
+    queries: mpsc::Receiver<Query>,
+}
+
+impl Publisher {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SchedulerCore> {
+        self.core.lock().expect("core lock")
+    }
+
+    /// Takes the lists, a chunk of operations per hold of the lock.
+    async fn build_lists(&self) -> WebSnapshot {
+        let (nodes, pool_ratios) = {
+            let c = self.lock();
+            (c.list_nodes(), c.pool_ratios())
+        };
+        let mut operations = vec![];
+        let mut cursor = None;
+        loop {
+            let req = ListOperations {
+                limit: Some(CHUNK),
+                cursor: cursor.take(),
+                ..Default::default()
+            };
+            let page = self.lock().list_operations_page(&req);
+            let Ok(page) = page else { break };
+            operations.extend(page.operations);
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+            // Heartbeats waiting for the lock go first.
+            tokio::task::yield_now().await;
+        }
+        let mut nodes = nodes;
+        nodes.sort_by(|a, b| a.id.cmp(&b.id));
+        // By start time then id, as the face's cursors count.
+        operations
+            .sort_by(|a, b| (b.start_time, b.id.as_str()).cmp(&(a.start_time, a.id.as_str())));
+        WebSnapshot {
+            built: Some(Instant::now()),
+            operations,
+            nodes,
+            pool_ratios,
+        }
+    }
+
+    async fn build_orchid(&self) -> Option<OrchidSnapshot> {
+        let started = Instant::now();
+        let facts = self.lock().orchid_facts();
+        let held = started.elapsed();
+        // The maps and their text are made outside the lock, off the async workers.
+        let json = tokio::task::spawn_blocking(move || {
+            serde_json::to_vec(&crate::core::orchid::orchid_of(facts))
+        })
+        .await
+        .ok()?
+        .ok()?;
+        let cost = started.elapsed();
+        tracing::debug!(
+            held_ms = held.as_secs_f64() * 1e3,
+            built_ms = cost.as_secs_f64() * 1e3,
+            "orchid built"
+        );
+        Some(OrchidSnapshot {
+            built: Some(Instant::now()),
+            cost,
+            json: json.into(),
+        })
+    }
+}
+
+async fn publish(mut p: Publisher) {
     loop {
         tokio::select! {
-            q = queries.recv() => {
+            q = p.queries.recv() => {
                 let Some(first) = q else { return };
                 let mut batch = vec![first];
                 while batch.len() < BATCH {
-                    match queries.try_recv() {
+                    match p.queries.try_recv() {
                         Ok(q) => batch.push(q),
                         Err(_) => break,
                     }
                 }
-                let c = core.lock().expect("core lock");
+                let c = p.lock();
                 for q in batch {
                     q.answer(&c);
                 }
             }
-            _ = wanted.notified() => {
-                // Readers who asked while a build was under way share the next one.
-                if last_built.is_some_and(|b| b.elapsed() < FRESHNESS / 2) {
-                    snapshots.send_modify(|_| {});
+            _ = p.lists_wanted.notified() => {
+                // Readers who asked while a build was under way share the last one.
+                let last = p.lists.borrow().built;
+                if last.is_some_and(|b| b.elapsed() < FRESHNESS / 2) {
+                    p.lists.send_modify(|_| {});
                     continue;
                 }
-                let taken = {
-                    let c = core.lock().expect("core lock");
-                    WebSnapshot::take(&c)
+                let s = p.build_lists().await;
+                let _ = p.lists.send(Arc::new(s));
+            }
+            _ = p.orchid_wanted.notified() => {
+                let (last, cost) = {
+                    let o = p.orchid.borrow();
+                    (o.built, o.cost)
                 };
-                let built = tokio::task::spawn_blocking(move || WebSnapshot::build(taken)).await;
-                match built {
-                    Ok(s) => {
-                        last_built = s.built;
-                        let _ = snapshots.send(Arc::new(s));
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot build the web snapshot"),
+                if last.is_some_and(|b| b.elapsed() < FRESHNESS.max(cost * ORCHID_DUTY)) {
+                    p.orchid.send_modify(|_| {});
+                    continue;
+                }
+                match p.build_orchid().await {
+                    Some(o) => { let _ = p.orchid.send(Arc::new(o)); }
+                    None => tracing::error!("cannot build the orchid for the web face"),
                 }
             }
         }

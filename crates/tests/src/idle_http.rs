@@ -20,8 +20,9 @@ pub struct UiFigures {
     pub idle_held: usize,
 }
 
-/// Holds `n` idle connections to `addr` and reads `/api/operations` with `token` every
-/// half second, until `stop`; returns what the reader saw.
+/// Holds `n` idle connections to `addr` and, with `token`, reads what the UI's pages
+/// read (`/api/operations`, then `/api/orchid`, in turn) every half second, until
+/// `stop`; returns what the reader saw.
 pub fn run(addr: String, token: String, n: usize, stop: Arc<AtomicBool>) -> UiFigures {
     let holder = {
         let (addr, stop) = (addr.clone(), stop.clone());
@@ -29,9 +30,12 @@ pub fn run(addr: String, token: String, n: usize, stop: Arc<AtomicBool>) -> UiFi
     };
     let mut times = vec![];
     let mut failures = 0;
+    let pages = ["/api/operations?limit=100", "/api/orchid"];
+    let mut turn = 0;
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
-        match crate::http_request(&addr, "/api/operations?limit=100", Some(&token)) {
+        turn += 1;
+        match crate::http_request(&addr, pages[turn % pages.len()], Some(&token)) {
             Ok((200, _)) => times.push(t.elapsed().as_secs_f64() * 1000.0),
             _ => failures += 1,
         }
@@ -62,7 +66,7 @@ fn hold(addr: &str, n: usize, stop: &AtomicBool) -> usize {
             let Ok(mut s) = TcpStream::connect(addr) else {
                 break;
             };
-            if open.len() % 2 == 0 {
+            if open.len().is_multiple_of(2) {
                 let _ = s.write_all(b"GET /api/orchid HTTP/1.1\r\nHost: idle\r\n");
             }
             let _ = s.set_nonblocking(true);

@@ -492,7 +492,10 @@ impl Lab {
                     .flatten(),
                 )
                 .args(&self.scheduler_args)
-                .env("RUST_LOG", "info"),
+                .env(
+                    "RUST_LOG",
+                    std::env::var("YTSCHED_LAB_SCHEDULER_LOG").unwrap_or_else(|_| "info".into()),
+                ),
             &self.scheduler_log_path(index),
         )?;
         self.schedulers[index] = Some(child);

@@ -74,13 +74,153 @@ fn common_fields(e: &Element, shares: &TreeShares) -> Map<String, Value> {
     m
 }
 
+/// What one operation of a tree's snapshot shows in the orchid.
+struct OpFacts {
+    state: OperationState,
+    pool: Option<String>,
+    user: String,
+    lightweight: bool,
+    running: usize,
+    pending: u64,
+    preemptible: (usize, usize),
+    resource_limits: Option<ytsched_common::spec::ResourceAmounts>,
+}
+
+/// A pending operation (no share yet), as the orchid lists it.
+struct PendingFacts {
+    id: String,
+    pool: String,
+    user: String,
+    weight: f64,
+    lightweight: bool,
+    demand: ResourceVector,
+    pending: u64,
+    resource_limits: Option<ytsched_common::spec::ResourceAmounts>,
+}
+
+/// What the orchid of one tree is made of, taken from the core (under its lock, in the
+/// service); the JSON is made from it afterwards, so a 10,000-operation orchid holds the
+/// lock only for these facts, not for building and serialising its maps.
+pub struct TreeFacts {
+    name: String,
+    tree: super::pool_tree::PoolTree,
+    shares: std::sync::Arc<TreeShares>,
+    counts: std::collections::HashMap<String, PoolCounts>,
+    starvation: Option<std::sync::Arc<super::starvation::TreeStarvation>>,
+    ops: std::collections::HashMap<ytsched_common::OperationId, OpFacts>,
+    pending: Vec<PendingFacts>,
+    node_count: usize,
+    resources: ResourceVector,
+}
+
 impl SchedulerCore {
     /// The orchid of one tree as of its last fair share update.
     pub fn tree_orchid(&self, tree_name: &str) -> Option<Value> {
+        Some(self.tree_facts(tree_name)?.orchid())
+    }
+
+    /// The facts of one tree's orchid.
+    pub fn tree_facts(&self, tree_name: &str) -> Option<TreeFacts> {
         let tree = self.cluster.trees.get(tree_name)?;
         let shares = self.tree_shares(tree_name).unwrap_or_default();
-        let shares = &*shares;
-        let counts = self.pool_counts(tree_name);
+        let mut ops = std::collections::HashMap::new();
+        for e in &shares.elements {
+            let ElementKind::Operation { id } = &e.kind else {
+                continue;
+            };
+            let Some(op) = self.operations.get(id) else {
+                continue;
+            };
+            let slot = op.slot(tree_name);
+            ops.insert(
+                id.clone(),
+                OpFacts {
+                    state: op.state,
+                    pool: slot.map(|s| s.pool.clone()),
+                    user: op.user.clone(),
+                    lightweight: slot.is_some_and(|s| s.lightweight),
+                    running: op.running_job_ids().count(),
+                    pending: op.waiting_job_count(),
+                    preemptible: self.preemptible_counts(id, tree_name),
+                    resource_limits: op.spec.resource_limits.clone(),
+                },
+            );
+        }
+        let pending = self
+            .operations
+            .values()
+            .filter(|o| o.state == OperationState::Pending)
+            .filter_map(|op| {
+                let slot = op.slot(tree_name)?;
+                Some(PendingFacts {
+                    id: op.id.to_string(),
+                    pool: slot.pool.clone(),
+                    user: op.user.clone(),
+                    weight: slot.weight,
+                    lightweight: slot.lightweight,
+                    demand: op.demand_in(tree_name),
+                    pending: op.waiting_job_count(),
+                    resource_limits: op.spec.resource_limits.clone(),
+                })
+            })
+            .collect();
+        Some(TreeFacts {
+            name: tree_name.to_string(),
+            tree: tree.clone(),
+            shares,
+            counts: self.pool_counts(tree_name),
+            starvation: self.tree_state(tree_name).map(|t| t.starvation.clone()),
+            ops,
+            pending,
+            node_count: self.tree_state(tree_name).map_or(0, |t| t.members.len()),
+            resources: self.tree_resources(tree_name),
+        })
+    }
+
+    /// The facts of every tree's orchid: what `orchid_of` makes the orchid from.
+    pub fn orchid_facts(&self) -> Vec<TreeFacts> {
+        self.cluster
+            .trees
+            .keys()
+            .filter_map(|name| self.tree_facts(name))
+            .collect()
+    }
+
+    /// `//sys/scheduler/orchid/scheduler`: every tree, and operations by id.
+    pub fn orchid(&self) -> Value {
+        orchid_of(self.orchid_facts())
+    }
+}
+
+/// `//sys/scheduler/orchid/scheduler` from its facts: every tree, and operations by id.
+pub fn orchid_of(facts: Vec<TreeFacts>) -> Value {
+    let mut trees = Map::new();
+    let mut operations = Map::new();
+    for f in facts {
+        let o = f.orchid();
+        if let Some(ops) = o.get("operations").and_then(|v| v.as_object()) {
+            for (id, v) in ops {
+                operations.insert(id.clone(), v.clone());
+            }
+        }
+        trees.insert(f.name, o);
+    }
+    json!({"scheduler": {"pool_trees": trees, "operations": operations}})
+}
+
+impl TreeFacts {
+    fn insert_statuses(&self, m: &mut Map<String, Value>, key: ElementKey) {
+        if let Some(s) = self.starvation.as_ref().and_then(|st| st.get(&key)) {
+            m.insert("scheduling_status".into(), json!(s.scheduling));
+            m.insert("starvation_status".into(), json!(s.starvation.name()));
+        }
+    }
+
+    /// The tree's orchid.
+    pub fn orchid(&self) -> Value {
+        let tree = &self.tree;
+        let shares = &*self.shares;
+        let counts = &self.counts;
         let mut pools = Map::new();
         let mut operations = Map::new();
         for e in &shares.elements {
@@ -93,7 +233,7 @@ impl SchedulerCore {
                         .map(|&c| element_satisfaction(&shares.elements[c]))
                         .fold(f64::INFINITY, f64::min);
                     m.insert("satisfaction_ratio".into(), json!(finite(sat)));
-                    self.insert_statuses(&mut m, tree_name, ElementKey::Pool(name.clone()));
+                    self.insert_statuses(&mut m, ElementKey::Pool(name.clone()));
                     m.insert(
                         "mode".into(),
                         json!(match mode {
@@ -142,7 +282,7 @@ impl SchedulerCore {
                         json!(e.total_resource_flow_ratio),
                     );
                     if let Some(ig) = &e.integral {
-                        self.insert_integral(&mut m, tree_name, ig, shares);
+                        insert_integral(&mut m, tree, ig, shares);
                     }
                     if let Some(p) = pool {
                         if let Some(l) = &p.config.resource_limits {
@@ -155,7 +295,7 @@ impl SchedulerCore {
                     pools.insert(name.clone(), Value::Object(m));
                 }
                 ElementKind::Operation { id } => {
-                    let Some(op) = self.operations.get(id) else {
+                    let Some(op) = self.ops.get(id) else {
                         continue;
                     };
                     let mut m = common_fields(e, shares);
@@ -163,27 +303,20 @@ impl SchedulerCore {
                         "satisfaction_ratio".into(),
                         json!(finite(element_satisfaction(e))),
                     );
-                    self.insert_statuses(&mut m, tree_name, ElementKey::Operation(id.clone()));
+                    self.insert_statuses(&mut m, ElementKey::Operation(id.clone()));
                     m.insert("state".into(), json!(op.state.name()));
-                    let slot = op.slot(tree_name);
-                    m.insert("pool".into(), json!(slot.map(|s| &s.pool)));
+                    m.insert("pool".into(), json!(op.pool));
                     m.insert("user".into(), json!(op.user));
-                    m.insert(
-                        "lightweight".into(),
-                        json!(slot.is_some_and(|s| s.lightweight)),
-                    );
-                    m.insert(
-                        "running_job_count".into(),
-                        json!(op.running_job_ids().count()),
-                    );
-                    m.insert("pending_job_count".into(), json!(op.waiting_job_count()));
-                    let (preemptible, aggressive) = self.preemptible_counts(id, tree_name);
+                    m.insert("lightweight".into(), json!(op.lightweight));
+                    m.insert("running_job_count".into(), json!(op.running));
+                    m.insert("pending_job_count".into(), json!(op.pending));
+                    let (preemptible, aggressive) = op.preemptible;
                     m.insert("preemptible_job_count".into(), json!(preemptible));
                     m.insert(
                         "aggressively_preemptible_job_count".into(),
                         json!(aggressive),
                     );
-                    if let Some(l) = &op.spec.resource_limits {
+                    if let Some(l) = &op.resource_limits {
                         m.insert("resource_limits".into(), json!(l));
                     }
                     if let Some(f) = e.fifo_index {
@@ -193,90 +326,30 @@ impl SchedulerCore {
                 }
             }
         }
-        self.insert_pending(tree_name, &shares.total, &mut operations);
-        let node_count = self.tree_state(tree_name).map_or(0, |t| t.members.len());
-        Some(json!({
-            "resource_limits": resource_vector(&self.tree_resources(tree_name)),
+        self.insert_pending(&shares.total, &mut operations);
+        json!({
+            "resource_limits": resource_vector(&self.resources),
             "config": tree.config.to_attributes(),
-            "node_count": node_count,
+            "node_count": self.node_count,
             "alerts": shares.alerts,
             "pools": pools,
             "operations": operations,
-        }))
-    }
-
-    /// SPEC 5.7 fields of a pool with `integral_guarantees`.
-    fn insert_integral(
-        &self,
-        m: &mut Map<String, Value>,
-        tree_name: &str,
-        ig: &IntegralView,
-        shares: &TreeShares,
-    ) {
-        let Some(tree) = self.cluster.trees.get(tree_name) else {
-            return;
-        };
-        let total = &shares.total;
-        let volume = ig.volume_ratio;
-        let k = tree.config.integral_guarantees.capacity_seconds();
-        m.insert("integral_guarantee_type".into(), json!(ig.kind));
-        m.insert(
-            "specified_resource_flow_ratio".into(),
-            json!(ig.specified_resource_flow_ratio),
-        );
-        m.insert(
-            "specified_burst_ratio".into(),
-            json!(ig.specified_burst_ratio),
-        );
-        m.insert("accumulated_resource_ratio_volume".into(), json!(volume));
-        m.insert(
-            "accumulated_resource_volume".into(),
-            resource_vector(&total.scale(volume)),
-        );
-        m.insert(
-            "integral_pool_capacity".into(),
-            resource_vector(&total.scale(k * ig.specified_resource_flow_ratio)),
-        );
-        if ig.kind == IntegralGuaranteeType::Burst {
-            // How long the volume lasts at the burst share, with the flow still coming in.
-            let drain = ig.specified_burst_ratio - ig.specified_resource_flow_ratio;
-            let seconds = if drain > 1e-12 {
-                volume / drain
-            } else {
-                f64::MAX
-            };
-            m.insert(
-                "estimated_burst_usage_duration_seconds".into(),
-                json!(finite(seconds)),
-            );
-        }
+        })
     }
 
     /// Pending operations (SPEC 5.4, 6.2): listed with their pool and demand; they have
     /// no fair share and no usage yet.
-    fn insert_pending(
-        &self,
-        tree_name: &str,
-        total: &ResourceVector,
-        out: &mut Map<String, Value>,
-    ) {
+    fn insert_pending(&self, total: &ResourceVector, out: &mut Map<String, Value>) {
         let zero = share_vector(&ResourceVector::ZERO);
-        for op in self
-            .operations
-            .values()
-            .filter(|o| o.state == OperationState::Pending)
-        {
-            let Some(slot) = op.slot(tree_name) else {
-                continue;
-            };
-            let demand = op.demand_in(tree_name);
+        for op in &self.pending {
+            let demand = op.demand;
             let demand_share = demand.share_of(total);
             let mut m = Map::new();
-            m.insert("state".into(), json!(op.state.name()));
-            m.insert("pool".into(), json!(slot.pool));
+            m.insert("state".into(), json!(OperationState::Pending.name()));
+            m.insert("pool".into(), json!(op.pool));
             m.insert("user".into(), json!(op.user));
-            m.insert("weight".into(), json!(slot.weight));
-            m.insert("lightweight".into(), json!(slot.lightweight));
+            m.insert("weight".into(), json!(op.weight));
+            m.insert("lightweight".into(), json!(op.lightweight));
             m.insert("fair_share_ratio".into(), json!(0.0));
             m.insert("usage_ratio".into(), json!(0.0));
             m.insert("demand_ratio".into(), json!(max_component(&demand_share)));
@@ -296,36 +369,82 @@ impl SchedulerCore {
             );
             m.insert("resource_demand".into(), resource_vector(&demand));
             m.insert("running_job_count".into(), json!(0));
-            m.insert("pending_job_count".into(), json!(op.waiting_job_count()));
-            if let Some(l) = &op.spec.resource_limits {
+            m.insert("pending_job_count".into(), json!(op.pending));
+            if let Some(l) = &op.resource_limits {
                 m.insert("resource_limits".into(), json!(l));
             }
-            out.insert(op.id.to_string(), Value::Object(m));
+            out.insert(op.id.clone(), Value::Object(m));
         }
     }
+}
 
-    fn insert_statuses(&self, m: &mut Map<String, Value>, tree: &str, key: ElementKey) {
-        if let Some(s) = self.starvation_of(tree, &key) {
-            m.insert("scheduling_status".into(), json!(s.scheduling));
-            m.insert("starvation_status".into(), json!(s.starvation.name()));
-        }
-    }
-
-    /// `//sys/scheduler/orchid/scheduler`: every tree, and operations by id.
-    pub fn orchid(&self) -> Value {
-        let mut trees = Map::new();
-        let mut operations = Map::new();
-        for name in self.cluster.trees.keys() {
-            if let Some(o) = self.tree_orchid(name) {
-                if let Some(ops) = o.get("operations").and_then(|v| v.as_object()) {
-                    for (id, v) in ops {
-                        operations.insert(id.clone(), v.clone());
-                    }
+impl SchedulerCore {
+    /// Each pool's fair share, usage and demand ratios (as the orchid shows them), per
+    /// tree: what `/metrics` needs, without building the orchid of every operation.
+    pub fn pool_ratios(&self) -> Vec<(String, String, [f64; 3])> {
+        let mut out = vec![];
+        for tree in self.cluster.trees.keys() {
+            let Some(shares) = self.tree_shares(tree) else {
+                continue;
+            };
+            for e in &shares.elements {
+                if let ElementKind::Pool { name, .. } = &e.kind {
+                    out.push((
+                        tree.clone(),
+                        name.clone(),
+                        [
+                            max_component(&e.fair_share.total),
+                            max_component(&e.usage_share),
+                            max_component(&e.demand_share),
+                        ],
+                    ));
                 }
-                trees.insert(name.clone(), o);
             }
         }
-        json!({"scheduler": {"pool_trees": trees, "operations": operations}})
+        out
+    }
+}
+
+/// SPEC 5.7 fields of a pool with `integral_guarantees`.
+fn insert_integral(
+    m: &mut Map<String, Value>,
+    tree: &super::pool_tree::PoolTree,
+    ig: &IntegralView,
+    shares: &TreeShares,
+) {
+    let total = &shares.total;
+    let volume = ig.volume_ratio;
+    let k = tree.config.integral_guarantees.capacity_seconds();
+    m.insert("integral_guarantee_type".into(), json!(ig.kind));
+    m.insert(
+        "specified_resource_flow_ratio".into(),
+        json!(ig.specified_resource_flow_ratio),
+    );
+    m.insert(
+        "specified_burst_ratio".into(),
+        json!(ig.specified_burst_ratio),
+    );
+    m.insert("accumulated_resource_ratio_volume".into(), json!(volume));
+    m.insert(
+        "accumulated_resource_volume".into(),
+        resource_vector(&total.scale(volume)),
+    );
+    m.insert(
+        "integral_pool_capacity".into(),
+        resource_vector(&total.scale(k * ig.specified_resource_flow_ratio)),
+    );
+    if ig.kind == IntegralGuaranteeType::Burst {
+        // How long the volume lasts at the burst share, with the flow still coming in.
+        let drain = ig.specified_burst_ratio - ig.specified_resource_flow_ratio;
+        let seconds = if drain > 1e-12 {
+            volume / drain
+        } else {
+            f64::MAX
+        };
+        m.insert(
+            "estimated_burst_usage_duration_seconds".into(),
+            json!(finite(seconds)),
+        );
     }
 }
 

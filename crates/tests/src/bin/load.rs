@@ -90,7 +90,7 @@ struct Args {
     list_pages: usize,
     /// With --lab: serve the web UI and hold this many idle (or half-sent) HTTP
     /// connections on it through the run, reopened as its header timeout closes them,
-    /// while a reader polls `/api/operations` twice a second with the admin's token.
+    /// while a reader polls what the UI pages read (`/api/operations`, `/api/orchid`) twice a second with the admin's token.
     #[arg(long, default_value_t = 0)]
     idle_http: usize,
 }
