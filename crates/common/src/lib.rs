@@ -25,6 +25,7 @@ pub mod spec;
 pub mod states;
 pub mod subjects;
 pub mod tag_filter;
+#[cfg(feature = "transport")]
 pub mod transport;
 pub mod units;
 pub mod yson;

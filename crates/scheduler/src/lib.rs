@@ -7,7 +7,8 @@
 pub mod admin_changes;
 pub mod approvals_file;
 pub mod archive;
-pub mod core;
+/// The pure core, in its own crate so that the compiler keeps it free of I/O and async.
+pub use ytsched_scheduler_core as core;
 pub mod event_log;
 pub mod followed_file;
 pub mod http;

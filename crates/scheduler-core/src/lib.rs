@@ -246,11 +246,11 @@ impl SchedulerCore {
         self.retire_finished(now);
     }
 
-    pub(super) fn take_nudges(&mut self) -> Vec<NodeId> {
+    pub(crate) fn take_nudges(&mut self) -> Vec<NodeId> {
         std::mem::take(&mut self.nudges).into_iter().collect()
     }
 
-    pub(super) fn take_events(&mut self) -> Vec<CoreEvent> {
+    pub(crate) fn take_events(&mut self) -> Vec<CoreEvent> {
         std::mem::take(&mut self.events)
     }
 

@@ -252,7 +252,7 @@ impl SchedulerCore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fair_share::DetailedShare;
+    use crate::fair_share::DetailedShare;
     use ytsched_common::resources::ResourceVector;
 
     fn element(kind: ElementKind, usage: f64, fair: f64, demand: f64) -> Element {

@@ -91,7 +91,7 @@ impl ShareHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fair_share::{DetailedShare, Element};
+    use crate::fair_share::{DetailedShare, Element};
     use ytsched_common::resources::{Resource, ResourceVector};
 
     fn shares_of(ops: &[&str]) -> TreeShares {
