@@ -144,6 +144,14 @@ impl Driver {
             };
             (result, effects, stored)
         };
+        self.carry_out(effects, stored).await;
+        result
+    }
+
+    /// What a core call leaves to do once its writes are queued: log its events, wait
+    /// until they are stored, hand retired operations to the archive, nudge the nodes the
+    /// core asked for. Every core call's effects go this one way, revival's included.
+    async fn carry_out(&self, effects: Effects, stored: crate::writer::Stored) {
         let Effects {
             retired,
             nudges,
@@ -167,7 +175,6 @@ impl Driver {
                 debug!(node = %node, error = %e, "cannot nudge node");
             }
         }
-        result
     }
 
     async fn reply(&self, to: async_nats::Subject, bytes: Vec<u8>, what: &str) {
@@ -585,16 +592,7 @@ pub async fn run(
     });
     // A configuration that was never stored is stored now, with what revival wrote.
     effects.config_changed |= fresh;
-    crate::event_log::log_events(&effects.events);
-    writer.submit(writes_of(&core, &effects)).wait().await;
-    info!(
-        operations = summary.operations,
-        unfinished = summary.unfinished,
-        running_jobs = summary.running_jobs,
-        window_ms = config.revival_window.as_millis() as u64,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "state revived from the store; waiting for nodes to report running jobs"
-    );
+    let revival_stored = writer.submit(writes_of(&core, &effects));
 
     // Callers are heard and answered on the bus identity's connection, which cannot
     // publish into the store whatever reply subject a caller names.
@@ -630,6 +628,17 @@ pub async fn run(
         state,
         share_updates: Arc::new(tokio::sync::Notify::new()),
     });
+    // Revival's effects go the way every call's do: stored, its retired operations
+    // archived, its nodes nudged.
+    driver.carry_out(effects, revival_stored).await;
+    info!(
+        operations = summary.operations,
+        unfinished = summary.unfinished,
+        running_jobs = summary.running_jobs,
+        window_ms = config.revival_window.as_millis() as u64,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "state revived from the store; waiting for nodes to report running jobs"
+    );
     if let Some(http) = config.http {
         let addr = http.addr;
         let listener = crate::http_listener::listen(addr)
