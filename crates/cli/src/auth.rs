@@ -14,11 +14,11 @@
 //! open connection is closed by the server. Nothing here involves the scheduler: it learns
 //! who calls from the subject nats-server let through.
 
+use crate::secret_files::{write_atomically, write_secret};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use ytsched_common::http_tokens::{HttpTokens, TokenEntry, HTTP_TOKENS_FILE};
 use ytsched_common::identity::{Credentials, Role, UserName};
@@ -400,35 +400,6 @@ impl AuthDir {
 fn quoted_list(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("\"{s}\"")).collect();
     format!("[{}]", quoted.join(", "))
-}
-
-/// Creates `path` with mode 0600 from the start, so the secret is never readable by others.
-fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    Ok(())
-}
-
-/// Writes `path` through a temporary file created with `mode` from the start, so no
-/// one else can read a secret even for a moment, and readers never see half a file.
-pub(crate) fn write_atomically(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
 }
 
 /// Runs one `ytsched auth` command.

@@ -9,6 +9,7 @@ mod lab;
 mod list_operations;
 mod output;
 mod run_vanilla;
+mod secret_files;
 mod tls;
 
 use clap::{Parser, Subcommand};

@@ -67,5 +67,5 @@ fn leaf(
 }
 
 fn write(dir: &Path, name: &str, text: &str, mode: u32) -> anyhow::Result<()> {
-    crate::auth::write_atomically(&dir.join(name), text, mode)
+    crate::secret_files::write_atomically(&dir.join(name), text, mode)
 }

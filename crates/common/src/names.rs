@@ -2,8 +2,33 @@
 //! once at the boundary, so a name that could widen a subject or escape a path never
 //! reaches the scheduler's core.
 
-use crate::pool_config::ROOT_POOL;
-use crate::spec::validate_pool_name;
+/// The root pool of every tree: not a name a pool may take, but one a path may name.
+pub const ROOT_POOL: &str = "<Root>";
+
+/// Longest pool (and pool tree) name.
+pub const MAX_POOL_NAME_LEN: usize = 100;
+
+/// Pool names match `[-_a-z0-9:A-Z]+` (SPEC 4.2), at most `MAX_POOL_NAME_LEN` bytes.
+pub fn validate_pool_name(name: &str) -> Result<(), String> {
+    if name.len() > MAX_POOL_NAME_LEN {
+        return Err(format!(
+            "'{}…' is not a valid pool name: {} bytes is longer than the limit of {MAX_POOL_NAME_LEN}",
+            name.chars().take(40).collect::<String>(),
+            name.len()
+        ));
+    }
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{name}' is not a valid pool name (letters, digits, '-', '_' and ':' only)"
+        ))
+    }
+}
 
 fn check_pool_name(s: &str) -> Result<(), String> {
     if s == ROOT_POOL {

@@ -426,7 +426,7 @@ impl Default for TreeIntegralGuarantees {
     }
 }
 
-pub const ROOT_POOL: &str = "<Root>";
+pub use crate::names::ROOT_POOL;
 
 /// A pool tree's configuration with every default filled in: what `@config` shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,7 @@ mod admin;
 mod admin_path;
 mod admission;
 pub mod config_file;
+mod core_indexes;
 pub mod delegation_budget;
 mod effects;
 pub use effects::Effects;
@@ -119,7 +120,7 @@ pub struct SchedulerCore {
     outputs: Vec<records::JobOutputRecord>,
     /// Operations per pool and the smallest job waiting per tree, kept up to date by
     /// `touch` (see `operation_index.rs`).
-    indexes: std::cell::RefCell<operation_index::Indexes>,
+    indexes: std::cell::RefCell<core_indexes::Indexes>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
     latest_now: UnixMillis,

@@ -6,10 +6,6 @@
 //! the operation contributes now. A configuration change (pools created, removed, moved)
 //! or a revival rebuilds it all. Each index checks itself against a scan in debug builds.
 
-use super::operation_counts::PoolCountsByTree;
-use super::pending_queue::PendingQueue;
-use super::waiting_jobs::SmallestWaiting;
-use super::SchedulerCore;
 use std::collections::{BTreeSet, HashMap};
 use ytsched_common::OperationId;
 
@@ -24,9 +20,9 @@ pub(super) trait Aggregate: Default {
 pub(super) struct OperationIndex<A: Aggregate> {
     sum: A,
     parts: HashMap<OperationId, Vec<A::Part>>,
-    dirty: BTreeSet<OperationId>,
+    pub(super) dirty: BTreeSet<OperationId>,
     /// Rebuild everything at the next read.
-    stale: bool,
+    pub(super) stale: bool,
 }
 
 impl<A: Aggregate> Default for OperationIndex<A> {
@@ -68,54 +64,5 @@ impl<A: Aggregate> OperationIndex<A> {
             }
         }
         &self.sum
-    }
-}
-
-/// The indexes the core keeps over its operations.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Indexes {
-    pub(super) counts: OperationIndex<PoolCountsByTree>,
-    pub(super) waiting: OperationIndex<SmallestWaiting>,
-    pub(super) pending: OperationIndex<PendingQueue>,
-    /// Operations changed since the live arrays (`live_usage.rs`) last looked.
-    live_changed: BTreeSet<OperationId>,
-    /// The live arrays are rebuilt at their next read.
-    live_stale: bool,
-}
-
-impl Indexes {
-    /// Re-count this operation at the next read.
-    pub(super) fn mark(&mut self, id: &OperationId) {
-        self.counts.dirty.insert(id.clone());
-        self.waiting.dirty.insert(id.clone());
-        self.pending.dirty.insert(id.clone());
-        self.live_changed.insert(id.clone());
-    }
-
-    fn invalidate(&mut self) {
-        self.counts.stale = true;
-        self.waiting.stale = true;
-        self.pending.stale = true;
-        self.live_stale = true;
-    }
-
-    /// The operations changed since the last call, or `None` when everything must be
-    /// re-read.
-    pub(super) fn take_live_changes(&mut self) -> Option<BTreeSet<OperationId>> {
-        let changed = std::mem::take(&mut self.live_changed);
-        (!std::mem::take(&mut self.live_stale)).then_some(changed)
-    }
-}
-
-impl SchedulerCore {
-    /// Records that an operation changed: the store writes it, the indexes re-count it.
-    pub(super) fn touch(&mut self, id: OperationId) {
-        self.indexes.get_mut().mark(&id);
-        self.touched.insert(id);
-    }
-
-    /// Everything is re-counted at the next read (configuration changed, state revived).
-    pub(super) fn recount_operations(&mut self) {
-        self.indexes.get_mut().invalidate();
     }
 }
