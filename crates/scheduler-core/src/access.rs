@@ -150,7 +150,7 @@ impl SchedulerCore {
         if caller.admin {
             return Ok(());
         }
-        let pool = match AdminPath::parse(path).map_err(|e| ApiError::new(e.0))? {
+        let pool = match AdminPath::parse(path).map_err(ApiError::from)? {
             AdminPath::Pool { tree, pool_path } if !pool_path.is_empty() => Some((tree, pool_path)),
             AdminPath::PoolAttribute {
                 tree, pool_path, ..
@@ -163,12 +163,9 @@ impl SchedulerCore {
                 caller.user
             )));
         };
-        let tree = self
-            .cluster
-            .tree(&tree_name)
-            .map_err(|e| ApiError::new(e.0))?;
+        let tree = self.cluster.tree(&tree_name).map_err(ApiError::from)?;
         let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
-        let pool = tree.resolve_path(&segs).map_err(|e| ApiError::new(e.0))?;
+        let pool = tree.resolve_path(&segs).map_err(ApiError::from)?;
         if pool_allows(tree, &pool, caller, Permission::Administer) {
             Ok(())
         } else {
@@ -193,10 +190,7 @@ impl SchedulerCore {
         }
         match (object_type, tree_name) {
             (ObjectType::SchedulerPool, Some(tree_name)) => {
-                let tree = self
-                    .cluster
-                    .tree(tree_name)
-                    .map_err(|e| ApiError::new(e.0))?;
+                let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
                 let parent = parent.unwrap_or(ROOT_POOL);
                 if parent != ROOT_POOL && !tree.contains(parent) {
                     return Err(ApiError::not_found(format!(

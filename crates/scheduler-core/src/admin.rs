@@ -24,7 +24,7 @@ fn navigate<'a>(
             Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
             _ => None,
         }
-        .ok_or_else(|| ConfigError(format!("{path_for_errors}: no '{key}' here")))?;
+        .ok_or_else(|| ConfigError::invalid(format!("{path_for_errors}: no '{key}' here")))?;
     }
     Ok(v)
 }
@@ -40,9 +40,9 @@ fn select(
     let Some(a) = attribute else {
         return Ok(attrs);
     };
-    let v = attrs
-        .get(&a)
-        .ok_or_else(|| ConfigError(format!("{path}: {owner} has no attribute '{a}' set")))?;
+    let v = attrs.get(&a).ok_or_else(|| {
+        ConfigError::not_found(format!("{path}: {owner} has no attribute '{a}' set"))
+    })?;
     navigate(v, sub, path).cloned()
 }
 
@@ -59,7 +59,7 @@ fn set_nested(root: &mut Value, sub: &[String], value: Value) -> Result<(), Conf
         }
         cur = cur
             .as_object_mut()
-            .ok_or_else(|| ConfigError(format!("'{key}' is not inside a map")))?
+            .ok_or_else(|| ConfigError::invalid(format!("'{key}' is not inside a map")))?
             .entry(key.clone())
             .or_insert(Value::Null);
     }
@@ -67,7 +67,7 @@ fn set_nested(root: &mut Value, sub: &[String], value: Value) -> Result<(), Conf
         *cur = Value::Object(Map::new());
     }
     cur.as_object_mut()
-        .ok_or_else(|| ConfigError(format!("'{last}' is not inside a map")))?
+        .ok_or_else(|| ConfigError::invalid(format!("'{last}' is not inside a map")))?
         .insert(last.clone(), value);
     Ok(())
 }
@@ -78,12 +78,12 @@ fn remove_nested(root: &mut Value, sub: &[String]) -> Result<(), ConfigError> {
     for key in init {
         cur = cur
             .get_mut(key)
-            .ok_or_else(|| ConfigError(format!("no '{key}' here")))?;
+            .ok_or_else(|| ConfigError::invalid(format!("no '{key}' here")))?;
     }
     cur.as_object_mut()
         .and_then(|m| m.remove(last))
         .map(|_| ())
-        .ok_or_else(|| ConfigError(format!("no '{last}' here")))
+        .ok_or_else(|| ConfigError::invalid(format!("no '{last}' here")))
 }
 
 /// Pool attributes the scheduler reports but an admin does not set.
@@ -101,8 +101,9 @@ impl AttributeEdit {
         match self {
             AttributeEdit::Set(None, value) => return Ok(value),
             AttributeEdit::Set(Some(path), value) => set_nested(&mut attrs, &path, value)?,
-            AttributeEdit::Remove(path) => remove_nested(&mut attrs, &path)
-                .map_err(|_| ConfigError(format!("attribute '{}' is not set", path.join("/"))))?,
+            AttributeEdit::Remove(path) => remove_nested(&mut attrs, &path).map_err(|_| {
+                ConfigError::invalid(format!("attribute '{}' is not set", path.join("/")))
+            })?,
         }
         Ok(attrs)
     }
@@ -126,15 +127,15 @@ impl SchedulerCore {
         let t = self.cluster.tree(tree)?;
         let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
         t.resolve_path(&segs)
-            .map_err(|e| ConfigError(format!("pool tree '{tree}': {e}")))
+            .map_err(|e| e.at(&format!("pool tree '{tree}'")))
     }
 
     /// The pool a `.../@attr` path is about; the root has no attributes of its own.
     fn attribute_pool(&self, tree: &str, pool_path: &[String]) -> Result<String, ConfigError> {
         let pool = self.resolve_pool(tree, pool_path)?;
         if pool == ROOT_POOL {
-            return Err(ConfigError(
-                "the root pool's settings are the tree's @config".into(),
+            return Err(ConfigError::invalid(
+                "the root pool's settings are the tree's @config",
             ));
         }
         Ok(pool)
@@ -184,7 +185,7 @@ impl SchedulerCore {
 
     pub fn admin_get(&self, path: &str) -> Result<Value, ConfigError> {
         let target = AdminPath::parse(path)?;
-        let here = |e: ConfigError| ConfigError(format!("{path}: {}", e.0));
+        let here = |e: ConfigError| e.at(path);
         match target {
             AdminPath::PoolTrees => Ok(Value::Object(
                 self.cluster
@@ -240,7 +241,9 @@ impl SchedulerCore {
                     .nodes
                     .values()
                     .find(|n| n.id.as_str() == node)
-                    .ok_or_else(|| here(ConfigError(format!("no such node: '{node}'"))))?;
+                    .ok_or_else(|| {
+                        here(ConfigError::not_found(format!("no such node: '{node}'")))
+                    })?;
                 let attrs = json!({
                     "tags": n.all_tags,
                     "system_tags": n.system_tags,
@@ -257,7 +260,7 @@ impl SchedulerCore {
                 });
                 match attribute {
                     None if sub.is_empty() => Ok(json!({})),
-                    None => Err(here(ConfigError("nothing may follow '@'".into()))),
+                    None => Err(here(ConfigError::invalid("nothing may follow '@'"))),
                     a => select(attrs, a, &sub, &format!("node '{node}'"), path),
                 }
             }
@@ -268,7 +271,7 @@ impl SchedulerCore {
     /// Builds only the part of the orchid a path reaches into: one tree for a tree's
     /// or an operation's fields, everything only for the orchid's top.
     fn orchid_get(&self, sub: &[String], path: &str) -> Result<Value, ConfigError> {
-        let missing = || ConfigError(format!("{path}: no such orchid node"));
+        let missing = || ConfigError::not_found(format!("{path}: no such orchid node"));
         let parts: Vec<&str> = sub.iter().map(String::as_str).collect();
         match parts.as_slice() {
             ["scheduler", "pool_trees", tree, ..] => {
@@ -292,7 +295,7 @@ impl SchedulerCore {
     pub fn admin_list(&self, path: &str) -> Result<Vec<String>, ConfigError> {
         match self.admin_get(path)? {
             Value::Object(m) => Ok(m.keys().cloned().collect()),
-            other => Err(ConfigError(format!(
+            other => Err(ConfigError::invalid(format!(
                 "{path}: cannot list a {} value",
                 match other {
                     Value::Array(_) => "list",
@@ -313,7 +316,7 @@ impl SchedulerCore {
 
     pub fn admin_set(&mut self, path: &str, value: Value) -> Result<(), ConfigError> {
         let target = AdminPath::parse(path)?;
-        let here = |e: ConfigError| ConfigError(format!("{path}: {}", e.0));
+        let here = |e: ConfigError| e.at(path);
         match target {
             AdminPath::DefaultTree => {
                 let tree = match value {
@@ -323,7 +326,7 @@ impl SchedulerCore {
                         Some(s)
                     }
                     other => {
-                        return Err(here(ConfigError(format!(
+                        return Err(here(ConfigError::invalid(format!(
                             "expected a pool tree name, got {other}"
                         ))))
                     }
@@ -360,8 +363,8 @@ impl SchedulerCore {
                     .map_err(here)?;
             }
             AdminPath::Pool { .. } | AdminPath::PoolTrees => {
-                return Err(here(ConfigError(
-                    "pools and pool trees are made with `create scheduler_pool` / `create scheduler_pool_tree`; set their attributes with .../@<attr>".into(),
+                return Err(here(ConfigError::invalid(
+                    "pools and pool trees are made with `create scheduler_pool` / `create scheduler_pool_tree`; set their attributes with .../@<attr>",
                 )))
             }
             AdminPath::Node {
@@ -379,12 +382,12 @@ impl SchedulerCore {
                 self.set_maintenance(&node, &a, value).map_err(here)?;
             }
             AdminPath::ClusterNodes | AdminPath::Node { .. } => {
-                return Err(here(ConfigError(
-                    "of a node's attributes only @user_tags, @banned, @decommissioned and @disable_scheduler_jobs can be set".into(),
+                return Err(here(ConfigError::invalid(
+                    "of a node's attributes only @user_tags, @banned, @decommissioned and @disable_scheduler_jobs can be set",
                 )))
             }
             AdminPath::Orchid(_) => {
-                return Err(here(ConfigError("the orchid is read-only".into())))
+                return Err(here(ConfigError::invalid("the orchid is read-only")))
             }
         }
         self.on_config_changed();
@@ -393,18 +396,18 @@ impl SchedulerCore {
 
     pub fn admin_remove(&mut self, path: &str) -> Result<(), ConfigError> {
         let target = AdminPath::parse(path)?;
-        let here = |e: ConfigError| ConfigError(format!("{path}: {}", e.0));
+        let here = |e: ConfigError| e.at(path);
         match target {
             AdminPath::Pool { tree, pool_path } if pool_path.is_empty() => {
                 self.cluster.tree(&tree).map_err(here)?;
                 if self.cluster.default_tree.as_deref() == Some(tree.as_str()) {
-                    return Err(here(ConfigError(format!(
+                    return Err(here(ConfigError::invalid(format!(
                         "pool tree '{tree}' is the default tree; set //sys/pool_trees/@default_tree first"
                     ))));
                 }
                 let busy = self.unfinished_in(&tree, None);
                 if busy > 0 {
-                    return Err(here(ConfigError(format!(
+                    return Err(here(ConfigError::invalid(format!(
                         "pool tree '{tree}' has {busy} unfinished operation(s)"
                     ))));
                 }
@@ -414,7 +417,7 @@ impl SchedulerCore {
                 let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
                 let busy = self.unfinished_in(&tree, Some(&pool));
                 if busy > 0 {
-                    return Err(here(ConfigError(format!(
+                    return Err(here(ConfigError::invalid(format!(
                         "pool '{pool}' has {busy} unfinished operation(s)"
                     ))));
                 }
@@ -456,9 +459,8 @@ impl SchedulerCore {
                 self.set_maintenance(&node, &a, Value::Null).map_err(here)?;
             }
             _ => {
-                return Err(here(ConfigError(
-                    "only pools, pool trees, their attributes and node @user_tags, @banned, @decommissioned, @disable_scheduler_jobs can be removed"
-                        .into(),
+                return Err(here(ConfigError::invalid(
+                    "only pools, pool trees, their attributes and node @user_tags, @banned, @decommissioned, @disable_scheduler_jobs can be removed",
                 )))
             }
         }
@@ -486,13 +488,15 @@ impl SchedulerCore {
     pub fn create_pool_tree(&mut self, name: &str, attributes: Value) -> Result<(), ConfigError> {
         validate_tree_name(name)?;
         if self.cluster.trees.contains_key(name) {
-            return Err(ConfigError(format!("pool tree '{name}' already exists")));
+            return Err(ConfigError::invalid(format!(
+                "pool tree '{name}' already exists"
+            )));
         }
         let config_value = match attributes {
             Value::Object(mut m) if m.contains_key("config") => {
                 let c = m.remove("config").unwrap_or(Value::Null);
                 if let Some(k) = m.keys().next() {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::invalid(format!(
                         "pool tree '{name}': unknown attribute '{k}' next to 'config'"
                     )));
                 }
@@ -548,7 +552,7 @@ impl SchedulerCore {
         if overlaps.is_empty() {
             return Ok(());
         }
-        Err(ConfigError(format!(
+        Err(ConfigError::invalid(format!(
             "nodes_filter '{}' of pool tree '{name}' would put nodes in several pool trees: {}",
             tree.config.nodes_filter,
             overlaps.join(", ")
@@ -563,14 +567,14 @@ impl SchedulerCore {
             Value::Array(items) => items
                 .into_iter()
                 .map(|v| match v {
-                    Value::String(s) => validate_tag(&s).map(|_| s).map_err(ConfigError),
-                    other => Err(ConfigError(format!(
+                    Value::String(s) => validate_tag(&s).map(|_| s).map_err(ConfigError::invalid),
+                    other => Err(ConfigError::invalid(format!(
                         "user_tags: expected tag strings, got {other}"
                     ))),
                 })
                 .collect::<Result<_, _>>()?,
             other => {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::invalid(format!(
                     "user_tags: expected a list of tags, e.g. [\"custom_tag\"], got {other}"
                 )))
             }
@@ -598,13 +602,14 @@ impl SchedulerCore {
         attribute: &str,
         value: Value,
     ) -> Result<(), ConfigError> {
-        let flag = MaintenanceFlag::parse(attribute)
-            .ok_or_else(|| ConfigError(format!("'{attribute}' is not a maintenance attribute")))?;
+        let flag = MaintenanceFlag::parse(attribute).ok_or_else(|| {
+            ConfigError::invalid(format!("'{attribute}' is not a maintenance attribute"))
+        })?;
         let on = match value {
             Value::Bool(b) => b,
             Value::Null => false,
             other => {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::invalid(format!(
                     "{}: expected true or false, got {other}",
                     flag.name()
                 )))
@@ -626,7 +631,7 @@ impl SchedulerCore {
         if self.nodes.contains_key(&id) {
             Ok(id)
         } else {
-            Err(ConfigError(format!("no such node: '{node}'")))
+            Err(ConfigError::not_found(format!("no such node: '{node}'")))
         }
     }
 

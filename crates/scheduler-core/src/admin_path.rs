@@ -40,7 +40,7 @@ pub enum AdminPath {
 
 impl AdminPath {
     pub fn parse(path: &str) -> Result<Self, ConfigError> {
-        let bad = |why: &str| ConfigError(format!("bad path '{path}': {why}"));
+        let bad = |why: &str| ConfigError::invalid(format!("bad path '{path}': {why}"));
         let rest = path
             .strip_prefix("//")
             .ok_or_else(|| bad("paths start with '//', e.g. //sys/pool_trees/default"))?;
@@ -156,7 +156,7 @@ mod tests {
             "//sys/pool_trees/t/@weight",
         ] {
             let e = AdminPath::parse(bad).unwrap_err();
-            assert!(e.0.contains(bad), "{e}");
+            assert!(e.message.contains(bad), "{e}");
         }
     }
 }

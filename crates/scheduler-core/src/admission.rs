@@ -129,7 +129,7 @@ impl SchedulerCore {
                 np.config,
                 Some(user.into()),
             )
-            .map_err(|e| ApiError::new(e.0))?;
+            .map_err(ApiError::from)?;
             self.config_revision += 1;
         }
         let seq = self.next_operation_seq;
@@ -174,10 +174,7 @@ impl SchedulerCore {
         caller: Option<&Caller>,
         spec: &VanillaSpec,
     ) -> Result<TreeAdmission, ApiError> {
-        let tree = self
-            .cluster
-            .tree(tree_name)
-            .map_err(|e| ApiError::new(e.0))?;
+        let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
         let options = spec.scheduling_options_per_pool_tree.get(tree_name);
         let requested = options
             .and_then(|o| o.pool.as_ref())

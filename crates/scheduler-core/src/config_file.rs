@@ -97,7 +97,7 @@ fn add_pools(
         Value::Null => return Ok(()),
         Value::Object(m) => m,
         other => {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::invalid(format!(
                 "pool tree '{tree_name}': pools under '{parent}' must be a map of pool names, got {other}"
             )))
         }
@@ -107,7 +107,7 @@ fn add_pools(
             Value::Null => serde_json::Map::new(),
             Value::Object(m) => m.clone(),
             other => {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::invalid(format!(
                     "pool '{name}': expected a map of attributes, got {other}"
                 )))
             }

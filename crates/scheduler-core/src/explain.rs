@@ -284,7 +284,7 @@ impl SchedulerCore {
         let tree = self
             .cluster
             .tree(&tree_name)
-            .map_err(|e| ApiError::not_found(e.0))?;
+            .map_err(|e| ApiError::not_found(e.message))?;
         let config = tree.pools.get(pool).ok_or_else(|| {
             ApiError::not_found(format!("no pool '{pool}' in tree '{tree_name}'"))
         })?;

@@ -248,7 +248,10 @@ fn admin_errors_are_precise_and_change_nothing() {
             json!({"cpu": 5}),
         )
         .unwrap_err();
-    assert!(e.0.contains("company") && e.0.contains("cpu = 11"), "{e}");
+    assert!(
+        e.message.contains("company") && e.message.contains("cpu = 11"),
+        "{e}"
+    );
 
     core.create_pool("default", "q", None, json!({"mode": "fifo"}))
         .unwrap();
@@ -256,45 +259,51 @@ fn admin_errors_are_precise_and_change_nothing() {
     let e = core
         .create_pool("default", "sub", Some("q"), json!({}))
         .unwrap_err();
-    assert!(e.0.contains("FIFO"), "{e}");
+    assert!(e.message.contains("FIFO"), "{e}");
     let e = core
         .admin_set("//sys/pool_trees/default/company/@mode", json!("fifo"))
         .unwrap_err();
-    assert!(e.0.contains("FIFO") && e.0.contains("company"), "{e}");
+    assert!(
+        e.message.contains("FIFO") && e.message.contains("company"),
+        "{e}"
+    );
     assert_eq!(core.cluster_config(), &before_q);
 
     let e = core
         .admin_set("//sys/pool_trees/default/nope/@weight", json!(2))
         .unwrap_err();
-    assert!(e.0.contains("nope"), "{e}");
+    assert!(e.message.contains("nope"), "{e}");
     let e = core.admin_set("sys/pool_trees", json!(2)).unwrap_err();
-    assert!(e.0.contains("start with '//'"), "{e}");
+    assert!(e.message.contains("start with '//'"), "{e}");
     let e = core
         .admin_set("//sys/pool_trees/default/company/@weight", json!("heavy"))
         .unwrap_err();
-    assert!(e.0.contains("weight") && e.0.contains("company"), "{e}");
+    assert!(
+        e.message.contains("weight") && e.message.contains("company"),
+        "{e}"
+    );
     let e = core
         .admin_set("//sys/pool_trees/default/company/@wieght", json!(2))
         .unwrap_err();
-    assert!(e.0.contains("wieght"), "{e}");
+    assert!(e.message.contains("wieght"), "{e}");
     let e = core
         .admin_set(
             "//sys/pool_trees/default/company/@max_running_operation_count",
             json!(80),
         )
         .unwrap_err();
-    assert!(e.0.contains("max_operation_count"), "{e}");
+    assert!(e.message.contains("max_operation_count"), "{e}");
     let e = core
         .admin_set(
             "//sys/pool_trees/default/@config/fair_share_starvation_tolerance",
             json!(3),
         )
         .unwrap_err();
-    assert!(e.0.contains("fair_share_starvation_tolerance"), "{e}");
+    assert!(e.message.contains("fair_share_starvation_tolerance"), "{e}");
     let e = core
         .create_pool("default", "dev", None, json!({}))
         .unwrap_err();
-    assert!(e.0.contains("already exists"), "{e}");
+    assert!(e.message.contains("already exists"), "{e}");
     let mut expected = before.clone();
     expected.trees.get_mut("default").unwrap().pools = before_q.trees["default"].pools.clone();
     assert_eq!(

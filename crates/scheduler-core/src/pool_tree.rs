@@ -16,13 +16,52 @@ use ytsched_common::NodeId;
 
 /// A configuration change or lookup that cannot be done, with a message naming the pool,
 /// attribute or path at fault.
+///
+/// Its kind says what went wrong the way every answer says it (the API code, the HTTP
+/// status, the CLI's exit status): a missing tree, pool or node is `NotFound`, a bad
+/// value or path `InvalidArgument`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+#[error("{message}")]
+pub struct ConfigError {
+    pub kind: ytsched_common::api::ErrorKind,
+    pub message: String,
+}
+
+impl ConfigError {
+    /// A value, path or change that cannot be taken.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ConfigError {
+            kind: ytsched_common::api::ErrorKind::InvalidArgument,
+            message: message.into(),
+        }
+    }
+
+    /// The same error, said of `path`.
+    pub fn at(self, path: &str) -> Self {
+        ConfigError {
+            kind: self.kind,
+            message: format!("{path}: {}", self.message),
+        }
+    }
+
+    /// A tree, pool, node or attribute that is not there.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ConfigError {
+            kind: ytsched_common::api::ErrorKind::NotFound,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ConfigError> for ytsched_common::api::ApiError {
+    fn from(e: ConfigError) -> Self {
+        ytsched_common::api::ApiError::of(e.kind, e.message)
+    }
+}
 
 impl From<ytsched_common::pool_config::AttributeError> for ConfigError {
     fn from(e: ytsched_common::pool_config::AttributeError) -> Self {
-        ConfigError(e.to_string())
+        ConfigError::invalid(e.to_string())
     }
 }
 
@@ -93,19 +132,20 @@ impl ClusterConfig {
     pub fn tree(&self, name: &str) -> Result<&PoolTree, ConfigError> {
         self.trees
             .get(name)
-            .ok_or_else(|| ConfigError(format!("no such pool tree: '{name}'")))
+            .ok_or_else(|| ConfigError::not_found(format!("no such pool tree: '{name}'")))
     }
 
     pub fn tree_mut(&mut self, name: &str) -> Result<&mut PoolTree, ConfigError> {
         self.trees
             .get_mut(name)
-            .ok_or_else(|| ConfigError(format!("no such pool tree: '{name}'")))
+            .ok_or_else(|| ConfigError::not_found(format!("no such pool tree: '{name}'")))
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         if let Some(d) = &self.default_tree {
-            self.tree(d)
-                .map_err(|_| ConfigError(format!("default_tree names no pool tree: '{d}'")))?;
+            self.tree(d).map_err(|_| {
+                ConfigError::invalid(format!("default_tree names no pool tree: '{d}'"))
+            })?;
         }
         for (name, tree) in &self.trees {
             tree.validate(name)?;
@@ -113,7 +153,7 @@ impl ClusterConfig {
         for (node, tags) in &self.node_user_tags {
             for t in tags {
                 validate_tag(t)
-                    .map_err(|m| ConfigError(format!("user_tags of node {node}: {m}")))?;
+                    .map_err(|m| ConfigError::invalid(format!("user_tags of node {node}: {m}")))?;
             }
         }
         Ok(())
@@ -122,7 +162,8 @@ impl ClusterConfig {
 
 /// Pool tree names follow pool names' alphabet.
 pub fn validate_tree_name(name: &str) -> Result<(), ConfigError> {
-    validate_pool_name(name).map_err(|m| ConfigError(m.replace("pool name", "pool tree name")))
+    validate_pool_name(name)
+        .map_err(|m| ConfigError::invalid(m.replace("pool name", "pool tree name")))
 }
 
 impl PoolTree {
@@ -136,7 +177,7 @@ impl PoolTree {
     pub fn pool(&self, name: &str) -> Result<&Pool, ConfigError> {
         self.pools
             .get(name)
-            .ok_or_else(|| ConfigError(format!("no such pool: '{name}'")))
+            .ok_or_else(|| ConfigError::not_found(format!("no such pool: '{name}'")))
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -175,7 +216,9 @@ impl PoolTree {
         for seg in segments {
             let pool = self.pools.get(*seg).filter(|p| p.parent == parent);
             if pool.is_none() {
-                return Err(ConfigError(format!("no pool '{seg}' under '{parent}'")));
+                return Err(ConfigError::not_found(format!(
+                    "no pool '{seg}' under '{parent}'"
+                )));
             }
             parent = seg.to_string();
         }
@@ -243,24 +286,24 @@ impl PoolTree {
         if name != ROOT_POOL && name.contains('$') && ephemeral_user.is_some() {
             // Ephemeral subpools are `<pool>$<user>`; both halves follow the alphabet.
             for part in name.split('$') {
-                validate_pool_name(part).map_err(ConfigError)?;
+                validate_pool_name(part).map_err(ConfigError::invalid)?;
             }
         } else {
-            validate_pool_name(name).map_err(ConfigError)?;
+            validate_pool_name(name).map_err(ConfigError::invalid)?;
         }
         if self.pools.contains_key(name) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::invalid(format!(
                 "pool '{name}' already exists in pool tree '{tree_name}'"
             )));
         }
         if self.pools.len() >= MAX_POOLS_PER_TREE {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::invalid(format!(
                 "pool tree '{tree_name}' already has {} pools, the limit is {MAX_POOLS_PER_TREE}",
                 self.pools.len()
             )));
         }
         if !self.contains(parent) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::not_found(format!(
                 "parent pool '{parent}' does not exist in pool tree '{tree_name}'"
             )));
         }
@@ -298,7 +341,7 @@ impl PoolTree {
     pub fn remove_pool(&mut self, name: &str) -> Result<Pool, ConfigError> {
         self.pool(name)?;
         if let Some(child) = self.children(name).next() {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::invalid(format!(
                 "pool '{name}' has child pool '{child}'; remove the children first"
             )));
         }
@@ -310,41 +353,43 @@ impl PoolTree {
         self.config.validate(tree_name)?;
         let d = &self.config.default_parent_pool;
         if !self.contains(d) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::invalid(format!(
                 "pool tree '{tree_name}': attribute 'default_parent_pool': pool '{d}' does not exist"
             )));
         }
         if let Some(p) = self.pools.get(d) {
             if p.config.mode() == PoolMode::Fifo {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::invalid(format!(
                     "pool tree '{tree_name}': attribute 'default_parent_pool': pool '{d}' is a FIFO pool and cannot hold ephemeral pools"
                 )));
             }
         }
         for (name, pool) in &self.pools {
             if !self.contains(&pool.parent) {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::invalid(format!(
                     "pool '{name}': parent '{}' does not exist",
                     pool.parent
                 )));
             }
             if self.ancestry(name).len() > self.pools.len() {
-                return Err(ConfigError(format!("pool '{name}' is its own ancestor")));
+                return Err(ConfigError::invalid(format!(
+                    "pool '{name}' is its own ancestor"
+                )));
             }
             let (total, running) = self.count_limits_of(&pool.config);
             if total < running {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::invalid(format!(
                     "pool '{name}': attribute 'max_operation_count': {total} is less than max_running_operation_count = {running}"
                 )));
             }
             if pool.config.mode() == PoolMode::Fifo {
                 if let Some(child) = self.children(name).next() {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::invalid(format!(
                         "pool '{name}': a FIFO pool cannot have child pools (it has '{child}')"
                     )));
                 }
                 if pool.config.create_ephemeral_subpools == Some(true) {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::invalid(format!(
                         "pool '{name}': a FIFO pool cannot create ephemeral subpools"
                     )));
                 }
@@ -364,7 +409,7 @@ impl PoolTree {
                     .children(parent)
                     .find(|c| has_guarantee(&self.pools[*c].config))
                 {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::invalid(format!(
                         "pool '{child}': attribute 'strong_guarantee_resources': its parent '{parent}' has no strong guarantee to share"
                     )));
                 }
@@ -382,7 +427,7 @@ impl PoolTree {
                     .map(|g| g.to_vector(0.0).get(r))
                     .sum();
                 if sum > limit_v.get(r) + EPSILON * limit_v.get(r).max(1.0) {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::invalid(format!(
                         "pool '{parent}': children's strong_guarantee_resources sum to {r} = {} which exceeds the pool's own {r} = {}",
                         fmt_amount(r, sum),
                         fmt_amount(r, limit_v.get(r))
@@ -445,12 +490,15 @@ mod tests {
                 None,
             )
             .unwrap_err();
-        assert!(e.0.contains("company") && e.0.contains("cpu = 25"), "{e}");
+        assert!(
+            e.message.contains("company") && e.message.contains("cpu = 25"),
+            "{e}"
+        );
         assert_eq!(t, before, "nothing half-applied");
         let e = t
             .add_pool("default", "dev", ROOT_POOL, PoolConfig::default(), None)
             .unwrap_err();
-        assert!(e.0.contains("already exists"), "{e}");
+        assert!(e.message.contains("already exists"), "{e}");
         t.add_pool(
             "default",
             "q",
@@ -462,7 +510,7 @@ mod tests {
         let e = t
             .add_pool("default", "sub", "q", PoolConfig::default(), None)
             .unwrap_err();
-        assert!(e.0.contains("FIFO"), "{e}");
+        assert!(e.message.contains("FIFO"), "{e}");
         let e = t
             .add_pool(
                 "default",
@@ -472,7 +520,7 @@ mod tests {
                 None,
             )
             .unwrap_err();
-        assert!(e.0.contains("max_operation_count"), "{e}");
+        assert!(e.message.contains("max_operation_count"), "{e}");
         assert_eq!(t.resolve_path(&["company", "dev"]).unwrap(), "dev");
         assert!(t.resolve_path(&["dev"]).is_err());
         assert_eq!(t.path_of("dev"), vec!["company", "dev"]);
@@ -486,6 +534,9 @@ mod tests {
                 None,
             )
             .unwrap_err();
-        assert!(e.0.contains("FIFO pool cannot have child pools"), "{e}");
+        assert!(
+            e.message.contains("FIFO pool cannot have child pools"),
+            "{e}"
+        );
     }
 }

@@ -201,7 +201,7 @@ fn the_roots_acl_is_the_trees_and_every_pool_inherits_it() {
             serde_json::json!([{"action": "allow", "subjects": ["a.b"], "permissions": ["use"]}]),
         )
         .unwrap_err();
-    assert!(e.0.contains("acl"), "{e}");
+    assert!(e.message.contains("acl"), "{e}");
 }
 
 #[test]

@@ -859,9 +859,9 @@ fn retention_counts_must_be_ordered() {
         )
         .unwrap_err();
     assert!(
-        err.0.contains("soft_retained_operation_count = 200"),
+        err.message.contains("soft_retained_operation_count = 200"),
         "{}",
-        err.0
+        err.message
     );
 }
 

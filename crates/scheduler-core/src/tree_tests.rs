@@ -103,9 +103,9 @@ fn scenario_13() -> (SchedulerCore, Vec<Agent>) {
         .create_pool_tree("other", json!({"nodes_filter": "custom_tag"}))
         .unwrap_err();
     assert!(
-        e.0.contains("n3 (would match default and other)"),
+        e.message.contains("n3 (would match default and other)"),
         "{}",
-        e.0
+        e.message
     );
     core.admin_set(
         "//sys/pool_trees/default/@config/nodes_filter",
@@ -254,19 +254,27 @@ fn bad_filters_and_user_tags_are_refused_with_reasons() {
             json!("a & | b"),
         )
         .unwrap_err();
-    assert!(e.0.contains("at column 5"), "{}", e.0);
+    assert!(e.message.contains("at column 5"), "{}", e.message);
     let e = core
         .admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["ok", "not ok"]))
         .unwrap_err();
-    assert!(e.0.contains("tag 'not ok' is invalid"), "{}", e.0);
+    assert!(
+        e.message.contains("tag 'not ok' is invalid"),
+        "{}",
+        e.message
+    );
     let e = core
         .admin_set("//sys/cluster_nodes/nope/@user_tags", json!(["x"]))
         .unwrap_err();
-    assert!(e.0.contains("no such node: 'nope'"), "{}", e.0);
+    assert!(e.message.contains("no such node: 'nope'"), "{}", e.message);
     let e = core
         .admin_set("//sys/cluster_nodes/n3/@tags", json!(["x"]))
         .unwrap_err();
-    assert!(e.0.contains("only @user_tags, @banned"), "{}", e.0);
+    assert!(
+        e.message.contains("only @user_tags, @banned"),
+        "{}",
+        e.message
+    );
     // Nothing changed.
     assert_eq!(node_info(&core, "n3").tree.as_deref(), Some("other"));
     assert_eq!(
@@ -538,7 +546,11 @@ fn maintenance_is_kept_with_the_configuration_and_bad_values_are_refused() {
         ),
     ] {
         let e = core.admin_set(path, value).unwrap_err();
-        assert!(e.0.contains(says) && e.0.contains(path), "{}", e.0);
+        assert!(
+            e.message.contains(says) && e.message.contains(path),
+            "{}",
+            e.message
+        );
     }
     // A scheduler loading this configuration knows n2 is decommissioned when it
     // reappears.
@@ -762,7 +774,7 @@ fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing()
         now += 10;
         let config = core.cluster_config().clone();
         let what_if = core
-            .what_if(now, |c| change(c).map_err(|e| ApiError::new(e.0)))
+            .what_if(now, |c| change(c).map_err(ApiError::from))
             .unwrap();
         assert!(!what_if.changes.is_empty(), "change at {now}");
         assert_eq!(core.cluster_config(), &config, "a dry run changes nothing");
@@ -785,7 +797,7 @@ fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing()
     let e = core
         .what_if(now, |c| {
             c.admin_set("//sys/pool_trees/default/a/@weight", json!(-1))
-                .map_err(|e| ApiError::new(e.0))
+                .map_err(ApiError::from)
         })
         .unwrap_err();
     assert!(e.message.contains("weight"), "{e:?}");

@@ -110,7 +110,7 @@ pub fn apply(
 }
 
 pub fn admin_error(e: crate::core::ConfigError) -> ApiError {
-    ApiError::new(e.0)
+    ApiError::from(e)
 }
 
 fn json_value(text: &str) -> Result<serde_json::Value, ApiError> {
@@ -260,5 +260,45 @@ mod tests {
         assert!(core
             .delegate_budget_refusal(&Caller::admin("root"), scope, MAX_RECORD, MAX_RECORD)
             .is_none());
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+    use crate::core::CoreConfig;
+    use ytsched_common::api::{AdminChange, AdminSet, ErrorKind};
+
+    fn set(path: &str, value: &str) -> AdminChange {
+        AdminChange::Set(AdminSet {
+            path: path.into(),
+            value: value.into(),
+        })
+    }
+
+    /// A missing tree or pool is "not found" (exit status 3, HTTP 404), not a bad
+    /// argument; a bad value stays "invalid argument".
+    #[test]
+    fn admin_errors_carry_their_kind() {
+        let mut core = SchedulerCore::new(CoreConfig::default());
+        let root = Caller::admin("root");
+        for missing in [
+            "//sys/pool_trees/nope/@config/max_operation_count",
+            "//sys/pool_trees/default/ghost/@weight",
+        ] {
+            let e = apply(&mut core, &root, set(missing, "3"), 1 << 20).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::NotFound, "{missing}: {e}");
+        }
+        let e = apply(
+            &mut core,
+            &root,
+            set(
+                "//sys/pool_trees/default/@config/max_operation_count",
+                "\"many\"",
+            ),
+            1 << 20,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
     }
 }

@@ -100,14 +100,15 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
         node_user_tags: scenario.node_user_tags.clone(),
     }
     .build()
-    .map_err(|e| invalid(e.0))?;
+    .map_err(|e| invalid(e.message))?;
     let mut core = SchedulerCore::new(CoreConfig {
         heartbeat_period_ms: period,
         node_heartbeat_timeout_ms: 30_000,
         // Virtual time: updates happen inline, deterministically.
         background_share_updates: false,
     });
-    core.set_cluster_config(config).map_err(|e| invalid(e.0))?;
+    core.set_cluster_config(config)
+        .map_err(|e| invalid(e.message))?;
 
     let durations: BTreeMap<OperationId, &SimOperation> = operations
         .iter()
@@ -318,11 +319,15 @@ fn apply_event(
     if let Some(s) = &e.set {
         return (
             format!("set {}", s.path),
-            core.admin_set(&s.path, s.value.clone()).map_err(|e| e.0),
+            core.admin_set(&s.path, s.value.clone())
+                .map_err(|e| e.message),
         );
     }
     if let Some(p) = &e.remove {
-        return (format!("remove {p}"), core.admin_remove(p).map_err(|e| e.0));
+        return (
+            format!("remove {p}"),
+            core.admin_remove(p).map_err(|e| e.message),
+        );
     }
     if let Some(c) = &e.create_scheduler_pool {
         return (
@@ -333,7 +338,7 @@ fn apply_event(
                 c.parent_name.as_deref(),
                 c.attributes.clone(),
             )
-            .map_err(|e| e.0),
+            .map_err(|e| e.message),
         );
     }
     let id = e.abort_operation.clone().unwrap_or_default();
