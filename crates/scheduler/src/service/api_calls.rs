@@ -1,0 +1,167 @@
+//! The API path: admission (rate, in-flight bound, reply subject) and then the core or
+//! the archive for each request, each in its own task.
+
+use super::*;
+use crate::rate_limits::Verdict;
+use crate::refusals::Refusal;
+use futures::StreamExt;
+use std::sync::Arc;
+use tracing::warn;
+use ytsched_common::api::{self, ApiError, ApiMethod, ApiResponse};
+use ytsched_common::codec::encode;
+use ytsched_common::identity::Role;
+use ytsched_common::protocol::PROTOCOL_VERSION;
+use ytsched_common::subjects::Subjects;
+
+impl Driver {
+    pub(super) async fn serve_api(
+        self: Arc<Self>,
+        mut sub: impl futures::Stream<Item = async_nats::Message> + Unpin,
+    ) {
+        while let Some(msg) = sub.next().await {
+            let Some(reply_to) = msg.reply.clone() else {
+                self.refusals.count(Refusal::NoReply, || {
+                    format!("request on {} without a reply subject", msg.subject)
+                });
+                continue;
+            };
+            // nats-server let this subject through only for the user it names.
+            let Some((caller, method)) = self.subjects.parse_api(msg.subject.as_str()) else {
+                self.refusals.count(Refusal::MalformedSubject, || {
+                    format!(
+                        "request on '{}', not an API subject",
+                        ytsched_common::quote::quote(
+                            &msg.subject,
+                            ytsched_common::quote::QUOTE_CHARS
+                        )
+                    )
+                });
+                continue;
+            };
+            // Answered only on the caller's own inbox: any other reply subject would
+            // make the scheduler publish there for them.
+            if !Subjects::reply_allowed(Role::User, caller.user.as_str(), &reply_to) {
+                self.refusals.count(Refusal::ForeignReply, || {
+                    format!(
+                        "request of '{}' asks for its answer on '{}', not its own inbox",
+                        caller.user,
+                        ytsched_common::quote::quote(&reply_to, ytsched_common::quote::QUOTE_CHARS)
+                    )
+                });
+                continue;
+            }
+            // Admission: the caller's own rate first, then room among requests in flight.
+            if let Verdict::Limited { answer } = self
+                .rate_limits
+                .check(caller.user.as_str(), std::time::Instant::now())
+            {
+                let limit = self.rate_limits.limit();
+                self.refusals.count(Refusal::RateLimited, || {
+                    format!("user '{}' is over {}/s", caller.user, limit.per_second)
+                });
+                if answer {
+                    self.busy(
+                        reply_to,
+                        format!(
+                            "busy: user '{}' sends more than {} requests per second (burst {}); retry later",
+                            caller.user, limit.per_second, limit.burst
+                        ),
+                    )
+                    .await;
+                }
+                continue;
+            }
+            let Ok(permit) = self.api_slots.clone().try_acquire_owned() else {
+                self.refusals
+                    .count(Refusal::Busy, || "every API slot is taken".to_string());
+                self.busy(
+                    reply_to,
+                    "busy: the scheduler is serving as many requests as it takes at once; retry"
+                        .into(),
+                )
+                .await;
+                continue;
+            };
+            let driver = self.clone();
+            let method = method.to_string();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let max_record = driver.max_record_bytes;
+                let answered = driver
+                    .with_core(|core| {
+                        (!names_archived_operation(core, &method, &msg.payload)).then(|| {
+                            let mut then = None;
+                            let bytes = dispatch(
+                                core,
+                                &caller,
+                                &method,
+                                &msg.payload,
+                                max_record,
+                                &mut then,
+                            );
+                            (bytes, then)
+                        })
+                    })
+                    .await;
+                if method == api::StartOperation::METHOD {
+                    driver.share_updates.notify_one();
+                }
+                let mut bytes = match answered {
+                    Some((bytes, None)) => bytes,
+                    Some((_, Some(then))) => then.answer(&driver, &caller).await,
+                    None => {
+                        answer_from_archive(&driver.archive, &caller, &method, &msg.payload).await
+                    }
+                };
+                let max = driver.api_client.server_info().max_payload;
+                if bytes.len() > max {
+                    // NATS would drop the reply and the caller would only see a timeout.
+                    warn!(
+                        method,
+                        bytes = bytes.len(),
+                        max,
+                        "API reply too large for NATS"
+                    );
+                    bytes = encode(&ApiResponse::<()> {
+                        protocol_version: PROTOCOL_VERSION,
+                        result: Err(ApiError::limit_reached(format!(
+                            "the answer to {method} is {} bytes, more than NATS's max_payload of {max}; ask for less (e.g. one operation with get-operation, or the web page / JSON API of --http)",
+                            bytes.len()
+                        ))),
+                    })
+                    .unwrap_or_default();
+                }
+                driver.api_reply(reply_to, bytes).await;
+            });
+        }
+    }
+}
+
+/// Whether a requester that waits `timeout_ms` (0: not said) for its reply has given up on
+/// a request received at `received`. A margin keeps the reply from being sent just as it
+/// stops listening.
+pub(super) fn given_up(received: std::time::Instant, timeout_ms: u64) -> bool {
+    const MARGIN: std::time::Duration = std::time::Duration::from_millis(250);
+    timeout_ms > 0 && received.elapsed() + MARGIN >= std::time::Duration::from_millis(timeout_ms)
+}
+
+#[cfg(test)]
+mod given_up_tests {
+    use super::given_up;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_request_past_its_requesters_patience_is_dropped() {
+        let now = Instant::now();
+        assert!(!given_up(now, 5_000), "fresh");
+        assert!(!given_up(now, 0), "no patience said: always answered");
+        let old = now - Duration::from_secs(6);
+        assert!(given_up(old, 5_000), "waited longer than the agent does");
+        assert!(!given_up(old, 0));
+        let nearly = now - Duration::from_millis(4_900);
+        assert!(
+            given_up(nearly, 5_000),
+            "too close to the end to be read in time"
+        );
+    }
+}

@@ -1,0 +1,453 @@
+//! One API request against the core: decoded, checked, run, encoded; and what an answer
+//! still needs from the store or the archive once the core has decided it.
+
+use super::*;
+use crate::archive::{Archive, ArchivedOperation};
+use crate::core::{authorize_operation_of, controls_operation_of, JobPagePlan, SchedulerCore};
+use crate::job_pages::{fitting_job_page, read_job_page};
+use crate::store;
+use tracing::warn;
+use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
+use ytsched_common::codec::{decode, encode};
+use ytsched_common::identity::Caller;
+use ytsched_common::names::TreeName;
+use ytsched_common::protocol::{unix_now, PROTOCOL_VERSION};
+use ytsched_common::OperationId;
+
+/// The most a page of `list_operations` may take encoded: well inside NATS's default
+/// 1 MiB payload.
+pub(super) const MAX_PAGE_BYTES: usize = 512 * 1024;
+
+/// Room an operation's record needs beyond its spec (pools, history, counters).
+pub(super) const OPERATION_RECORD_OVERHEAD: usize = 64 * 1024;
+
+/// Decodes one API call, checks the caller may make it, runs it against the core, and
+/// encodes the response.
+pub(super) fn dispatch(
+    core: &mut SchedulerCore,
+    caller: &Caller,
+    method: &str,
+    payload: &[u8],
+    max_record: usize,
+    then: &mut Option<Continuation>,
+) -> Vec<u8> {
+    let now = unix_now();
+    match method {
+        api::StartOperation::METHOD => respond::<api::StartOperation>(payload, |req| {
+            let spec_limit = max_record.saturating_sub(OPERATION_RECORD_OVERHEAD);
+            if payload.len() > spec_limit {
+                return Err(ApiError::limit_reached(format!(
+                    "spec: {} bytes is more than the limit of {spec_limit} (the store's record limit less room for the operation's state)",
+                    payload.len()
+                )));
+            }
+            // The id is always the scheduler's: no request can name an existing,
+            // archived, retired or damaged record.
+            core.start_operation_as(
+                OperationId::random(),
+                caller,
+                req.body.spec,
+                req.body.idempotency_token,
+                now,
+            )
+        }),
+        // Metadata is everyone's; environment values and stdin only their owners'.
+        api::GetOperation::METHOD => respond::<api::GetOperation>(payload, |req| {
+            let info = core.operation_info(&req.body.operation_id)?;
+            Ok(visible_to(core, caller, info))
+        }),
+        // Like metadata, everyone's: it names pools and operations, not their contents.
+        api::ExplainOperation::METHOD => respond::<api::ExplainOperation>(payload, |req| {
+            core.explain_operation(&req.body.operation_id)
+        }),
+        api::ExplainPool::METHOD => respond::<api::ExplainPool>(payload, |req| {
+            core.explain_pool(
+                req.body.pool_tree.as_ref().map(TreeName::as_str),
+                req.body.pool.as_str(),
+            )
+        }),
+        api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
+            let mut body = req.body;
+            let limit = crate::core::page_limit(body.limit)?;
+            let page = match archive_cursor(&body.cursor)? {
+                // Past every operation in memory: only the archive has more.
+                Some(before) => {
+                    *then = Some(Continuation::ListArchive {
+                        page: api::OperationPage::default(),
+                        filter: body.filter,
+                        before,
+                        room: limit,
+                    });
+                    return Ok(api::OperationPage::default());
+                }
+                None => fitting_page(body.limit, |limit| {
+                    body.limit = limit;
+                    let mut page = core.list_operations_page(&body)?;
+                    page.operations = page
+                        .operations
+                        .into_iter()
+                        .map(|info| visible_to(core, caller, info))
+                        .collect();
+                    Ok(page)
+                })?,
+            };
+            let room = limit.saturating_sub(page.operations.len());
+            match (&page.next_cursor, room) {
+                (Some(_), _) => Ok(page),
+                // Memory filled the page exactly: the next one starts in the archive.
+                (None, 0) => Ok(api::OperationPage {
+                    next_cursor: Some("a".into()),
+                    ..page
+                }),
+                (None, room) => {
+                    *then = Some(Continuation::ListArchive {
+                        page,
+                        filter: body.filter,
+                        before: None,
+                        room,
+                    });
+                    Ok(api::OperationPage::default())
+                }
+            }
+        }),
+        api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
+            core.authorize_operation(caller, &req.body.operation_id, "abort")?;
+            core.abort_operation(&req.body.operation_id, now)
+        }),
+        api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
+            match core.list_jobs_page(&req.body)?.into_held() {
+                Ok((held, next)) => Ok(fitting_job_page(held, next, MAX_PAGE_BYTES)),
+                Err(plan) => {
+                    // Settled attempts are read from the store outside the core lock.
+                    *then = Some(Continuation::JobPage(plan));
+                    Ok(api::JobPage::default())
+                }
+            }
+        }),
+        api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
+            core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
+            core.job_output_ready(&req.body.operation_id, &req.body.job_id)?;
+            // The output itself is in the store: read outside the core lock.
+            *then = Some(Continuation::JobOutput {
+                job: req.body.job_id,
+                stream: req.body.stream,
+            });
+            Ok(String::new())
+        }),
+        api::ListNodes::METHOD => respond::<api::ListNodes>(payload, |_| Ok(core.list_nodes())),
+        api::AdminGet::METHOD => respond::<api::AdminGet>(payload, |req| {
+            core.admin_get(&req.body.path)
+                .map(|v| v.to_string())
+                .map_err(crate::admin_changes::admin_error)
+        }),
+        api::AdminList::METHOD => respond::<api::AdminList>(payload, |req| {
+            core.admin_list(&req.body.path)
+                .map_err(crate::admin_changes::admin_error)
+        }),
+        api::AdminExists::METHOD => respond::<api::AdminExists>(payload, |req| {
+            core.admin_exists(&req.body.path)
+                .map_err(crate::admin_changes::admin_error)
+        }),
+        api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
+            crate::admin_changes::apply(core, caller, api::AdminChange::Set(req.body), max_record)
+        }),
+        api::AdminRemove::METHOD => respond::<api::AdminRemove>(payload, |req| {
+            crate::admin_changes::apply(
+                core,
+                caller,
+                api::AdminChange::Remove(req.body),
+                max_record,
+            )
+        }),
+        api::AdminCreate::METHOD => respond::<api::AdminCreate>(payload, |req| {
+            crate::admin_changes::apply(
+                core,
+                caller,
+                api::AdminChange::Create(req.body),
+                max_record,
+            )
+        }),
+        // The same checks and the same code as the change itself, on a copy.
+        api::AdminWhatIf::METHOD => respond::<api::AdminWhatIf>(payload, |req| {
+            core.what_if(now, |copy| {
+                crate::admin_changes::apply(copy, caller, req.body.change, max_record)
+            })
+        }),
+        other => {
+            warn!(method = other, "unknown API method");
+            encode(&ApiResponse::<()> {
+                protocol_version: PROTOCOL_VERSION,
+                result: Err(ApiError::not_found(format!("unknown API method '{other}'"))),
+            })
+            .unwrap_or_default()
+        }
+    }
+}
+
+/// Whether a `get_operation`, `list_jobs` or `get_job_output` request names an
+/// operation the core no longer holds (it was retired to the archive).
+pub(super) fn names_archived_operation(core: &SchedulerCore, method: &str, payload: &[u8]) -> bool {
+    let id = || -> Option<OperationId> {
+        Some(match method {
+            api::GetOperation::METHOD => {
+                decode::<ApiRequest<api::GetOperation>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
+            api::ExplainOperation::METHOD => {
+                decode::<ApiRequest<api::ExplainOperation>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
+            api::ListJobs::METHOD => {
+                decode::<ApiRequest<api::ListJobs>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
+            api::GetJobOutput::METHOD => {
+                decode::<ApiRequest<api::GetJobOutput>>(payload)
+                    .ok()?
+                    .body
+                    .operation_id
+            }
+            _ => return None,
+        })
+    };
+    id().is_some_and(|id| {
+        core.operation(&id)
+            .is_err_and(|e| e.kind == api::ErrorKind::NotFound)
+    })
+}
+
+/// A `list_operations` cursor into the archive: `a` (from its newest) or `a<sequence>`
+/// (below that list-stream sequence); `None` for a cursor into the operations in memory.
+pub(super) fn archive_cursor(cursor: &Option<String>) -> Result<Option<Option<u64>>, ApiError> {
+    let Some(rest) = cursor.as_deref().and_then(|c| c.strip_prefix('a')) else {
+        return Ok(None);
+    };
+    if rest.is_empty() {
+        return Ok(Some(None));
+    }
+    rest.parse::<u64>()
+        .map(|s| Some(Some(s)))
+        .map_err(|_| ApiError::new(format!("cursor 'a{rest}' is not one this scheduler gave")))
+}
+
+/// What an API answer still needs from the store or the archive once the core has
+/// decided it: read outside the core lock.
+pub(super) enum Continuation {
+    /// A finished job of a live operation the caller may read: its output is in the
+    /// store, where its result put it.
+    JobOutput {
+        job: ytsched_common::JobId,
+        stream: api::OutputStream,
+    },
+    /// A `list-jobs` page naming attempts the core let go of: their records are read
+    /// from the store.
+    JobPage(JobPagePlan),
+    /// `list_operations` lists the operations in memory first, then goes on into the
+    /// archive, most recently archived first: `room` more go on `page` from below
+    /// list-stream sequence `before` (from the newest if `None`).
+    ListArchive {
+        page: api::OperationPage,
+        filter: api::OperationFilter,
+        before: Option<u64>,
+        room: usize,
+    },
+}
+
+impl Continuation {
+    pub(super) async fn answer(self, driver: &Driver, caller: &Caller) -> Vec<u8> {
+        fn reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
+            encode(&ApiResponse {
+                protocol_version: PROTOCOL_VERSION,
+                result,
+            })
+            .unwrap_or_default()
+        }
+        match self {
+            Continuation::JobOutput { job, stream } => {
+                reply(match store::job_output(&driver.state, &job).await {
+                    Ok(output) => Ok(output
+                        .map(|o| o.stream(stream).to_string())
+                        .unwrap_or_default()),
+                    Err(e) => Err(ApiError::of(
+                        api::ErrorKind::Unavailable,
+                        format!("the output of job {job} cannot be read: {e}"),
+                    )),
+                })
+            }
+            Continuation::JobPage(plan) => {
+                reply(read_job_page(&driver.state, plan, MAX_PAGE_BYTES).await)
+            }
+            Continuation::ListArchive {
+                mut page,
+                filter,
+                before,
+                room,
+            } => {
+                let used = encode(&page).map_or(MAX_PAGE_BYTES, |b| b.len());
+                let budget = MAX_PAGE_BYTES.saturating_sub(used).max(1);
+                let archived = match driver
+                    .archive
+                    .list_page(&filter, before, room, budget)
+                    .await
+                {
+                    Ok(a) => a,
+                    Err(e) => return reply::<()>(Err(e)),
+                };
+                page.operations
+                    .extend(archived.operations.into_iter().map(|info| {
+                        if controls_operation_of(caller, &info.user, &info.spec.owners) {
+                            info
+                        } else {
+                            info.redacted()
+                        }
+                    }));
+                page.next_cursor = archived.next_before.map(|s| format!("a{s}"));
+                reply(Ok(page))
+            }
+        }
+    }
+}
+
+/// Answers a read of an operation the core no longer holds from the archive, with the
+/// same access rules as for a live one.
+pub(super) async fn answer_from_archive(
+    archive: &Archive,
+    caller: &Caller,
+    method: &str,
+    payload: &[u8],
+) -> Vec<u8> {
+    fn reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
+        encode(&ApiResponse {
+            protocol_version: PROTOCOL_VERSION,
+            result,
+        })
+        .unwrap_or_default()
+    }
+    async fn find(archive: &Archive, id: &OperationId) -> Result<ArchivedOperation, ApiError> {
+        archive
+            .operation(id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no such operation: {id}")))
+    }
+    match method {
+        api::GetOperation::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::GetOperation>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed get_operation request")));
+            };
+            reply(find(archive, &req.body.operation_id).await.map(|a| {
+                if controls_operation_of(caller, &a.info.user, &a.info.spec.owners) {
+                    a.info
+                } else {
+                    a.info.redacted()
+                }
+            }))
+        }
+        api::ExplainOperation::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::ExplainOperation>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed explain_operation request")));
+            };
+            reply(find(archive, &req.body.operation_id).await.map(|a| {
+                ytsched_common::explain::Explanation::ended(
+                    a.info.id,
+                    a.info.state,
+                    a.info.error,
+                    unix_now(),
+                )
+            }))
+        }
+        api::ListJobs::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::ListJobs>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed list_jobs request")));
+            };
+            reply(
+                async {
+                    let a = find(archive, &req.body.operation_id).await?;
+                    archive.job_page(&a, &req.body).await
+                }
+                .await,
+            )
+        }
+        api::GetJobOutput::METHOD => {
+            let Ok(req) = decode::<ApiRequest<api::GetJobOutput>>(payload) else {
+                return reply::<()>(Err(ApiError::new("malformed get_job_output request")));
+            };
+            let b = req.body;
+            reply(
+                async {
+                    let a = find(archive, &b.operation_id).await?;
+                    let owners = &a.info.spec.owners;
+                    let action = "read the job output of";
+                    authorize_operation_of(caller, &b.operation_id, &a.info.user, owners, action)?;
+                    archive
+                        .job_output(&b.operation_id, &b.job_id, b.stream)
+                        .await
+                }
+                .await,
+            )
+        }
+        other => reply::<()>(Err(ApiError::not_found(format!(
+            "unknown API method '{other}'"
+        )))),
+    }
+}
+
+pub(super) fn visible_to(
+    core: &SchedulerCore,
+    caller: &Caller,
+    info: api::OperationInfo,
+) -> api::OperationInfo {
+    if core.may_see_secrets_of(caller, &info.id) {
+        info
+    } else {
+        info.redacted()
+    }
+}
+
+pub(super) fn respond<M: ApiMethod>(
+    payload: &[u8],
+    handle: impl FnOnce(ApiRequest<M>) -> Result<M::Response, ApiError>,
+) -> Vec<u8> {
+    let result = match decode::<ApiRequest<M>>(payload) {
+        Ok(req) if req.protocol_version != PROTOCOL_VERSION => Err(ApiError::new(format!(
+            "protocol version {} is not supported (scheduler speaks {PROTOCOL_VERSION})",
+            req.protocol_version
+        ))),
+        Ok(req) => handle(req),
+        Err(e) => {
+            warn!(method = M::METHOD, error = %e, "malformed API request");
+            Err(ApiError::new(format!(
+                "malformed {} request: {e}",
+                M::METHOD
+            )))
+        }
+    };
+    encode(&ApiResponse {
+        protocol_version: PROTOCOL_VERSION,
+        result,
+    })
+    .unwrap_or_default()
+}
+
+/// A page that fits one NATS message: one of large items is asked for again with half
+/// the limit (its cursor still says where the next page starts).
+pub(super) fn fitting_page<P: serde::Serialize>(
+    limit: Option<u32>,
+    mut page: impl FnMut(Option<u32>) -> Result<P, ApiError>,
+) -> Result<P, ApiError> {
+    let mut limit = limit;
+    loop {
+        let p = page(limit)?;
+        let size = encode(&p).map(|b| b.len()).unwrap_or(usize::MAX);
+        let asked = limit.unwrap_or(api::ListOperations::DEFAULT_PAGE);
+        if size <= MAX_PAGE_BYTES || asked <= 1 {
+            return Ok(p);
+        }
+        limit = Some(asked / 2);
+    }
+}

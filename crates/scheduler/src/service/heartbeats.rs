@@ -1,0 +1,82 @@
+//! The heartbeat path: each node's heartbeat in its own task, checked before the core
+//! and answered on the node's own inbox.
+
+use super::*;
+use crate::refusals::Refusal;
+use futures::StreamExt;
+use std::sync::Arc;
+use tracing::{debug, warn};
+use ytsched_common::codec::{decode, encode};
+use ytsched_common::identity::Role;
+use ytsched_common::protocol::{unix_now, HeartbeatReply, HeartbeatRequest};
+use ytsched_common::subjects::Subjects;
+
+impl Driver {
+    /// Each heartbeat is handled in its own task: the core serialises them, and a
+    /// heartbeat waiting for its writes does not hold up the next one.
+    pub(super) async fn serve_heartbeats(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let driver = self.clone();
+            let received = std::time::Instant::now();
+            tokio::spawn(async move { driver.heartbeat(msg, received).await });
+        }
+    }
+
+    async fn heartbeat(self: Arc<Self>, msg: async_nats::Message, received: std::time::Instant) {
+        let Some(reply_to) = msg.reply.clone() else {
+            self.refusals.count(Refusal::NoReply, || {
+                format!("heartbeat on {} without a reply subject", msg.subject)
+            });
+            return;
+        };
+        // nats-server let only this node publish here; its answer goes to its inbox only.
+        let node = msg.subject.rsplit('.').next().unwrap_or_default();
+        if !Subjects::reply_allowed(Role::Node, node, &reply_to) {
+            self.refusals.count(Refusal::ForeignReply, || {
+                format!(
+                    "heartbeat of node '{node}' asks for its reply on '{}', not its own inbox",
+                    ytsched_common::quote::quote(&reply_to, ytsched_common::quote::QUOTE_CHARS)
+                )
+            });
+            return;
+        }
+        let period = self.heartbeat_period_ms;
+        let reply = match decode::<HeartbeatRequest>(&msg.payload) {
+            Ok(req) if msg.subject.rsplit('.').next() != Some(req.node_id.as_str()) => {
+                warn!(subject = %msg.subject, node = %req.node_id, "heartbeat node id does not match its subject");
+                HeartbeatReply::rejected(
+                    format!(
+                        "node id '{}' does not match subject '{}'",
+                        req.node_id, msg.subject
+                    ),
+                    period,
+                )
+            }
+            Ok(req) => {
+                let patience = req.timeout_ms;
+                let reply = self
+                    .with_core(|core| {
+                        // Checked under the lock: the wait for it is where time goes.
+                        (!given_up(received, patience))
+                            .then(|| core.process_heartbeat(req, unix_now()))
+                    })
+                    .await;
+                match reply {
+                    Some(reply) => reply,
+                    None => {
+                        debug!(subject = %msg.subject, "heartbeat dropped: its agent stopped waiting for the reply");
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(subject = %msg.subject, error = %e, "malformed heartbeat");
+                HeartbeatReply::rejected(format!("malformed heartbeat: {e}"), period)
+            }
+        };
+        match encode(&reply) {
+            Ok(bytes) => self.reply(reply_to, bytes, "heartbeat").await,
+            Err(e) => warn!(error = %e, "cannot encode heartbeat reply"),
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! The NATS adapter around the core: heartbeats and API calls in, replies and nudges
+//! out, a clock tick for housekeeping. Malformed messages are logged and answered with
+//! an error; they never reach the core.
+
+mod api_calls;
+mod background;
+mod dispatch;
+mod heartbeats;
+
+use api_calls::given_up;
+use dispatch::*;
+
+use crate::archive::Archive;
+use crate::core::{ClusterConfig, CoreConfig, Effects, SchedulerCore};
+use crate::lease::Lease;
+use crate::rate_limits::{RateLimit, RateLimits};
+use crate::refusals::Refusals;
+use crate::store;
+use crate::writer::Writer;
+use anyhow::Context;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tracing::{debug, error, info, warn};
+use ytsched_common::api::{ApiError, ApiResponse};
+use ytsched_common::codec::encode;
+use ytsched_common::protocol::{unix_now, PROTOCOL_VERSION};
+use ytsched_common::subjects::Subjects;
+use ytsched_common::OperationId;
+
+pub struct ServiceConfig {
+    /// Comma-separated NATS server URLs (a NATS cluster is several).
+    pub nats_urls: String,
+    /// The scheduler's store identity: JetStream, KV and the lease (None only on an
+    /// --insecure loopback bus).
+    pub auth: ytsched_common::transport::ConnectAuth,
+    /// Its answering identity: hears heartbeats and requests, publishes only to inboxes
+    /// and nudges.
+    pub bus_auth: ytsched_common::transport::ConnectAuth,
+    pub subject_prefix: String,
+    pub core: CoreConfig,
+    /// How often housekeeping (silent nodes, unplaceable operations, due fair share
+    /// updates) runs; each tree's own `fair_share_update_period` decides when it updates.
+    pub tick_period: Duration,
+    /// Trees and pools for a fresh installation (`--config FILE`); ignored when the
+    /// store already holds a configuration.
+    pub initial_config: Option<ClusterConfig>,
+    /// Replicas of the KV buckets (3 on a NATS cluster).
+    pub kv_replicas: usize,
+    /// How long a leader's lease lasts without renewal: the failover time.
+    pub lease_ttl: Duration,
+    /// How long a revived scheduler waits for nodes to report the jobs it restored.
+    pub revival_window: Duration,
+    /// Where and how to serve the web page, JSON and metrics (`--http`); only while
+    /// leading.
+    pub http: Option<HttpConfig>,
+    /// How long the archive keeps a retired operation.
+    pub archive_ttl: Duration,
+    /// Requests per second each identity may make (admission control).
+    pub api_rate: RateLimit,
+    /// API requests being served at once; past it callers are told "busy, retry".
+    pub max_api_in_flight: usize,
+    /// What each node identity was approved to offer (`ytsched auth`'s
+    /// `node-approvals.json`), followed as it changes; None: the defaults for all.
+    pub node_approvals: Option<std::path::PathBuf>,
+}
+
+/// The HTTP face: its address, who may read it, and its connection bounds.
+pub struct HttpConfig {
+    pub addr: std::net::SocketAddr,
+    pub access: crate::http_access::AccessChoice,
+    pub bounds: crate::http_listener::Bounds,
+}
+
+/// The core behind its lock plus the bus it answers on. Every way into the core goes
+/// through `with_core`, so each change is stored, and its nudges and events go out.
+struct Driver {
+    /// The connection that answers nodes and nudges them (bus identity: it cannot
+    /// publish into the store).
+    client: async_nats::Client,
+    /// The connection that answers API callers, the same identity apart from the
+    /// nodes' so that a flood of requests never delays a heartbeat.
+    api_client: async_nats::Client,
+    /// Each identity's request rate.
+    rate_limits: RateLimits,
+    /// API requests in flight; a request that finds none free is answered "busy".
+    api_slots: Arc<tokio::sync::Semaphore>,
+    /// What was turned away before reaching the core, by reason.
+    refusals: Arc<Refusals>,
+    subjects: Subjects,
+    core: Arc<Mutex<SchedulerCore>>,
+    writer: Writer,
+    /// Where retired operations go, and answer from.
+    archive: Archive,
+    /// The state bucket: finished jobs' outputs are read from it on demand.
+    state: async_nats::jetstream::kv::Store,
+    /// Wakes the fair-share updater early (a new operation waits for its first update).
+    share_updates: Arc<tokio::sync::Notify>,
+    /// For replies to heartbeats rejected before they reach the core.
+    heartbeat_period_ms: u64,
+    /// The most one stored record may take: the bus's payload limit less a margin.
+    max_record_bytes: usize,
+}
+
+/// The writes of a core call's effects: the configuration if it changed, then the
+/// operations and jobs.
+fn writes_of(core: &SchedulerCore, effects: &Effects) -> Vec<store::Write> {
+    let mut writes = Vec::new();
+    if effects.config_changed {
+        match store::config_write(core.cluster_config()) {
+            Ok(w) => writes.push(w),
+            Err(e) => error!(error = %e, "cannot encode the configuration for the store"),
+        }
+    }
+    match store::writes_of(&effects.changes) {
+        Ok(w) => writes.extend(w),
+        Err(e) => error!(error = %e, "cannot encode operation state for the store"),
+    }
+    writes
+}
+
+impl Driver {
+    /// Runs `f` on the core and carries out its effects: queues what it changed for
+    /// the store (in the order of changes, as the lock orders them) and returns once
+    /// that is stored, so a reply never announces what a crash could lose; logs the
+    /// state changes; hands retired operations to the archive (their last records are
+    /// stored by then); nudges the nodes the core asked for.
+    async fn with_core<R>(&self, f: impl FnOnce(&mut SchedulerCore) -> R) -> R {
+        let (result, effects, stored) = {
+            let mut core = self.core.lock().expect("core lock");
+            let (result, effects) = core.run(f);
+            let writes = writes_of(&core, &effects);
+            // Retired operations' last writes (outputs among them) may be in an earlier
+            // call's batch: the archive reads them only once those are stored.
+            let stored = if writes.is_empty() && !effects.retired.is_empty() {
+                self.writer.barrier()
+            } else {
+                self.writer.submit(writes)
+            };
+            (result, effects, stored)
+        };
+        self.carry_out(effects, stored).await;
+        result
+    }
+
+    /// What a core call leaves to do once its writes are queued: log its events, wait
+    /// until they are stored, hand retired operations to the archive, nudge the nodes the
+    /// core asked for. Every core call's effects go this one way, revival's included.
+    async fn carry_out(&self, effects: Effects, stored: crate::writer::Stored) {
+        let Effects {
+            retired,
+            nudges,
+            events,
+            ..
+        } = effects;
+        crate::event_log::log_events(&events);
+        stored.wait().await;
+        if !retired.is_empty() {
+            // The archive writes in the background, then the state keys go.
+            let archive = self.archive.clone();
+            tokio::spawn(async move {
+                for a in retired {
+                    archive.store(a).await;
+                }
+            });
+        }
+        for node in nudges {
+            let subject = self.subjects.nudge(&node);
+            if let Err(e) = self.client.publish(subject, bytes::Bytes::new()).await {
+                debug!(node = %node, error = %e, "cannot nudge node");
+            }
+        }
+    }
+
+    async fn reply(&self, to: async_nats::Subject, bytes: Vec<u8>, what: &str) {
+        if let Err(e) = self.client.publish(to, bytes.into()).await {
+            warn!(error = %e, "cannot send {what} reply");
+        }
+    }
+
+    async fn api_reply(&self, to: async_nats::Subject, bytes: Vec<u8>) {
+        if let Err(e) = self.api_client.publish(to, bytes.into()).await {
+            debug!(error = %e, "cannot send API reply");
+        }
+    }
+
+    /// Tells a caller to come back later (`ErrorKind::Unavailable`; the CLI retries).
+    async fn busy(&self, to: async_nats::Subject, message: String) {
+        let bytes = encode(&ApiResponse::<()> {
+            protocol_version: PROTOCOL_VERSION,
+            result: Err(ApiError::unavailable(message)),
+        })
+        .unwrap_or_default();
+        self.api_reply(to, bytes).await;
+    }
+}
+
+/// Becomes the leader (a standby waits here), revives the state from the store, then
+/// serves until the process stops or the lease is lost.
+pub async fn run(
+    config: ServiceConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    // One connection per duty, each under the identity that duty needs.
+    let connect = |name: &'static str, auth| {
+        ytsched_common::transport::connect(&config.nats_urls, name, true, auth)
+    };
+    let client = connect("ytsched-scheduler", &config.auth).await?;
+    let js = async_nats::jetstream::new(client.clone());
+    let prefix = &config.subject_prefix;
+    let state = store::open_bucket(
+        &js,
+        &store::bucket_name(prefix, "state"),
+        config.kv_replicas,
+        Duration::ZERO,
+    )
+    .await?;
+    // The lease has a connection of its own: no load on the others (a request flood,
+    // a slow consumer, a backlog of writes) can delay its renewal.
+    let lease_client = connect("ytsched-scheduler lease", &config.auth).await?;
+    let leases = store::open_bucket(
+        &async_nats::jetstream::new(lease_client),
+        &store::bucket_name(prefix, "leader"),
+        config.kv_replicas,
+        config.lease_ttl,
+    )
+    .await?;
+    let holder = format!(
+        "{}/pid {}/{}",
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let lease = Lease::acquire(leases, holder.clone(), config.lease_ttl).await;
+    // Claimed before the state is read: a previous leader's next write round fails.
+    let epoch = crate::writer::claim_epoch(&state, &holder).await?;
+
+    let started = std::time::Instant::now();
+    let mut snapshot = loop {
+        match store::load(&state).await {
+            Ok(s) => break s,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot read the state yet; reading it again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let mut core = SchedulerCore::new(config.core);
+    let approvals_seen = match &config.node_approvals {
+        Some(path) => {
+            let (approvals, seen) = crate::approvals_file::read(path)?;
+            info!(nodes = approvals.nodes.len(), "node approvals loaded");
+            core.set_node_approvals(approvals);
+            seen
+        }
+        None => None,
+    };
+    for d in &snapshot.damaged {
+        set_aside(&state, d).await?;
+        snapshot.revisions.remove(&d.key);
+        if let Some(id) = d.key.strip_prefix(store::OPERATION_PREFIX) {
+            if let Ok(id) = OperationId::parse(id) {
+                core.note_damaged_operation(id, d.error.clone());
+            }
+        }
+    }
+    // A stored configuration that no longer validates (limits tightened since it was
+    // written) is set aside like an unreadable one: the scheduler starts regardless.
+    let mut stored_config = false;
+    if let Some(saved) = snapshot.config {
+        let raw = store::config_write(&saved)?.value;
+        match core.set_cluster_config(saved) {
+            Ok(()) => {
+                stored_config = true;
+                info!("pool tree configuration loaded from the store");
+            }
+            Err(e) => {
+                let damaged = store::Damaged {
+                    key: store::CONFIG_KEY.to_string(),
+                    value: raw,
+                    error: format!("invalid: {e}"),
+                };
+                set_aside(&state, &damaged).await?;
+                snapshot.revisions.remove(store::CONFIG_KEY);
+            }
+        }
+    }
+    if !stored_config {
+        if let Some(initial) = config.initial_config {
+            core.set_cluster_config(initial)
+                .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
+            info!("pool tree configuration taken from --config");
+        }
+    }
+    let fresh = !stored_config;
+    let max_record_bytes = record_limit(client.server_info().max_payload);
+    let writer = Writer::spawn(
+        state.clone(),
+        max_record_bytes,
+        crate::writer::Revisions {
+            keys: {
+                let mut keys = std::mem::take(&mut snapshot.revisions);
+                // The epoch as this leader claimed it, before the read.
+                keys.insert(store::EPOCH_KEY.to_string(), epoch);
+                keys
+            },
+            holder: holder.into(),
+        },
+    );
+    let archive = Archive::open(
+        &js,
+        &store::bucket_name(prefix, "archive"),
+        config.kv_replicas,
+        config.archive_ttl,
+        state.clone(),
+        writer.clone(),
+    )
+    .await?;
+    core.set_integral_volumes(snapshot.volumes);
+    let (summary, mut effects) = core.run(|core| {
+        core.restore(
+            snapshot.operations,
+            snapshot.jobs,
+            unix_now(),
+            config.revival_window.as_millis() as u64,
+        )
+    });
+    // A configuration that was never stored is stored now, with what revival wrote.
+    effects.config_changed |= fresh;
+    let revival_stored = writer.submit(writes_of(&core, &effects));
+
+    // Callers are heard and answered on the bus identity's connection, which cannot
+    // publish into the store whatever reply subject a caller names.
+    let bus = connect("ytsched-scheduler bus", &config.bus_auth).await?;
+    // API callers on a connection of their own: their traffic never queues in front of
+    // a heartbeat.
+    let api_bus = connect("ytsched-scheduler api", &config.bus_auth).await?;
+    let subjects = Subjects::new(prefix);
+    let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
+    let [user_api, admin_api] = subjects.api_wildcards();
+    let api_calls = futures::stream::select(
+        api_bus.subscribe(user_api).await?,
+        api_bus.subscribe(admin_api).await?,
+    );
+    bus.flush().await?;
+    api_bus.flush().await?;
+    info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
+    // Shared, not cloned, by every task: a clone of its stores and archive cost more
+    // than a whole heartbeat in the core.
+    let refusals = Arc::new(Refusals::default());
+    let driver = Arc::new(Driver {
+        client: bus,
+        api_client: api_bus,
+        rate_limits: RateLimits::new(config.api_rate),
+        api_slots: Arc::new(tokio::sync::Semaphore::new(config.max_api_in_flight.max(1))),
+        refusals: refusals.clone(),
+        subjects,
+        heartbeat_period_ms: core.config().heartbeat_period_ms,
+        max_record_bytes,
+        core: Arc::new(Mutex::new(core)),
+        writer,
+        archive,
+        state,
+        share_updates: Arc::new(tokio::sync::Notify::new()),
+    });
+    // Revival's effects go the way every call's do: stored, its retired operations
+    // archived, its nodes nudged.
+    driver.carry_out(effects, revival_stored).await;
+    info!(
+        operations = summary.operations,
+        unfinished = summary.unfinished,
+        running_jobs = summary.running_jobs,
+        window_ms = config.revival_window.as_millis() as u64,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "state revived from the store; waiting for nodes to report running jobs"
+    );
+    if let Some(http) = config.http {
+        let addr = http.addr;
+        let listener = crate::http_listener::listen(addr)
+            .with_context(|| format!("--http {addr}: cannot listen"))?;
+        let access = crate::http_access::HttpAccess::start(http.access)?;
+        let face = crate::http::Face {
+            view: crate::web_view::WebView::start(driver.core.clone()),
+            state: driver.state.clone(),
+            refusals: refusals.clone(),
+        };
+        let router = crate::http::router(face, access);
+        let refusals = refusals.clone();
+        tokio::spawn(async move {
+            if let Err(e) =
+                crate::http_listener::serve(listener, router, http.bounds, refusals).await
+            {
+                error!(error = %e, "HTTP server stopped");
+            }
+        });
+    }
+    if let Some(path) = config.node_approvals.clone() {
+        let core = driver.core.clone();
+        tokio::spawn(crate::approvals_file::follow(
+            path,
+            approvals_seen,
+            move |a| core.lock().expect("core lock").set_node_approvals(a),
+        ));
+    }
+    let released = lease.releaser();
+    let writer_fenced = driver.writer.clone();
+    tokio::select! {
+        r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
+        r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
+        r = tokio::spawn(driver.clone().update_shares(config.tick_period)) => r?,
+        r = tokio::spawn(driver.tick(config.tick_period)) => r?,
+        e = tokio::spawn(lease.hold()) => return Err(e?),
+        reason = writer_fenced.fenced() => {
+            return Err(anyhow::anyhow!("deposed: {reason}; stopping so that only one scheduler writes"))
+        }
+        _ = shutdown => {
+            // Everything acknowledged is already stored; a successor may start at once.
+            released.release().await;
+            info!("scheduler stopped; leader lease released");
+        }
+    }
+    Ok(())
+}
+
+/// Moves a record this version cannot use to `damaged.<key>`, with an alert: an admin can
+/// inspect it, and it no longer stands in the way of the rest of the state.
+async fn set_aside(
+    state: &async_nats::jetstream::kv::Store,
+    d: &store::Damaged,
+) -> anyhow::Result<()> {
+    error!(key = %d.key, error = %d.error, kept_as = %store::damaged_key(&d.key), "ALERT: a stored record cannot be read; it is set aside");
+    state
+        .put(store::damaged_key(&d.key), d.value.clone())
+        .await
+        .with_context(|| format!("cannot set aside damaged record {}", d.key))?;
+    state
+        .delete(&d.key)
+        .await
+        .with_context(|| format!("cannot remove damaged record {}", d.key))?;
+    Ok(())
+}
+
+/// The most one stored record may take, given the bus's payload limit: what a KV put
+/// can carry, less room for the message's headers.
+fn record_limit(max_payload: usize) -> usize {
+    max_payload.max(128 * 1024) - 16 * 1024
+}
