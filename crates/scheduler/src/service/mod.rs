@@ -6,9 +6,11 @@ mod api_calls;
 mod background;
 mod dispatch;
 mod heartbeats;
+mod startup;
 
 use api_calls::given_up;
 use dispatch::*;
+use startup::{restore_configuration, start_http};
 
 use crate::archive::Archive;
 use crate::core::{ClusterConfig, CoreConfig, Effects, SchedulerCore};
@@ -197,7 +199,7 @@ impl Driver {
 /// Becomes the leader (a standby waits here), revives the state from the store, then
 /// serves until the process stops or the lease is lost.
 pub async fn run(
-    config: ServiceConfig,
+    mut config: ServiceConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     // One connection per duty, each under the identity that duty needs.
@@ -256,43 +258,13 @@ pub async fn run(
         }
         None => None,
     };
-    for d in &snapshot.damaged {
-        set_aside(&state, d).await?;
-        snapshot.revisions.remove(&d.key);
-        if let Some(id) = d.key.strip_prefix(store::OPERATION_PREFIX) {
-            if let Ok(id) = OperationId::parse(id) {
-                core.note_damaged_operation(id, d.error.clone());
-            }
-        }
-    }
-    // A stored configuration that no longer validates (limits tightened since it was
-    // written) is set aside like an unreadable one: the scheduler starts regardless.
-    let mut stored_config = false;
-    if let Some(saved) = snapshot.config {
-        let raw = store::config_write(&saved)?.value;
-        match core.set_cluster_config(saved) {
-            Ok(()) => {
-                stored_config = true;
-                info!("pool tree configuration loaded from the store");
-            }
-            Err(e) => {
-                let damaged = store::Damaged {
-                    key: store::CONFIG_KEY.to_string(),
-                    value: raw,
-                    error: format!("invalid: {e}"),
-                };
-                set_aside(&state, &damaged).await?;
-                snapshot.revisions.remove(store::CONFIG_KEY);
-            }
-        }
-    }
-    if !stored_config {
-        if let Some(initial) = config.initial_config {
-            core.set_cluster_config(initial)
-                .map_err(|e| anyhow::anyhow!("--config: {e}"))?;
-            info!("pool tree configuration taken from --config");
-        }
-    }
+    let stored_config = restore_configuration(
+        &mut core,
+        &state,
+        &mut snapshot,
+        config.initial_config.take(),
+    )
+    .await?;
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
     let writer = Writer::spawn(
@@ -375,25 +347,8 @@ pub async fn run(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "state revived from the store; waiting for nodes to report running jobs"
     );
-    if let Some(http) = config.http {
-        let addr = http.addr;
-        let listener = crate::http_listener::listen(addr)
-            .with_context(|| format!("--http {addr}: cannot listen"))?;
-        let access = crate::http_access::HttpAccess::start(http.access)?;
-        let face = crate::http::Face {
-            view: crate::web_view::WebView::start(driver.core.clone()),
-            state: driver.state.clone(),
-            refusals: refusals.clone(),
-        };
-        let router = crate::http::router(face, access);
-        let refusals = refusals.clone();
-        tokio::spawn(async move {
-            if let Err(e) =
-                crate::http_listener::serve(listener, router, http.bounds, refusals).await
-            {
-                error!(error = %e, "HTTP server stopped");
-            }
-        });
+    if let Some(http) = config.http.take() {
+        start_http(http, &driver, refusals.clone())?;
     }
     if let Some(path) = config.node_approvals.clone() {
         let core = driver.core.clone();
