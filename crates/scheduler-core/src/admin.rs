@@ -2,6 +2,7 @@
 //! for pools and pool trees. Changes are validated on a copy and take effect at the next
 //! fair share update (which runs before the next placement).
 
+use super::admin_values::*;
 use super::pool_tree::{validate_tree_name, PoolTree};
 use super::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Map, Value};
@@ -10,108 +11,6 @@ use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
     DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
 };
-use ytsched_common::tag_filter::validate_tag;
-use ytsched_common::NodeId;
-
-fn navigate<'a>(
-    mut v: &'a Value,
-    sub: &[String],
-    path_for_errors: &str,
-) -> Result<&'a Value, ConfigError> {
-    for key in sub {
-        v = match v {
-            Value::Object(m) => m.get(key),
-            Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
-            _ => None,
-        }
-        .ok_or_else(|| ConfigError::invalid(format!("{path_for_errors}: no '{key}' here")))?;
-    }
-    Ok(v)
-}
-
-/// All of `attrs`, or one attribute and the path `sub` inside it.
-fn select(
-    attrs: Value,
-    attribute: Option<String>,
-    sub: &[String],
-    owner: &str,
-    path: &str,
-) -> Result<Value, ConfigError> {
-    let Some(a) = attribute else {
-        return Ok(attrs);
-    };
-    let v = attrs.get(&a).ok_or_else(|| {
-        ConfigError::not_found(format!("{path}: {owner} has no attribute '{a}' set"))
-    })?;
-    navigate(v, sub, path).cloned()
-}
-
-/// Sets `value` at `sub` inside `root`, creating maps on the way.
-fn set_nested(root: &mut Value, sub: &[String], value: Value) -> Result<(), ConfigError> {
-    let Some((last, init)) = sub.split_last() else {
-        *root = value;
-        return Ok(());
-    };
-    let mut cur = root;
-    for key in init {
-        if cur.is_null() {
-            *cur = Value::Object(Map::new());
-        }
-        cur = cur
-            .as_object_mut()
-            .ok_or_else(|| ConfigError::invalid(format!("'{key}' is not inside a map")))?
-            .entry(key.clone())
-            .or_insert(Value::Null);
-    }
-    if cur.is_null() {
-        *cur = Value::Object(Map::new());
-    }
-    cur.as_object_mut()
-        .ok_or_else(|| ConfigError::invalid(format!("'{last}' is not inside a map")))?
-        .insert(last.clone(), value);
-    Ok(())
-}
-
-fn remove_nested(root: &mut Value, sub: &[String]) -> Result<(), ConfigError> {
-    let (last, init) = sub.split_last().expect("caller passes a non-empty path");
-    let mut cur = root;
-    for key in init {
-        cur = cur
-            .get_mut(key)
-            .ok_or_else(|| ConfigError::invalid(format!("no '{key}' here")))?;
-    }
-    cur.as_object_mut()
-        .and_then(|m| m.remove(last))
-        .map(|_| ())
-        .ok_or_else(|| ConfigError::invalid(format!("no '{last}' here")))
-}
-
-/// Pool attributes the scheduler reports but an admin does not set.
-const READ_ONLY_POOL_ATTRIBUTES: [&str; 2] = ["is_ephemeral", "parent_name"];
-
-/// A change to an attribute map: set a value at a path (the whole map when `None`), or
-/// remove the value at a path.
-enum AttributeEdit {
-    Set(Option<Vec<String>>, Value),
-    Remove(Vec<String>),
-}
-
-impl AttributeEdit {
-    fn apply(self, mut attrs: Value) -> Result<Value, ConfigError> {
-        match self {
-            AttributeEdit::Set(None, value) => return Ok(value),
-            AttributeEdit::Set(Some(path), value) => set_nested(&mut attrs, &path, value)?,
-            AttributeEdit::Remove(path) => remove_nested(&mut attrs, &path).map_err(|_| {
-                ConfigError::invalid(format!("attribute '{}' is not set", path.join("/")))
-            })?,
-        }
-        Ok(attrs)
-    }
-}
-
-fn attribute_path(attribute: &str, sub: Vec<String>) -> Vec<String> {
-    std::iter::once(attribute.to_string()).chain(sub).collect()
-}
 
 /// The pool hierarchy below `parent` as nested maps of names (Cypress `get` of a pool).
 fn pool_map(tree: &PoolTree, parent: &str) -> Value {
@@ -557,82 +456,6 @@ impl SchedulerCore {
             tree.config.nodes_filter,
             overlaps.join(", ")
         )))
-    }
-
-    /// `set //sys/cluster_nodes/<node>/@user_tags`: a list of tags, or null to clear.
-    fn set_user_tags(&mut self, node: &str, value: Value) -> Result<(), ConfigError> {
-        let id = self.known_node(node)?;
-        let tags: Vec<String> = match value {
-            Value::Null => vec![],
-            Value::Array(items) => items
-                .into_iter()
-                .map(|v| match v {
-                    Value::String(s) => validate_tag(&s).map(|_| s).map_err(ConfigError::invalid),
-                    other => Err(ConfigError::invalid(format!(
-                        "user_tags: expected tag strings, got {other}"
-                    ))),
-                })
-                .collect::<Result<_, _>>()?,
-            other => {
-                return Err(ConfigError::invalid(format!(
-                    "user_tags: expected a list of tags, e.g. [\"custom_tag\"], got {other}"
-                )))
-            }
-        };
-        let mut unique = Vec::with_capacity(tags.len());
-        for t in tags {
-            if !unique.contains(&t) {
-                unique.push(t);
-            }
-        }
-        if unique.is_empty() {
-            self.cluster.node_user_tags.remove(&id);
-        } else {
-            self.cluster.node_user_tags.insert(id, unique);
-        }
-        Ok(())
-    }
-
-    /// `set //sys/cluster_nodes/<node>/@banned` and its kin (true or false; null, as
-    /// `remove` gives, is false): kept in the configuration, so they outlive node and
-    /// scheduler restarts.
-    fn set_maintenance(
-        &mut self,
-        node: &str,
-        attribute: &str,
-        value: Value,
-    ) -> Result<(), ConfigError> {
-        let flag = MaintenanceFlag::parse(attribute).ok_or_else(|| {
-            ConfigError::invalid(format!("'{attribute}' is not a maintenance attribute"))
-        })?;
-        let on = match value {
-            Value::Bool(b) => b,
-            Value::Null => false,
-            other => {
-                return Err(ConfigError::invalid(format!(
-                    "{}: expected true or false, got {other}",
-                    flag.name()
-                )))
-            }
-        };
-        let id = self.known_node(node)?;
-        let mut m = self.cluster.maintenance(&id);
-        m.set(flag, on);
-        if m.is_in_service() {
-            self.cluster.node_maintenance.remove(&id);
-        } else {
-            self.cluster.node_maintenance.insert(id, m);
-        }
-        Ok(())
-    }
-
-    fn known_node(&self, node: &str) -> Result<NodeId, ConfigError> {
-        let id = NodeId(node.to_string());
-        if self.nodes.contains_key(&id) {
-            Ok(id)
-        } else {
-            Err(ConfigError::not_found(format!("no such node: '{node}'")))
-        }
     }
 
     /// Unfinished operations in a tree, or in one pool of it.

@@ -5,7 +5,9 @@
 mod access;
 pub use access::{authorize_operation_of, controls_operation_of};
 mod admin;
+mod admin_nodes;
 mod admin_path;
+mod admin_values;
 mod admission;
 pub mod config_file;
 mod core_indexes;
@@ -18,6 +20,7 @@ pub mod fair_share;
 mod heartbeat;
 mod heartbeat_context;
 mod job_index;
+mod job_lifecycle;
 mod limits_enforcement;
 mod live_usage;
 pub mod membership;
