@@ -17,6 +17,8 @@ pub use effects::Effects;
 mod events;
 mod explain;
 pub mod fair_share;
+#[cfg(test)]
+pub(crate) mod harness;
 mod heartbeat;
 mod heartbeat_context;
 mod job_index;

@@ -1,0 +1,305 @@
+//! A test harness for the core, after Nomad's scheduler `Harness`: a world of nodes,
+//! pools and operations in a few lines, driven by heartbeats from simulated nodes that
+//! run what they are told, with every call's `Effects` recorded for assertions. A test
+//! reads as a scenario: set up, heartbeat, finish jobs, look at what the core decided.
+
+use super::{CoreConfig, Effects, SchedulerCore};
+use std::collections::BTreeMap;
+use ytsched_common::identity::Caller;
+use ytsched_common::protocol::{
+    FinishedJob, HeartbeatReply, HeartbeatRequest, JobStartSpec, JobStatistics, RunningJob,
+    UnixMillis, PROTOCOL_VERSION,
+};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::states::JobState;
+use ytsched_common::units::ByteSize;
+use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
+
+/// A node as the harness plays it: what it offers and what it runs.
+struct SimNode {
+    limits: ResourceVector,
+    tags: Vec<String>,
+    running: BTreeMap<JobId, JobStartSpec>,
+    finished: Vec<FinishedJob>,
+    seq: u64,
+}
+
+pub struct Harness {
+    pub core: SchedulerCore,
+    /// The injected clock, in Unix ms.
+    pub now: UnixMillis,
+    nodes: BTreeMap<NodeId, SimNode>,
+    /// Every call's effects, oldest first.
+    pub effects: Vec<Effects>,
+    next_op: u32,
+}
+
+/// A one-task spec: `jobs` jobs of `cpu` cores and 1 GiB each.
+pub fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
+    VanillaSpec::single_task(TaskSpec {
+        command: "true".into(),
+        job_count: jobs,
+        cpu_limit: cpu,
+        memory_limit: ByteSize(1 << 30),
+        gpu_limit: 0,
+        environment: Default::default(),
+        stdin: None,
+        job_speculation_timeout: None,
+        disk_request: None,
+    })
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Harness::new()
+    }
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Harness {
+            core: SchedulerCore::new(CoreConfig::default()),
+            now: 1_000,
+            nodes: BTreeMap::new(),
+            effects: vec![],
+            next_op: 0,
+        }
+    }
+
+    /// Runs `call` on the core and records its effects.
+    pub fn run<R>(&mut self, call: impl FnOnce(&mut SchedulerCore) -> R) -> R {
+        let (answer, effects) = self.core.run(call);
+        self.effects.push(effects);
+        answer
+    }
+
+    /// Adds a node of `cpu` cores (64 GiB, 100 slots) with `tags`, registered by its
+    /// first heartbeat.
+    pub fn node(&mut self, name: &str, cpu: f64, tags: &[&str]) -> &mut Self {
+        let id = NodeId::parse(name).expect("a valid node name");
+        self.nodes.insert(
+            id.clone(),
+            SimNode {
+                limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+                running: BTreeMap::new(),
+                finished: vec![],
+                seq: 0,
+            },
+        );
+        self.heartbeat(name);
+        self
+    }
+
+    /// Creates pool `name` (under `parent`, else the root) of the default tree with
+    /// `attributes` (JSON), as an admin.
+    pub fn pool(
+        &mut self,
+        name: &str,
+        parent: Option<&str>,
+        attributes: serde_json::Value,
+    ) -> &mut Self {
+        self.run(|c| c.create_pool("default", name, parent, attributes))
+            .unwrap_or_else(|e| panic!("pool {name}: {e}"));
+        self
+    }
+
+    /// Submits `spec` as `user`; returns the operation's id.
+    pub fn submit(&mut self, user: &str, spec: VanillaSpec) -> OperationId {
+        self.next_op += 1;
+        let id = OperationId::parse(&format!("op{}", self.next_op)).expect("a valid id");
+        let now = self.now;
+        self.run(|c| c.start_operation_as(id.clone(), &Caller::user(user), spec, None, now))
+            .unwrap_or_else(|e| panic!("submit as {user}: {e}"))
+    }
+
+    /// Moves the clock on.
+    pub fn advance(&mut self, ms: u64) -> &mut Self {
+        self.now += ms;
+        self
+    }
+
+    /// One heartbeat of `name`: it reports what it runs and what finished since, then
+    /// starts and aborts what the reply says.
+    pub fn heartbeat(&mut self, name: &str) -> HeartbeatReply {
+        let id = NodeId::parse(name).expect("a valid node name");
+        let node = self.nodes.get_mut(&id).expect("a node of this harness");
+        node.seq += 1;
+        let req = HeartbeatRequest {
+            protocol_version: PROTOCOL_VERSION,
+            node_id: id.clone(),
+            incarnation_id: IncarnationId(format!("{name}-1")),
+            seq: node.seq,
+            hostname: name.into(),
+            system_tags: vec![],
+            tags: node.tags.clone(),
+            resource_limits: node.limits,
+            resource_usage: node
+                .running
+                .values()
+                .fold(ResourceVector::ZERO, |a, s| a + s.resources),
+            running_jobs: node
+                .running
+                .values()
+                .map(|s| RunningJob {
+                    job_id: s.job_id.clone(),
+                    operation_id: s.operation_id.clone(),
+                    state: JobState::Running,
+                    resource_usage: s.resources,
+                    start_time: 0,
+                })
+                .collect(),
+            finished_jobs: std::mem::take(&mut node.finished),
+            timeout_ms: 0,
+            last_reply_seq: None,
+        };
+        let now = self.now;
+        let reply = self.run(|c| c.process_heartbeat(req, now));
+        let node = self.nodes.get_mut(&id).expect("still here");
+        for a in &reply.jobs_to_abort {
+            if let Some(s) = node.running.remove(&a.job_id) {
+                node.finished.push(finished(&s, JobState::Aborted));
+            }
+        }
+        for s in &reply.jobs_to_start {
+            node.running.insert(s.job_id.clone(), s.clone());
+        }
+        reply
+    }
+
+    /// A heartbeat from every node, in name order.
+    pub fn heartbeat_all(&mut self) {
+        let names: Vec<String> = self.nodes.keys().map(|n| n.to_string()).collect();
+        for n in names {
+            self.heartbeat(&n);
+        }
+    }
+
+    /// Ends every job `name` runs with `state`; the next heartbeat reports them.
+    pub fn finish_all(&mut self, name: &str, state: JobState) {
+        let id = NodeId::parse(name).expect("a valid node name");
+        let node = self.nodes.get_mut(&id).expect("a node of this harness");
+        let done: Vec<FinishedJob> = std::mem::take(&mut node.running)
+            .values()
+            .map(|s| finished(s, state))
+            .collect();
+        node.finished.extend(done);
+    }
+
+    /// Jobs `name` runs now.
+    pub fn running_on(&self, name: &str) -> Vec<&JobStartSpec> {
+        let id = NodeId::parse(name).expect("a valid node name");
+        self.nodes[&id].running.values().collect()
+    }
+
+    /// Running jobs of `op` across the nodes.
+    pub fn running_of(&self, op: &OperationId) -> usize {
+        self.nodes
+            .values()
+            .flat_map(|n| n.running.values())
+            .filter(|s| &s.operation_id == op)
+            .count()
+    }
+
+    /// The effects of the last call.
+    pub fn last_effects(&self) -> &Effects {
+        self.effects.last().expect("a call was made")
+    }
+}
+
+fn finished(s: &JobStartSpec, state: JobState) -> FinishedJob {
+    FinishedJob {
+        job_id: s.job_id.clone(),
+        operation_id: s.operation_id.clone(),
+        state,
+        error: (state == JobState::Failed).then(|| "command exited with code 1".into()),
+        start_time: 1,
+        finish_time: 2,
+        statistics: JobStatistics::default(),
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod scenarios {
+    use super::*;
+    use ytsched_common::states::OperationState;
+
+    /// Two users' operations in two pools of equal weight on one 8-core node: each gets
+    /// half; when one finishes, the other takes the node; every start was a nudge or an
+    /// answer, and the finished operation's record went to the store.
+    #[test]
+    fn equal_pools_share_a_node_and_the_survivor_takes_it_all() {
+        let mut h = Harness::new();
+        h.node("n1", 8.0, &[])
+            .pool("a", None, serde_json::json!({}))
+            .pool("b", None, serde_json::json!({}));
+        let mut sa = spec(8, 1.0);
+        sa.pool = Some("a".parse().unwrap());
+        let mut sb = spec(8, 1.0);
+        sb.pool = Some("b".parse().unwrap());
+        let a = h.submit("alice", sa);
+        assert!(
+            !h.last_effects().changes.is_empty(),
+            "a submission is stored before it is answered"
+        );
+        let b = h.submit("bob", sb);
+        // The first update puts both in the tree; jobs follow on the next heartbeats.
+        for _ in 0..4 {
+            h.advance(500).heartbeat_all();
+        }
+        assert_eq!(h.running_of(&a) + h.running_of(&b), 8, "the node is full");
+        assert_eq!(h.running_of(&a), 4, "half each");
+        assert!(
+            h.effects.iter().any(|e| !e.changes.is_empty()),
+            "starts are stored"
+        );
+        // bob's jobs all complete; alice's fill the node as bob's eight jobs end.
+        for _ in 0..6 {
+            let bob_jobs: Vec<JobId> = h
+                .running_on("n1")
+                .iter()
+                .filter(|s| s.operation_id == b)
+                .map(|s| s.job_id.clone())
+                .collect();
+            if bob_jobs.is_empty() {
+                break;
+            }
+            let id = NodeId::parse("n1").unwrap();
+            let node = h.nodes.get_mut(&id).unwrap();
+            for j in bob_jobs {
+                let s = node.running.remove(&j).unwrap();
+                node.finished.push(finished(&s, JobState::Completed));
+            }
+            h.advance(500).heartbeat_all();
+        }
+        for _ in 0..3 {
+            h.advance(500).heartbeat_all();
+        }
+        let info = h.core.operation_info(&b).unwrap();
+        assert_eq!(info.state, OperationState::Completed, "{info:?}");
+        assert_eq!(h.running_of(&a), 8, "alice's operation takes the node");
+    }
+
+    /// A failing job's attempt is retried; one failure more than `max_failed_job_count`
+    /// fails the operation (SPEC: "more failed jobs → operation failed"), which says why.
+    #[test]
+    fn failed_jobs_fail_the_operation_past_its_limit() {
+        let mut h = Harness::new();
+        h.node("n1", 4.0, &[]);
+        let mut s = spec(1, 1.0);
+        s.max_failed_job_count = 2;
+        let op = h.submit("alice", s);
+        for _ in 0..10 {
+            h.advance(500).heartbeat_all();
+            h.finish_all("n1", JobState::Failed);
+        }
+        let info = h.core.operation_info(&op).unwrap();
+        assert_eq!(info.state, OperationState::Failed, "{info:?}");
+        assert_eq!(info.jobs.failed, 3, "two retried, the third fails it");
+        let why = info.error.unwrap_or_default();
+        assert!(why.contains("more than max_failed_job_count = 2"), "{why}");
+    }
+}
