@@ -3,24 +3,10 @@
 use super::*;
 use ytsched_common::protocol::*;
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::spec::{TaskSpec, VanillaSpec};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
-use ytsched_common::units::ByteSize;
 use ytsched_common::{IncarnationId, JobId};
 
-pub(super) fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
-    VanillaSpec::single_task(TaskSpec {
-        command: "true".into(),
-        job_count: jobs,
-        cpu_limit: cpu,
-        memory_limit: ByteSize(1 << 30),
-        gpu_limit: 0,
-        environment: Default::default(),
-        stdin: None,
-        job_speculation_timeout: None,
-        disk_request: None,
-    })
-}
+pub(super) use super::harness::spec;
 
 pub(super) fn heartbeat(
     node: &str,
