@@ -10,7 +10,7 @@ mod startup;
 
 use api_calls::given_up;
 use dispatch::*;
-use startup::{restore_configuration, start_http};
+use startup::{become_leader, revive, start_http, Leadership, Revived};
 
 use crate::archive::Archive;
 use crate::core::{ClusterConfig, CoreConfig, Effects, SchedulerCore};
@@ -202,105 +202,23 @@ pub async fn run(
     mut config: ServiceConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    // One connection per duty, each under the identity that duty needs.
+    let leader = become_leader(&config).await?;
+    let Revived {
+        core,
+        writer,
+        archive,
+        summary,
+        effects,
+        stored: revival_stored,
+        approvals_seen,
+        max_record_bytes,
+        started,
+    } = revive(&mut config, &leader).await?;
+    let Leadership { state, lease, .. } = leader;
     let connect = |name: &'static str, auth| {
         ytsched_common::transport::connect(&config.nats_urls, name, true, auth)
     };
-    let client = connect("ytsched-scheduler", &config.auth).await?;
-    let js = async_nats::jetstream::new(client.clone());
     let prefix = &config.subject_prefix;
-    let state = store::open_bucket(
-        &js,
-        &store::bucket_name(prefix, "state"),
-        config.kv_replicas,
-        Duration::ZERO,
-    )
-    .await?;
-    // The lease has a connection of its own: no load on the others (a request flood,
-    // a slow consumer, a backlog of writes) can delay its renewal.
-    let lease_client = connect("ytsched-scheduler lease", &config.auth).await?;
-    let leases = store::open_bucket(
-        &async_nats::jetstream::new(lease_client),
-        &store::bucket_name(prefix, "leader"),
-        config.kv_replicas,
-        config.lease_ttl,
-    )
-    .await?;
-    let holder = format!(
-        "{}/pid {}/{}",
-        nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id(),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let lease = Lease::acquire(leases, holder.clone(), config.lease_ttl).await;
-    // Claimed before the state is read: a previous leader's next write round fails.
-    let epoch = crate::writer::claim_epoch(&state, &holder).await?;
-
-    let started = std::time::Instant::now();
-    let mut snapshot = loop {
-        match store::load(&state).await {
-            Ok(s) => break s,
-            Err(e) => {
-                warn!(error = %format!("{e:#}"), "cannot read the state yet; reading it again");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    };
-    let mut core = SchedulerCore::new(config.core);
-    let approvals_seen = match &config.node_approvals {
-        Some(path) => {
-            let (approvals, seen) = crate::approvals_file::read(path)?;
-            info!(nodes = approvals.nodes.len(), "node approvals loaded");
-            core.set_node_approvals(approvals);
-            seen
-        }
-        None => None,
-    };
-    let stored_config = restore_configuration(
-        &mut core,
-        &state,
-        &mut snapshot,
-        config.initial_config.take(),
-    )
-    .await?;
-    let fresh = !stored_config;
-    let max_record_bytes = record_limit(client.server_info().max_payload);
-    let writer = Writer::spawn(
-        state.clone(),
-        max_record_bytes,
-        crate::writer::Revisions {
-            keys: {
-                let mut keys = std::mem::take(&mut snapshot.revisions);
-                // The epoch as this leader claimed it, before the read.
-                keys.insert(store::EPOCH_KEY.to_string(), epoch);
-                keys
-            },
-            holder: holder.into(),
-        },
-    );
-    let archive = Archive::open(
-        &js,
-        &store::bucket_name(prefix, "archive"),
-        config.kv_replicas,
-        config.archive_ttl,
-        state.clone(),
-        writer.clone(),
-    )
-    .await?;
-    core.set_integral_volumes(snapshot.volumes);
-    let (summary, mut effects) = core.run(|core| {
-        core.restore(
-            snapshot.operations,
-            snapshot.jobs,
-            unix_now(),
-            config.revival_window.as_millis() as u64,
-        )
-    });
-    // A configuration that was never stored is stored now, with what revival wrote.
-    effects.config_changed |= fresh;
-    let revival_stored = writer.submit(writes_of(&core, &effects));
 
     // Callers are heard and answered on the bus identity's connection, which cannot
     // publish into the store whatever reply subject a caller names.

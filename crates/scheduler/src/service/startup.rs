@@ -77,3 +77,169 @@ pub(super) fn start_http(
     });
     Ok(())
 }
+
+/// What becoming the leader leaves: the store's connection, its state bucket, the
+/// lease held and the epoch claimed.
+pub(super) struct Leadership {
+    pub(super) client: async_nats::Client,
+    pub(super) js: async_nats::jetstream::Context,
+    pub(super) state: async_nats::jetstream::kv::Store,
+    pub(super) lease: Lease,
+    pub(super) holder: String,
+    pub(super) epoch: u64,
+}
+
+/// Connects under the store identity, opens the state bucket, waits for the leader
+/// lease (a standby waits here) and claims the next epoch.
+pub(super) async fn become_leader(config: &ServiceConfig) -> anyhow::Result<Leadership> {
+    // One connection per duty, each under the identity that duty needs.
+    let connect = |name: &'static str, auth| {
+        ytsched_common::transport::connect(&config.nats_urls, name, true, auth)
+    };
+    let client = connect("ytsched-scheduler", &config.auth).await?;
+    let js = async_nats::jetstream::new(client.clone());
+    let prefix = &config.subject_prefix;
+    let state = store::open_bucket(
+        &js,
+        &store::bucket_name(prefix, "state"),
+        config.kv_replicas,
+        Duration::ZERO,
+    )
+    .await?;
+    // The lease has a connection of its own: no load on the others (a request flood,
+    // a slow consumer, a backlog of writes) can delay its renewal.
+    let lease_client = connect("ytsched-scheduler lease", &config.auth).await?;
+    let leases = store::open_bucket(
+        &async_nats::jetstream::new(lease_client),
+        &store::bucket_name(prefix, "leader"),
+        config.kv_replicas,
+        config.lease_ttl,
+    )
+    .await?;
+    let holder = format!(
+        "{}/pid {}/{}",
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let lease = Lease::acquire(leases, holder.clone(), config.lease_ttl).await;
+    // Claimed before the state is read: a previous leader's next write round fails.
+    let epoch = crate::writer::claim_epoch(&state, &holder).await?;
+
+    Ok(Leadership {
+        client,
+        js,
+        state,
+        lease,
+        holder,
+        epoch,
+    })
+}
+
+/// The state revived from the store: the core, its writer and archive, and what
+/// revival changed, queued for the store.
+pub(super) struct Revived {
+    pub(super) core: SchedulerCore,
+    pub(super) writer: Writer,
+    pub(super) archive: Archive,
+    pub(super) summary: crate::core::records::RevivalSummary,
+    pub(super) effects: Effects,
+    pub(super) stored: crate::writer::Stored,
+    pub(super) approvals_seen: Option<std::time::SystemTime>,
+    pub(super) max_record_bytes: usize,
+    pub(super) started: std::time::Instant,
+}
+
+/// Reads the state (again until it reads), restores the configuration and every
+/// operation and job into a new core, and queues what revival changed.
+pub(super) async fn revive(
+    config: &mut ServiceConfig,
+    leader: &Leadership,
+) -> anyhow::Result<Revived> {
+    let Leadership {
+        client,
+        js,
+        state,
+        holder,
+        epoch,
+        ..
+    } = leader;
+    let (state, epoch) = (state.clone(), *epoch);
+    let prefix = &config.subject_prefix;
+    let started = std::time::Instant::now();
+    let mut snapshot = loop {
+        match store::load(&state).await {
+            Ok(s) => break s,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot read the state yet; reading it again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let mut core = SchedulerCore::new(config.core.clone());
+    let approvals_seen = match &config.node_approvals {
+        Some(path) => {
+            let (approvals, seen) = crate::approvals_file::read(path)?;
+            info!(nodes = approvals.nodes.len(), "node approvals loaded");
+            core.set_node_approvals(approvals);
+            seen
+        }
+        None => None,
+    };
+    let stored_config = restore_configuration(
+        &mut core,
+        &state,
+        &mut snapshot,
+        config.initial_config.take(),
+    )
+    .await?;
+    let fresh = !stored_config;
+    let max_record_bytes = record_limit(client.server_info().max_payload);
+    let writer = Writer::spawn(
+        state.clone(),
+        max_record_bytes,
+        crate::writer::Revisions {
+            keys: {
+                let mut keys = std::mem::take(&mut snapshot.revisions);
+                // The epoch as this leader claimed it, before the read.
+                keys.insert(store::EPOCH_KEY.to_string(), epoch);
+                keys
+            },
+            holder: holder.clone().into(),
+        },
+    );
+    let archive = Archive::open(
+        js,
+        &store::bucket_name(prefix, "archive"),
+        config.kv_replicas,
+        config.archive_ttl,
+        state.clone(),
+        writer.clone(),
+    )
+    .await?;
+    core.set_integral_volumes(snapshot.volumes);
+    let (summary, mut effects) = core.run(|core| {
+        core.restore(
+            snapshot.operations,
+            snapshot.jobs,
+            unix_now(),
+            config.revival_window.as_millis() as u64,
+        )
+    });
+    // A configuration that was never stored is stored now, with what revival wrote.
+    effects.config_changed |= fresh;
+    let revival_stored = writer.submit(writes_of(&core, &effects));
+    Ok(Revived {
+        core,
+        writer,
+        archive,
+        summary,
+        effects,
+        stored: revival_stored,
+        approvals_seen,
+        max_record_bytes,
+        started,
+    })
+}
