@@ -84,45 +84,50 @@ impl Driver {
             };
             let driver = self.clone();
             let method = method.to_string();
-            tokio::spawn(async move {
-                let _permit = permit;
-                let max_record = driver.max_record_bytes;
-                let answered = driver
-                    .with_core(|core| {
-                        (!names_archived_operation(core, &method, &msg.payload)).then(|| {
-                            let mut then = None;
-                            let bytes = dispatch(
-                                core,
-                                &caller,
-                                &method,
-                                &msg.payload,
-                                max_record,
-                                &mut then,
-                            );
-                            (bytes, then)
+            // Every line logged while serving it (the core's events among them) says
+            // whose request it was and what it asked.
+            let span = tracing::info_span!("api", user = %caller.user, method = %method);
+            tokio::spawn(tracing::Instrument::instrument(
+                async move {
+                    let _permit = permit;
+                    let max_record = driver.max_record_bytes;
+                    let answered = driver
+                        .with_core(|core| {
+                            (!names_archived_operation(core, &method, &msg.payload)).then(|| {
+                                let mut then = None;
+                                let bytes = dispatch(
+                                    core,
+                                    &caller,
+                                    &method,
+                                    &msg.payload,
+                                    max_record,
+                                    &mut then,
+                                );
+                                (bytes, then)
+                            })
                         })
-                    })
-                    .await;
-                if method == api::StartOperation::METHOD {
-                    driver.share_updates.notify_one();
-                }
-                let mut bytes = match answered {
-                    Some((bytes, None)) => bytes,
-                    Some((_, Some(then))) => then.answer(&driver, &caller).await,
-                    None => {
-                        answer_from_archive(&driver.archive, &caller, &method, &msg.payload).await
+                        .await;
+                    if method == api::StartOperation::METHOD {
+                        driver.share_updates.notify_one();
                     }
-                };
-                let max = driver.api_client.server_info().max_payload;
-                if bytes.len() > max {
-                    // NATS would drop the reply and the caller would only see a timeout.
-                    warn!(
-                        method,
-                        bytes = bytes.len(),
-                        max,
-                        "API reply too large for NATS"
-                    );
-                    bytes = encode(&ApiResponse::<()> {
+                    let mut bytes = match answered {
+                        Some((bytes, None)) => bytes,
+                        Some((_, Some(then))) => then.answer(&driver, &caller).await,
+                        None => {
+                            answer_from_archive(&driver.archive, &caller, &method, &msg.payload)
+                                .await
+                        }
+                    };
+                    let max = driver.api_client.server_info().max_payload;
+                    if bytes.len() > max {
+                        // NATS would drop the reply and the caller would only see a timeout.
+                        warn!(
+                            method,
+                            bytes = bytes.len(),
+                            max,
+                            "API reply too large for NATS"
+                        );
+                        bytes = encode(&ApiResponse::<()> {
                         protocol_version: PROTOCOL_VERSION,
                         result: Err(ApiError::limit_reached(format!(
                             "the answer to {method} is {} bytes, more than NATS's max_payload of {max}; ask for less (e.g. one operation with get-operation, or the web page / JSON API of --http)",
@@ -130,9 +135,11 @@ impl Driver {
                         ))),
                     })
                     .unwrap_or_default();
-                }
-                driver.api_reply(reply_to, bytes).await;
-            });
+                    }
+                    driver.api_reply(reply_to, bytes).await;
+                },
+                span,
+            ));
         }
     }
 }

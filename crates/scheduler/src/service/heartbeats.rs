@@ -18,7 +18,14 @@ impl Driver {
         while let Some(msg) = sub.next().await {
             let driver = self.clone();
             let received = std::time::Instant::now();
-            tokio::spawn(async move { driver.heartbeat(msg, received).await });
+            // Every line logged while handling it (jobs started, finished, aborted) names
+            // the node, as nats-server vouches for it in the subject.
+            let node = msg.subject.rsplit('.').next().unwrap_or_default();
+            let span = tracing::info_span!("heartbeat", node = %node);
+            tokio::spawn(tracing::Instrument::instrument(
+                async move { driver.heartbeat(msg, received).await },
+                span,
+            ));
         }
     }
 
