@@ -237,7 +237,8 @@ pub fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-/// An HTTP/1.1 GET to `addr` (`host:port`) with a web token if given: (status, body).
+/// An HTTP/1.0 GET to `addr` (`host:port`) with a web token if given: (status, body).
+/// HTTP/1.0, so that no server answers in chunks and the connection closes after.
 pub fn http_request(addr: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr)?;
@@ -245,10 +246,7 @@ pub fn http_request(addr: &str, path: &str, token: Option<&str>) -> anyhow::Resu
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
-    )?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n")?;
     let mut raw = String::new();
     s.read_to_string(&mut raw)?;
     let status = raw
@@ -265,16 +263,7 @@ pub fn http_request(addr: &str, path: &str, token: Option<&str>) -> anyhow::Resu
 
 /// The body of an HTTP GET to a loopback port (nats-server's monitoring endpoints).
 pub fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    Ok(text
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default())
+    Ok(http_request(&format!("127.0.0.1:{port}"), path, None)?.1)
 }
 
 impl Lab {

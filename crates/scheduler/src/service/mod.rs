@@ -196,6 +196,15 @@ impl Driver {
     }
 }
 
+/// One connection per duty, each under the identity that duty needs.
+async fn connect_as(
+    config: &ServiceConfig,
+    name: &'static str,
+    auth: &ytsched_common::transport::ConnectAuth,
+) -> anyhow::Result<async_nats::Client> {
+    Ok(ytsched_common::transport::connect(&config.nats_urls, name, true, auth).await?)
+}
+
 /// Becomes the leader (a standby waits here), revives the state from the store, then
 /// serves until the process stops or the lease is lost.
 pub async fn run(
@@ -215,17 +224,14 @@ pub async fn run(
         started,
     } = revive(&mut config, &leader).await?;
     let Leadership { state, lease, .. } = leader;
-    let connect = |name: &'static str, auth| {
-        ytsched_common::transport::connect(&config.nats_urls, name, true, auth)
-    };
     let prefix = &config.subject_prefix;
 
     // Callers are heard and answered on the bus identity's connection, which cannot
     // publish into the store whatever reply subject a caller names.
-    let bus = connect("ytsched-scheduler bus", &config.bus_auth).await?;
+    let bus = connect_as(&config, "ytsched-scheduler bus", &config.bus_auth).await?;
     // API callers on a connection of their own: their traffic never queues in front of
     // a heartbeat.
-    let api_bus = connect("ytsched-scheduler api", &config.bus_auth).await?;
+    let api_bus = connect_as(&config, "ytsched-scheduler api", &config.bus_auth).await?;
     let subjects = Subjects::new(prefix);
     let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
     let [user_api, admin_api] = subjects.api_wildcards();

@@ -92,11 +92,7 @@ pub(super) struct Leadership {
 /// Connects under the store identity, opens the state bucket, waits for the leader
 /// lease (a standby waits here) and claims the next epoch.
 pub(super) async fn become_leader(config: &ServiceConfig) -> anyhow::Result<Leadership> {
-    // One connection per duty, each under the identity that duty needs.
-    let connect = |name: &'static str, auth| {
-        ytsched_common::transport::connect(&config.nats_urls, name, true, auth)
-    };
-    let client = connect("ytsched-scheduler", &config.auth).await?;
+    let client = connect_as(config, "ytsched-scheduler", &config.auth).await?;
     let js = async_nats::jetstream::new(client.clone());
     let prefix = &config.subject_prefix;
     let state = store::open_bucket(
@@ -108,7 +104,7 @@ pub(super) async fn become_leader(config: &ServiceConfig) -> anyhow::Result<Lead
     .await?;
     // The lease has a connection of its own: no load on the others (a request flood,
     // a slow consumer, a backlog of writes) can delay its renewal.
-    let lease_client = connect("ytsched-scheduler lease", &config.auth).await?;
+    let lease_client = connect_as(config, "ytsched-scheduler lease", &config.auth).await?;
     let leases = store::open_bucket(
         &async_nats::jetstream::new(lease_client),
         &store::bucket_name(prefix, "leader"),
