@@ -83,7 +83,10 @@ wait_for 60 three_nodes || fail "three nodes did not register"
 if "$cli" --nats "nats://127.0.0.1:$port" list-nodes >/dev/null 2>&1; then
     fail "an unauthenticated client was served"
 fi
-compose logs auth | grep -q "YTSCHED_CREDS=$auth_dir/admin.creds" || fail "the lab did not print YTSCHED_CREDS"
+# Read whole before matching: `grep -q` stops at the first match, and under pipefail the
+# SIGPIPE that gives the still-writing `compose logs` would fail the check.
+auth_log=$(compose logs --no-color auth)
+grep -q "YTSCHED_CREDS=$auth_dir/admin.creds" <<<"$auth_log" || fail "the lab did not print YTSCHED_CREDS"
 echo "lab-test: authenticated (anonymous clients refused; YTSCHED_CREDS printed)"
 yt list-nodes
 trees=$(yt --format json list-nodes | json_field "' '.join(n['id']+'='+str(n['tree']) for n in sorted(d, key=lambda n: n['id']))")
