@@ -2,9 +2,9 @@
 //! archives, nudges and logs from it, and nothing leaves the core another way (a caller
 //! cannot forget one buffer and let it grow, as the simulator once did with two).
 
-use super::records::StateChange;
-use super::retention::Archived;
-use super::{CoreEvent, SchedulerCore};
+use crate::records::StateChange;
+use crate::operations::retention::Archived;
+use crate::{CoreEvent, SchedulerCore};
 use ytsched_common::NodeId;
 
 /// Everything one call (or a run of calls) changed outside the core's own memory.

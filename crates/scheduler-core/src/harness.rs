@@ -3,7 +3,7 @@
 //! run what they are told, with every call's `Effects` recorded for assertions. A test
 //! reads as a scenario: set up, heartbeat, finish jobs, look at what the core decided.
 
-use super::{CoreConfig, Effects, SchedulerCore};
+use crate::{CoreConfig, Effects, SchedulerCore};
 use std::collections::BTreeMap;
 use ytsched_common::identity::Caller;
 use ytsched_common::protocol::{

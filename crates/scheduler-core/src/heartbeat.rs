@@ -1,9 +1,9 @@
 //! A node heartbeat: register or refresh the node, take in finished jobs, reconcile
 //! what the node runs with what the scheduler believes, then fill the node with work.
 
-use super::heartbeat_context::HeartbeatContext;
-use super::operation::ResultEffect;
-use super::{CoreEvent, Node, SchedulerCore};
+use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::operations::operation::ResultEffect;
+use crate::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
 use ytsched_common::protocol::{
     HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
@@ -252,7 +252,7 @@ impl SchedulerCore {
         let effect = op.apply_result(node_id, result);
         // What the job printed goes to the store with its first result, not into memory.
         if first_result && !(result.stdout_tail.is_empty() && result.stderr_tail.is_empty()) {
-            self.outputs.push(super::records::JobOutputRecord {
+            self.outputs.push(crate::records::JobOutputRecord {
                 job: result.job_id.clone(),
                 stdout: result.stdout_tail.clone(),
                 stderr: result.stderr_tail.clone(),

@@ -2,60 +2,34 @@
 //! (Unix milliseconds supplied by the caller), so the service, the simulator and tests
 //! drive exactly the same code, and the same inputs give the same decisions.
 
-mod access;
-pub use access::{authorize_operation_of, controls_operation_of};
 mod admin;
-mod admin_nodes;
-mod admin_path;
-mod admin_values;
-mod admission;
-pub mod config_file;
-mod core_indexes;
-pub mod delegation_budget;
 mod effects;
-pub use effects::Effects;
 mod events;
-mod explain;
-pub mod fair_share;
 #[cfg(test)]
 pub(crate) mod harness;
 mod heartbeat;
-mod heartbeat_context;
-mod job_index;
-mod job_lifecycle;
-mod limits_enforcement;
-mod live_usage;
-pub mod membership;
+mod jobs;
 mod nodes;
-mod nudges;
-mod operation;
-mod operation_counts;
-mod operation_index;
-pub mod orchid;
-mod pending_queue;
-mod placeability;
-mod placement;
-pub mod pool_tree;
-mod preemption;
+mod operations;
 mod queries;
-pub use queries::{job_info, page_limit, parse_cursor, JobEntry, JobPagePlan};
 pub mod records;
-pub mod retention;
-mod share_history;
-pub use share_history::ShareSample;
-mod share_update;
-mod speculation;
-pub mod starvation;
-mod tree_state;
-mod waiting_jobs;
-mod what_if;
+mod trees;
 
-pub use admin_path::AdminPath;
+pub use admin::path::AdminPath;
+pub use admin::{config_file, delegation_budget};
+pub use effects::Effects;
 pub use events::CoreEvent;
-pub use nodes::Node;
-pub use operation::{Job, Operation, Task};
-pub use pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
-pub use share_update::{ComputedShares, ShareUpdate};
+pub use nodes::membership;
+pub use nodes::node::Node;
+pub use operations::access::{authorize_operation_of, controls_operation_of};
+pub use operations::operation::{Job, Operation, Task};
+pub use operations::retention;
+pub use queries::orchid;
+pub use queries::pages::{job_info, page_limit, parse_cursor, JobEntry, JobPagePlan};
+pub use queries::share_history::ShareSample;
+pub use trees::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
+pub use trees::share_update::{ComputedShares, ShareUpdate};
+pub use trees::{fair_share, pool_tree, starvation};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ytsched_common::names::TreeName;
@@ -95,12 +69,12 @@ pub struct SchedulerCore {
     operations: BTreeMap<OperationId, Operation>,
     /// Which operation each job belongs to and which jobs run on each node (a job's
     /// state itself is only in its operation; see `job_index.rs`).
-    jobs: job_index::JobIndex,
+    jobs: jobs::job_index::JobIndex,
     /// Pool trees and pools as admins configured them (what the store saves).
     cluster: ClusterConfig,
     /// Per configured tree: its nodes' total, last fair-share snapshot and what changed
     /// since (see `tree_state.rs`).
-    trees: BTreeMap<TreeName, tree_state::TreeState>,
+    trees: BTreeMap<TreeName, trees::tree_state::TreeState>,
     /// Unfinished operations with a task that has `job_speculation_timeout`: the only
     /// ones the speculative stage of a heartbeat looks at.
     speculating: BTreeSet<OperationId>,
@@ -125,7 +99,7 @@ pub struct SchedulerCore {
     outputs: Vec<records::JobOutputRecord>,
     /// Operations per pool and the smallest job waiting per tree, kept up to date by
     /// `touch` (see `operation_index.rs`).
-    indexes: std::cell::RefCell<core_indexes::Indexes>,
+    indexes: std::cell::RefCell<operations::core_indexes::Indexes>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
     latest_now: UnixMillis,
@@ -134,13 +108,13 @@ pub struct SchedulerCore {
     revival_deadline: Option<UnixMillis>,
     events: Vec<CoreEvent>,
     /// Finished operations still in memory, oldest first per tree (see `retention.rs`).
-    finished_order: retention::FinishedOrder,
+    finished_order: operations::retention::FinishedOrder,
     /// Operations retired from memory, for the driver to archive.
-    retired: Vec<retention::Archived>,
+    retired: Vec<operations::retention::Archived>,
     /// Operations whose stored record could not be read at revival, with why.
     damaged: BTreeMap<OperationId, String>,
     /// Recent usage against fair share per operation, for the web page's chart.
-    share_history: share_history::ShareHistory,
+    share_history: queries::share_history::ShareHistory,
     /// Each held operation's idempotency token, by its user: a retried submission finds
     /// its operation. Entries leave with their operation (retirement), so this is
     /// bounded by the operations in memory.
@@ -272,12 +246,4 @@ impl SchedulerCore {
 }
 
 #[cfg(test)]
-mod pool_tests;
-#[cfg(test)]
-mod revival_tests;
-#[cfg(test)]
-mod security_tests;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tree_tests;

@@ -7,8 +7,8 @@
 //! recorded as running stay running, and their nodes have a revival window to report them
 //! before they count as lost.
 
-use super::operation::{Job, Operation, TreeSlot};
-use super::{CoreEvent, Node, SchedulerCore};
+use crate::operations::operation::{Job, Operation, TreeSlot};
+use crate::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use ytsched_common::api::HistoryEntry;
@@ -319,7 +319,7 @@ impl Operation {
     /// recomputed: waiting indices, completed and failed counts, usage per tree.
     pub fn restore(record: OperationRecord, jobs: Vec<Job>) -> Self {
         let pending = record.state == OperationState::Pending;
-        let placement = super::operation::Placement {
+        let placement = crate::operations::operation::Placement {
             trees: record.trees,
             pending,
         };

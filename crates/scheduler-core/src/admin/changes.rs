@@ -1,0 +1,472 @@
+//! Admin verbs on YTsaurus paths (SPEC 6.1): get, set, list, remove, exists, and create
+//! for pools and pool trees. Changes are validated on a copy and take effect at the next
+//! fair share update (which runs before the next placement).
+
+use crate::admin::values::*;
+use crate::trees::pool_tree::{validate_tree_name, PoolTree};
+use crate::{AdminPath, ConfigError, SchedulerCore};
+use serde_json::{json, Map, Value};
+use ytsched_common::maintenance::MaintenanceFlag;
+use ytsched_common::pool_config::{
+    canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
+    DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
+};
+
+/// The pool hierarchy below `parent` as nested maps of names (Cypress `get` of a pool).
+fn pool_map(tree: &PoolTree, parent: &str) -> Value {
+    Value::Object(
+        tree.children(parent)
+            .map(|c| (c.to_string(), pool_map(tree, c)))
+            .collect(),
+    )
+}
+
+impl SchedulerCore {
+    fn resolve_pool(&self, tree: &str, pool_path: &[String]) -> Result<String, ConfigError> {
+        let t = self.cluster.tree(tree)?;
+        let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
+        t.resolve_path(&segs)
+            .map_err(|e| e.at(&format!("pool tree '{tree}'")))
+    }
+
+    /// The pool a `.../@attr` path is about; the root has no attributes of its own.
+    fn attribute_pool(&self, tree: &str, pool_path: &[String]) -> Result<String, ConfigError> {
+        let pool = self.resolve_pool(tree, pool_path)?;
+        if pool == ROOT_POOL {
+            return Err(ConfigError::invalid(
+                "the root pool's settings are the tree's @config",
+            ));
+        }
+        Ok(pool)
+    }
+
+    /// A pool's attributes: what was specified, plus the effective value of attributes
+    /// with a default, so `get @weight` answers 1 rather than "not set".
+    fn pool_attributes(&self, tree: &str, pool: &str) -> Result<Map<String, Value>, ConfigError> {
+        let t = self.cluster.tree(tree)?;
+        let p = t.pool(pool)?;
+        let mut m = Map::new();
+        m.insert("weight".into(), json!(p.config.weight()));
+        m.insert("mode".into(), json!(p.config.mode()));
+        m.insert("max_share_ratio".into(), json!(p.config.max_share_ratio()));
+        m.insert(
+            "fifo_sort_parameters".into(),
+            json!(p
+                .config
+                .fifo_sort_parameters
+                .clone()
+                .unwrap_or(DEFAULT_FIFO_SORT_PARAMETERS.to_vec())),
+        );
+        m.insert(
+            "max_operation_count".into(),
+            json!(t.max_operation_count(pool)),
+        );
+        m.insert(
+            "max_running_operation_count".into(),
+            json!(t.max_running_operation_count(pool)),
+        );
+        for flag in [
+            "forbid_immediate_operations",
+            "create_ephemeral_subpools",
+            "enable_lightweight_operations",
+        ] {
+            m.insert(flag.into(), json!(false));
+        }
+        for flag in ["allow_regular_preemption", "allow_aggressive_preemption"] {
+            m.insert(flag.into(), json!(true));
+        }
+        m.extend(p.config.to_attributes());
+        let [is_ephemeral, parent_name] = READ_ONLY_POOL_ATTRIBUTES;
+        m.insert(is_ephemeral.into(), json!(p.ephemeral_user.is_some()));
+        m.insert(parent_name.into(), json!(p.parent));
+        Ok(m)
+    }
+
+    pub fn admin_get(&self, path: &str) -> Result<Value, ConfigError> {
+        let target = AdminPath::parse(path)?;
+        let here = |e: ConfigError| e.at(path);
+        match target {
+            AdminPath::PoolTrees => Ok(Value::Object(
+                self.cluster
+                    .trees
+                    .iter()
+                    .map(|(n, t)| (n.clone(), pool_map(t, ROOT_POOL)))
+                    .collect(),
+            )),
+            AdminPath::DefaultTree => Ok(json!(self.cluster.default_tree)),
+            AdminPath::Pool { tree, pool_path } => {
+                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                Ok(pool_map(self.cluster.tree(&tree)?, &pool))
+            }
+            AdminPath::PoolAttribute {
+                tree,
+                pool_path,
+                attribute,
+                sub,
+            } => {
+                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
+                let attrs = Value::Object(self.pool_attributes(&tree, &pool)?);
+                let attribute = attribute.map(|a| canonical_pool_attribute(&a).to_string());
+                select(attrs, attribute, &sub, &format!("pool '{pool}'"), path)
+            }
+            AdminPath::TreeConfig {
+                tree,
+                attribute,
+                sub,
+            } => {
+                let t = self.cluster.tree(&tree).map_err(here)?;
+                let config = Value::Object(t.config.to_attributes());
+                let attribute = attribute.map(|a| canonical_tree_attribute(&a).to_string());
+                select(
+                    config,
+                    attribute,
+                    &sub,
+                    &format!("pool tree '{tree}'"),
+                    path,
+                )
+            }
+            AdminPath::ClusterNodes => Ok(Value::Object(
+                self.nodes
+                    .keys()
+                    .map(|n| (n.to_string(), json!({})))
+                    .collect(),
+            )),
+            AdminPath::Node {
+                node,
+                attribute,
+                sub,
+            } => {
+                let n = self
+                    .nodes
+                    .values()
+                    .find(|n| n.id.as_str() == node)
+                    .ok_or_else(|| {
+                        here(ConfigError::not_found(format!("no such node: '{node}'")))
+                    })?;
+                let attrs = json!({
+                    "tags": n.all_tags,
+                    "system_tags": n.system_tags,
+                    "configured_tags": n.tags,
+                    "user_tags": self.cluster.user_tags(&n.id),
+                    "resource_limits": n.resource_limits,
+                    "resource_usage": n.reported_usage,
+                    "state": n.state_name(),
+                    "pool_tree": n.registered_tree(),
+                    "registration_error": n.registration_error(),
+                    "banned": n.maintenance.banned,
+                    "decommissioned": n.maintenance.decommissioned,
+                    "disable_scheduler_jobs": n.maintenance.disable_scheduler_jobs,
+                });
+                match attribute {
+                    None if sub.is_empty() => Ok(json!({})),
+                    None => Err(here(ConfigError::invalid("nothing may follow '@'"))),
+                    a => select(attrs, a, &sub, &format!("node '{node}'"), path),
+                }
+            }
+            AdminPath::Orchid(sub) => self.orchid_get(&sub, path),
+        }
+    }
+
+    /// Builds only the part of the orchid a path reaches into: one tree for a tree's
+    /// or an operation's fields, everything only for the orchid's top.
+    fn orchid_get(&self, sub: &[String], path: &str) -> Result<Value, ConfigError> {
+        let missing = || ConfigError::not_found(format!("{path}: no such orchid node"));
+        let parts: Vec<&str> = sub.iter().map(String::as_str).collect();
+        match parts.as_slice() {
+            ["scheduler", "pool_trees", tree, ..] => {
+                let orchid = self.tree_orchid(tree).ok_or_else(missing)?;
+                navigate(&orchid, &sub[3..], path).cloned()
+            }
+            ["scheduler", "operations", op, ..] => {
+                let tree = self
+                    .operations
+                    .get(&ytsched_common::OperationId(op.to_string()))
+                    .map(|o| o.main_tree().to_string())
+                    .ok_or_else(missing)?;
+                let orchid = self.tree_orchid(&tree).ok_or_else(missing)?;
+                let operation = orchid["operations"].get(*op).ok_or_else(missing)?;
+                navigate(operation, &sub[3..], path).cloned()
+            }
+            _ => navigate(&self.orchid(), sub, path).cloned(),
+        }
+    }
+
+    pub fn admin_list(&self, path: &str) -> Result<Vec<String>, ConfigError> {
+        match self.admin_get(path)? {
+            Value::Object(m) => Ok(m.keys().cloned().collect()),
+            other => Err(ConfigError::invalid(format!(
+                "{path}: cannot list a {} value",
+                match other {
+                    Value::Array(_) => "list",
+                    Value::String(_) => "string",
+                    Value::Number(_) => "number",
+                    Value::Bool(_) => "boolean",
+                    _ => "null",
+                }
+            ))),
+        }
+    }
+
+    /// True if the path names something; a malformed path is an error, not `false`.
+    pub fn admin_exists(&self, path: &str) -> Result<bool, ConfigError> {
+        AdminPath::parse(path)?;
+        Ok(self.admin_get(path).is_ok())
+    }
+
+    pub fn admin_set(&mut self, path: &str, value: Value) -> Result<(), ConfigError> {
+        let target = AdminPath::parse(path)?;
+        let here = |e: ConfigError| e.at(path);
+        match target {
+            AdminPath::DefaultTree => {
+                let tree = match value {
+                    Value::Null => None,
+                    Value::String(s) => {
+                        self.cluster.tree(&s).map_err(here)?;
+                        Some(s)
+                    }
+                    other => {
+                        return Err(here(ConfigError::invalid(format!(
+                            "expected a pool tree name, got {other}"
+                        ))))
+                    }
+                };
+                self.cluster.default_tree = tree;
+            }
+            AdminPath::PoolAttribute {
+                tree,
+                pool_path,
+                attribute,
+                sub,
+            } => {
+                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
+                let target = attribute.map(|a| attribute_path(canonical_pool_attribute(&a), sub));
+                let mut value = value;
+                if target.is_none() {
+                    // What `get @` shows but nobody sets: a map from `get @` goes back in.
+                    if let Some(m) = value.as_object_mut() {
+                        for key in READ_ONLY_POOL_ATTRIBUTES {
+                            m.remove(key);
+                        }
+                    }
+                }
+                self.edit_pool(&tree, &pool, AttributeEdit::Set(target, value))
+                    .map_err(here)?;
+            }
+            AdminPath::TreeConfig {
+                tree,
+                attribute,
+                sub,
+            } => {
+                let target = attribute.map(|a| attribute_path(canonical_tree_attribute(&a), sub));
+                self.edit_tree_config(&tree, AttributeEdit::Set(target, value))
+                    .map_err(here)?;
+            }
+            AdminPath::Pool { .. } | AdminPath::PoolTrees => {
+                return Err(here(ConfigError::invalid(
+                    "pools and pool trees are made with `create scheduler_pool` / `create scheduler_pool_tree`; set their attributes with .../@<attr>",
+                )))
+            }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if a == "user_tags" && sub.is_empty() => {
+                self.set_user_tags(&node, value).map_err(here)?;
+            }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
+                self.set_maintenance(&node, &a, value).map_err(here)?;
+            }
+            AdminPath::ClusterNodes | AdminPath::Node { .. } => {
+                return Err(here(ConfigError::invalid(
+                    "of a node's attributes only @user_tags, @banned, @decommissioned and @disable_scheduler_jobs can be set",
+                )))
+            }
+            AdminPath::Orchid(_) => {
+                return Err(here(ConfigError::invalid("the orchid is read-only")))
+            }
+        }
+        self.on_config_changed();
+        Ok(())
+    }
+
+    pub fn admin_remove(&mut self, path: &str) -> Result<(), ConfigError> {
+        let target = AdminPath::parse(path)?;
+        let here = |e: ConfigError| e.at(path);
+        match target {
+            AdminPath::Pool { tree, pool_path } if pool_path.is_empty() => {
+                self.cluster.tree(&tree).map_err(here)?;
+                if self.cluster.default_tree.as_deref() == Some(tree.as_str()) {
+                    return Err(here(ConfigError::invalid(format!(
+                        "pool tree '{tree}' is the default tree; set //sys/pool_trees/@default_tree first"
+                    ))));
+                }
+                let busy = self.unfinished_in(&tree, None);
+                if busy > 0 {
+                    return Err(here(ConfigError::invalid(format!(
+                        "pool tree '{tree}' has {busy} unfinished operation(s)"
+                    ))));
+                }
+                self.cluster.trees.remove(&tree);
+            }
+            AdminPath::Pool { tree, pool_path } => {
+                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                let busy = self.unfinished_in(&tree, Some(&pool));
+                if busy > 0 {
+                    return Err(here(ConfigError::invalid(format!(
+                        "pool '{pool}' has {busy} unfinished operation(s)"
+                    ))));
+                }
+                self.cluster
+                    .tree_mut(&tree)?
+                    .remove_pool(&pool)
+                    .map_err(here)?;
+            }
+            AdminPath::PoolAttribute {
+                tree,
+                pool_path,
+                attribute: Some(a),
+                sub,
+            } => {
+                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
+                let edit = AttributeEdit::Remove(attribute_path(canonical_pool_attribute(&a), sub));
+                self.edit_pool(&tree, &pool, edit).map_err(here)?;
+            }
+            AdminPath::TreeConfig {
+                tree,
+                attribute: Some(a),
+                sub,
+            } => {
+                let edit = AttributeEdit::Remove(attribute_path(canonical_tree_attribute(&a), sub));
+                self.edit_tree_config(&tree, edit).map_err(here)?;
+            }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if a == "user_tags" && sub.is_empty() => {
+                self.set_user_tags(&node, Value::Null).map_err(here)?;
+            }
+            AdminPath::Node {
+                node,
+                attribute: Some(a),
+                sub,
+            } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
+                self.set_maintenance(&node, &a, Value::Null).map_err(here)?;
+            }
+            _ => {
+                return Err(here(ConfigError::invalid(
+                    "only pools, pool trees, their attributes and node @user_tags, @banned, @decommissioned, @disable_scheduler_jobs can be removed",
+                )))
+            }
+        }
+        self.on_config_changed();
+        Ok(())
+    }
+
+    /// `create scheduler_pool`: a pool under `parent` (the root when `None`).
+    pub fn create_pool(
+        &mut self,
+        tree: &str,
+        name: &str,
+        parent: Option<&str>,
+        attributes: Value,
+    ) -> Result<(), ConfigError> {
+        let config = PoolConfig::from_attributes(name, attributes)?;
+        let t = self.cluster.tree_mut(tree)?;
+        t.add_pool(tree, name, parent.unwrap_or(ROOT_POOL), config, None)?;
+        self.on_config_changed();
+        Ok(())
+    }
+
+    /// `create scheduler_pool_tree`: attributes are the tree's config, either directly
+    /// or under a `config` key as YTsaurus writes them.
+    pub fn create_pool_tree(&mut self, name: &str, attributes: Value) -> Result<(), ConfigError> {
+        validate_tree_name(name)?;
+        if self.cluster.trees.contains_key(name) {
+            return Err(ConfigError::invalid(format!(
+                "pool tree '{name}' already exists"
+            )));
+        }
+        let config_value = match attributes {
+            Value::Object(mut m) if m.contains_key("config") => {
+                let c = m.remove("config").unwrap_or(Value::Null);
+                if let Some(k) = m.keys().next() {
+                    return Err(ConfigError::invalid(format!(
+                        "pool tree '{name}': unknown attribute '{k}' next to 'config'"
+                    )));
+                }
+                c
+            }
+            other => other,
+        };
+        let config = TreeConfig::from_attributes(name, config_value)?;
+        let tree = PoolTree::new(config);
+        tree.validate(name)?;
+        self.check_membership_with(name, &tree)?;
+        self.cluster.trees.insert(name.to_string(), tree);
+        if self.cluster.default_tree.is_none() {
+            self.cluster.default_tree = Some(name.to_string());
+        }
+        self.on_config_changed();
+        Ok(())
+    }
+
+    /// Applies an edit to a pool's specified attributes; the result is checked as a
+    /// whole tree before it replaces the old one.
+    fn edit_pool(
+        &mut self,
+        tree: &str,
+        pool: &str,
+        edit: AttributeEdit,
+    ) -> Result<(), ConfigError> {
+        let t = self.cluster.tree_mut(tree)?;
+        let attrs = edit.apply(Value::Object(t.pool(pool)?.config.to_attributes()))?;
+        let config = PoolConfig::from_attributes(pool, attrs)?;
+        t.set_pool_config(tree, pool, config)
+    }
+
+    fn edit_tree_config(&mut self, tree: &str, edit: AttributeEdit) -> Result<(), ConfigError> {
+        let t = self.cluster.tree_mut(tree)?;
+        let attrs = edit.apply(Value::Object(t.config.to_attributes()))?;
+        let mut next = t.clone();
+        next.config = TreeConfig::from_attributes(tree, attrs)?;
+        next.validate(tree)?;
+        if next.config.nodes_filter != t.config.nodes_filter {
+            self.check_membership_with(tree, &next)?;
+        }
+        *self.cluster.tree_mut(tree)? = next;
+        Ok(())
+    }
+
+    /// Refuses a tree (new or changed) whose `nodes_filter` would make current nodes
+    /// match several trees; names the nodes.
+    fn check_membership_with(&self, name: &str, tree: &PoolTree) -> Result<(), ConfigError> {
+        let mut next = self.cluster.clone();
+        next.trees.insert(name.to_string(), tree.clone());
+        let overlaps = self.new_overlaps(&next);
+        if overlaps.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError::invalid(format!(
+            "nodes_filter '{}' of pool tree '{name}' would put nodes in several pool trees: {}",
+            tree.config.nodes_filter,
+            overlaps.join(", ")
+        )))
+    }
+
+    /// Unfinished operations in a tree, or in one pool of it.
+    fn unfinished_in(&self, tree: &str, pool: Option<&str>) -> usize {
+        self.operations
+            .values()
+            .filter(|o| {
+                !o.state.is_finished()
+                    && o.slot(tree)
+                        .is_some_and(|s| pool.is_none_or(|p| s.pool == p))
+            })
+            .count()
+    }
+}

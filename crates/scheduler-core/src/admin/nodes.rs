@@ -1,0 +1,86 @@
+//! Admin changes to nodes (`//sys/cluster_nodes/<node>/@…`): user tags and the
+//! maintenance flags (banned, decommissioned, disable_scheduler_jobs).
+
+use crate::{ConfigError, SchedulerCore};
+use serde_json::Value;
+use ytsched_common::maintenance::MaintenanceFlag;
+use ytsched_common::tag_filter::validate_tag;
+use ytsched_common::NodeId;
+
+impl SchedulerCore {
+    /// `set //sys/cluster_nodes/<node>/@user_tags`: a list of tags, or null to clear.
+    pub(crate) fn set_user_tags(&mut self, node: &str, value: Value) -> Result<(), ConfigError> {
+        let id = self.known_node(node)?;
+        let tags: Vec<String> = match value {
+            Value::Null => vec![],
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => validate_tag(&s).map(|_| s).map_err(ConfigError::invalid),
+                    other => Err(ConfigError::invalid(format!(
+                        "user_tags: expected tag strings, got {other}"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            other => {
+                return Err(ConfigError::invalid(format!(
+                    "user_tags: expected a list of tags, e.g. [\"custom_tag\"], got {other}"
+                )))
+            }
+        };
+        let mut unique = Vec::with_capacity(tags.len());
+        for t in tags {
+            if !unique.contains(&t) {
+                unique.push(t);
+            }
+        }
+        if unique.is_empty() {
+            self.cluster.node_user_tags.remove(&id);
+        } else {
+            self.cluster.node_user_tags.insert(id, unique);
+        }
+        Ok(())
+    }
+
+    /// `set //sys/cluster_nodes/<node>/@banned` and its kin (true or false; null, as
+    /// `remove` gives, is false): kept in the configuration, so they outlive node and
+    /// scheduler restarts.
+    pub(crate) fn set_maintenance(
+        &mut self,
+        node: &str,
+        attribute: &str,
+        value: Value,
+    ) -> Result<(), ConfigError> {
+        let flag = MaintenanceFlag::parse(attribute).ok_or_else(|| {
+            ConfigError::invalid(format!("'{attribute}' is not a maintenance attribute"))
+        })?;
+        let on = match value {
+            Value::Bool(b) => b,
+            Value::Null => false,
+            other => {
+                return Err(ConfigError::invalid(format!(
+                    "{}: expected true or false, got {other}",
+                    flag.name()
+                )))
+            }
+        };
+        let id = self.known_node(node)?;
+        let mut m = self.cluster.maintenance(&id);
+        m.set(flag, on);
+        if m.is_in_service() {
+            self.cluster.node_maintenance.remove(&id);
+        } else {
+            self.cluster.node_maintenance.insert(id, m);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn known_node(&self, node: &str) -> Result<NodeId, ConfigError> {
+        let id = NodeId(node.to_string());
+        if self.nodes.contains_key(&id) {
+            Ok(id)
+        } else {
+            Err(ConfigError::not_found(format!("no such node: '{node}'")))
+        }
+    }
+}

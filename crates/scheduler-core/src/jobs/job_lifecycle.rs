@@ -1,0 +1,220 @@
+//! A job attempt's life inside its operation: started from the waiting queue (or as a
+//! speculative copy), running, then finished by its node's result or aborted (preempted
+//! or lost jobs go back to waiting). Each step keeps the attempt tally and the tree's
+//! usage in step with the job.
+
+use crate::operations::operation::{set_attempt, slot_mut, Job, Operation, ResultEffect};
+use ytsched_common::protocol::{FinishedJob, JobStartSpec, UnixMillis};
+use ytsched_common::states::{AbortReason, JobState};
+use ytsched_common::{JobId, NodeId};
+
+impl Operation {
+    /// Starts the next waiting job of `task` on `node` of `tree`; returns what the node
+    /// needs to run it.
+    pub fn start_job(
+        &mut self,
+        task: usize,
+        node: &NodeId,
+        tree: &str,
+        now: UnixMillis,
+    ) -> JobStartSpec {
+        let index = self.tasks[task]
+            .waiting
+            .pop_front()
+            .expect("caller checked a job waits");
+        self.launch(task, index, node, tree, now)
+    }
+
+    /// Starts a speculative copy of running job `original` on `node` (SPEC 5.8).
+    pub fn start_copy(
+        &mut self,
+        original: &JobId,
+        node: &NodeId,
+        tree: &str,
+        now: UnixMillis,
+    ) -> JobStartSpec {
+        let (task, index) = {
+            let j = &self.jobs[original];
+            (j.task, j.index)
+        };
+        let spec = self.launch(task, index, node, tree, now);
+        if let Some(j) = self.jobs.get_mut(original) {
+            j.copy = Some(spec.job_id.clone());
+        }
+        if let Some(c) = self.jobs.get_mut(&spec.job_id) {
+            c.copy = Some(original.clone());
+            c.speculative = true;
+        }
+        spec
+    }
+
+    /// The running other attempt of a job, if any.
+    pub fn running_copy(&self, id: &JobId) -> Option<&Job> {
+        let copy = self.jobs.get(id)?.copy.as_ref()?;
+        self.jobs.get(copy).filter(|c| c.state == JobState::Running)
+    }
+
+    fn launch(
+        &mut self,
+        task: usize,
+        index: u32,
+        node: &NodeId,
+        tree: &str,
+        now: UnixMillis,
+    ) -> JobStartSpec {
+        let t = &self.tasks[task];
+        let resources = t.spec.job_resources();
+        let seq = self.next_job_seq;
+        let id = self.attempt_id(seq);
+        self.next_job_seq += 1;
+        set_attempt(&mut self.attempts, &mut self.tally, seq, JobState::Running);
+        if let Some(slot) = slot_mut(&mut self.trees, tree) {
+            slot.usage += resources;
+        }
+        let job = Job {
+            id: id.clone(),
+            task,
+            index,
+            state: JobState::Running,
+            node: node.clone(),
+            tree: tree.to_string(),
+            resources,
+            start_time: now,
+            seq,
+            finish_time: None,
+            error: None,
+            abort_reason: None,
+            statistics: None,
+            copy: None,
+            speculative: false,
+        };
+        self.jobs.insert(id.clone(), job);
+        self.changed_jobs.push(id.clone());
+        self.start_spec(&id).expect("inserted above")
+    }
+
+    /// What a node needs to run job attempt `id`: made at its start, and again when the
+    /// reply that carried the start went unread.
+    pub fn start_spec(&self, id: &JobId) -> Option<JobStartSpec> {
+        let job = self.jobs.get(id)?;
+        let t = &self.tasks[job.task];
+        Some(JobStartSpec {
+            job_id: id.clone(),
+            operation_id: self.id.clone(),
+            task_name: t.name.clone(),
+            job_index: job.index,
+            job_count: t.spec.job_count,
+            command: t.spec.command.clone(),
+            environment: t.spec.environment.clone(),
+            stdin: t.spec.stdin.clone(),
+            resources: job.resources,
+            disk_space: t.spec.disk_request.map(|d| d.disk_space.0),
+        })
+    }
+
+    /// Marks a running job aborted; preempted and lost jobs go back to waiting.
+    /// Returns the node it ran on.
+    pub fn abort_job(
+        &mut self,
+        id: &JobId,
+        reason: AbortReason,
+        now: UnixMillis,
+    ) -> Option<NodeId> {
+        let copy_runs = self.running_copy(id).is_some();
+        let job = self.jobs.get_mut(id)?;
+        if job.state != JobState::Running {
+            return None;
+        }
+        job.state = JobState::Aborted;
+        set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+        job.abort_reason = Some(reason);
+        job.finish_time = Some(now);
+        if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
+            slot.usage -= job.resources;
+        }
+        self.changed_jobs.push(id.clone());
+        // The index runs again unless the operation is over, the other copy still runs
+        // it, or it lost the race to that copy.
+        let requeue = !matches!(
+            reason,
+            AbortReason::OperationAborted | AbortReason::SpeculativeLost
+        ) && !copy_runs
+            && !self.state.is_finished();
+        if requeue {
+            self.tasks[job.task].waiting.push_front(job.index);
+        }
+        Some(job.node.clone())
+    }
+
+    /// Applies a result a node reported for one of this operation's jobs.
+    pub fn apply_result(&mut self, node: &NodeId, result: &FinishedJob) -> ResultEffect {
+        let copy_runs = self.running_copy(&result.job_id).is_some();
+        let Some(job) = self.jobs.get_mut(&result.job_id) else {
+            return ResultEffect::Ignored;
+        };
+        if &job.node != node {
+            return ResultEffect::Ignored;
+        }
+        // Output and statistics are kept even for jobs the scheduler already aborted:
+        // they are what a person looks at to see what happened.
+        if job.statistics.is_none() {
+            job.statistics = Some(result.statistics.clone());
+            job.start_time = result.start_time;
+            self.changed_jobs.push(result.job_id.clone());
+        }
+        if job.state != JobState::Running {
+            return ResultEffect::Ignored;
+        }
+        job.finish_time = Some(result.finish_time);
+        if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
+            slot.usage -= job.resources;
+        }
+        self.changed_jobs.push(result.job_id.clone());
+        let task = job.task;
+        match result.state {
+            JobState::Completed => {
+                job.state = JobState::Completed;
+                set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+                self.tasks[task].completed += 1;
+                if self.all_jobs_completed() {
+                    return ResultEffect::OperationCompleted;
+                }
+                ResultEffect::Recorded
+            }
+            JobState::Failed => {
+                job.state = JobState::Failed;
+                set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+                job.error = result.error.clone();
+                self.failed_job_count += 1;
+                let index = job.index;
+                if self.failed_job_count > self.spec.max_failed_job_count {
+                    return ResultEffect::OperationFailed(format!(
+                        "{} job(s) failed, more than max_failed_job_count = {}; last error: job {} of task '{}': {}",
+                        self.failed_job_count,
+                        self.spec.max_failed_job_count,
+                        result.job_id,
+                        self.tasks[task].name,
+                        result.error.as_deref().unwrap_or("unknown error"),
+                    ));
+                }
+                if !copy_runs {
+                    self.tasks[task].waiting.push_back(index);
+                }
+                ResultEffect::Recorded
+            }
+            // The node gave the job up on its own (e.g. the agent was stopped): like a
+            // lost job, it runs again and is no failure.
+            _ => {
+                job.state = JobState::Aborted;
+                set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+                job.abort_reason = Some(AbortReason::NodeLost);
+                job.error = result.error.clone();
+                let index = job.index;
+                if !copy_runs {
+                    self.tasks[task].waiting.push_front(index);
+                }
+                ResultEffect::Recorded
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Speculative jobs (SPEC 5.8): a job of a task with `job_speculation_timeout` that has
+//! run longer than that gets one copy on a different node. The first attempt to finish
+//! wins; the other is aborted as `speculative_lost`, and the job counts once.
+
+use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::trees::preemption::JobAge;
+use crate::SchedulerCore;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::{JobId, OperationId};
+
+impl SchedulerCore {
+    /// Starts copies of overdue jobs of this node's tree that run on other nodes, while
+    /// they fit the node's free resources and their operation's limits.
+    pub(crate) fn speculative_stage(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node.clone(), ctx.now);
+        let mut free = ctx.free();
+        let Some(node) = self.nodes.get(node_id) else {
+            return;
+        };
+        let Some(tree) = self.node_tree(node).map(String::from) else {
+            return;
+        };
+        let tree = tree.as_str();
+        let node_tags = &node.all_tags;
+        let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
+        for op in self
+            .speculating
+            .iter()
+            .filter_map(|id| self.operations.get(id))
+        {
+            if op.slot(tree).is_none()
+                || op.state != OperationState::Running
+                || !op.tag_filter.matches(node_tags)
+            {
+                continue;
+            }
+            for job in op.jobs.values() {
+                let Some(timeout) = op.tasks[job.task].spec.job_speculation_timeout else {
+                    continue;
+                };
+                if job.state == JobState::Running
+                    && !job.speculative
+                    && job.copy.is_none()
+                    && &job.node != node_id
+                    && now.saturating_sub(job.start_time) >= timeout.0
+                {
+                    overdue.push((
+                        (job.start_time, op.seq, job.seq),
+                        op.id.clone(),
+                        job.id.clone(),
+                        job.resources,
+                    ));
+                }
+            }
+        }
+        overdue.sort_by_key(|o| o.0);
+        for (_, op_id, job_id, resources) in overdue {
+            let room = self.operations[&op_id].room_in(tree);
+            if !resources.fits_in(&free) || !resources.fits_in(&room) {
+                continue;
+            }
+            let op = self.operations.get_mut(&op_id).expect("listed");
+            let spec = op.start_copy(&job_id, node_id, tree, now);
+            free -= resources;
+            self.record_start(node_id, &op_id, &spec);
+            ctx.start(spec);
+        }
+    }
+
+    /// After `winner` completed: its other attempt, if still running, loses. Its node is
+    /// told on its next heartbeat (nudged to come soon).
+    pub(crate) fn abort_losing_copy(
+        &mut self,
+        op_id: &OperationId,
+        winner: &JobId,
+        now: UnixMillis,
+    ) {
+        let Some(op) = self.operations.get(op_id) else {
+            return;
+        };
+        let Some(loser) = op.running_copy(winner) else {
+            return;
+        };
+        let (loser_id, loser_node) = (loser.id.clone(), loser.node.clone());
+        let message = format!("job {winner} (the other attempt of this job) finished first");
+        self.abort_running_job(
+            &loser_node,
+            op_id,
+            &loser_id,
+            AbortReason::SpeculativeLost,
+            &message,
+            now,
+        );
+        self.nudges.insert(loser_node);
+    }
+}

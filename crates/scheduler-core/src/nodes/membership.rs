@@ -1,0 +1,169 @@
+//! Which pool tree each node belongs to (SPEC 5.9): the one tree whose `nodes_filter`
+//! its tags (system, configured and admin-set user tags) satisfy. A node matching
+//! several trees is refused, one matching none is idle. Membership is re-evaluated the
+//! moment tags or filters change; jobs a node still runs for a tree it left are aborted
+//! at its next heartbeat (nudged to come at once), where the abort travels to the agent.
+
+use crate::{ClusterConfig, CoreEvent, Node, SchedulerCore};
+use std::collections::BTreeSet;
+use ytsched_common::protocol::{Registration, UnixMillis};
+use ytsched_common::states::{AbortReason, JobState};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+/// Trees whose filter a tag set satisfies, in name order.
+pub fn matching_trees<'a>(cluster: &'a ClusterConfig, tags: &BTreeSet<String>) -> Vec<&'a str> {
+    cluster
+        .trees
+        .iter()
+        .filter(|(_, t)| t.config.nodes_filter.matches(tags))
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+/// What registration a node with these tags gets.
+pub fn registration_for(cluster: &ClusterConfig, tags: &BTreeSet<String>) -> Registration {
+    match matching_trees(cluster, tags).as_slice() {
+        [] => Registration::Idle,
+        [one] => Registration::Registered {
+            tree: one.to_string(),
+        },
+        [init @ .., last] => Registration::Refused {
+            error: format!(
+                "node matches pool trees {} and {last}; exactly one tree's nodes_filter may match a node",
+                init.join(", ")
+            ),
+        },
+    }
+}
+
+/// Every tag of a node: what the agent reports plus what an admin set.
+pub fn all_tags(node: &Node, cluster: &ClusterConfig) -> BTreeSet<String> {
+    node.system_tags
+        .iter()
+        .chain(&node.tags)
+        .chain(cluster.user_tags(&node.id))
+        .cloned()
+        .collect()
+}
+
+impl SchedulerCore {
+    /// Re-evaluates the membership of every node (after tags or filters changed); the
+    /// caller recomputes tree totals.
+    pub(crate) fn reassign_nodes(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
+        for id in ids {
+            self.reassign_node(&id);
+        }
+    }
+
+    /// Recomputes one node's tags and registration; the caller recomputes tree totals.
+    pub(crate) fn reassign_node(&mut self, id: &NodeId) {
+        let Some(node) = self.nodes.get(id) else {
+            return;
+        };
+        let tags = all_tags(node, &self.cluster);
+        let registration = registration_for(&self.cluster, &tags);
+        let maintenance = self.cluster.maintenance(id);
+        let node = self.nodes.get_mut(id).expect("looked up above");
+        node.all_tags = tags;
+        if node.maintenance != maintenance {
+            node.maintenance = maintenance;
+            // A banned node gives its jobs back at its next heartbeat.
+            node.evict_pending |= maintenance.banned;
+            if node.online {
+                self.events.push(CoreEvent::NodeMaintenance {
+                    id: id.clone(),
+                    maintenance,
+                });
+                // That heartbeat now.
+                self.nudges.insert(id.clone());
+            }
+        }
+        let node = self.nodes.get_mut(id).expect("looked up above");
+        if node.registration == registration {
+            return;
+        }
+        node.registration = registration.clone();
+        node.evict_pending = true;
+        if node.online {
+            self.events.push(CoreEvent::NodeMembership {
+                id: id.clone(),
+                registration,
+            });
+            self.nudges.insert(id.clone());
+        }
+    }
+
+    /// Aborts the jobs a node may no longer run, at its heartbeat before what it runs is
+    /// reconciled, and only if its tree changed or it was banned since the last one.
+    /// Jobs of a tree it left run again in their tree; a banned node runs nothing, and
+    /// its jobs run again elsewhere (a decommissioned one keeps its jobs until they end).
+    pub(crate) fn evict_jobs_it_may_not_run(&mut self, node_id: &NodeId, now: UnixMillis) {
+        let Some(node) = self.nodes.get_mut(node_id) else {
+            return;
+        };
+        if !std::mem::take(&mut node.evict_pending) {
+            return;
+        }
+        let node = &self.nodes[node_id];
+        let banned = node.maintenance.banned;
+        let current = self.node_tree(node).map(String::from);
+        let strays: Vec<(OperationId, JobId, String)> = self
+            .jobs
+            .on(node_id)
+            .filter_map(|j| {
+                let op = self.jobs.owner(j)?;
+                let job = self.operations.get(op)?.jobs.get(j)?;
+                (job.state == JobState::Running && (banned || Some(&job.tree) != current.as_ref()))
+                    .then(|| (op.clone(), j.clone(), job.tree.clone()))
+            })
+            .collect();
+        for (op, job, tree) in strays {
+            let (reason, message) = if banned {
+                (
+                    AbortReason::NodeBanned,
+                    format!("node {node_id} is banned; the job runs again elsewhere"),
+                )
+            } else {
+                (
+                    AbortReason::NodeFairShareTreeChanged,
+                    self.tree_change_message(node_id, &tree, current.as_deref()),
+                )
+            };
+            self.abort_running_job(node_id, &op, &job, reason, &message, now);
+            self.mark_stale(&tree);
+        }
+    }
+
+    fn tree_change_message(&self, node_id: &NodeId, tree: &str, current: Option<&str>) -> String {
+        match current {
+            Some(now_in) => format!(
+                "node {node_id} moved from pool tree '{tree}' to '{now_in}'; the job runs again in '{tree}'"
+            ),
+            None => format!(
+                "node {node_id} left pool tree '{tree}' ({}); the job runs again in '{tree}'",
+                match &self.nodes[node_id].registration {
+                    Registration::Refused { error } => error.clone(),
+                    _ => "no tree's nodes_filter matches it".to_string(),
+                }
+            ),
+        }
+    }
+
+    /// Nodes that match more than one tree under `next` but did not match exactly those
+    /// trees before: a filter change that would do this is refused.
+    pub(crate) fn new_overlaps(&self, next: &ClusterConfig) -> Vec<String> {
+        self.nodes
+            .values()
+            .filter_map(|n| {
+                let now_matches = matching_trees(next, &all_tags(n, next));
+                if now_matches.len() < 2 {
+                    return None;
+                }
+                let before = matching_trees(&self.cluster, &all_tags(n, &self.cluster));
+                (before != now_matches)
+                    .then(|| format!("{} (would match {})", n.id, now_matches.join(" and ")))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,558 @@
+//! Operation admission and retirement: which tree and pool an operation runs in
+//! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
+//! lightweight operations (5.6), and what happens when an operation ends.
+
+use crate::operations::access::{ephemeral_pool_refusal, pool_allows, refusal};
+use crate::operations::operation::{Placement, TreeSlot};
+use crate::trees::pool_tree::PoolTree;
+use crate::{CoreEvent, Operation, SchedulerCore};
+use std::collections::HashMap;
+use ytsched_common::acl::Permission;
+use ytsched_common::api::ApiError;
+use ytsched_common::identity::Caller;
+use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::{validate_pool_name, VanillaSpec};
+use ytsched_common::states::{AbortReason, OperationState};
+use ytsched_common::{IdempotencyToken, JobId, OperationId};
+
+/// Operations counted in a pool and all its descendants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Running and pending.
+    pub total: u32,
+    /// Running, lightweight ones excluded.
+    pub running: u32,
+    pub lightweight_running: u32,
+}
+
+/// What admission decided for one tree of an operation.
+struct TreeAdmission {
+    slot: TreeSlot,
+    new_pool: Option<NewPool>,
+    /// A running-operation count limit is reached: the operation waits as pending.
+    blocked: bool,
+}
+
+/// An ephemeral pool admission would create.
+struct NewPool {
+    name: String,
+    parent: String,
+    config: PoolConfig,
+}
+
+impl SchedulerCore {
+    /// Admits a validated spec: resolves its pool in each of its trees, checks operation
+    /// count limits, and starts it as `running` or queues it as `pending` (pending while
+    /// any of its trees has no room for one more running operation).
+    /// Trusted callers (the simulator, tests) start operations here without ACL checks.
+    pub fn start_operation(
+        &mut self,
+        id: OperationId,
+        user: &str,
+        spec: VanillaSpec,
+        now: UnixMillis,
+    ) -> Result<OperationId, ApiError> {
+        self.admit(id, user, None, spec, now)
+    }
+
+    /// A request from the bus: the caller needs `use` on the operation's pool in each of
+    /// its trees (its own ephemeral pool is always usable). `id` is the scheduler's own,
+    /// fresh; a retry is recognised by the caller's `token`, scoped to the caller, and
+    /// answered with the operation that token started.
+    pub fn start_operation_as(
+        &mut self,
+        id: OperationId,
+        caller: &Caller,
+        spec: VanillaSpec,
+        token: Option<IdempotencyToken>,
+        now: UnixMillis,
+    ) -> Result<OperationId, ApiError> {
+        let key = token.map(|t| (caller.user.as_str().to_string(), t));
+        if let Some((k, started)) = key
+            .as_ref()
+            .and_then(|k| Some((k, self.idempotency.get(k)?)))
+        {
+            // Tokens leave with their operation (retirement), so it is held.
+            if let Some(op) = self.operations.get(started) {
+                if op.spec == spec {
+                    return Ok(started.clone());
+                }
+                return Err(ApiError::conflict(format!(
+                    "idempotency token '{}' already started operation {started} with another spec; use a new token for a new submission",
+                    k.1
+                )));
+            }
+        }
+        let id = self.admit(id, caller.user.as_str(), Some(caller), spec, now)?;
+        if let Some(key) = key {
+            if let Some(op) = self.operations.get_mut(&id) {
+                op.idempotency_token = Some(key.1.clone());
+            }
+            self.idempotency.insert(key, id.clone());
+        }
+        Ok(id)
+    }
+
+    fn admit(
+        &mut self,
+        id: OperationId,
+        user: &str,
+        caller: Option<&Caller>,
+        spec: VanillaSpec,
+        now: UnixMillis,
+    ) -> Result<OperationId, ApiError> {
+        self.observe(now);
+        spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
+        if self.operations.contains_key(&id) {
+            return Err(ApiError::conflict(format!("operation {id} already exists")));
+        }
+        let tree_names = self.operation_trees(&spec)?;
+        let mut slots = Vec::with_capacity(tree_names.len());
+        let mut new_pools = Vec::new();
+        let mut pending = false;
+        for tree_name in &tree_names {
+            let admitted = self.admit_in_tree(tree_name, user, caller, &spec)?;
+            pending |= admitted.blocked;
+            if let Some(np) = admitted.new_pool {
+                new_pools.push((tree_name.clone(), np));
+            }
+            slots.push((tree_name.clone(), admitted.slot));
+        }
+        for (tree_name, np) in new_pools {
+            let tree = self.cluster.tree_mut(&tree_name).expect("exists");
+            tree.add_pool(
+                &tree_name,
+                &np.name,
+                &np.parent,
+                np.config,
+                Some(user.into()),
+            )
+            .map_err(ApiError::from)?;
+            self.config_revision += 1;
+        }
+        let seq = self.next_operation_seq;
+        self.next_operation_seq += 1;
+        let placement = Placement {
+            trees: slots,
+            pending,
+        };
+        let op = Operation::new(id.clone(), user.to_string(), spec, placement, seq, now);
+        self.events.push(CoreEvent::OperationStarted {
+            id: id.clone(),
+            user: user.to_string(),
+            pool: op.main_pool().to_string(),
+            jobs: op.total_job_count(),
+        });
+        if pending {
+            self.events
+                .push(CoreEvent::OperationPending { id: id.clone() });
+        }
+        if op.uses_speculation() {
+            self.speculating.insert(id.clone());
+        }
+        self.operations.insert(id.clone(), op);
+        self.touch(id.clone());
+        for tree in &tree_names {
+            self.mark_stale(tree);
+        }
+        self.fail_if_unplaceable(&id, now);
+        if !pending {
+            self.announce_new_work(&id);
+        }
+        Ok(id)
+    }
+
+    /// How an operation would run in one tree: its pool there (and the ephemeral pool to
+    /// create), weight and limits after per-tree overrides, and whether a running-count
+    /// limit holds it back. Total-count limits refuse it outright.
+    fn admit_in_tree(
+        &self,
+        tree_name: &str,
+        user: &str,
+        caller: Option<&Caller>,
+        spec: &VanillaSpec,
+    ) -> Result<TreeAdmission, ApiError> {
+        let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
+        let options = spec.scheduling_options_per_pool_tree.get(tree_name);
+        let requested = options
+            .and_then(|o| o.pool.as_ref())
+            .or(spec.pool.as_ref())
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| user.to_string());
+        let (pool, new_pool) = resolve_pool(tree, tree_name, &requested, user)?;
+        let counts = self.pool_counts(tree_name);
+        // The pool and its ancestors up to the root, a pool still to be created first.
+        let first_existing = new_pool
+            .as_ref()
+            .map_or(pool.as_str(), |np| np.parent.as_str());
+        if let Some(c) = caller {
+            let creating = new_pool.is_some();
+            if let Some(e) = ephemeral_pool_refusal(tree, tree_name, &pool, creating, c) {
+                return Err(e);
+            }
+            let own_ephemeral = new_pool.as_ref().is_some_and(|np| np.name == user);
+            if !own_ephemeral && !pool_allows(tree, first_existing, c, Permission::Use) {
+                return Err(refusal(
+                    c,
+                    Permission::Use,
+                    &format!("pool '{first_existing}' of pool tree '{tree_name}'"),
+                ));
+            }
+        }
+        let chain: Vec<String> = new_pool
+            .iter()
+            .map(|np| np.name.clone())
+            .chain(tree.ancestry(first_existing).into_iter().map(String::from))
+            .chain([ROOT_POOL.to_string()])
+            .collect();
+        let limit_of = |p: &str, running: bool| -> u32 {
+            let (total, run) = match &new_pool {
+                Some(np) if np.name == p => tree.count_limits_of(&np.config),
+                _ => tree.count_limits(p),
+            };
+            if running {
+                run
+            } else {
+                total
+            }
+        };
+        for p in &chain {
+            let c = counts.get(p).copied().unwrap_or_default();
+            let max = limit_of(p, false);
+            if c.total >= max {
+                let what = if p == ROOT_POOL {
+                    format!("pool tree '{tree_name}'")
+                } else {
+                    format!("pool '{p}' of pool tree '{tree_name}'")
+                };
+                return Err(ApiError::limit_reached(format!(
+                    "{what} already has {} operations, its max_operation_count is {max}",
+                    c.total
+                )));
+            }
+        }
+        let root_config = PoolConfig::default();
+        let pool_config = match &new_pool {
+            Some(np) => &np.config,
+            None if pool == ROOT_POOL => &root_config,
+            None => &tree.pool(&pool).expect("resolved").config,
+        };
+        let lightweight = pool_config.mode() == PoolMode::Fifo
+            && pool_config.enable_lightweight_operations == Some(true);
+        let blocked = !lightweight
+            && chain
+                .iter()
+                .any(|p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p, true));
+        let limits = options
+            .and_then(|o| o.resource_limits.as_ref())
+            .or(spec.resource_limits.as_ref());
+        Ok(TreeAdmission {
+            slot: TreeSlot {
+                pool,
+                weight: options
+                    .and_then(|o| o.weight)
+                    .or(spec.weight)
+                    .unwrap_or(1.0),
+                resource_limits: limits_vector(limits),
+                lightweight,
+                usage: ResourceVector::ZERO,
+            },
+            new_pool,
+            blocked,
+        })
+    }
+
+    pub fn abort_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| ApiError::not_found(format!("no such operation: {id}")))?;
+        if op.state.is_finished() {
+            return Err(ApiError::conflict(format!(
+                "operation {id} is already {}",
+                op.state
+            )));
+        }
+        self.finish_operation(
+            id,
+            OperationState::Aborted,
+            Some("aborted by user".into()),
+            now,
+        );
+        Ok(())
+    }
+
+    /// The trees an operation runs in: its `pool_trees`, else the default tree.
+    fn operation_trees(&self, spec: &VanillaSpec) -> Result<Vec<String>, ApiError> {
+        match spec.pool_trees.as_deref() {
+            Some(trees) => {
+                for t in trees {
+                    self.cluster
+                        .tree(t.as_str())
+                        .map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
+                }
+                Ok(trees.iter().map(|t| t.to_string()).collect())
+            }
+            None => self
+                .cluster
+                .default_tree
+                .clone()
+                .map(|t| vec![t])
+                .ok_or_else(|| {
+                    ApiError::new(
+                        "no default pool tree is set (//sys/pool_trees/@default_tree); name one in pool_trees",
+                    )
+                }),
+        }
+    }
+
+    /// Decides afresh, after a configuration change, whether each unfinished operation
+    /// is lightweight in each of its trees (SPEC 5.6): a FIFO pool with
+    /// `enable_lightweight_operations`. One that stops being lightweight counts as
+    /// running from now on but keeps running even above the limit; a pending one that
+    /// becomes lightweight is no longer held back (`promote_pending` starts it).
+    pub(crate) fn reevaluate_lightweight(&mut self) {
+        let mut changed = vec![];
+        for op in self.operations.values().filter(|o| !o.state.is_finished()) {
+            for (k, (tree_name, slot)) in op.trees.iter().enumerate() {
+                let now_lightweight = self
+                    .cluster
+                    .trees
+                    .get(tree_name)
+                    .and_then(|t| t.pool(&slot.pool).ok())
+                    .is_some_and(|p| {
+                        p.config.mode() == PoolMode::Fifo
+                            && p.config.enable_lightweight_operations == Some(true)
+                    });
+                if now_lightweight != slot.lightweight {
+                    changed.push((op.id.clone(), k, now_lightweight));
+                }
+            }
+        }
+        for (id, k, lightweight) in changed {
+            if let Some(op) = self.operations.get_mut(&id) {
+                op.trees[k].1.lightweight = lightweight;
+                tracing::info!(operation = %id, tree = %op.trees[k].0, lightweight, "operation lightweightness changed with its pool");
+                self.touch(id);
+            }
+        }
+    }
+
+    /// Starts pending operations, oldest first, while their pools have room.
+    pub(crate) fn promote_pending(&mut self, now: UnixMillis) {
+        let pending = self.pending_operations();
+        if pending.is_empty() {
+            return;
+        }
+        let mut counts_by_tree: HashMap<String, HashMap<String, PoolCounts>> = HashMap::new();
+        for id in pending {
+            let slots: Vec<(String, String, bool)> = self.operations[&id]
+                .trees
+                .iter()
+                .map(|(t, s)| (t.clone(), s.pool.clone(), s.lightweight))
+                .collect();
+            let mut chains = Vec::with_capacity(slots.len());
+            let mut blocked = false;
+            for (tree_name, pool, lightweight) in &slots {
+                let Ok(tree) = self.cluster.tree(tree_name) else {
+                    blocked = true;
+                    break;
+                };
+                let counts = counts_by_tree
+                    .entry(tree_name.clone())
+                    .or_insert_with(|| self.pool_counts(tree_name));
+                let chain: Vec<String> = tree
+                    .ancestry(pool)
+                    .into_iter()
+                    .chain([ROOT_POOL])
+                    .map(String::from)
+                    .collect();
+                blocked |= !lightweight
+                    && chain.iter().any(|p| {
+                        counts.get(p).copied().unwrap_or_default().running
+                            >= tree.max_running_operation_count(p)
+                    });
+                chains.push((tree_name.clone(), chain));
+            }
+            if blocked {
+                continue;
+            }
+            for (tree_name, chain) in chains {
+                let counts = counts_by_tree.get_mut(&tree_name).expect("counted above");
+                for p in chain {
+                    counts.entry(p).or_default().running += 1;
+                }
+                self.mark_stale(&tree_name);
+            }
+            if let Some(op) = self.operations.get_mut(&id) {
+                op.promote(now);
+            }
+            self.touch(id.clone());
+            self.events
+                .push(CoreEvent::OperationRunning { id: id.clone() });
+            self.announce_new_work(&id);
+        }
+    }
+
+    /// Ends an operation: running jobs are aborted (their nodes told on the next
+    /// heartbeat, and nudged so that it comes soon), waiting jobs dropped; a pending
+    /// operation may take its place, and an ephemeral pool left empty goes away.
+    pub(crate) fn finish_operation(
+        &mut self,
+        id: &OperationId,
+        state: OperationState,
+        error: Option<String>,
+        now: UnixMillis,
+    ) {
+        let Some(op) = self.operations.get_mut(id) else {
+            return;
+        };
+        let running: Vec<JobId> = op.running_job_ids().collect();
+        for job_id in running {
+            if let Some(node_id) = op.abort_job(&job_id, AbortReason::OperationAborted, now) {
+                self.jobs.ended(&node_id, &job_id);
+                if self.nodes.contains_key(&node_id) {
+                    self.nudges.insert(node_id);
+                }
+            }
+        }
+        op.finish(state, error.clone(), now);
+        self.indexes.get_mut().mark(id);
+        self.touched.insert(id.clone());
+        self.speculating.remove(id);
+        let pools: Vec<(String, String)> = op
+            .trees
+            .iter()
+            .map(|(t, s)| (t.clone(), s.pool.clone()))
+            .collect();
+        self.events.push(CoreEvent::OperationFinished {
+            id: id.clone(),
+            state,
+            error,
+        });
+        for (tree, pool) in pools {
+            self.mark_stale(&tree);
+            self.remove_empty_ephemeral_pools(&tree, &pool);
+        }
+        self.note_finished(id);
+        self.promote_pending(now);
+    }
+
+    /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
+    /// and no child pool is left in it.
+    fn remove_empty_ephemeral_pools(&mut self, tree_name: &str, pool: &str) {
+        let mut current = pool.to_string();
+        loop {
+            let busy = self
+                .operations
+                .values()
+                .filter(|o| !o.state.is_finished())
+                .any(|o| o.slot(tree_name).is_some_and(|s| s.pool == current));
+            let Ok(tree) = self.cluster.tree_mut(tree_name) else {
+                return;
+            };
+            let Some(p) = tree.pools.get(&current) else {
+                return;
+            };
+            if busy || p.ephemeral_user.is_none() || tree.children(&current).next().is_some() {
+                return;
+            }
+            let parent = p.parent.clone();
+            tree.pools.remove(&current);
+            self.config_revision += 1;
+            self.events.push(CoreEvent::PoolRemoved {
+                tree: tree_name.to_string(),
+                pool: current.clone(),
+            });
+            current = parent;
+        }
+    }
+}
+
+/// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing
+/// pool, its `<pool>$<user>` subpool, or a new ephemeral pool under `default_parent_pool`.
+/// Returns the pool name and the pool to create, if any.
+fn resolve_pool(
+    tree: &PoolTree,
+    tree_name: &str,
+    requested: &str,
+    user: &str,
+) -> Result<(String, Option<NewPool>), ApiError> {
+    let ephemeral_quota = |tree: &PoolTree| -> Result<(), ApiError> {
+        let held = tree.ephemeral_pools_of(user);
+        let max = tree.config.max_ephemeral_pool_per_user;
+        if held as u32 >= max {
+            return Err(ApiError::limit_reached(format!(
+                "user '{user}' already holds {held} ephemeral pool(s) in pool tree '{tree_name}', max_ephemeral_pool_per_user is {max}"
+            )));
+        }
+        Ok(())
+    };
+    let from_template = |parent: &str| -> PoolConfig {
+        let template = tree
+            .pools
+            .get(parent)
+            .and_then(|p| p.config.ephemeral_subpool_config.clone())
+            .unwrap_or_default();
+        PoolConfig {
+            mode: template.mode,
+            max_running_operation_count: template.max_running_operation_count,
+            max_operation_count: template.max_operation_count,
+            resource_limits: template.resource_limits,
+            ..Default::default()
+        }
+    };
+    if requested == ROOT_POOL {
+        if tree.config.forbid_immediate_operations_in_root {
+            return Err(ApiError::new(format!(
+                "pool tree '{tree_name}' forbids operations directly in {ROOT_POOL} (forbid_immediate_operations_in_root)"
+            )));
+        }
+        return Ok((ROOT_POOL.to_string(), None));
+    }
+    match tree.pools.get(requested) {
+        Some(pool) if pool.config.create_ephemeral_subpools == Some(true) => {
+            validate_pool_name(user).map_err(|m| {
+                ApiError::new(format!("cannot create an ephemeral subpool for user: {m}"))
+            })?;
+            let name = format!("{requested}${user}");
+            if tree.pools.contains_key(&name) {
+                return Ok((name, None));
+            }
+            ephemeral_quota(tree)?;
+            let config = from_template(requested);
+            Ok((
+                name.clone(),
+                Some(NewPool {
+                    name,
+                    parent: requested.to_string(),
+                    config,
+                }),
+            ))
+        }
+        Some(pool) => {
+            if pool.config.forbid_immediate_operations == Some(true) {
+                return Err(ApiError::new(format!(
+                    "pool '{requested}' forbids immediate operations (forbid_immediate_operations); use one of its subpools"
+                )));
+            }
+            Ok((requested.to_string(), None))
+        }
+        None => {
+            validate_pool_name(requested).map_err(|m| ApiError::new(format!("pool: {m}")))?;
+            let parent = tree.config.default_parent_pool.clone();
+            ephemeral_quota(tree)?;
+            let config = from_template(&parent);
+            Ok((
+                requested.to_string(),
+                Some(NewPool {
+                    name: requested.to_string(),
+                    parent,
+                    config,
+                }),
+            ))
+        }
+    }
+}

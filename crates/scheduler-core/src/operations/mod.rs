@@ -1,0 +1,14 @@
+//! Operations: their records, who may act on them (access), how they are admitted into
+//! pools, the indexes kept over them, when they can never run (placeability) and when
+//! they leave memory (retention).
+
+pub(crate) mod access;
+pub(crate) mod admission;
+pub(crate) mod core_indexes;
+pub(crate) mod operation;
+pub(crate) mod operation_counts;
+pub(crate) mod operation_index;
+pub(crate) mod pending_queue;
+pub(crate) mod placeability;
+pub mod retention;
+pub(crate) mod waiting_jobs;

@@ -1,0 +1,448 @@
+//! One operation's bookkeeping: its tasks' waiting job indices, its job attempts, and
+//! the running usage that placement reads.
+//!
+//! A finished attempt leaves memory once its last record is taken for the store and
+//! nothing more is expected of it (its node reported it, or the node is lost): the store
+//! (then the archive) has it, and the operation keeps only its state, one byte per
+//! attempt, for counts and `list-jobs` filters. Memory per finished job is that byte,
+//! whatever the operation's size.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use ytsched_common::api::HistoryEntry;
+use ytsched_common::protocol::{JobStatistics, UnixMillis};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::tag_filter::TagFilter;
+use ytsched_common::{JobId, NodeId, OperationId};
+
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub name: String,
+    pub spec: TaskSpec,
+    /// Job indices not yet running, in the order they will start.
+    pub waiting: VecDeque<u32>,
+    pub completed: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Job {
+    pub id: JobId,
+    pub task: usize,
+    pub index: u32,
+    pub state: JobState,
+    pub node: NodeId,
+    /// The pool tree of the node it was started on: whose usage it counts in.
+    pub tree: String,
+    pub resources: ResourceVector,
+    pub start_time: UnixMillis,
+    /// Start order within the operation: tells apart jobs started in the same instant.
+    pub seq: u64,
+    pub finish_time: Option<UnixMillis>,
+    pub error: Option<String>,
+    pub abort_reason: Option<AbortReason>,
+    pub statistics: Option<JobStatistics>,
+    /// The other attempt of the same job index running alongside (SPEC 5.8): set on
+    /// both the original and its speculative copy.
+    pub copy: Option<JobId>,
+    /// This attempt is the speculative copy.
+    pub speculative: bool,
+}
+
+/// How an operation runs in one of its pool trees (SPEC 5.9): its pool there (after
+/// ephemeral pool resolution), weight and limits (spec, then per-tree overrides), and
+/// the usage of its jobs on that tree's nodes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TreeSlot {
+    pub pool: String,
+    pub weight: f64,
+    pub resource_limits: ResourceVector,
+    /// Runs in a FIFO pool with lightweight operations enabled: not counted against
+    /// running-operation limits.
+    pub lightweight: bool,
+    /// Derived from the running jobs: not stored.
+    #[serde(skip)]
+    pub usage: ResourceVector,
+}
+
+/// Where and how an admitted operation runs, decided by admission.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// One slot per pool tree, in the order the spec named the trees.
+    pub trees: Vec<(String, TreeSlot)>,
+    pub pending: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Operation {
+    pub id: OperationId,
+    pub user: String,
+    /// The pool trees it runs in, in the order the spec named them (one or two, so a
+    /// list beats a map).
+    pub trees: Vec<(String, TreeSlot)>,
+    pub max_share_ratio: f64,
+    /// Nodes its jobs may run on (`scheduling_tag_filter`; empty: any node of its trees).
+    pub tag_filter: TagFilter,
+    pub spec: VanillaSpec,
+    pub state: OperationState,
+    pub seq: u64,
+    pub start_time: UnixMillis,
+    pub finish_time: Option<UnixMillis>,
+    pub error: Option<String>,
+    pub tasks: Vec<Task>,
+    /// The attempts held in memory: running ones, and finished ones not yet settled
+    /// (see the module comment).
+    pub jobs: BTreeMap<JobId, Job>,
+    /// The state of every attempt by its sequence number (`Waiting`: not recorded).
+    pub(crate) attempts: Vec<JobState>,
+    /// Attempts per state, kept with `attempts`.
+    pub(crate) tally: AttemptTally,
+    pub failed_job_count: u32,
+    pub history: Vec<HistoryEntry>,
+    /// The submitter's token for this submission, if it sent one (see
+    /// `start_operation_as`).
+    pub idempotency_token: Option<ytsched_common::IdempotencyToken>,
+    pub(crate) next_job_seq: u64,
+    /// What changed since the store last took the changes: the operation's own fields,
+    /// and which jobs.
+    header_changed: bool,
+    pub(crate) changed_jobs: Vec<JobId>,
+}
+
+/// How many attempts are in each state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AttemptTally {
+    pub running: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub aborted: u64,
+}
+
+impl AttemptTally {
+    fn count(&mut self, state: JobState) -> Option<&mut u64> {
+        match state {
+            JobState::Running => Some(&mut self.running),
+            JobState::Completed => Some(&mut self.completed),
+            JobState::Failed => Some(&mut self.failed),
+            JobState::Aborted => Some(&mut self.aborted),
+            JobState::Waiting => None,
+        }
+    }
+}
+
+/// Sets attempt `seq`'s state, keeping the tally (fields, not the operation, so that a
+/// job can be borrowed alongside).
+pub(crate) fn set_attempt(
+    attempts: &mut Vec<JobState>,
+    tally: &mut AttemptTally,
+    seq: u64,
+    state: JobState,
+) {
+    let Ok(seq) = usize::try_from(seq) else {
+        return;
+    };
+    if attempts.len() <= seq {
+        attempts.resize(seq + 1, JobState::Waiting);
+    }
+    if let Some(n) = tally.count(attempts[seq]) {
+        *n -= 1;
+    }
+    attempts[seq] = state;
+    if let Some(n) = tally.count(state) {
+        *n += 1;
+    }
+}
+
+impl Job {
+    /// Finished, recorded as such, and nothing more to come from its node: the store
+    /// holds all there is of it.
+    pub fn settled(&self) -> bool {
+        self.state.is_finished()
+            && (self.statistics.is_some() || self.abort_reason == Some(AbortReason::NodeLost))
+    }
+}
+
+/// An operation's slot in `tree`, taking only the slots (not the whole operation), so
+/// that its jobs and tasks can be borrowed alongside.
+pub(crate) fn slot_mut<'a>(
+    trees: &'a mut [(String, TreeSlot)],
+    tree: &str,
+) -> Option<&'a mut TreeSlot> {
+    trees.iter_mut().find(|(t, _)| t == tree).map(|(_, s)| s)
+}
+
+/// What a job result did to its operation.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ResultEffect {
+    /// The job was not running here (duplicate or stale result): nothing changed.
+    Ignored,
+    Recorded,
+    OperationCompleted,
+    /// Too many failed jobs; carries the error for the operation.
+    OperationFailed(String),
+}
+
+impl Operation {
+    /// A new operation, running in the trees and pools of `placement`.
+    pub fn new(
+        id: OperationId,
+        user: String,
+        spec: VanillaSpec,
+        placement: Placement,
+        seq: u64,
+        now: UnixMillis,
+    ) -> Self {
+        let tasks = spec
+            .tasks
+            .iter()
+            .map(|(name, t)| Task {
+                name: name.clone(),
+                spec: t.clone(),
+                waiting: (0..t.job_count).collect(),
+                completed: 0,
+            })
+            .collect();
+        let tag_filter = spec
+            .scheduling_tag_filter
+            .as_deref()
+            .and_then(|f| TagFilter::parse(f).ok())
+            .unwrap_or_default();
+        Self {
+            id,
+            user,
+            trees: placement.trees,
+            max_share_ratio: spec.max_share_ratio.unwrap_or(1.0),
+            tag_filter,
+            spec,
+            state: if placement.pending {
+                OperationState::Pending
+            } else {
+                OperationState::Running
+            },
+            seq,
+            start_time: now,
+            finish_time: None,
+            error: None,
+            tasks,
+            jobs: BTreeMap::new(),
+            attempts: Vec::new(),
+            tally: AttemptTally::default(),
+            failed_job_count: 0,
+            history: vec![HistoryEntry {
+                time: now,
+                event: if placement.pending {
+                    "submitted; pending until its pool may run another operation".into()
+                } else {
+                    "submitted; running".into()
+                },
+            }],
+            idempotency_token: None,
+            next_job_seq: 0,
+            header_changed: true,
+            changed_jobs: vec![],
+        }
+    }
+
+    /// Takes in jobs restored from the store and recomputes what derives from them:
+    /// waiting indices, completed and failed counts, usage per tree, the next job number.
+    pub(crate) fn adopt_jobs(&mut self, jobs: Vec<Job>) {
+        // Per task: indices completed, and indices taken (completed or running).
+        let mut done = vec![std::collections::BTreeSet::new(); self.tasks.len()];
+        let mut taken = done.clone();
+        for job in jobs {
+            self.next_job_seq = self.next_job_seq.max(job.seq + 1);
+            set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+            match job.state {
+                JobState::Running => {
+                    if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
+                        slot.usage += job.resources;
+                    }
+                    taken[job.task].insert(job.index);
+                }
+                JobState::Completed => {
+                    done[job.task].insert(job.index);
+                    taken[job.task].insert(job.index);
+                }
+                JobState::Failed => self.failed_job_count += 1,
+                _ => {}
+            }
+            if !job.settled() {
+                self.jobs.insert(job.id.clone(), job);
+            }
+        }
+        let finished = self.state.is_finished();
+        for (i, task) in self.tasks.iter_mut().enumerate() {
+            task.completed = done[i].len() as u32;
+            task.waiting = if finished {
+                VecDeque::new()
+            } else {
+                (0..task.spec.job_count)
+                    .filter(|x| !taken[i].contains(x))
+                    .collect()
+            };
+        }
+    }
+
+    /// Whether a task of it has `job_speculation_timeout` (SPEC 5.8): only such
+    /// operations are looked at by the speculative stage.
+    pub fn uses_speculation(&self) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| t.spec.job_speculation_timeout.is_some())
+    }
+
+    pub fn all_jobs_completed(&self) -> bool {
+        self.tasks.iter().all(|t| t.completed == t.spec.job_count)
+    }
+
+    /// A pending operation got its running slot.
+    pub fn promote(&mut self, now: UnixMillis) {
+        self.state = OperationState::Running;
+        self.record(now, "running".into());
+    }
+
+    /// Adds a history line (and marks the operation for the store).
+    pub fn record(&mut self, now: UnixMillis, event: String) {
+        self.history.push(HistoryEntry { time: now, event });
+        self.header_changed = true;
+    }
+
+    /// Takes what changed since the last call: whether the operation's own fields did,
+    /// and the jobs that did (each once).
+    pub fn take_changes(&mut self) -> (bool, Vec<JobId>) {
+        let mut jobs = std::mem::take(&mut self.changed_jobs);
+        jobs.sort();
+        jobs.dedup();
+        (std::mem::take(&mut self.header_changed), jobs)
+    }
+
+    pub fn waiting_job_count(&self) -> u64 {
+        self.tasks.iter().map(|t| t.waiting.len() as u64).sum()
+    }
+
+    pub fn total_job_count(&self) -> u64 {
+        self.spec.total_job_count()
+    }
+
+    /// How many attempts it has made (their sequence numbers are `0..` this).
+    pub fn attempt_count(&self) -> u64 {
+        self.next_job_seq
+    }
+
+    /// The state of attempt `seq`, held in memory or not (`Waiting`: none recorded).
+    pub fn attempt_state(&self, seq: u64) -> JobState {
+        usize::try_from(seq)
+            .ok()
+            .and_then(|s| self.attempts.get(s).copied())
+            .unwrap_or(JobState::Waiting)
+    }
+
+    /// The id of attempt `seq`.
+    pub fn attempt_id(&self, seq: u64) -> JobId {
+        JobId::attempt(&self.id, seq)
+    }
+
+    /// The sequence number of one of its attempts' ids (`None`: not one of its ids).
+    pub fn attempt_seq(&self, job: &JobId) -> Option<u64> {
+        let seq = job.attempt_seq(&self.id)?;
+        (self.attempt_state(seq) != JobState::Waiting).then_some(seq)
+    }
+
+    pub fn tally(&self) -> AttemptTally {
+        self.tally
+    }
+
+    /// Lets go of the settled ones among `ids` (their last records were just taken for
+    /// the store); returns them.
+    pub fn release_settled(&mut self, ids: &[JobId]) -> Vec<JobId> {
+        let mut released = Vec::new();
+        for id in ids {
+            if self.jobs.get(id).is_some_and(Job::settled) {
+                self.jobs.remove(id);
+                released.push(id.clone());
+            }
+        }
+        released
+    }
+
+    pub fn running_job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .map(|j| j.id.clone())
+    }
+
+    /// The first tree the spec named: where the operation is listed by default.
+    pub fn main_tree(&self) -> &str {
+        &self.trees[0].0
+    }
+
+    /// Its pool in the first tree.
+    pub fn main_pool(&self) -> &str {
+        &self.trees[0].1.pool
+    }
+
+    pub fn slot(&self, tree: &str) -> Option<&TreeSlot> {
+        self.trees.iter().find(|(t, _)| t == tree).map(|(_, s)| s)
+    }
+
+    pub fn tree_names(&self) -> impl Iterator<Item = &str> {
+        self.trees.iter().map(|(t, _)| t.as_str())
+    }
+
+    /// What all its running jobs hold, over every tree.
+    pub fn usage(&self) -> ResourceVector {
+        self.trees.iter().map(|(_, s)| s.usage).sum()
+    }
+
+    /// What it still wants in `tree`: what runs there plus every waiting job, which any
+    /// of its trees may take (YTsaurus gives each tree the whole pending demand).
+    pub fn demand_in(&self, tree: &str) -> ResourceVector {
+        self.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage)
+            + self
+                .tasks
+                .iter()
+                .map(|t| t.spec.job_resources().scale(t.waiting.len() as f64))
+                .sum()
+    }
+
+    /// What it may still start in `tree` under its own limits there.
+    pub fn room_in(&self, tree: &str) -> ResourceVector {
+        self.slot(tree)
+            .map_or(ResourceVector::ZERO, |s| s.resource_limits - s.usage)
+    }
+
+    /// The component-wise minimum of its waiting jobs' resources: no waiting job of it
+    /// fits where this does not.
+    pub fn smallest_waiting(&self) -> Option<ResourceVector> {
+        self.tasks
+            .iter()
+            .filter(|t| !t.waiting.is_empty())
+            .map(|t| t.spec.job_resources())
+            .reduce(|a, b| a.component_min(&b))
+    }
+
+    /// The first task with a waiting job that fits into `free`.
+    pub fn next_fitting_task(&self, free: &ResourceVector) -> Option<usize> {
+        self.tasks
+            .iter()
+            .position(|t| !t.waiting.is_empty() && t.spec.job_resources().fits_in(free))
+    }
+
+    pub fn finish(&mut self, state: OperationState, error: Option<String>, now: UnixMillis) {
+        self.state = state;
+        self.finish_time = Some(now);
+        self.record(
+            now,
+            match &error {
+                Some(e) => format!("{state}: {e}"),
+                None => state.to_string(),
+            },
+        );
+        self.error = error;
+        for t in &mut self.tasks {
+            t.waiting.clear();
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Operations whose jobs can never run: a job that fits no node its operation may use
+//! (its trees, pool filters and tag filter) fails the operation at once, naming the
+//! resource that is short, instead of leaving it waiting forever.
+
+use crate::{Operation, SchedulerCore};
+use std::collections::HashMap;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
+
+/// The limit vectors no other one covers: a request fits one of `limits` exactly when
+/// it fits one of these. Nodes of a cluster mostly come in a few sizes, so this is short.
+fn maximal_limits(limits: impl Iterator<Item = ResourceVector>) -> Vec<ResourceVector> {
+    let mut out: Vec<ResourceVector> = vec![];
+    for l in limits {
+        if out.iter().any(|m| l.fits_in(m)) {
+            continue;
+        }
+        out.retain(|m| !m.fits_in(&l));
+        out.push(l);
+    }
+    out
+}
+
+impl SchedulerCore {
+    /// An operation whose job fits no node it may run on (in its trees, through its tag
+    /// filter) would wait forever: fail it now with the resource that is short. With no
+    /// such node at all it waits, as nodes may still come.
+    pub(crate) fn fail_unplaceable(&mut self, now: UnixMillis) {
+        self.fail_unplaceable_among(None, now);
+    }
+
+    /// As `fail_unplaceable`, for one operation only (a new one: nodes did not change).
+    pub(crate) fn fail_if_unplaceable(&mut self, id: &OperationId, now: UnixMillis) {
+        self.fail_unplaceable_among(Some(id), now);
+    }
+
+    fn fail_unplaceable_among(&mut self, only: Option<&OperationId>, now: UnixMillis) {
+        // What the nodes an operation may use offer depends only on its tree, pool and
+        // tag filter: worked out once per such combination, as the few largest limit
+        // vectors (a job fits some node exactly when it fits one of them), not per
+        // operation over every node.
+        let mut offered: HashMap<(&str, &str, String), Vec<ResourceVector>> = HashMap::new();
+        let mut doomed = Vec::new();
+        let candidates: Box<dyn Iterator<Item = &Operation>> = match only {
+            Some(id) => Box::new(self.operations.get(id).into_iter()),
+            None => Box::new(self.operations.values()),
+        };
+        for op in candidates.filter(|o| !o.state.is_finished()) {
+            let mut limits: Vec<ResourceVector> = vec![];
+            for (tree, slot) in &op.trees {
+                let key = (tree.as_str(), slot.pool.as_str(), op.tag_filter.to_string());
+                let maximal = offered.entry(key).or_insert_with(|| {
+                    let pool_filters = self.pool_filters(tree, &slot.pool);
+                    maximal_limits(
+                        self.tree_members(tree)
+                            .filter(|n| pool_filters.iter().all(|f| f.matches(&n.all_tags)))
+                            .filter(|n| op.tag_filter.matches(&n.all_tags))
+                            .map(|n| n.resource_limits),
+                    )
+                });
+                limits.extend(maximal.iter().copied());
+            }
+            if limits.is_empty() {
+                continue;
+            }
+            let largest = limits
+                .iter()
+                .fold(ResourceVector::ZERO, |a, b| a.component_max(b));
+            for task in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
+                let need = task.spec.job_resources();
+                if limits.iter().any(|l| need.fits_in(l)) {
+                    continue;
+                }
+                let resource = need
+                    .first_excess(&largest)
+                    .or_else(|| need.first_excess(&limits[0]))
+                    .expect("a job that fits no node exceeds some resource");
+                let filter = if op.tag_filter.is_empty() {
+                    String::new()
+                } else {
+                    format!(" matching '{}'", op.tag_filter)
+                };
+                doomed.push((
+                    op.id.clone(),
+                    format!(
+                        "a job of task '{}' needs {resource} = {} but no node{filter} of pool tree(s) {} has that much (largest node: {resource} = {})",
+                        task.name,
+                        need.get(resource),
+                        op.tree_names().collect::<Vec<_>>().join(", "),
+                        largest.get(resource),
+                    ),
+                ));
+                break;
+            }
+        }
+        for (id, error) in doomed {
+            self.finish_operation(&id, OperationState::Failed, Some(error), now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_limits_no_other_covers_are_kept() {
+        let v = |cpu, mem| ResourceVector::new(cpu, mem, 0.0, 8.0);
+        let kept = maximal_limits(
+            [
+                v(4.0, 8.0),
+                v(4.0, 8.0),
+                v(2.0, 4.0),
+                v(8.0, 2.0),
+                v(8.0, 16.0),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(kept, vec![v(8.0, 16.0)]);
+        let kept = maximal_limits([v(4.0, 16.0), v(8.0, 2.0), v(2.0, 1.0)].into_iter());
+        assert_eq!(kept, vec![v(4.0, 16.0), v(8.0, 2.0)]);
+    }
+}

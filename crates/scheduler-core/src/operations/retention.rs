@@ -1,0 +1,141 @@
+//! Finished operations leave memory (SPEC 5.10, as YTsaurus's operations cleaner): per
+//! tree, by the first tree of each operation's spec, once more than
+//! `soft_retained_operation_count` are finished those finished over `clean_delay` ago go,
+//! past `hard_retained_operation_count` the oldest go at once, and any finished longer
+//! than `max_operation_age` ago goes. A retired operation becomes an `Archived` value the
+//! driver writes to the archive (which answers for it from then on) before it deletes the
+//! operation's state keys.
+
+use crate::SchedulerCore;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use ytsched_common::api::{JobInfo, OperationInfo, OutputStream};
+use ytsched_common::pool_config::TreeConfig;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::{JobId, OperationId};
+
+/// Finished operations by tree, oldest finish first.
+pub(crate) type FinishedOrder = BTreeMap<String, BTreeSet<(UnixMillis, u64, OperationId)>>;
+
+/// A retired operation for the archive: its last view and how many job attempts it
+/// made. The attempts themselves, and the output their jobs left, are in the store
+/// (`job.<id>`, `out.<id>`), where the archive reads them as it takes the operation
+/// over: the core holds neither.
+#[derive(Clone, Debug)]
+pub struct Archived {
+    pub info: OperationInfo,
+    /// Its attempts are `<id>-0` .. `<id>-<attempts - 1>`.
+    pub attempts: u64,
+    /// Its task names by task number, to describe the attempts.
+    pub task_names: Vec<String>,
+}
+
+impl Archived {
+    /// Its attempts' ids, in start order.
+    pub fn job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        (0..self.attempts).map(|seq| JobId::attempt(&self.info.id, seq))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArchivedJob {
+    pub info: JobInfo,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ArchivedJob {
+    pub fn output(&self, stream: OutputStream) -> &str {
+        match stream {
+            OutputStream::Stdout => &self.stdout,
+            OutputStream::Stderr => &self.stderr,
+        }
+    }
+}
+
+/// Whether the oldest of `count` finished operations, finished at `finished`, goes now.
+fn retire_oldest(config: &TreeConfig, count: usize, finished: UnixMillis, now: UnixMillis) -> bool {
+    let age = now.saturating_sub(finished);
+    count > config.hard_retained_operation_count as usize
+        || age > config.max_operation_age.0
+        || (count > config.soft_retained_operation_count as usize && age > config.clean_delay.0)
+}
+
+impl SchedulerCore {
+    /// Files a finished operation for retirement (at its finish, and at revival).
+    pub(crate) fn note_finished(&mut self, id: &OperationId) {
+        let Some(op) = self.operations.get(id) else {
+            return;
+        };
+        let Some(finished) = op.finish_time else {
+            return;
+        };
+        self.finished_order
+            .entry(op.main_tree().to_string())
+            .or_default()
+            .insert((finished, op.seq, id.clone()));
+    }
+
+    /// Retires what the trees' retention settings let go (see the module comment).
+    /// Operations whose last change is not yet taken for the store wait for the next
+    /// call, so the store never holds a newer record than the archive.
+    pub(crate) fn retire_finished(&mut self, now: UnixMillis) {
+        let trees: Vec<String> = self.finished_order.keys().cloned().collect();
+        for tree in trees {
+            let config = self
+                .cluster
+                .trees
+                .get(&tree)
+                .map(|t| t.config.clone())
+                .unwrap_or_default();
+            while let Some(set) = self.finished_order.get_mut(&tree) {
+                let Some((finished, _, id)) = set.first().cloned() else {
+                    self.finished_order.remove(&tree);
+                    break;
+                };
+                if !retire_oldest(&config, set.len(), finished, now) || self.touched.contains(&id) {
+                    break;
+                }
+                set.pop_first();
+                self.retire(&id);
+            }
+        }
+    }
+
+    fn retire(&mut self, id: &OperationId) {
+        let Ok(info) = self.operation_info(id) else {
+            return;
+        };
+        self.share_history.forget(id);
+        let Some(op) = self.operations.remove(id) else {
+            return;
+        };
+        if let Some(token) = &op.idempotency_token {
+            self.idempotency.remove(&(op.user.clone(), token.clone()));
+        }
+        for job in op.jobs.keys() {
+            self.jobs.forget(job);
+        }
+        self.indexes.get_mut().mark(id);
+        self.retired.push(Archived {
+            info,
+            attempts: op.attempt_count(),
+            task_names: crate::queries::pages::task_names(&op),
+        });
+    }
+
+    /// Operations retired since the last call, for the archive.
+    pub(crate) fn take_retired(&mut self) -> Vec<Archived> {
+        std::mem::take(&mut self.retired)
+    }
+
+    /// How many operations are held in memory, finished or not.
+    pub fn operation_count(&self) -> usize {
+        self.operations.len()
+    }
+
+    /// How many finished operations are still held in memory.
+    pub fn retained_finished_count(&self) -> usize {
+        self.finished_order.values().map(BTreeSet::len).sum()
+    }
+}

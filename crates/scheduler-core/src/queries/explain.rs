@@ -1,0 +1,338 @@
+//! `explain`: why an operation is where it is, read off the core's own state (the
+//! pending queue and count limits, tree membership, the last fair-share snapshot,
+//! starvation and preemption rules). It only reads, so it may run on any copy of the
+//! core.
+
+use crate::trees::fair_share::DetailedShare;
+use crate::trees::fair_share::TreeShares;
+use crate::trees::starvation::ElementKey;
+use crate::{Operation, SchedulerCore};
+use ytsched_common::api::ApiError;
+use ytsched_common::explain::{
+    first_shortfall, Explanation, PoolExplanation, Reason, ShareParts, TreePlace,
+};
+use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::resources::{ResourceVector, EPSILON};
+use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
+
+/// Operations named as preemption victims, at most.
+const VICTIMS_NAMED: usize = 5;
+
+impl SchedulerCore {
+    pub fn explain_operation(&self, id: &OperationId) -> Result<Explanation, ApiError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| ApiError::not_found(format!("no such operation: {id}")))?;
+        // A finished operation has no share any more: only why it ended matters.
+        if op.state.is_finished() {
+            return Ok(Explanation::ended(
+                id.clone(),
+                op.state,
+                op.error.clone(),
+                self.latest_now,
+            ));
+        }
+        let mut reasons = Vec::new();
+        let mut trees = Vec::new();
+        if op.state == OperationState::Pending {
+            reasons.extend(self.pending_reasons(op));
+        }
+        for (tree, slot) in &op.trees {
+            let shares = self.tree_shares(tree);
+            let place = shares.as_deref().and_then(|s| self.tree_place(op, tree, s));
+            if op.waiting_job_count() > 0 {
+                reasons.extend(self.waiting_reasons(op, tree, place.as_ref()));
+            }
+            trees.push(place.unwrap_or_else(|| TreePlace {
+                tree: tree.clone(),
+                pool: slot.pool.clone(),
+                weight: slot.weight,
+                dominant_resource: String::new(),
+                share: Default::default(),
+                usage: 0.0,
+                demand: 0.0,
+                pool_share: None,
+                bound_by: String::new(),
+                starvation_status: "non_starving".into(),
+                below_fair_share_since: None,
+                preemption_allowed: self.preemption_allowed(tree, &slot.pool, false),
+                aggressive_preemption_allowed: self.preemption_allowed(tree, &slot.pool, true),
+                preemptible_operations: vec![],
+                not_in_last_update: true,
+            }));
+        }
+        Ok(Explanation {
+            as_of: self.latest_now,
+            operation_id: id.clone(),
+            state: op.state,
+            reasons,
+            trees,
+        })
+    }
+
+    /// The pools whose `max_running_operation_count` keeps a pending operation waiting,
+    /// with its place in the queue behind each.
+    fn pending_reasons(&self, op: &Operation) -> Vec<Reason> {
+        let pending = self.pending_operations();
+        let mut out = Vec::new();
+        for (tree_name, slot) in op.trees.iter().filter(|(_, s)| !s.lightweight) {
+            let Ok(tree) = self.cluster.tree(tree_name) else {
+                continue;
+            };
+            let counts = self.pool_counts(tree_name);
+            let chain: Vec<&str> = tree
+                .ancestry(&slot.pool)
+                .into_iter()
+                .chain([ROOT_POOL])
+                .collect();
+            for (depth, pool) in chain.iter().enumerate() {
+                let running = counts.get(*pool).map_or(0, |c| c.running);
+                let limit = tree.max_running_operation_count(pool);
+                if running < limit {
+                    continue;
+                }
+                // Operations pending behind this pool, oldest first.
+                let behind: Vec<&OperationId> = pending
+                    .iter()
+                    .filter(|p| {
+                        self.operations
+                            .get(*p)
+                            .and_then(|o| o.slot(tree_name))
+                            .is_some_and(|s| {
+                                tree.ancestry(&s.pool).contains(pool) || *pool == ROOT_POOL
+                            })
+                    })
+                    .collect();
+                let position = behind
+                    .iter()
+                    .position(|p| **p == op.id)
+                    .map_or(0, |i| i + 1);
+                out.push(Reason::PoolAtRunningLimit {
+                    tree: tree_name.clone(),
+                    pool: pool.to_string(),
+                    ancestor: depth > 0,
+                    running: running as u64,
+                    limit,
+                    position,
+                    queued: behind.len(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Why jobs of a running operation wait in one tree.
+    fn waiting_reasons(
+        &self,
+        op: &Operation,
+        tree: &str,
+        place: Option<&TreePlace>,
+    ) -> Vec<Reason> {
+        let members: Vec<_> = self.tree_members(tree).collect();
+        if members.is_empty() {
+            return vec![Reason::TreeHasNoNodes { tree: tree.into() }];
+        }
+        let largest = members
+            .iter()
+            .filter(|n| n.is_schedulable() && op.tag_filter.matches(&n.all_tags))
+            .map(|n| n.resource_limits)
+            .fold(ResourceVector::ZERO, |a, b| a.component_max(&b));
+        let mut out = Vec::new();
+        for task in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
+            if let Some((resource, need, has)) =
+                first_shortfall(&task.spec.job_resources(), &largest)
+            {
+                out.push(Reason::NoNodeFits {
+                    tree: tree.into(),
+                    task: task.name.clone(),
+                    resource,
+                    need,
+                    largest: has,
+                });
+            }
+        }
+        if !out.is_empty() || op.state != OperationState::Running {
+            return out;
+        }
+        match place {
+            Some(p) if p.share.fair_share + EPSILON < p.demand => {
+                out.push(Reason::FairShareBelowDemand { tree: tree.into() })
+            }
+            _ => out.push(Reason::WaitingForFreeResources { tree: tree.into() }),
+        }
+        out
+    }
+
+    fn tree_place(&self, op: &Operation, tree: &str, shares: &TreeShares) -> Option<TreePlace> {
+        let slot = op.slot(tree)?;
+        let &idx = shares.operation_index.get(&op.id)?;
+        let e = &shares.elements[idx];
+        // The resource the operation needs most of, relative to the tree.
+        let d = e.dominant_resource;
+        let at = |v: &ResourceVector| v.get(d);
+        let parts = |s: &DetailedShare| ShareParts {
+            fair_share: at(&s.total),
+            strong_guarantee: at(&s.strong_guarantee),
+            integral_guarantee: at(&s.integral_guarantee),
+            weight_proportional: at(&s.weight_proportional),
+        };
+        let bound_by = bound_by(shares, idx);
+        let starvation = self.starvation_of(tree, &ElementKey::Operation(op.id.clone()));
+        let mut victims = Vec::new();
+        for (other, _) in shares.operation_index.iter() {
+            if victims.len() == VICTIMS_NAMED {
+                break;
+            }
+            if *other != op.id && self.preemptible_counts(other, tree).0 > 0 {
+                victims.push(other.clone());
+            }
+        }
+        victims.sort();
+        Some(TreePlace {
+            tree: tree.into(),
+            pool: slot.pool.clone(),
+            weight: slot.weight,
+            dominant_resource: d.name().into(),
+            share: parts(&e.fair_share),
+            usage: at(&e.usage_share),
+            demand: at(&e.demand_share),
+            pool_share: shares
+                .pool_index
+                .get(&slot.pool)
+                .map(|&p| parts(&shares.elements[p].fair_share)),
+            bound_by,
+            starvation_status: starvation
+                .map_or("non_starving", |s| s.starvation.name())
+                .into(),
+            below_fair_share_since: starvation.and_then(|s| s.below_since),
+            preemption_allowed: self.preemption_allowed(tree, &slot.pool, false),
+            aggressive_preemption_allowed: self.preemption_allowed(tree, &slot.pool, true),
+            preemptible_operations: victims,
+            not_in_last_update: false,
+        })
+    }
+}
+
+/// What stops element `idx`'s fair share from growing, in words: its demand, the
+/// `resource_limits` of it or an ancestor, or the weights it shares with.
+fn bound_by(shares: &TreeShares, idx: usize) -> String {
+    let e = &shares.elements[idx];
+    let at = |v: &ResourceVector| v.get(e.dominant_resource);
+    if at(&e.fair_share.total) + EPSILON >= at(&e.demand_share) {
+        return "its demand: it is offered all it asks for".to_string();
+    }
+    let limiting = shares
+        .path(idx)
+        .into_iter()
+        // The root's share is the whole tree: never a limit of its own.
+        .filter(|&i| shares.elements[i].parent.is_some())
+        .find(|&i| {
+            let x = &shares.elements[i];
+            at(&x.fair_share.total) + EPSILON >= at(&x.limits_share)
+        });
+    if let Some(limiting) = limiting {
+        return if limiting == idx {
+            "its own resource_limits".to_string()
+        } else {
+            format!(
+                "the resource_limits of pool '{}'",
+                shares.elements[limiting].name()
+            )
+        };
+    }
+    // The nearest element on the path that shares its parent with others is where the
+    // weights decide.
+    let shared = shares.path(idx).into_iter().find(|&i| {
+        shares.elements[i]
+            .parent
+            .is_some_and(|p| shares.elements[p].children.len() > 1)
+    });
+    match shared {
+        Some(i) => {
+            let x = &shares.elements[i];
+            let parent = &shares.elements[x.parent.expect("found with a parent")];
+            let who = if i == idx {
+                "it".to_string()
+            } else {
+                format!("its pool '{}'", x.name())
+            };
+            format!(
+                "sharing: {who} has weight {} among {} children of '{}'",
+                x.weight,
+                parent.children.len(),
+                parent.name()
+            )
+        }
+        None => "sharing".to_string(),
+    }
+}
+
+impl SchedulerCore {
+    pub fn explain_pool(
+        &self,
+        tree: Option<&str>,
+        pool: &str,
+    ) -> Result<PoolExplanation, ApiError> {
+        let tree_name = match tree {
+            Some(t) => t.to_string(),
+            None => self.cluster.default_tree.clone().ok_or_else(|| {
+                ApiError::new("no default pool tree is set; name one with --pool-tree")
+            })?,
+        };
+        let tree = self
+            .cluster
+            .tree(&tree_name)
+            .map_err(|e| ApiError::not_found(e.message))?;
+        let config = tree.pools.get(pool).ok_or_else(|| {
+            ApiError::not_found(format!("no pool '{pool}' in tree '{tree_name}'"))
+        })?;
+        let counts = self
+            .pool_counts(&tree_name)
+            .get(pool)
+            .copied()
+            .unwrap_or_default();
+        let shares = self.tree_shares(&tree_name);
+        let element = shares
+            .as_deref()
+            .and_then(|s| Some((s, *s.pool_index.get(pool)?)));
+        let mut out = PoolExplanation {
+            tree: tree_name.clone(),
+            pool: pool.to_string(),
+            parent: Some(config.parent.clone()),
+            weight: config.config.weight.unwrap_or(1.0),
+            dominant_resource: String::new(),
+            share: ShareParts::default(),
+            usage: 0.0,
+            demand: 0.0,
+            bound_by: String::new(),
+            starvation_status: "non_starving".into(),
+            running_operations: counts.running as u64,
+            max_running_operations: tree.max_running_operation_count(pool),
+            operations: counts.total as u64,
+            max_operations: tree.max_operation_count(pool),
+            preemption_allowed: self.preemption_allowed(&tree_name, pool, false),
+            aggressive_preemption_allowed: self.preemption_allowed(&tree_name, pool, true),
+            not_in_last_update: element.is_none(),
+        };
+        if let Some((shares, idx)) = element {
+            let e = &shares.elements[idx];
+            let at = |v: &ResourceVector| v.get(e.dominant_resource);
+            out.dominant_resource = e.dominant_resource.name().into();
+            out.share = ShareParts {
+                fair_share: at(&e.fair_share.total),
+                strong_guarantee: at(&e.fair_share.strong_guarantee),
+                integral_guarantee: at(&e.fair_share.integral_guarantee),
+                weight_proportional: at(&e.fair_share.weight_proportional),
+            };
+            out.usage = at(&e.usage_share);
+            out.demand = at(&e.demand_share);
+            out.bound_by = bound_by(shares, idx);
+            if let Some(s) = self.starvation_of(&tree_name, &ElementKey::Pool(pool.to_string())) {
+                out.starvation_status = s.starvation.name().into();
+            }
+        }
+        Ok(out)
+    }
+}

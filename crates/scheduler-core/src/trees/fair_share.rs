@@ -1,0 +1,382 @@
+//! The scheduler's side of fair share (SPEC 5.1, 5.7): turns one pool tree and its
+//! running operations into the input of `ytsched-fair-share`, and keeps the result
+//! indexed by pool and operation for placement, preemption, starvation and the orchid.
+//! The maths lives in that crate; this module only translates.
+
+use std::collections::HashMap;
+use ytsched_common::pool_config::{
+    limits_vector, FifoSortParameter, IntegralGuaranteeType, PoolMode, ROOT_POOL,
+};
+use ytsched_common::resources::{Resource, ResourceVector};
+use ytsched_common::tag_filter::TagFilter;
+use ytsched_common::OperationId;
+use ytsched_fair_share as fs;
+
+use crate::trees::pool_tree::PoolTree;
+
+pub use ytsched_fair_share::DetailedShare;
+
+/// What the engine needs to know about one schedulable (running) operation.
+#[derive(Clone, Debug)]
+pub struct OperationInput {
+    pub id: OperationId,
+    pub pool: String,
+    pub weight: f64,
+    /// Absolute resources: running plus waiting jobs.
+    pub demand: ResourceVector,
+    pub usage: ResourceVector,
+    /// Absolute limits (`INFINITY` where unset).
+    pub resource_limits: ResourceVector,
+    pub max_share_ratio: f64,
+    /// Submission order: the `start_time` FIFO key and the final tie-breaker.
+    pub seq: u64,
+    pub pending_job_count: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ElementKind {
+    Pool { name: String, mode: PoolMode },
+    Operation { id: OperationId },
+}
+
+/// A pool's integral guarantee figures after an update.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntegralView {
+    pub kind: IntegralGuaranteeType,
+    pub specified_burst_ratio: f64,
+    pub specified_resource_flow_ratio: f64,
+    /// Accumulated volume as a share of the tree × seconds.
+    pub volume_ratio: f64,
+    /// The integral share ratio given in this update (what the volume pays for next).
+    pub last_share_ratio: f64,
+}
+
+impl IntegralView {
+    /// Burst and relaxed pools accumulate volume; `none` ones do not.
+    pub fn accrues(&self) -> bool {
+        self.kind != IntegralGuaranteeType::None
+    }
+}
+
+/// One pool or operation after an update: every share the orchid shows.
+#[derive(Clone, Debug)]
+pub struct Element {
+    pub kind: ElementKind,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+    pub weight: f64,
+    pub demand_share: ResourceVector,
+    pub usage_share: ResourceVector,
+    pub limits_share: ResourceVector,
+    /// The end of the element's path (SPEC 5.1): what it would take offered everything.
+    pub limited_demand_share: ResourceVector,
+    /// After the overcommit factor and limits.
+    pub strong_guarantee_share: ResourceVector,
+    /// Explicit plus implicit guarantee, absolute, unscaled.
+    pub effective_strong_guarantee: ResourceVector,
+    pub fair_share: DetailedShare,
+    pub total_burst_ratio: f64,
+    pub total_resource_flow_ratio: f64,
+    pub integral: Option<IntegralView>,
+    /// A pool's own `scheduling_tag_filter`: its subtree runs only on matching nodes.
+    pub tag_filter: Option<TagFilter>,
+    pub dominant_resource: Resource,
+    /// Position in a FIFO pool's order (operations in FIFO pools only).
+    pub fifo_index: Option<usize>,
+}
+
+impl Element {
+    pub fn name(&self) -> &str {
+        match &self.kind {
+            ElementKind::Pool { name, .. } => name,
+            ElementKind::Operation { id } => id.as_str(),
+        }
+    }
+}
+
+/// The result of one update of one tree.
+#[derive(Clone, Debug, Default)]
+pub struct TreeShares {
+    /// The tree these shares are of (set by the caller that names trees).
+    pub tree: String,
+    /// Element 0 is `<Root>`; parents come before their children.
+    pub elements: Vec<Element>,
+    pub pool_index: HashMap<String, usize>,
+    pub operation_index: HashMap<OperationId, usize>,
+    pub total: ResourceVector,
+    /// Human-readable problems with the configuration (guarantee overcommit...).
+    pub alerts: Vec<String>,
+}
+
+impl TreeShares {
+    /// `idx` and its ancestors up to the root, nearest first.
+    pub fn path(&self, idx: usize) -> Vec<usize> {
+        let mut out = vec![];
+        let mut cur = Some(idx);
+        while let Some(i) = cur {
+            out.push(i);
+            cur = self.elements[i].parent;
+        }
+        out
+    }
+
+    /// Whether a node with `tags` may run jobs of element `idx`: every pool above it
+    /// with a `scheduling_tag_filter` must admit the node.
+    pub fn admits(&self, idx: usize, tags: &std::collections::BTreeSet<String>) -> bool {
+        let mut cur = Some(idx);
+        while let Some(i) = cur {
+            if let Some(f) = &self.elements[i].tag_filter {
+                if !f.matches(tags) {
+                    return false;
+                }
+            }
+            cur = self.elements[i].parent;
+        }
+        true
+    }
+}
+
+/// What an update needs besides the tree and its operations: state carried from the
+/// previous update, and what the nodes offer.
+#[derive(Clone, Debug, Default)]
+pub struct UpdateContext {
+    /// Accumulated integral volume of each pool (share × seconds).
+    pub volumes: HashMap<String, f64>,
+    /// The integral share ratio each pool was given in the previous update.
+    pub last_share_ratios: HashMap<String, f64>,
+    /// Seconds since the previous update, if any.
+    pub since_previous_s: Option<f64>,
+    /// For pools with a `scheduling_tag_filter`: the resources of the nodes it matches.
+    pub filter_resources: HashMap<String, ResourceVector>,
+}
+
+/// Computes fair shares for one tree with no history.
+pub fn compute(
+    tree: &PoolTree,
+    total: ResourceVector,
+    operations: &[OperationInput],
+) -> TreeShares {
+    compute_in(tree, total, operations, &UpdateContext::default())
+}
+
+/// Computes fair shares for one tree.
+pub fn compute_in(
+    tree: &PoolTree,
+    total: ResourceVector,
+    operations: &[OperationInput],
+    ctx: &UpdateContext,
+) -> TreeShares {
+    let mut out = TreeShares {
+        total,
+        pool_index: HashMap::with_capacity(tree.pools.len() + 1),
+        operation_index: HashMap::with_capacity(operations.len()),
+        ..Default::default()
+    };
+    let count = tree.pools.len() + 1 + operations.len();
+    let mut elements = Vec::with_capacity(count);
+    elements.push(fs::ElementInput::root());
+    let mut kinds = Vec::with_capacity(count);
+    kinds.push(ElementKind::Pool {
+        name: ROOT_POOL.into(),
+        mode: PoolMode::FairShare,
+    });
+    let mut filters: Vec<Option<TagFilter>> = Vec::with_capacity(count);
+    filters.push(None);
+    let mut fifo_keys: Vec<Option<&[FifoSortParameter]>> = Vec::with_capacity(tree.pools.len() + 1);
+    fifo_keys.push(None);
+    out.pool_index.insert(ROOT_POOL.into(), 0);
+    let mut by_parent: HashMap<&str, Vec<(&str, &crate::trees::pool_tree::Pool)>> = HashMap::new();
+    for (name, pool) in &tree.pools {
+        by_parent
+            .entry(pool.parent.as_str())
+            .or_default()
+            .push((name, pool));
+    }
+    // Breadth-first so parents precede children.
+    let mut queue = std::collections::VecDeque::from([(ROOT_POOL, 0usize)]);
+    while let Some((name, idx)) = queue.pop_front() {
+        for &(child, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
+            let c = &pool.config;
+            let filter = c.tag_filter();
+            let mut limits = limits_vector(c.resource_limits.as_ref());
+            if filter.is_some() {
+                let offered = ctx.filter_resources.get(child).copied().unwrap_or_default();
+                limits = limits.map(|r, v| v.min(offered.get(r)));
+            }
+            let integral = c.integral_guarantees.as_ref().map(|ig| fs::IntegralInput {
+                kind: match ig.guarantee_type {
+                    IntegralGuaranteeType::None => fs::IntegralKind::None,
+                    IntegralGuaranteeType::Burst => fs::IntegralKind::Burst,
+                    IntegralGuaranteeType::Relaxed => fs::IntegralKind::Relaxed,
+                },
+                resource_flow: amounts(ig.resource_flow.as_ref()),
+                burst_guarantee: amounts(ig.burst_guarantee_resources.as_ref()),
+                relaxed_share_multiplier_limit: ig.relaxed_share_multiplier_limit.unwrap_or(
+                    tree.config
+                        .integral_guarantees
+                        .relaxed_share_multiplier_limit,
+                ),
+                volume: total.scale(ctx.volumes.get(child).copied().unwrap_or(0.0)),
+                last_share_ratio: ctx.last_share_ratios.get(child).copied().unwrap_or(0.0),
+            });
+            let strong_guarantee = c
+                .strong_guarantee_resources
+                .as_ref()
+                .map(|g| fs::Guarantee::from_vector(g.to_vector(0.0), g.specified()))
+                .unwrap_or_default();
+            let ci = elements.len();
+            elements.push(fs::ElementInput {
+                parent: Some(idx),
+                weight: c.weight(),
+                resource_limits: limits,
+                max_share_ratio: c.max_share_ratio(),
+                kind: fs::ElementKind::Pool {
+                    mode: match c.mode() {
+                        PoolMode::FairShare => fs::Mode::FairShare,
+                        PoolMode::Fifo => fs::Mode::Fifo,
+                    },
+                    strong_guarantee,
+                    integral,
+                },
+            });
+            kinds.push(ElementKind::Pool {
+                name: child.to_string(),
+                mode: c.mode(),
+            });
+            filters.push(filter);
+            fifo_keys.push((c.mode() == PoolMode::Fifo).then(|| c.fifo_sort_parameters()));
+            out.pool_index.insert(child.to_string(), ci);
+            queue.push_back((child, ci));
+        }
+    }
+    // Operations of FIFO pools, by pool element: ranked below by `fifo_sort_parameters`.
+    let mut fifo_members: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    for (k, op) in operations.iter().enumerate() {
+        let Some(&parent) = out.pool_index.get(op.pool.as_str()) else {
+            continue;
+        };
+        let ci = elements.len();
+        elements.push(fs::ElementInput {
+            parent: Some(parent),
+            weight: op.weight,
+            resource_limits: op.resource_limits,
+            max_share_ratio: op.max_share_ratio,
+            kind: fs::ElementKind::Operation {
+                demand: op.demand,
+                usage: op.usage,
+                fifo_rank: 0,
+            },
+        });
+        if fifo_keys[parent].is_some() {
+            fifo_members.entry(parent).or_default().push((k, ci));
+        }
+        kinds.push(ElementKind::Operation { id: op.id.clone() });
+        filters.push(None);
+        out.operation_index.insert(op.id.clone(), ci);
+    }
+    for (parent, mut members) in fifo_members {
+        let keys = fifo_keys[parent].unwrap_or_default();
+        members.sort_by(|&(a, _), &(b, _)| fifo_order(keys, &operations[a], &operations[b]));
+        for (rank, (_, ci)) in members.into_iter().enumerate() {
+            if let fs::ElementKind::Operation { fifo_rank, .. } = &mut elements[ci].kind {
+                *fifo_rank = rank as u64;
+            }
+        }
+    }
+    let smooth = tree.config.integral_guarantees.smooth_period.0 as f64 / 1000.0;
+    let input = fs::TreeInput {
+        total,
+        elements,
+        integral: fs::IntegralOptions {
+            smooth_period_s: smooth,
+            saturation_period_s: tree.config.integral_guarantees.capacity_seconds(),
+        },
+        since_previous_s: ctx.since_previous_s,
+    };
+    let result = match fs::compute(&input) {
+        Ok(r) => r,
+        Err(e) => {
+            // Every number here went through validation; say so loudly if one did not.
+            tracing::error!(error = %e, "fair share input refused; shares are zero this update");
+            out.alerts
+                .push(format!("fair share could not be computed: {e}"));
+            return out;
+        }
+    };
+    out.alerts = result.alerts.iter().map(|a| a.to_string()).collect();
+    let mut children: Vec<Vec<usize>> = vec![vec![]; input.elements.len()];
+    for (i, e) in input.elements.iter().enumerate() {
+        if let Some(p) = e.parent {
+            children[p].push(i);
+        }
+    }
+    out.elements.reserve(count);
+    for (i, ((r, kind), filter)) in result
+        .elements
+        .into_iter()
+        .zip(kinds)
+        .zip(filters)
+        .enumerate()
+    {
+        let integral = r.integral.map(|ig| IntegralView {
+            kind: match &input.elements[i].kind {
+                fs::ElementKind::Pool {
+                    integral: Some(x), ..
+                } => match x.kind {
+                    fs::IntegralKind::None => IntegralGuaranteeType::None,
+                    fs::IntegralKind::Burst => IntegralGuaranteeType::Burst,
+                    fs::IntegralKind::Relaxed => IntegralGuaranteeType::Relaxed,
+                },
+                _ => IntegralGuaranteeType::None,
+            },
+            specified_burst_ratio: ig.specified_burst_ratio,
+            specified_resource_flow_ratio: ig.specified_resource_flow_ratio,
+            volume_ratio: fs::vector::min_ratio(&ig.volume, &total),
+            last_share_ratio: ig.last_share_ratio,
+        });
+        out.elements.push(Element {
+            kind,
+            parent: input.elements[i].parent,
+            children: std::mem::take(&mut children[i]),
+            weight: input.elements[i].weight,
+            demand_share: r.demand_share,
+            usage_share: r.usage_share,
+            limits_share: r.limits_share,
+            limited_demand_share: r.limited_demand_share,
+            strong_guarantee_share: r.strong_guarantee_share,
+            effective_strong_guarantee: r.effective_strong_guarantee_resources,
+            fair_share: r.fair_share,
+            total_burst_ratio: r.total_burst_ratio,
+            total_resource_flow_ratio: r.total_resource_flow_ratio,
+            integral,
+            tag_filter: filter,
+            dominant_resource: r.dominant_resource,
+            fifo_index: r.fifo_index,
+        });
+    }
+    out
+}
+
+fn amounts(a: Option<&ytsched_common::spec::ResourceAmounts>) -> ResourceVector {
+    a.map(|a| a.to_vector(0.0)).unwrap_or_default()
+}
+
+/// `fifo_sort_parameters` order between two operations of one FIFO pool; submission
+/// order breaks ties.
+fn fifo_order(
+    keys: &[FifoSortParameter],
+    oa: &OperationInput,
+    ob: &OperationInput,
+) -> std::cmp::Ordering {
+    for key in keys {
+        let ord = match key {
+            FifoSortParameter::Weight => ob.weight.total_cmp(&oa.weight),
+            FifoSortParameter::StartTime => oa.seq.cmp(&ob.seq),
+            FifoSortParameter::PendingJobCount => oa.pending_job_count.cmp(&ob.pending_job_count),
+        };
+        if ord != std::cmp::Ordering::Equal {
+            return ord;
+        }
+    }
+    oa.seq.cmp(&ob.seq)
+}

@@ -1,0 +1,168 @@
+//! Taking back what no longer fits: a node whose limits were lowered below its jobs
+//! (`resource_overcommit`), and operations or pools over `resource_limits` lowered at
+//! run time (`resource_limits_violation`). Newest jobs on the node go first.
+
+use crate::trees::fair_share::{ElementKind, TreeShares};
+use crate::trees::preemption::JobAge;
+use crate::SchedulerCore;
+use std::collections::HashSet;
+use ytsched_common::pool_config::limits_vector;
+use ytsched_common::protocol::{JobAbort, UnixMillis};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::AbortReason;
+use ytsched_common::{JobId, NodeId, OperationId};
+
+impl SchedulerCore {
+    /// Aborts what must go from this node now; returns the aborts and what they held.
+    pub(crate) fn enforce_limits(
+        &mut self,
+        node_id: &NodeId,
+        now: UnixMillis,
+    ) -> (Vec<JobAbort>, ResourceVector) {
+        let mut aborts = Vec::new();
+        let mut freed = ResourceVector::ZERO;
+        let Some(node) = self.nodes.get(node_id) else {
+            return (aborts, freed);
+        };
+        let Some(tree_name) = self.node_tree(node).map(String::from) else {
+            return (aborts, freed);
+        };
+        let node_limits = node.resource_limits;
+        // Newest first.
+        let mut jobs: Vec<(JobAge, JobId, OperationId, ResourceVector)> = self
+            .jobs
+            .on(node_id)
+            .filter_map(|j| {
+                let op_id = self.jobs.owner(j)?;
+                let op = self.operations.get(op_id)?;
+                let job = op.jobs.get(j)?;
+                Some((
+                    (job.start_time, op.seq, job.seq),
+                    j.clone(),
+                    op_id.clone(),
+                    job.resources,
+                ))
+            })
+            .collect();
+        jobs.sort_by_key(|j| std::cmp::Reverse(j.0));
+        let mut used: ResourceVector = jobs.iter().map(|j| j.3).sum();
+        let mut taken = HashSet::new();
+        for (_, job, owner, res) in &jobs {
+            if used.fits_in(&node_limits) {
+                break;
+            }
+            let message = format!("node {node_id} now offers {node_limits} and its jobs use more");
+            self.abort_running_job(
+                node_id,
+                owner,
+                job,
+                AbortReason::ResourceOvercommit,
+                &message,
+                now,
+            );
+            aborts.push(JobAbort {
+                job_id: job.clone(),
+                reason: AbortReason::ResourceOvercommit,
+                message,
+            });
+            used -= *res;
+            freed += *res;
+            taken.insert(job.clone());
+        }
+        // Placement never goes over a limit, so only a limit lowered since can be
+        // exceeded; the fair share update says whether any is (and runs first if due).
+        self.update_if_stale(&tree_name, now);
+        let over_limit = self
+            .tree_state(&tree_name)
+            .and_then(|t| t.snapshot.as_ref())
+            .is_some_and(|s| s.over_limit);
+        if !over_limit {
+            return (aborts, freed);
+        }
+        self.refresh_live();
+        let Some(shares) = self.tree_shares(&tree_name) else {
+            return (aborts, freed);
+        };
+        let limits = self.element_limits(&tree_name, &shares);
+        let mut usage = self.live_usage(&tree_name, &shares).into_owned();
+        for (_, job, owner, res) in &jobs {
+            if taken.contains(job) {
+                continue;
+            }
+            let Some(&leaf) = shares.operation_index.get(owner) else {
+                continue;
+            };
+            let path = shares.path(leaf);
+            let Some(&over) = path
+                .iter()
+                .find(|&&i| limits[i].is_some_and(|l| !usage[i].fits_in(&l)))
+            else {
+                continue;
+            };
+            let e = &shares.elements[over];
+            let what = match &e.kind {
+                ElementKind::Operation { id } => format!("operation {id}"),
+                ElementKind::Pool { name, .. } => format!("pool {name}"),
+            };
+            let message = format!("{what} is over its resource_limits");
+            self.abort_running_job(
+                node_id,
+                owner,
+                job,
+                AbortReason::ResourceLimitsViolation,
+                &message,
+                now,
+            );
+            for &i in &path {
+                usage[i] -= *res;
+            }
+            aborts.push(JobAbort {
+                job_id: job.clone(),
+                reason: AbortReason::ResourceLimitsViolation,
+                message,
+            });
+            freed += *res;
+        }
+        (aborts, freed)
+    }
+
+    /// Absolute `resource_limits` of every element of an update (`None` where unset):
+    /// what lowered limits are enforced against. (`max_share_ratio` is not: nodes leaving
+    /// would make it preempt.)
+    fn element_limits(&self, tree_name: &str, shares: &TreeShares) -> Vec<Option<ResourceVector>> {
+        let tree = self.cluster.trees.get(tree_name);
+        shares
+            .elements
+            .iter()
+            .map(|e| match &e.kind {
+                ElementKind::Pool { name, .. } => tree
+                    .and_then(|t| t.pools.get(name))
+                    .and_then(|p| p.config.resource_limits.as_ref())
+                    .map(|l| limits_vector(Some(l))),
+                ElementKind::Operation { id } => self
+                    .operations
+                    .get(id)
+                    .and_then(|o| o.slot(tree_name))
+                    .map(|s| s.resource_limits)
+                    .filter(|l| {
+                        l.cpu.is_finite()
+                            || l.memory.is_finite()
+                            || l.gpu.is_finite()
+                            || l.user_slots.is_finite()
+                    }),
+            })
+            .collect()
+    }
+
+    /// Whether some element of a fresh update uses more than its `resource_limits`.
+    pub(crate) fn exceeds_limits(&self, tree_name: &str, shares: &TreeShares) -> bool {
+        let limits = self.element_limits(tree_name, shares);
+        shares.elements.iter().zip(&limits).any(|(e, l)| {
+            l.is_some_and(|l| {
+                !e.usage_share
+                    .map(|r, v| v * shares.total.get(r))
+                    .fits_in(&l)
+            })
+        })
+    }
+}

@@ -1,0 +1,167 @@
+//! Each tree's live usage and smallest waiting job per element of its last fair-share
+//! snapshot, kept between heartbeats instead of recomputed from every operation on each
+//! one (a heartbeat that may place would otherwise cost O(operations)).
+//!
+//! Built with the snapshot at each update; between updates, the operations marked
+//! changed (`Indexes::mark`, which every change passes through) are re-read and their
+//! difference applied along their paths, so a heartbeat costs O(changes × depth).
+//! Placement updates the arrays itself as it starts jobs. Operations newer than the
+//! snapshot are not in it until the next update, as for the shares themselves.
+
+use crate::trees::fair_share::{ElementKind, TreeShares};
+use crate::SchedulerCore;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
+
+/// Per element of one tree's snapshot (same indices).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LiveTree {
+    /// Absolute usage of the element's subtree now.
+    pub usage: Vec<ResourceVector>,
+    /// The component-wise smallest job waiting in the subtree (`None`: none waits): a
+    /// subtree whose smallest job does not fit is not walked.
+    pub waiting: Vec<Option<ResourceVector>>,
+}
+
+fn min_of(a: Option<ResourceVector>, b: Option<ResourceVector>) -> Option<ResourceVector> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.component_min(&b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl LiveTree {
+    /// Sets one operation's own values and carries the difference up its path.
+    pub fn set_leaf(
+        &mut self,
+        shares: &TreeShares,
+        leaf: usize,
+        usage: ResourceVector,
+        waiting: Option<ResourceVector>,
+    ) {
+        let delta = usage - self.usage[leaf];
+        if delta != ResourceVector::ZERO {
+            for i in shares.path(leaf) {
+                self.usage[i] += delta;
+            }
+        }
+        if self.waiting[leaf] != waiting {
+            self.waiting[leaf] = waiting;
+            let mut cur = shares.elements[leaf].parent;
+            while let Some(p) = cur {
+                self.waiting[p] = shares.elements[p]
+                    .children
+                    .iter()
+                    .fold(None, |m, &c| min_of(m, self.waiting[c]));
+                cur = shares.elements[p].parent;
+            }
+        }
+    }
+}
+
+impl SchedulerCore {
+    /// An operation's own usage in `tree` and its smallest waiting job, as the live
+    /// arrays hold them.
+    fn live_leaf(&self, id: &OperationId, tree: &str) -> (ResourceVector, Option<ResourceVector>) {
+        match self.operations.get(id) {
+            Some(op) => (
+                op.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage),
+                (op.state == OperationState::Running)
+                    .then(|| op.smallest_waiting())
+                    .flatten(),
+            ),
+            None => (ResourceVector::ZERO, None),
+        }
+    }
+
+    /// The live arrays of a snapshot, computed from every operation in it.
+    pub(crate) fn compute_live(&self, shares: &TreeShares) -> LiveTree {
+        let n = shares.elements.len();
+        let mut live = LiveTree {
+            usage: vec![ResourceVector::ZERO; n],
+            waiting: vec![None; n],
+        };
+        for i in (0..n).rev() {
+            let e = &shares.elements[i];
+            if let ElementKind::Operation { id } = &e.kind {
+                (live.usage[i], live.waiting[i]) = self.live_leaf(id, &shares.tree);
+            }
+            if let Some(p) = e.parent {
+                let u = live.usage[i];
+                live.usage[p] += u;
+                live.waiting[p] = min_of(live.waiting[p], live.waiting[i]);
+            }
+        }
+        live
+    }
+
+    /// Brings every tree's live arrays up to date with the operations changed since.
+    pub(crate) fn refresh_live(&mut self) {
+        let changed = self.indexes.get_mut().take_live_changes();
+        for tree in self.tree_names() {
+            let Some(shares) = self.tree_shares(tree.as_str()) else {
+                continue;
+            };
+            let Some(state) = self.tree_state_mut(tree.as_str()) else {
+                continue;
+            };
+            let mut live = std::mem::take(&mut state.live);
+            match &changed {
+                None => live = self.compute_live(&shares),
+                Some(ids) => {
+                    for id in ids {
+                        if let Some(&leaf) = shares.operation_index.get(id) {
+                            let (usage, waiting) = self.live_leaf(id, tree.as_str());
+                            live.set_leaf(&shares, leaf, usage, waiting);
+                        }
+                    }
+                }
+            }
+            if let Some(state) = self.tree_state_mut(tree.as_str()) {
+                state.live = live;
+            }
+        }
+        #[cfg(debug_assertions)]
+        for (tree, state) in &self.trees {
+            if let Some(shares) = state.shares() {
+                let live = &state.live;
+                let scan = self.compute_live(shares);
+                assert_eq!(live.waiting, scan.waiting, "live waiting of tree {tree}");
+                for (a, b) in live.usage.iter().zip(&scan.usage) {
+                    assert!(
+                        a.fits_in(b) && b.fits_in(a),
+                        "live usage of tree {tree}: {a:?} != {b:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The live usage per element of `tree`'s snapshot `shares` (call `refresh_live`
+    /// first): the kept arrays, or computed from every operation if none are kept.
+    pub(crate) fn live_usage(
+        &self,
+        tree: &str,
+        shares: &TreeShares,
+    ) -> std::borrow::Cow<'_, [ResourceVector]> {
+        match self.tree_state(tree).map(|t| &t.live) {
+            Some(live) if live.usage.len() == shares.elements.len() => {
+                std::borrow::Cow::Borrowed(&live.usage)
+            }
+            _ => std::borrow::Cow::Owned(self.compute_live(shares).usage),
+        }
+    }
+
+    /// The live arrays of `tree` (brought up to date by `refresh_live` before its
+    /// snapshot was taken out), for the caller to use and put back.
+    pub(crate) fn take_live(&mut self, tree: &str, shares: &TreeShares) -> LiveTree {
+        match self
+            .tree_state_mut(tree)
+            .map(|t| std::mem::take(&mut t.live))
+        {
+            Some(live) if live.usage.len() == shares.elements.len() => live,
+            _ => self.compute_live(shares),
+        }
+    }
+}

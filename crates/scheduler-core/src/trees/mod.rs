@@ -1,0 +1,12 @@
+//! Pool trees: their configuration, per-tree state and fair-share snapshot, the live
+//! usage placement reads, placement and preemption, starvation and pool limits.
+
+pub mod fair_share;
+pub(crate) mod limits_enforcement;
+pub(crate) mod live_usage;
+pub(crate) mod placement;
+pub mod pool_tree;
+pub(crate) mod preemption;
+pub(crate) mod share_update;
+pub mod starvation;
+pub(crate) mod tree_state;

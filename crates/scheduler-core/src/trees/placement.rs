@@ -1,0 +1,250 @@
+//! Which job runs where (SPEC 5.2): fill a node's free resources one job at a time,
+//! each time walking down the node's pool tree to the least satisfied child
+//! (usage / fair share) that has a job fitting both the node and every limit on the way.
+
+use crate::trees::fair_share::{ElementKind, TreeShares};
+use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::{CoreEvent, SchedulerCore};
+use std::collections::BTreeSet;
+use ytsched_common::protocol::JobStartSpec;
+use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
+use ytsched_common::states::OperationState;
+use ytsched_common::{NodeId, OperationId};
+
+/// How satisfied an element is: how far along its fair share its usage is, on the
+/// resources it needs (the largest ratio). Zero fair share with demand is never satisfied
+/// enough to go first: it sorts last.
+pub fn satisfaction(
+    usage: &ResourceVector,
+    fair_share: &ResourceVector,
+    demand: &ResourceVector,
+) -> f64 {
+    let mut ratio: f64 = 0.0;
+    let mut any = false;
+    for r in Resource::ALL {
+        if demand.get(r) <= EPSILON {
+            continue;
+        }
+        any = true;
+        let fs = fair_share.get(r);
+        if fs <= EPSILON {
+            return f64::INFINITY;
+        }
+        ratio = ratio.max(usage.get(r) / fs);
+    }
+    if any {
+        ratio
+    } else {
+        f64::INFINITY
+    }
+}
+
+impl SchedulerCore {
+    /// Fills what the node has free with jobs, starting them in `ctx`.
+    pub(crate) fn fill_node(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node, ctx.now);
+        let mut free = ctx.free();
+        let node = &self.nodes[node_id];
+        if !node.is_schedulable() {
+            return;
+        }
+        let Some(tree) = self.node_tree(node).map(String::from) else {
+            return;
+        };
+        // Every job takes one user slot: without one free the node is full, whatever
+        // else it has (a tolerant comparison of a near-zero request would let a full node
+        // walk every waiting operation on each heartbeat).
+        if free.user_slots < 1.0 - 1e-9 {
+            return;
+        }
+        // Not even the smallest job waiting in the tree fits: nothing to walk for.
+        match self.smallest_waiting_job(&tree) {
+            Some(smallest) if smallest.fits_in(&free) => {}
+            _ => return,
+        }
+        self.update_if_stale(&tree, now);
+        self.refresh_live();
+        let Some(shares) = self.tree_shares(&tree) else {
+            return;
+        };
+        let tags = std::mem::take(&mut self.nodes.get_mut(node_id).expect("checked").all_tags);
+        let mut live = self.take_live(&tree, &shares);
+        let mut starts = Vec::new();
+        let node_id = &ctx.node;
+        // The root's smallest waiting job bounds every other: once it no longer fits (or
+        // no slot is left) the node is full, and the walk that would only prove it is
+        // not made.
+        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
+            self.placement_walks += 1;
+            let Some((elem, op_id, task)) =
+                self.pick(&shares, &live.usage, &live.waiting, &tags, 0, free)
+            else {
+                break;
+            };
+            let op = self
+                .operations
+                .get_mut(&op_id)
+                .expect("picked from the map");
+            let spec = op.start_job(task, node_id, &tree, now);
+            let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
+            live.set_leaf(&shares, elem, usage, op.smallest_waiting());
+            free -= spec.resources;
+            self.record_start(node_id, &op_id, &spec);
+            starts.push(spec);
+        }
+        if let Some(t) = self.tree_state_mut(&tree) {
+            t.live = live;
+        }
+        if let Some(node) = self.nodes.get_mut(node_id) {
+            node.all_tags = tags;
+        }
+        for spec in starts {
+            ctx.start(spec);
+        }
+    }
+
+    /// How many placement walks have run (see `placement_walks`).
+    pub fn placement_walks(&self) -> u64 {
+        self.placement_walks
+    }
+
+    /// Books a job just started on a node: its owner, the node's job set, the event.
+    pub(crate) fn record_start(
+        &mut self,
+        node_id: &NodeId,
+        op_id: &OperationId,
+        spec: &JobStartSpec,
+    ) {
+        self.events.push(CoreEvent::JobStarted {
+            id: spec.job_id.clone(),
+            operation: op_id.clone(),
+            node: node_id.clone(),
+        });
+        self.jobs.started(&spec.job_id, op_id, node_id);
+        self.touch(op_id.clone());
+    }
+
+    /// What the jobs the scheduler believes run on a node hold.
+    pub(crate) fn node_running(&self, node_id: &NodeId) -> ResourceVector {
+        self.jobs
+            .on(node_id)
+            .filter_map(|j| {
+                let op = self.jobs.owner(j)?;
+                Some(self.operations.get(op)?.jobs.get(j)?.resources)
+            })
+            .sum()
+    }
+
+    /// `room` narrowed by what element `idx` may still take: its limits share of the tree
+    /// less its live usage, and for an operation its own absolute limits exactly.
+    fn element_room(
+        &self,
+        shares: &TreeShares,
+        usage: &[ResourceVector],
+        idx: usize,
+        room: ResourceVector,
+    ) -> ResourceVector {
+        let e = &shares.elements[idx];
+        let mut room = room.map(|r, v| {
+            let s = e.limits_share.get(r);
+            let limit = if s >= 1.0 - EPSILON {
+                f64::INFINITY
+            } else {
+                s * shares.total.get(r)
+            };
+            v.min(limit - usage[idx].get(r))
+        });
+        if let ElementKind::Operation { id } = &e.kind {
+            if let Some(op) = self.operations.get(id) {
+                room = room.map(|r, v| v.min(op.room_in(&shares.tree).get(r)));
+            }
+        }
+        room
+    }
+
+    /// What element `idx` may still take given its limits and those of every pool above
+    /// it: the same narrowing placement applies on its way down.
+    pub(crate) fn room_along_path(
+        &self,
+        shares: &TreeShares,
+        usage: &[ResourceVector],
+        idx: usize,
+    ) -> ResourceVector {
+        let inf = f64::INFINITY;
+        let mut room = ResourceVector::new(inf, inf, inf, inf);
+        let mut cur = Some(idx);
+        while let Some(i) = cur {
+            room = self.element_room(shares, usage, i, room);
+            cur = shares.elements[i].parent;
+        }
+        room
+    }
+
+    /// The least satisfied operation under `idx` whose `scheduling_tag_filter` admits a
+    /// node with `tags` and with a job that fits `room` (free resources, narrowed by each
+    /// element's limits on the way down).
+    fn pick(
+        &self,
+        shares: &TreeShares,
+        usage: &[ResourceVector],
+        waiting: &[Option<ResourceVector>],
+        tags: &BTreeSet<String>,
+        idx: usize,
+        room: ResourceVector,
+    ) -> Option<(usize, OperationId, usize)> {
+        let e = &shares.elements[idx];
+        // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
+        if e.tag_filter.as_ref().is_some_and(|f| !f.matches(tags)) {
+            return None;
+        }
+        let room = self.element_room(shares, usage, idx, room);
+        if !waiting[idx]?.fits_in(&room) {
+            return None;
+        }
+        match &e.kind {
+            ElementKind::Operation { id } => {
+                let op = self.operations.get(id)?;
+                if op.state != OperationState::Running || !op.tag_filter.matches(tags) {
+                    return None;
+                }
+                let task = op.next_fitting_task(&room)?;
+                Some((idx, id.clone(), task))
+            }
+            ElementKind::Pool { .. } => {
+                let mut order: Vec<(f64, usize, usize)> = e
+                    .children
+                    .iter()
+                    .filter(|&&c| waiting[c].is_some_and(|m| m.fits_in(&room)))
+                    .map(|&c| {
+                        let child = &shares.elements[c];
+                        let sat = satisfaction(
+                            &usage[c].share_of(&shares.total),
+                            &child.fair_share.total,
+                            &child.demand_share,
+                        );
+                        (sat, child.fifo_index.unwrap_or(0), c)
+                    })
+                    .collect();
+                order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+                order
+                    .into_iter()
+                    .find_map(|(_, _, c)| self.pick(shares, usage, waiting, tags, c, room))
+            }
+        }
+    }
+
+    /// The `scheduling_tag_filter`s of a pool and its ancestors in a tree.
+    pub(crate) fn pool_filters(
+        &self,
+        tree: &str,
+        pool: &str,
+    ) -> Vec<ytsched_common::tag_filter::TagFilter> {
+        let Some(t) = self.cluster.trees.get(tree) else {
+            return vec![];
+        };
+        t.ancestry(pool)
+            .into_iter()
+            .filter_map(|p| t.pools.get(p)?.config.tag_filter())
+            .collect()
+    }
+}

@@ -1,0 +1,430 @@
+//! Preemption (SPEC 5.3): which running jobs may be taken back, and the preemptive
+//! stage of a heartbeat that takes them for a starving operation.
+//!
+//! An operation's jobs, oldest first, fall into three classes by how much of its fair
+//! share the jobs before them already use: up to `aggressive_preemption_satisfaction_
+//! threshold` × fair share they are non-preemptible, up to `preemption_satisfaction_
+//! threshold` × fair share aggressively preemptible, beyond that preemptible. So the
+//! newest jobs beyond fair share go first.
+
+use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::trees::starvation::StarvationStatus;
+use crate::{CoreEvent, SchedulerCore};
+use serde::Serialize;
+use std::collections::HashMap;
+use ytsched_common::pool_config::{limits_vector, ROOT_POOL};
+use ytsched_common::protocol::{JobAbort, JobStartSpec, UnixMillis};
+use ytsched_common::resources::{ResourceVector, EPSILON};
+use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preemptibility {
+    NonPreemptible,
+    AggressivelyPreemptible,
+    Preemptible,
+}
+
+/// When a job started: its start time, then its start order in the operation.
+pub type StartKey = (UnixMillis, u64);
+
+/// How recent a job is across operations: start time, the operation's submission order,
+/// the job's start order. Larger is newer.
+pub type JobAge = (UnixMillis, u64, u64);
+
+/// Classes of an operation's running jobs, given its fair share and the tree's
+/// thresholds. `jobs` are (id, start key, resources); `total` turns them into shares.
+pub fn classify(
+    jobs: &mut [(JobId, StartKey, ResourceVector)],
+    fair_share: &ResourceVector,
+    total: &ResourceVector,
+    aggressive_threshold: f64,
+    regular_threshold: f64,
+    non_preemptible_usage: Option<&ResourceVector>,
+) -> Vec<(JobId, Preemptibility)> {
+    jobs.sort_by_key(|j| j.1);
+    let (r, share) = fair_share.dominant();
+    let mut before = ResourceVector::ZERO;
+    jobs.iter()
+        .map(|(id, _, res)| {
+            let used = before.share_of(total).get(r);
+            let mut class = if used + EPSILON < share * aggressive_threshold {
+                Preemptibility::NonPreemptible
+            } else if used + EPSILON < share * regular_threshold {
+                Preemptibility::AggressivelyPreemptible
+            } else {
+                Preemptibility::Preemptible
+            };
+            before += *res;
+            // The prefix below the usage threshold on every resource it sets is kept.
+            if let Some(t) = non_preemptible_usage {
+                if before.fits_in(t) {
+                    class = Preemptibility::NonPreemptible;
+                }
+            }
+            (id.clone(), class)
+        })
+        .collect()
+}
+
+/// A job that may be taken for someone else.
+struct Candidate {
+    job: JobId,
+    operation: OperationId,
+    start: JobAge,
+    resources: ResourceVector,
+}
+
+impl SchedulerCore {
+    /// Classes of the running jobs of `op` in `tree_name` as of that tree's last update.
+    pub(crate) fn job_classes(
+        &self,
+        op_id: &OperationId,
+        tree_name: &str,
+    ) -> Vec<(JobId, Preemptibility)> {
+        let Some(op) = self.operations.get(op_id) else {
+            return vec![];
+        };
+        let (Some(shares), Some(tree), Some(slot)) = (
+            self.tree_shares(tree_name),
+            self.cluster.trees.get(tree_name),
+            op.slot(tree_name),
+        ) else {
+            return vec![];
+        };
+        let fs = shares
+            .operation_index
+            .get(op_id)
+            .map(|&i| shares.elements[i].fair_share.total)
+            .unwrap_or_default();
+        let mut jobs: Vec<(JobId, StartKey, ResourceVector)> = op
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && j.tree == tree_name)
+            .map(|j| (j.id.clone(), (j.start_time, j.seq), j.resources))
+            .collect();
+        // The nearest pool that sets a threshold, else the tree's.
+        let threshold = tree
+            .ancestry(&slot.pool)
+            .into_iter()
+            .find_map(|p| {
+                tree.pools
+                    .get(p)?
+                    .config
+                    .non_preemptible_resource_usage_threshold
+                    .clone()
+            })
+            .or_else(|| tree.config.effective_non_preemptible_threshold())
+            .map(|t| limits_vector(Some(&t)));
+        classify(
+            &mut jobs,
+            &fs,
+            &shares.total,
+            tree.config.aggressive_preemption_satisfaction_threshold,
+            tree.config.preemption_satisfaction_threshold,
+            threshold.as_ref(),
+        )
+    }
+
+    /// (preemptible, aggressively preemptible) job counts of an operation in a tree.
+    pub fn preemptible_counts(&self, op_id: &OperationId, tree: &str) -> (usize, usize) {
+        let classes = self.job_classes(op_id, tree);
+        let count = |c| classes.iter().filter(|(_, k)| *k == c).count();
+        (
+            count(Preemptibility::Preemptible),
+            count(Preemptibility::AggressivelyPreemptible),
+        )
+    }
+
+    /// Whether every pool above `pool` allows this kind of preemption.
+    pub(crate) fn preemption_allowed(&self, tree: &str, pool: &str, aggressive: bool) -> bool {
+        let Some(t) = self.cluster.trees.get(tree) else {
+            return false;
+        };
+        t.ancestry(pool)
+            .into_iter()
+            .filter(|p| *p != ROOT_POOL)
+            .all(|p| {
+                let c = t.pools.get(p).map(|x| &x.config);
+                let flag = c.and_then(|c| {
+                    if aggressive {
+                        c.allow_aggressive_preemption
+                    } else {
+                        c.allow_regular_preemption
+                    }
+                });
+                flag.unwrap_or(true)
+            })
+    }
+
+    /// The preemptive stage: if an operation of this node's tree is starving and the
+    /// node's backoff has passed, place at most one of its jobs here, preempting the
+    /// fewest jobs needed (latest-started first). Returns the start and the aborts.
+    pub(crate) fn preemptive_stage(
+        &mut self,
+        ctx: &HeartbeatContext,
+    ) -> Option<(JobStartSpec, Vec<JobAbort>)> {
+        let (node_id, free, now) = (&ctx.node, ctx.free(), ctx.now);
+        let node = self.nodes.get(node_id)?;
+        let tree_name = self.node_tree(node)?.to_string();
+        let tree = self.cluster.trees.get(&tree_name)?;
+        let backoff = tree.config.preemptive_scheduling_backoff.0;
+        if node
+            .last_preemptive_stage
+            .is_some_and(|t| now.saturating_sub(t) < backoff)
+        {
+            return None;
+        }
+        // In the order of the last update (as its snapshot holds them): sorting every
+        // starving operation on each heartbeat would cost more than the stage itself.
+        let starving = self
+            .tree_state(&tree_name)?
+            .snapshot
+            .as_ref()?
+            .starving_order
+            .clone();
+        if starving.is_empty() {
+            return None;
+        }
+        self.refresh_live();
+        let node = self.nodes.get(node_id)?;
+        let shares = self.tree_shares(&tree_name)?;
+        // Everything on this node that someone else could take, by class.
+        let mut candidates: Vec<(Candidate, Preemptibility)> = vec![];
+        let mut by_op: HashMap<OperationId, HashMap<JobId, Preemptibility>> = HashMap::new();
+        for job_id in self.jobs.on(node_id) {
+            let Some(op_id) = self.jobs.owner(job_id) else {
+                continue;
+            };
+            let classes = by_op
+                .entry(op_id.clone())
+                .or_insert_with(|| self.job_classes(op_id, &tree_name).into_iter().collect());
+            let Some(&class) = classes.get(job_id) else {
+                continue;
+            };
+            let owner = &self.operations[op_id];
+            let job = &owner.jobs[job_id];
+            candidates.push((
+                Candidate {
+                    job: job_id.clone(),
+                    operation: op_id.clone(),
+                    start: (job.start_time, owner.seq, job.seq),
+                    resources: job.resources,
+                },
+                class,
+            ));
+        }
+        // Nothing here may be taken: the stage could only start a job that fits what is
+        // free, and placement just found none that does. Walking every starving
+        // operation to learn that again is what a full cluster must not pay per node.
+        if candidates
+            .iter()
+            .all(|(_, class)| *class == Preemptibility::NonPreemptible)
+        {
+            if let Some(n) = self.nodes.get_mut(node_id) {
+                n.last_preemptive_stage = Some(now);
+            }
+            return None;
+        }
+        // Latest started first.
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
+        let usage = self.live_usage(&tree_name, &shares);
+        for (op_id, status) in starving.iter() {
+            let (op_id, status) = (op_id.clone(), *status);
+            let Some(op) = self.operations.get(&op_id) else {
+                continue;
+            };
+            // Placed since the update: nothing of it waits any more.
+            if op.state != OperationState::Running
+                || op.waiting_job_count() == 0
+                || !op.tag_filter.matches(&node.all_tags)
+            {
+                continue;
+            }
+            let aggressive = status == StarvationStatus::AggressivelyStarving;
+            let Some(&idx) = shares.operation_index.get(&op_id) else {
+                continue;
+            };
+            if !shares.admits(idx, &node.all_tags) {
+                continue;
+            }
+            let room = self.room_along_path(&shares, &usage, idx);
+            let Some(task) = op.next_fitting_task(&room) else {
+                continue;
+            };
+            let need = op.tasks[task].spec.job_resources();
+            let mut available = free;
+            let mut victims: Vec<&Candidate> = vec![];
+            for (c, class) in &candidates {
+                if need.fits_in(&available) {
+                    break;
+                }
+                if c.operation == op_id {
+                    continue;
+                }
+                let Some(victim_pool) = self.operations[&c.operation]
+                    .slot(&tree_name)
+                    .map(|s| s.pool.as_str())
+                else {
+                    continue;
+                };
+                // Aggressive preemption may also take what regular preemption may.
+                let eligible = match class {
+                    Preemptibility::Preemptible => {
+                        self.preemption_allowed(&tree_name, victim_pool, false)
+                            || (aggressive
+                                && self.preemption_allowed(&tree_name, victim_pool, true))
+                    }
+                    Preemptibility::AggressivelyPreemptible => {
+                        aggressive && self.preemption_allowed(&tree_name, victim_pool, true)
+                    }
+                    Preemptibility::NonPreemptible => false,
+                };
+                if eligible {
+                    available += c.resources;
+                    victims.push(c);
+                }
+            }
+            if !need.fits_in(&available) {
+                continue;
+            }
+            // Keep only victims still needed, dropping the oldest chosen first.
+            let mut kept: Vec<&Candidate> = victims.clone();
+            for v in victims.iter().rev() {
+                let without: ResourceVector = free
+                    + kept
+                        .iter()
+                        .filter(|k| k.job != v.job)
+                        .map(|k| k.resources)
+                        .sum();
+                if need.fits_in(&without) {
+                    kept.retain(|k| k.job != v.job);
+                }
+            }
+            let victims: Vec<(JobId, OperationId)> = kept
+                .iter()
+                .map(|c| (c.job.clone(), c.operation.clone()))
+                .collect();
+            return Some(self.preempt_and_start(node_id, &tree_name, &op_id, task, victims, now));
+        }
+        if let Some(n) = self.nodes.get_mut(node_id) {
+            n.last_preemptive_stage = Some(now);
+        }
+        None
+    }
+
+    fn preempt_and_start(
+        &mut self,
+        node_id: &NodeId,
+        tree: &str,
+        op_id: &OperationId,
+        task: usize,
+        victims: Vec<(JobId, OperationId)>,
+        now: UnixMillis,
+    ) -> (JobStartSpec, Vec<JobAbort>) {
+        let pool = self.operations[op_id]
+            .slot(tree)
+            .map_or("", |s| s.pool.as_str());
+        let message =
+            format!("preempted to make room for starving operation {op_id} in pool {pool}");
+        let aborts = victims
+            .into_iter()
+            .map(|(job, owner)| {
+                self.abort_running_job(
+                    node_id,
+                    &owner,
+                    &job,
+                    AbortReason::Preempted,
+                    &message,
+                    now,
+                );
+                JobAbort {
+                    job_id: job,
+                    reason: AbortReason::Preempted,
+                    message: message.clone(),
+                }
+            })
+            .collect();
+        let op = self.operations.get_mut(op_id).expect("starving operation");
+        let spec = op.start_job(task, node_id, tree, now);
+        self.record_start(node_id, op_id, &spec);
+        if let Some(node) = self.nodes.get_mut(node_id) {
+            node.last_preemptive_stage = Some(now);
+        }
+        self.mark_stale(tree);
+        (spec, aborts)
+    }
+
+    /// Takes a running job away: it goes back to waiting (never a failure), the node
+    /// is told on this heartbeat, and the event says why.
+    pub(crate) fn abort_running_job(
+        &mut self,
+        node_id: &NodeId,
+        op_id: &OperationId,
+        job_id: &JobId,
+        reason: AbortReason,
+        message: &str,
+        now: UnixMillis,
+    ) {
+        let Some(op) = self.operations.get_mut(op_id) else {
+            return;
+        };
+        if op.abort_job(job_id, reason, now).is_none() {
+            return;
+        }
+        self.indexes.get_mut().mark(op_id);
+        self.touched.insert(op_id.clone());
+        if let Some(j) = op.jobs.get_mut(job_id) {
+            j.error = Some(message.to_string());
+        }
+        self.jobs.ended(node_id, job_id);
+        self.events.push(CoreEvent::JobAborted {
+            id: job_id.clone(),
+            operation: op_id.clone(),
+            node: node_id.clone(),
+            reason,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jobs(n: usize) -> Vec<(JobId, StartKey, ResourceVector)> {
+        (0..n)
+            .map(|i| {
+                (
+                    JobId(format!("j{i:02}")),
+                    (0, i as u64),
+                    ResourceVector::new(1.0, 0.0, 0.0, 1.0),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn newest_jobs_beyond_fair_share_are_preemptible() {
+        let total = ResourceVector::new(24.0, 0.0, 0.0, 48.0);
+        let fs = ResourceVector::new(12.0 / 24.0, 0.0, 0.0, 12.0 / 48.0);
+        let mut j = jobs(20);
+        j.reverse();
+        let classes = classify(&mut j, &fs, &total, 0.2, 1.0, None);
+        let count = |c| classes.iter().filter(|(_, k)| *k == c).count();
+        // 0.2 × 12 = 2.4 cpus: jobs starting below it (0, 1, 2) are kept.
+        assert_eq!(count(Preemptibility::NonPreemptible), 3);
+        assert_eq!(count(Preemptibility::AggressivelyPreemptible), 9);
+        assert_eq!(count(Preemptibility::Preemptible), 8);
+        assert_eq!(classes[0].0, JobId("j00".into()), "oldest first");
+        assert_eq!(classes[19].1, Preemptibility::Preemptible);
+        // A usage threshold keeps a longer prefix.
+        let t = ResourceVector::new(f64::INFINITY, f64::INFINITY, f64::INFINITY, 5.0);
+        let classes = classify(&mut j, &fs, &total, 0.2, 1.0, Some(&t));
+        let kept = classes
+            .iter()
+            .filter(|(_, k)| *k == Preemptibility::NonPreemptible)
+            .count();
+        assert_eq!(kept, 5);
+    }
+}

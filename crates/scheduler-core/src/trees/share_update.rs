@@ -1,0 +1,398 @@
+//! When fair share is recomputed: every `fair_share_update_period` of each tree, and
+//! right away (before the next placement) when the tree's operations, configuration or
+//! nodes changed, so a new operation does not wait a whole period for its first job.
+
+use crate::trees::fair_share::{self, OperationInput, UpdateContext};
+use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
+use crate::trees::tree_state::{TreeSnapshot, TreeState};
+use crate::{PoolTree, SchedulerCore};
+use std::collections::HashMap;
+use std::sync::Arc;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::{Resource, ResourceVector};
+use ytsched_common::states::OperationState;
+use ytsched_common::{NodeId, OperationId};
+
+/// One tree's fair-share update, prepared from the core and computed away from it: the
+/// heavy part (`ytsched_fair_share::compute`) needs nothing of the core.
+pub struct ShareUpdate {
+    tree_name: String,
+    tree: PoolTree,
+    total: ResourceVector,
+    inputs: Vec<OperationInput>,
+    ctx: UpdateContext,
+    /// Starvation statuses move on from these (only one update of a tree is in flight).
+    previous_starvation: Arc<TreeStarvation>,
+    /// Operations' own starvation timeout and tolerance, where their spec sets them.
+    starvation_overrides: HashMap<OperationId, (Option<u64>, Option<f64>)>,
+    config_revision: u64,
+    now: UnixMillis,
+}
+
+/// A computed update, for `SchedulerCore::apply_share_update`.
+pub struct ComputedShares {
+    tree_name: String,
+    shares: fair_share::TreeShares,
+    starvation: TreeStarvation,
+    starving_order: Vec<(OperationId, StarvationStatus)>,
+    total: ResourceVector,
+    config_revision: u64,
+    now: UnixMillis,
+}
+
+impl ShareUpdate {
+    pub fn tree(&self) -> &str {
+        &self.tree_name
+    }
+
+    /// The update itself, with the starvation statuses and preemption order that follow
+    /// from it: pure, and safe to run on any thread (the core only swaps them in).
+    pub fn compute(self) -> ComputedShares {
+        let mut shares = fair_share::compute_in(&self.tree, self.total, &self.inputs, &self.ctx);
+        shares.tree = self.tree_name.clone();
+        let overrides = |id: &OperationId| {
+            self.starvation_overrides
+                .get(id)
+                .copied()
+                .unwrap_or((None, None))
+        };
+        let starvation = starvation::update(
+            &self.tree,
+            &shares,
+            overrides,
+            &self.previous_starvation,
+            self.now,
+        );
+        let starving_order = starvation::starving_order(&starvation, &shares, &self.inputs);
+        ComputedShares {
+            tree_name: self.tree_name,
+            shares,
+            starvation,
+            starving_order,
+            total: self.total,
+            config_revision: self.config_revision,
+            now: self.now,
+        }
+    }
+}
+
+/// Time one element of a tree is allowed to add between updates brought forward by
+/// changes: an update of 10,000 operations (≈ 20–30 ms) then runs at most every 100 ms
+/// on changes, a small tree's at once.
+const STALE_UPDATE_MICROS_PER_ELEMENT: u64 = 10;
+
+fn min_stale_update_interval_ms(elements: usize) -> u64 {
+    elements as u64 * STALE_UPDATE_MICROS_PER_ELEMENT / 1000
+}
+
+impl SchedulerCore {
+    /// Runs the updates that are due by their period. Stale trees are not updated here:
+    /// placement updates them right before it needs them, and a stream of submissions
+    /// must not turn every tick into a full update of a large tree.
+    pub(crate) fn update_due_shares(&mut self, now: UnixMillis) {
+        if self.config.background_share_updates {
+            return;
+        }
+        for tree in self.tree_names() {
+            if self.due_by_period(tree.as_str(), now) {
+                self.update_tree_shares(tree.as_str(), now);
+            }
+        }
+    }
+
+    /// Whether a tree's `fair_share_update_period` has passed since its last update (or
+    /// it never had one).
+    fn due_by_period(&self, tree: &str, now: UnixMillis) -> bool {
+        let period = self
+            .cluster
+            .trees
+            .get(tree)
+            .map_or(0, |t| t.config.fair_share_update_period.0);
+        self.tree_state(tree)
+            .and_then(|t| t.last_update())
+            .is_none_or(|last| now.saturating_sub(last) >= period)
+    }
+
+    /// Whether a tree changed since its last update and the minimum interval its size
+    /// allows has passed (or it never had an update).
+    fn due_by_change(&self, tree: &str, now: UnixMillis) -> bool {
+        match self.tree_state(tree) {
+            Some(TreeState {
+                snapshot: Some(snap),
+                stale,
+                ..
+            }) => {
+                *stale
+                    && now.saturating_sub(snap.taken_at)
+                        >= min_stale_update_interval_ms(snap.shares.elements.len())
+            }
+            _ => true,
+        }
+    }
+
+    /// Recomputes every tree now (the simulator's snapshots, admin changes).
+    pub fn update_all_shares(&mut self, now: UnixMillis) {
+        for tree in self.tree_names() {
+            self.update_tree_shares(tree.as_str(), now);
+        }
+    }
+
+    /// Updates a tree whose operations, configuration or nodes changed before a
+    /// placement reads it, but no more often than its size allows: an update costs time
+    /// in proportion to the tree's elements, and thousands of nodes joining, or a stream
+    /// of submissions, must not turn every heartbeat into a full update (placement then
+    /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
+    pub(crate) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
+        let Some(state) = self.tree_state(tree) else {
+            return;
+        };
+        let due = if state.snapshot.is_some() {
+            !self.config.background_share_updates && self.due_by_change(tree, now)
+        } else {
+            // A tree never updated: placement cannot do without it.
+            !state.updating
+        };
+        if due {
+            self.update_tree_shares(tree, now);
+        }
+    }
+
+    pub(crate) fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
+        if let Some(update) = self.prepare_share_update(tree_name, now) {
+            self.apply_share_update(update.compute());
+        }
+    }
+
+    /// The input of one tree's update, taken from the core as it is now. The tree counts
+    /// as up to date from here: changes made while the update computes mark it stale
+    /// again.
+    fn prepare_share_update(&mut self, tree_name: &str, now: UnixMillis) -> Option<ShareUpdate> {
+        let tree = self.cluster.trees.get(tree_name)?.clone();
+        let total = self.tree_resources(tree_name);
+        let mut inputs: Vec<OperationInput> = Vec::new();
+        let mut starvation_overrides = HashMap::new();
+        let running = self
+            .operations
+            .values()
+            .filter(|o| o.state == OperationState::Running);
+        for (o, slot) in running.filter_map(|o| Some((o, o.slot(tree_name)?))) {
+            inputs.push(OperationInput {
+                id: o.id.clone(),
+                pool: slot.pool.clone(),
+                weight: slot.weight,
+                demand: o.demand_in(tree_name),
+                usage: slot.usage,
+                resource_limits: slot.resource_limits,
+                max_share_ratio: o.max_share_ratio,
+                seq: o.seq,
+                pending_job_count: o.waiting_job_count(),
+            });
+            let own = (
+                o.spec.fair_share_starvation_timeout.map(|d| d.0),
+                o.spec.fair_share_starvation_tolerance,
+            );
+            if own != (None, None) {
+                starvation_overrides.insert(o.id.clone(), own);
+            }
+        }
+        let state = self.tree_state(tree_name)?;
+        let previous_starvation = state.starvation.clone();
+        let previous = state.shares();
+        // Volumes move inside the update by the time since the previous one, paying for
+        // the integral share given then (used or not).
+        let ctx = UpdateContext {
+            volumes: state.integral_volumes.clone(),
+            last_share_ratios: previous
+                .map(|p| {
+                    p.elements
+                        .iter()
+                        .filter_map(|e| {
+                            Some((e.name().to_string(), e.integral.as_ref()?.last_share_ratio))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            since_previous_s: state
+                .last_update()
+                .map(|last| now.saturating_sub(last) as f64 / 1000.0),
+            filter_resources: self.pool_filter_resources(tree_name),
+        };
+        let state = self.tree_state_mut(tree_name)?;
+        state.stale = false;
+        state.updating = true;
+        Some(ShareUpdate {
+            tree_name: tree_name.to_string(),
+            tree,
+            total,
+            inputs,
+            ctx,
+            previous_starvation,
+            starvation_overrides,
+            config_revision: self.config_revision,
+            now,
+        })
+    }
+
+    /// Updates that are due, for a driver that computes them away from the core
+    /// (`CoreConfig::background_share_updates`) and hands each back to
+    /// `apply_share_update`: a tree whose period has passed, a changed tree past its
+    /// minimum interval, or one without shares yet; none already computing.
+    pub fn share_updates_due(&mut self, now: UnixMillis) -> Vec<ShareUpdate> {
+        self.observe(now);
+        let mut out = vec![];
+        for tree in self.tree_names() {
+            if self.tree_state(tree.as_str()).is_none_or(|t| t.updating) {
+                continue;
+            }
+            if self.due_by_period(tree.as_str(), now) || self.due_by_change(tree.as_str(), now) {
+                out.extend(self.prepare_share_update(tree.as_str(), now));
+            }
+        }
+        out
+    }
+
+    /// An update the driver could not compute: the tree is tried again.
+    pub fn abandon_share_update(&mut self, tree: &str) {
+        if let Some(t) = self.tree_state_mut(tree) {
+            t.updating = false;
+            t.stale = true;
+        }
+    }
+
+    /// Takes in a computed update. One prepared before a configuration change is
+    /// dropped (its pools may be gone) and the tree is computed again.
+    pub fn apply_share_update(&mut self, update: ComputedShares) {
+        let ComputedShares {
+            tree_name,
+            shares,
+            starvation,
+            starving_order,
+            total,
+            config_revision,
+            now,
+        } = update;
+        let revision = self.config_revision;
+        let Some(state) = self.tree_state_mut(&tree_name) else {
+            return;
+        };
+        state.updating = false;
+        if config_revision != revision {
+            state.stale = true;
+            return;
+        }
+        // With no nodes there is nothing to measure volumes against: keep them as they are.
+        if Resource::ALL.iter().any(|&r| total.get(r) > 0.0) {
+            let volumes: HashMap<String, f64> = shares
+                .elements
+                .iter()
+                .filter_map(|e| {
+                    let ig = e.integral.as_ref().filter(|ig| ig.accrues())?;
+                    Some((e.name().to_string(), ig.volume_ratio))
+                })
+                .collect();
+            state.integral_volumes = volumes;
+        }
+        let operations = &self.operations;
+        self.share_history.record(&tree_name, &shares, now, |id| {
+            operations
+                .get(id)
+                .is_some_and(|o| o.main_tree() == tree_name)
+        });
+        let over_limit = self.exceeds_limits(&tree_name, &shares);
+        // Computed away from the core, an operation that arrived since the last update
+        // can run only now: the nodes that could start it hear of it now.
+        let arrived: Vec<OperationId> = if self.config.background_share_updates {
+            let before = self.tree_shares(&tree_name);
+            shares
+                .operation_index
+                .keys()
+                .filter(|id| {
+                    before
+                        .as_ref()
+                        .is_none_or(|b| !b.operation_index.contains_key(*id))
+                })
+                .cloned()
+                .collect()
+        } else {
+            vec![]
+        };
+        let live = self.compute_live(&shares);
+        if let Some(state) = self.tree_state_mut(&tree_name) {
+            state.live = live;
+            state.starvation = Arc::new(starvation);
+            state.snapshot = Some(TreeSnapshot {
+                shares: Arc::new(shares),
+                taken_at: now,
+                starving_order: Arc::new(starving_order),
+                over_limit,
+            });
+        }
+        for id in arrived {
+            self.nudge_for(&id);
+        }
+    }
+
+    /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes
+    /// that match it offer: the most its subtree can ever use.
+    fn pool_filter_resources(&self, tree_name: &str) -> HashMap<String, ResourceVector> {
+        let Some(tree) = self.cluster.trees.get(tree_name) else {
+            return HashMap::new();
+        };
+        let mut out = HashMap::new();
+        for (name, pool) in &tree.pools {
+            let Some(filter) = pool.config.tag_filter() else {
+                continue;
+            };
+            let offered: ResourceVector = self
+                .tree_members(tree_name)
+                .filter(|n| filter.matches(&n.all_tags))
+                .map(|n| n.resource_limits)
+                .sum();
+            out.insert(name.clone(), offered);
+        }
+        out
+    }
+
+    /// A pool's accumulated integral volume (share × seconds).
+    pub fn integral_volume(&self, tree: &str, pool: &str) -> f64 {
+        self.tree_state(tree)
+            .and_then(|t| t.integral_volumes.get(pool))
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// The tree a node is registered in, if any.
+    pub(crate) fn node_tree<'a>(&self, node: &'a crate::Node) -> Option<&'a str> {
+        node.registered_tree().filter(|_| node.online)
+    }
+
+    /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
+    pub fn tree_resources(&self, tree: &str) -> ResourceVector {
+        self.tree_state(tree)
+            .map_or(ResourceVector::ZERO, |t| t.resources)
+    }
+
+    /// Every node's membership again (after the configuration changed).
+    pub(crate) fn recompute_tree_resources(&mut self) {
+        self.placeability_stale = true;
+        let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
+        for id in ids {
+            self.account_node(&id);
+        }
+    }
+
+    /// After any configuration change: trees are recomputed before the next placement,
+    /// nodes are re-sorted into trees by their filters, and pending operations may now fit.
+    pub(crate) fn on_config_changed(&mut self) {
+        self.config_revision += 1;
+        // Pools may have moved or gone: every operation's chain is counted again.
+        self.recount_operations();
+        self.sync_tree_states();
+        self.mark_all_stale();
+        self.reassign_nodes();
+        self.recompute_tree_resources();
+        self.reevaluate_lightweight();
+        self.promote_pending(self.latest_now);
+        self.nudge_all_online();
+    }
+}

@@ -1,0 +1,156 @@
+//! What the core keeps per pool tree besides the admins' configuration of it: the sum of
+//! its nodes, the snapshot of its last fair-share update that placement and preemption
+//! read, and what changed since. One value per tree, so a tree that is removed takes all
+//! of it away at once, and nothing per tree is kept in step by hand across maps.
+
+use crate::trees::fair_share::TreeShares;
+use crate::trees::live_usage::LiveTree;
+use crate::trees::starvation::{StarvationStatus, TreeStarvation};
+use crate::{Node, SchedulerCore};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use ytsched_common::names::TreeName;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::{NodeId, OperationId};
+
+/// The result of one fair-share update, never changed after it is made: placement
+/// and preemption hold it by `Arc` while they change the core around it, as
+/// YTsaurus's heartbeats read their tree's snapshot.
+#[derive(Clone, Debug)]
+pub(crate) struct TreeSnapshot {
+    pub shares: Arc<TreeShares>,
+    /// When the update was computed.
+    pub taken_at: UnixMillis,
+    /// Starving operations with waiting jobs, in the order the preemptive stage tries
+    /// them (worked out once per update, not per heartbeat).
+    pub starving_order: Arc<Vec<(OperationId, StarvationStatus)>>,
+    /// Some pool or operation used more than its `resource_limits` at the update (a
+    /// limit was lowered): only such trees' heartbeats look for jobs to take back.
+    pub over_limit: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TreeState {
+    /// Sum of the limits of the tree's schedulable nodes: what its shares are fractions of.
+    pub resources: ResourceVector,
+    /// The tree's schedulable nodes (online and registered in it), with the limits
+    /// counted in `resources`.
+    pub members: BTreeMap<NodeId, ResourceVector>,
+    /// `None` until the first update.
+    pub snapshot: Option<TreeSnapshot>,
+    /// Live usage and smallest waiting job per element of the snapshot, kept up to date
+    /// between updates (see `live_usage.rs`).
+    pub live: LiveTree,
+    /// Scheduling and starvation status of the tree's elements as of the last update
+    /// (shared with the update being computed, which starts from them).
+    pub starvation: Arc<TreeStarvation>,
+    /// Integral volume (share × seconds) of the tree's burst and relaxed pools: state
+    /// the store keeps.
+    pub integral_volumes: HashMap<String, f64>,
+    /// Operations, configuration or nodes changed since the last update: it is updated
+    /// before the next placement rather than a period later.
+    pub stale: bool,
+    /// The driver is computing its update (background updates).
+    pub updating: bool,
+}
+
+impl TreeState {
+    pub fn shares(&self) -> Option<&Arc<TreeShares>> {
+        self.snapshot.as_ref().map(|s| &s.shares)
+    }
+
+    pub fn last_update(&self) -> Option<UnixMillis> {
+        self.snapshot.as_ref().map(|s| s.taken_at)
+    }
+}
+
+impl SchedulerCore {
+    pub(crate) fn tree_state(&self, tree: &str) -> Option<&TreeState> {
+        self.trees.get(tree)
+    }
+
+    pub(crate) fn tree_state_mut(&mut self, tree: &str) -> Option<&mut TreeState> {
+        self.trees.get_mut(tree)
+    }
+
+    /// The snapshot of a tree's last update, if it had one.
+    pub(crate) fn tree_shares(&self, tree: &str) -> Option<Arc<TreeShares>> {
+        self.trees.get(tree)?.shares().cloned()
+    }
+
+    /// A tree's operations, configuration or nodes changed: it is updated before the
+    /// next placement reads it.
+    pub(crate) fn mark_stale(&mut self, tree: &str) {
+        if let Some(t) = self.trees.get_mut(tree) {
+            t.stale = true;
+        }
+    }
+
+    pub(crate) fn mark_all_stale(&mut self) {
+        for t in self.trees.values_mut() {
+            t.stale = true;
+        }
+    }
+
+    /// Brings one node's membership up to date with its registration, whether it is
+    /// online and its limits: only the trees it left or joined change (their totals
+    /// summed again from their members, so they never drift), and only they are stale.
+    pub(crate) fn account_node(&mut self, id: &NodeId) {
+        let counted = self
+            .nodes
+            .get(id)
+            .filter(|n| n.online && !n.maintenance.banned)
+            .and_then(|n| Some((n.registered_tree()?, n.resource_limits)));
+        let mut changed = false;
+        for (name, t) in self.trees.iter_mut() {
+            let want = counted
+                .filter(|(tree, _)| *tree == name.as_str())
+                .map(|(_, limits)| limits);
+            if t.members.get(id).copied() == want {
+                continue;
+            }
+            match want {
+                Some(limits) => t.members.insert(id.clone(), limits),
+                None => t.members.remove(id),
+            };
+            t.resources = t.members.values().copied().sum();
+            t.stale = true;
+            changed = true;
+        }
+        if changed {
+            self.placeability_stale = true;
+        }
+    }
+
+    /// The nodes a tree schedules onto.
+    pub(crate) fn tree_members<'a>(&'a self, tree: &str) -> impl Iterator<Item = &'a Node> + 'a {
+        self.trees
+            .get(tree)
+            .into_iter()
+            .flat_map(|t| t.members.keys())
+            .filter_map(|id| self.nodes.get(id))
+    }
+
+    /// Names of the configured trees (the state of each is kept in `trees`).
+    pub(crate) fn tree_names(&self) -> Vec<TreeName> {
+        self.trees.keys().cloned().collect()
+    }
+
+    /// Gives every configured tree its state and drops the state of trees the
+    /// configuration no longer has.
+    pub(crate) fn sync_tree_states(&mut self) {
+        let configured = &self.cluster.trees;
+        self.trees
+            .retain(|name, _| configured.contains_key(name.as_str()));
+        for name in configured.keys() {
+            // Configured names were checked when the configuration was parsed.
+            match TreeName::parse(name) {
+                Ok(n) => {
+                    self.trees.entry(n).or_default();
+                }
+                Err(e) => tracing::warn!(tree = %name, error = %e, "tree name skipped"),
+            }
+        }
+    }
+}
