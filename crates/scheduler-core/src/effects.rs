@@ -2,8 +2,8 @@
 //! archives, nudges and logs from it, and nothing leaves the core another way (a caller
 //! cannot forget one buffer and let it grow, as the simulator once did with two).
 
-use crate::records::StateChange;
 use crate::operations::retention::Archived;
+use crate::records::StateChange;
 use crate::{CoreEvent, SchedulerCore};
 use ytsched_common::NodeId;
 

@@ -235,7 +235,7 @@ impl SchedulerCore {
         let Some(op_id) = self.jobs.owner(&result.job_id).cloned() else {
             return true;
         };
-        let Some(op) = self.operations.get_mut(&op_id) else {
+        let Some(mut op) = self.operations.edit(&op_id) else {
             return true;
         };
         if op
@@ -258,8 +258,7 @@ impl SchedulerCore {
                 stderr: result.stderr_tail.clone(),
             });
         }
-        self.indexes.get_mut().mark(&op_id);
-        self.touched.insert(op_id.clone());
+        drop(op);
         if effect == ResultEffect::Ignored {
             return true;
         }
@@ -376,9 +375,8 @@ impl SchedulerCore {
         let Some(op_id) = self.jobs.owner(job_id).cloned() else {
             return;
         };
-        if let Some(op) = self.operations.get_mut(&op_id) {
+        if let Some(mut op) = self.operations.edit(&op_id) {
             if op.abort_job(job_id, AbortReason::NodeLost, now).is_some() {
-                self.touch(op_id.clone());
                 self.events.push(CoreEvent::JobAborted {
                     id: job_id.clone(),
                     operation: op_id,

@@ -66,7 +66,9 @@ impl Default for CoreConfig {
 pub struct SchedulerCore {
     config: CoreConfig,
     nodes: BTreeMap<NodeId, Node>,
-    operations: BTreeMap<OperationId, Operation>,
+    /// Held operations, with the marks every change to one must leave (see
+    /// `operations/table.rs`).
+    operations: operations::table::OperationTable,
     /// Which operation each job belongs to and which jobs run on each node (a job's
     /// state itself is only in its operation; see `job_index.rs`).
     jobs: jobs::job_index::JobIndex,
@@ -93,13 +95,8 @@ pub struct SchedulerCore {
     nudges: BTreeSet<NodeId>,
     /// Where the last round of nudges for new work stopped (see `nudges.rs`).
     nudge_cursor: Option<NodeId>,
-    /// Operations changed since the store last took the changes.
-    touched: BTreeSet<OperationId>,
     /// Output tails of job attempts finished since, for the store only.
     outputs: Vec<records::JobOutputRecord>,
-    /// Operations per pool and the smallest job waiting per tree, kept up to date by
-    /// `touch` (see `operation_index.rs`).
-    indexes: std::cell::RefCell<operations::core_indexes::Indexes>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
     latest_now: UnixMillis,
@@ -130,7 +127,7 @@ impl SchedulerCore {
         let mut core = Self {
             config,
             nodes: BTreeMap::new(),
-            operations: BTreeMap::new(),
+            operations: Default::default(),
             jobs: Default::default(),
             cluster: {
                 let mut c = ClusterConfig::default();
@@ -147,9 +144,7 @@ impl SchedulerCore {
             next_operation_seq: 0,
             nudges: BTreeSet::new(),
             nudge_cursor: None,
-            touched: BTreeSet::new(),
             outputs: Vec::new(),
-            indexes: Default::default(),
             latest_now: 0,
             revival_deadline: None,
             events: Vec::new(),

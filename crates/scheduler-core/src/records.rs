@@ -147,10 +147,9 @@ impl SchedulerCore {
     /// Settled finished attempts leave memory here, once their last record is taken.
     pub(super) fn take_changes(&mut self) -> Vec<StateChange> {
         let mut out = Vec::new();
-        for id in std::mem::take(&mut self.touched) {
-            let Some(op) = self.operations.get_mut(&id) else {
-                continue;
-            };
+        let jobs_index = &mut self.jobs;
+        self.operations.drain_changed(|op| {
+            let id = op.id.clone();
             let (header, jobs) = op.take_changes();
             if header {
                 out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
@@ -165,9 +164,9 @@ impl SchedulerCore {
             }
             // Recorded for good: the store answers for them from now on.
             for j in op.release_settled(&jobs) {
-                self.jobs.forget(&j);
+                jobs_index.forget(&j);
             }
-        }
+        });
         out.extend(
             std::mem::take(&mut self.outputs)
                 .into_iter()
@@ -185,7 +184,7 @@ impl SchedulerCore {
         now: UnixMillis,
         revival_window_ms: u64,
     ) -> RevivalSummary {
-        self.recount_operations();
+        self.operations.recount();
         self.observe(now);
         let mut by_op: BTreeMap<OperationId, Vec<Job>> = BTreeMap::new();
         for r in jobs {
@@ -211,9 +210,10 @@ impl SchedulerCore {
                 invalid = Some(error);
             }
             let mut op = Operation::restore(record, jobs);
+            let mut changed = false;
             if let Some(error) = invalid {
                 op.record(now, error);
-                self.touch(id.clone());
+                changed = true;
             }
             summary.operations += 1;
             self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
@@ -236,7 +236,7 @@ impl SchedulerCore {
                         "revived by a restarted scheduler; {running} running job(s) to re-learn from their nodes"
                     ),
                 );
-                self.touch(id.clone());
+                changed = true;
                 if op.uses_speculation() {
                     self.speculating.insert(id.clone());
                 }
@@ -246,7 +246,7 @@ impl SchedulerCore {
                 self.idempotency
                     .insert((op.user.clone(), token.clone()), id.clone());
             }
-            self.operations.insert(id.clone(), op);
+            self.operations.insert(op, changed);
             if finished {
                 self.note_finished(&id);
             }
@@ -290,7 +290,7 @@ impl SchedulerCore {
                 lost += 1;
                 self.lose_job(node, job, now);
                 if let Some(op) = self.jobs.owner(job).cloned() {
-                    if let Some(o) = self.operations.get_mut(&op) {
+                    if let Some(mut o) = self.operations.edit(&op) {
                         o.record(
                             now,
                             format!(

@@ -5,8 +5,8 @@
 //! has a budget of pools and of bytes, and delegates together may fill only part of the
 //! record: the rest is kept for admins.
 
-use crate::operations::access::pool_allows;
 use crate::admin::path::AdminPath;
+use crate::operations::access::pool_allows;
 use crate::trees::pool_tree::PoolTree;
 use crate::SchedulerCore;
 use ytsched_common::acl::Permission;

@@ -61,8 +61,8 @@ impl SchedulerCore {
             if !resources.fits_in(&free) || !resources.fits_in(&room) {
                 continue;
             }
-            let op = self.operations.get_mut(&op_id).expect("listed");
-            let spec = op.start_copy(&job_id, node_id, tree, now);
+            let spec = (self.operations.edit(&op_id).expect("listed"))
+                .start_copy(&job_id, node_id, tree, now);
             free -= resources;
             self.record_start(node_id, &op_id, &spec);
             ctx.start(spec);

@@ -87,7 +87,7 @@ impl SchedulerCore {
         }
         let id = self.admit(id, caller.user.as_str(), Some(caller), spec, now)?;
         if let Some(key) = key {
-            if let Some(op) = self.operations.get_mut(&id) {
+            if let Some(mut op) = self.operations.edit(&id) {
                 op.idempotency_token = Some(key.1.clone());
             }
             self.idempotency.insert(key, id.clone());
@@ -152,8 +152,7 @@ impl SchedulerCore {
         if op.uses_speculation() {
             self.speculating.insert(id.clone());
         }
-        self.operations.insert(id.clone(), op);
-        self.touch(id.clone());
+        self.operations.insert(op, true);
         for tree in &tree_names {
             self.mark_stale(tree);
         }
@@ -332,10 +331,9 @@ impl SchedulerCore {
             }
         }
         for (id, k, lightweight) in changed {
-            if let Some(op) = self.operations.get_mut(&id) {
+            if let Some(mut op) = self.operations.edit(&id) {
                 op.trees[k].1.lightweight = lightweight;
                 tracing::info!(operation = %id, tree = %op.trees[k].0, lightweight, "operation lightweightness changed with its pool");
-                self.touch(id);
             }
         }
     }
@@ -386,10 +384,9 @@ impl SchedulerCore {
                 }
                 self.mark_stale(&tree_name);
             }
-            if let Some(op) = self.operations.get_mut(&id) {
+            if let Some(mut op) = self.operations.edit(&id) {
                 op.promote(now);
             }
-            self.touch(id.clone());
             self.events
                 .push(CoreEvent::OperationRunning { id: id.clone() });
             self.announce_new_work(&id);
@@ -406,7 +403,7 @@ impl SchedulerCore {
         error: Option<String>,
         now: UnixMillis,
     ) {
-        let Some(op) = self.operations.get_mut(id) else {
+        let Some(mut op) = self.operations.edit(id) else {
             return;
         };
         let running: Vec<JobId> = op.running_job_ids().collect();
@@ -419,14 +416,13 @@ impl SchedulerCore {
             }
         }
         op.finish(state, error.clone(), now);
-        self.indexes.get_mut().mark(id);
-        self.touched.insert(id.clone());
         self.speculating.remove(id);
         let pools: Vec<(String, String)> = op
             .trees
             .iter()
             .map(|(t, s)| (t.clone(), s.pool.clone()))
             .collect();
+        drop(op);
         self.events.push(CoreEvent::OperationFinished {
             id: id.clone(),
             state,

@@ -1,11 +1,10 @@
-//! The indexes the core keeps over its operations (`operation_index` sums), and the one
-//! way an operation change reaches them: `SchedulerCore::touch`.
+//! The indexes the core keeps over its operations (`operation_index` sums); changes
+//! reach them through `OperationTable` (`table.rs`).
 
 use crate::operations::operation_counts::PoolCountsByTree;
 use crate::operations::operation_index::OperationIndex;
 use crate::operations::pending_queue::PendingQueue;
 use crate::operations::waiting_jobs::SmallestWaiting;
-use crate::SchedulerCore;
 use std::collections::BTreeSet;
 use ytsched_common::OperationId;
 
@@ -30,7 +29,7 @@ impl Indexes {
         self.live_changed.insert(id.clone());
     }
 
-    fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.counts.stale = true;
         self.waiting.stale = true;
         self.pending.stale = true;
@@ -42,18 +41,5 @@ impl Indexes {
     pub(crate) fn take_live_changes(&mut self) -> Option<BTreeSet<OperationId>> {
         let changed = std::mem::take(&mut self.live_changed);
         (!std::mem::take(&mut self.live_stale)).then_some(changed)
-    }
-}
-
-impl SchedulerCore {
-    /// Records that an operation changed: the store writes it, the indexes re-count it.
-    pub(crate) fn touch(&mut self, id: OperationId) {
-        self.indexes.get_mut().mark(&id);
-        self.touched.insert(id);
-    }
-
-    /// Everything is re-counted at the next read (configuration changed, state revived).
-    pub(crate) fn recount_operations(&mut self) {
-        self.indexes.get_mut().invalidate();
     }
 }

@@ -11,4 +11,5 @@ pub(crate) mod operation_index;
 pub(crate) mod pending_queue;
 pub(crate) mod placeability;
 pub mod retention;
+pub(crate) mod table;
 pub(crate) mod waiting_jobs;

@@ -83,7 +83,7 @@ impl SchedulerCore {
     /// Counts of unfinished operations per pool of `tree` (each counts in its pool and
     /// every ancestor, `<Root>` included).
     pub(crate) fn pool_counts(&self, tree_name: &str) -> HashMap<String, PoolCounts> {
-        let mut indexes = self.indexes.borrow_mut();
+        let mut indexes = self.operations.indexes();
         let by_tree = indexes.counts.refresh(
             || self.operations.keys().cloned().collect(),
             |id| self.contributions_of(id),

@@ -37,7 +37,7 @@ impl SchedulerCore {
 
     /// Pending operations, oldest submission first.
     pub(crate) fn pending_operations(&self) -> Vec<OperationId> {
-        let mut indexes = self.indexes.borrow_mut();
+        let mut indexes = self.operations.indexes();
         let pending: Vec<OperationId> = indexes
             .pending
             .refresh(

@@ -93,7 +93,9 @@ impl SchedulerCore {
                     self.finished_order.remove(&tree);
                     break;
                 };
-                if !retire_oldest(&config, set.len(), finished, now) || self.touched.contains(&id) {
+                if !retire_oldest(&config, set.len(), finished, now)
+                    || self.operations.is_touched(&id)
+                {
                     break;
                 }
                 set.pop_first();
@@ -116,7 +118,6 @@ impl SchedulerCore {
         for job in op.jobs.keys() {
             self.jobs.forget(job);
         }
-        self.indexes.get_mut().mark(id);
         self.retired.push(Archived {
             info,
             attempts: op.attempt_count(),

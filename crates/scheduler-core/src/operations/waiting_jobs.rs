@@ -89,7 +89,7 @@ impl SchedulerCore {
 
     /// The per-resource minimum over every job waiting in `tree` (None: none waits).
     pub(crate) fn smallest_waiting_job(&self, tree: &str) -> Option<ResourceVector> {
-        let mut indexes = self.indexes.borrow_mut();
+        let mut indexes = self.operations.indexes();
         let smallest = indexes
             .waiting
             .refresh(

@@ -98,7 +98,7 @@ impl SchedulerCore {
                     .iter()
                     .filter(|p| {
                         self.operations
-                            .get(*p)
+                            .get(p)
                             .and_then(|o| o.slot(tree_name))
                             .is_some_and(|s| {
                                 tree.ancestry(&s.pool).contains(pool) || *pool == ROOT_POOL

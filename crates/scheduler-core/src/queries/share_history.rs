@@ -5,8 +5,8 @@
 //! operations there are. An operation sampled last more than a window ago (it finished,
 //! or left the tree) is dropped, so finished ones do not hold places new ones need.
 
-use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::queries::orchid::max_component;
+use crate::trees::fair_share::{ElementKind, TreeShares};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use ytsched_common::protocol::UnixMillis;

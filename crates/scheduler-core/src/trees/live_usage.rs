@@ -98,7 +98,7 @@ impl SchedulerCore {
 
     /// Brings every tree's live arrays up to date with the operations changed since.
     pub(crate) fn refresh_live(&mut self) {
-        let changed = self.indexes.get_mut().take_live_changes();
+        let changed = self.operations.take_live_changes();
         for tree in self.tree_names() {
             let Some(shares) = self.tree_shares(tree.as_str()) else {
                 continue;

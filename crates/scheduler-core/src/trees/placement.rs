@@ -2,8 +2,8 @@
 //! each time walking down the node's pool tree to the least satisfied child
 //! (usage / fair share) that has a job fitting both the node and every limit on the way.
 
-use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::{CoreEvent, SchedulerCore};
 use std::collections::BTreeSet;
 use ytsched_common::protocol::JobStartSpec;
@@ -81,13 +81,13 @@ impl SchedulerCore {
             else {
                 break;
             };
-            let op = self
-                .operations
-                .get_mut(&op_id)
-                .expect("picked from the map");
-            let spec = op.start_job(task, node_id, &tree, now);
-            let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
-            live.set_leaf(&shares, elem, usage, op.smallest_waiting());
+            let spec = {
+                let mut op = self.operations.edit(&op_id).expect("picked from the map");
+                let spec = op.start_job(task, node_id, &tree, now);
+                let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
+                live.set_leaf(&shares, elem, usage, op.smallest_waiting());
+                spec
+            };
             free -= spec.resources;
             self.record_start(node_id, &op_id, &spec);
             starts.push(spec);
@@ -108,7 +108,8 @@ impl SchedulerCore {
         self.placement_walks
     }
 
-    /// Books a job just started on a node: its owner, the node's job set, the event.
+    /// Books a job just started on a node: its owner, the node's job set, the event (the
+    /// operation itself was marked changed by the edit that started the job).
     pub(crate) fn record_start(
         &mut self,
         node_id: &NodeId,
@@ -121,7 +122,6 @@ impl SchedulerCore {
             node: node_id.clone(),
         });
         self.jobs.started(&spec.job_id, op_id, node_id);
-        self.touch(op_id.clone());
     }
 
     /// What the jobs the scheduler believes run on a node hold.

@@ -346,8 +346,8 @@ impl SchedulerCore {
                 }
             })
             .collect();
-        let op = self.operations.get_mut(op_id).expect("starving operation");
-        let spec = op.start_job(task, node_id, tree, now);
+        let spec = (self.operations.edit(op_id).expect("starving operation"))
+            .start_job(task, node_id, tree, now);
         self.record_start(node_id, op_id, &spec);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
@@ -367,14 +367,12 @@ impl SchedulerCore {
         message: &str,
         now: UnixMillis,
     ) {
-        let Some(op) = self.operations.get_mut(op_id) else {
+        let Some(mut op) = self.operations.edit(op_id) else {
             return;
         };
         if op.abort_job(job_id, reason, now).is_none() {
             return;
         }
-        self.indexes.get_mut().mark(op_id);
-        self.touched.insert(op_id.clone());
         if let Some(j) = op.jobs.get_mut(job_id) {
             j.error = Some(message.to_string());
         }

@@ -386,7 +386,7 @@ impl SchedulerCore {
     pub(crate) fn on_config_changed(&mut self) {
         self.config_revision += 1;
         // Pools may have moved or gone: every operation's chain is counted again.
-        self.recount_operations();
+        self.operations.recount();
         self.sync_tree_states();
         self.mark_all_stale();
         self.reassign_nodes();

@@ -1,0 +1,155 @@
+//! The operations the core holds, and the one invariant every change to one must keep:
+//! the store writes it and the indexes re-count it. The map is only reachable for
+//! writing through `edit`, whose guard marks the operation when it goes out of scope, so
+//! no caller can change an operation and forget either (before, three call sites inlined
+//! the marking by hand to get around the borrow of the operation).
+
+use super::core_indexes::Indexes;
+use super::operation::Operation;
+use std::cell::{RefCell, RefMut};
+use std::collections::{btree_map, BTreeMap, BTreeSet};
+use std::ops::{Deref, DerefMut, Index};
+use ytsched_common::OperationId;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OperationTable {
+    by_id: BTreeMap<OperationId, Operation>,
+    marks: ChangeMarks,
+}
+
+/// What a change to an operation must reach.
+#[derive(Clone, Debug, Default)]
+struct ChangeMarks {
+    /// Changed since the store last took the changes.
+    touched: BTreeSet<OperationId>,
+    /// Sums over operations, refreshed lazily on reads that take `&self` (hence the
+    /// `RefCell`); see `operation_index.rs`.
+    indexes: RefCell<Indexes>,
+}
+
+impl ChangeMarks {
+    fn mark(&mut self, id: &OperationId) {
+        self.indexes.get_mut().mark(id);
+        self.touched.insert(id.clone());
+    }
+}
+
+/// A held operation open for change; dropping it marks the operation changed.
+pub(crate) struct OperationEdit<'a> {
+    op: &'a mut Operation,
+    marks: &'a mut ChangeMarks,
+}
+
+impl Deref for OperationEdit<'_> {
+    type Target = Operation;
+    fn deref(&self) -> &Operation {
+        self.op
+    }
+}
+
+impl DerefMut for OperationEdit<'_> {
+    fn deref_mut(&mut self) -> &mut Operation {
+        self.op
+    }
+}
+
+impl Drop for OperationEdit<'_> {
+    fn drop(&mut self) {
+        self.marks.mark(&self.op.id);
+    }
+}
+
+impl OperationTable {
+    pub(crate) fn get(&self, id: &OperationId) -> Option<&Operation> {
+        self.by_id.get(id)
+    }
+
+    pub(crate) fn contains_key(&self, id: &OperationId) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub(crate) fn keys(&self) -> btree_map::Keys<'_, OperationId, Operation> {
+        self.by_id.keys()
+    }
+
+    pub(crate) fn values(&self) -> btree_map::Values<'_, OperationId, Operation> {
+        self.by_id.values()
+    }
+
+    /// The operation, open for change (marked changed when the guard drops).
+    pub(crate) fn edit(&mut self, id: &OperationId) -> Option<OperationEdit<'_>> {
+        let op = self.by_id.get_mut(id)?;
+        Some(OperationEdit {
+            op,
+            marks: &mut self.marks,
+        })
+    }
+
+    /// A new (or revived) operation; `changed` says whether the store must write it.
+    pub(crate) fn insert(&mut self, op: Operation, changed: bool) {
+        let id = op.id.clone();
+        if changed {
+            self.marks.mark(&id);
+        } else {
+            self.marks.indexes.get_mut().mark(&id);
+        }
+        self.by_id.insert(id, op);
+    }
+
+    /// Retires an operation from memory: the indexes forget it.
+    pub(crate) fn remove(&mut self, id: &OperationId) -> Option<Operation> {
+        let op = self.by_id.remove(id)?;
+        self.marks.indexes.get_mut().mark(id);
+        Some(op)
+    }
+
+    /// Whether the store has yet to take this operation's changes.
+    pub(crate) fn is_touched(&self, id: &OperationId) -> bool {
+        self.marks.touched.contains(id)
+    }
+
+    /// Hands each operation changed since the last call to `take`, and forgets that it
+    /// changed: the store now has it.
+    pub(crate) fn drain_changed(&mut self, mut take: impl FnMut(&mut Operation)) {
+        for id in std::mem::take(&mut self.marks.touched) {
+            if let Some(op) = self.by_id.get_mut(&id) {
+                take(op);
+            }
+        }
+    }
+
+    /// Everything is re-counted at the next read (configuration changed, state revived).
+    pub(crate) fn recount(&mut self) {
+        self.marks.indexes.get_mut().invalidate();
+    }
+
+    /// The indexes, for a read that brings one up to date (see `operation_index.rs`).
+    pub(crate) fn indexes(&self) -> RefMut<'_, Indexes> {
+        self.marks.indexes.borrow_mut()
+    }
+
+    /// The operations changed since the live arrays last looked, or `None` when they
+    /// must re-read everything.
+    pub(crate) fn take_live_changes(&mut self) -> Option<BTreeSet<OperationId>> {
+        self.marks.indexes.get_mut().take_live_changes()
+    }
+}
+
+impl Index<&OperationId> for OperationTable {
+    type Output = Operation;
+    fn index(&self, id: &OperationId) -> &Operation {
+        &self.by_id[id]
+    }
+}
+
+impl<'a> IntoIterator for &'a OperationTable {
+    type Item = (&'a OperationId, &'a Operation);
+    type IntoIter = btree_map::Iter<'a, OperationId, Operation>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.by_id.iter()
+    }
+}
