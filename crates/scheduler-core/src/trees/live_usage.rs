@@ -153,15 +153,17 @@ impl SchedulerCore {
         }
     }
 
-    /// The live arrays of `tree` (brought up to date by `refresh_live` before its
-    /// snapshot was taken out), for the caller to use and put back.
-    pub(crate) fn take_live(&mut self, tree: &str, shares: &TreeShares) -> LiveTree {
-        match self
-            .tree_state_mut(tree)
-            .map(|t| std::mem::take(&mut t.live))
-        {
-            Some(live) if live.usage.len() == shares.elements.len() => live,
-            _ => self.compute_live(shares),
+    /// Makes the tree's live arrays fit its snapshot (rebuilt when the snapshot changed
+    /// shape since they were kept).
+    pub(crate) fn ensure_live(&mut self, tree: &str, shares: &TreeShares) {
+        let fits = self
+            .tree_state(tree)
+            .is_some_and(|t| t.live.usage.len() == shares.elements.len());
+        if !fits {
+            let live = self.compute_live(shares);
+            if let Some(t) = self.tree_state_mut(tree) {
+                t.live = live;
+            }
         }
     }
 }

@@ -2,8 +2,11 @@
 //! each time walking down the node's pool tree to the least satisfied child
 //! (usage / fair share) that has a job fitting both the node and every limit on the way.
 
+use crate::jobs::job_index::JobIndex;
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{ElementKind, TreeShares};
+use crate::trees::live_usage::LiveTree;
 use crate::{CoreEvent, SchedulerCore};
 use std::collections::BTreeSet;
 use ytsched_common::protocol::JobStartSpec;
@@ -67,36 +70,40 @@ impl SchedulerCore {
         let Some(shares) = self.tree_shares(&tree) else {
             return;
         };
-        let tags = std::mem::take(&mut self.nodes.get_mut(node_id).expect("checked").all_tags);
-        let mut live = self.take_live(&tree, &shares);
+        self.ensure_live(&tree, &shares);
+        // Placement touches only these parts: it reads the node's tags and the
+        // operations, and moves the tree's live arrays, the operations it starts jobs of,
+        // the job index and the events.
+        let Self {
+            nodes,
+            trees,
+            operations,
+            jobs,
+            events,
+            placement_walks,
+            ..
+        } = self;
+        let tags = &nodes[node_id].all_tags;
+        let live = &mut trees.get_mut(tree.as_str()).expect("has shares").live;
         let mut starts = Vec::new();
-        let node_id = &ctx.node;
         // The root's smallest waiting job bounds every other: once it no longer fits (or
         // no slot is left) the node is full, and the walk that would only prove it is
         // not made.
         while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
-            self.placement_walks += 1;
-            let Some((elem, op_id, task)) =
-                self.pick(&shares, &live.usage, &live.waiting, &tags, 0, free)
-            else {
+            *placement_walks += 1;
+            let Some((elem, op_id, task)) = pick(operations, &shares, live, tags, 0, free) else {
                 break;
             };
             let spec = {
-                let mut op = self.operations.edit(&op_id).expect("picked from the map");
+                let mut op = operations.edit(&op_id).expect("picked from the map");
                 let spec = op.start_job(task, node_id, &tree, now);
                 let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
                 live.set_leaf(&shares, elem, usage, op.smallest_waiting());
                 spec
             };
             free -= spec.resources;
-            self.record_start(node_id, &op_id, &spec);
+            book_start(jobs, events, node_id, &op_id, &spec);
             starts.push(spec);
-        }
-        if let Some(t) = self.tree_state_mut(&tree) {
-            t.live = live;
-        }
-        if let Some(node) = self.nodes.get_mut(node_id) {
-            node.all_tags = tags;
         }
         for spec in starts {
             ctx.start(spec);
@@ -108,20 +115,14 @@ impl SchedulerCore {
         self.placement_walks
     }
 
-    /// Books a job just started on a node: its owner, the node's job set, the event (the
-    /// operation itself was marked changed by the edit that started the job).
+    /// Books a job just started on a node (see `book_start`).
     pub(crate) fn record_start(
         &mut self,
         node_id: &NodeId,
         op_id: &OperationId,
         spec: &JobStartSpec,
     ) {
-        self.events.push(CoreEvent::JobStarted {
-            id: spec.job_id.clone(),
-            operation: op_id.clone(),
-            node: node_id.clone(),
-        });
-        self.jobs.started(&spec.job_id, op_id, node_id);
+        book_start(&mut self.jobs, &mut self.events, node_id, op_id, spec);
     }
 
     /// What the jobs the scheduler believes run on a node hold.
@@ -133,33 +134,6 @@ impl SchedulerCore {
                 Some(self.operations.get(op)?.jobs.get(j)?.resources)
             })
             .sum()
-    }
-
-    /// `room` narrowed by what element `idx` may still take: its limits share of the tree
-    /// less its live usage, and for an operation its own absolute limits exactly.
-    fn element_room(
-        &self,
-        shares: &TreeShares,
-        usage: &[ResourceVector],
-        idx: usize,
-        room: ResourceVector,
-    ) -> ResourceVector {
-        let e = &shares.elements[idx];
-        let mut room = room.map(|r, v| {
-            let s = e.limits_share.get(r);
-            let limit = if s >= 1.0 - EPSILON {
-                f64::INFINITY
-            } else {
-                s * shares.total.get(r)
-            };
-            v.min(limit - usage[idx].get(r))
-        });
-        if let ElementKind::Operation { id } = &e.kind {
-            if let Some(op) = self.operations.get(id) {
-                room = room.map(|r, v| v.min(op.room_in(&shares.tree).get(r)));
-            }
-        }
-        room
     }
 
     /// What element `idx` may still take given its limits and those of every pool above
@@ -174,63 +148,10 @@ impl SchedulerCore {
         let mut room = ResourceVector::new(inf, inf, inf, inf);
         let mut cur = Some(idx);
         while let Some(i) = cur {
-            room = self.element_room(shares, usage, i, room);
+            room = element_room(&self.operations, shares, usage, i, room);
             cur = shares.elements[i].parent;
         }
         room
-    }
-
-    /// The least satisfied operation under `idx` whose `scheduling_tag_filter` admits a
-    /// node with `tags` and with a job that fits `room` (free resources, narrowed by each
-    /// element's limits on the way down).
-    fn pick(
-        &self,
-        shares: &TreeShares,
-        usage: &[ResourceVector],
-        waiting: &[Option<ResourceVector>],
-        tags: &BTreeSet<String>,
-        idx: usize,
-        room: ResourceVector,
-    ) -> Option<(usize, OperationId, usize)> {
-        let e = &shares.elements[idx];
-        // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
-        if e.tag_filter.as_ref().is_some_and(|f| !f.matches(tags)) {
-            return None;
-        }
-        let room = self.element_room(shares, usage, idx, room);
-        if !waiting[idx]?.fits_in(&room) {
-            return None;
-        }
-        match &e.kind {
-            ElementKind::Operation { id } => {
-                let op = self.operations.get(id)?;
-                if op.state != OperationState::Running || !op.tag_filter.matches(tags) {
-                    return None;
-                }
-                let task = op.next_fitting_task(&room)?;
-                Some((idx, id.clone(), task))
-            }
-            ElementKind::Pool { .. } => {
-                let mut order: Vec<(f64, usize, usize)> = e
-                    .children
-                    .iter()
-                    .filter(|&&c| waiting[c].is_some_and(|m| m.fits_in(&room)))
-                    .map(|&c| {
-                        let child = &shares.elements[c];
-                        let sat = satisfaction(
-                            &usage[c].share_of(&shares.total),
-                            &child.fair_share.total,
-                            &child.demand_share,
-                        );
-                        (sat, child.fifo_index.unwrap_or(0), c)
-                    })
-                    .collect();
-                order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-                order
-                    .into_iter()
-                    .find_map(|(_, _, c)| self.pick(shares, usage, waiting, tags, c, room))
-            }
-        }
     }
 
     /// The `scheduling_tag_filter`s of a pool and its ancestors in a tree.
@@ -247,4 +168,100 @@ impl SchedulerCore {
             .filter_map(|p| t.pools.get(p)?.config.tag_filter())
             .collect()
     }
+}
+
+/// `room` narrowed by what element `idx` may still take: its limits share of the tree
+/// less its live usage, and for an operation its own absolute limits exactly.
+fn element_room(
+    operations: &OperationTable,
+    shares: &TreeShares,
+    usage: &[ResourceVector],
+    idx: usize,
+    room: ResourceVector,
+) -> ResourceVector {
+    let e = &shares.elements[idx];
+    let mut room = room.map(|r, v| {
+        let s = e.limits_share.get(r);
+        let limit = if s >= 1.0 - EPSILON {
+            f64::INFINITY
+        } else {
+            s * shares.total.get(r)
+        };
+        v.min(limit - usage[idx].get(r))
+    });
+    if let ElementKind::Operation { id } = &e.kind {
+        if let Some(op) = operations.get(id) {
+            room = room.map(|r, v| v.min(op.room_in(&shares.tree).get(r)));
+        }
+    }
+    room
+}
+
+/// The least satisfied operation under `idx` whose `scheduling_tag_filter` admits a
+/// node with `tags` and with a job that fits `room` (free resources, narrowed by each
+/// element's limits on the way down).
+fn pick(
+    operations: &OperationTable,
+    shares: &TreeShares,
+    live: &LiveTree,
+    tags: &BTreeSet<String>,
+    idx: usize,
+    room: ResourceVector,
+) -> Option<(usize, OperationId, usize)> {
+    let e = &shares.elements[idx];
+    // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
+    if e.tag_filter.as_ref().is_some_and(|f| !f.matches(tags)) {
+        return None;
+    }
+    let room = element_room(operations, shares, &live.usage, idx, room);
+    if !live.waiting[idx]?.fits_in(&room) {
+        return None;
+    }
+    match &e.kind {
+        ElementKind::Operation { id } => {
+            let op = operations.get(id)?;
+            if op.state != OperationState::Running || !op.tag_filter.matches(tags) {
+                return None;
+            }
+            let task = op.next_fitting_task(&room)?;
+            Some((idx, id.clone(), task))
+        }
+        ElementKind::Pool { .. } => {
+            let mut order: Vec<(f64, usize, usize)> = e
+                .children
+                .iter()
+                .filter(|&&c| live.waiting[c].is_some_and(|m| m.fits_in(&room)))
+                .map(|&c| {
+                    let child = &shares.elements[c];
+                    let sat = satisfaction(
+                        &live.usage[c].share_of(&shares.total),
+                        &child.fair_share.total,
+                        &child.demand_share,
+                    );
+                    (sat, child.fifo_index.unwrap_or(0), c)
+                })
+                .collect();
+            order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            order
+                .into_iter()
+                .find_map(|(_, _, c)| pick(operations, shares, live, tags, c, room))
+        }
+    }
+}
+
+/// Books a job just started on a node: its owner, the node's job set, the event (the
+/// operation itself was marked changed by the edit that started the job).
+fn book_start(
+    jobs: &mut JobIndex,
+    events: &mut Vec<CoreEvent>,
+    node_id: &NodeId,
+    op_id: &OperationId,
+    spec: &JobStartSpec,
+) {
+    events.push(CoreEvent::JobStarted {
+        id: spec.job_id.clone(),
+        operation: op_id.clone(),
+        node: node_id.clone(),
+    });
+    jobs.started(&spec.job_id, op_id, node_id);
 }
