@@ -159,130 +159,32 @@ pub fn compute(
     compute_in(tree, total, operations, &UpdateContext::default())
 }
 
-/// Computes fair shares for one tree.
+/// Computes fair shares for one tree: the tree and its operations become the fair-share
+/// crate's input (pools breadth-first so parents precede children, then operations),
+/// the crate computes, and each element's result is joined with what placement needs.
 pub fn compute_in(
     tree: &PoolTree,
     total: ResourceVector,
     operations: &[OperationInput],
     ctx: &UpdateContext,
 ) -> TreeShares {
+    let mut b = InputBuilder::new(tree.pools.len() + 1 + operations.len());
+    b.add_pools(tree, total, ctx);
+    b.add_operations(operations);
+    let InputBuilder {
+        elements,
+        kinds,
+        filters,
+        pool_index,
+        operation_index,
+        ..
+    } = b;
     let mut out = TreeShares {
         total,
-        pool_index: HashMap::with_capacity(tree.pools.len() + 1),
-        operation_index: HashMap::with_capacity(operations.len()),
+        pool_index,
+        operation_index,
         ..Default::default()
     };
-    let count = tree.pools.len() + 1 + operations.len();
-    let mut elements = Vec::with_capacity(count);
-    elements.push(fs::ElementInput::root());
-    let mut kinds = Vec::with_capacity(count);
-    kinds.push(ElementKind::Pool {
-        name: ROOT_POOL.into(),
-        mode: PoolMode::FairShare,
-    });
-    let mut filters: Vec<Option<TagFilter>> = Vec::with_capacity(count);
-    filters.push(None);
-    let mut fifo_keys: Vec<Option<&[FifoSortParameter]>> = Vec::with_capacity(tree.pools.len() + 1);
-    fifo_keys.push(None);
-    out.pool_index.insert(ROOT_POOL.into(), 0);
-    let mut by_parent: HashMap<&str, Vec<(&str, &crate::trees::pool_tree::Pool)>> = HashMap::new();
-    for (name, pool) in &tree.pools {
-        by_parent
-            .entry(pool.parent.as_str())
-            .or_default()
-            .push((name, pool));
-    }
-    // Breadth-first so parents precede children.
-    let mut queue = std::collections::VecDeque::from([(ROOT_POOL, 0usize)]);
-    while let Some((name, idx)) = queue.pop_front() {
-        for &(child, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
-            let c = &pool.config;
-            let filter = c.tag_filter();
-            let mut limits = limits_vector(c.resource_limits.as_ref());
-            if filter.is_some() {
-                let offered = ctx.filter_resources.get(child).copied().unwrap_or_default();
-                limits = limits.map(|r, v| v.min(offered.get(r)));
-            }
-            let integral = c.integral_guarantees.as_ref().map(|ig| fs::IntegralInput {
-                kind: match ig.guarantee_type {
-                    IntegralGuaranteeType::None => fs::IntegralKind::None,
-                    IntegralGuaranteeType::Burst => fs::IntegralKind::Burst,
-                    IntegralGuaranteeType::Relaxed => fs::IntegralKind::Relaxed,
-                },
-                resource_flow: amounts(ig.resource_flow.as_ref()),
-                burst_guarantee: amounts(ig.burst_guarantee_resources.as_ref()),
-                relaxed_share_multiplier_limit: ig.relaxed_share_multiplier_limit.unwrap_or(
-                    tree.config
-                        .integral_guarantees
-                        .relaxed_share_multiplier_limit,
-                ),
-                volume: total.scale(ctx.volumes.get(child).copied().unwrap_or(0.0)),
-                last_share_ratio: ctx.last_share_ratios.get(child).copied().unwrap_or(0.0),
-            });
-            let strong_guarantee = c
-                .strong_guarantee_resources
-                .as_ref()
-                .map(|g| fs::Guarantee::from_vector(g.to_vector(0.0), g.specified()))
-                .unwrap_or_default();
-            let ci = elements.len();
-            elements.push(fs::ElementInput {
-                parent: Some(idx),
-                weight: c.weight(),
-                resource_limits: limits,
-                max_share_ratio: c.max_share_ratio(),
-                kind: fs::ElementKind::Pool {
-                    mode: match c.mode() {
-                        PoolMode::FairShare => fs::Mode::FairShare,
-                        PoolMode::Fifo => fs::Mode::Fifo,
-                    },
-                    strong_guarantee,
-                    integral,
-                },
-            });
-            kinds.push(ElementKind::Pool {
-                name: child.to_string(),
-                mode: c.mode(),
-            });
-            filters.push(filter);
-            fifo_keys.push((c.mode() == PoolMode::Fifo).then(|| c.fifo_sort_parameters()));
-            out.pool_index.insert(child.to_string(), ci);
-            queue.push_back((child, ci));
-        }
-    }
-    // Operations of FIFO pools, by pool element: ranked below by `fifo_sort_parameters`.
-    let mut fifo_members: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
-    for (k, op) in operations.iter().enumerate() {
-        let Some(&parent) = out.pool_index.get(op.pool.as_str()) else {
-            continue;
-        };
-        let ci = elements.len();
-        elements.push(fs::ElementInput {
-            parent: Some(parent),
-            weight: op.weight,
-            resource_limits: op.resource_limits,
-            max_share_ratio: op.max_share_ratio,
-            kind: fs::ElementKind::Operation {
-                demand: op.demand,
-                usage: op.usage,
-                fifo_rank: 0,
-            },
-        });
-        if fifo_keys[parent].is_some() {
-            fifo_members.entry(parent).or_default().push((k, ci));
-        }
-        kinds.push(ElementKind::Operation { id: op.id.clone() });
-        filters.push(None);
-        out.operation_index.insert(op.id.clone(), ci);
-    }
-    for (parent, mut members) in fifo_members {
-        let keys = fifo_keys[parent].unwrap_or_default();
-        members.sort_by(|&(a, _), &(b, _)| fifo_order(keys, &operations[a], &operations[b]));
-        for (rank, (_, ci)) in members.into_iter().enumerate() {
-            if let fs::ElementKind::Operation { fifo_rank, .. } = &mut elements[ci].kind {
-                *fifo_rank = rank as u64;
-            }
-        }
-    }
     let smooth = tree.config.integral_guarantees.smooth_period.0 as f64 / 1000.0;
     let input = fs::TreeInput {
         total,
@@ -304,20 +206,179 @@ pub fn compute_in(
         }
     };
     out.alerts = result.alerts.iter().map(|a| a.to_string()).collect();
+    out.elements = joined_elements(&input, result.elements, kinds, filters);
+    out
+}
+
+/// The fair-share crate's input for one tree, built with what placement keeps per
+/// element (kind, tag filter) at the same indices.
+struct InputBuilder<'t> {
+    elements: Vec<fs::ElementInput>,
+    kinds: Vec<ElementKind>,
+    filters: Vec<Option<TagFilter>>,
+    /// Per pool element: its FIFO sort keys, if it is a FIFO pool.
+    fifo_keys: Vec<Option<&'t [FifoSortParameter]>>,
+    pool_index: HashMap<String, usize>,
+    operation_index: HashMap<OperationId, usize>,
+}
+
+impl<'t> InputBuilder<'t> {
+    fn new(count: usize) -> Self {
+        let mut b = Self {
+            elements: Vec::with_capacity(count),
+            kinds: Vec::with_capacity(count),
+            filters: Vec::with_capacity(count),
+            fifo_keys: Vec::new(),
+            pool_index: HashMap::new(),
+            operation_index: HashMap::new(),
+        };
+        b.elements.push(fs::ElementInput::root());
+        b.kinds.push(ElementKind::Pool {
+            name: ROOT_POOL.into(),
+            mode: PoolMode::FairShare,
+        });
+        b.filters.push(None);
+        b.fifo_keys.push(None);
+        b.pool_index.insert(ROOT_POOL.into(), 0);
+        b
+    }
+
+    /// Every pool, breadth-first so parents precede children.
+    fn add_pools(&mut self, tree: &'t PoolTree, total: ResourceVector, ctx: &UpdateContext) {
+        self.pool_index.reserve(tree.pools.len());
+        let mut by_parent: HashMap<&str, Vec<(&str, &crate::trees::pool_tree::Pool)>> =
+            HashMap::new();
+        for (name, pool) in &tree.pools {
+            by_parent
+                .entry(pool.parent.as_str())
+                .or_default()
+                .push((name, pool));
+        }
+        let mut queue = std::collections::VecDeque::from([(ROOT_POOL, 0usize)]);
+        while let Some((name, idx)) = queue.pop_front() {
+            for &(child, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
+                let c = &pool.config;
+                let filter = c.tag_filter();
+                let mut limits = limits_vector(c.resource_limits.as_ref());
+                if filter.is_some() {
+                    let offered = ctx.filter_resources.get(child).copied().unwrap_or_default();
+                    limits = limits.map(|r, v| v.min(offered.get(r)));
+                }
+                let ci = self.elements.len();
+                self.elements.push(fs::ElementInput {
+                    parent: Some(idx),
+                    weight: c.weight(),
+                    resource_limits: limits,
+                    max_share_ratio: c.max_share_ratio(),
+                    kind: fs::ElementKind::Pool {
+                        mode: match c.mode() {
+                            PoolMode::FairShare => fs::Mode::FairShare,
+                            PoolMode::Fifo => fs::Mode::Fifo,
+                        },
+                        strong_guarantee: c
+                            .strong_guarantee_resources
+                            .as_ref()
+                            .map(|g| fs::Guarantee::from_vector(g.to_vector(0.0), g.specified()))
+                            .unwrap_or_default(),
+                        integral: integral_input(tree, child, total, ctx),
+                    },
+                });
+                self.kinds.push(ElementKind::Pool {
+                    name: child.to_string(),
+                    mode: c.mode(),
+                });
+                self.filters.push(filter);
+                self.fifo_keys
+                    .push((c.mode() == PoolMode::Fifo).then(|| c.fifo_sort_parameters()));
+                self.pool_index.insert(child.to_string(), ci);
+                queue.push_back((child, ci));
+            }
+        }
+    }
+
+    /// Every operation under its pool; those of FIFO pools ranked by the pool's
+    /// `fifo_sort_parameters`.
+    fn add_operations(&mut self, operations: &[OperationInput]) {
+        self.operation_index.reserve(operations.len());
+        let mut fifo_members: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+        for (k, op) in operations.iter().enumerate() {
+            let Some(&parent) = self.pool_index.get(op.pool.as_str()) else {
+                continue;
+            };
+            let ci = self.elements.len();
+            self.elements.push(fs::ElementInput {
+                parent: Some(parent),
+                weight: op.weight,
+                resource_limits: op.resource_limits,
+                max_share_ratio: op.max_share_ratio,
+                kind: fs::ElementKind::Operation {
+                    demand: op.demand,
+                    usage: op.usage,
+                    fifo_rank: 0,
+                },
+            });
+            if self.fifo_keys[parent].is_some() {
+                fifo_members.entry(parent).or_default().push((k, ci));
+            }
+            self.kinds
+                .push(ElementKind::Operation { id: op.id.clone() });
+            self.filters.push(None);
+            self.operation_index.insert(op.id.clone(), ci);
+        }
+        for (parent, mut members) in fifo_members {
+            let keys = self.fifo_keys[parent].unwrap_or_default();
+            members.sort_by(|&(a, _), &(b, _)| fifo_order(keys, &operations[a], &operations[b]));
+            for (rank, (_, ci)) in members.into_iter().enumerate() {
+                if let fs::ElementKind::Operation { fifo_rank, .. } = &mut self.elements[ci].kind {
+                    *fifo_rank = rank as u64;
+                }
+            }
+        }
+    }
+}
+
+/// A pool's integral guarantee as the fair-share crate takes it, with the volume it has
+/// accumulated.
+fn integral_input(
+    tree: &PoolTree,
+    pool: &str,
+    total: ResourceVector,
+    ctx: &UpdateContext,
+) -> Option<fs::IntegralInput> {
+    let ig = tree.pools.get(pool)?.config.integral_guarantees.as_ref()?;
+    Some(fs::IntegralInput {
+        kind: match ig.guarantee_type {
+            IntegralGuaranteeType::None => fs::IntegralKind::None,
+            IntegralGuaranteeType::Burst => fs::IntegralKind::Burst,
+            IntegralGuaranteeType::Relaxed => fs::IntegralKind::Relaxed,
+        },
+        resource_flow: amounts(ig.resource_flow.as_ref()),
+        burst_guarantee: amounts(ig.burst_guarantee_resources.as_ref()),
+        relaxed_share_multiplier_limit: ig.relaxed_share_multiplier_limit.unwrap_or(
+            tree.config
+                .integral_guarantees
+                .relaxed_share_multiplier_limit,
+        ),
+        volume: total.scale(ctx.volumes.get(pool).copied().unwrap_or(0.0)),
+        last_share_ratio: ctx.last_share_ratios.get(pool).copied().unwrap_or(0.0),
+    })
+}
+
+/// Each element's computed shares joined with its input, kind, children and filter.
+fn joined_elements(
+    input: &fs::TreeInput,
+    results: Vec<fs::ElementOutput>,
+    kinds: Vec<ElementKind>,
+    filters: Vec<Option<TagFilter>>,
+) -> Vec<Element> {
     let mut children: Vec<Vec<usize>> = vec![vec![]; input.elements.len()];
     for (i, e) in input.elements.iter().enumerate() {
         if let Some(p) = e.parent {
             children[p].push(i);
         }
     }
-    out.elements.reserve(count);
-    for (i, ((r, kind), filter)) in result
-        .elements
-        .into_iter()
-        .zip(kinds)
-        .zip(filters)
-        .enumerate()
-    {
+    let mut out = Vec::with_capacity(results.len());
+    for (i, ((r, kind), filter)) in results.into_iter().zip(kinds).zip(filters).enumerate() {
         let integral = r.integral.map(|ig| IntegralView {
             kind: match &input.elements[i].kind {
                 fs::ElementKind::Pool {
@@ -331,10 +392,10 @@ pub fn compute_in(
             },
             specified_burst_ratio: ig.specified_burst_ratio,
             specified_resource_flow_ratio: ig.specified_resource_flow_ratio,
-            volume_ratio: fs::vector::min_ratio(&ig.volume, &total),
+            volume_ratio: fs::vector::min_ratio(&ig.volume, &input.total),
             last_share_ratio: ig.last_share_ratio,
         });
-        out.elements.push(Element {
+        out.push(Element {
             kind,
             parent: input.elements[i].parent,
             children: std::mem::take(&mut children[i]),
