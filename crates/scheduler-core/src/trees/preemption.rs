@@ -190,31 +190,7 @@ impl SchedulerCore {
         self.refresh_live();
         let node = self.nodes.get(node_id)?;
         let shares = self.tree_shares(&tree_name)?;
-        // Everything on this node that someone else could take, by class.
-        let mut candidates: Vec<(Candidate, Preemptibility)> = vec![];
-        let mut by_op: HashMap<OperationId, HashMap<JobId, Preemptibility>> = HashMap::new();
-        for job_id in self.jobs.on(node_id) {
-            let Some(op_id) = self.jobs.owner(job_id) else {
-                continue;
-            };
-            let classes = by_op
-                .entry(op_id.clone())
-                .or_insert_with(|| self.job_classes(op_id, &tree_name).into_iter().collect());
-            let Some(&class) = classes.get(job_id) else {
-                continue;
-            };
-            let owner = &self.operations[op_id];
-            let job = &owner.jobs[job_id];
-            candidates.push((
-                Candidate {
-                    job: job_id.clone(),
-                    operation: op_id.clone(),
-                    start: (job.start_time, owner.seq, job.seq),
-                    resources: job.resources,
-                },
-                class,
-            ));
-        }
+        let candidates = self.preemption_candidates(node_id, &tree_name);
         // Nothing here may be taken: the stage could only start a job that fits what is
         // free, and placement just found none that does. Walking every starving
         // operation to learn that again is what a full cluster must not pay per node.
@@ -227,8 +203,6 @@ impl SchedulerCore {
             }
             return None;
         }
-        // Latest started first.
-        candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
         let usage = self.live_usage(&tree_name, &shares);
         for (op_id, status) in starving.iter() {
             let (op_id, status) = (op_id.clone(), *status);
@@ -254,64 +228,117 @@ impl SchedulerCore {
                 continue;
             };
             let need = op.tasks[task].spec.job_resources();
-            let mut available = free;
-            let mut victims: Vec<&Candidate> = vec![];
-            for (c, class) in &candidates {
-                if need.fits_in(&available) {
-                    break;
-                }
-                if c.operation == op_id {
-                    continue;
-                }
-                let Some(victim_pool) = self.operations[&c.operation]
-                    .slot(&tree_name)
-                    .map(|s| s.pool.as_str())
-                else {
-                    continue;
-                };
-                // Aggressive preemption may also take what regular preemption may.
-                let eligible = match class {
-                    Preemptibility::Preemptible => {
-                        self.preemption_allowed(&tree_name, victim_pool, false)
-                            || (aggressive
-                                && self.preemption_allowed(&tree_name, victim_pool, true))
-                    }
-                    Preemptibility::AggressivelyPreemptible => {
-                        aggressive && self.preemption_allowed(&tree_name, victim_pool, true)
-                    }
-                    Preemptibility::NonPreemptible => false,
-                };
-                if eligible {
-                    available += c.resources;
-                    victims.push(c);
-                }
-            }
-            if !need.fits_in(&available) {
+            let Some(victims) =
+                self.choose_victims(&tree_name, &op_id, aggressive, need, free, &candidates)
+            else {
                 continue;
-            }
-            // Keep only victims still needed, dropping the oldest chosen first.
-            let mut kept: Vec<&Candidate> = victims.clone();
-            for v in victims.iter().rev() {
-                let without: ResourceVector = free
-                    + kept
-                        .iter()
-                        .filter(|k| k.job != v.job)
-                        .map(|k| k.resources)
-                        .sum();
-                if need.fits_in(&without) {
-                    kept.retain(|k| k.job != v.job);
-                }
-            }
-            let victims: Vec<(JobId, OperationId)> = kept
-                .iter()
-                .map(|c| (c.job.clone(), c.operation.clone()))
-                .collect();
+            };
             return Some(self.preempt_and_start(node_id, &tree_name, &op_id, task, victims, now));
         }
         if let Some(n) = self.nodes.get_mut(node_id) {
             n.last_preemptive_stage = Some(now);
         }
         None
+    }
+
+    /// Everything on this node that someone else could take, with its class, latest
+    /// started first.
+    fn preemption_candidates(
+        &self,
+        node_id: &NodeId,
+        tree_name: &str,
+    ) -> Vec<(Candidate, Preemptibility)> {
+        let mut candidates: Vec<(Candidate, Preemptibility)> = vec![];
+        let mut by_op: HashMap<OperationId, HashMap<JobId, Preemptibility>> = HashMap::new();
+        for job_id in self.jobs.on(node_id) {
+            let Some(op_id) = self.jobs.owner(job_id) else {
+                continue;
+            };
+            let classes = by_op
+                .entry(op_id.clone())
+                .or_insert_with(|| self.job_classes(op_id, tree_name).into_iter().collect());
+            let Some(&class) = classes.get(job_id) else {
+                continue;
+            };
+            let owner = &self.operations[op_id];
+            let job = &owner.jobs[job_id];
+            candidates.push((
+                Candidate {
+                    job: job_id.clone(),
+                    operation: op_id.clone(),
+                    start: (job.start_time, owner.seq, job.seq),
+                    resources: job.resources,
+                },
+                class,
+            ));
+        }
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
+        candidates
+    }
+
+    /// The fewest of `candidates` (latest started first) whose jobs, once preempted, let
+    /// a job needing `need` start on a node with `free`; `None` when no such set exists.
+    fn choose_victims(
+        &self,
+        tree_name: &str,
+        op_id: &OperationId,
+        aggressive: bool,
+        need: ResourceVector,
+        free: ResourceVector,
+        candidates: &[(Candidate, Preemptibility)],
+    ) -> Option<Vec<(JobId, OperationId)>> {
+        let mut available = free;
+        let mut victims: Vec<&Candidate> = vec![];
+        for (c, class) in candidates {
+            if need.fits_in(&available) {
+                break;
+            }
+            if &c.operation == op_id {
+                continue;
+            }
+            let Some(victim_pool) = self.operations[&c.operation]
+                .slot(tree_name)
+                .map(|s| s.pool.as_str())
+            else {
+                continue;
+            };
+            // Aggressive preemption may also take what regular preemption may.
+            let eligible = match class {
+                Preemptibility::Preemptible => {
+                    self.preemption_allowed(tree_name, victim_pool, false)
+                        || (aggressive && self.preemption_allowed(tree_name, victim_pool, true))
+                }
+                Preemptibility::AggressivelyPreemptible => {
+                    aggressive && self.preemption_allowed(tree_name, victim_pool, true)
+                }
+                Preemptibility::NonPreemptible => false,
+            };
+            if eligible {
+                available += c.resources;
+                victims.push(c);
+            }
+        }
+        if !need.fits_in(&available) {
+            return None;
+        }
+        // Keep only victims still needed, dropping the oldest chosen first.
+        let mut kept: Vec<&Candidate> = victims.clone();
+        for v in victims.iter().rev() {
+            let without: ResourceVector = free
+                + kept
+                    .iter()
+                    .filter(|k| k.job != v.job)
+                    .map(|k| k.resources)
+                    .sum();
+            if need.fits_in(&without) {
+                kept.retain(|k| k.job != v.job);
+            }
+        }
+        Some(
+            kept.iter()
+                .map(|c| (c.job.clone(), c.operation.clone()))
+                .collect(),
+        )
     }
 
     fn preempt_and_start(
