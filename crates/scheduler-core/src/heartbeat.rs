@@ -24,72 +24,8 @@ impl SchedulerCore {
     ) -> HeartbeatReply {
         self.observe(now);
         let period = self.config.heartbeat_period_ms;
-        // Tags and hostname are checked when they are new to the scheduler, not on every
-        // heartbeat that repeats them.
-        let seen_before = self.nodes.get(&req.node_id).is_some_and(|n| {
-            n.hostname == req.hostname && n.tags == req.tags && n.system_tags == req.system_tags
-        });
-        if !seen_before {
-            if let Err(e) = req.check() {
-                return HeartbeatReply::rejected(e, period);
-            }
-        }
-        for f in &mut req.finished_jobs {
-            f.bound();
-        }
-        if req.protocol_version != PROTOCOL_VERSION {
-            return HeartbeatReply::rejected(
-                format!(
-                    "protocol version {} is not supported (scheduler speaks {PROTOCOL_VERSION})",
-                    req.protocol_version
-                ),
-                period,
-            );
-        }
-        if let Err(e) = NodeId::parse(req.node_id.as_str()) {
-            return HeartbeatReply::rejected(e.to_string(), period);
-        }
-        for (what, v) in [
-            ("resource_limits", &req.resource_limits),
-            ("resource_usage", &req.resource_usage),
-        ] {
-            if let Err((r, x)) = v.check_within(&ResourceVector::NODE_MAXIMUM) {
-                return HeartbeatReply::rejected(
-                    format!(
-                        "{what}.{r} = {x} is not a finite number between 0 and {}",
-                        ResourceVector::NODE_MAXIMUM.get(r)
-                    ),
-                    period,
-                );
-            }
-        }
-        if let Some(node) = self.nodes.get(&req.node_id) {
-            // A sequence number far ahead of the last one is not a late delivery but a
-            // forgery or a bug; taking it would make every real heartbeat look stale.
-            if node.online
-                && node.incarnation.as_ref() == Some(&req.incarnation_id)
-                && req.seq > node.last_seq.saturating_add(MAX_SEQ_JUMP)
-            {
-                return HeartbeatReply::stale(
-                    format!(
-                        "heartbeat {} is more than {MAX_SEQ_JUMP} ahead of the last one ({}): ignored",
-                        req.seq, node.last_seq
-                    ),
-                    period,
-                );
-            }
-            if req.seq != 0
-                && node.incarnation.as_ref() == Some(&req.incarnation_id)
-                && req.seq <= node.last_seq
-            {
-                return HeartbeatReply::stale(
-                    format!(
-                        "stale heartbeat {} (already have {}): ignored",
-                        req.seq, node.last_seq
-                    ),
-                    period,
-                );
-            }
+        if let Some(refusal) = self.refusal_of(&mut req) {
+            return refusal;
         }
         let node_id = req.node_id.clone();
         self.refresh_node(&req, now);
@@ -107,27 +43,7 @@ impl SchedulerCore {
         jobs_to_abort.extend(limit_aborts);
         // Jobs being killed hold their resources until the node reports them gone.
         dying += freed;
-        let node = &self.nodes[&node_id];
-        let mut ctx = HeartbeatContext::new(
-            node_id.clone(),
-            now,
-            node.resource_limits,
-            self.node_running(&node_id),
-            dying,
-            jobs_to_abort,
-        );
-        // A node that takes no new job (in maintenance, or in no tree) also preempts and
-        // speculates nothing for one.
-        if self.nodes[&node_id].is_schedulable() {
-            self.fill_node(&mut ctx);
-            if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
-                ctx.start(start);
-                for a in aborts {
-                    ctx.abort(a);
-                }
-            }
-            self.speculative_stage(&mut ctx);
-        }
+        let ctx = self.schedule_on(&node_id, now, dying, jobs_to_abort);
         let HeartbeatContext {
             starts: jobs_to_start,
             aborts: jobs_to_abort,
@@ -156,6 +72,113 @@ impl SchedulerCore {
             heartbeat_period_ms: period,
             node_heartbeat_timeout_ms: self.node_timeout_ms(node),
         }
+    }
+
+    /// Why this heartbeat is not taken (malformed, another protocol, out of bounds, or
+    /// stale), as the reply that says so; `None` when it is taken. Finished jobs' texts
+    /// are cut to their bounds here.
+    fn refusal_of(&self, req: &mut HeartbeatRequest) -> Option<HeartbeatReply> {
+        let period = self.config.heartbeat_period_ms;
+        // Tags and hostname are checked when they are new to the scheduler, not on every
+        // heartbeat that repeats them.
+        let seen_before = self.nodes.get(&req.node_id).is_some_and(|n| {
+            n.hostname == req.hostname && n.tags == req.tags && n.system_tags == req.system_tags
+        });
+        if !seen_before {
+            if let Err(e) = req.check() {
+                return Some(HeartbeatReply::rejected(e, period));
+            }
+        }
+        for f in &mut req.finished_jobs {
+            f.bound();
+        }
+        if req.protocol_version != PROTOCOL_VERSION {
+            return Some(HeartbeatReply::rejected(
+                format!(
+                    "protocol version {} is not supported (scheduler speaks {PROTOCOL_VERSION})",
+                    req.protocol_version
+                ),
+                period,
+            ));
+        }
+        if let Err(e) = NodeId::parse(req.node_id.as_str()) {
+            return Some(HeartbeatReply::rejected(e.to_string(), period));
+        }
+        for (what, v) in [
+            ("resource_limits", &req.resource_limits),
+            ("resource_usage", &req.resource_usage),
+        ] {
+            if let Err((r, x)) = v.check_within(&ResourceVector::NODE_MAXIMUM) {
+                return Some(HeartbeatReply::rejected(
+                    format!(
+                        "{what}.{r} = {x} is not a finite number between 0 and {}",
+                        ResourceVector::NODE_MAXIMUM.get(r)
+                    ),
+                    period,
+                ));
+            }
+        }
+        if let Some(node) = self.nodes.get(&req.node_id) {
+            // A sequence number far ahead of the last one is not a late delivery but a
+            // forgery or a bug; taking it would make every real heartbeat look stale.
+            if node.online
+                && node.incarnation.as_ref() == Some(&req.incarnation_id)
+                && req.seq > node.last_seq.saturating_add(MAX_SEQ_JUMP)
+            {
+                return Some(HeartbeatReply::stale(
+                    format!(
+                        "heartbeat {} is more than {MAX_SEQ_JUMP} ahead of the last one ({}): ignored",
+                        req.seq, node.last_seq
+                    ),
+                    period,
+                ));
+            }
+            if req.seq != 0
+                && node.incarnation.as_ref() == Some(&req.incarnation_id)
+                && req.seq <= node.last_seq
+            {
+                return Some(HeartbeatReply::stale(
+                    format!(
+                        "stale heartbeat {} (already have {}): ignored",
+                        req.seq, node.last_seq
+                    ),
+                    period,
+                ));
+            }
+        }
+        None
+    }
+
+    /// The node's scheduling stages for this heartbeat: fill it, then preempt for a
+    /// starving operation, then speculate. A node that takes no new job (in
+    /// maintenance, or in no tree) also preempts and speculates nothing for one.
+    fn schedule_on(
+        &mut self,
+        node_id: &NodeId,
+        now: UnixMillis,
+        dying: ResourceVector,
+        jobs_to_abort: Vec<JobAbort>,
+    ) -> HeartbeatContext {
+        let node = &self.nodes[node_id];
+        let mut ctx = HeartbeatContext::new(
+            node_id.clone(),
+            now,
+            node.resource_limits,
+            self.node_running(node_id),
+            dying,
+            jobs_to_abort,
+        );
+        if self.nodes[node_id].is_schedulable() {
+            self.fill_node(&mut ctx);
+            if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
+                ctx.start(start);
+                for a in aborts {
+                    ctx.abort(a);
+                }
+            }
+            self.speculative_stage(&mut ctx);
+        }
+        ctx
     }
 
     /// Records what the node reported; a node seen for the first time, back online, or
