@@ -218,123 +218,139 @@ impl TreeFacts {
 
     /// The tree's orchid.
     pub fn orchid(&self) -> Value {
-        let tree = &self.tree;
         let shares = &*self.shares;
-        let counts = &self.counts;
         let mut pools = Map::new();
         let mut operations = Map::new();
         for e in &shares.elements {
             match &e.kind {
                 ElementKind::Pool { name, mode } => {
-                    let mut m = common_fields(e, shares);
-                    let sat = e
-                        .children
-                        .iter()
-                        .map(|&c| element_satisfaction(&shares.elements[c]))
-                        .fold(f64::INFINITY, f64::min);
-                    m.insert("satisfaction_ratio".into(), json!(finite(sat)));
-                    self.insert_statuses(&mut m, ElementKey::Pool(name.clone()));
-                    m.insert(
-                        "mode".into(),
-                        json!(match mode {
-                            PoolMode::FairShare => "fair_share",
-                            PoolMode::Fifo => "fifo",
-                        }),
+                    pools.insert(
+                        name.clone(),
+                        Value::Object(self.pool_orchid(e, name, *mode)),
                     );
-                    let pool = tree.pools.get(name);
-                    m.insert(
-                        "parent".into(),
-                        match e.parent {
-                            Some(p) => json!(shares.elements[p].name()),
-                            None => Value::Null,
-                        },
-                    );
-                    m.insert(
-                        "is_ephemeral".into(),
-                        json!(pool.is_some_and(|p| p.ephemeral_user.is_some())),
-                    );
-                    let c: PoolCounts = counts.get(name).copied().unwrap_or_default();
-                    m.insert("operation_count".into(), json!(c.total));
-                    m.insert("running_operation_count".into(), json!(c.running));
-                    m.insert(
-                        "lightweight_running_operation_count".into(),
-                        json!(c.lightweight_running),
-                    );
-                    m.insert(
-                        "max_operation_count".into(),
-                        json!(tree.max_operation_count(name)),
-                    );
-                    m.insert(
-                        "max_running_operation_count".into(),
-                        json!(tree.max_running_operation_count(name)),
-                    );
-                    m.insert(
-                        "strong_guarantee_share".into(),
-                        share_vector(&e.strong_guarantee_share),
-                    );
-                    m.insert(
-                        "effective_strong_guarantee_resources".into(),
-                        resource_vector(&e.effective_strong_guarantee),
-                    );
-                    m.insert("total_burst_ratio".into(), json!(e.total_burst_ratio));
-                    m.insert(
-                        "total_resource_flow_ratio".into(),
-                        json!(e.total_resource_flow_ratio),
-                    );
-                    if let Some(ig) = &e.integral {
-                        insert_integral(&mut m, tree, ig, shares);
-                    }
-                    if let Some(p) = pool {
-                        if let Some(l) = &p.config.resource_limits {
-                            m.insert("resource_limits".into(), json!(l));
-                        }
-                        if let Some(g) = &p.config.strong_guarantee_resources {
-                            m.insert("strong_guarantee_resources".into(), json!(g));
-                        }
-                    }
-                    pools.insert(name.clone(), Value::Object(m));
                 }
                 ElementKind::Operation { id } => {
-                    let Some(op) = self.ops.get(id) else {
-                        continue;
-                    };
-                    let mut m = common_fields(e, shares);
-                    m.insert(
-                        "satisfaction_ratio".into(),
-                        json!(finite(element_satisfaction(e))),
-                    );
-                    self.insert_statuses(&mut m, ElementKey::Operation(id.clone()));
-                    m.insert("state".into(), json!(op.state.name()));
-                    m.insert("pool".into(), json!(op.pool));
-                    m.insert("user".into(), json!(op.user));
-                    m.insert("lightweight".into(), json!(op.lightweight));
-                    m.insert("running_job_count".into(), json!(op.running));
-                    m.insert("pending_job_count".into(), json!(op.pending));
-                    let (preemptible, aggressive) = op.preemptible;
-                    m.insert("preemptible_job_count".into(), json!(preemptible));
-                    m.insert(
-                        "aggressively_preemptible_job_count".into(),
-                        json!(aggressive),
-                    );
-                    if let Some(l) = &op.resource_limits {
-                        m.insert("resource_limits".into(), json!(l));
+                    if let Some(m) = self.operation_orchid(e, id) {
+                        operations.insert(id.to_string(), Value::Object(m));
                     }
-                    if let Some(f) = e.fifo_index {
-                        m.insert("fifo_index".into(), json!(f));
-                    }
-                    operations.insert(id.to_string(), Value::Object(m));
                 }
             }
         }
         self.insert_pending(&shares.total, &mut operations);
         json!({
             "resource_limits": resource_vector(&self.resources),
-            "config": tree.config.to_attributes(),
+            "config": self.tree.config.to_attributes(),
             "node_count": self.node_count,
             "alerts": shares.alerts,
             "pools": pools,
             "operations": operations,
         })
+    }
+
+    /// One pool's entry: its shares, statuses, counts against limits, and guarantees.
+    fn pool_orchid(&self, e: &Element, name: &str, mode: PoolMode) -> Map<String, Value> {
+        let (tree, shares) = (&self.tree, &*self.shares);
+        let mut m = common_fields(e, shares);
+        let sat = e
+            .children
+            .iter()
+            .map(|&c| element_satisfaction(&shares.elements[c]))
+            .fold(f64::INFINITY, f64::min);
+        m.insert("satisfaction_ratio".into(), json!(finite(sat)));
+        self.insert_statuses(&mut m, ElementKey::Pool(name.to_string()));
+        m.insert(
+            "mode".into(),
+            json!(match mode {
+                PoolMode::FairShare => "fair_share",
+                PoolMode::Fifo => "fifo",
+            }),
+        );
+        let pool = tree.pools.get(name);
+        m.insert(
+            "parent".into(),
+            match e.parent {
+                Some(p) => json!(shares.elements[p].name()),
+                None => Value::Null,
+            },
+        );
+        m.insert(
+            "is_ephemeral".into(),
+            json!(pool.is_some_and(|p| p.ephemeral_user.is_some())),
+        );
+        let c: PoolCounts = self.counts.get(name).copied().unwrap_or_default();
+        m.insert("operation_count".into(), json!(c.total));
+        m.insert("running_operation_count".into(), json!(c.running));
+        m.insert(
+            "lightweight_running_operation_count".into(),
+            json!(c.lightweight_running),
+        );
+        m.insert(
+            "max_operation_count".into(),
+            json!(tree.max_operation_count(name)),
+        );
+        m.insert(
+            "max_running_operation_count".into(),
+            json!(tree.max_running_operation_count(name)),
+        );
+        m.insert(
+            "strong_guarantee_share".into(),
+            share_vector(&e.strong_guarantee_share),
+        );
+        m.insert(
+            "effective_strong_guarantee_resources".into(),
+            resource_vector(&e.effective_strong_guarantee),
+        );
+        m.insert("total_burst_ratio".into(), json!(e.total_burst_ratio));
+        m.insert(
+            "total_resource_flow_ratio".into(),
+            json!(e.total_resource_flow_ratio),
+        );
+        if let Some(ig) = &e.integral {
+            insert_integral(&mut m, tree, ig, shares);
+        }
+        if let Some(p) = pool {
+            if let Some(l) = &p.config.resource_limits {
+                m.insert("resource_limits".into(), json!(l));
+            }
+            if let Some(g) = &p.config.strong_guarantee_resources {
+                m.insert("strong_guarantee_resources".into(), json!(g));
+            }
+        }
+        m
+    }
+
+    /// One running operation's entry (`None` if the facts no longer hold it).
+    fn operation_orchid(
+        &self,
+        e: &Element,
+        id: &ytsched_common::OperationId,
+    ) -> Option<Map<String, Value>> {
+        let op = self.ops.get(id)?;
+        let mut m = common_fields(e, &self.shares);
+        m.insert(
+            "satisfaction_ratio".into(),
+            json!(finite(element_satisfaction(e))),
+        );
+        self.insert_statuses(&mut m, ElementKey::Operation(id.clone()));
+        m.insert("state".into(), json!(op.state.name()));
+        m.insert("pool".into(), json!(op.pool));
+        m.insert("user".into(), json!(op.user));
+        m.insert("lightweight".into(), json!(op.lightweight));
+        m.insert("running_job_count".into(), json!(op.running));
+        m.insert("pending_job_count".into(), json!(op.pending));
+        let (preemptible, aggressive) = op.preemptible;
+        m.insert("preemptible_job_count".into(), json!(preemptible));
+        m.insert(
+            "aggressively_preemptible_job_count".into(),
+            json!(aggressive),
+        );
+        if let Some(l) = &op.resource_limits {
+            m.insert("resource_limits".into(), json!(l));
+        }
+        if let Some(f) = e.fifo_index {
+            m.insert("fifo_index".into(), json!(f));
+        }
+        Some(m)
     }
 
     /// Pending operations (SPEC 5.4, 6.2): listed with their pool and demand; they have
