@@ -12,6 +12,17 @@ use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::AbortReason;
 use ytsched_common::{JobId, NodeId, OperationId};
 
+/// A job on the node being checked: its age, id, operation and resources.
+type NodeJob = (JobAge, JobId, OperationId, ResourceVector);
+
+/// What one check took back from a node.
+#[derive(Default)]
+struct Taken {
+    aborts: Vec<JobAbort>,
+    freed: ResourceVector,
+    jobs: HashSet<JobId>,
+}
+
 impl SchedulerCore {
     /// Aborts what must go from this node now; returns the aborts and what they held.
     pub(crate) fn enforce_limits(
@@ -19,17 +30,21 @@ impl SchedulerCore {
         node_id: &NodeId,
         now: UnixMillis,
     ) -> (Vec<JobAbort>, ResourceVector) {
-        let mut aborts = Vec::new();
-        let mut freed = ResourceVector::ZERO;
+        let mut taken = Taken::default();
         let Some(node) = self.nodes.get(node_id) else {
-            return (aborts, freed);
+            return (taken.aborts, taken.freed);
         };
         let Some(tree_name) = self.node_tree(node).map(String::from) else {
-            return (aborts, freed);
+            return (taken.aborts, taken.freed);
         };
-        let node_limits = node.resource_limits;
-        // Newest first.
-        let mut jobs: Vec<(JobAge, JobId, OperationId, ResourceVector)> = self
+        let jobs = self.jobs_newest_first(node_id);
+        self.take_back_overcommit(node_id, &jobs, now, &mut taken);
+        self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);
+        (taken.aborts, taken.freed)
+    }
+
+    fn jobs_newest_first(&self, node_id: &NodeId) -> Vec<NodeJob> {
+        let mut jobs: Vec<NodeJob> = self
             .jobs
             .on(node_id)
             .filter_map(|j| {
@@ -45,9 +60,22 @@ impl SchedulerCore {
             })
             .collect();
         jobs.sort_by_key(|j| std::cmp::Reverse(j.0));
+        jobs
+    }
+
+    /// The node's limits were lowered below what its jobs use: newest go first.
+    fn take_back_overcommit(
+        &mut self,
+        node_id: &NodeId,
+        jobs: &[NodeJob],
+        now: UnixMillis,
+        taken: &mut Taken,
+    ) {
+        let Some(node_limits) = self.nodes.get(node_id).map(|n| n.resource_limits) else {
+            return;
+        };
         let mut used: ResourceVector = jobs.iter().map(|j| j.3).sum();
-        let mut taken = HashSet::new();
-        for (_, job, owner, res) in &jobs {
+        for (_, job, owner, res) in jobs {
             if used.fits_in(&node_limits) {
                 break;
             }
@@ -60,33 +88,45 @@ impl SchedulerCore {
                 &message,
                 now,
             );
-            aborts.push(JobAbort {
+            taken.aborts.push(JobAbort {
                 job_id: job.clone(),
                 reason: AbortReason::ResourceOvercommit,
                 message,
             });
             used -= *res;
-            freed += *res;
-            taken.insert(job.clone());
+            taken.freed += *res;
+            taken.jobs.insert(job.clone());
         }
+    }
+
+    /// An operation or pool whose `resource_limits` were lowered below its usage: its
+    /// newest jobs on this node go until it fits.
+    fn take_back_over_limits(
+        &mut self,
+        node_id: &NodeId,
+        tree_name: &str,
+        jobs: &[NodeJob],
+        now: UnixMillis,
+        taken: &mut Taken,
+    ) {
         // Placement never goes over a limit, so only a limit lowered since can be
         // exceeded; the fair share update says whether any is (and runs first if due).
-        self.update_if_stale(&tree_name, now);
+        self.update_if_stale(tree_name, now);
         let over_limit = self
-            .tree_state(&tree_name)
+            .tree_state(tree_name)
             .and_then(|t| t.snapshot.as_ref())
             .is_some_and(|s| s.over_limit);
         if !over_limit {
-            return (aborts, freed);
+            return;
         }
         self.refresh_live();
-        let Some(shares) = self.tree_shares(&tree_name) else {
-            return (aborts, freed);
+        let Some(shares) = self.tree_shares(tree_name) else {
+            return;
         };
-        let limits = self.element_limits(&tree_name, &shares);
-        let mut usage = self.live_usage(&tree_name, &shares).into_owned();
-        for (_, job, owner, res) in &jobs {
-            if taken.contains(job) {
+        let limits = self.element_limits(tree_name, &shares);
+        let mut usage = self.live_usage(tree_name, &shares).into_owned();
+        for (_, job, owner, res) in jobs {
+            if taken.jobs.contains(job) {
                 continue;
             }
             let Some(&leaf) = shares.operation_index.get(owner) else {
@@ -116,14 +156,13 @@ impl SchedulerCore {
             for &i in &path {
                 usage[i] -= *res;
             }
-            aborts.push(JobAbort {
+            taken.aborts.push(JobAbort {
                 job_id: job.clone(),
                 reason: AbortReason::ResourceLimitsViolation,
                 message,
             });
-            freed += *res;
+            taken.freed += *res;
         }
-        (aborts, freed)
     }
 
     /// Absolute `resource_limits` of every element of an update (`None` where unset):
