@@ -187,18 +187,7 @@ impl SchedulerCore {
             .as_ref()
             .map_or(pool.as_str(), |np| np.parent.as_str());
         if let Some(c) = caller {
-            let creating = new_pool.is_some();
-            if let Some(e) = ephemeral_pool_refusal(tree, tree_name, &pool, creating, c) {
-                return Err(e);
-            }
-            let own_ephemeral = new_pool.as_ref().is_some_and(|np| np.name == user);
-            if !own_ephemeral && !pool_allows(tree, first_existing, c, Permission::Use) {
-                return Err(refusal(
-                    c,
-                    Permission::Use,
-                    &format!("pool '{first_existing}' of pool tree '{tree_name}'"),
-                ));
-            }
+            check_pool_use(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
         }
         let chain: Vec<String> = new_pool
             .iter()
@@ -206,20 +195,13 @@ impl SchedulerCore {
             .chain(tree.ancestry(first_existing).into_iter().map(String::from))
             .chain([ROOT_POOL.to_string()])
             .collect();
-        let limit_of = |p: &str, running: bool| -> u32 {
-            let (total, run) = match &new_pool {
-                Some(np) if np.name == p => tree.count_limits_of(&np.config),
-                _ => tree.count_limits(p),
-            };
-            if running {
-                run
-            } else {
-                total
-            }
+        let limit_of = |p: &str| match &new_pool {
+            Some(np) if np.name == p => tree.count_limits_of(&np.config),
+            _ => tree.count_limits(p),
         };
         for p in &chain {
             let c = counts.get(p).copied().unwrap_or_default();
-            let max = limit_of(p, false);
+            let (max, _) = limit_of(p);
             if c.total >= max {
                 let what = if p == ROOT_POOL {
                     format!("pool tree '{tree_name}'")
@@ -243,7 +225,7 @@ impl SchedulerCore {
         let blocked = !lightweight
             && chain
                 .iter()
-                .any(|p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p, true));
+                .any(|p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p).1);
         let limits = options
             .and_then(|o| o.resource_limits.as_ref())
             .or(spec.resource_limits.as_ref());
@@ -470,6 +452,32 @@ impl SchedulerCore {
 /// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing
 /// pool, its `<pool>$<user>` subpool, or a new ephemeral pool under `default_parent_pool`.
 /// Returns the pool name and the pool to create, if any.
+/// Whether `caller` may run an operation in `pool` (or create it, when it is an
+/// ephemeral pool still to be made): the `use` permission on the nearest existing pool,
+/// except in the caller's own ephemeral pool.
+fn check_pool_use(
+    tree: &PoolTree,
+    tree_name: &str,
+    pool: &str,
+    new_pool: Option<&NewPool>,
+    user: &str,
+    caller: &Caller,
+) -> Result<(), ApiError> {
+    if let Some(e) = ephemeral_pool_refusal(tree, tree_name, pool, new_pool.is_some(), caller) {
+        return Err(e);
+    }
+    let first_existing = new_pool.map_or(pool, |np| np.parent.as_str());
+    let own_ephemeral = new_pool.is_some_and(|np| np.name == user);
+    if !own_ephemeral && !pool_allows(tree, first_existing, caller, Permission::Use) {
+        return Err(refusal(
+            caller,
+            Permission::Use,
+            &format!("pool '{first_existing}' of pool tree '{tree_name}'"),
+        ));
+    }
+    Ok(())
+}
+
 fn resolve_pool(
     tree: &PoolTree,
     tree_name: &str,
