@@ -484,30 +484,6 @@ fn resolve_pool(
     requested: &str,
     user: &str,
 ) -> Result<(String, Option<NewPool>), ApiError> {
-    let ephemeral_quota = |tree: &PoolTree| -> Result<(), ApiError> {
-        let held = tree.ephemeral_pools_of(user);
-        let max = tree.config.max_ephemeral_pool_per_user;
-        if held as u32 >= max {
-            return Err(ApiError::limit_reached(format!(
-                "user '{user}' already holds {held} ephemeral pool(s) in pool tree '{tree_name}', max_ephemeral_pool_per_user is {max}"
-            )));
-        }
-        Ok(())
-    };
-    let from_template = |parent: &str| -> PoolConfig {
-        let template = tree
-            .pools
-            .get(parent)
-            .and_then(|p| p.config.ephemeral_subpool_config.clone())
-            .unwrap_or_default();
-        PoolConfig {
-            mode: template.mode,
-            max_running_operation_count: template.max_running_operation_count,
-            max_operation_count: template.max_operation_count,
-            resource_limits: template.resource_limits,
-            ..Default::default()
-        }
-    };
     if requested == ROOT_POOL {
         if tree.config.forbid_immediate_operations_in_root {
             return Err(ApiError::new(format!(
@@ -525,16 +501,8 @@ fn resolve_pool(
             if tree.pools.contains_key(&name) {
                 return Ok((name, None));
             }
-            ephemeral_quota(tree)?;
-            let config = from_template(requested);
-            Ok((
-                name.clone(),
-                Some(NewPool {
-                    name,
-                    parent: requested.to_string(),
-                    config,
-                }),
-            ))
+            let new = ephemeral_pool(tree, tree_name, &name, requested, user)?;
+            Ok((name, Some(new)))
         }
         Some(pool) => {
             if pool.config.forbid_immediate_operations == Some(true) {
@@ -546,17 +514,43 @@ fn resolve_pool(
         }
         None => {
             validate_pool_name(requested).map_err(|m| ApiError::new(format!("pool: {m}")))?;
-            let parent = tree.config.default_parent_pool.clone();
-            ephemeral_quota(tree)?;
-            let config = from_template(&parent);
-            Ok((
-                requested.to_string(),
-                Some(NewPool {
-                    name: requested.to_string(),
-                    parent,
-                    config,
-                }),
-            ))
+            let parent = &tree.config.default_parent_pool;
+            let new = ephemeral_pool(tree, tree_name, requested, parent, user)?;
+            Ok((requested.to_string(), Some(new)))
         }
     }
+}
+
+/// An ephemeral pool `name` under `parent` for `user`, configured from the parent's
+/// `ephemeral_subpool_config`, if the user's `max_ephemeral_pool_per_user` allows one more.
+fn ephemeral_pool(
+    tree: &PoolTree,
+    tree_name: &str,
+    name: &str,
+    parent: &str,
+    user: &str,
+) -> Result<NewPool, ApiError> {
+    let held = tree.ephemeral_pools_of(user);
+    let max = tree.config.max_ephemeral_pool_per_user;
+    if held as u32 >= max {
+        return Err(ApiError::limit_reached(format!(
+            "user '{user}' already holds {held} ephemeral pool(s) in pool tree '{tree_name}', max_ephemeral_pool_per_user is {max}"
+        )));
+    }
+    let template = tree
+        .pools
+        .get(parent)
+        .and_then(|p| p.config.ephemeral_subpool_config.clone())
+        .unwrap_or_default();
+    Ok(NewPool {
+        name: name.to_string(),
+        parent: parent.to_string(),
+        config: PoolConfig {
+            mode: template.mode,
+            max_running_operation_count: template.max_running_operation_count,
+            max_operation_count: template.max_operation_count,
+            resource_limits: template.resource_limits,
+            ..Default::default()
+        },
+    })
 }
