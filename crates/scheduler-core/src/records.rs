@@ -191,65 +191,9 @@ impl SchedulerCore {
             by_op.entry(r.operation).or_default().push(r.job);
         }
         let mut summary = RevivalSummary::default();
-        for mut record in operations {
-            let id = record.id.clone();
-            let mut jobs = by_op.remove(&id).unwrap_or_default();
-            let mut invalid = None;
-            if let Err(reason) = record.check(&jobs) {
-                // A record that no longer validates (written by an older version, or
-                // damaged) fails its operation; reviving it as it is could panic or
-                // exhaust memory on every restart.
-                let error = format!("failed at revival: its stored record is invalid: {reason}");
-                self.events.push(CoreEvent::OperationFinished {
-                    id: id.clone(),
-                    state: OperationState::Failed,
-                    error: Some(error.clone()),
-                });
-                record.fail_as_invalid(error.clone(), now);
-                jobs.clear();
-                invalid = Some(error);
-            }
-            let mut op = Operation::restore(record, jobs);
-            let mut changed = false;
-            if let Some(error) = invalid {
-                op.record(now, error);
-                changed = true;
-            }
-            summary.operations += 1;
-            self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
-            for (job_id, job) in &op.jobs {
-                self.jobs.owned(job_id, &id);
-                if job.state == JobState::Running {
-                    summary.running_jobs += 1;
-                    self.nodes
-                        .entry(job.node.clone())
-                        .or_insert_with(|| Node::new(job.node.clone(), None));
-                    self.jobs.started(job_id, &id, &job.node);
-                }
-            }
-            if !op.state.is_finished() {
-                summary.unfinished += 1;
-                let running = op.running_job_ids().count();
-                op.record(
-                    now,
-                    format!(
-                        "revived by a restarted scheduler; {running} running job(s) to re-learn from their nodes"
-                    ),
-                );
-                changed = true;
-                if op.uses_speculation() {
-                    self.speculating.insert(id.clone());
-                }
-            }
-            let finished = op.state.is_finished();
-            if let Some(token) = &op.idempotency_token {
-                self.idempotency
-                    .insert((op.user.clone(), token.clone()), id.clone());
-            }
-            self.operations.insert(op, changed);
-            if finished {
-                self.note_finished(&id);
-            }
+        for record in operations {
+            let jobs = by_op.remove(&record.id).unwrap_or_default();
+            self.revive_operation(record, jobs, now, &mut summary);
         }
         // A crash between a job's last result and its operation's end leaves an
         // operation with every job done: it ends now.
@@ -265,6 +209,74 @@ impl SchedulerCore {
         self.revival_deadline = Some(now + revival_window_ms);
         self.mark_all_stale();
         summary
+    }
+
+    /// One stored operation back in memory: failed if its record no longer validates,
+    /// its running jobs waiting for their nodes, its history noting the revival.
+    fn revive_operation(
+        &mut self,
+        mut record: OperationRecord,
+        mut jobs: Vec<Job>,
+        now: UnixMillis,
+        summary: &mut RevivalSummary,
+    ) {
+        let id = record.id.clone();
+        let mut invalid = None;
+        if let Err(reason) = record.check(&jobs) {
+            // A record that no longer validates (written by an older version, or
+            // damaged) fails its operation; reviving it as it is could panic or
+            // exhaust memory on every restart.
+            let error = format!("failed at revival: its stored record is invalid: {reason}");
+            self.events.push(CoreEvent::OperationFinished {
+                id: id.clone(),
+                state: OperationState::Failed,
+                error: Some(error.clone()),
+            });
+            record.fail_as_invalid(error.clone(), now);
+            jobs.clear();
+            invalid = Some(error);
+        }
+        let mut op = Operation::restore(record, jobs);
+        let mut changed = false;
+        if let Some(error) = invalid {
+            op.record(now, error);
+            changed = true;
+        }
+        summary.operations += 1;
+        self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
+        for (job_id, job) in &op.jobs {
+            self.jobs.owned(job_id, &id);
+            if job.state == JobState::Running {
+                summary.running_jobs += 1;
+                self.nodes
+                    .entry(job.node.clone())
+                    .or_insert_with(|| Node::new(job.node.clone(), None));
+                self.jobs.started(job_id, &id, &job.node);
+            }
+        }
+        if !op.state.is_finished() {
+            summary.unfinished += 1;
+            let running = op.running_job_ids().count();
+            op.record(
+                now,
+                format!(
+                    "revived by a restarted scheduler; {running} running job(s) to re-learn from their nodes"
+                ),
+            );
+            changed = true;
+            if op.uses_speculation() {
+                self.speculating.insert(id.clone());
+            }
+        }
+        let finished = op.state.is_finished();
+        if let Some(token) = &op.idempotency_token {
+            self.idempotency
+                .insert((op.user.clone(), token.clone()), id.clone());
+        }
+        self.operations.insert(op, changed);
+        if finished {
+            self.note_finished(&id);
+        }
     }
 
     /// An operation whose record the store could not decode: it answers as failed.
