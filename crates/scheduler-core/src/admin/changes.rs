@@ -136,27 +136,7 @@ impl SchedulerCore {
                 attribute,
                 sub,
             } => {
-                let n = self
-                    .nodes
-                    .values()
-                    .find(|n| n.id.as_str() == node)
-                    .ok_or_else(|| {
-                        here(ConfigError::not_found(format!("no such node: '{node}'")))
-                    })?;
-                let attrs = json!({
-                    "tags": n.all_tags,
-                    "system_tags": n.system_tags,
-                    "configured_tags": n.tags,
-                    "user_tags": self.cluster.user_tags(&n.id),
-                    "resource_limits": n.resource_limits,
-                    "resource_usage": n.reported_usage,
-                    "state": n.state_name(),
-                    "pool_tree": n.registered_tree(),
-                    "registration_error": n.registration_error(),
-                    "banned": n.maintenance.banned,
-                    "decommissioned": n.maintenance.decommissioned,
-                    "disable_scheduler_jobs": n.maintenance.disable_scheduler_jobs,
-                });
+                let attrs = self.node_attributes(&node).map_err(here)?;
                 match attribute {
                     None if sub.is_empty() => Ok(json!({})),
                     None => Err(here(ConfigError::invalid("nothing may follow '@'"))),

@@ -83,4 +83,27 @@ impl SchedulerCore {
             Err(ConfigError::not_found(format!("no such node: '{node}'")))
         }
     }
+
+    /// A node's attributes as `//sys/cluster_nodes/NODE/@` shows them.
+    pub(crate) fn node_attributes(&self, node: &str) -> Result<Value, ConfigError> {
+        let n = self
+            .nodes
+            .values()
+            .find(|n| n.id.as_str() == node)
+            .ok_or_else(|| ConfigError::not_found(format!("no such node: '{node}'")))?;
+        Ok(serde_json::json!({
+            "tags": n.all_tags,
+            "system_tags": n.system_tags,
+            "configured_tags": n.tags,
+            "user_tags": self.cluster.user_tags(&n.id),
+            "resource_limits": n.resource_limits,
+            "resource_usage": n.reported_usage,
+            "state": n.state_name(),
+            "pool_tree": n.registered_tree(),
+            "registration_error": n.registration_error(),
+            "banned": n.maintenance.banned,
+            "decommissioned": n.maintenance.decommissioned,
+            "disable_scheduler_jobs": n.maintenance.disable_scheduler_jobs,
+        }))
+    }
 }
