@@ -34,22 +34,7 @@ pub(super) fn dispatch(
     let now = unix_now();
     match method {
         api::StartOperation::METHOD => respond::<api::StartOperation>(payload, |req| {
-            let spec_limit = max_record.saturating_sub(OPERATION_RECORD_OVERHEAD);
-            if payload.len() > spec_limit {
-                return Err(ApiError::limit_reached(format!(
-                    "spec: {} bytes is more than the limit of {spec_limit} (the store's record limit less room for the operation's state)",
-                    payload.len()
-                )));
-            }
-            // The id is always the scheduler's: no request can name an existing,
-            // archived, retired or damaged record.
-            core.start_operation_as(
-                OperationId::random(),
-                caller,
-                req.body.spec,
-                req.body.idempotency_token,
-                now,
-            )
+            start_operation(core, caller, req.body, payload.len(), max_record, now)
         }),
         // Metadata is everyone's; environment values and stdin only their owners'.
         api::GetOperation::METHOD => respond::<api::GetOperation>(payload, |req| {
@@ -67,48 +52,7 @@ pub(super) fn dispatch(
             )
         }),
         api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
-            let mut body = req.body;
-            let limit = crate::core::page_limit(body.limit)?;
-            let page = match archive_cursor(&body.cursor)? {
-                // Past every operation in memory: only the archive has more.
-                Some(before) => {
-                    *then = Some(Continuation::ListArchive {
-                        page: api::OperationPage::default(),
-                        filter: body.filter,
-                        before,
-                        room: limit,
-                    });
-                    return Ok(api::OperationPage::default());
-                }
-                None => fitting_page(body.limit, |limit| {
-                    body.limit = limit;
-                    let mut page = core.list_operations_page(&body)?;
-                    page.operations = page
-                        .operations
-                        .into_iter()
-                        .map(|info| visible_to(core, caller, info))
-                        .collect();
-                    Ok(page)
-                })?,
-            };
-            let room = limit.saturating_sub(page.operations.len());
-            match (&page.next_cursor, room) {
-                (Some(_), _) => Ok(page),
-                // Memory filled the page exactly: the next one starts in the archive.
-                (None, 0) => Ok(api::OperationPage {
-                    next_cursor: Some("a".into()),
-                    ..page
-                }),
-                (None, room) => {
-                    *then = Some(Continuation::ListArchive {
-                        page,
-                        filter: body.filter,
-                        before: None,
-                        room,
-                    });
-                    Ok(api::OperationPage::default())
-                }
-            }
+            list_operations(core, caller, req.body, then)
         }),
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;
@@ -135,6 +79,98 @@ pub(super) fn dispatch(
             Ok(String::new())
         }),
         api::ListNodes::METHOD => respond::<api::ListNodes>(payload, |_| Ok(core.list_nodes())),
+        _ => dispatch_admin(core, caller, method, payload, max_record, now),
+    }
+}
+
+/// `start_operation`: the spec is bounded by what one stored record may hold.
+fn start_operation(
+    core: &mut SchedulerCore,
+    caller: &Caller,
+    body: api::StartOperation,
+    payload_len: usize,
+    max_record: usize,
+    now: ytsched_common::protocol::UnixMillis,
+) -> Result<OperationId, ApiError> {
+    let spec_limit = max_record.saturating_sub(OPERATION_RECORD_OVERHEAD);
+    if payload_len > spec_limit {
+        return Err(ApiError::limit_reached(format!(
+            "spec: {payload_len} bytes is more than the limit of {spec_limit} (the store's record limit less room for the operation's state)"
+        )));
+    }
+    // The id is always the scheduler's: no request can name an existing, archived,
+    // retired or damaged record.
+    core.start_operation_as(
+        OperationId::random(),
+        caller,
+        body.spec,
+        body.idempotency_token,
+        now,
+    )
+}
+
+/// `list_operations`: a page from memory, then (past what memory holds) from the
+/// archive, read outside the core lock.
+fn list_operations(
+    core: &SchedulerCore,
+    caller: &Caller,
+    mut body: api::ListOperations,
+    then: &mut Option<Continuation>,
+) -> Result<api::OperationPage, ApiError> {
+    let limit = crate::core::page_limit(body.limit)?;
+    let page = match archive_cursor(&body.cursor)? {
+        // Past every operation in memory: only the archive has more.
+        Some(before) => {
+            *then = Some(Continuation::ListArchive {
+                page: api::OperationPage::default(),
+                filter: body.filter,
+                before,
+                room: limit,
+            });
+            return Ok(api::OperationPage::default());
+        }
+        None => fitting_page(body.limit, |limit| {
+            body.limit = limit;
+            let mut page = core.list_operations_page(&body)?;
+            page.operations = page
+                .operations
+                .into_iter()
+                .map(|info| visible_to(core, caller, info))
+                .collect();
+            Ok(page)
+        })?,
+    };
+    let room = limit.saturating_sub(page.operations.len());
+    match (&page.next_cursor, room) {
+        (Some(_), _) => Ok(page),
+        // Memory filled the page exactly: the next one starts in the archive.
+        (None, 0) => Ok(api::OperationPage {
+            next_cursor: Some("a".into()),
+            ..page
+        }),
+        (None, room) => {
+            *then = Some(Continuation::ListArchive {
+                page,
+                filter: body.filter,
+                before: None,
+                room,
+            });
+            Ok(api::OperationPage::default())
+        }
+    }
+}
+
+/// The administrative calls (Cypress-like paths over the configuration), and the
+/// answer to a method nobody knows.
+fn dispatch_admin(
+    core: &mut SchedulerCore,
+    caller: &Caller,
+    method: &str,
+    payload: &[u8],
+    max_record: usize,
+    now: ytsched_common::protocol::UnixMillis,
+) -> Vec<u8> {
+    match method {
         api::AdminGet::METHOD => respond::<api::AdminGet>(payload, |req| {
             core.admin_get(&req.body.path)
                 .map(|v| v.to_string())
