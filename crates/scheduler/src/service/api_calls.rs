@@ -13,134 +13,155 @@ use ytsched_common::identity::Role;
 use ytsched_common::protocol::PROTOCOL_VERSION;
 use ytsched_common::subjects::Subjects;
 
+/// A request let in: who asked, what, where to answer, and its slot among those in
+/// flight (released when it is answered).
+struct Admitted {
+    caller: ytsched_common::identity::Caller,
+    method: String,
+    reply_to: async_nats::Subject,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
 impl Driver {
     pub(super) async fn serve_api(
         self: Arc<Self>,
         mut sub: impl futures::Stream<Item = async_nats::Message> + Unpin,
     ) {
         while let Some(msg) = sub.next().await {
-            let Some(reply_to) = msg.reply.clone() else {
-                self.refusals.count(Refusal::NoReply, || {
-                    format!("request on {} without a reply subject", msg.subject)
-                });
+            let Some(admitted) = self.admit(&msg).await else {
                 continue;
             };
-            // nats-server let this subject through only for the user it names.
-            let Some((caller, method)) = self.subjects.parse_api(msg.subject.as_str()) else {
-                self.refusals.count(Refusal::MalformedSubject, || {
-                    format!(
-                        "request on '{}', not an API subject",
-                        ytsched_common::quote::quote(
-                            &msg.subject,
-                            ytsched_common::quote::QUOTE_CHARS
-                        )
-                    )
-                });
-                continue;
-            };
-            // Answered only on the caller's own inbox: any other reply subject would
-            // make the scheduler publish there for them.
-            if !Subjects::reply_allowed(Role::User, caller.user.as_str(), &reply_to) {
-                self.refusals.count(Refusal::ForeignReply, || {
-                    format!(
-                        "request of '{}' asks for its answer on '{}', not its own inbox",
-                        caller.user,
-                        ytsched_common::quote::quote(&reply_to, ytsched_common::quote::QUOTE_CHARS)
-                    )
-                });
-                continue;
-            }
-            // Admission: the caller's own rate first, then room among requests in flight.
-            if let Verdict::Limited { answer } = self
-                .rate_limits
-                .check(caller.user.as_str(), std::time::Instant::now())
-            {
-                let limit = self.rate_limits.limit();
-                self.refusals.count(Refusal::RateLimited, || {
-                    format!("user '{}' is over {}/s", caller.user, limit.per_second)
-                });
-                if answer {
-                    self.busy(
-                        reply_to,
-                        format!(
-                            "busy: user '{}' sends more than {} requests per second (burst {}); retry later",
-                            caller.user, limit.per_second, limit.burst
-                        ),
-                    )
-                    .await;
-                }
-                continue;
-            }
-            let Ok(permit) = self.api_slots.clone().try_acquire_owned() else {
-                self.refusals
-                    .count(Refusal::Busy, || "every API slot is taken".to_string());
-                self.busy(
-                    reply_to,
-                    "busy: the scheduler is serving as many requests as it takes at once; retry"
-                        .into(),
-                )
-                .await;
-                continue;
-            };
-            let driver = self.clone();
-            let method = method.to_string();
             // Every line logged while serving it (the core's events among them) says
             // whose request it was and what it asked.
-            let span = tracing::info_span!("api", user = %caller.user, method = %method);
+            let span =
+                tracing::info_span!("api", user = %admitted.caller.user, method = %admitted.method);
             tokio::spawn(tracing::Instrument::instrument(
-                async move {
-                    let _permit = permit;
-                    let max_record = driver.max_record_bytes;
-                    let answered = driver
-                        .with_core(|core| {
-                            (!names_archived_operation(core, &method, &msg.payload)).then(|| {
-                                let mut then = None;
-                                let bytes = dispatch(
-                                    core,
-                                    &caller,
-                                    &method,
-                                    &msg.payload,
-                                    max_record,
-                                    &mut then,
-                                );
-                                (bytes, then)
-                            })
-                        })
-                        .await;
-                    if method == api::StartOperation::METHOD {
-                        driver.share_updates.notify_one();
-                    }
-                    let mut bytes = match answered {
-                        Some((bytes, None)) => bytes,
-                        Some((_, Some(then))) => then.answer(&driver, &caller).await,
-                        None => {
-                            answer_from_archive(&driver.archive, &caller, &method, &msg.payload)
-                                .await
-                        }
-                    };
-                    let max = driver.api_client.server_info().max_payload;
-                    if bytes.len() > max {
-                        // NATS would drop the reply and the caller would only see a timeout.
-                        warn!(
-                            method,
-                            bytes = bytes.len(),
-                            max,
-                            "API reply too large for NATS"
-                        );
-                        bytes = encode(&ApiResponse::<()> {
-                        protocol_version: PROTOCOL_VERSION,
-                        result: Err(ApiError::limit_reached(format!(
-                            "the answer to {method} is {} bytes, more than NATS's max_payload of {max}; ask for less (e.g. one operation with get-operation, or the web page / JSON API of --http)",
-                            bytes.len()
-                        ))),
-                    })
-                    .unwrap_or_default();
-                    }
-                    driver.api_reply(reply_to, bytes).await;
-                },
+                self.clone().serve_one(admitted, msg.payload),
                 span,
             ));
         }
+    }
+
+    /// Lets a request in, or refuses it (counted, and answered "busy" where the caller
+    /// should retry): it needs a reply subject that is the caller's own inbox, an API
+    /// subject, the caller's rate, and a free slot.
+    async fn admit(&self, msg: &async_nats::Message) -> Option<Admitted> {
+        let Some(reply_to) = msg.reply.clone() else {
+            self.refusals.count(Refusal::NoReply, || {
+                format!("request on {} without a reply subject", msg.subject)
+            });
+            return None;
+        };
+        // nats-server let this subject through only for the user it names.
+        let Some((caller, method)) = self.subjects.parse_api(msg.subject.as_str()) else {
+            self.refusals.count(Refusal::MalformedSubject, || {
+                format!(
+                    "request on '{}', not an API subject",
+                    ytsched_common::quote::quote(&msg.subject, ytsched_common::quote::QUOTE_CHARS)
+                )
+            });
+            return None;
+        };
+        // Answered only on the caller's own inbox: any other reply subject would make
+        // the scheduler publish there for them.
+        if !Subjects::reply_allowed(Role::User, caller.user.as_str(), &reply_to) {
+            self.refusals.count(Refusal::ForeignReply, || {
+                format!(
+                    "request of '{}' asks for its answer on '{}', not its own inbox",
+                    caller.user,
+                    ytsched_common::quote::quote(&reply_to, ytsched_common::quote::QUOTE_CHARS)
+                )
+            });
+            return None;
+        }
+        // Admission: the caller's own rate first, then room among requests in flight.
+        if let Verdict::Limited { answer } = self
+            .rate_limits
+            .check(caller.user.as_str(), std::time::Instant::now())
+        {
+            let limit = self.rate_limits.limit();
+            self.refusals.count(Refusal::RateLimited, || {
+                format!("user '{}' is over {}/s", caller.user, limit.per_second)
+            });
+            if answer {
+                self.busy(
+                    reply_to,
+                    format!(
+                        "busy: user '{}' sends more than {} requests per second (burst {}); retry later",
+                        caller.user, limit.per_second, limit.burst
+                    ),
+                )
+                .await;
+            }
+            return None;
+        }
+        let Ok(permit) = self.api_slots.clone().try_acquire_owned() else {
+            self.refusals
+                .count(Refusal::Busy, || "every API slot is taken".to_string());
+            self.busy(
+                reply_to,
+                "busy: the scheduler is serving as many requests as it takes at once; retry".into(),
+            )
+            .await;
+            return None;
+        };
+        Some(Admitted {
+            caller,
+            method: method.to_string(),
+            reply_to,
+            permit,
+        })
+    }
+
+    /// Answers one admitted request: from the core (and what it still needs from the
+    /// store), or from the archive for an operation retired there.
+    async fn serve_one(self: Arc<Self>, admitted: Admitted, payload: bytes::Bytes) {
+        let Admitted {
+            caller,
+            method,
+            reply_to,
+            permit,
+        } = admitted;
+        let _permit = permit;
+        let max_record = self.max_record_bytes;
+        let answered = self
+            .with_core(|core| {
+                (!names_archived_operation(core, &method, &payload)).then(|| {
+                    let mut then = None;
+                    let bytes = dispatch(core, &caller, &method, &payload, max_record, &mut then);
+                    (bytes, then)
+                })
+            })
+            .await;
+        if method == api::StartOperation::METHOD {
+            self.share_updates.notify_one();
+        }
+        let bytes = match answered {
+            Some((bytes, None)) => bytes,
+            Some((_, Some(then))) => then.answer(&self, &caller).await,
+            None => answer_from_archive(&self.archive, &caller, &method, &payload).await,
+        };
+        let max = self.api_client.server_info().max_payload;
+        let bytes = if bytes.len() > max {
+            // NATS would drop the reply and the caller would only see a timeout.
+            warn!(
+                method,
+                bytes = bytes.len(),
+                max,
+                "API reply too large for NATS"
+            );
+            encode(&ApiResponse::<()> {
+                protocol_version: PROTOCOL_VERSION,
+                result: Err(ApiError::limit_reached(format!(
+                    "the answer to {method} is {} bytes, more than NATS's max_payload of {max}; ask for less (e.g. one operation with get-operation, or the web page / JSON API of --http)",
+                    bytes.len()
+                ))),
+            })
+            .unwrap_or_default()
+        } else {
+            bytes
+        };
+        self.api_reply(reply_to, bytes).await;
     }
 }
 
