@@ -224,24 +224,14 @@ pub async fn run(
         started,
     } = revive(&mut config, &leader).await?;
     let Leadership { state, lease, .. } = leader;
-    let prefix = &config.subject_prefix;
 
-    // Callers are heard and answered on the bus identity's connection, which cannot
-    // publish into the store whatever reply subject a caller names.
-    let bus = connect_as(&config, "ytsched-scheduler bus", &config.bus_auth).await?;
-    // API callers on a connection of their own: their traffic never queues in front of
-    // a heartbeat.
-    let api_bus = connect_as(&config, "ytsched-scheduler api", &config.bus_auth).await?;
-    let subjects = Subjects::new(prefix);
-    let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
-    let [user_api, admin_api] = subjects.api_wildcards();
-    let api_calls = futures::stream::select(
-        api_bus.subscribe(user_api).await?,
-        api_bus.subscribe(admin_api).await?,
-    );
-    bus.flush().await?;
-    api_bus.flush().await?;
-    info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
+    let Listening {
+        bus,
+        api_bus,
+        subjects,
+        heartbeats,
+        api_calls,
+    } = listen(&config).await?;
     // Shared, not cloned, by every task: a clone of its stores and archive cost more
     // than a whole heartbeat in the core.
     let refusals = Arc::new(Refusals::default());
@@ -300,6 +290,41 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// The service's two connections, subscribed.
+struct Listening {
+    bus: async_nats::Client,
+    api_bus: async_nats::Client,
+    subjects: Subjects,
+    heartbeats: async_nats::Subscriber,
+    api_calls: futures::stream::Select<async_nats::Subscriber, async_nats::Subscriber>,
+}
+
+/// Subscribes to heartbeats and API calls. Callers are heard and answered on the bus
+/// identity's connection, which cannot publish into the store whatever reply subject a
+/// caller names; API callers on a connection of their own, so their traffic never
+/// queues in front of a heartbeat.
+async fn listen(config: &ServiceConfig) -> anyhow::Result<Listening> {
+    let bus = connect_as(config, "ytsched-scheduler bus", &config.bus_auth).await?;
+    let api_bus = connect_as(config, "ytsched-scheduler api", &config.bus_auth).await?;
+    let subjects = Subjects::new(&config.subject_prefix);
+    let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
+    let [user_api, admin_api] = subjects.api_wildcards();
+    let api_calls = futures::stream::select(
+        api_bus.subscribe(user_api).await?,
+        api_bus.subscribe(admin_api).await?,
+    );
+    bus.flush().await?;
+    api_bus.flush().await?;
+    info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
+    Ok(Listening {
+        bus,
+        api_bus,
+        subjects,
+        heartbeats,
+        api_calls,
+    })
 }
 
 /// Moves a record this version cannot use to `damaged.<key>`, with an alert: an admin can
