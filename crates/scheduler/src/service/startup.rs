@@ -148,6 +148,35 @@ pub(super) struct Revived {
     pub(super) started: std::time::Instant,
 }
 
+/// The stored state, read again every second until it reads (a store still electing
+/// its leader answers errors for a while).
+async fn read_state(state: &async_nats::jetstream::kv::Store) -> store::Snapshot {
+    loop {
+        match store::load(state).await {
+            Ok(s) => return s,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot read the state yet; reading it again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// The `--node-approvals` file into the core; returns when it was last changed, for
+/// the follower that reloads it.
+fn load_approvals(
+    config: &ServiceConfig,
+    core: &mut SchedulerCore,
+) -> anyhow::Result<Option<std::time::SystemTime>> {
+    let Some(path) = &config.node_approvals else {
+        return Ok(None);
+    };
+    let (approvals, seen) = crate::approvals_file::read(path)?;
+    info!(nodes = approvals.nodes.len(), "node approvals loaded");
+    core.set_node_approvals(approvals);
+    Ok(seen)
+}
+
 /// Reads the state (again until it reads), restores the configuration and every
 /// operation and job into a new core, and queues what revival changed.
 pub(super) async fn revive(
@@ -165,25 +194,9 @@ pub(super) async fn revive(
     let (state, epoch) = (state.clone(), *epoch);
     let prefix = &config.subject_prefix;
     let started = std::time::Instant::now();
-    let mut snapshot = loop {
-        match store::load(&state).await {
-            Ok(s) => break s,
-            Err(e) => {
-                warn!(error = %format!("{e:#}"), "cannot read the state yet; reading it again");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    };
+    let mut snapshot = read_state(&state).await;
     let mut core = SchedulerCore::new(config.core.clone());
-    let approvals_seen = match &config.node_approvals {
-        Some(path) => {
-            let (approvals, seen) = crate::approvals_file::read(path)?;
-            info!(nodes = approvals.nodes.len(), "node approvals loaded");
-            core.set_node_approvals(approvals);
-            seen
-        }
-        None => None,
-    };
+    let approvals_seen = load_approvals(config, &mut core)?;
     let stored_config = restore_configuration(
         &mut core,
         &state,
