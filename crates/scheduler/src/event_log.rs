@@ -7,86 +7,120 @@ use ytsched_common::protocol::Registration;
 
 pub fn log_events(events: &[CoreEvent]) {
     for e in events {
+        // Every kind named here, so that a new one cannot go unlogged.
         match e {
-            CoreEvent::NodeRegistered { id, registration } => {
-                info!(node = %id, %registration, "node registered")
-            }
-            CoreEvent::NodeMembership { id, registration } => match registration {
-                Registration::Refused { .. } => {
-                    warn!(node = %id, %registration, "node membership changed")
-                }
-                _ => info!(node = %id, %registration, "node membership changed"),
-            },
-            CoreEvent::RevivalEnded {
-                lost_jobs,
-                silent_nodes,
-            } => info!(
-                lost_jobs,
-                silent_nodes, "revival done: jobs no node reported will run again"
-            ),
-            CoreEvent::NodeMaintenance { id, maintenance } => {
-                info!(node = %id, maintenance = %maintenance.summary(), "node maintenance changed")
-            }
-            CoreEvent::NodeRestarted { id } => {
-                info!(node = %id, "node restarted (new incarnation)")
-            }
-            CoreEvent::NodeOverApproval {
-                id,
-                alert: Some(alert),
-            } => error!(node = %id, "ALERT: {alert}"),
-            CoreEvent::NodeOverApproval { id, alert: None } => {
-                info!(node = %id, "node reports within its approval again")
-            }
-            CoreEvent::NodeOffline { id, lost_jobs } => {
-                warn!(node = %id, lost_jobs, "node is offline: heartbeats stopped")
-            }
-            CoreEvent::OperationStarted {
-                id,
-                user,
-                pool,
-                jobs,
-            } => {
-                info!(operation = %id, user, pool, jobs, "operation started")
-            }
-            CoreEvent::OperationPending { id } => {
-                info!(operation = %id, "operation pending: its pool is at max_running_operation_count")
-            }
-            CoreEvent::OperationRunning { id } => {
-                info!(operation = %id, "pending operation started")
-            }
-            CoreEvent::PoolRemoved { tree, pool } => {
-                info!(
-                    tree,
-                    pool, "ephemeral pool removed: its last operation ended"
-                )
-            }
-            CoreEvent::OperationFinished { id, state, error } => {
-                info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")
-            }
-            CoreEvent::JobStarted {
-                id,
-                operation,
-                node,
-            } => {
-                debug!(job = %id, operation = %operation, node = %node, "job started")
-            }
-            CoreEvent::JobFinished {
-                id,
-                operation,
-                node,
-                state,
-                error,
-            } => {
-                debug!(job = %id, operation = %operation, node = %node, state, error = error.as_deref().unwrap_or(""), "job finished")
-            }
-            CoreEvent::JobAborted {
-                id,
-                operation,
-                node,
-                reason,
-            } => {
-                info!(job = %id, operation = %operation, node = %node, reason = %reason, "job aborted")
-            }
+            CoreEvent::NodeRegistered { .. }
+            | CoreEvent::NodeMembership { .. }
+            | CoreEvent::RevivalEnded { .. }
+            | CoreEvent::NodeMaintenance { .. }
+            | CoreEvent::NodeRestarted { .. }
+            | CoreEvent::NodeOverApproval { .. }
+            | CoreEvent::NodeOffline { .. } => log_node_event(e),
+            CoreEvent::OperationStarted { .. }
+            | CoreEvent::OperationPending { .. }
+            | CoreEvent::OperationRunning { .. }
+            | CoreEvent::PoolRemoved { .. }
+            | CoreEvent::OperationFinished { .. } => log_operation_event(e),
+            CoreEvent::JobStarted { .. }
+            | CoreEvent::JobFinished { .. }
+            | CoreEvent::JobAborted { .. } => log_job_event(e),
         }
+    }
+}
+
+fn log_node_event(e: &CoreEvent) {
+    match e {
+        CoreEvent::NodeRegistered { id, registration } => {
+            info!(node = %id, %registration, "node registered")
+        }
+        CoreEvent::NodeMembership { id, registration } => match registration {
+            Registration::Refused { .. } => {
+                warn!(node = %id, %registration, "node membership changed")
+            }
+            _ => info!(node = %id, %registration, "node membership changed"),
+        },
+        CoreEvent::RevivalEnded {
+            lost_jobs,
+            silent_nodes,
+        } => info!(
+            lost_jobs,
+            silent_nodes, "revival done: jobs no node reported will run again"
+        ),
+        CoreEvent::NodeMaintenance { id, maintenance } => {
+            info!(node = %id, maintenance = %maintenance.summary(), "node maintenance changed")
+        }
+        CoreEvent::NodeRestarted { id } => {
+            info!(node = %id, "node restarted (new incarnation)")
+        }
+        CoreEvent::NodeOverApproval {
+            id,
+            alert: Some(alert),
+        } => error!(node = %id, "ALERT: {alert}"),
+        CoreEvent::NodeOverApproval { id, alert: None } => {
+            info!(node = %id, "node reports within its approval again")
+        }
+        CoreEvent::NodeOffline { id, lost_jobs } => {
+            warn!(node = %id, lost_jobs, "node is offline: heartbeats stopped")
+        }
+        _ => {}
+    }
+}
+
+fn log_operation_event(e: &CoreEvent) {
+    match e {
+        CoreEvent::OperationStarted {
+            id,
+            user,
+            pool,
+            jobs,
+        } => {
+            info!(operation = %id, user, pool, jobs, "operation started")
+        }
+        CoreEvent::OperationPending { id } => {
+            info!(operation = %id, "operation pending: its pool is at max_running_operation_count")
+        }
+        CoreEvent::OperationRunning { id } => {
+            info!(operation = %id, "pending operation started")
+        }
+        CoreEvent::PoolRemoved { tree, pool } => {
+            info!(
+                tree,
+                pool, "ephemeral pool removed: its last operation ended"
+            )
+        }
+        CoreEvent::OperationFinished { id, state, error } => {
+            info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")
+        }
+        _ => {}
+    }
+}
+
+fn log_job_event(e: &CoreEvent) {
+    match e {
+        CoreEvent::JobStarted {
+            id,
+            operation,
+            node,
+        } => {
+            debug!(job = %id, operation = %operation, node = %node, "job started")
+        }
+        CoreEvent::JobFinished {
+            id,
+            operation,
+            node,
+            state,
+            error,
+        } => {
+            debug!(job = %id, operation = %operation, node = %node, state, error = error.as_deref().unwrap_or(""), "job finished")
+        }
+        CoreEvent::JobAborted {
+            id,
+            operation,
+            node,
+            reason,
+        } => {
+            info!(job = %id, operation = %operation, node = %node, reason = %reason, "job aborted")
+        }
+        _ => {}
     }
 }
