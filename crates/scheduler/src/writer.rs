@@ -203,20 +203,23 @@ async fn still_ours(store: &kv::Store, known: Option<u64>, holder: &Bytes) -> an
 
 const MAX_BATCHES: usize = 512;
 
+/// Keys with their value and whether it is the key's last write before its purge.
+type Pending = Vec<(String, (Bytes, bool))>;
+
+/// The writer task: takes batches as they come (up to `MAX_BATCHES` at once), writes
+/// the last value of each key phase by phase behind the epoch, and answers each batch
+/// once it is stored. Stops for good when another scheduler wrote the epoch (fenced).
 async fn run(
     store: kv::Store,
     mut rx: mpsc::UnboundedReceiver<Batch>,
     max_value_bytes: usize,
-    mut revisions: Revisions,
+    revisions: Revisions,
     fenced: watch::Sender<Option<String>>,
 ) {
-    let mut failing = false;
-    let fence = |reason: String| {
-        error!(
-            reason,
-            "ALERT: another scheduler wrote the state; this one is deposed and stops writing"
-        );
-        let _ = fenced.send(Some(reason));
+    let mut w = RoundWriter {
+        store,
+        revisions,
+        failing: false,
     };
     while let Some(first) = rx.recv().await {
         let mut batches = vec![first];
@@ -226,95 +229,132 @@ async fn run(
                 Err(_) => break,
             }
         }
-        // The last value of each key wins; keys are grouped by phase.
-        let mut latest: BTreeMap<(u8, String), (Bytes, bool)> = BTreeMap::new();
-        for b in &mut batches {
-            for w in b.writes.drain(..) {
-                if w.value.len() > max_value_bytes {
-                    error!(key = %w.key, bytes = w.value.len(), limit = max_value_bytes, "ALERT: state record too large for the store; not written");
-                    continue;
-                }
-                latest.insert((phase(&w.key), w.key), (w.value, w.last));
+        let latest = latest_writes(&mut batches, max_value_bytes);
+        if !latest.is_empty() {
+            // The epoch first, alone: a deposed leader's round stops there.
+            let mut phases: Vec<Pending> = vec![vec![]; 4];
+            phases[0].push((EPOCH_KEY.to_string(), (w.revisions.holder.clone(), false)));
+            for ((p, k), v) in latest {
+                phases[1 + p as usize].push((k, v));
             }
-        }
-        if latest.is_empty() {
-            // Only barriers: everything before them is stored already.
-            for b in batches {
-                let _ = b.done.send(());
-            }
-            continue;
-        }
-        // The epoch first, alone: a deposed leader's round stops there.
-        let mut phases: Vec<Vec<(String, (Bytes, bool))>> = vec![vec![]; 4];
-        phases[0].push((EPOCH_KEY.to_string(), (revisions.holder.clone(), false)));
-        for ((p, k), v) in latest {
-            phases[1 + p as usize].push((k, v));
-        }
-        let mut backoff = Duration::from_millis(50);
-        for mut pending in phases {
-            while !pending.is_empty() {
-                let results = futures::future::join_all(pending.iter().map(|(k, (v, _))| {
-                    let known = revisions.keys.get(k).copied();
-                    write_fenced(&store, k, v, known)
-                }))
-                .await;
-                let mut retry = Vec::new();
-                let mut last_error = None;
-                for ((k, v), r) in pending.into_iter().zip(results) {
-                    match r {
-                        // A key's last write before its purge: its revision is not kept.
-                        Outcome::Written(Some(_)) if v.1 => {
-                            revisions.keys.remove(&k);
-                        }
-                        Outcome::Written(Some(rev)) => {
-                            revisions.keys.insert(k, rev);
-                        }
-                        Outcome::Written(None) => {
-                            revisions.keys.remove(&k);
-                        }
-                        Outcome::Conflict { reason, .. } if k == EPOCH_KEY => return fence(reason),
-                        Outcome::Conflict { now, reason } => {
-                            let epoch = revisions.keys.get(EPOCH_KEY).copied();
-                            match still_ours(&store, epoch, &revisions.holder).await {
-                                Ok(true) => {
-                                    error!(key = %k, reason, "ALERT: a stored record was not this leader's last write; the epoch is still this leader's, so it is stale and is overwritten");
-                                    match now {
-                                        Some(r) => revisions.keys.insert(k.clone(), r),
-                                        None => revisions.keys.remove(&k),
-                                    };
-                                    last_error = Some(reason);
-                                    retry.push((k, v));
-                                }
-                                Ok(false) => return fence(reason),
-                                Err(e) => {
-                                    last_error =
-                                        Some(format!("{reason}; cannot read the epoch: {e}"));
-                                    retry.push((k, v));
-                                }
-                            }
-                        }
-                        Outcome::Retry(e) => {
-                            last_error = Some(e);
-                            retry.push((k, v));
-                        }
-                    }
-                }
-                pending = retry;
-                if let Some(e) = last_error {
-                    if !failing {
-                        warn!(error = %e, keys = pending.len(), "cannot write state to the store; retrying (replies wait)");
-                        failing = true;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                } else if failing {
-                    info!("writing state to the store again");
-                    failing = false;
+            for pending in phases {
+                if let Err(reason) = w.write_phase(pending).await {
+                    error!(
+                        reason,
+                        "ALERT: another scheduler wrote the state; this one is deposed and stops writing"
+                    );
+                    let _ = fenced.send(Some(reason));
+                    return;
                 }
             }
         }
+        // Only barriers, or everything written: what came before is stored.
         for b in batches {
             let _ = b.done.send(());
         }
+    }
+}
+
+/// The last value of each key in these batches, grouped by phase; values over the
+/// store's record limit are refused with an alert.
+fn latest_writes(
+    batches: &mut [Batch],
+    max_value_bytes: usize,
+) -> BTreeMap<(u8, String), (Bytes, bool)> {
+    let mut latest = BTreeMap::new();
+    for b in batches {
+        for w in b.writes.drain(..) {
+            if w.value.len() > max_value_bytes {
+                error!(key = %w.key, bytes = w.value.len(), limit = max_value_bytes, "ALERT: state record too large for the store; not written");
+                continue;
+            }
+            latest.insert((phase(&w.key), w.key), (w.value, w.last));
+        }
+    }
+    latest
+}
+
+/// What the writer keeps between rounds.
+struct RoundWriter {
+    store: kv::Store,
+    revisions: Revisions,
+    /// Writes are failing (logged once when they start and once when they stop).
+    failing: bool,
+}
+
+impl RoundWriter {
+    /// Writes every key of one phase, retrying with backoff until all are stored;
+    /// `Err(reason)` when this leader has been deposed.
+    async fn write_phase(&mut self, mut pending: Pending) -> Result<(), String> {
+        let mut backoff = Duration::from_millis(50);
+        while !pending.is_empty() {
+            let results = futures::future::join_all(pending.iter().map(|(k, (v, _))| {
+                let known = self.revisions.keys.get(k).copied();
+                write_fenced(&self.store, k, v, known)
+            }))
+            .await;
+            let mut retry = Vec::new();
+            let mut last_error = None;
+            for ((k, v), r) in pending.into_iter().zip(results) {
+                if let Some(e) = self.settle(&k, v.1, r).await? {
+                    last_error = Some(e);
+                    retry.push((k, v));
+                }
+            }
+            pending = retry;
+            if let Some(e) = last_error {
+                if !self.failing {
+                    warn!(error = %e, keys = pending.len(), "cannot write state to the store; retrying (replies wait)");
+                    self.failing = true;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            } else if self.failing {
+                info!("writing state to the store again");
+                self.failing = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes one write's outcome: `Ok(None)` stored, `Ok(Some(why))` to retry,
+    /// `Err(reason)` deposed.
+    async fn settle(
+        &mut self,
+        key: &str,
+        last: bool,
+        outcome: Outcome,
+    ) -> Result<Option<String>, String> {
+        let keys = &mut self.revisions.keys;
+        match outcome {
+            // A key's last write before its purge: its revision is not kept.
+            Outcome::Written(Some(_)) if last => {
+                keys.remove(key);
+            }
+            Outcome::Written(Some(rev)) => {
+                keys.insert(key.to_string(), rev);
+            }
+            Outcome::Written(None) => {
+                keys.remove(key);
+            }
+            Outcome::Conflict { reason, .. } if key == EPOCH_KEY => return Err(reason),
+            Outcome::Conflict { now, reason } => {
+                let epoch = keys.get(EPOCH_KEY).copied();
+                return match still_ours(&self.store, epoch, &self.revisions.holder).await {
+                    Ok(true) => {
+                        error!(key = %key, reason, "ALERT: a stored record was not this leader's last write; the epoch is still this leader's, so it is stale and is overwritten");
+                        match now {
+                            Some(r) => self.revisions.keys.insert(key.to_string(), r),
+                            None => self.revisions.keys.remove(key),
+                        };
+                        Ok(Some(reason))
+                    }
+                    Ok(false) => Err(reason),
+                    Err(e) => Ok(Some(format!("{reason}; cannot read the epoch: {e}"))),
+                };
+            }
+            Outcome::Retry(e) => return Ok(Some(e)),
+        }
+        Ok(None)
     }
 }
