@@ -131,75 +131,14 @@ async fn main() -> anyhow::Result<()> {
     let auth = args
         .bus
         .daemon_auth(&args.nats, &[Role::Scheduler], "ytsched-scheduler")?;
-    let bus_auth = match &args.bus.creds {
-        None if args.bus_creds.is_some() => {
-            anyhow::bail!("--bus-creds goes with --creds (the store identity), not --insecure")
-        }
-        None => auth.clone(),
-        Some(store_creds) => {
-            let path = args.bus_creds.clone().unwrap_or_else(|| {
-                store_creds.with_file_name(format!("{SCHEDULER_BUS_NAME}.creds"))
-            });
-            if !path.exists() {
-                anyhow::bail!(
-                    "ytsched-scheduler needs its bus identity too: {} does not exist (pass --bus-creds FILE; `ytsched auth init` makes {SCHEDULER_BUS_NAME}.creds)",
-                    path.display()
-                );
-            }
-            let bus = BusArgs {
-                creds: Some(path),
-                tls: args.bus.tls.clone(),
-                insecure: false,
-            };
-            let bus_auth = bus.daemon_auth(
-                &args.nats,
-                &[Role::SchedulerBus],
-                "ytsched-scheduler --bus-creds",
-            )?;
-            if bus_auth.creds.as_ref().map(|c| &c.name) == auth.creds.as_ref().map(|c| &c.name) {
-                anyhow::bail!("--bus-creds names the same identity as --creds");
-            }
-            bus_auth
-        }
-    };
+    let bus_auth = bus_identity(&args, &auth)?;
     if args.bus.insecure {
         tracing::warn!(
             "--insecure: the bus is unauthenticated, so anyone who reaches it controls the cluster"
         );
     }
-    let http = match args.http {
-        None => None,
-        Some(addr) => {
-            let access = ytsched_scheduler::http_access::choose(
-                addr,
-                args.http_insecure,
-                args.http_tokens.clone(),
-                args.bus.creds.as_deref(),
-            )
-            .map_err(|e| anyhow::anyhow!(e))?;
-            Some(HttpConfig {
-                addr,
-                access,
-                bounds: ytsched_scheduler::http_listener::Bounds {
-                    max_connections: fitting_connection_cap(args.http_max_connections),
-                    header_timeout: Duration::from_millis(args.http_header_timeout.0.max(100)),
-                },
-            })
-        }
-    };
-    let initial_config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --config {}", path.display()))?;
-            let file: ConfigFile = serde_yaml_ng::from_str(&text)
-                .with_context(|| format!("--config {}", path.display()))?;
-            Some(
-                file.build()
-                    .with_context(|| format!("--config {}", path.display()))?,
-            )
-        }
-        None => None,
-    };
+    let http = http_config(&args)?;
+    let initial_config = initial_config(args.config.as_deref())?;
     let config = ServiceConfig {
         nats_urls: args.nats,
         auth,
@@ -231,6 +170,88 @@ async fn main() -> anyhow::Result<()> {
         }
     })
     .await
+}
+
+/// The scheduler's answering identity (`--bus-creds`, by default beside `--creds`): it
+/// must exist and differ from the store identity.
+fn bus_identity(
+    args: &Args,
+    auth: &ytsched_common::transport::ConnectAuth,
+) -> anyhow::Result<ytsched_common::transport::ConnectAuth> {
+    Ok(match &args.bus.creds {
+        None if args.bus_creds.is_some() => {
+            anyhow::bail!("--bus-creds goes with --creds (the store identity), not --insecure")
+        }
+        None => auth.clone(),
+        Some(store_creds) => {
+            let path = args.bus_creds.clone().unwrap_or_else(|| {
+                store_creds.with_file_name(format!("{SCHEDULER_BUS_NAME}.creds"))
+            });
+            if !path.exists() {
+                anyhow::bail!(
+                    "ytsched-scheduler needs its bus identity too: {} does not exist (pass --bus-creds FILE; `ytsched auth init` makes {SCHEDULER_BUS_NAME}.creds)",
+                    path.display()
+                );
+            }
+            let bus = BusArgs {
+                creds: Some(path),
+                tls: args.bus.tls.clone(),
+                insecure: false,
+            };
+            let bus_auth = bus.daemon_auth(
+                &args.nats,
+                &[Role::SchedulerBus],
+                "ytsched-scheduler --bus-creds",
+            )?;
+            if bus_auth.creds.as_ref().map(|c| &c.name) == auth.creds.as_ref().map(|c| &c.name) {
+                anyhow::bail!("--bus-creds names the same identity as --creds");
+            }
+            bus_auth
+        }
+    })
+}
+
+/// `--http` with its access (tokens, or open where allowed) and connection bounds.
+fn http_config(args: &Args) -> anyhow::Result<Option<HttpConfig>> {
+    Ok(match args.http {
+        None => None,
+        Some(addr) => {
+            let access = ytsched_scheduler::http_access::choose(
+                addr,
+                args.http_insecure,
+                args.http_tokens.clone(),
+                args.bus.creds.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
+            Some(HttpConfig {
+                addr,
+                access,
+                bounds: ytsched_scheduler::http_listener::Bounds {
+                    max_connections: fitting_connection_cap(args.http_max_connections),
+                    header_timeout: Duration::from_millis(args.http_header_timeout.0.max(100)),
+                },
+            })
+        }
+    })
+}
+
+/// `--config FILE`: pool trees to start from when the store has none.
+fn initial_config(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<ytsched_scheduler::core::ClusterConfig>> {
+    Ok(match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --config {}", path.display()))?;
+            let file: ConfigFile = serde_yaml_ng::from_str(&text)
+                .with_context(|| format!("--config {}", path.display()))?;
+            Some(
+                file.build()
+                    .with_context(|| format!("--config {}", path.display()))?,
+            )
+        }
+        None => None,
+    })
 }
 
 /// Raises the file descriptor limit to what the system allows, and keeps the HTTP
