@@ -29,6 +29,8 @@ struct SimJob {
     finish: Option<u64>,
 }
 
+type TaskDurations = BTreeMap<String, Option<u64>>;
+
 struct SimNode {
     spec: SimNodeSpec,
     running: BTreeMap<JobId, SimJob>,
@@ -45,105 +47,187 @@ fn secs(ms: u64) -> Value {
     json!(ms as f64 / 1000.0)
 }
 
+/// Runs a parsed scenario; the result is the JSON document to print.
 pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
-    let invalid = |e: String| ScenarioError::Invalid(e);
-    let nodes = scenario.node_specs()?;
-    let operations = scenario.sim_operations()?;
-    let until = seconds_to_ms("until", scenario.until)?;
-    let period = scenario.heartbeat_period.0.max(1);
-    let mut snapshots: Vec<u64> = match &scenario.snapshots {
-        Some(s) => s
-            .iter()
-            .enumerate()
-            .map(|(i, t)| seconds_to_ms(&format!("snapshots[{i}]"), *t))
-            .collect::<Result<_, _>>()?,
-        None => vec![until],
-    };
-    snapshots.sort();
-    snapshots.dedup();
-    if let Some(&last) = snapshots.last() {
-        if last > until {
-            return Err(invalid(format!(
-                "snapshots: {} is after until = {}",
-                last as f64 / 1000.0,
-                scenario.until
-            )));
-        }
-    }
-    let mut events: Vec<(u64, usize)> = scenario
-        .events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Ok((seconds_to_ms(&format!("events[{i}].at"), e.at)?, i)))
-        .collect::<Result<_, ScenarioError>>()?;
-    for (i, e) in scenario.events.iter().enumerate() {
-        let actions = [
-            e.set.is_some(),
-            e.remove.is_some(),
-            e.create_scheduler_pool.is_some(),
-            e.abort_operation.is_some(),
-        ]
-        .iter()
-        .filter(|x| **x)
-        .count();
-        if actions != 1 {
-            return Err(invalid(format!(
-                "events[{i}]: give exactly one of set, remove, create_scheduler_pool, abort_operation"
-            )));
-        }
-    }
-    events.sort();
-
-    let config = ConfigFile {
-        default_tree: scenario.default_tree.clone(),
-        pool_trees: scenario.pool_trees.clone(),
-        node_user_tags: scenario.node_user_tags.clone(),
-    }
-    .build()
-    .map_err(|e| invalid(e.message))?;
-    let mut core = SchedulerCore::new(CoreConfig {
-        heartbeat_period_ms: period,
-        node_heartbeat_timeout_ms: 30_000,
-        // Virtual time: updates happen inline, deterministically.
-        background_share_updates: false,
-    });
-    core.set_cluster_config(config)
-        .map_err(|e| invalid(e.message))?;
-
-    let durations: BTreeMap<OperationId, &SimOperation> = operations
-        .iter()
-        .map(|o| (OperationId(o.id.clone()), o))
-        .collect();
-    let mut sim_nodes: Vec<SimNode> = nodes
-        .into_iter()
-        .map(|spec| SimNode {
-            spec,
-            running: BTreeMap::new(),
-            finished: vec![],
-        })
-        .collect();
-    let tick_period = core
-        .cluster_config()
-        .trees
-        .values()
-        .map(|t| t.config.fair_share_update_period.0)
-        .min()
-        .unwrap_or(200)
-        .max(1);
-
-    let mut out_snapshots = Vec::new();
-    let mut errors = Vec::new();
-    let mut pending_events: Vec<Value> = Vec::new();
-    let mut next_op = 0usize;
-    let mut next_event = 0usize;
-    let mut next_snapshot = 0usize;
+    let plan = Plan::of(scenario)?;
+    let mut sim = Simulation::new(scenario, &plan)?;
     let mut t: u64 = 0;
     loop {
-        // One simulated millisecond is one core call: its effects come back as one value.
+        sim.step(&plan, t);
+        if sim.next_snapshot < plan.snapshots.len() && plan.snapshots[sim.next_snapshot] == t {
+            sim.next_snapshot += 1;
+            sim.snapshot(t);
+        }
+        if t >= plan.until {
+            break;
+        }
+        t = sim.next_instant(&plan, t);
+    }
+    Ok(json!({
+        "snapshots": sim.out_snapshots,
+        "errors": sim.errors,
+        // What the scheduler still held at the end: finished operations leave by the
+        // trees' retention settings, as in the service.
+        "held_at_end": {
+            "operations": sim.core.operation_count(),
+            "finished_operations": sim.core.retained_finished_count(),
+        },
+    }))
+}
+
+/// A scenario checked and put in time order: when everything is due.
+struct Plan<'s> {
+    scenario: &'s Scenario,
+    nodes: Vec<SimNodeSpec>,
+    operations: Vec<SimOperation>,
+    until: u64,
+    period: u64,
+    /// Distinct, ascending, none after `until`.
+    snapshots: Vec<u64>,
+    /// (when, index into the scenario's events), ascending.
+    events: Vec<(u64, usize)>,
+}
+
+impl<'s> Plan<'s> {
+    fn of(scenario: &'s Scenario) -> Result<Self, ScenarioError> {
+        let invalid = |e: String| ScenarioError::Invalid(e);
+        let until = seconds_to_ms("until", scenario.until)?;
+        let mut snapshots: Vec<u64> = match &scenario.snapshots {
+            Some(s) => s
+                .iter()
+                .enumerate()
+                .map(|(i, t)| seconds_to_ms(&format!("snapshots[{i}]"), *t))
+                .collect::<Result<_, _>>()?,
+            None => vec![until],
+        };
+        snapshots.sort();
+        snapshots.dedup();
+        if let Some(&last) = snapshots.last() {
+            if last > until {
+                return Err(invalid(format!(
+                    "snapshots: {} is after until = {}",
+                    last as f64 / 1000.0,
+                    scenario.until
+                )));
+            }
+        }
+        let mut events: Vec<(u64, usize)> = scenario
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Ok((seconds_to_ms(&format!("events[{i}].at"), e.at)?, i)))
+            .collect::<Result<_, ScenarioError>>()?;
+        for (i, e) in scenario.events.iter().enumerate() {
+            let actions = [
+                e.set.is_some(),
+                e.remove.is_some(),
+                e.create_scheduler_pool.is_some(),
+                e.abort_operation.is_some(),
+            ]
+            .iter()
+            .filter(|x| **x)
+            .count();
+            if actions != 1 {
+                return Err(invalid(format!(
+                    "events[{i}]: give exactly one of set, remove, create_scheduler_pool, abort_operation"
+                )));
+            }
+        }
+        events.sort();
+        Ok(Self {
+            scenario,
+            nodes: scenario.node_specs()?,
+            operations: scenario.sim_operations()?,
+            until,
+            period: scenario.heartbeat_period.0.max(1),
+            snapshots,
+            events,
+        })
+    }
+}
+
+/// The core and the simulated world around it, as time moves.
+struct Simulation {
+    core: SchedulerCore,
+    sim_nodes: Vec<SimNode>,
+    /// Each operation's job durations by task (`None`: runs until aborted).
+    durations: BTreeMap<OperationId, TaskDurations>,
+    tick_period: u64,
+    out_snapshots: Vec<Value>,
+    errors: Vec<Value>,
+    pending_events: Vec<Value>,
+    next_op: usize,
+    next_event: usize,
+    next_snapshot: usize,
+}
+
+impl Simulation {
+    fn new(scenario: &Scenario, plan: &Plan) -> Result<Self, ScenarioError> {
+        let invalid = |e: String| ScenarioError::Invalid(e);
+        let config = ConfigFile {
+            default_tree: scenario.default_tree.clone(),
+            pool_trees: scenario.pool_trees.clone(),
+            node_user_tags: scenario.node_user_tags.clone(),
+        }
+        .build()
+        .map_err(|e| invalid(e.message))?;
+        let mut core = SchedulerCore::new(CoreConfig {
+            heartbeat_period_ms: plan.period,
+            node_heartbeat_timeout_ms: 30_000,
+            // Virtual time: updates happen inline, deterministically.
+            background_share_updates: false,
+        });
+        core.set_cluster_config(config)
+            .map_err(|e| invalid(e.message))?;
+        let tick_period = core
+            .cluster_config()
+            .trees
+            .values()
+            .map(|t| t.config.fair_share_update_period.0)
+            .min()
+            .unwrap_or(200)
+            .max(1);
+        Ok(Self {
+            core,
+            sim_nodes: plan
+                .nodes
+                .iter()
+                .map(|spec| SimNode {
+                    spec: spec.clone(),
+                    running: BTreeMap::new(),
+                    finished: vec![],
+                })
+                .collect(),
+            durations: plan
+                .operations
+                .iter()
+                .map(|o| (OperationId(o.id.clone()), o.durations.clone()))
+                .collect(),
+            tick_period,
+            out_snapshots: Vec::new(),
+            errors: Vec::new(),
+            pending_events: Vec::new(),
+            next_op: 0,
+            next_event: 0,
+            next_snapshot: 0,
+        })
+    }
+
+    /// Everything due at `t`, as one core call: its effects come back as one value.
+    fn step(&mut self, plan: &Plan, t: u64) {
+        let Self {
+            core,
+            sim_nodes,
+            durations,
+            errors,
+            next_op,
+            next_event,
+            ..
+        } = self;
         let ((), effects) = core.run(|core| {
-            while next_op < operations.len() && operations[next_op].at_ms <= t {
-                let op = &operations[next_op];
-                next_op += 1;
+            while *next_op < plan.operations.len() && plan.operations[*next_op].at_ms <= t {
+                let op = &plan.operations[*next_op];
+                *next_op += 1;
                 let result = match &op.spec {
                     Ok(spec) => core
                         .start_operation(OperationId(op.id.clone()), &op.user, spec.clone(), t)
@@ -155,112 +239,110 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
                     errors.push(json!({"time": secs(t), "operation": op.id, "error": message}));
                 }
             }
-            while next_event < events.len() && events[next_event].0 <= t {
-                let e = &scenario.events[events[next_event].1];
-                next_event += 1;
+            while *next_event < plan.events.len() && plan.events[*next_event].0 <= t {
+                let e = &plan.scenario.events[plan.events[*next_event].1];
+                *next_event += 1;
                 let (what, result) = apply_event(core, e, t);
                 if let Err(message) = result {
                     errors.push(json!({"time": secs(t), "action": what, "error": message}));
                 }
             }
-            for node in &mut sim_nodes {
-                let done: Vec<JobId> = node
-                    .running
-                    .iter()
-                    .filter(|(_, j)| j.finish.is_some_and(|f| f <= t))
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for id in done {
-                    let job = node.running.remove(&id).expect("listed");
-                    let finish = job.finish.expect("filtered");
-                    node.finished.push(FinishedJob {
-                        job_id: id,
-                        operation_id: job.operation,
-                        state: JobState::Completed,
-                        error: None,
-                        start_time: job.start,
-                        finish_time: finish,
-                        statistics: JobStatistics {
-                            wall_time_ms: finish - job.start,
-                            exit_code: Some(0),
-                            ..Default::default()
-                        },
-                        stdout_tail: String::new(),
-                        stderr_tail: String::new(),
-                    });
-                }
+            for node in sim_nodes.iter_mut() {
+                finish_due_jobs(node, t);
             }
             core.tick(t);
-            if t.is_multiple_of(period) {
-                for node in &mut sim_nodes {
-                    heartbeat(core, node, &durations, t);
+            if t.is_multiple_of(plan.period) {
+                for node in sim_nodes.iter_mut() {
+                    heartbeat(core, node, durations, t);
                 }
             }
         });
-        pending_events.extend(effects.events.into_iter().map(|e| event_json(t, e)));
+        self.pending_events
+            .extend(effects.events.into_iter().map(|e| event_json(t, e)));
         // What the service would store, archive and send: a long scenario keeps none of
         // it (simulated nodes heartbeat on their period, nudged or not).
         drop((effects.changes, effects.retired, effects.nudges));
-        if next_snapshot < snapshots.len() && snapshots[next_snapshot] == t {
-            next_snapshot += 1;
-            core.update_all_shares(t);
-            let mut trees = Map::new();
-            for name in core.cluster_config().trees.keys() {
-                if let Some(Value::Object(mut o)) = core.tree_orchid(name) {
-                    let mut tree = Map::new();
-                    for key in ["resource_limits", "pools", "operations"] {
-                        tree.insert(key.into(), o.remove(key).unwrap_or(Value::Null));
-                    }
-                    if o.get("alerts")
-                        .and_then(|a| a.as_array())
-                        .is_some_and(|a| !a.is_empty())
-                    {
-                        tree.insert("alerts".into(), o.remove("alerts").unwrap_or_default());
-                    }
-                    trees.insert(name.clone(), Value::Object(tree));
+    }
+
+    /// A fresh update, then each tree's orchid and the events since the last snapshot.
+    fn snapshot(&mut self, t: u64) {
+        self.core.update_all_shares(t);
+        let mut trees = Map::new();
+        for name in self.core.cluster_config().trees.keys() {
+            if let Some(Value::Object(mut o)) = self.core.tree_orchid(name) {
+                let mut tree = Map::new();
+                for key in ["resource_limits", "pools", "operations"] {
+                    tree.insert(key.into(), o.remove(key).unwrap_or(Value::Null));
                 }
+                if o.get("alerts")
+                    .and_then(|a| a.as_array())
+                    .is_some_and(|a| !a.is_empty())
+                {
+                    tree.insert("alerts".into(), o.remove("alerts").unwrap_or_default());
+                }
+                trees.insert(name.clone(), Value::Object(tree));
             }
-            out_snapshots.push(json!({
-                "time": secs(t),
-                "pool_trees": trees,
-                "events": std::mem::take(&mut pending_events),
-            }));
         }
-        if t >= until {
-            break;
-        }
-        // Next instant anything can happen: a submission, an event, a heartbeat, a
-        // fair share update or a snapshot (job completions surface at heartbeats).
-        let mut next = until;
-        next = next.min((t / period + 1) * period);
-        next = next.min((t / tick_period + 1) * tick_period);
-        if let Some(op) = operations.get(next_op) {
+        self.out_snapshots.push(json!({
+            "time": secs(t),
+            "pool_trees": trees,
+            "events": std::mem::take(&mut self.pending_events),
+        }));
+    }
+
+    /// The next instant anything can happen: a submission, an event, a heartbeat, a
+    /// fair share update or a snapshot (job completions surface at heartbeats).
+    fn next_instant(&self, plan: &Plan, t: u64) -> u64 {
+        let mut next = plan.until;
+        next = next.min((t / plan.period + 1) * plan.period);
+        next = next.min((t / self.tick_period + 1) * self.tick_period);
+        if let Some(op) = plan.operations.get(self.next_op) {
             next = next.min(op.at_ms.max(t + 1));
         }
-        if let Some(e) = events.get(next_event) {
+        if let Some(e) = plan.events.get(self.next_event) {
             next = next.min(e.0.max(t + 1));
         }
-        if let Some(&s) = snapshots.get(next_snapshot) {
+        if let Some(&s) = plan.snapshots.get(self.next_snapshot) {
             next = next.min(s.max(t + 1));
         }
-        t = next;
+        next
     }
-    Ok(json!({
-        "snapshots": out_snapshots,
-        "errors": errors,
-        // What the scheduler still held at the end: finished operations leave by the
-        // trees' retention settings, as in the service.
-        "held_at_end": {
-            "operations": core.operation_count(),
-            "finished_operations": core.retained_finished_count(),
-        },
-    }))
+}
+
+/// Jobs whose time is up at `t` finish (successfully), to be reported at the node's
+/// next heartbeat.
+fn finish_due_jobs(node: &mut SimNode, t: u64) {
+    let done: Vec<JobId> = node
+        .running
+        .iter()
+        .filter(|(_, j)| j.finish.is_some_and(|f| f <= t))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in done {
+        let job = node.running.remove(&id).expect("listed");
+        let finish = job.finish.expect("filtered");
+        node.finished.push(FinishedJob {
+            job_id: id,
+            operation_id: job.operation,
+            state: JobState::Completed,
+            error: None,
+            start_time: job.start,
+            finish_time: finish,
+            statistics: JobStatistics {
+                wall_time_ms: finish - job.start,
+                exit_code: Some(0),
+                ..Default::default()
+            },
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        });
+    }
 }
 
 fn heartbeat(
     core: &mut SchedulerCore,
     node: &mut SimNode,
-    ops: &BTreeMap<OperationId, &SimOperation>,
+    durations: &BTreeMap<OperationId, TaskDurations>,
     t: u64,
 ) {
     let usage: ResourceVector = node.running.values().map(|j| j.resources).sum();
@@ -296,9 +378,9 @@ fn heartbeat(
         node.running.remove(&abort.job_id);
     }
     for start in reply.jobs_to_start {
-        let duration = ops
+        let duration = durations
             .get(&start.operation_id)
-            .and_then(|o| o.durations.get(&start.task_name).copied().flatten());
+            .and_then(|d| d.get(&start.task_name).copied().flatten());
         node.running.insert(
             start.job_id.clone(),
             SimJob {
