@@ -224,7 +224,6 @@ pub async fn run(
         started,
     } = revive(&mut config, &leader).await?;
     let Leadership { state, lease, .. } = leader;
-
     let Listening {
         bus,
         api_bus,
@@ -265,12 +264,7 @@ pub async fn run(
         start_http(http, &driver, refusals.clone())?;
     }
     if let Some(path) = config.node_approvals.clone() {
-        let core = driver.core.clone();
-        tokio::spawn(crate::approvals_file::follow(
-            path,
-            approvals_seen,
-            move |a| core.lock().expect("core lock").set_node_approvals(a),
-        ));
+        driver.follow_approvals(path, approvals_seen);
     }
     let released = lease.releaser();
     let writer_fenced = driver.writer.clone();
@@ -290,6 +284,16 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+impl Driver {
+    /// Reloads `--node-approvals` whenever the file changes.
+    fn follow_approvals(&self, path: std::path::PathBuf, seen: Option<std::time::SystemTime>) {
+        let core = self.core.clone();
+        tokio::spawn(crate::approvals_file::follow(path, seen, move |a| {
+            core.lock().expect("core lock").set_node_approvals(a)
+        }));
+    }
 }
 
 /// The service's two connections, subscribed.
