@@ -249,6 +249,7 @@ impl SchedulerCore {
     /// of a job the scheduler no longer holds (settled and released to the store, or its
     /// operation retired) is acknowledged and not taken: the node would otherwise keep
     /// it and send it forever.
+    #[tracing::instrument(level = "debug", skip_all, fields(job = %result.job_id, operation = %result.operation_id))]
     fn apply_result(
         &mut self,
         node_id: &NodeId,
@@ -393,6 +394,7 @@ impl SchedulerCore {
         (aborts, dying, resent)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(job = %job_id, node = %node_id))]
     pub(super) fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
         self.jobs.ended(node_id, job_id);
         let Some(op_id) = self.jobs.owner(job_id).cloned() else {

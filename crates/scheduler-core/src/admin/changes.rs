@@ -193,6 +193,7 @@ impl SchedulerCore {
         Ok(self.admin_get(path).is_ok())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(path = path))]
     pub fn admin_set(&mut self, path: &str, value: Value) -> Result<(), ConfigError> {
         let target = AdminPath::parse(path)?;
         let here = |e: ConfigError| e.at(path);
@@ -273,6 +274,7 @@ impl SchedulerCore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(path = path))]
     pub fn admin_remove(&mut self, path: &str) -> Result<(), ConfigError> {
         let target = AdminPath::parse(path)?;
         let here = |e: ConfigError| e.at(path);
@@ -348,6 +350,7 @@ impl SchedulerCore {
     }
 
     /// `create scheduler_pool`: a pool under `parent` (the root when `None`).
+    #[tracing::instrument(level = "info", skip_all, fields(tree = tree, pool = name))]
     pub fn create_pool(
         &mut self,
         tree: &str,
@@ -364,6 +367,7 @@ impl SchedulerCore {
 
     /// `create scheduler_pool_tree`: attributes are the tree's config, either directly
     /// or under a `config` key as YTsaurus writes them.
+    #[tracing::instrument(level = "info", skip_all, fields(tree = name))]
     pub fn create_pool_tree(&mut self, name: &str, attributes: Value) -> Result<(), ConfigError> {
         validate_tree_name(name)?;
         if self.cluster.trees.contains_key(name) {

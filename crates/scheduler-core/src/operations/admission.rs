@@ -95,6 +95,7 @@ impl SchedulerCore {
         Ok(id)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(operation = %id, user = user))]
     fn admit(
         &mut self,
         id: OperationId,
@@ -245,6 +246,7 @@ impl SchedulerCore {
         })
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
     pub fn abort_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
         let op = self
             .operations
@@ -378,6 +380,7 @@ impl SchedulerCore {
     /// Ends an operation: running jobs are aborted (their nodes told on the next
     /// heartbeat, and nudged so that it comes soon), waiting jobs dropped; a pending
     /// operation may take its place, and an ephemeral pool left empty goes away.
+    #[tracing::instrument(level = "info", skip_all, fields(operation = %id, state = %state))]
     pub(crate) fn finish_operation(
         &mut self,
         id: &OperationId,

@@ -971,4 +971,5 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
 mod pools;
 mod revival;
 mod security;
+mod spans;
 mod trees;

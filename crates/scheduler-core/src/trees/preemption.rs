@@ -385,6 +385,7 @@ impl SchedulerCore {
 
     /// Takes a running job away: it goes back to waiting (never a failure), the node
     /// is told on this heartbeat, and the event says why.
+    #[tracing::instrument(level = "debug", skip_all, fields(job = %job_id, operation = %op_id, reason = %reason))]
     pub(crate) fn abort_running_job(
         &mut self,
         node_id: &NodeId,
