@@ -67,8 +67,12 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read spec file {}", path.display()))?;
-            serde_yaml_ng::from_str::<VanillaSpec>(&text)
-                .map_err(|e| anyhow::anyhow!("spec {}: {e}", path.display()))?
+            // The path names the field even where the value's own type refused it (a
+            // tag filter that does not parse, a pool name out of its alphabet).
+            serde_path_to_error::deserialize::<_, VanillaSpec>(
+                serde_yaml_ng::Deserializer::from_str(&text),
+            )
+            .map_err(|e| anyhow::anyhow!("spec {}: {e}", path.display()))?
         }
         None => {
             let Some(command) = &args.command else {

@@ -127,7 +127,8 @@ pub struct PoolConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integral_guarantees: Option<IntegralGuarantees>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling_tag_filter: Option<String>,
+    /// Parsed as it is decoded (from a config file, an admin change or the store).
+    pub scheduling_tag_filter: Option<TagFilter>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub non_preemptible_resource_usage_threshold: Option<ResourceAmounts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,13 +263,11 @@ impl PoolConfig {
         self.max_share_ratio.unwrap_or(1.0)
     }
 
-    /// The pool's own `scheduling_tag_filter`, parsed (None: none, or an empty one). A
-    /// stored value was validated when it was set, so it parses.
-    pub fn tag_filter(&self) -> Option<TagFilter> {
+    /// The pool's own `scheduling_tag_filter` (None: none, or an empty one).
+    pub fn tag_filter(&self) -> Option<&TagFilter> {
         self.scheduling_tag_filter
-            .as_deref()
-            .filter(|f| !f.trim().is_empty())
-            .and_then(|f| TagFilter::parse(f).ok())
+            .as_ref()
+            .filter(|f| !f.is_empty())
     }
 
     /// Checks each value on its own; the tree checks how pools fit together.

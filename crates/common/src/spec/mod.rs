@@ -326,7 +326,8 @@ pub struct VanillaSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_share_ratio: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling_tag_filter: Option<String>,
+    /// Parsed as it is decoded: a filter that does not parse never reaches the core.
+    pub scheduling_tag_filter: Option<TagFilter>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     #[serde(default = "default_max_failed")]
@@ -462,10 +463,6 @@ impl VanillaSpec {
         }
         if let Some(l) = &self.resource_limits {
             l.validate("resource_limits")?;
-        }
-        if let Some(f) = &self.scheduling_tag_filter {
-            TagFilter::parse(f)
-                .map_err(|e| SpecError::new("scheduling_tag_filter", e.to_string()))?;
         }
         if let Some(trees) = &self.pool_trees {
             if trees.is_empty() {

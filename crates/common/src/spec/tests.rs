@@ -29,7 +29,9 @@ fn tree_options_and_tag_filter_are_checked() {
 }
 
 fn parse_yaml(text: &str) -> Result<VanillaSpec, String> {
-    let spec: VanillaSpec = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    let spec: VanillaSpec =
+        serde_path_to_error::deserialize(serde_yaml_ng::Deserializer::from_str(text))
+            .map_err(|e| e.to_string())?;
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
 }

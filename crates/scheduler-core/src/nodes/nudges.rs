@@ -34,10 +34,10 @@ impl SchedulerCore {
         if wanted == 0 {
             return;
         }
-        let trees: Vec<(String, Vec<ytsched_common::tag_filter::TagFilter>)> = op
+        let trees: Vec<(&str, Vec<&ytsched_common::tag_filter::TagFilter>)> = op
             .trees
             .iter()
-            .map(|(t, slot)| (t.clone(), self.pool_filters(t, &slot.pool)))
+            .map(|(t, slot)| (t.as_str(), self.pool_filters(t, &slot.pool)))
             .collect();
         let start = self.nudge_cursor.clone();
         let after = start
@@ -66,10 +66,9 @@ impl SchedulerCore {
             let Some(tree) = self.node_tree(node) else {
                 continue;
             };
-            let admitted = trees
-                .iter()
-                .any(|(t, filters)| t == tree && filters.iter().all(|f| f.matches(&node.all_tags)))
-                && op.tag_filter.matches(&node.all_tags);
+            let admitted = trees.iter().any(|(t, filters)| {
+                *t == tree && filters.iter().all(|f| f.matches(&node.all_tags))
+            }) && op.tag_filter.matches(&node.all_tags);
             if admitted {
                 chosen.push(node_id.clone());
             }

@@ -203,11 +203,7 @@ impl Operation {
                 completed: 0,
             })
             .collect();
-        let tag_filter = spec
-            .scheduling_tag_filter
-            .as_deref()
-            .and_then(|f| TagFilter::parse(f).ok())
-            .unwrap_or_default();
+        let tag_filter = spec.scheduling_tag_filter.clone().unwrap_or_default();
         Self {
             id,
             user,

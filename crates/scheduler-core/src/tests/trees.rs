@@ -350,7 +350,8 @@ fn scheduling_tag_filter_keeps_jobs_off_other_nodes() {
     plain.beat(&mut core, 0);
     ssd.beat(&mut core, 0);
     let mut s = spec(6, 1.0);
-    s.scheduling_tag_filter = Some("ssd & !slow".into());
+    s.scheduling_tag_filter =
+        Some(ytsched_common::tag_filter::TagFilter::parse("ssd & !slow").unwrap());
     core.start_operation(op("f"), "u", s, 1).unwrap();
     assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
     assert_eq!(ssd.beat(&mut core, 2).jobs_to_start.len(), 4);
@@ -414,6 +415,43 @@ fn a_pools_scheduling_tag_filter_keeps_its_subtree_on_matching_nodes() {
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/fast")
         .unwrap();
     assert_eq!(pool["limits_share"]["cpu"], 0.0);
+}
+
+/// A pool's filter is parsed as it arrives: one that does not parse is refused, naming
+/// the attribute, and the pool keeps the filter it had (before, it was stored as text
+/// and silently read as "no filter").
+#[test]
+fn a_pools_scheduling_tag_filter_that_does_not_parse_is_refused() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let e = core
+        .create_pool(
+            "default",
+            "fast",
+            None,
+            json!({"scheduling_tag_filter": "ssd &"}),
+        )
+        .unwrap_err();
+    assert!(e.message.contains("scheduling_tag_filter"), "{e}");
+    assert!(e.message.contains("at column 6"), "{e}");
+    core.create_pool(
+        "default",
+        "fast",
+        None,
+        json!({"scheduling_tag_filter": "ssd"}),
+    )
+    .unwrap();
+    let e = core
+        .admin_set(
+            "//sys/pool_trees/default/fast/@scheduling_tag_filter",
+            json!("(ssd"),
+        )
+        .unwrap_err();
+    assert!(e.message.contains("scheduling_tag_filter"), "{e}");
+    assert_eq!(
+        core.admin_get("//sys/pool_trees/default/fast/@scheduling_tag_filter")
+            .unwrap(),
+        json!("ssd")
+    );
 }
 
 #[test]

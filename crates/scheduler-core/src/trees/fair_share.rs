@@ -258,7 +258,7 @@ impl<'t> InputBuilder<'t> {
         while let Some((name, idx)) = queue.pop_front() {
             for &(child, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
                 let c = &pool.config;
-                let filter = c.tag_filter();
+                let filter = c.tag_filter().cloned();
                 let mut limits = limits_vector(c.resource_limits.as_ref());
                 if filter.is_some() {
                     let offered = ctx.filter_resources.get(child).copied().unwrap_or_default();

@@ -159,7 +159,7 @@ impl SchedulerCore {
         &self,
         tree: &str,
         pool: &str,
-    ) -> Vec<ytsched_common::tag_filter::TagFilter> {
+    ) -> Vec<&ytsched_common::tag_filter::TagFilter> {
         let Some(t) = self.cluster.trees.get(tree) else {
             return vec![];
         };
