@@ -58,5 +58,26 @@ macro_rules! validated_string {
                 &self.0
             }
         }
+
+        /// Read as the text it is wherever text is read (lookups by `&str`, messages):
+        /// only building one needs the check.
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
     };
 }

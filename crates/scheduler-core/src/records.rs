@@ -7,6 +7,7 @@
 //! recorded as running stay running, and their nodes have a revival window to report them
 //! before they count as lost.
 
+use ytsched_common::names::TreeName;
 use crate::operations::operation::{Job, Operation, TreeSlot};
 use crate::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
@@ -29,7 +30,7 @@ pub struct OperationRecord {
     pub finish_time: Option<UnixMillis>,
     pub error: Option<String>,
     /// Its pool trees in the order the spec named them.
-    pub trees: Vec<(String, TreeSlot)>,
+    pub trees: Vec<(TreeName, TreeSlot)>,
     pub history: Vec<HistoryEntry>,
     /// The submitter's idempotency token, so a restarted scheduler still answers a retry.
     #[serde(default)]
@@ -67,9 +68,10 @@ impl OperationRecord {
             task.job_count = task.job_count.min(MAX_JOBS_PER_OPERATION as u32);
         }
         if self.trees.is_empty() {
-            // Queries show an operation's first tree; this one names none.
+            // Queries show an operation's first tree; this one names none. (A tree name
+            // cannot hold '<', so the marker is a plain name.)
             self.trees.push((
-                "<unknown>".into(),
+                TreeName::parse("unknown").expect("a valid name"),
                 TreeSlot {
                     pool: "<unknown>".into(),
                     weight: 1.0,

@@ -3,7 +3,7 @@
 //! fair share update (which runs before the next placement).
 
 use crate::admin::values::*;
-use crate::trees::pool_tree::{validate_tree_name, PoolTree};
+use crate::trees::pool_tree::{parse_tree_name, PoolTree};
 use crate::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Map, Value};
 use ytsched_common::maintenance::MaintenanceFlag;
@@ -90,7 +90,7 @@ impl SchedulerCore {
                 self.cluster
                     .trees
                     .iter()
-                    .map(|(n, t)| (n.clone(), pool_map(t, ROOT_POOL)))
+                    .map(|(n, t)| (n.to_string(), pool_map(t, ROOT_POOL)))
                     .collect(),
             )),
             AdminPath::DefaultTree => Ok(json!(self.cluster.default_tree)),
@@ -203,7 +203,7 @@ impl SchedulerCore {
                     Value::Null => None,
                     Value::String(s) => {
                         self.cluster.tree(&s).map_err(here)?;
-                        Some(s)
+                        Some(parse_tree_name(&s).map_err(here)?)
                     }
                     other => {
                         return Err(here(ConfigError::invalid(format!(
@@ -281,7 +281,7 @@ impl SchedulerCore {
         match target {
             AdminPath::Pool { tree, pool_path } if pool_path.is_empty() => {
                 self.cluster.tree(&tree).map_err(here)?;
-                if self.cluster.default_tree.as_deref() == Some(tree.as_str()) {
+                if self.cluster.default_tree.as_ref().map(|d| d.as_str()) == Some(tree.as_str()) {
                     return Err(here(ConfigError::invalid(format!(
                         "pool tree '{tree}' is the default tree; set //sys/pool_trees/@default_tree first"
                     ))));
@@ -292,7 +292,7 @@ impl SchedulerCore {
                         "pool tree '{tree}' has {busy} unfinished operation(s)"
                     ))));
                 }
-                self.cluster.trees.remove(&tree);
+                self.cluster.trees.remove(tree.as_str());
             }
             AdminPath::Pool { tree, pool_path } => {
                 let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
@@ -369,7 +369,7 @@ impl SchedulerCore {
     /// or under a `config` key as YTsaurus writes them.
     #[tracing::instrument(level = "info", skip_all, fields(tree = name))]
     pub fn create_pool_tree(&mut self, name: &str, attributes: Value) -> Result<(), ConfigError> {
-        validate_tree_name(name)?;
+        let tree_name = parse_tree_name(name)?;
         if self.cluster.trees.contains_key(name) {
             return Err(ConfigError::invalid(format!(
                 "pool tree '{name}' already exists"
@@ -391,9 +391,9 @@ impl SchedulerCore {
         let tree = PoolTree::new(config);
         tree.validate(name)?;
         self.check_membership_with(name, &tree)?;
-        self.cluster.trees.insert(name.to_string(), tree);
+        self.cluster.trees.insert(tree_name.clone(), tree);
         if self.cluster.default_tree.is_none() {
-            self.cluster.default_tree = Some(name.to_string());
+            self.cluster.default_tree = Some(tree_name);
         }
         self.on_config_changed();
         Ok(())
@@ -430,7 +430,7 @@ impl SchedulerCore {
     /// match several trees; names the nodes.
     fn check_membership_with(&self, name: &str, tree: &PoolTree) -> Result<(), ConfigError> {
         let mut next = self.cluster.clone();
-        next.trees.insert(name.to_string(), tree.clone());
+        next.trees.insert(parse_tree_name(name)?, tree.clone());
         let overlaps = self.new_overlaps(&next);
         if overlaps.is_empty() {
             return Ok(());

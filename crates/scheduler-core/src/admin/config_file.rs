@@ -14,7 +14,7 @@
 //! ```
 //! Pools are created parents first through the same validation as `create scheduler_pool`.
 
-use crate::trees::pool_tree::{validate_tree_name, ClusterConfig, ConfigError, PoolTree};
+use crate::trees::pool_tree::{parse_tree_name, ClusterConfig, ConfigError, PoolTree};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -50,7 +50,7 @@ impl ConfigFile {
             let mut c = ClusterConfig::default();
             if let Some(d) = &self.default_tree {
                 c.tree(d)?;
-                c.default_tree = Some(d.clone());
+                c.default_tree = Some(parse_tree_name(d)?);
             }
             c.node_user_tags = self.node_user_tags.clone();
             c.validate()?;
@@ -58,7 +58,7 @@ impl ConfigFile {
         }
         let mut trees = BTreeMap::new();
         for (name, section) in &self.pool_trees {
-            validate_tree_name(name)?;
+            let tree_name = parse_tree_name(name)?;
             let config = TreeConfig::from_attributes(name, section.config.clone())?;
             // Pools go in with the default parent pool relaxed, as that pool may come later.
             let mut tree = PoolTree::new(TreeConfig {
@@ -68,11 +68,13 @@ impl ConfigFile {
             add_pools(&mut tree, name, ROOT_POOL, &section.pools)?;
             tree.config = config;
             tree.validate(name)?;
-            trees.insert(name.clone(), tree);
+            trees.insert(tree_name, tree);
         }
         let default_tree = match &self.default_tree {
-            Some(d) => Some(d.clone()),
-            None if trees.contains_key(crate::DEFAULT_TREE) => Some(crate::DEFAULT_TREE.into()),
+            Some(d) => Some(parse_tree_name(d)?),
+            None if trees.contains_key(crate::DEFAULT_TREE) => {
+                Some(parse_tree_name(crate::DEFAULT_TREE)?)
+            }
             None if trees.len() == 1 => trees.keys().next().cloned(),
             None => None,
         };

@@ -2,6 +2,7 @@
 //! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
 //! lightweight operations (5.6), and what happens when an operation ends.
 
+use ytsched_common::names::TreeName;
 use crate::operations::access::{ephemeral_pool_refusal, pool_allows, refusal};
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::trees::pool_tree::PoolTree;
@@ -268,7 +269,7 @@ impl SchedulerCore {
     }
 
     /// The trees an operation runs in: its `pool_trees`, else the default tree.
-    fn operation_trees(&self, spec: &VanillaSpec) -> Result<Vec<String>, ApiError> {
+    fn operation_trees(&self, spec: &VanillaSpec) -> Result<Vec<TreeName>, ApiError> {
         match spec.pool_trees.as_deref() {
             Some(trees) => {
                 for t in trees {
@@ -276,13 +277,13 @@ impl SchedulerCore {
                         .tree(t.as_str())
                         .map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
                 }
-                Ok(trees.iter().map(|t| t.to_string()).collect())
+                Ok(trees.to_vec())
             }
             None => self
                 .cluster
                 .default_tree
-                .clone()
-                .map(|t| vec![t])
+                .as_ref()
+                .map(|t| vec![t.clone()])
                 .ok_or_else(|| {
                     ApiError::new(
                         "no default pool tree is set (//sys/pool_trees/@default_tree); name one in pool_trees",
@@ -328,9 +329,9 @@ impl SchedulerCore {
         if pending.is_empty() {
             return;
         }
-        let mut counts_by_tree: HashMap<String, HashMap<String, PoolCounts>> = HashMap::new();
+        let mut counts_by_tree: HashMap<TreeName, HashMap<String, PoolCounts>> = HashMap::new();
         for id in pending {
-            let slots: Vec<(String, String, bool)> = self.operations[&id]
+            let slots: Vec<(TreeName, String, bool)> = self.operations[&id]
                 .trees
                 .iter()
                 .map(|(t, s)| (t.clone(), s.pool.clone(), s.lightweight))
@@ -402,7 +403,7 @@ impl SchedulerCore {
         }
         op.finish(state, error.clone(), now);
         self.speculating.remove(id);
-        let pools: Vec<(String, String)> = op
+        let pools: Vec<(TreeName, String)> = op
             .trees
             .iter()
             .map(|(t, s)| (t.clone(), s.pool.clone()))

@@ -7,6 +7,7 @@
 //! attempt, for counts and `list-jobs` filters. Memory per finished job is that byte,
 //! whatever the operation's size.
 
+use ytsched_common::names::TreeName;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use ytsched_common::api::HistoryEntry;
@@ -70,7 +71,7 @@ pub struct TreeSlot {
 #[derive(Clone, Debug)]
 pub struct Placement {
     /// One slot per pool tree, in the order the spec named the trees.
-    pub trees: Vec<(String, TreeSlot)>,
+    pub trees: Vec<(TreeName, TreeSlot)>,
     pub pending: bool,
 }
 
@@ -80,7 +81,7 @@ pub struct Operation {
     pub user: String,
     /// The pool trees it runs in, in the order the spec named them (one or two, so a
     /// list beats a map).
-    pub trees: Vec<(String, TreeSlot)>,
+    pub trees: Vec<(TreeName, TreeSlot)>,
     pub max_share_ratio: f64,
     /// Nodes its jobs may run on (`scheduling_tag_filter`; empty: any node of its trees).
     pub tag_filter: TagFilter,
@@ -166,7 +167,7 @@ impl Job {
 /// An operation's slot in `tree`, taking only the slots (not the whole operation), so
 /// that its jobs and tasks can be borrowed alongside.
 pub(crate) fn slot_mut<'a>(
-    trees: &'a mut [(String, TreeSlot)],
+    trees: &'a mut [(TreeName, TreeSlot)],
     tree: &str,
 ) -> Option<&'a mut TreeSlot> {
     trees.iter_mut().find(|(t, _)| t == tree).map(|(_, s)| s)

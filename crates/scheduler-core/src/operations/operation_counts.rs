@@ -4,6 +4,7 @@
 //! remembered with the pool chain it was counted under, so taking it back never depends
 //! on how the pools look now.
 
+use ytsched_common::names::TreeName;
 use crate::operations::admission::PoolCounts;
 use crate::operations::operation_index::Aggregate;
 use crate::SchedulerCore;
@@ -15,7 +16,7 @@ use ytsched_common::OperationId;
 /// How one operation counts in one tree: its pool chain and whether it runs (and how).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Contribution {
-    tree: String,
+    tree: TreeName,
     chain: Vec<String>,
     running: bool,
     lightweight: bool,
@@ -23,7 +24,7 @@ pub(crate) struct Contribution {
 
 /// Unfinished operations per pool, per tree.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct PoolCountsByTree(HashMap<String, HashMap<String, PoolCounts>>);
+pub(crate) struct PoolCountsByTree(HashMap<TreeName, HashMap<String, PoolCounts>>);
 
 impl PoolCountsByTree {
     fn apply(&mut self, c: &Contribution, sign: i64) {

@@ -85,7 +85,7 @@ impl SchedulerCore {
             let config = self
                 .cluster
                 .trees
-                .get(&tree)
+                .get(tree.as_str())
                 .map(|t| t.config.clone())
                 .unwrap_or_default();
             while let Some(set) = self.finished_order.get_mut(&tree) {

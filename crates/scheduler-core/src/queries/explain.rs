@@ -46,7 +46,7 @@ impl SchedulerCore {
                 reasons.extend(self.waiting_reasons(op, tree, place.as_ref()));
             }
             trees.push(place.unwrap_or_else(|| TreePlace {
-                tree: tree.clone(),
+                tree: tree.to_string(),
                 pool: slot.pool.clone(),
                 weight: slot.weight,
                 dominant_resource: String::new(),
@@ -110,7 +110,7 @@ impl SchedulerCore {
                     .position(|p| **p == op.id)
                     .map_or(0, |i| i + 1);
                 out.push(Reason::PoolAtRunningLimit {
-                    tree: tree_name.clone(),
+                    tree: tree_name.to_string(),
                     pool: pool.to_string(),
                     ancestor: depth > 0,
                     running: running as u64,
@@ -277,7 +277,7 @@ impl SchedulerCore {
     ) -> Result<PoolExplanation, ApiError> {
         let tree_name = match tree {
             Some(t) => t.to_string(),
-            None => self.cluster.default_tree.clone().ok_or_else(|| {
+            None => self.cluster.default_tree.as_ref().map(|d| d.to_string()).ok_or_else(|| {
                 ApiError::new("no default pool tree is set; name one with --pool-tree")
             })?,
         };

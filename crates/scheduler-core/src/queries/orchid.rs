@@ -182,7 +182,7 @@ impl SchedulerCore {
         self.cluster
             .trees
             .keys()
-            .filter_map(|name| self.tree_facts(name))
+            .filter_map(|name| self.tree_facts(name.as_str()))
             .collect()
     }
 
@@ -400,13 +400,13 @@ impl SchedulerCore {
     pub fn pool_ratios(&self) -> Vec<(String, String, [f64; 3])> {
         let mut out = vec![];
         for tree in self.cluster.trees.keys() {
-            let Some(shares) = self.tree_shares(tree) else {
+            let Some(shares) = self.tree_shares(tree.as_str()) else {
                 continue;
             };
             for e in &shares.elements {
                 if let ElementKind::Pool { name, .. } = &e.kind {
                     out.push((
-                        tree.clone(),
+                        tree.to_string(),
                         name.clone(),
                         [
                             max_component(&e.fair_share.total),

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use ytsched_common::names::TreeName;
 use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
 use ytsched_common::resources::{Resource, EPSILON};
@@ -86,8 +87,8 @@ pub struct PoolTree {
 /// what the store interface saves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClusterConfig {
-    pub default_tree: Option<String>,
-    pub trees: BTreeMap<String, PoolTree>,
+    pub default_tree: Option<TreeName>,
+    pub trees: BTreeMap<TreeName, PoolTree>,
     /// Tags admins set on nodes (`//sys/cluster_nodes/<node>/@user_tags`): configuration,
     /// kept across node restarts and saved with the trees.
     #[serde(default)]
@@ -107,12 +108,10 @@ impl Default for ClusterConfig {
     /// A fresh installation: one tree `default` with an empty filter (SPEC 4.1).
     fn default() -> Self {
         let mut trees = BTreeMap::new();
-        trees.insert(
-            DEFAULT_TREE.to_string(),
-            PoolTree::new(TreeConfig::default()),
-        );
+        let default = TreeName::parse(DEFAULT_TREE).expect("a valid name");
+        trees.insert(default.clone(), PoolTree::new(TreeConfig::default()));
         Self {
-            default_tree: Some(DEFAULT_TREE.to_string()),
+            default_tree: Some(default),
             trees,
             node_user_tags: BTreeMap::new(),
             node_maintenance: BTreeMap::new(),
@@ -143,12 +142,12 @@ impl ClusterConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         if let Some(d) = &self.default_tree {
-            self.tree(d).map_err(|_| {
+            self.tree(d.as_str()).map_err(|_| {
                 ConfigError::invalid(format!("default_tree names no pool tree: '{d}'"))
             })?;
         }
         for (name, tree) in &self.trees {
-            tree.validate(name)?;
+            tree.validate(name.as_str())?;
         }
         for (node, tags) in &self.node_user_tags {
             for t in tags {
@@ -161,9 +160,9 @@ impl ClusterConfig {
 }
 
 /// Pool tree names follow pool names' alphabet.
-pub fn validate_tree_name(name: &str) -> Result<(), ConfigError> {
-    validate_pool_name(name)
-        .map_err(|m| ConfigError::invalid(m.replace("pool name", "pool tree name")))
+/// A tree name from outside (a config file, an admin call), parsed.
+pub fn parse_tree_name(name: &str) -> Result<TreeName, ConfigError> {
+    TreeName::parse(name).map_err(ConfigError::invalid)
 }
 
 impl PoolTree {

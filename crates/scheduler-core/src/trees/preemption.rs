@@ -168,7 +168,7 @@ impl SchedulerCore {
         let (node_id, free, now) = (&ctx.node, ctx.free(), ctx.now);
         let node = self.nodes.get(node_id)?;
         let tree_name = self.node_tree(node)?.to_string();
-        let tree = self.cluster.trees.get(&tree_name)?;
+        let tree = self.cluster.trees.get(tree_name.as_str())?;
         let backoff = tree.config.preemptive_scheduling_backoff.0;
         if node
             .last_preemptive_stage

@@ -280,7 +280,7 @@ impl Simulation {
                 {
                     tree.insert("alerts".into(), o.remove("alerts").unwrap_or_default());
                 }
-                trees.insert(name.clone(), Value::Object(tree));
+                trees.insert(name.to_string(), Value::Object(tree));
             }
         }
         self.out_snapshots.push(json!({
