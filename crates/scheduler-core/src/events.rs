@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use ytsched_common::maintenance::NodeMaintenance;
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::Registration;
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -59,7 +60,7 @@ pub enum CoreEvent {
     },
     /// An ephemeral pool lost its last operation.
     PoolRemoved {
-        tree: String,
+        tree: TreeName,
         pool: String,
     },
     OperationFinished {

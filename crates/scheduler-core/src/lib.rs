@@ -37,7 +37,7 @@ use ytsched_common::protocol::UnixMillis;
 use ytsched_common::{NodeId, OperationId};
 
 /// Integral volumes (share × seconds) by tree, then pool: state the store keeps.
-pub type IntegralVolumes = BTreeMap<String, HashMap<String, f64>>;
+pub type IntegralVolumes = BTreeMap<TreeName, HashMap<String, f64>>;
 
 #[derive(Clone, Debug)]
 pub struct CoreConfig {
@@ -190,7 +190,7 @@ impl SchedulerCore {
         self.trees
             .iter()
             .filter(|(_, t)| !t.integral_volumes.is_empty())
-            .map(|(name, t)| (name.to_string(), t.integral_volumes.clone()))
+            .map(|(name, t)| (name.clone(), t.integral_volumes.clone()))
             .collect()
     }
 

@@ -7,12 +7,12 @@
 //! recorded as running stay running, and their nodes have a revival window to report them
 //! before they count as lost.
 
-use ytsched_common::names::TreeName;
 use crate::operations::operation::{Job, Operation, TreeSlot};
 use crate::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use ytsched_common::api::HistoryEntry;
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::spec::{VanillaSpec, MAX_JOBS_PER_OPERATION};
 use ytsched_common::states::{JobState, OperationState};

@@ -83,10 +83,7 @@ fn log_operation_event(e: &CoreEvent) {
             info!(operation = %id, "pending operation started")
         }
         CoreEvent::PoolRemoved { tree, pool } => {
-            info!(
-                tree,
-                pool, "ephemeral pool removed: its last operation ended"
-            )
+            info!(tree = %tree, pool, "ephemeral pool removed: its last operation ended")
         }
         CoreEvent::OperationFinished { id, state, error } => {
             info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")

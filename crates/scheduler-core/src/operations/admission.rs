@@ -2,7 +2,6 @@
 //! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
 //! lightweight operations (5.6), and what happens when an operation ends.
 
-use ytsched_common::names::TreeName;
 use crate::operations::access::{ephemeral_pool_refusal, pool_allows, refusal};
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::trees::pool_tree::PoolTree;
@@ -11,6 +10,7 @@ use std::collections::HashMap;
 use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
@@ -424,7 +424,7 @@ impl SchedulerCore {
 
     /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
     /// and no child pool is left in it.
-    fn remove_empty_ephemeral_pools(&mut self, tree_name: &str, pool: &str) {
+    fn remove_empty_ephemeral_pools(&mut self, tree_name: &TreeName, pool: &str) {
         let mut current = pool.to_string();
         loop {
             let busy = self
@@ -445,7 +445,7 @@ impl SchedulerCore {
             tree.pools.remove(&current);
             self.config_revision += 1;
             self.events.push(CoreEvent::PoolRemoved {
-                tree: tree_name.to_string(),
+                tree: tree_name.clone(),
                 pool: current.clone(),
             });
             current = parent;

@@ -7,10 +7,10 @@
 //! attempt, for counts and `list-jobs` filters. Memory per finished job is that byte,
 //! whatever the operation's size.
 
-use ytsched_common::names::TreeName;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use ytsched_common::api::HistoryEntry;
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{JobStatistics, UnixMillis};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
@@ -371,7 +371,7 @@ impl Operation {
     }
 
     /// The first tree the spec named: where the operation is listed by default.
-    pub fn main_tree(&self) -> &str {
+    pub fn main_tree(&self) -> &TreeName {
         &self.trees[0].0
     }
 

@@ -4,11 +4,11 @@
 //! remembered with the pool chain it was counted under, so taking it back never depends
 //! on how the pools look now.
 
-use ytsched_common::names::TreeName;
 use crate::operations::admission::PoolCounts;
 use crate::operations::operation_index::Aggregate;
 use crate::SchedulerCore;
 use std::collections::HashMap;
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;

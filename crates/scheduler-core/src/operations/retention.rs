@@ -10,12 +10,13 @@ use crate::SchedulerCore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use ytsched_common::api::{JobInfo, OperationInfo, OutputStream};
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::TreeConfig;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::{JobId, OperationId};
 
 /// Finished operations by tree, oldest finish first.
-pub(crate) type FinishedOrder = BTreeMap<String, BTreeSet<(UnixMillis, u64, OperationId)>>;
+pub(crate) type FinishedOrder = BTreeMap<TreeName, BTreeSet<(UnixMillis, u64, OperationId)>>;
 
 /// A retired operation for the archive: its last view and how many job attempts it
 /// made. The attempts themselves, and the output their jobs left, are in the store
@@ -71,7 +72,7 @@ impl SchedulerCore {
             return;
         };
         self.finished_order
-            .entry(op.main_tree().to_string())
+            .entry(op.main_tree().clone())
             .or_default()
             .insert((finished, op.seq, id.clone()));
     }
@@ -80,7 +81,7 @@ impl SchedulerCore {
     /// Operations whose last change is not yet taken for the store wait for the next
     /// call, so the store never holds a newer record than the archive.
     pub(crate) fn retire_finished(&mut self, now: UnixMillis) {
-        let trees: Vec<String> = self.finished_order.keys().cloned().collect();
+        let trees: Vec<TreeName> = self.finished_order.keys().cloned().collect();
         for tree in trees {
             let config = self
                 .cluster

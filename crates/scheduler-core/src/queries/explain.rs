@@ -277,9 +277,14 @@ impl SchedulerCore {
     ) -> Result<PoolExplanation, ApiError> {
         let tree_name = match tree {
             Some(t) => t.to_string(),
-            None => self.cluster.default_tree.as_ref().map(|d| d.to_string()).ok_or_else(|| {
-                ApiError::new("no default pool tree is set; name one with --pool-tree")
-            })?,
+            None => self
+                .cluster
+                .default_tree
+                .as_ref()
+                .map(|d| d.to_string())
+                .ok_or_else(|| {
+                    ApiError::new("no default pool tree is set; name one with --pool-tree")
+                })?,
         };
         let tree = self
             .cluster

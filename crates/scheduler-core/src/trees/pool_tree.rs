@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use ytsched_common::names::TreeName;
 use ytsched_common::maintenance::NodeMaintenance;
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
 use ytsched_common::resources::{Resource, EPSILON};
 use ytsched_common::spec::validate_pool_name;

@@ -296,7 +296,7 @@ impl SchedulerCore {
         self.share_history.record(&tree_name, &shares, now, |id| {
             operations
                 .get(id)
-                .is_some_and(|o| o.main_tree() == tree_name)
+                .is_some_and(|o| o.main_tree().as_str() == tree_name.as_str())
         });
         let over_limit = self.exceeds_limits(&tree_name, &shares);
         // Computed away from the core, an operation that arrived since the last update
