@@ -18,7 +18,7 @@ fn within_record_limit(
     caller: &Caller,
     max_record: usize,
     change: impl FnOnce(&mut SchedulerCore) -> Result<(), ApiError>,
-    scope: impl FnOnce(&SchedulerCore) -> Option<(String, String)>,
+    scope: impl FnOnce(&SchedulerCore) -> Option<(ytsched_common::names::TreeName, String)>,
 ) -> Result<(), ApiError> {
     let before = core.cluster_config().clone();
     change(core)?;
@@ -82,7 +82,7 @@ pub fn apply(
             };
             let scope = b.pool_tree.as_ref().map(|t| {
                 let parent = b.parent_name.as_ref().map_or(ROOT_POOL, PoolName::as_str);
-                (t.to_string(), parent.to_string())
+                (t.clone(), parent.to_string())
             });
             let create = |core: &mut SchedulerCore| match b.object_type {
                 api::ObjectType::SchedulerPool => {

@@ -12,6 +12,7 @@ use crate::SchedulerCore;
 use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::ROOT_POOL;
 
 /// Pools one delegated subtree may hold (its top pool included).
@@ -24,7 +25,7 @@ pub const DELEGATES_QUARTERS: usize = 3;
 impl SchedulerCore {
     /// The (tree, pool) an admin path changes, where that is a pool: the scope whose
     /// budget a delegate's `set` spends.
-    pub fn pool_scope_of(&self, path: &str) -> Option<(String, String)> {
+    pub fn pool_scope_of(&self, path: &str) -> Option<(TreeName, String)> {
         let (tree_name, pool_path) = match AdminPath::parse(path).ok()? {
             AdminPath::Pool { tree, pool_path }
             | AdminPath::PoolAttribute {

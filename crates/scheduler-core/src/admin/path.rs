@@ -1,6 +1,7 @@
 //! YTsaurus-style admin paths (SPEC 6.1): what `//sys/...` strings name.
 
 use crate::ConfigError;
+use ytsched_common::names::TreeName;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdminPath {
@@ -10,19 +11,19 @@ pub enum AdminPath {
     DefaultTree,
     /// `//sys/pool_trees/<tree>[/<pool>/<child>...]`; an empty `pool_path` is the root.
     Pool {
-        tree: String,
+        tree: TreeName,
         pool_path: Vec<String>,
     },
     /// `.../<pool>/@` (all attributes) or `.../<pool>/@<attr>[/<key>...]`.
     PoolAttribute {
-        tree: String,
+        tree: TreeName,
         pool_path: Vec<String>,
         attribute: Option<String>,
         sub: Vec<String>,
     },
     /// `//sys/pool_trees/<tree>/@config[/<attr>[/<key>...]]`
     TreeConfig {
-        tree: String,
+        tree: TreeName,
         attribute: Option<String>,
         sub: Vec<String>,
     },
@@ -56,7 +57,7 @@ impl AdminPath {
                 if tree.starts_with('@') {
                     return Err(bad("the only attribute of //sys/pool_trees is @default_tree"));
                 }
-                let tree = tree.to_string();
+                let tree = TreeName::parse(tree).map_err(|e| bad(&e))?;
                 let Some(k) = rest.iter().position(|s| s.starts_with('@')) else {
                     return Ok(Self::Pool {
                         tree,
@@ -129,7 +130,7 @@ mod tests {
         assert_eq!(
             AdminPath::parse("//sys/pool_trees/default/company/dev/@weight").unwrap(),
             AdminPath::PoolAttribute {
-                tree: "default".into(),
+                tree: TreeName::parse("default").unwrap(),
                 pool_path: vec!["company".into(), "dev".into()],
                 attribute: Some("weight".into()),
                 sub: vec![],
@@ -138,7 +139,7 @@ mod tests {
         assert_eq!(
             AdminPath::parse("//sys/pool_trees/t/@config/nodes_filter").unwrap(),
             AdminPath::TreeConfig {
-                tree: "t".into(),
+                tree: TreeName::parse("t").unwrap(),
                 attribute: Some("nodes_filter".into()),
                 sub: vec![],
             }
