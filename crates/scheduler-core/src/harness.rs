@@ -58,9 +58,14 @@ impl Default for Harness {
 
 impl Harness {
     pub fn new() -> Self {
+        Harness::starting_at(1_000)
+    }
+
+    /// A harness whose clock starts at `now`.
+    pub fn starting_at(now: UnixMillis) -> Self {
         Harness {
             core: SchedulerCore::new(CoreConfig::default()),
-            now: 1_000,
+            now,
             nodes: BTreeMap::new(),
             effects: vec![],
             next_op: 0,
@@ -77,9 +82,16 @@ impl Harness {
     /// Adds a node of `cpu` cores (64 GiB, 100 slots) with `tags`, registered by its
     /// first heartbeat.
     pub fn node(&mut self, name: &str, cpu: f64, tags: &[&str]) -> &mut Self {
+        self.add_node(name, cpu, tags);
+        self.heartbeat(name);
+        self
+    }
+
+    /// Adds a node that has not heartbeated yet: the core learns of it at its first.
+    pub fn add_node(&mut self, name: &str, cpu: f64, tags: &[&str]) -> &mut Self {
         let id = NodeId::parse(name).expect("a valid node name");
         self.nodes.insert(
-            id.clone(),
+            id,
             SimNode {
                 limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
                 tags: tags.iter().map(|t| t.to_string()).collect(),
@@ -88,8 +100,19 @@ impl Harness {
                 seq: 0,
             },
         );
-        self.heartbeat(name);
         self
+    }
+
+    /// The node now offers `cpu` cores (from its next heartbeat).
+    pub fn set_cpu(&mut self, name: &str, cpu: f64) {
+        let id = NodeId::parse(name).expect("a valid node name");
+        let node = self.nodes.get_mut(&id).expect("a node of this harness");
+        node.limits = ResourceVector::new(
+            cpu,
+            node.limits.memory,
+            node.limits.gpu,
+            node.limits.user_slots,
+        );
     }
 
     /// Creates pool `name` (under `parent`, else the root) of the default tree with
@@ -120,6 +143,17 @@ impl Harness {
         self
     }
 
+    /// Moves the clock to `now` (never back).
+    pub fn at(&mut self, now: UnixMillis) -> &mut Self {
+        assert!(
+            now >= self.now,
+            "the clock moves forward: {} → {now}",
+            self.now
+        );
+        self.now = now;
+        self
+    }
+
     /// One heartbeat of `name`: it reports what it runs and what finished since, then
     /// starts and aborts what the reply says.
     pub fn heartbeat(&mut self, name: &str) -> HeartbeatReply {
@@ -132,7 +166,7 @@ impl Harness {
             incarnation_id: IncarnationId(format!("{name}-1")),
             seq: node.seq,
             hostname: name.into(),
-            system_tags: vec![],
+            system_tags: vec![format!("host:{name}")],
             tags: node.tags.clone(),
             resource_limits: node.limits,
             resource_usage: node
@@ -185,6 +219,20 @@ impl Harness {
             .map(|s| finished(s, state))
             .collect();
         node.finished.extend(done);
+    }
+
+    /// Every job `name` runs completes; its heartbeat at `now` reports them.
+    pub fn finish_at(&mut self, name: &str, now: UnixMillis) -> HeartbeatReply {
+        self.finish_all(name, JobState::Completed);
+        self.at(now).heartbeat(name)
+    }
+
+    /// The operations of the jobs `name` runs, one entry per job.
+    pub fn ops_on(&self, name: &str) -> Vec<String> {
+        self.running_on(name)
+            .iter()
+            .map(|s| s.operation_id.to_string())
+            .collect()
     }
 
     /// Jobs `name` runs now.

@@ -1,71 +1,14 @@
 //! Several pool trees (SPEC 5.9): node membership by `nodes_filter`, re-tagging at run
 //! time, refused nodes, operations in several trees and `scheduling_tag_filter`.
 
-use crate::tests::{done, heartbeat, spec};
+use crate::harness::{spec, Harness};
 use crate::*;
 use serde_json::json;
 use ytsched_common::api::ApiError;
 use ytsched_common::names::{PoolName, TreeName};
 use ytsched_common::protocol::*;
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::states::{AbortReason, JobState, OperationState};
-
-/// A simulated agent: what it runs, so heartbeats report it truthfully.
-struct Agent {
-    id: &'static str,
-    cpu: f64,
-    tags: Vec<String>,
-    running: Vec<JobStartSpec>,
-}
-
-impl Agent {
-    fn new(id: &'static str, cpu: f64, tags: &[&str]) -> Self {
-        Agent {
-            id,
-            cpu,
-            tags: tags.iter().map(|t| t.to_string()).collect(),
-            running: vec![],
-        }
-    }
-
-    /// One heartbeat: applies the reply (starts and aborts) like an agent would.
-    fn beat(&mut self, core: &mut SchedulerCore, now: u64) -> HeartbeatReply {
-        self.report(core, now, vec![])
-    }
-
-    /// A heartbeat on which every running job has completed.
-    fn finish_all(&mut self, core: &mut SchedulerCore, now: u64) -> HeartbeatReply {
-        let finished = self
-            .running
-            .drain(..)
-            .map(|s| done(&s, JobState::Completed))
-            .collect();
-        self.report(core, now, finished)
-    }
-
-    fn report(
-        &mut self,
-        core: &mut SchedulerCore,
-        now: u64,
-        finished_jobs: Vec<FinishedJob>,
-    ) -> HeartbeatReply {
-        let mut req = heartbeat(self.id, self.cpu, &self.running, finished_jobs);
-        req.system_tags = vec![format!("host:{}", self.id)];
-        req.tags = self.tags.clone();
-        let reply = core.process_heartbeat(req, now);
-        self.running
-            .retain(|s| !reply.jobs_to_abort.iter().any(|a| a.job_id == s.job_id));
-        self.running.extend(reply.jobs_to_start.clone());
-        reply
-    }
-
-    fn ops(&self) -> Vec<String> {
-        self.running
-            .iter()
-            .map(|s| s.operation_id.to_string())
-            .collect()
-    }
-}
+use ytsched_common::states::{AbortReason, OperationState};
 
 fn op(id: &str) -> OperationId {
     OperationId(id.into())
@@ -86,20 +29,17 @@ fn node_info(core: &SchedulerCore, id: &str) -> ytsched_common::api::NodeInfo {
 }
 
 /// SPEC §7 scenario 13 set up through admin paths, as an admin would.
-fn scenario_13() -> (SchedulerCore, Vec<Agent>) {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    let mut agents = vec![
-        Agent::new("n1", 4.0, &[]),
-        Agent::new("n2", 4.0, &[]),
-        Agent::new("n3", 4.0, &[]),
-    ];
-    for a in &mut agents {
-        a.beat(&mut core, 0);
+fn scenario_13() -> Harness {
+    let mut h = Harness::starting_at(0);
+    for n in ["n1", "n2", "n3"] {
+        h.node(n, 4.0, &[]);
     }
-    core.admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["custom_tag"]))
+    h.core
+        .admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["custom_tag"]))
         .unwrap();
     // `other` first would put n3 in two trees: refused, naming the node.
-    let e = core
+    let e = h
+        .core
         .create_pool_tree("other", json!({"nodes_filter": "custom_tag"}))
         .unwrap_err();
     assert!(
@@ -107,75 +47,83 @@ fn scenario_13() -> (SchedulerCore, Vec<Agent>) {
         "{}",
         e.message
     );
-    core.admin_set(
-        "//sys/pool_trees/default/@config/nodes_filter",
-        json!("!custom_tag"),
-    )
-    .unwrap();
-    assert_eq!(node_info(&core, "n3").state, "idle");
-    core.create_pool_tree("other", json!({"config": {"nodes_filter": "custom_tag"}}))
+    h.core
+        .admin_set(
+            "//sys/pool_trees/default/@config/nodes_filter",
+            json!("!custom_tag"),
+        )
+        .unwrap();
+    assert_eq!(node_info(&h.core, "n3").state, "idle");
+    h.core
+        .create_pool_tree("other", json!({"config": {"nodes_filter": "custom_tag"}}))
         .unwrap();
     for tree in ["default", "other"] {
-        core.create_pool(tree, "p", None, json!({})).unwrap();
+        h.core.create_pool(tree, "p", None, json!({})).unwrap();
     }
-    (core, agents)
+    h
 }
 
 #[test]
 fn scenario_13_tagged_node_serves_only_its_tree() {
-    let (mut core, mut agents) = scenario_13();
-    let n3 = node_info(&core, "n3");
+    let mut h = scenario_13();
+    let n3 = node_info(&h.core, "n3");
     assert_eq!(
         (n3.state.as_str(), n3.tree.as_deref()),
         ("online", Some("other"))
     );
     assert_eq!(n3.user_tags, vec!["custom_tag"]);
-    assert_eq!(node_info(&core, "n1").tree.as_deref(), Some("default"));
+    assert_eq!(node_info(&h.core, "n1").tree.as_deref(), Some("default"));
     assert_eq!(
-        core.tree_resources("other").cpu,
+        h.core.tree_resources("other").cpu,
         4.0,
         "each tree's total follows its nodes"
     );
-    assert_eq!(core.tree_resources("default").cpu, 8.0);
+    assert_eq!(h.core.tree_resources("default").cpu, 8.0);
     assert_eq!(
-        core.admin_get("//sys/cluster_nodes/n3/@pool_tree").unwrap(),
+        h.core
+            .admin_get("//sys/cluster_nodes/n3/@pool_tree")
+            .unwrap(),
         json!("other")
     );
 
-    core.start_operation(op("o"), "u", in_trees(&["other"], 10), 1)
+    h.core
+        .start_operation(op("o"), "u", in_trees(&["other"], 10), 1)
         .unwrap();
-    core.start_operation(op("d"), "u", in_trees(&["default"], 20), 1)
+    h.core
+        .start_operation(op("d"), "u", in_trees(&["default"], 20), 1)
         .unwrap();
-    for a in &mut agents {
-        let r = a.beat(&mut core, 2);
-        let tree = if a.id == "n3" { "other" } else { "default" };
+    for n in ["n1", "n2", "n3"] {
+        let r = h.at(2).heartbeat(n);
+        let tree = if n == "n3" { "other" } else { "default" };
         assert_eq!(
             r.registration,
             Registration::Registered { tree: tree.into() }
         );
     }
-    assert!(agents[2].ops().iter().all(|o| o == "o"));
-    assert_eq!(agents[2].running.len(), 4);
-    for a in &agents[..2] {
-        assert_eq!(a.running.len(), 4);
-        assert!(a.ops().iter().all(|o| o == "d"), "{:?}", a.ops());
+    assert!(h.ops_on("n3").iter().all(|o| o == "o"));
+    assert_eq!(h.running_on("n3").len(), 4);
+    for n in ["n1", "n2"] {
+        assert_eq!(h.running_on(n).len(), 4);
+        assert!(h.ops_on(n).iter().all(|o| o == "d"), "{:?}", h.ops_on(n));
     }
 }
 
 #[test]
 fn untagging_a_busy_node_moves_it_back_and_its_jobs_run_again_in_their_tree() {
-    let (mut core, mut agents) = scenario_13();
-    core.start_operation(op("o"), "u", in_trees(&["other"], 4), 1)
+    let mut h = scenario_13();
+    h.core
+        .start_operation(op("o"), "u", in_trees(&["other"], 4), 1)
         .unwrap();
-    agents[2].beat(&mut core, 2);
-    assert_eq!(agents[2].running.len(), 4);
+    h.at(2).heartbeat("n3");
+    assert_eq!(h.running_on("n3").len(), 4);
 
-    core.admin_remove("//sys/cluster_nodes/n3/@user_tags")
+    h.core
+        .admin_remove("//sys/cluster_nodes/n3/@user_tags")
         .unwrap();
-    assert_eq!(node_info(&core, "n3").tree.as_deref(), Some("default"));
-    assert_eq!(core.tree_resources("other").cpu, 0.0);
-    assert!(core.take_nudges().contains(&NodeId("n3".into())));
-    let r = agents[2].beat(&mut core, 3);
+    assert_eq!(node_info(&h.core, "n3").tree.as_deref(), Some("default"));
+    assert_eq!(h.core.tree_resources("other").cpu, 0.0);
+    assert!(h.core.take_nudges().contains(&NodeId("n3".into())));
+    let r = h.at(3).heartbeat("n3");
     assert_eq!(r.jobs_to_abort.len(), 4);
     for a in &r.jobs_to_abort {
         assert_eq!(a.reason, AbortReason::NodeFairShareTreeChanged);
@@ -187,26 +135,28 @@ fn untagging_a_busy_node_moves_it_back_and_its_jobs_run_again_in_their_tree() {
         );
     }
     assert!(r.jobs_to_start.is_empty(), "nothing of default waits");
-    let info = core.operation_info(&op("o")).unwrap();
+    let info = h.core.operation_info(&op("o")).unwrap();
     assert_eq!((info.jobs.waiting, info.jobs.aborted), (4, 4));
     assert_eq!(info.state, OperationState::Running);
 
     // Tagged again, it takes the jobs back in `other`.
-    core.admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["custom_tag"]))
+    h.core
+        .admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["custom_tag"]))
         .unwrap();
-    let r = agents[2].beat(&mut core, 4);
+    let r = h.at(4).heartbeat("n3");
     assert_eq!(r.user_tags, vec!["custom_tag"]);
     assert_eq!(r.jobs_to_start.len(), 4);
-    assert_eq!(core.operation_info(&op("o")).unwrap().jobs.running, 4);
+    assert_eq!(h.core.operation_info(&op("o")).unwrap().jobs.running, 4);
 }
 
 #[test]
 fn node_matching_two_trees_is_refused_until_a_filter_is_fixed() {
-    let (mut core, mut agents) = scenario_13();
-    core.create_pool_tree("fast", json!({"nodes_filter": "fast"}))
+    let mut h = scenario_13();
+    h.core
+        .create_pool_tree("fast", json!({"nodes_filter": "fast"}))
         .unwrap();
-    let mut both = Agent::new("n4", 2.0, &["custom_tag", "fast"]);
-    let r = both.beat(&mut core, 1);
+    h.add_node("n4", 2.0, &["custom_tag", "fast"]);
+    let r = h.at(1).heartbeat("n4");
     match &r.registration {
         Registration::Refused { error } => assert!(
             error.contains("node matches pool trees fast and other"),
@@ -214,28 +164,30 @@ fn node_matching_two_trees_is_refused_until_a_filter_is_fixed() {
         ),
         other => panic!("expected a refusal, got {other:?}"),
     }
-    let info = node_info(&core, "n4");
+    let info = node_info(&h.core, "n4");
     assert_eq!(info.state, "refused");
     assert!(info.error.unwrap().contains("fast and other"));
     assert_eq!(
-        core.tree_resources("other").cpu,
+        h.core.tree_resources("other").cpu,
         4.0,
         "a refused node adds nothing"
     );
 
-    core.start_operation(op("o"), "u", in_trees(&["other"], 8), 1)
+    h.core
+        .start_operation(op("o"), "u", in_trees(&["other"], 8), 1)
         .unwrap();
-    assert!(both.beat(&mut core, 2).jobs_to_start.is_empty());
-    agents[2].beat(&mut core, 2);
+    assert!(h.at(2).heartbeat("n4").jobs_to_start.is_empty());
+    h.at(2).heartbeat("n3");
 
     // Changing a filter so that it no longer overlaps admits the node at once.
-    core.admin_set(
-        "//sys/pool_trees/fast/@config/nodes_filter",
-        json!("fast & !custom_tag"),
-    )
-    .unwrap();
-    assert_eq!(node_info(&core, "n4").tree.as_deref(), Some("other"));
-    let r = both.beat(&mut core, 3);
+    h.core
+        .admin_set(
+            "//sys/pool_trees/fast/@config/nodes_filter",
+            json!("fast & !custom_tag"),
+        )
+        .unwrap();
+    assert_eq!(node_info(&h.core, "n4").tree.as_deref(), Some("other"));
+    let r = h.at(3).heartbeat("n4");
     assert_eq!(
         r.registration,
         Registration::Registered {
@@ -247,15 +199,17 @@ fn node_matching_two_trees_is_refused_until_a_filter_is_fixed() {
 
 #[test]
 fn bad_filters_and_user_tags_are_refused_with_reasons() {
-    let (mut core, _agents) = scenario_13();
-    let e = core
+    let mut h = scenario_13();
+    let e = h
+        .core
         .admin_set(
             "//sys/pool_trees/other/@config/nodes_filter",
             json!("a & | b"),
         )
         .unwrap_err();
     assert!(e.message.contains("at column 5"), "{}", e.message);
-    let e = core
+    let e = h
+        .core
         .admin_set("//sys/cluster_nodes/n3/@user_tags", json!(["ok", "not ok"]))
         .unwrap_err();
     assert!(
@@ -263,11 +217,13 @@ fn bad_filters_and_user_tags_are_refused_with_reasons() {
         "{}",
         e.message
     );
-    let e = core
+    let e = h
+        .core
         .admin_set("//sys/cluster_nodes/nope/@user_tags", json!(["x"]))
         .unwrap_err();
     assert!(e.message.contains("no such node: 'nope'"), "{}", e.message);
-    let e = core
+    let e = h
+        .core
         .admin_set("//sys/cluster_nodes/n3/@tags", json!(["x"]))
         .unwrap_err();
     assert!(
@@ -276,9 +232,10 @@ fn bad_filters_and_user_tags_are_refused_with_reasons() {
         e.message
     );
     // Nothing changed.
-    assert_eq!(node_info(&core, "n3").tree.as_deref(), Some("other"));
+    assert_eq!(node_info(&h.core, "n3").tree.as_deref(), Some("other"));
     assert_eq!(
-        core.admin_get("//sys/pool_trees/other/@config/nodes_filter")
+        h.core
+            .admin_get("//sys/pool_trees/other/@config/nodes_filter")
             .unwrap(),
         json!("custom_tag")
     );
@@ -286,8 +243,9 @@ fn bad_filters_and_user_tags_are_refused_with_reasons() {
 
 #[test]
 fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
-    let (mut core, mut agents) = scenario_13();
-    core.create_pool("other", "research", None, json!({}))
+    let mut h = scenario_13();
+    h.core
+        .create_pool("other", "research", None, json!({}))
         .unwrap();
     let mut s = in_trees(&["default", "other"], 20);
     s.scheduling_options_per_pool_tree.insert(
@@ -301,21 +259,21 @@ fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
             }),
         },
     );
-    core.start_operation(op("both"), "u", s, 1).unwrap();
-    for a in &mut agents {
-        a.beat(&mut core, 2);
-    }
-    assert_eq!(agents[0].running.len() + agents[1].running.len(), 8);
+    h.core.start_operation(op("both"), "u", s, 1).unwrap();
+    h.at(2).heartbeat_all();
+    assert_eq!(h.running_on("n1").len() + h.running_on("n2").len(), 8);
     assert_eq!(
-        agents[2].running.len(),
+        h.running_on("n3").len(),
         3,
         "the per-tree limit holds in other"
     );
-    core.update_all_shares(3);
-    let default = core
+    h.core.update_all_shares(3);
+    let default = h
+        .core
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/operations/both")
         .unwrap();
-    let other = core
+    let other = h
+        .core
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/other/operations/both")
         .unwrap();
     assert_eq!(default["pool"], json!("p"));
@@ -324,94 +282,102 @@ fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
     let cpu = |v: &serde_json::Value| v["resource_usage"]["cpu"].as_f64().unwrap();
     assert!((cpu(&default) - 8.0).abs() < 1e-6, "{default}");
     assert!((cpu(&other) - 3.0).abs() < 1e-6, "{other}");
-    let info = core.operation_info(&op("both")).unwrap();
+    let info = h.core.operation_info(&op("both")).unwrap();
     assert_eq!(info.resource_usage.cpu, 11.0);
     assert_eq!(info.pool_trees["other"], "research");
 
     // Jobs finished in either tree count toward the same operation, once.
     let mut now = 4;
-    while core.operation_info(&op("both")).unwrap().state == OperationState::Running {
-        for a in &mut agents {
-            a.finish_all(&mut core, now);
+    while h.core.operation_info(&op("both")).unwrap().state == OperationState::Running {
+        for n in ["n1", "n2", "n3"] {
+            h.finish_at(n, now);
         }
         now += 1;
         assert!(now < 20, "the operation should complete");
     }
-    let info = core.operation_info(&op("both")).unwrap();
+    let info = h.core.operation_info(&op("both")).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!((info.jobs.completed, info.jobs.total), (20, 20));
 }
 
 #[test]
 fn scheduling_tag_filter_keeps_jobs_off_other_nodes() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    let mut plain = Agent::new("n1", 4.0, &[]);
-    let mut ssd = Agent::new("n2", 4.0, &["ssd"]);
-    plain.beat(&mut core, 0);
-    ssd.beat(&mut core, 0);
+    let mut h = Harness::starting_at(0);
+    h.add_node("n1", 4.0, &[]);
+    h.add_node("n2", 4.0, &["ssd"]);
+    h.at(0).heartbeat("n1");
+    h.at(0).heartbeat("n2");
     let mut s = spec(6, 1.0);
     s.scheduling_tag_filter =
         Some(ytsched_common::tag_filter::TagFilter::parse("ssd & !slow").unwrap());
-    core.start_operation(op("f"), "u", s, 1).unwrap();
-    assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
-    assert_eq!(ssd.beat(&mut core, 2).jobs_to_start.len(), 4);
-    assert_eq!(core.operation_info(&op("f")).unwrap().jobs.waiting, 2);
+    h.core.start_operation(op("f"), "u", s, 1).unwrap();
+    assert!(h.at(2).heartbeat("n1").jobs_to_start.is_empty());
+    assert_eq!(h.at(2).heartbeat("n2").jobs_to_start.len(), 4);
+    assert_eq!(h.core.operation_info(&op("f")).unwrap().jobs.waiting, 2);
 }
 
 #[test]
 fn a_node_with_no_matching_tree_is_idle_and_offers_nothing() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.admin_set(
-        "//sys/pool_trees/default/@config/nodes_filter",
-        json!("ssd"),
-    )
-    .unwrap();
-    let mut plain = Agent::new("n1", 4.0, &[]);
-    let r = plain.beat(&mut core, 0);
+    let mut h = Harness::starting_at(0);
+    h.core
+        .admin_set(
+            "//sys/pool_trees/default/@config/nodes_filter",
+            json!("ssd"),
+        )
+        .unwrap();
+    h.add_node("n1", 4.0, &[]);
+    let r = h.at(0).heartbeat("n1");
     assert_eq!(r.registration, Registration::Idle);
-    assert_eq!(node_info(&core, "n1").state, "idle");
-    core.start_operation(op("x"), "u", spec(1, 1.0), 1).unwrap();
-    assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
-    assert_eq!(core.tree_resources("default"), ResourceVector::ZERO);
+    assert_eq!(node_info(&h.core, "n1").state, "idle");
+    h.core
+        .start_operation(op("x"), "u", spec(1, 1.0), 1)
+        .unwrap();
+    assert!(h.at(2).heartbeat("n1").jobs_to_start.is_empty());
+    assert_eq!(h.core.tree_resources("default"), ResourceVector::ZERO);
 }
 
 #[test]
 fn a_pools_scheduling_tag_filter_keeps_its_subtree_on_matching_nodes() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    let mut plain = Agent::new("n1", 4.0, &[]);
-    let mut ssd = Agent::new("n2", 4.0, &["ssd"]);
-    plain.beat(&mut core, 0);
-    ssd.beat(&mut core, 0);
-    core.create_pool(
-        "default",
-        "fast",
-        None,
-        json!({"scheduling_tag_filter": "ssd"}),
-    )
-    .unwrap();
-    core.create_pool("default", "team", Some("fast"), json!({}))
+    let mut h = Harness::starting_at(0);
+    h.add_node("n1", 4.0, &[]);
+    h.add_node("n2", 4.0, &["ssd"]);
+    h.at(0).heartbeat("n1");
+    h.at(0).heartbeat("n2");
+    h.core
+        .create_pool(
+            "default",
+            "fast",
+            None,
+            json!({"scheduling_tag_filter": "ssd"}),
+        )
+        .unwrap();
+    h.core
+        .create_pool("default", "team", Some("fast"), json!({}))
         .unwrap();
     let mut s = spec(6, 1.0);
     s.pool = Some(PoolName::parse("team").unwrap());
-    core.start_operation(op("f"), "u", s, 1).unwrap();
+    h.core.start_operation(op("f"), "u", s, 1).unwrap();
     // The operation names no filter; its grandparent's applies.
-    assert!(plain.beat(&mut core, 2).jobs_to_start.is_empty());
-    assert_eq!(ssd.beat(&mut core, 2).jobs_to_start.len(), 4);
+    assert!(h.at(2).heartbeat("n1").jobs_to_start.is_empty());
+    assert_eq!(h.at(2).heartbeat("n2").jobs_to_start.len(), 4);
     // Its limits share is the matching nodes' share of the tree: 4 of 8 cpu.
-    core.update_all_shares(3);
-    let pool = core
+    h.core.update_all_shares(3);
+    let pool = h
+        .core
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/fast")
         .unwrap();
     assert_eq!(pool["limits_share"]["cpu"], 0.5);
     assert!(pool["fair_share_ratio"].as_f64().unwrap() <= 0.5 + 1e-9);
     // Untagging the node takes the subtree's room away.
-    core.admin_set(
-        "//sys/pool_trees/default/fast/@scheduling_tag_filter",
-        json!("ssd & !ssd"),
-    )
-    .unwrap();
-    core.update_all_shares(4);
-    let pool = core
+    h.core
+        .admin_set(
+            "//sys/pool_trees/default/fast/@scheduling_tag_filter",
+            json!("ssd & !ssd"),
+        )
+        .unwrap();
+    h.core.update_all_shares(4);
+    let pool = h
+        .core
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/fast")
         .unwrap();
     assert_eq!(pool["limits_share"]["cpu"], 0.0);
@@ -422,8 +388,9 @@ fn a_pools_scheduling_tag_filter_keeps_its_subtree_on_matching_nodes() {
 /// and silently read as "no filter").
 #[test]
 fn a_pools_scheduling_tag_filter_that_does_not_parse_is_refused() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    let e = core
+    let mut h = Harness::starting_at(0);
+    let e = h
+        .core
         .create_pool(
             "default",
             "fast",
@@ -433,14 +400,16 @@ fn a_pools_scheduling_tag_filter_that_does_not_parse_is_refused() {
         .unwrap_err();
     assert!(e.message.contains("scheduling_tag_filter"), "{e}");
     assert!(e.message.contains("at column 6"), "{e}");
-    core.create_pool(
-        "default",
-        "fast",
-        None,
-        json!({"scheduling_tag_filter": "ssd"}),
-    )
-    .unwrap();
-    let e = core
+    h.core
+        .create_pool(
+            "default",
+            "fast",
+            None,
+            json!({"scheduling_tag_filter": "ssd"}),
+        )
+        .unwrap();
+    let e = h
+        .core
         .admin_set(
             "//sys/pool_trees/default/fast/@scheduling_tag_filter",
             json!("(ssd"),
@@ -448,7 +417,8 @@ fn a_pools_scheduling_tag_filter_that_does_not_parse_is_refused() {
         .unwrap_err();
     assert!(e.message.contains("scheduling_tag_filter"), "{e}");
     assert_eq!(
-        core.admin_get("//sys/pool_trees/default/fast/@scheduling_tag_filter")
+        h.core
+            .admin_get("//sys/pool_trees/default/fast/@scheduling_tag_filter")
             .unwrap(),
         json!("ssd")
     );
@@ -456,105 +426,110 @@ fn a_pools_scheduling_tag_filter_that_does_not_parse_is_refused() {
 
 #[test]
 fn tree_totals_follow_each_node_joining_changing_and_leaving() {
-    let (mut core, mut agents) = scenario_13();
-    let timeout = core.config().node_heartbeat_timeout_ms;
-    assert_eq!(core.tree_resources("default").cpu, 8.0);
+    let mut h = scenario_13();
+    let timeout = h.core.config().node_heartbeat_timeout_ms;
+    assert_eq!(h.core.tree_resources("default").cpu, 8.0);
     // A node that grows counts its new limits, in its tree only.
-    agents[0].cpu = 6.0;
-    agents[0].beat(&mut core, 10);
-    assert_eq!(core.tree_resources("default").cpu, 10.0);
-    assert_eq!(core.tree_resources("other").cpu, 4.0);
+    h.set_cpu("n1", 6.0);
+    h.at(10).heartbeat("n1");
+    assert_eq!(h.core.tree_resources("default").cpu, 10.0);
+    assert_eq!(h.core.tree_resources("other").cpu, 4.0);
     // n1 and n3 keep beating; n2 goes silent and leaves its tree's total.
     let later = 10 + timeout + 1;
-    agents[0].beat(&mut core, later);
-    agents[2].beat(&mut core, later);
-    core.tick(later);
-    assert_eq!(node_info(&core, "n2").state, "offline");
-    assert_eq!(core.tree_resources("default").cpu, 6.0);
-    assert_eq!(core.tree_resources("other").cpu, 4.0);
+    h.at(later).heartbeat("n1");
+    h.at(later).heartbeat("n3");
+    h.core.tick(later);
+    assert_eq!(node_info(&h.core, "n2").state, "offline");
+    assert_eq!(h.core.tree_resources("default").cpu, 6.0);
+    assert_eq!(h.core.tree_resources("other").cpu, 4.0);
     // It comes back, and moves to `other` when its tags say so.
-    agents[1].beat(&mut core, later + 1);
-    assert_eq!(core.tree_resources("default").cpu, 10.0);
-    core.admin_set("//sys/cluster_nodes/n2/@user_tags", json!(["custom_tag"]))
+    h.at(later + 1).heartbeat("n2");
+    assert_eq!(h.core.tree_resources("default").cpu, 10.0);
+    h.core
+        .admin_set("//sys/cluster_nodes/n2/@user_tags", json!(["custom_tag"]))
         .unwrap();
-    assert_eq!(core.tree_resources("default").cpu, 6.0);
-    assert_eq!(core.tree_resources("other").cpu, 8.0);
-    let orchid = core.tree_orchid("other").unwrap();
+    assert_eq!(h.core.tree_resources("default").cpu, 6.0);
+    assert_eq!(h.core.tree_resources("other").cpu, 8.0);
+    let orchid = h.core.tree_orchid("other").unwrap();
     assert_eq!(orchid["node_count"], json!(2));
 }
 
 /// Two 4-cpu nodes in the default tree, both busy with one operation of `jobs` jobs.
-fn two_busy_nodes(jobs: u32) -> (SchedulerCore, Vec<Agent>) {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    let mut agents = vec![Agent::new("n1", 4.0, &[]), Agent::new("n2", 4.0, &[])];
-    for a in &mut agents {
-        a.beat(&mut core, 0);
-    }
-    core.start_operation(op("o"), "u", spec(jobs, 1.0), 1)
+fn two_busy_nodes(jobs: u32) -> Harness {
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 4.0, &[]).node("n2", 4.0, &[]);
+    h.core
+        .start_operation(op("o"), "u", spec(jobs, 1.0), 1)
         .unwrap();
-    for a in &mut agents {
-        a.beat(&mut core, 2);
-        assert_eq!(a.running.len(), 4);
+    h.at(2).heartbeat_all();
+    for n in ["n1", "n2"] {
+        assert_eq!(h.running_on(n).len(), 4);
     }
-    (core, agents)
+    h
 }
 
 #[test]
 fn a_banned_node_gives_its_jobs_back_and_they_run_elsewhere() {
-    let (mut core, mut agents) = two_busy_nodes(8);
-    core.admin_set("//sys/cluster_nodes/n1/@banned", json!(true))
+    let mut h = two_busy_nodes(8);
+    h.core
+        .admin_set("//sys/cluster_nodes/n1/@banned", json!(true))
         .unwrap();
-    assert!(node_info(&core, "n1").maintenance.banned);
+    assert!(node_info(&h.core, "n1").maintenance.banned);
     assert_eq!(
-        core.admin_get("//sys/cluster_nodes/n1/@banned").unwrap(),
+        h.core.admin_get("//sys/cluster_nodes/n1/@banned").unwrap(),
         json!(true)
     );
     assert_eq!(
-        core.tree_resources("default").cpu,
+        h.core.tree_resources("default").cpu,
         4.0,
         "a banned node offers nothing"
     );
-    assert!(core.take_nudges().contains(&NodeId("n1".into())));
-    let r = agents[0].beat(&mut core, 3);
+    assert!(h.core.take_nudges().contains(&NodeId("n1".into())));
+    let r = h.at(3).heartbeat("n1");
     assert_eq!(r.jobs_to_abort.len(), 4);
     assert!(r.jobs_to_start.is_empty());
     for a in &r.jobs_to_abort {
         assert_eq!(a.reason, AbortReason::NodeBanned);
         assert!(a.message.contains("n1 is banned"), "{}", a.message);
     }
-    let info = core.operation_info(&op("o")).unwrap();
+    let info = h.core.operation_info(&op("o")).unwrap();
     assert_eq!((info.jobs.waiting, info.jobs.aborted), (4, 4));
     // The aborted jobs run on n2 once it has room; n1 gets none of them.
-    agents[1].finish_all(&mut core, 4);
-    assert_eq!(agents[1].running.len(), 4);
-    assert!(agents[0].beat(&mut core, 5).jobs_to_start.is_empty());
+    h.finish_at("n2", 4);
+    assert_eq!(h.running_on("n2").len(), 4);
+    assert!(h.at(5).heartbeat("n1").jobs_to_start.is_empty());
     // Back in service, it takes work again.
-    core.admin_remove("//sys/cluster_nodes/n1/@banned").unwrap();
-    assert!(core.cluster_config().node_maintenance.is_empty());
-    core.start_operation(op("more"), "u", spec(2, 1.0), 6)
+    h.core
+        .admin_remove("//sys/cluster_nodes/n1/@banned")
         .unwrap();
-    assert_eq!(agents[0].beat(&mut core, 7).jobs_to_start.len(), 2);
+    assert!(h.core.cluster_config().node_maintenance.is_empty());
+    h.core
+        .start_operation(op("more"), "u", spec(2, 1.0), 6)
+        .unwrap();
+    assert_eq!(h.at(7).heartbeat("n1").jobs_to_start.len(), 2);
 }
 
 #[test]
 fn a_decommissioned_node_finishes_its_jobs_and_takes_no_new_ones() {
     for flag in ["decommissioned", "disable_scheduler_jobs"] {
-        let (mut core, mut agents) = two_busy_nodes(12);
-        core.admin_set(&format!("//sys/cluster_nodes/n1/@{flag}"), json!(true))
+        let mut h = two_busy_nodes(12);
+        h.core
+            .admin_set(&format!("//sys/cluster_nodes/n1/@{flag}"), json!(true))
             .unwrap();
-        let r = agents[0].beat(&mut core, 3);
+        let r = h.at(3).heartbeat("n1");
         assert!(r.jobs_to_abort.is_empty(), "{flag}: running jobs finish");
-        assert_eq!(agents[0].running.len(), 4);
-        let r = agents[0].finish_all(&mut core, 4);
+        assert_eq!(h.running_on("n1").len(), 4);
+        let r = h.finish_at("n1", 4);
         assert!(
             r.jobs_to_start.is_empty(),
             "{flag}: 4 jobs wait, none comes here"
         );
-        assert_eq!(core.operation_info(&op("o")).unwrap().jobs.waiting, 4);
-        assert_eq!(node_info(&core, "n1").running_job_count, 0);
-        assert_eq!(agents[1].finish_all(&mut core, 5).jobs_to_start.len(), 4);
+        assert_eq!(h.core.operation_info(&op("o")).unwrap().jobs.waiting, 4);
+        assert_eq!(node_info(&h.core, "n1").running_job_count, 0);
+        assert_eq!(h.finish_at("n2", 5).jobs_to_start.len(), 4);
         assert_eq!(
-            core.admin_get(&format!("//sys/cluster_nodes/n1/@{flag}"))
+            h.core
+                .admin_get(&format!("//sys/cluster_nodes/n1/@{flag}"))
                 .unwrap(),
             json!(true)
         );
@@ -563,8 +538,9 @@ fn a_decommissioned_node_finishes_its_jobs_and_takes_no_new_ones() {
 
 #[test]
 fn maintenance_is_kept_with_the_configuration_and_bad_values_are_refused() {
-    let (mut core, mut agents) = two_busy_nodes(8);
-    core.admin_set("//sys/cluster_nodes/n2/@decommissioned", json!(true))
+    let mut h = two_busy_nodes(8);
+    h.core
+        .admin_set("//sys/cluster_nodes/n2/@decommissioned", json!(true))
         .unwrap();
     for (path, value, says) in [
         (
@@ -583,7 +559,7 @@ fn maintenance_is_kept_with_the_configuration_and_bad_values_are_refused() {
             "@banned, @decommissioned",
         ),
     ] {
-        let e = core.admin_set(path, value).unwrap_err();
+        let e = h.core.admin_set(path, value).unwrap_err();
         assert!(
             e.message.contains(says) && e.message.contains(path),
             "{}",
@@ -592,13 +568,18 @@ fn maintenance_is_kept_with_the_configuration_and_bad_values_are_refused() {
     }
     // A scheduler loading this configuration knows n2 is decommissioned when it
     // reappears.
-    let saved = core.cluster_config().clone();
+    let saved = h.core.cluster_config().clone();
     assert!(saved.maintenance(&NodeId("n2".into())).decommissioned);
-    let mut revived = SchedulerCore::new(CoreConfig::default());
-    revived.set_cluster_config(saved).unwrap();
-    let r = agents[1].finish_all(&mut revived, 10);
-    assert!(r.jobs_to_start.is_empty());
-    assert!(node_info(&revived, "n2").maintenance.decommissioned);
+    let mut revived = Harness::starting_at(10);
+    revived.core.set_cluster_config(saved).unwrap();
+    revived
+        .core
+        .start_operation(op("more"), "u", spec(2, 1.0), 10)
+        .unwrap();
+    revived.add_node("n2", 4.0, &[]);
+    let r = revived.heartbeat("n2");
+    assert!(r.jobs_to_start.is_empty(), "work waits, but not for n2");
+    assert!(node_info(&revived.core, "n2").maintenance.decommissioned);
 }
 
 fn in_pool(pool: &str, jobs: u32, cpu: f64) -> ytsched_common::spec::VanillaSpec {
@@ -610,23 +591,27 @@ fn in_pool(pool: &str, jobs: u32, cpu: f64) -> ytsched_common::spec::VanillaSpec
 #[test]
 fn explain_names_the_pool_that_keeps_an_operation_pending_and_its_place() {
     use ytsched_common::explain::Reason;
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool(
-        "default",
-        "team",
-        None,
-        json!({"max_running_operation_count": 1}),
-    )
-    .unwrap();
-    core.create_pool("default", "p", Some("team"), json!({}))
+    let mut h = Harness::starting_at(0);
+    h.core
+        .create_pool(
+            "default",
+            "team",
+            None,
+            json!({"max_running_operation_count": 1}),
+        )
         .unwrap();
-    Agent::new("n1", 4.0, &[]).beat(&mut core, 0);
+    h.core
+        .create_pool("default", "p", Some("team"), json!({}))
+        .unwrap();
+    h.add_node("n1", 4.0, &[]);
+    h.at(0).heartbeat("n1");
     for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-        core.start_operation(op(name), "u", in_pool("p", 1, 1.0), i as u64)
+        h.core
+            .start_operation(op(name), "u", in_pool("p", 1, 1.0), i as u64)
             .unwrap();
     }
     for (name, position) in [("b", 1), ("c", 2)] {
-        let why = core.explain_operation(&op(name)).unwrap();
+        let why = h.core.explain_operation(&op(name)).unwrap();
         assert_eq!(why.state, OperationState::Pending);
         assert_eq!(
             why.reasons,
@@ -648,16 +633,17 @@ fn explain_names_the_pool_that_keeps_an_operation_pending_and_its_place() {
             "{text}"
         );
     }
-    assert!(core.explain_operation(&op("nope")).is_err());
+    assert!(h.core.explain_operation(&op("nope")).is_err());
 }
 
 #[test]
 fn explain_names_a_tree_without_nodes_and_a_job_no_node_in_service_fits() {
     use ytsched_common::explain::Reason;
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.start_operation(op("lonely"), "u", spec(1, 1.0), 0)
+    let mut h = Harness::starting_at(0);
+    h.core
+        .start_operation(op("lonely"), "u", spec(1, 1.0), 0)
         .unwrap();
-    let why = core.explain_operation(&op("lonely")).unwrap();
+    let why = h.core.explain_operation(&op("lonely")).unwrap();
     assert_eq!(
         why.reasons,
         vec![Reason::TreeHasNoNodes {
@@ -671,16 +657,18 @@ fn explain_names_a_tree_without_nodes_and_a_job_no_node_in_service_fits() {
     );
 
     // The only node big enough is decommissioned: the job fits no node taking jobs.
-    let mut big = Agent::new("big", 8.0, &[]);
-    let mut small = Agent::new("small", 4.0, &[]);
-    big.beat(&mut core, 1);
-    small.beat(&mut core, 1);
-    core.admin_set("//sys/cluster_nodes/big/@decommissioned", json!(true))
+    h.add_node("big", 8.0, &[]);
+    h.add_node("small", 4.0, &[]);
+    h.at(1).heartbeat("big");
+    h.at(1).heartbeat("small");
+    h.core
+        .admin_set("//sys/cluster_nodes/big/@decommissioned", json!(true))
         .unwrap();
-    core.start_operation(op("wide"), "u", spec(1, 6.0), 2)
+    h.core
+        .start_operation(op("wide"), "u", spec(1, 6.0), 2)
         .unwrap();
-    small.beat(&mut core, 3);
-    let why = core.explain_operation(&op("wide")).unwrap();
+    h.at(3).heartbeat("small");
+    let why = h.core.explain_operation(&op("wide")).unwrap();
     assert!(
         why.reasons.contains(&Reason::NoNodeFits {
             tree: "default".into(),
@@ -697,36 +685,36 @@ fn explain_names_a_tree_without_nodes_and_a_job_no_node_in_service_fits() {
 #[test]
 fn explain_shows_how_a_fair_share_was_made_and_what_bounds_it() {
     use ytsched_common::explain::Reason;
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool(
-        "default",
-        "g",
-        None,
-        json!({"strong_guarantee_resources": {"cpu": 4}}),
-    )
-    .unwrap();
-    core.create_pool(
-        "default",
-        "capped",
-        None,
-        json!({"resource_limits": {"cpu": 1}}),
-    )
-    .unwrap();
-    core.create_pool("default", "o", None, json!({})).unwrap();
-    let mut agents = vec![Agent::new("n1", 4.0, &[]), Agent::new("n2", 4.0, &[])];
-    for a in &mut agents {
-        a.beat(&mut core, 0);
-    }
-    core.start_operation(op("g"), "u", in_pool("g", 20, 1.0), 1)
+    let mut h = Harness::starting_at(0);
+    h.core
+        .create_pool(
+            "default",
+            "g",
+            None,
+            json!({"strong_guarantee_resources": {"cpu": 4}}),
+        )
         .unwrap();
-    core.start_operation(op("capped"), "u", in_pool("capped", 20, 1.0), 1)
+    h.core
+        .create_pool(
+            "default",
+            "capped",
+            None,
+            json!({"resource_limits": {"cpu": 1}}),
+        )
         .unwrap();
-    core.start_operation(op("o"), "u", in_pool("o", 20, 1.0), 1)
+    h.core.create_pool("default", "o", None, json!({})).unwrap();
+    h.node("n1", 4.0, &[]).node("n2", 4.0, &[]);
+    h.core
+        .start_operation(op("g"), "u", in_pool("g", 20, 1.0), 1)
         .unwrap();
-    for a in &mut agents {
-        a.beat(&mut core, 2);
-    }
-    let g = core.explain_operation(&op("g")).unwrap();
+    h.core
+        .start_operation(op("capped"), "u", in_pool("capped", 20, 1.0), 1)
+        .unwrap();
+    h.core
+        .start_operation(op("o"), "u", in_pool("o", 20, 1.0), 1)
+        .unwrap();
+    h.at(2).heartbeat_all();
+    let g = h.core.explain_operation(&op("g")).unwrap();
     let place = &g.trees[0];
     assert_eq!(place.dominant_resource, "cpu");
     // 8 cpu: g is guaranteed 4, capped takes its limit of 1, g and o split the other 3.
@@ -756,7 +744,7 @@ fn explain_shows_how_a_fair_share_was_made_and_what_bounds_it() {
     assert!(g.reasons.contains(&Reason::FairShareBelowDemand {
         tree: "default".into()
     }));
-    let capped = core.explain_operation(&op("capped")).unwrap();
+    let capped = h.core.explain_operation(&op("capped")).unwrap();
     assert_eq!(
         capped.trees[0].bound_by, "the resource_limits of pool 'capped'",
         "{:?}",
@@ -771,25 +759,21 @@ fn explain_shows_how_a_fair_share_was_made_and_what_bounds_it() {
 
 #[test]
 fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut h = Harness::starting_at(0);
     for (pool, attrs) in [
         ("a", json!({})),
         ("b", json!({})),
         ("c", json!({"resource_limits": {"cpu": 2}})),
     ] {
-        core.create_pool("default", pool, None, attrs).unwrap();
+        h.core.create_pool("default", pool, None, attrs).unwrap();
     }
-    let mut agents = vec![Agent::new("n1", 4.0, &[]), Agent::new("n2", 4.0, &[])];
-    for a in &mut agents {
-        a.beat(&mut core, 0);
-    }
+    h.node("n1", 4.0, &[]).node("n2", 4.0, &[]);
     for pool in ["a", "b", "c"] {
-        core.start_operation(op(pool), "u", in_pool(pool, 20, 1.0), 1)
+        h.core
+            .start_operation(op(pool), "u", in_pool(pool, 20, 1.0), 1)
             .unwrap();
     }
-    for a in &mut agents {
-        a.beat(&mut core, 2);
-    }
+    h.at(2).heartbeat_all();
     type Change = Box<dyn Fn(&mut SchedulerCore) -> Result<(), ConfigError>>;
     let changes: Vec<Change> = vec![
         Box::new(|c| c.admin_set("//sys/pool_trees/default/a/@weight", json!(3))),
@@ -810,14 +794,19 @@ fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing()
     let mut now = 10;
     for change in changes {
         now += 10;
-        let config = core.cluster_config().clone();
-        let what_if = core
+        let config = h.core.cluster_config().clone();
+        let what_if = h
+            .core
             .what_if(now, |c| change(c).map_err(ApiError::from))
             .unwrap();
         assert!(!what_if.changes.is_empty(), "change at {now}");
-        assert_eq!(core.cluster_config(), &config, "a dry run changes nothing");
-        change(&mut core).unwrap();
-        let real = core.fair_share_ratios(now);
+        assert_eq!(
+            h.core.cluster_config(),
+            &config,
+            "a dry run changes nothing"
+        );
+        change(&mut h.core).unwrap();
+        let real = h.core.fair_share_ratios(now);
         for c in &what_if.changes {
             let key = (
                 c.tree.clone(),
@@ -832,7 +821,8 @@ fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing()
         }
     }
     // A change the core refuses is refused as a dry run too, and the copy is dropped.
-    let e = core
+    let e = h
+        .core
         .what_if(now, |c| {
             c.admin_set("//sys/pool_trees/default/a/@weight", json!(-1))
                 .map_err(ApiError::from)
@@ -843,26 +833,31 @@ fn a_dry_run_shows_the_shares_the_change_then_really_gives_and_changes_nothing()
 
 #[test]
 fn explain_pool_shows_its_counts_share_and_what_bounds_it() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool(
-        "default",
-        "team",
-        None,
-        json!({"max_running_operation_count": 1, "resource_limits": {"cpu": 2}}),
-    )
-    .unwrap();
-    core.create_pool("default", "other", None, json!({}))
+    let mut h = Harness::starting_at(0);
+    h.core
+        .create_pool(
+            "default",
+            "team",
+            None,
+            json!({"max_running_operation_count": 1, "resource_limits": {"cpu": 2}}),
+        )
         .unwrap();
-    let mut agent = Agent::new("n1", 8.0, &[]);
-    agent.beat(&mut core, 0);
-    core.start_operation(op("a"), "u", in_pool("team", 10, 1.0), 1)
+    h.core
+        .create_pool("default", "other", None, json!({}))
         .unwrap();
-    core.start_operation(op("b"), "u", in_pool("team", 10, 1.0), 1)
+    h.add_node("n1", 8.0, &[]);
+    h.at(0).heartbeat("n1");
+    h.core
+        .start_operation(op("a"), "u", in_pool("team", 10, 1.0), 1)
         .unwrap();
-    core.start_operation(op("c"), "u", in_pool("other", 10, 1.0), 1)
+    h.core
+        .start_operation(op("b"), "u", in_pool("team", 10, 1.0), 1)
         .unwrap();
-    agent.beat(&mut core, 2);
-    let why = core.explain_pool(None, "team").unwrap();
+    h.core
+        .start_operation(op("c"), "u", in_pool("other", 10, 1.0), 1)
+        .unwrap();
+    h.at(2).heartbeat("n1");
+    let why = h.core.explain_pool(None, "team").unwrap();
     assert_eq!((why.running_operations, why.operations), (1, 2));
     assert_eq!(why.max_running_operations, 1);
     assert_eq!(why.bound_by, "its own resource_limits");
@@ -873,6 +868,6 @@ fn explain_pool_shows_its_counts_share_and_what_bounds_it() {
         text.contains("1 running of max_running_operation_count 1; 2 in all"),
         "{text}"
     );
-    assert!(core.explain_pool(None, "nope").is_err());
-    assert!(core.explain_pool(Some("nope"), "team").is_err());
+    assert!(h.core.explain_pool(None, "nope").is_err());
+    assert!(h.core.explain_pool(Some("nope"), "team").is_err());
 }
