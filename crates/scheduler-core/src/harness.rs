@@ -93,7 +93,7 @@ impl Harness {
         self.nodes.insert(
             id,
             SimNode {
-                limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
+                limits: limits(cpu),
                 tags: tags.iter().map(|t| t.to_string()).collect(),
                 running: BTreeMap::new(),
                 finished: vec![],
@@ -160,34 +160,17 @@ impl Harness {
         let id = NodeId::parse(name).expect("a valid node name");
         let node = self.nodes.get_mut(&id).expect("a node of this harness");
         node.seq += 1;
-        let req = HeartbeatRequest {
-            protocol_version: PROTOCOL_VERSION,
-            node_id: id.clone(),
-            incarnation_id: IncarnationId(format!("{name}-1")),
-            seq: node.seq,
-            hostname: name.into(),
-            system_tags: vec![format!("host:{name}")],
-            tags: node.tags.clone(),
-            resource_limits: node.limits,
-            resource_usage: node
-                .running
-                .values()
-                .fold(ResourceVector::ZERO, |a, s| a + s.resources),
-            running_jobs: node
-                .running
-                .values()
-                .map(|s| RunningJob {
-                    job_id: s.job_id.clone(),
-                    operation_id: s.operation_id.clone(),
-                    state: JobState::Running,
-                    resource_usage: s.resources,
-                    start_time: 0,
-                })
-                .collect(),
-            finished_jobs: std::mem::take(&mut node.finished),
-            timeout_ms: 0,
-            last_reply_seq: None,
-        };
+        let running: Vec<JobStartSpec> = node.running.values().cloned().collect();
+        let mut req = request(
+            name,
+            node.limits,
+            &running,
+            std::mem::take(&mut node.finished),
+        );
+        req.incarnation_id = IncarnationId(format!("{name}-1"));
+        req.seq = node.seq;
+        req.system_tags = vec![format!("host:{name}")];
+        req.tags = node.tags.clone();
         let now = self.now;
         let reply = self.run(|c| c.process_heartbeat(req, now));
         let node = self.nodes.get_mut(&id).expect("still here");
@@ -256,7 +239,50 @@ impl Harness {
     }
 }
 
-fn finished(s: &JobStartSpec, state: JobState) -> FinishedJob {
+/// A heartbeat of node `name` offering `limits`, running `running` (as started) and
+/// reporting `finished`: unnumbered (seq 0), first incarnation, no tags. The one
+/// builder of requests for the core's tests; the harness's nodes fill in the rest.
+pub fn request(
+    name: &str,
+    limits: ResourceVector,
+    running: &[JobStartSpec],
+    finished: Vec<FinishedJob>,
+) -> HeartbeatRequest {
+    HeartbeatRequest {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: NodeId(name.into()),
+        incarnation_id: IncarnationId("i1".into()),
+        seq: 0,
+        hostname: name.into(),
+        system_tags: vec![],
+        tags: vec![],
+        resource_limits: limits,
+        resource_usage: running
+            .iter()
+            .fold(ResourceVector::ZERO, |a, s| a + s.resources),
+        running_jobs: running
+            .iter()
+            .map(|s| RunningJob {
+                job_id: s.job_id.clone(),
+                operation_id: s.operation_id.clone(),
+                state: JobState::Running,
+                resource_usage: s.resources,
+                start_time: 0,
+            })
+            .collect(),
+        finished_jobs: finished,
+        timeout_ms: 0,
+        last_reply_seq: None,
+    }
+}
+
+/// `cpu` cores, 64 GiB, no GPU, 100 user slots.
+pub fn limits(cpu: f64) -> ResourceVector {
+    ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0)
+}
+
+/// The result of a job the node ran, ending in `state`; it printed `out <index>`.
+pub fn finished(s: &JobStartSpec, state: JobState) -> FinishedJob {
     FinishedJob {
         job_id: s.job_id.clone(),
         operation_id: s.operation_id.clone(),
@@ -265,7 +291,7 @@ fn finished(s: &JobStartSpec, state: JobState) -> FinishedJob {
         start_time: 1,
         finish_time: 2,
         statistics: JobStatistics::default(),
-        stdout_tail: String::new(),
+        stdout_tail: format!("out {}", s.job_index),
         stderr_tail: String::new(),
     }
 }

@@ -8,51 +8,17 @@ use ytsched_common::{IncarnationId, JobId};
 
 pub(crate) use crate::harness::spec;
 
+/// An unnumbered heartbeat of a `cpu`-core node (see `harness::request`).
 pub(crate) fn heartbeat(
     node: &str,
     cpu: f64,
     running: &[JobStartSpec],
     finished: Vec<FinishedJob>,
 ) -> HeartbeatRequest {
-    HeartbeatRequest {
-        protocol_version: PROTOCOL_VERSION,
-        node_id: NodeId(node.into()),
-        incarnation_id: IncarnationId("i1".into()),
-        seq: 0,
-        hostname: node.into(),
-        system_tags: vec![],
-        tags: vec![],
-        resource_limits: ResourceVector::new(cpu, 64.0 * (1u64 << 30) as f64, 0.0, 100.0),
-        resource_usage: ResourceVector::ZERO,
-        running_jobs: running
-            .iter()
-            .map(|s| RunningJob {
-                job_id: s.job_id.clone(),
-                operation_id: s.operation_id.clone(),
-                state: JobState::Running,
-                resource_usage: s.resources,
-                start_time: 0,
-            })
-            .collect(),
-        finished_jobs: finished,
-        timeout_ms: 0,
-        last_reply_seq: None,
-    }
+    crate::harness::request(node, crate::harness::limits(cpu), running, finished)
 }
 
-pub(crate) fn done(s: &JobStartSpec, state: JobState) -> FinishedJob {
-    FinishedJob {
-        job_id: s.job_id.clone(),
-        operation_id: s.operation_id.clone(),
-        state,
-        error: (state == JobState::Failed).then(|| "command exited with code 1".into()),
-        start_time: 1,
-        finish_time: 2,
-        statistics: JobStatistics::default(),
-        stdout_tail: format!("out {}", s.job_index),
-        stderr_tail: String::new(),
-    }
-}
+pub(crate) use crate::harness::finished as done;
 
 #[test]
 fn jobs_fill_node_and_operation_completes() {
