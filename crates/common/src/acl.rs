@@ -8,10 +8,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_ACL_ENTRIES: usize = 64;
 pub const MAX_ACE_SUBJECTS: usize = 256;
 
-/// Subject every caller is a member of.
-pub const EVERYONE: &str = "everyone";
-/// Subject admins are members of.
-pub const ADMINS: &str = "admins";
+/// The ACL group words live with the identities' name space, which reserves them.
+pub use crate::identity::{ADMINS, EVERYONE};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -92,7 +92,12 @@ validated_string!(
 
 /// ACL group words: no identity may carry one, so an ACL subject is a group or a user,
 /// never both.
-pub const RESERVED_NAMES: [&str; 2] = [crate::acl::EVERYONE, crate::acl::ADMINS];
+pub const RESERVED_NAMES: [&str; 2] = [EVERYONE, ADMINS];
+
+/// ACL subject every caller is a member of.
+pub const EVERYONE: &str = "everyone";
+/// ACL subject admins are members of.
+pub const ADMINS: &str = "admins";
 
 impl UserName {
     /// A name an identity may carry (users, admins, nodes share one name space): any
