@@ -253,13 +253,7 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
     if tls.ca.is_some() {
         bail!("ytsched up makes its own TLS files with --tls; --tls-ca is for connecting to a running lab");
     }
-    if args.node.len() > args.nodes {
-        bail!(
-            "{} --node settings given for --nodes {}",
-            args.node.len(),
-            args.nodes
-        );
-    }
+    let agents = lab_agents(&args)?;
     let (dir, remove_dir) = match &args.work_dir {
         Some(d) => (d.clone(), false),
         None => (
@@ -274,59 +268,8 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         children: vec![],
     };
     let admin = UserName::parse("admin")?;
-    // Each agent's settings and name, checked before anything starts.
-    let mut agents = Vec::with_capacity(args.nodes);
-    for i in 0..args.nodes {
-        let (flags, id) = match args.node.get(i) {
-            Some(spec) => node_flags(spec)?,
-            None => (vec![], None),
-        };
-        let name = id.unwrap_or_else(|| lab_node_name(i));
-        UserName::parse(&name).map_err(|e| anyhow::anyhow!("--node id: {e}"))?;
-        agents.push((name, flags));
-    }
-    let (auth, web_token) = if args.insecure {
-        eprintln!("warning: --insecure: the lab's bus is unauthenticated; anyone who can reach 127.0.0.1 controls it");
-        (None, None)
-    } else {
-        let mut auth = AuthDir::init(&dir.join("auth"), subjects.prefix(), &admin)?;
-        for (name, _) in &agents {
-            auth.add(UserName::parse(name)?, Role::Node)?;
-        }
-        // The admin's web token, in the URL printed below: opening it signs the browser in.
-        let token = auth.new_http_token(&admin)?;
-        (Some(auth), Some(token))
-    };
-    let tls_dir = args.tls.then(|| dir.join("tls"));
-    if let Some(tls_dir) = &tls_dir {
-        crate::tls::make_ca_and_server_cert(
-            tls_dir,
-            &["localhost".to_string(), "127.0.0.1".to_string()],
-        )?;
-    }
-    let security = LabSecurity { auth, tls_dir };
-    std::fs::create_dir_all(dir.join("auth"))?;
-    std::fs::write(dir.join("nats.conf"), security.nats_conf())?;
-    let nats_server = find_nats_server()?;
-    let port = args
-        .nats_port
-        .map(|p| p.to_string())
-        .unwrap_or_else(|| "-1".into());
-    lab.spawn(
-        "nats",
-        Command::new(&nats_server)
-            .arg("-c")
-            .arg(dir.join("nats.conf"))
-            .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
-            .arg(dir.join("jetstream"))
-            .arg("--ports_file_dir")
-            .arg(dir.join("ports"))
-            .arg("-P")
-            .arg(dir.join("auth/nats.pid")),
-    )?;
-    let url = read_ports_file(&dir.join("ports"), Duration::from_secs(10))?;
-    // The ports file says nats:// even with TLS on; clients require TLS by their flags.
-
+    let (security, web_token) = lab_security(&args, &dir, subjects, &admin, &agents)?;
+    let url = start_nats(&mut lab, args.nats_port)?;
     let prefix = subjects.prefix().to_string();
     let http = if args.no_http {
         None
@@ -347,6 +290,121 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         scheduler.args(["--http", &addr.to_string()]);
     }
     lab.spawn("scheduler", &mut scheduler)?;
+    start_agents(&mut lab, &args, &url, &prefix, &security, &agents)?;
+
+    let client = connect(&url, "ytsched up", false, &security.connect_auth("admin")?).await?;
+    // On an insecure lab the bus vouches for no one: the lab acts as its admin anyway.
+    let caller = Caller {
+        user: admin.clone(),
+        admin: true,
+    };
+    wait_until_online(&client, subjects, &caller, args.nodes, &dir).await?;
+    print_connection(&url, &security, &admin, http, web_token.as_deref());
+    eprintln!(
+        "lab ready: {} node(s), logs in {}; Ctrl-C stops it",
+        args.nodes,
+        dir.display()
+    );
+
+    if args.demo {
+        let result = demo(&client, subjects, &caller, &args.demo_command).await;
+        lab.stop();
+        return result;
+    }
+    wait_for_stop_signal().await;
+    eprintln!("stopping the lab");
+    lab.stop();
+    Ok(())
+}
+
+/// Each agent's name and extra flags (from `--node`), checked before anything starts.
+fn lab_agents(args: &UpArgs) -> anyhow::Result<Vec<(String, Vec<String>)>> {
+    if args.node.len() > args.nodes {
+        bail!(
+            "{} --node settings given for --nodes {}",
+            args.node.len(),
+            args.nodes
+        );
+    }
+    let mut agents = Vec::with_capacity(args.nodes);
+    for i in 0..args.nodes {
+        let (flags, id) = match args.node.get(i) {
+            Some(spec) => node_flags(spec)?,
+            None => (vec![], None),
+        };
+        let name = id.unwrap_or_else(|| lab_node_name(i));
+        UserName::parse(&name).map_err(|e| anyhow::anyhow!("--node id: {e}"))?;
+        agents.push((name, flags));
+    }
+    Ok(agents)
+}
+
+/// The lab's identities (the admin's web token among them) unless `--insecure`, its
+/// TLS files with `--tls`, and the nats-server configuration that follows from them.
+fn lab_security(
+    args: &UpArgs,
+    dir: &Path,
+    subjects: &Subjects,
+    admin: &UserName,
+    agents: &[(String, Vec<String>)],
+) -> anyhow::Result<(LabSecurity, Option<String>)> {
+    let (auth, web_token) = if args.insecure {
+        eprintln!("warning: --insecure: the lab's bus is unauthenticated; anyone who can reach 127.0.0.1 controls it");
+        (None, None)
+    } else {
+        let mut auth = AuthDir::init(&dir.join("auth"), subjects.prefix(), admin)?;
+        for (name, _) in agents {
+            auth.add(UserName::parse(name)?, Role::Node)?;
+        }
+        // The admin's web token, in the URL printed at the end: opening it signs the
+        // browser in.
+        let token = auth.new_http_token(admin)?;
+        (Some(auth), Some(token))
+    };
+    let tls_dir = args.tls.then(|| dir.join("tls"));
+    if let Some(tls_dir) = &tls_dir {
+        crate::tls::make_ca_and_server_cert(
+            tls_dir,
+            &["localhost".to_string(), "127.0.0.1".to_string()],
+        )?;
+    }
+    let security = LabSecurity { auth, tls_dir };
+    std::fs::create_dir_all(dir.join("auth"))?;
+    std::fs::write(dir.join("nats.conf"), security.nats_conf())?;
+    Ok((security, web_token))
+}
+
+/// Starts nats-server with JetStream on `port` (any free one by default); its URL.
+fn start_nats(lab: &mut Lab, port: Option<u16>) -> anyhow::Result<String> {
+    let dir = lab.dir.clone();
+    let nats_server = find_nats_server()?;
+    let port = port.map(|p| p.to_string()).unwrap_or_else(|| "-1".into());
+    lab.spawn(
+        "nats",
+        Command::new(&nats_server)
+            .arg("-c")
+            .arg(dir.join("nats.conf"))
+            .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
+            .arg(dir.join("jetstream"))
+            .arg("--ports_file_dir")
+            .arg(dir.join("ports"))
+            .arg("-P")
+            .arg(dir.join("auth/nats.pid")),
+    )?;
+    // The ports file says nats:// even with TLS on; clients require TLS by their flags.
+    read_ports_file(&dir.join("ports"), Duration::from_secs(10))
+}
+
+/// One agent per entry of `agents`, each with a work directory, job cgroups and slot
+/// uids of its own.
+fn start_agents(
+    lab: &mut Lab,
+    args: &UpArgs,
+    url: &str,
+    prefix: &str,
+    security: &LabSecurity,
+    agents: &[(String, Vec<String>)],
+) -> anyhow::Result<()> {
     let is_root = nix::unistd::geteuid().is_root();
     if !is_root {
         eprintln!("warning: not root, so agents run jobs with --sandbox=process (no resource enforcement)");
@@ -357,15 +415,15 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         let mut cmd = Command::new(&node_bin);
         cmd.args([
             "--nats",
-            &url,
+            url,
             "--subject-prefix",
-            &prefix,
+            prefix,
             "--node-id",
             node_name,
         ])
         .args(security.flags(node_name))
         .arg("--work-dir")
-        .arg(dir.join(&name))
+        .arg(lab.dir.join(&name))
         .args([
             "--cgroup-root",
             &format!("ytsched-lab-{}", std::process::id()),
@@ -385,35 +443,47 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         cmd.args(flags);
         lab.spawn(&name, &mut cmd)?;
     }
+    Ok(())
+}
 
-    let client = connect(&url, "ytsched up", false, &security.connect_auth("admin")?).await?;
-    // On an insecure lab the bus vouches for no one: the lab acts as its admin anyway.
-    let caller = Caller {
-        user: admin.clone(),
-        admin: true,
-    };
-    let user = &caller;
+/// Waits up to 30 s for `nodes` agents to be online.
+async fn wait_until_online(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    user: &Caller,
+    nodes: usize,
+    dir: &Path,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let online = call(&client, subjects, user, ListNodes {})
+        let online = call(client, subjects, user, ListNodes {})
             .await
             .map(|n| n.iter().filter(|n| n.state == "online").count())
             .unwrap_or(0);
-        if online >= args.nodes {
-            break;
+        if online >= nodes {
+            return Ok(());
         }
         if Instant::now() > deadline {
             bail!(
-                "only {online} of {} nodes came online within 30 s; logs are in {}",
-                args.nodes,
+                "only {online} of {nodes} nodes came online within 30 s; logs are in {}",
                 dir.display()
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The KEY=value lines a shell or script takes to reach the lab.
+fn print_connection(
+    url: &str,
+    security: &LabSecurity,
+    admin: &UserName,
+    http: Option<std::net::SocketAddr>,
+    web_token: Option<&str>,
+) {
     println!("YTSCHED_NATS={url}");
     if let Some(auth) = &security.auth {
-        println!("YTSCHED_CREDS={}", auth.creds_path(&admin).display());
+        println!("YTSCHED_CREDS={}", auth.creds_path(admin).display());
     }
     if security.tls_dir.is_some() {
         let tls = security.tls();
@@ -429,26 +499,11 @@ pub async fn up(args: UpArgs, subjects: &Subjects, tls: TlsFiles) -> anyhow::Res
         // Last of the KEY=value lines, so scripts reading the others are not disturbed.
         // The token rides in the fragment, which browsers never send; the page keeps it
         // and takes it out of the address bar.
-        match &web_token {
+        match web_token {
             Some(t) => println!("YTSCHED_WEB_UI=http://{addr}/#token={t}"),
             None => println!("YTSCHED_WEB_UI=http://{addr}/"),
         }
     }
-    eprintln!(
-        "lab ready: {} node(s), logs in {}; Ctrl-C stops it",
-        args.nodes,
-        dir.display()
-    );
-
-    if args.demo {
-        let result = demo(&client, subjects, user, &args.demo_command).await;
-        lab.stop();
-        return result;
-    }
-    wait_for_stop_signal().await;
-    eprintln!("stopping the lab");
-    lab.stop();
-    Ok(())
 }
 
 async fn demo(

@@ -198,20 +198,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Up(args) = cli.command {
         return lab::up(args, &subjects, tls).await;
     }
-    let auth = ConnectAuth::from_flags(cli.creds.as_deref(), tls)?;
-    auth.expect_role(&[Role::User, Role::Admin], "the ytsched CLI")?;
-    let caller = match &auth.creds {
-        Some(c) => Caller {
-            user: c.name.clone(),
-            admin: c.role != Role::User,
-        },
-        // An open bus vouches for no one: whoever connects can do anything anyway.
-        None => Caller {
-            user: UserName::parse(&cli.user).map_err(|e| anyhow::anyhow!("--user: {e}"))?,
-            admin: true,
-        },
-    };
-    let auth = auth.anonymous_as(Role::User, caller.user.as_str());
+    let (caller, auth) = caller_of(&cli, tls)?;
     let user = &caller;
     if let Command::Simulate { scenario } = &cli.command {
         admin::simulate(scenario);
@@ -222,42 +209,109 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         _ => None,
     };
     if let Command::RunVanilla(args) = &cli.command {
-        // Validate before touching the network: a bad spec is the user's to fix.
-        let spec = match run_vanilla::build_spec(args) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                std::process::exit(2);
-            }
-        };
-        let client = connect(&cli.nats, "ytsched", false, &auth).await?;
-        let id = run_vanilla::submit(&client, &subjects, user, spec).await?;
-        if args.run_async {
-            println!("{id}");
-            return Ok(());
-        }
-        eprintln!("started operation {id}");
-        let info = run_vanilla::follow(&client, &subjects, user, &id).await?;
-        run_vanilla::show_failed_stderr(&client, &subjects, user, &info).await;
-        return run_vanilla::check(&info);
+        return run_vanilla_command(args, &cli.nats, &auth, &subjects, user).await;
     }
     let client = connect(&cli.nats, "ytsched", false, &auth).await?;
-    let c = &client;
-    let s = &subjects;
     let admin = admin::Session {
-        client: c,
-        subjects: s,
+        client: &client,
+        subjects: &subjects,
         user,
     };
+    let format = cli.format;
     match cli.command {
+        Command::Drain(args) => admin.drain(args).await,
+        Command::Create(args) => admin.create(args, format).await,
+        Command::Get { path } => admin.get(path, format).await,
+        Command::Set {
+            path,
+            dry_run: true,
+            ..
+        } => {
+            let value = set_value.expect("parsed above").to_string();
+            admin
+                .what_if(AdminChange::Set(AdminSet { path, value }), format)
+                .await
+        }
+        Command::Set { path, .. } => admin.set(path, set_value.expect("parsed above")).await,
+        Command::List { path } => admin.list(path, format).await,
+        Command::Remove {
+            path,
+            dry_run: true,
+        } => {
+            admin
+                .what_if(AdminChange::Remove(AdminRemove { path }), format)
+                .await
+        }
+        Command::Remove { path, .. } => admin.remove(path).await,
+        Command::Exists { path } => admin.exists(path).await,
+        command => operation_command(&client, &subjects, user, command, format).await,
+    }
+}
+
+/// Who the CLI acts as: its credentials' identity, or `--user` on an open bus (which
+/// vouches for no one: whoever connects can do anything anyway).
+fn caller_of(cli: &Cli, tls: TlsFiles) -> anyhow::Result<(Caller, ConnectAuth)> {
+    let auth = ConnectAuth::from_flags(cli.creds.as_deref(), tls)?;
+    auth.expect_role(&[Role::User, Role::Admin], "the ytsched CLI")?;
+    let caller = match &auth.creds {
+        Some(c) => Caller {
+            user: c.name.clone(),
+            admin: c.role != Role::User,
+        },
+        None => Caller {
+            user: UserName::parse(&cli.user).map_err(|e| anyhow::anyhow!("--user: {e}"))?,
+            admin: true,
+        },
+    };
+    let auth = auth.anonymous_as(Role::User, caller.user.as_str());
+    Ok((caller, auth))
+}
+
+/// `run-vanilla`: the spec is checked before touching the network (a bad one is the
+/// user's to fix: exit 2), then submitted and, unless `--async`, followed to its end.
+async fn run_vanilla_command(
+    args: &run_vanilla::RunVanillaArgs,
+    nats: &str,
+    auth: &ConnectAuth,
+    subjects: &Subjects,
+    user: &Caller,
+) -> anyhow::Result<()> {
+    let spec = match run_vanilla::build_spec(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    let client = connect(nats, "ytsched", false, auth).await?;
+    let id = run_vanilla::submit(&client, subjects, user, spec).await?;
+    if args.run_async {
+        println!("{id}");
+        return Ok(());
+    }
+    eprintln!("started operation {id}");
+    let info = run_vanilla::follow(&client, subjects, user, &id).await?;
+    run_vanilla::show_failed_stderr(&client, subjects, user, &info).await;
+    run_vanilla::check(&info)
+}
+
+/// The commands about operations, jobs and nodes.
+async fn operation_command(
+    c: &async_nats::Client,
+    s: &Subjects,
+    user: &Caller,
+    command: Command,
+    format: Format,
+) -> anyhow::Result<()> {
+    match command {
         Command::ListOperations(args) => {
             let ops = args
                 .collect(|req| async move { Ok(call(c, s, user, req).await?) })
                 .await?;
-            output::print(&ops, cli.format)
+            output::print(&ops, format)
         }
-        Command::GetOperation { operation } => output::print(
-            &call(
+        Command::GetOperation { operation } => {
+            let info = call(
                 c,
                 s,
                 user,
@@ -265,9 +319,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     operation_id: operation,
                 },
             )
-            .await?,
-            cli.format,
-        ),
+            .await?;
+            output::print(&info, format)
+        }
         Command::Explain {
             operation: Some(operation),
             ..
@@ -281,25 +335,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            output::print_words(&why, why.text(), cli.format)
+            output::print_words(&why, why.text(), format)
         }
         Command::Explain {
             pool, pool_tree, ..
         } => {
             let pool = pool.expect("clap requires an operation or --pool");
             let why = call(c, s, user, ExplainPool { pool, pool_tree }).await?;
-            output::print_words(&why, why.text(), cli.format)
+            output::print_words(&why, why.text(), format)
         }
         Command::AbortOperation { operation } => {
-            call(
-                c,
-                s,
-                user,
-                AbortOperation {
-                    operation_id: operation.clone(),
-                },
-            )
-            .await?;
+            let operation_id = operation.clone();
+            call(c, s, user, AbortOperation { operation_id }).await?;
             eprintln!("operation {operation} aborted");
             Ok(())
         }
@@ -308,28 +355,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             limit,
             state,
         } => {
-            let mut request = ListJobs {
-                operation_id: operation,
-                limit: limit.map(|l| l.clamp(1, ListOperations::MAX_PAGE)),
-                cursor: None,
-                state,
-            };
-            let mut jobs = Vec::new();
-            loop {
-                let page = call(c, s, user, request.clone()).await?;
-                jobs.extend(page.jobs);
-                if let Some(l) = limit {
-                    if jobs.len() >= l as usize {
-                        jobs.truncate(l as usize);
-                        break;
-                    }
-                }
-                match page.next_cursor {
-                    Some(next) => request.cursor = Some(next),
-                    None => break,
-                }
-            }
-            output::print(&jobs, cli.format)
+            let jobs = list_jobs(c, s, user, operation, limit, state).await?;
+            output::print(&jobs, format)
         }
         Command::GetJobStdout { operation, job } => {
             print_output(c, s, user, operation, job, OutputStream::Stdout).await
@@ -337,38 +364,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::GetJobStderr { operation, job } => {
             print_output(c, s, user, operation, job, OutputStream::Stderr).await
         }
-        Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, cli.format),
-        Command::Drain(args) => admin.drain(args).await,
-        Command::Create(args) => admin.create(args, cli.format).await,
-        Command::Get { path } => admin.get(path, cli.format).await,
-        Command::Set {
-            path,
-            dry_run: true,
-            ..
-        } => {
-            let value = set_value.expect("parsed above").to_string();
-            admin
-                .what_if(AdminChange::Set(AdminSet { path, value }), cli.format)
-                .await
+        Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, format),
+        _ => unreachable!("handled by run"),
+    }
+}
+
+/// Every job attempt of an operation (up to `limit`), page by page.
+async fn list_jobs(
+    c: &async_nats::Client,
+    s: &Subjects,
+    user: &Caller,
+    operation: OperationId,
+    limit: Option<u32>,
+    state: Option<ytsched_common::states::JobState>,
+) -> anyhow::Result<Vec<ytsched_common::api::JobInfo>> {
+    let mut request = ListJobs {
+        operation_id: operation,
+        limit: limit.map(|l| l.clamp(1, ListOperations::MAX_PAGE)),
+        cursor: None,
+        state,
+    };
+    let mut jobs = Vec::new();
+    loop {
+        let page = call(c, s, user, request.clone()).await?;
+        jobs.extend(page.jobs);
+        if let Some(l) = limit {
+            if jobs.len() >= l as usize {
+                jobs.truncate(l as usize);
+                return Ok(jobs);
+            }
         }
-        Command::Set { path, .. } => admin.set(path, set_value.expect("parsed above")).await,
-        Command::List { path } => admin.list(path, cli.format).await,
-        Command::Remove {
-            path,
-            dry_run: true,
-        } => {
-            admin
-                .what_if(AdminChange::Remove(AdminRemove { path }), cli.format)
-                .await
-        }
-        Command::Remove { path, .. } => admin.remove(path).await,
-        Command::Exists { path } => admin.exists(path).await,
-        Command::Up(_)
-        | Command::Auth(_)
-        | Command::RunVanilla(_)
-        | Command::Simulate { .. }
-        | Command::Completion { .. } => {
-            unreachable!("handled above")
+        match page.next_cursor {
+            Some(next) => request.cursor = Some(next),
+            None => return Ok(jobs),
         }
     }
 }

@@ -118,100 +118,28 @@ impl Agent {
             .await?;
         let subject = self.config.subjects.heartbeat(&self.config.node_id);
         let mut backoff = Duration::from_millis(100);
-        let mut reachable: Option<bool> = None;
-        let mut registration: Option<Registration> = None;
-        let mut user_tags: Option<Vec<String>> = None;
+        let mut seen = SeenState::default();
         let fence = tokio::spawn(self.clone().fence_when_silent());
         let guard = tokio::spawn(self.clone().keep_a_guardian());
         tokio::pin!(shutdown);
         loop {
             let request = self.build_request();
-            let outcome = match encode(&request) {
-                Ok(bytes) => tokio::time::timeout(
-                    REQUEST_TIMEOUT,
-                    client.request(subject.clone(), bytes.into()),
-                )
-                .await
-                .map_err(|_| "timed out".to_string())
-                .and_then(|r| {
-                    r.map_err(|e| {
-                        if e.kind() == async_nats::RequestErrorKind::NoResponders {
-                            // The bus carried the request and no scheduler listens: no
-                            // scheduler counts this node's silence either (a restarted one
-                            // waits its revival window for the jobs), so it is not silence
-                            // that calls for stopping jobs.
-                            *self.last_answer.lock().expect("answer lock") =
-                                std::time::Instant::now();
-                        }
-                        e.to_string()
-                    })
-                })
-                .and_then(|m| decode::<HeartbeatReply>(&m.payload).map_err(|e| e.to_string())),
-                Err(e) => Err(e.to_string()),
-            };
-            let wait = match outcome {
+            let wait = match self.send_heartbeat(&client, &subject, &request).await {
                 Ok(reply) => {
-                    if !matches!(
-                        reply.registration,
-                        Registration::Rejected { .. } | Registration::Stale { .. }
-                    ) {
-                        // The scheduler took this heartbeat: its clock for this node's
-                        // silence restarted no later than now.
-                        *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
-                        if reply.node_heartbeat_timeout_ms > 0 {
-                            self.node_timeout_ms.store(
-                                reply.node_heartbeat_timeout_ms,
-                                std::sync::atomic::Ordering::Relaxed,
-                            );
-                        }
-                    }
-                    if reachable != Some(true) {
+                    if seen.reachable != Some(true) {
                         info!(subject = %subject, "scheduler reachable");
-                        reachable = Some(true);
+                        seen.reachable = Some(true);
                     }
                     backoff = Duration::from_millis(100);
-                    let period = Duration::from_millis(reply.heartbeat_period_ms.clamp(10, 60_000));
-                    if registration.as_ref() != Some(&reply.registration) {
-                        match &reply.registration {
-                            Registration::Registered { tree } => info!(tree, "registered"),
-                            Registration::Idle => {
-                                info!("registered, but no pool tree matches this node")
-                            }
-                            Registration::Refused { error } => warn!(error, "registration refused"),
-                            Registration::Rejected { error } => warn!(error, "heartbeat rejected"),
-                            Registration::Stale { error } => {
-                                warn!(error, "heartbeat refused as stale; registering again with a new incarnation")
-                            }
-                        }
-                        registration = Some(reply.registration.clone());
-                    }
-                    if user_tags.as_ref() != Some(&reply.user_tags) {
-                        if user_tags.is_some() || !reply.user_tags.is_empty() {
-                            info!(user_tags = ?reply.user_tags, "user tags set by the scheduler");
-                        }
-                        user_tags = Some(reply.user_tags.clone());
-                    }
-                    if matches!(reply.registration, Registration::Stale { .. }) {
-                        // Retrying the same numbers would be refused forever: a new
-                        // incarnation starts its numbers afresh, and reports the jobs
-                        // this process runs, so none is lost.
-                        self.reincarnate();
-                        registration = None;
-                        Duration::from_millis(100)
-                    } else {
-                        self.apply_reply(reply);
-                        self.last_reply_seq
-                            .store(request.seq, std::sync::atomic::Ordering::Relaxed);
-                        period
-                    }
+                    self.take_reply(reply, request.seq, &mut seen)
                 }
                 Err(error) => {
-                    if reachable != Some(false) {
+                    if seen.reachable != Some(false) {
                         warn!(
                             error,
                             "scheduler unreachable; jobs keep running until shortly before its node timeout, retrying with backoff"
                         );
-                        reachable = Some(false);
+                        seen.reachable = Some(false);
                     }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     backoff
@@ -231,6 +159,71 @@ impl Agent {
         guard.abort();
         self.shut_down().await;
         Ok(())
+    }
+
+    /// One heartbeat and its reply, or why there is none.
+    async fn send_heartbeat(
+        &self,
+        client: &async_nats::Client,
+        subject: &str,
+        request: &HeartbeatRequest,
+    ) -> Result<HeartbeatReply, String> {
+        let bytes = encode(request).map_err(|e| e.to_string())?;
+        let reply = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            client.request(subject.to_string(), bytes.into()),
+        )
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| {
+            if e.kind() == async_nats::RequestErrorKind::NoResponders {
+                // The bus carried the request and no scheduler listens: no scheduler
+                // counts this node's silence either (a restarted one waits its revival
+                // window for the jobs), so it is not silence that calls for stopping jobs.
+                *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
+            }
+            e.to_string()
+        })?;
+        decode::<HeartbeatReply>(&reply.payload).map_err(|e| e.to_string())
+    }
+
+    /// Acts on a reply (registration, timeout, user tags, starts and aborts, or a new
+    /// incarnation when refused as stale); how long until the next heartbeat.
+    fn take_reply(
+        self: &Arc<Self>,
+        reply: HeartbeatReply,
+        seq: u64,
+        seen: &mut SeenState,
+    ) -> Duration {
+        if !matches!(
+            reply.registration,
+            Registration::Rejected { .. } | Registration::Stale { .. }
+        ) {
+            // The scheduler took this heartbeat: its clock for this node's silence
+            // restarted no later than now.
+            *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
+            if reply.node_heartbeat_timeout_ms > 0 {
+                self.node_timeout_ms.store(
+                    reply.node_heartbeat_timeout_ms,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+        }
+        let period = Duration::from_millis(reply.heartbeat_period_ms.clamp(10, 60_000));
+        seen.note(&reply);
+        if matches!(reply.registration, Registration::Stale { .. }) {
+            // Retrying the same numbers would be refused forever: a new incarnation
+            // starts its numbers afresh, and reports the jobs this process runs, so none
+            // is lost.
+            self.reincarnate();
+            seen.registration = None;
+            Duration::from_millis(100)
+        } else {
+            self.apply_reply(reply);
+            self.last_reply_seq
+                .store(seq, std::sync::atomic::Ordering::Relaxed);
+            period
+        }
     }
 
     /// Kills this node's jobs itself once the scheduler has not taken a heartbeat for
@@ -508,6 +501,41 @@ fn shortage(spec: &JobStartSpec, error: String) -> FinishedJob {
         statistics: Default::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
+    }
+}
+
+/// What the heartbeat loop last logged, so that it logs changes, not heartbeats.
+#[derive(Default)]
+struct SeenState {
+    reachable: Option<bool>,
+    registration: Option<Registration>,
+    user_tags: Option<Vec<String>>,
+}
+
+impl SeenState {
+    /// Logs a registration or user tags that changed with this reply.
+    fn note(&mut self, reply: &HeartbeatReply) {
+        if self.registration.as_ref() != Some(&reply.registration) {
+            match &reply.registration {
+                Registration::Registered { tree } => info!(tree, "registered"),
+                Registration::Idle => info!("registered, but no pool tree matches this node"),
+                Registration::Refused { error } => warn!(error, "registration refused"),
+                Registration::Rejected { error } => warn!(error, "heartbeat rejected"),
+                Registration::Stale { error } => {
+                    warn!(
+                        error,
+                        "heartbeat refused as stale; registering again with a new incarnation"
+                    )
+                }
+            }
+            self.registration = Some(reply.registration.clone());
+        }
+        if self.user_tags.as_ref() != Some(&reply.user_tags) {
+            if self.user_tags.is_some() || !reply.user_tags.is_empty() {
+                info!(user_tags = ?reply.user_tags, "user tags set by the scheduler");
+            }
+            self.user_tags = Some(reply.user_tags.clone());
+        }
     }
 }
 

@@ -77,7 +77,29 @@ pub async fn run(
                 .unwrap_or_else(|_| n.to_string())
         }),
     };
-    let (state, error) = match (&aborted, &status) {
+    let (state, error) = why_it_ended(
+        aborted.as_ref(),
+        over_disk,
+        &status,
+        outcome.stats.oom_killed,
+        result.statistics.signal.as_deref(),
+    );
+    result.state = state;
+    result.error = error;
+    tracing::info!(job = %spec.job_id, state = %state, error = result.error.as_deref().unwrap_or(""), "job finished");
+    result
+}
+
+/// How a job ended and the error that says why, in order of precedence: over its disk
+/// space, aborted, not waited for, success, out of memory, its exit code or signal.
+fn why_it_ended(
+    aborted: Option<&JobAbort>,
+    over_disk: Option<String>,
+    status: &std::io::Result<std::process::ExitStatus>,
+    oom_killed: bool,
+    signal: Option<&str>,
+) -> (JobState, Option<String>) {
+    match (aborted, status) {
         _ if over_disk.is_some() => (JobState::Failed, over_disk),
         (Some(a), _) => (
             JobState::Aborted,
@@ -88,10 +110,10 @@ pub async fn run(
             Some(format!("cannot wait for the job: {e}")),
         ),
         (None, Ok(s)) if s.success() => (JobState::Completed, None),
-        (None, Ok(_)) if outcome.stats.oom_killed => {
+        (None, Ok(_)) if oom_killed => {
             (JobState::Failed, Some("memory limit exceeded".to_string()))
         }
-        (None, Ok(s)) => match (s.code(), &result.statistics.signal) {
+        (None, Ok(s)) => match (s.code(), signal) {
             (Some(code), _) => (
                 JobState::Failed,
                 Some(format!("command exited with code {code}")),
@@ -99,9 +121,5 @@ pub async fn run(
             (None, Some(sig)) => (JobState::Failed, Some(format!("killed by signal {sig}"))),
             (None, None) => (JobState::Failed, Some("ended abnormally".to_string())),
         },
-    };
-    result.state = state;
-    result.error = error;
-    tracing::info!(job = %spec.job_id, state = %state, error = result.error.as_deref().unwrap_or(""), "job finished");
-    result
+    }
 }

@@ -118,20 +118,10 @@ async fn agent_main() -> anyhow::Result<()> {
     let auth = args
         .bus
         .daemon_auth(&args.nats, &[Role::Node], "ytsched-node")?;
-
     let hostname = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "localhost".into());
-    // nats-server lets a node heartbeat only under its own identity's name.
-    let identity = auth.creds.as_ref().map(|c| c.name.as_str().to_string());
-    let node_id = match (&args.node_id, &identity) {
-        (Some(id), Some(name)) if id != name => bail!(
-            "--node-id {id} differs from the identity '{name}' in --creds: a node may heartbeat only as its own identity"
-        ),
-        (Some(id), _) => NodeId::parse(id)?,
-        (None, Some(name)) => NodeId::parse(name)?,
-        (None, None) => NodeId::from_hostname(&hostname),
-    };
+    let node_id = node_identity(&args, &auth, &hostname)?;
     // Its replies come to its own inbox, as they would with credentials.
     let auth = auth.anonymous_as(Role::Node, node_id.as_str());
     if args.bus.insecure {
@@ -145,40 +135,124 @@ async fn agent_main() -> anyhow::Result<()> {
             bail!("--cpu must be a positive number, got {cpu}");
         }
     }
+    let offer = Offer::detect(&args, &hostname);
+    let (sandbox, _slot_claim) = prepare_sandbox(&args, &node_id, &offer.limits)?;
+    info!(node = %node_id, resources = %offer.limits, system_tags = ?offer.system_tags, tags = ?offer.configured_tags, gpus = offer.gpu_devices.len(), gpu_detection = offer.how, "node agent starting");
+    let client = ytsched_common::transport::connect(
+        &args.nats,
+        &format!("ytsched-node {node_id}"),
+        true,
+        &auth,
+    )
+    .await?;
+    let agent = Agent::new(AgentConfig {
+        node_id,
+        hostname,
+        system_tags: offer.system_tags,
+        tags: offer.configured_tags,
+        resource_limits: offer.limits,
+        gpu_devices: offer.gpu_devices,
+        subjects: Subjects::new(&args.subject_prefix),
+        sandbox,
+    });
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    agent.run(client, shutdown).await?;
+    info!("node agent stopped");
+    Ok(())
+}
 
-    let (gpus, how) = gpu::detect(&args.nvidia_smi);
-    let mut gpu_devices: Vec<u32> = gpus.iter().map(|g| g.index).collect();
-    if let Some(n) = args.gpu {
-        gpu_devices = (0..n)
-            .map(|i| gpu_devices.get(i as usize).copied().unwrap_or(i))
+/// The node's id: its identity's name (nats-server lets a node heartbeat only under
+/// it), `--node-id` if it agrees, or the hostname without credentials.
+fn node_identity(
+    args: &Args,
+    auth: &ytsched_common::transport::ConnectAuth,
+    hostname: &str,
+) -> anyhow::Result<NodeId> {
+    let identity = auth.creds.as_ref().map(|c| c.name.as_str().to_string());
+    Ok(match (&args.node_id, &identity) {
+        (Some(id), Some(name)) if id != name => bail!(
+            "--node-id {id} differs from the identity '{name}' in --creds: a node may heartbeat only as its own identity"
+        ),
+        (Some(id), _) => NodeId::parse(id)?,
+        (None, Some(name)) => NodeId::parse(name)?,
+        (None, None) => NodeId::from_hostname(hostname),
+    })
+}
+
+/// What the node offers and how it describes itself.
+struct Offer {
+    limits: ytsched_common::ResourceVector,
+    gpu_devices: Vec<u32>,
+    system_tags: Vec<String>,
+    configured_tags: Vec<String>,
+    /// How the GPUs were found (for the start-up line).
+    how: &'static str,
+}
+
+impl Offer {
+    /// Detected resources with the flags' overrides; system tags (host, arch, GPU
+    /// models) and the configured tags, each once.
+    fn detect(args: &Args, hostname: &str) -> Self {
+        let (gpus, how) = gpu::detect(&args.nvidia_smi);
+        let mut gpu_devices: Vec<u32> = gpus.iter().map(|g| g.index).collect();
+        if let Some(n) = args.gpu {
+            gpu_devices = (0..n)
+                .map(|i| gpu_devices.get(i as usize).copied().unwrap_or(i))
+                .collect();
+        }
+        let models: Vec<String> = gpus
+            .iter()
+            .filter(|g| gpu_devices.contains(&g.index))
+            .map(|g| g.name.clone())
             .collect();
-    }
-    let models: Vec<String> = gpus
-        .iter()
-        .filter(|g| gpu_devices.contains(&g.index))
-        .map(|g| g.name.clone())
-        .collect();
-    let limits = detect::resource_limits(
-        &Overrides {
-            cpu: args.cpu,
-            memory: args.memory.map(|m| m.0),
-            gpu: args.gpu,
-            user_slots: args.user_slots,
-            memory_reserve: args.memory_reserve.map(|m| m.0),
-        },
-        gpus.len() as u32,
-    );
-    let mut system_tags = tags::system_tags(&hostname, &models);
-    if limits.gpu > 0.0 && !system_tags.iter().any(|t| t == "gpu") {
-        system_tags.push("gpu".into());
-    }
-    let mut configured_tags: Vec<String> = vec![];
-    for t in &args.tags {
-        if !configured_tags.contains(t) {
-            configured_tags.push(t.clone());
+        let limits = detect::resource_limits(
+            &Overrides {
+                cpu: args.cpu,
+                memory: args.memory.map(|m| m.0),
+                gpu: args.gpu,
+                user_slots: args.user_slots,
+                memory_reserve: args.memory_reserve.map(|m| m.0),
+            },
+            gpus.len() as u32,
+        );
+        let mut system_tags = tags::system_tags(hostname, &models);
+        if limits.gpu > 0.0 && !system_tags.iter().any(|t| t == "gpu") {
+            system_tags.push("gpu".into());
+        }
+        let mut configured_tags: Vec<String> = vec![];
+        for t in &args.tags {
+            if !configured_tags.contains(t) {
+                configured_tags.push(t.clone());
+            }
+        }
+        Offer {
+            limits,
+            gpu_devices,
+            system_tags,
+            configured_tags,
+            how,
         }
     }
+}
 
+/// Everything jobs run in: the work directory, cgroups (or process groups), slot
+/// users and their claim on this host (held for the agent's life), GPU device
+/// isolation, the guardian and namespaces; stale sandboxes of a previous run removed.
+fn prepare_sandbox(
+    args: &Args,
+    node_id: &NodeId,
+    limits: &ytsched_common::ResourceVector,
+) -> anyhow::Result<(
+    SandboxConfig,
+    Option<ytsched_node::slot_range::SlotRangeClaim>,
+)> {
     let work_dir = args.work_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir()
             .join("ytsched-node")
@@ -197,8 +271,51 @@ async fn agent_main() -> anyhow::Result<()> {
         }
         check_searchable_by_jobs(&sandboxes_dir)?;
     }
+    let isolation = open_isolation(args, node_id)?;
+    let (slot_uid_base, slot_claim) = claim_slot_users(args, is_root, limits, node_id)?;
+    let devices = DeviceAccess::discover(&args.gpu_device_dir, &work_dir)
+        .context("cannot prepare GPU device isolation")?;
+    if devices.device_count() > 0 {
+        info!(
+            devices = devices.device_count(),
+            "jobs may open only the GPU device nodes they were given"
+        );
+    }
+    let cgroups = match &isolation {
+        Isolation::Cgroup(m) => Some(m),
+        Isolation::Process => None,
+    };
+    let guardian = Guardian::spawn(cgroups).context("cannot start the job guardian")?;
+    let sandbox = SandboxConfig {
+        guardian,
+        isolation,
+        sandboxes_dir,
+        kill_grace: args.kill_grace.as_std(),
+        pids_limit: args
+            .job_pids_limit
+            .unwrap_or_else(|| default_pids_limit(limits.user_slots)),
+        slot_uid_base,
+        devices,
+        namespaces: job_namespaces(slot_uid_base, args.job_namespaces)?,
+        default_disk_space: args
+            .job_disk_space
+            .0
+            .max(ytsched_common::spec::MIN_DISK_SPACE),
+    };
+    let stale_dirs = sandbox.remove_stale_dirs();
+    if stale_dirs > 0 {
+        info!(
+            count = stale_dirs,
+            "removed stale sandboxes of a previous run"
+        );
+    }
+    Ok((sandbox, slot_claim))
+}
 
-    let isolation = match args.sandbox {
+/// Job cgroups under `--cgroup-root` with a node-wide pids limit (stale ones of a
+/// previous run removed), or process groups only with `--sandbox=process`.
+fn open_isolation(args: &Args, node_id: &NodeId) -> anyhow::Result<Isolation> {
+    Ok(match args.sandbox {
         SandboxKind::Cgroup => {
             let manager = CgroupManager::open(&args.cgroup_root, node_id.as_str()).with_context(|| {
                 "cannot set up job cgroups (run as root, or pass --sandbox=process to run jobs without resource enforcement)"
@@ -220,51 +337,46 @@ async fn agent_main() -> anyhow::Result<()> {
             warn!("--sandbox=process: jobs run in their own process group with NO resource limits");
             Isolation::Process
         }
-    };
-    let slot_uid_base = if is_root {
-        let last = args.slot_uid_base as u64 + limits.user_slots as u64;
-        if args.slot_uid_base == 0 || last >= i32::MAX as u64 {
-            bail!(
-                "--slot-uid-base {}: slot users would run from uid {} to {last}; use a base above 0 with room for {} slots",
-                args.slot_uid_base, args.slot_uid_base, limits.user_slots
-            );
-        }
-        Some(args.slot_uid_base)
-    } else {
+    })
+}
+
+/// As root, jobs run as slot users from `--slot-uid-base`, claimed on this host so that
+/// no other agent runs jobs as the same uids; otherwise as the agent's own user.
+fn claim_slot_users(
+    args: &Args,
+    is_root: bool,
+    limits: &ytsched_common::ResourceVector,
+    node_id: &NodeId,
+) -> anyhow::Result<(
+    Option<u32>,
+    Option<ytsched_node::slot_range::SlotRangeClaim>,
+)> {
+    if !is_root {
         warn!("not root: jobs run as this agent's own user, not as slot users");
-        None
-    };
-    // Held for the agent's life: no other agent on this host may run jobs as these uids.
-    let _slot_claim = match slot_uid_base {
-        Some(base) => {
-            let claim = ytsched_node::slot_range::claim(
-                &args.slot_lock_dir,
-                base,
-                limits.user_slots.max(1.0) as u32,
-                &format!("node {node_id}, pid {}", std::process::id()),
-            )?;
-            info!(first = base, slots = limits.user_slots, claim = %claim.path().display(), "slot uids claimed");
-            Some(claim)
-        }
-        None => None,
-    };
-    let devices = DeviceAccess::discover(&args.gpu_device_dir, &work_dir)
-        .context("cannot prepare GPU device isolation")?;
-    if devices.device_count() > 0 {
-        info!(
-            devices = devices.device_count(),
-            "jobs may open only the GPU device nodes they were given"
+        return Ok((None, None));
+    }
+    let base = args.slot_uid_base;
+    let last = base as u64 + limits.user_slots as u64;
+    if base == 0 || last >= i32::MAX as u64 {
+        bail!(
+            "--slot-uid-base {base}: slot users would run from uid {base} to {last}; use a base above 0 with room for {} slots",
+            limits.user_slots
         );
     }
-    let pids_limit = args
-        .job_pids_limit
-        .unwrap_or_else(|| default_pids_limit(limits.user_slots));
-    let cgroups = match &isolation {
-        Isolation::Cgroup(m) => Some(m),
-        Isolation::Process => None,
-    };
-    let guardian = Guardian::spawn(cgroups).context("cannot start the job guardian")?;
-    let namespaces = match (slot_uid_base, args.job_namespaces) {
+    let claim = ytsched_node::slot_range::claim(
+        &args.slot_lock_dir,
+        base,
+        limits.user_slots.max(1.0) as u32,
+        &format!("node {node_id}, pid {}", std::process::id()),
+    )?;
+    info!(first = base, slots = limits.user_slots, claim = %claim.path().display(), "slot uids claimed");
+    Ok((Some(base), Some(claim)))
+}
+
+/// Whether jobs get their own PID and mount namespaces: only with slot users, and as
+/// `--job-namespaces` says when this machine refuses them.
+fn job_namespaces(slot_uid_base: Option<u32>, mode: JobNamespaces) -> anyhow::Result<bool> {
+    Ok(match (slot_uid_base, mode) {
         (None, _) | (_, JobNamespaces::Off) => false,
         (Some(_), mode) => match ytsched_node::job_namespaces::probe() {
             Ok(()) => {
@@ -279,58 +391,7 @@ async fn agent_main() -> anyhow::Result<()> {
                 false
             }
         },
-    };
-    let sandbox = SandboxConfig {
-        guardian,
-        isolation,
-        sandboxes_dir,
-        kill_grace: args.kill_grace.as_std(),
-        pids_limit,
-        slot_uid_base,
-        devices,
-        namespaces,
-        default_disk_space: args
-            .job_disk_space
-            .0
-            .max(ytsched_common::spec::MIN_DISK_SPACE),
-    };
-    let stale_dirs = sandbox.remove_stale_dirs();
-    if stale_dirs > 0 {
-        info!(
-            count = stale_dirs,
-            "removed stale sandboxes of a previous run"
-        );
-    }
-
-    info!(node = %node_id, resources = %limits, system_tags = ?system_tags, tags = ?configured_tags, gpus = gpu_devices.len(), gpu_detection = how, "node agent starting");
-    let client = ytsched_common::transport::connect(
-        &args.nats,
-        &format!("ytsched-node {node_id}"),
-        true,
-        &auth,
-    )
-    .await?;
-    let agent = Agent::new(AgentConfig {
-        node_id,
-        hostname,
-        system_tags,
-        tags: configured_tags,
-        resource_limits: limits,
-        gpu_devices,
-        subjects: Subjects::new(&args.subject_prefix),
-        sandbox,
-    });
-    let shutdown = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    };
-    agent.run(client, shutdown).await?;
-    info!("node agent stopped");
-    Ok(())
+    })
 }
 
 /// 10,000 processes per job, lowered so that a full node's jobs together stay below half

@@ -94,32 +94,9 @@ impl SandboxConfig {
         slot: u32,
         gpus: &[u32],
     ) -> Result<Sandbox, SandboxError> {
-        let dir = self.job_dir(spec.job_id.as_str());
-        let work = dir.join("work");
-        let dir_err = |source| SandboxError::Dir {
-            path: dir.clone(),
-            source,
-        };
-        fs::create_dir_all(&work).map_err(dir_err)?;
         let uid = self.slot_uid_base.map(|base| base + slot);
-        if let Some(uid) = uid {
-            // The job's own, private directory: no other slot user can look in.
-            for d in [&dir, &work] {
-                std::os::unix::fs::chown(d, Some(uid), Some(uid)).map_err(dir_err)?;
-                fs::set_permissions(d, fs::Permissions::from_mode(0o700)).map_err(dir_err)?;
-            }
-        }
-        let stdin = match &spec.stdin {
-            Some(text) => {
-                let path = dir.join("stdin");
-                fs::write(&path, text).map_err(dir_err)?;
-                Stdio::from(File::open(&path).map_err(dir_err)?)
-            }
-            None => Stdio::null(),
-        };
-        let stdout = File::create(dir.join("stdout")).map_err(dir_err)?;
-        let stderr = File::create(dir.join("stderr")).map_err(dir_err)?;
-
+        let files = self.job_files(spec, uid)?;
+        let dir = files.dir.clone();
         let cgroup = match &self.isolation {
             Isolation::Cgroup(manager) => Some(manager.create_job(
                 spec.job_id.as_str(),
@@ -132,29 +109,7 @@ impl SandboxConfig {
             Isolation::Process => None,
         };
 
-        let mut cmd = tokio::process::Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg(&spec.command)
-            .current_dir(&work)
-            .env_clear()
-            .env(
-                "PATH",
-                std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
-            )
-            .env("HOME", &work)
-            .env("TMPDIR", &work)
-            .envs(&spec.environment)
-            .env("YT_OPERATION_ID", spec.operation_id.as_str())
-            .env("YT_JOB_ID", spec.job_id.as_str())
-            .env("YT_JOB_INDEX", spec.job_index.to_string())
-            .env("YT_TASK_NAME", &spec.task_name)
-            .env("YT_JOB_COUNT", spec.job_count.to_string())
-            .envs(extra_env.iter().map(|(k, v)| (k, v)))
-            .stdin(stdin)
-            .stdout(stdout)
-            .stderr(stderr)
-            .process_group(0);
-
+        let mut cmd = job_command(spec, files, extra_env);
         // Open every cgroup.procs before forking; the child writes its own pid ("0")
         // into each before exec, so no process of the job ever runs outside its cgroup.
         let procs: Vec<File> = match &cgroup {
@@ -220,6 +175,92 @@ impl SandboxConfig {
             pgid,
         })
     }
+}
+
+/// A job's directory, its working directory and its standard streams.
+struct JobFiles {
+    dir: PathBuf,
+    work: PathBuf,
+    stdin: Stdio,
+    stdout: File,
+    stderr: File,
+}
+
+impl SandboxConfig {
+    /// Makes the job's directory (private to its slot user `uid`, when there is one),
+    /// its stdin file and its output files.
+    fn job_files(&self, spec: &JobStartSpec, uid: Option<u32>) -> Result<JobFiles, SandboxError> {
+        let dir = self.job_dir(spec.job_id.as_str());
+        let work = dir.join("work");
+        let dir_err = |source| SandboxError::Dir {
+            path: dir.clone(),
+            source,
+        };
+        fs::create_dir_all(&work).map_err(dir_err)?;
+        if let Some(uid) = uid {
+            // The job's own, private directory: no other slot user can look in.
+            for d in [&dir, &work] {
+                std::os::unix::fs::chown(d, Some(uid), Some(uid)).map_err(dir_err)?;
+                fs::set_permissions(d, fs::Permissions::from_mode(0o700)).map_err(dir_err)?;
+            }
+        }
+        let stdin = match &spec.stdin {
+            Some(text) => {
+                let path = dir.join("stdin");
+                fs::write(&path, text).map_err(dir_err)?;
+                Stdio::from(File::open(&path).map_err(dir_err)?)
+            }
+            None => Stdio::null(),
+        };
+        let stdout = File::create(dir.join("stdout")).map_err(dir_err)?;
+        let stderr = File::create(dir.join("stderr")).map_err(dir_err)?;
+        Ok(JobFiles {
+            dir,
+            work,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+/// `sh -c COMMAND` in the job's working directory, with a clean environment (the
+/// spec's, the `YT_*` variables, `extra_env`) and a process group of its own.
+fn job_command(
+    spec: &JobStartSpec,
+    files: JobFiles,
+    extra_env: &[(String, String)],
+) -> tokio::process::Command {
+    let JobFiles {
+        work,
+        stdin,
+        stdout,
+        stderr,
+        ..
+    } = files;
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(&spec.command)
+        .current_dir(&work)
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+        )
+        .env("HOME", &work)
+        .env("TMPDIR", &work)
+        .envs(&spec.environment)
+        .env("YT_OPERATION_ID", spec.operation_id.as_str())
+        .env("YT_JOB_ID", spec.job_id.as_str())
+        .env("YT_JOB_INDEX", spec.job_index.to_string())
+        .env("YT_TASK_NAME", &spec.task_name)
+        .env("YT_JOB_COUNT", spec.job_count.to_string())
+        .envs(extra_env.iter().map(|(k, v)| (k, v)))
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0);
+    cmd
 }
 
 impl Sandbox {

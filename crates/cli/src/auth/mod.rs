@@ -376,56 +376,12 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
             admin,
             tls,
             tls_hosts,
-        } => {
-            let admin = UserName::parse_identity(&admin)?;
-            let auth = AuthDir::init(&dir, prefix, &admin)?;
-            if tls {
-                crate::tls::make_ca_and_server_cert(&dir.join("tls"), &tls_hosts)?;
-            }
-            println!("identities in {}", dir.display());
-            println!(
-                "scheduler: --creds {} --bus-creds {}",
-                auth.creds_path(&UserName::parse(SCHEDULER)?).display(),
-                auth.creds_path(&UserName::parse(SCHEDULER_BUS)?).display()
-            );
-            println!("YTSCHED_CREDS={}", auth.creds_path(&admin).display());
-            println!(
-                "nats-server: add `include \"{}\"` to its config and start it with -P {}",
-                dir.join("auth.conf").display(),
-                dir.join("nats.pid").display()
-            );
-            if tls {
-                let (server_cert, _) = crate::tls::server_files(&dir.join("tls"));
-                let client = crate::tls::client_files(&dir.join("tls"));
-                println!(
-                    "TLS: server cert {}, clients pass --tls-ca {}",
-                    server_cert.display(),
-                    client.ca.unwrap_or_default().display()
-                );
-            }
-            Ok(())
-        }
+        } => init(&dir, prefix, &admin, tls.then_some(tls_hosts.as_slice())),
         AuthCommand::AddNode {
             names,
             max_resources,
             dir,
-        } => {
-            let mut auth = AuthDir::open(&dir)?;
-            let parsed = names
-                .iter()
-                .map(|n| UserName::parse_identity(n))
-                .collect::<Result<Vec<_>, _>>()?;
-            let paths = auth.add_many(parsed.clone(), Role::Node)?;
-            if let Some(max) = max_resources {
-                auth.approve(&parsed, max)?;
-            }
-            let reloaded = auth.reload_server()?;
-            for (name, path) in names.iter().zip(&paths) {
-                println!("added node '{name}': --creds {}", path.display());
-            }
-            reload_note(reloaded);
-            Ok(())
-        }
+        } => add_nodes(&dir, &names, max_resources),
         AuthCommand::AddUser { name, admin, dir } => {
             add(&dir, &name, if admin { Role::Admin } else { Role::User })
         }
@@ -455,6 +411,61 @@ pub fn run(args: AuthArgs, prefix: &str) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `ytsched auth init`: the identities directory (and TLS files for `tls_hosts`), and
+/// how each party uses them.
+fn init(dir: &Path, prefix: &str, admin: &str, tls_hosts: Option<&[String]>) -> anyhow::Result<()> {
+    let admin = UserName::parse_identity(admin)?;
+    let auth = AuthDir::init(dir, prefix, &admin)?;
+    if let Some(hosts) = tls_hosts {
+        crate::tls::make_ca_and_server_cert(&dir.join("tls"), hosts)?;
+    }
+    println!("identities in {}", dir.display());
+    println!(
+        "scheduler: --creds {} --bus-creds {}",
+        auth.creds_path(&UserName::parse(SCHEDULER)?).display(),
+        auth.creds_path(&UserName::parse(SCHEDULER_BUS)?).display()
+    );
+    println!("YTSCHED_CREDS={}", auth.creds_path(&admin).display());
+    println!(
+        "nats-server: add `include \"{}\"` to its config and start it with -P {}",
+        dir.join("auth.conf").display(),
+        dir.join("nats.pid").display()
+    );
+    if tls_hosts.is_some() {
+        let (server_cert, _) = crate::tls::server_files(&dir.join("tls"));
+        let client = crate::tls::client_files(&dir.join("tls"));
+        println!(
+            "TLS: server cert {}, clients pass --tls-ca {}",
+            server_cert.display(),
+            client.ca.unwrap_or_default().display()
+        );
+    }
+    Ok(())
+}
+
+/// `ytsched auth add-node`: node identities, approved for at most `max_resources`.
+fn add_nodes(
+    dir: &Path,
+    names: &[String],
+    max_resources: Option<ResourceVector>,
+) -> anyhow::Result<()> {
+    let mut auth = AuthDir::open(dir)?;
+    let parsed = names
+        .iter()
+        .map(|n| UserName::parse_identity(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let paths = auth.add_many(parsed.clone(), Role::Node)?;
+    if let Some(max) = max_resources {
+        auth.approve(&parsed, max)?;
+    }
+    let reloaded = auth.reload_server()?;
+    for (name, path) in names.iter().zip(&paths) {
+        println!("added node '{name}': --creds {}", path.display());
+    }
+    reload_note(reloaded);
+    Ok(())
 }
 
 fn add(dir: &Path, name: &str, role: Role) -> anyhow::Result<()> {

@@ -374,6 +374,14 @@ impl VanillaSpec {
     }
 
     pub fn validate(&self) -> Result<(), SpecError> {
+        self.validate_sizes()?;
+        self.validate_tasks()?;
+        self.validate_numbers()?;
+        self.validate_trees()
+    }
+
+    /// How many tasks, jobs and owners, and the title: bounded.
+    fn validate_sizes(&self) -> Result<(), SpecError> {
         if self.tasks.is_empty() {
             return Err(SpecError::new("tasks", "at least one task is required"));
         }
@@ -410,6 +418,12 @@ impl VanillaSpec {
                 "must not contain NUL or other control characters",
             ));
         }
+        Ok(())
+    }
+
+    /// Task names (paths, environments and logs carry them) and each task's own
+    /// values; all their text together bounded.
+    fn validate_tasks(&self) -> Result<(), SpecError> {
         for (name, task) in &self.tasks {
             if name.is_empty() || name.len() > 128 {
                 return Err(SpecError::new(
@@ -437,6 +451,11 @@ impl VanillaSpec {
                 format!("commands, stdin and environments come to {text} bytes, more than the limit of {MAX_SPEC_TEXT_BYTES}"),
             ));
         }
+        Ok(())
+    }
+
+    /// Weight, ratios and limits: finite and in range.
+    fn validate_numbers(&self) -> Result<(), SpecError> {
         if let Some(w) = self.weight {
             if !w.is_finite() || w <= 0.0 {
                 return Err(SpecError::new(
@@ -464,6 +483,11 @@ impl VanillaSpec {
         if let Some(l) = &self.resource_limits {
             l.validate("resource_limits")?;
         }
+        Ok(())
+    }
+
+    /// `pool_trees` (each once) and the per-tree options (only for those trees).
+    fn validate_trees(&self) -> Result<(), SpecError> {
         if let Some(trees) = &self.pool_trees {
             if trees.is_empty() {
                 return Err(SpecError::new(
