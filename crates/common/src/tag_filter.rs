@@ -79,7 +79,21 @@ pub struct TagFilter {
     expr: Option<Expr>,
 }
 
+/// The empty formula, for a reference where no filter was given.
+static ANY_NODE: TagFilter = TagFilter::ANY;
+
 impl TagFilter {
+    /// The empty formula: every node matches.
+    pub const ANY: TagFilter = TagFilter {
+        text: String::new(),
+        expr: None,
+    };
+
+    /// `filter`, or the empty formula where there is none.
+    pub fn or_any(filter: Option<&TagFilter>) -> &TagFilter {
+        filter.unwrap_or(&ANY_NODE)
+    }
+
     pub fn parse(text: &str) -> Result<Self, TagFilterError> {
         if text.len() > MAX_FILTER_LEN {
             return Err(TagFilterError {

@@ -32,7 +32,7 @@ impl SchedulerCore {
         {
             if op.slot(tree).is_none()
                 || op.state != OperationState::Running
-                || !op.tag_filter.matches(node_tags)
+                || !op.tag_filter().matches(node_tags)
             {
                 continue;
             }

@@ -83,8 +83,6 @@ pub struct Operation {
     /// list beats a map).
     pub trees: Vec<(TreeName, TreeSlot)>,
     pub max_share_ratio: f64,
-    /// Nodes its jobs may run on (`scheduling_tag_filter`; empty: any node of its trees).
-    pub tag_filter: TagFilter,
     pub spec: VanillaSpec,
     pub state: OperationState,
     pub seq: u64,
@@ -204,13 +202,11 @@ impl Operation {
                 completed: 0,
             })
             .collect();
-        let tag_filter = spec.scheduling_tag_filter.clone().unwrap_or_default();
         Self {
             id,
             user,
             trees: placement.trees,
             max_share_ratio: spec.max_share_ratio.unwrap_or(1.0),
-            tag_filter,
             spec,
             state: if placement.pending {
                 OperationState::Pending
@@ -371,6 +367,12 @@ impl Operation {
     }
 
     /// The first tree the spec named: where the operation is listed by default.
+    /// Nodes its jobs may run on (`scheduling_tag_filter`; empty: any node of its
+    /// trees). Kept once, parsed, in its spec.
+    pub fn tag_filter(&self) -> &TagFilter {
+        TagFilter::or_any(self.spec.scheduling_tag_filter.as_ref())
+    }
+
     pub fn main_tree(&self) -> &TreeName {
         &self.trees[0].0
     }

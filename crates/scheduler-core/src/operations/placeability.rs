@@ -50,13 +50,17 @@ impl SchedulerCore {
         for op in candidates.filter(|o| !o.state.is_finished()) {
             let mut limits: Vec<ResourceVector> = vec![];
             for (tree, slot) in &op.trees {
-                let key = (tree.as_str(), slot.pool.as_str(), op.tag_filter.to_string());
+                let key = (
+                    tree.as_str(),
+                    slot.pool.as_str(),
+                    op.tag_filter().to_string(),
+                );
                 let maximal = offered.entry(key).or_insert_with(|| {
                     let pool_filters = self.pool_filters(tree, &slot.pool);
                     maximal_limits(
                         self.tree_members(tree)
                             .filter(|n| pool_filters.iter().all(|f| f.matches(&n.all_tags)))
-                            .filter(|n| op.tag_filter.matches(&n.all_tags))
+                            .filter(|n| op.tag_filter().matches(&n.all_tags))
                             .map(|n| n.resource_limits),
                     )
                 });
@@ -77,10 +81,10 @@ impl SchedulerCore {
                     .first_excess(&largest)
                     .or_else(|| need.first_excess(&limits[0]))
                     .expect("a job that fits no node exceeds some resource");
-                let filter = if op.tag_filter.is_empty() {
+                let filter = if op.tag_filter().is_empty() {
                     String::new()
                 } else {
-                    format!(" matching '{}'", op.tag_filter)
+                    format!(" matching '{}'", op.tag_filter())
                 };
                 doomed.push((
                     op.id.clone(),

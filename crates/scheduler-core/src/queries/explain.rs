@@ -136,7 +136,7 @@ impl SchedulerCore {
         }
         let largest = members
             .iter()
-            .filter(|n| n.is_schedulable() && op.tag_filter.matches(&n.all_tags))
+            .filter(|n| n.is_schedulable() && op.tag_filter().matches(&n.all_tags))
             .map(|n| n.resource_limits)
             .fold(ResourceVector::ZERO, |a, b| a.component_max(&b));
         let mut out = Vec::new();

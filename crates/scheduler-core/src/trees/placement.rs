@@ -220,7 +220,7 @@ fn pick(
     match &e.kind {
         ElementKind::Operation { id } => {
             let op = operations.get(id)?;
-            if op.state != OperationState::Running || !op.tag_filter.matches(tags) {
+            if op.state != OperationState::Running || !op.tag_filter().matches(tags) {
                 return None;
             }
             let task = op.next_fitting_task(&room)?;

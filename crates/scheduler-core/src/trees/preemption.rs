@@ -212,7 +212,7 @@ impl SchedulerCore {
             // Placed since the update: nothing of it waits any more.
             if op.state != OperationState::Running
                 || op.waiting_job_count() == 0
-                || !op.tag_filter.matches(&node.all_tags)
+                || !op.tag_filter().matches(&node.all_tags)
             {
                 continue;
             }
