@@ -270,6 +270,31 @@ impl PoolConfig {
             .filter(|f| !f.is_empty())
     }
 
+    /// Guarantees, limits and the non-preemptible threshold: non-negative amounts.
+    fn validate_amounts(
+        &self,
+        err: &dyn Fn(&str, String) -> AttributeError,
+    ) -> Result<(), AttributeError> {
+        for (name, amounts) in [
+            (
+                "strong_guarantee_resources",
+                &self.strong_guarantee_resources,
+            ),
+            ("resource_limits", &self.resource_limits),
+            (
+                "non_preemptible_resource_usage_threshold",
+                &self.non_preemptible_resource_usage_threshold,
+            ),
+        ] {
+            if let Some(a) = amounts {
+                a.check_nonnegative().map_err(|(r, v)| {
+                    err(name, format!("{r} must be a non-negative number, got {v}"))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks each value on its own; the tree checks how pools fit together.
     pub fn validate(&self, pool: &str) -> Result<(), AttributeError> {
         let err = |attribute: &str, message: String| AttributeError {
@@ -301,23 +326,7 @@ impl PoolConfig {
                 ));
             }
         }
-        for (name, amounts) in [
-            (
-                "strong_guarantee_resources",
-                &self.strong_guarantee_resources,
-            ),
-            ("resource_limits", &self.resource_limits),
-            (
-                "non_preemptible_resource_usage_threshold",
-                &self.non_preemptible_resource_usage_threshold,
-            ),
-        ] {
-            if let Some(a) = amounts {
-                a.check_nonnegative().map_err(|(r, v)| {
-                    err(name, format!("{r} must be a non-negative number, got {v}"))
-                })?;
-            }
-        }
+        self.validate_amounts(&err)?;
         if let (Some(total), Some(running)) =
             (self.max_operation_count, self.max_running_operation_count)
         {
@@ -345,58 +354,74 @@ impl PoolConfig {
             }
         }
         if let Some(ig) = &self.integral_guarantees {
-            for (name, amounts) in [
-                ("resource_flow", &ig.resource_flow),
-                ("burst_guarantee_resources", &ig.burst_guarantee_resources),
-            ] {
-                if let Some(a) = amounts {
-                    a.check_nonnegative().map_err(|(r, v)| {
-                        err(
-                            "integral_guarantees",
-                            format!("{name}.{r} must be a non-negative number, got {v}"),
-                        )
-                    })?;
-                }
-            }
-            if ig.guarantee_type == IntegralGuaranteeType::Relaxed
-                && ig.burst_guarantee_resources.is_some()
-            {
-                return Err(err(
-                    "integral_guarantees",
-                    "a relaxed pool has no burst_guarantee_resources".into(),
-                ));
-            }
-            if let Some(m) = ig.relaxed_share_multiplier_limit {
-                if !m.is_finite() || m < 1.0 {
-                    return Err(err(
-                        "integral_guarantees",
-                        format!("relaxed_share_multiplier_limit must be at least 1, got {m}"),
-                    ));
-                }
-            }
+            validate_integral(ig, &err)?;
         }
         if let Some(c) = &self.ephemeral_subpool_config {
-            if let (Some(total), Some(running)) =
-                (c.max_operation_count, c.max_running_operation_count)
-            {
-                if total < running {
-                    return Err(err(
-                        "ephemeral_subpool_config",
-                        format!("max_operation_count {total} is less than max_running_operation_count {running}"),
-                    ));
-                }
-            }
-            if let Some(l) = &c.resource_limits {
-                l.check_nonnegative().map_err(|(r, v)| {
-                    err(
-                        "ephemeral_subpool_config",
-                        format!("resource_limits.{r} must be a non-negative number, got {v}"),
-                    )
-                })?;
-            }
+            validate_ephemeral(c, &err)?;
         }
         Ok(())
     }
+}
+
+/// A pool's `integral_guarantees`: amounts non-negative, no burst for a relaxed pool,
+/// a multiplier limit of at least 1.
+fn validate_integral(
+    ig: &IntegralGuarantees,
+    err: &dyn Fn(&str, String) -> AttributeError,
+) -> Result<(), AttributeError> {
+    for (name, amounts) in [
+        ("resource_flow", &ig.resource_flow),
+        ("burst_guarantee_resources", &ig.burst_guarantee_resources),
+    ] {
+        if let Some(a) = amounts {
+            a.check_nonnegative().map_err(|(r, v)| {
+                err(
+                    "integral_guarantees",
+                    format!("{name}.{r} must be a non-negative number, got {v}"),
+                )
+            })?;
+        }
+    }
+    if ig.guarantee_type == IntegralGuaranteeType::Relaxed && ig.burst_guarantee_resources.is_some()
+    {
+        return Err(err(
+            "integral_guarantees",
+            "a relaxed pool has no burst_guarantee_resources".into(),
+        ));
+    }
+    if let Some(m) = ig.relaxed_share_multiplier_limit {
+        if !m.is_finite() || m < 1.0 {
+            return Err(err(
+                "integral_guarantees",
+                format!("relaxed_share_multiplier_limit must be at least 1, got {m}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A pool's `ephemeral_subpool_config`: counts in order, limits non-negative.
+fn validate_ephemeral(
+    c: &EphemeralSubpoolConfig,
+    err: &dyn Fn(&str, String) -> AttributeError,
+) -> Result<(), AttributeError> {
+    if let (Some(total), Some(running)) = (c.max_operation_count, c.max_running_operation_count) {
+        if total < running {
+            return Err(err(
+                    "ephemeral_subpool_config",
+                    format!("max_operation_count {total} is less than max_running_operation_count {running}"),
+                ));
+        }
+    }
+    if let Some(l) = &c.resource_limits {
+        l.check_nonnegative().map_err(|(r, v)| {
+            err(
+                "ephemeral_subpool_config",
+                format!("resource_limits.{r} must be a non-negative number, got {v}"),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Integral guarantee settings of a tree (SPEC 4.1).
@@ -570,7 +595,32 @@ impl TreeConfig {
                 ),
             ));
         }
-        // Counts that bound others: (attribute, value, the attribute it must reach, its value).
+        self.validate_counts(&err)?;
+        if let Some(acl) = &self.acl {
+            crate::acl::validate(acl).map_err(|m| err("acl", m))?;
+        }
+        self.validate_periods(&err)?;
+        if let Some(t) = &self.non_preemptible_resource_usage_threshold {
+            t.check_nonnegative().map_err(|(r, v)| {
+                err(
+                    "non_preemptible_resource_usage_threshold",
+                    format!("{r} must be a non-negative number, got {v}"),
+                )
+            })?;
+        }
+        if self.default_parent_pool != ROOT_POOL {
+            crate::spec::validate_pool_name(&self.default_parent_pool)
+                .map_err(|m| err("default_parent_pool", m))?;
+        }
+        Ok(())
+    }
+
+    /// Counts that bound others: each at least the one it bounds.
+    fn validate_counts(
+        &self,
+        err: &dyn Fn(&str, String) -> AttributeError,
+    ) -> Result<(), AttributeError> {
+        // (attribute, value, the attribute it must reach, its value)
         for (name, v, bound, b) in [
             (
                 "max_operation_count",
@@ -595,10 +645,15 @@ impl TreeConfig {
                 return Err(err(name, format!("{v} is less than {bound} = {b}")));
             }
         }
-        if let Some(acl) = &self.acl {
-            crate::acl::validate(acl).map_err(|m| err("acl", m))?;
-        }
-        // Minimums keep a typo from making the scheduler spin or drop every node.
+        Ok(())
+    }
+
+    /// Periods and timeouts above their minimums (a typo must not make the scheduler
+    /// spin or drop every node), and the tree's integral guarantee settings.
+    fn validate_periods(
+        &self,
+        err: &dyn Fn(&str, String) -> AttributeError,
+    ) -> Result<(), AttributeError> {
         if self.fair_share_update_period.0 < MIN_FAIR_SHARE_UPDATE_PERIOD_MS {
             return Err(err(
                 "fair_share_update_period",
@@ -633,18 +688,6 @@ impl TreeConfig {
                     ig.relaxed_share_multiplier_limit
                 ),
             ));
-        }
-        if let Some(t) = &self.non_preemptible_resource_usage_threshold {
-            t.check_nonnegative().map_err(|(r, v)| {
-                err(
-                    "non_preemptible_resource_usage_threshold",
-                    format!("{r} must be a non-negative number, got {v}"),
-                )
-            })?;
-        }
-        if self.default_parent_pool != ROOT_POOL {
-            crate::spec::validate_pool_name(&self.default_parent_pool)
-                .map_err(|m| err("default_parent_pool", m))?;
         }
         Ok(())
     }

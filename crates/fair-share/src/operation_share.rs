@@ -80,13 +80,37 @@ pub(crate) fn by_suggestion(
             .max(0.0)
     };
     let at = |s: f64| u + (demand - u).scale(t(s));
-    // Where the envelope can bend: limits, crossings of the rising parts with each
-    // other and with the flat parts, and where a rising part reaches 1.
-    let mut bends_buf = [f64::NAN; 1 + 4 * 8];
-    bends_buf[0] = 1.0;
+    let (mut bends_buf, nb) = bend_points(wanting, u, demand, l);
+    let bends = &mut bends_buf[..nb];
+    for s in bends.iter_mut() {
+        if !(s.is_finite() && *s > top && *s <= 1.0) {
+            *s = f64::INFINITY;
+        }
+    }
+    bends.sort_by(f64::total_cmp);
+    // At `U` the value from the left is the usage; from the right the path moves on.
+    b.push(top, at(top));
+    for &s in bends.iter().take_while(|s| s.is_finite()) {
+        b.push(s, at(s));
+    }
+    b.finish()
+}
+
+/// Where the envelope can bend: limits, crossings of the rising parts (of the
+/// resources still `wanting`) with each other and with the flat parts, and where a
+/// rising part reaches 1. A fixed buffer and its length: this runs once per operation
+/// per update.
+fn bend_points(
+    wanting: &[Resource],
+    u: ResourceVector,
+    demand: ResourceVector,
+    l: ResourceVector,
+) -> ([f64; 1 + 4 * 8], usize) {
+    let mut bends = [f64::NAN; 1 + 4 * 8];
+    bends[0] = 1.0;
     let mut nb = 1;
     let mut bend = |s: f64| {
-        bends_buf[nb] = s;
+        bends[nb] = s;
         nb += 1;
     };
     for (k, &a) in wanting.iter().enumerate() {
@@ -106,19 +130,7 @@ pub(crate) fn by_suggestion(
             }
         }
     }
-    let bends = &mut bends_buf[..nb];
-    for s in bends.iter_mut() {
-        if !(s.is_finite() && *s > top && *s <= 1.0) {
-            *s = f64::INFINITY;
-        }
-    }
-    bends.sort_by(f64::total_cmp);
-    // At `U` the value from the left is the usage; from the right the path moves on.
-    b.push(top, at(top));
-    for &s in bends.iter().take_while(|s| s.is_finite()) {
-        b.push(s, at(s));
-    }
-    b.finish()
+    (bends, nb)
 }
 
 #[cfg(test)]

@@ -349,16 +349,7 @@ impl Update<'_> {
             n.total_flow_ratio = total_flow;
             n.strong_guarantee_share = sgs;
             if n.mode == Some(Mode::Fifo) {
-                let mut order = n.children.clone();
-                let rank = |c: usize| match self.input.elements[c].kind {
-                    ElementKind::Operation { fifo_rank, .. } => fifo_rank,
-                    ElementKind::Pool { .. } => u64::MAX,
-                };
-                order.sort_by_key(|&c| (rank(c), c));
-                for (k, &c) in order.iter().enumerate() {
-                    self.nodes[c].fifo_index = Some(k);
-                }
-                self.nodes[i].children = order;
+                self.rank_fifo_children(i);
             }
         }
         let root_sgs: ResourceVector = self.nodes[0]
@@ -377,6 +368,21 @@ impl Update<'_> {
             }
             stack.extend(self.nodes[i].children.iter().rev());
         }
+    }
+
+    /// A FIFO pool's children in serving order (operations by their FIFO rank, pools
+    /// last), each with its index in that order.
+    fn rank_fifo_children(&mut self, i: usize) {
+        let mut order = self.nodes[i].children.clone();
+        let rank = |c: usize| match self.input.elements[c].kind {
+            ElementKind::Operation { fifo_rank, .. } => fifo_rank,
+            ElementKind::Pool { .. } => u64::MAX,
+        };
+        order.sort_by_key(|&c| (rank(c), c));
+        for (k, &c) in order.iter().enumerate() {
+            self.nodes[c].fifo_index = Some(k);
+        }
+        self.nodes[i].children = order;
     }
 
     /// Limits beat guarantees; children's guarantees that do not fit their parent's
@@ -778,36 +784,50 @@ fn bounds(by_ff: &Plf<ResourceVector>, n: &Node) -> ([(Resource, f64, f64); 4], 
 /// that: `M(s) = inf {f : need(f) ≥ s}` (the largest `f` with `need(f) ≤ 0` at `s = 0`).
 /// A unit test checks it against the resource-by-resource construction.
 fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
-    let pts = by_ff.points();
     let (rs, k) = bounds(by_ff, n);
     if k == 0 {
         return Plf::constant(0.0, 1.0, by_ff.right_bound());
     }
-    let rs = &rs[..k];
-    let need = |v: &ResourceVector| {
-        rs.iter()
-            .map(|&(r, g, _)| v.get(r) - g)
-            .fold(f64::NEG_INFINITY, f64::max)
-    };
-    let argmax = |v: &ResourceVector| {
-        (0..k).fold(0, |best, j| {
-            let (r, g, _) = rs[j];
-            let (rb, gb, _) = rs[best];
-            if v.get(r) - g > v.get(rb) - gb {
-                j
-            } else {
-                best
-            }
-        })
-    };
-    let within = |v: &ResourceVector| rs.iter().all(|&(r, _, l)| v.get(r) <= l);
-    // (fit factor, needed suggestion) along the path until a limit is reached.
+    invert_need(need_along_path(by_ff.points(), &rs[..k]))
+}
+
+/// A resource's (which, guarantee share, limit share) along a path.
+type Bound = (Resource, f64, f64);
+
+/// How much suggestion the usage `v` needs: the most any resource exceeds its guarantee.
+fn need(rs: &[Bound], v: &ResourceVector) -> f64 {
+    rs.iter()
+        .map(|&(r, g, _)| v.get(r) - g)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Which resource needs most at `v`.
+fn neediest(rs: &[Bound], v: &ResourceVector) -> usize {
+    (0..rs.len()).fold(0, |best, j| {
+        let (r, g, _) = rs[j];
+        let (rb, gb, _) = rs[best];
+        if v.get(r) - g > v.get(rb) - gb {
+            j
+        } else {
+            best
+        }
+    })
+}
+
+fn within(rs: &[Bound], v: &ResourceVector) -> bool {
+    rs.iter().all(|&(r, _, l)| v.get(r) <= l)
+}
+
+/// (fit factor, needed suggestion) along the path `pts` until a limit is reached, with
+/// a point wherever the resource needing most changes inside a piece.
+fn need_along_path(pts: &[(f64, ResourceVector)], rs: &[Bound]) -> Vec<(f64, f64)> {
+    let k = rs.len();
     let mut need_pts: Vec<(f64, f64)> = Vec::with_capacity(pts.len() + 4);
-    need_pts.push((pts[0].0, need(&pts[0].1)));
+    need_pts.push((pts[0].0, need(rs, &pts[0].1)));
     for i in 1..pts.len() {
         let (a, b) = (pts[i - 1], pts[i]);
         // Where the resource needing most changes inside the piece, the lines crossed.
-        if b.0 > a.0 && argmax(&a.1) != argmax(&b.1) {
+        if b.0 > a.0 && neediest(rs, &a.1) != neediest(rs, &b.1) {
             let mut crossings = [f64::NAN; 16];
             let mut c = 0;
             for p in 0..k {
@@ -826,14 +846,14 @@ fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
             crossings.sort_by(f64::total_cmp);
             for &t in crossings.iter() {
                 let v = a.1 + (b.1 - a.1).scale(t);
-                if !within(&v) {
+                if !within(rs, &v) {
                     break;
                 }
-                need_pts.push((a.0 + t * (b.0 - a.0), need(&v)));
+                need_pts.push((a.0 + t * (b.0 - a.0), need(rs, &v)));
             }
         }
-        if within(&b.1) {
-            need_pts.push((b.0, need(&b.1)));
+        if within(rs, &b.1) {
+            need_pts.push((b.0, need(rs, &b.1)));
             continue;
         }
         // The first limit is reached inside this piece: stop where it is.
@@ -843,10 +863,14 @@ fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
             .map(|&(r, _, l)| ((l - a.1.get(r)) / (b.1.get(r) - a.1.get(r))).clamp(0.0, 1.0))
             .fold(1.0f64, f64::min);
         let v = a.1 + (b.1 - a.1).scale(t);
-        need_pts.push((a.0 + t * (b.0 - a.0), need(&v)));
+        need_pts.push((a.0 + t * (b.0 - a.0), need(rs, &v)));
         break;
     }
-    // Inverse: suggestion → fit factor, on [0, 1].
+    need_pts
+}
+
+/// The inverse of the need: suggestion → the largest fit factor it allows, on [0, 1].
+fn invert_need(mut need_pts: Vec<(f64, f64)>) -> Plf<f64> {
     let mut running = f64::NEG_INFINITY;
     for p in need_pts.iter_mut() {
         running = running.max(p.1);

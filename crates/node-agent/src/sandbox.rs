@@ -97,30 +97,12 @@ impl SandboxConfig {
         let uid = self.slot_uid_base.map(|base| base + slot);
         let files = self.job_files(spec, uid)?;
         let dir = files.dir.clone();
-        let cgroup = match &self.isolation {
-            Isolation::Cgroup(manager) => Some(manager.create_job(
-                spec.job_id.as_str(),
-                &JobLimits {
-                    cpu: spec.resources.cpu,
-                    memory_bytes: spec.resources.memory.max(0.0) as u64,
-                    pids: self.pids_limit,
-                },
-            )?),
-            Isolation::Process => None,
-        };
+        let cgroup = self.job_cgroup(spec)?;
 
         let mut cmd = job_command(spec, files, extra_env);
         // Open every cgroup.procs before forking; the child writes its own pid ("0")
         // into each before exec, so no process of the job ever runs outside its cgroup.
-        let procs: Vec<File> = match &cgroup {
-            Some(cg) => cg
-                .procs_files()
-                .iter()
-                .map(|p| OpenOptions::new().write(true).open(p))
-                .collect::<Result<_, _>>()
-                .map_err(SandboxError::Spawn)?,
-            None => vec![],
-        };
+        let procs = open_procs_files(cgroup.as_ref())?;
         let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
         let hide = self.devices.plan(gpus);
         let namespaces = if self.namespaces && uid.is_some() {
@@ -187,6 +169,22 @@ struct JobFiles {
 }
 
 impl SandboxConfig {
+    /// The job's cgroup with its cpu, memory and pids limits (none with process
+    /// isolation).
+    fn job_cgroup(&self, spec: &JobStartSpec) -> Result<Option<JobCgroup>, SandboxError> {
+        Ok(match &self.isolation {
+            Isolation::Cgroup(manager) => Some(manager.create_job(
+                spec.job_id.as_str(),
+                &JobLimits {
+                    cpu: spec.resources.cpu,
+                    memory_bytes: spec.resources.memory.max(0.0) as u64,
+                    pids: self.pids_limit,
+                },
+            )?),
+            Isolation::Process => None,
+        })
+    }
+
     /// Makes the job's directory (private to its slot user `uid`, when there is one),
     /// its stdin file and its output files.
     fn job_files(&self, spec: &JobStartSpec, uid: Option<u32>) -> Result<JobFiles, SandboxError> {
@@ -221,6 +219,19 @@ impl SandboxConfig {
             stdout,
             stderr,
         })
+    }
+}
+
+/// Every `cgroup.procs` of the job's cgroup, opened for writing before the fork.
+fn open_procs_files(cgroup: Option<&JobCgroup>) -> Result<Vec<File>, SandboxError> {
+    match cgroup {
+        Some(cg) => cg
+            .procs_files()
+            .iter()
+            .map(|p| OpenOptions::new().write(true).open(p))
+            .collect::<Result<_, _>>()
+            .map_err(SandboxError::Spawn),
+        None => Ok(vec![]),
     }
 }
 

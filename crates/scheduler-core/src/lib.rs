@@ -76,7 +76,7 @@ pub struct SchedulerCore {
     cluster: ClusterConfig,
     /// Per configured tree: its nodes' total, last fair-share snapshot and what changed
     /// since (see `tree_state.rs`).
-    trees: BTreeMap<TreeName, trees::tree_state::TreeState>,
+    trees: trees::tree_state::TreeStates,
     /// Unfinished operations with a task that has `job_speculation_timeout`: the only
     /// ones the speculative stage of a heartbeat looks at.
     speculating: BTreeSet<OperationId>,
@@ -136,7 +136,7 @@ impl SchedulerCore {
                 }
                 c
             },
-            trees: BTreeMap::new(),
+            trees: Default::default(),
             speculating: BTreeSet::new(),
             placeability_stale: false,
             placement_walks: 0,
@@ -198,7 +198,7 @@ impl SchedulerCore {
     /// Volumes of trees the configuration does not have are dropped.
     pub fn set_integral_volumes(&mut self, volumes: IntegralVolumes) {
         for (tree, v) in volumes {
-            if let Some(t) = self.tree_state_mut(&tree) {
+            if let Some(t) = self.trees.get_mut(&tree) {
                 t.integral_volumes = v;
             }
         }

@@ -209,7 +209,7 @@ impl SchedulerCore {
             self.finish_operation(&id, OperationState::Completed, None, now);
         }
         self.revival_deadline = Some(now + revival_window_ms);
-        self.mark_all_stale();
+        self.trees.mark_all_stale();
         summary
     }
 

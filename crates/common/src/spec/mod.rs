@@ -221,34 +221,13 @@ impl TaskSpec {
             "",
             " jobs per operation",
         )?;
-        at_most(
-            format!("{field}.command"),
-            self.command.len(),
-            MAX_COMMAND_BYTES,
-            " bytes",
-            "",
-        )?;
+        self.validate_text_sizes(field)?;
         if self.command.contains('\0') {
             return Err(SpecError::new(
                 format!("{field}.command"),
                 "must not contain NUL bytes",
             ));
         }
-        let stdin = self.stdin.as_ref().map_or(0, String::len);
-        at_most(
-            format!("{field}.stdin"),
-            stdin,
-            MAX_STDIN_BYTES,
-            " bytes",
-            "",
-        )?;
-        at_most(
-            format!("{field}.environment"),
-            self.environment_bytes(),
-            MAX_ENVIRONMENT_BYTES,
-            " bytes",
-            "",
-        )?;
         at_most(
             format!("{field}.gpu_limit"),
             self.gpu_limit as usize,
@@ -279,6 +258,38 @@ impl TaskSpec {
                 ));
             }
         }
+        self.validate_environment(field)
+    }
+
+    /// The command, stdin and environment within their byte limits.
+    fn validate_text_sizes(&self, field: &str) -> Result<(), SpecError> {
+        at_most(
+            format!("{field}.command"),
+            self.command.len(),
+            MAX_COMMAND_BYTES,
+            " bytes",
+            "",
+        )?;
+        let stdin = self.stdin.as_ref().map_or(0, String::len);
+        at_most(
+            format!("{field}.stdin"),
+            stdin,
+            MAX_STDIN_BYTES,
+            " bytes",
+            "",
+        )?;
+        at_most(
+            format!("{field}.environment"),
+            self.environment_bytes(),
+            MAX_ENVIRONMENT_BYTES,
+            " bytes",
+            "",
+        )
+    }
+
+    /// Variable names a shell can take (no '=' or control characters), values without
+    /// NUL bytes.
+    fn validate_environment(&self, field: &str) -> Result<(), SpecError> {
         for (key, value) in &self.environment {
             if value.contains('\0') {
                 return Err(SpecError::new(

@@ -52,11 +52,11 @@ impl SchedulerCore {
     /// operation as the orchid shows it (the numbers an admin compares with).
     pub fn fair_share_ratios(&mut self, now: UnixMillis) -> BTreeMap<ShareKey, f64> {
         self.observe(now);
-        for tree in self.tree_names() {
+        for tree in self.trees.names() {
             self.update_tree_shares(tree.as_str(), now);
         }
         let mut out = BTreeMap::new();
-        for tree in self.tree_names() {
+        for tree in self.trees.names() {
             let Some(orchid) = self.tree_orchid(tree.as_str()) else {
                 continue;
             };

@@ -131,7 +131,7 @@ impl SchedulerCore {
                 )
             };
             self.abort_running_job(node_id, &op, &job, reason, &message, now);
-            self.mark_stale(&tree);
+            self.trees.mark_stale(&tree);
         }
     }
 

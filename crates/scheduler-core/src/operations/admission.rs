@@ -156,7 +156,7 @@ impl SchedulerCore {
         }
         self.operations.insert(op, true);
         for tree in &tree_names {
-            self.mark_stale(tree);
+            self.trees.mark_stale(tree);
         }
         self.fail_if_unplaceable(&id, now);
         if !pending {
@@ -367,7 +367,7 @@ impl SchedulerCore {
                 for p in chain {
                     counts.entry(p).or_default().running += 1;
                 }
-                self.mark_stale(&tree_name);
+                self.trees.mark_stale(&tree_name);
             }
             if let Some(mut op) = self.operations.edit(&id) {
                 op.promote(now);
@@ -415,7 +415,7 @@ impl SchedulerCore {
             error,
         });
         for (tree, pool) in pools {
-            self.mark_stale(&tree);
+            self.trees.mark_stale(&tree);
             self.remove_empty_ephemeral_pools(&tree, &pool);
         }
         self.note_finished(id);

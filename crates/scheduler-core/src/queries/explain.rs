@@ -40,7 +40,7 @@ impl SchedulerCore {
             reasons.extend(self.pending_reasons(op));
         }
         for (tree, slot) in &op.trees {
-            let shares = self.tree_shares(tree);
+            let shares = self.trees.shares(tree);
             let place = shares.as_deref().and_then(|s| self.tree_place(op, tree, s));
             if op.waiting_job_count() > 0 {
                 reasons.extend(self.waiting_reasons(op, tree, place.as_ref()));
@@ -298,7 +298,7 @@ impl SchedulerCore {
             .get(pool)
             .copied()
             .unwrap_or_default();
-        let shares = self.tree_shares(&tree_name);
+        let shares = self.trees.shares(&tree_name);
         let element = shares
             .as_deref()
             .and_then(|s| Some((s, *s.pool_index.get(pool)?)));

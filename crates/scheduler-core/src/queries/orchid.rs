@@ -122,7 +122,7 @@ impl SchedulerCore {
     /// The facts of one tree's orchid.
     pub fn tree_facts(&self, tree_name: &str) -> Option<TreeFacts> {
         let tree = self.cluster.trees.get(tree_name)?;
-        let shares = self.tree_shares(tree_name).unwrap_or_default();
+        let shares = self.trees.shares(tree_name).unwrap_or_default();
         let mut ops = std::collections::HashMap::new();
         for e in &shares.elements {
             let ElementKind::Operation { id } = &e.kind else {
@@ -169,10 +169,10 @@ impl SchedulerCore {
             tree: tree.clone(),
             shares,
             counts: self.pool_counts(tree_name),
-            starvation: self.tree_state(tree_name).map(|t| t.starvation.clone()),
+            starvation: self.trees.get(tree_name).map(|t| t.starvation.clone()),
             ops,
             pending,
-            node_count: self.tree_state(tree_name).map_or(0, |t| t.members.len()),
+            node_count: self.trees.get(tree_name).map_or(0, |t| t.members.len()),
             resources: self.tree_resources(tree_name),
         })
     }
@@ -400,7 +400,7 @@ impl SchedulerCore {
     pub fn pool_ratios(&self) -> Vec<(String, String, [f64; 3])> {
         let mut out = vec![];
         for tree in self.cluster.trees.keys() {
-            let Some(shares) = self.tree_shares(tree.as_str()) else {
+            let Some(shares) = self.trees.shares(tree.as_str()) else {
                 continue;
             };
             for e in &shares.elements {

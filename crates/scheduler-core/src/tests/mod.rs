@@ -874,7 +874,7 @@ fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
     // The heartbeat at 0 made the tree's first snapshot; the update prepared at 1,000,
     // before pool p existed, does not replace it.
     assert_eq!(
-        core.tree_state("default").and_then(|t| t.last_update()),
+        core.trees.get("default").and_then(|t| t.last_update()),
         Some(0),
         "the update made before the change is not taken in"
     );

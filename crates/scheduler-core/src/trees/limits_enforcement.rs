@@ -113,14 +113,15 @@ impl SchedulerCore {
         // exceeded; the fair share update says whether any is (and runs first if due).
         self.update_if_stale(tree_name, now);
         let over_limit = self
-            .tree_state(tree_name)
+            .trees
+            .get(tree_name)
             .and_then(|t| t.snapshot.as_ref())
             .is_some_and(|s| s.over_limit);
         if !over_limit {
             return;
         }
         self.refresh_live();
-        let Some(shares) = self.tree_shares(tree_name) else {
+        let Some(shares) = self.trees.shares(tree_name) else {
             return;
         };
         let limits = self.element_limits(tree_name, &shares);

@@ -99,11 +99,11 @@ impl SchedulerCore {
     /// Brings every tree's live arrays up to date with the operations changed since.
     pub(crate) fn refresh_live(&mut self) {
         let changed = self.operations.take_live_changes();
-        for tree in self.tree_names() {
-            let Some(shares) = self.tree_shares(tree.as_str()) else {
+        for tree in self.trees.names() {
+            let Some(shares) = self.trees.shares(tree.as_str()) else {
                 continue;
             };
-            let Some(state) = self.tree_state_mut(tree.as_str()) else {
+            let Some(state) = self.trees.get_mut(tree.as_str()) else {
                 continue;
             };
             let mut live = std::mem::take(&mut state.live);
@@ -118,12 +118,12 @@ impl SchedulerCore {
                     }
                 }
             }
-            if let Some(state) = self.tree_state_mut(tree.as_str()) {
+            if let Some(state) = self.trees.get_mut(tree.as_str()) {
                 state.live = live;
             }
         }
         #[cfg(debug_assertions)]
-        for (tree, state) in &self.trees {
+        for (tree, state) in self.trees.iter() {
             if let Some(shares) = state.shares() {
                 let live = &state.live;
                 let scan = self.compute_live(shares);
@@ -145,7 +145,7 @@ impl SchedulerCore {
         tree: &str,
         shares: &TreeShares,
     ) -> std::borrow::Cow<'_, [ResourceVector]> {
-        match self.tree_state(tree).map(|t| &t.live) {
+        match self.trees.get(tree).map(|t| &t.live) {
             Some(live) if live.usage.len() == shares.elements.len() => {
                 std::borrow::Cow::Borrowed(&live.usage)
             }
@@ -157,11 +157,12 @@ impl SchedulerCore {
     /// shape since they were kept).
     pub(crate) fn ensure_live(&mut self, tree: &str, shares: &TreeShares) {
         let fits = self
-            .tree_state(tree)
+            .trees
+            .get(tree)
             .is_some_and(|t| t.live.usage.len() == shares.elements.len());
         if !fits {
             let live = self.compute_live(shares);
-            if let Some(t) = self.tree_state_mut(tree) {
+            if let Some(t) = self.trees.get_mut(tree) {
                 t.live = live;
             }
         }

@@ -67,7 +67,7 @@ impl SchedulerCore {
         }
         self.update_if_stale(&tree, now);
         self.refresh_live();
-        let Some(shares) = self.tree_shares(&tree) else {
+        let Some(shares) = self.trees.shares(&tree) else {
             return;
         };
         self.ensure_live(&tree, &shares);

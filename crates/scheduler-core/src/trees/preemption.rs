@@ -87,7 +87,7 @@ impl SchedulerCore {
             return vec![];
         };
         let (Some(shares), Some(tree), Some(slot)) = (
-            self.tree_shares(tree_name),
+            self.trees.shares(tree_name),
             self.cluster.trees.get(tree_name),
             op.slot(tree_name),
         ) else {
@@ -179,7 +179,8 @@ impl SchedulerCore {
         // In the order of the last update (as its snapshot holds them): sorting every
         // starving operation on each heartbeat would cost more than the stage itself.
         let starving = self
-            .tree_state(&tree_name)?
+            .trees
+            .get(&tree_name)?
             .snapshot
             .as_ref()?
             .starving_order
@@ -189,7 +190,7 @@ impl SchedulerCore {
         }
         self.refresh_live();
         let node = self.nodes.get(node_id)?;
-        let shares = self.tree_shares(&tree_name)?;
+        let shares = self.trees.shares(&tree_name)?;
         let candidates = self.preemption_candidates(node_id, &tree_name);
         // Nothing here may be taken: the stage could only start a job that fits what is
         // free, and placement just found none that does. Walking every starving
@@ -379,7 +380,7 @@ impl SchedulerCore {
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
         }
-        self.mark_stale(tree);
+        self.trees.mark_stale(tree);
         (spec, aborts)
     }
 

@@ -93,7 +93,7 @@ impl SchedulerCore {
         if self.config.background_share_updates {
             return;
         }
-        for tree in self.tree_names() {
+        for tree in self.trees.names() {
             if self.due_by_period(tree.as_str(), now) {
                 self.update_tree_shares(tree.as_str(), now);
             }
@@ -108,7 +108,8 @@ impl SchedulerCore {
             .trees
             .get(tree)
             .map_or(0, |t| t.config.fair_share_update_period.0);
-        self.tree_state(tree)
+        self.trees
+            .get(tree)
             .and_then(|t| t.last_update())
             .is_none_or(|last| now.saturating_sub(last) >= period)
     }
@@ -116,7 +117,7 @@ impl SchedulerCore {
     /// Whether a tree changed since its last update and the minimum interval its size
     /// allows has passed (or it never had an update).
     fn due_by_change(&self, tree: &str, now: UnixMillis) -> bool {
-        match self.tree_state(tree) {
+        match self.trees.get(tree) {
             Some(TreeState {
                 snapshot: Some(snap),
                 stale,
@@ -132,7 +133,7 @@ impl SchedulerCore {
 
     /// Recomputes every tree now (the simulator's snapshots, admin changes).
     pub fn update_all_shares(&mut self, now: UnixMillis) {
-        for tree in self.tree_names() {
+        for tree in self.trees.names() {
             self.update_tree_shares(tree.as_str(), now);
         }
     }
@@ -143,7 +144,7 @@ impl SchedulerCore {
     /// of submissions, must not turn every heartbeat into a full update (placement then
     /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
     pub(crate) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
-        let Some(state) = self.tree_state(tree) else {
+        let Some(state) = self.trees.get(tree) else {
             return;
         };
         let due = if state.snapshot.is_some() {
@@ -195,7 +196,7 @@ impl SchedulerCore {
                 starvation_overrides.insert(o.id.clone(), own);
             }
         }
-        let state = self.tree_state(tree_name)?;
+        let state = self.trees.get(tree_name)?;
         let previous_starvation = state.starvation.clone();
         let previous = state.shares();
         // Volumes move inside the update by the time since the previous one, paying for
@@ -217,7 +218,7 @@ impl SchedulerCore {
                 .map(|last| now.saturating_sub(last) as f64 / 1000.0),
             filter_resources: self.pool_filter_resources(tree_name),
         };
-        let state = self.tree_state_mut(tree_name)?;
+        let state = self.trees.get_mut(tree_name)?;
         state.stale = false;
         state.updating = true;
         Some(ShareUpdate {
@@ -240,8 +241,8 @@ impl SchedulerCore {
     pub fn share_updates_due(&mut self, now: UnixMillis) -> Vec<ShareUpdate> {
         self.observe(now);
         let mut out = vec![];
-        for tree in self.tree_names() {
-            if self.tree_state(tree.as_str()).is_none_or(|t| t.updating) {
+        for tree in self.trees.names() {
+            if self.trees.get(tree.as_str()).is_none_or(|t| t.updating) {
                 continue;
             }
             if self.due_by_period(tree.as_str(), now) || self.due_by_change(tree.as_str(), now) {
@@ -253,7 +254,7 @@ impl SchedulerCore {
 
     /// An update the driver could not compute: the tree is tried again.
     pub fn abandon_share_update(&mut self, tree: &str) {
-        if let Some(t) = self.tree_state_mut(tree) {
+        if let Some(t) = self.trees.get_mut(tree) {
             t.updating = false;
             t.stale = true;
         }
@@ -272,7 +273,7 @@ impl SchedulerCore {
             now,
         } = update;
         let revision = self.config_revision;
-        let Some(state) = self.tree_state_mut(&tree_name) else {
+        let Some(state) = self.trees.get_mut(&tree_name) else {
             return;
         };
         state.updating = false;
@@ -302,7 +303,7 @@ impl SchedulerCore {
         // Computed away from the core, an operation that arrived since the last update
         // can run only now: the nodes that could start it hear of it now.
         let arrived: Vec<OperationId> = if self.config.background_share_updates {
-            let before = self.tree_shares(&tree_name);
+            let before = self.trees.shares(&tree_name);
             shares
                 .operation_index
                 .keys()
@@ -317,7 +318,7 @@ impl SchedulerCore {
             vec![]
         };
         let live = self.compute_live(&shares);
-        if let Some(state) = self.tree_state_mut(&tree_name) {
+        if let Some(state) = self.trees.get_mut(&tree_name) {
             state.live = live;
             state.starvation = Arc::new(starvation);
             state.snapshot = Some(TreeSnapshot {
@@ -355,7 +356,8 @@ impl SchedulerCore {
 
     /// A pool's accumulated integral volume (share × seconds).
     pub fn integral_volume(&self, tree: &str, pool: &str) -> f64 {
-        self.tree_state(tree)
+        self.trees
+            .get(tree)
             .and_then(|t| t.integral_volumes.get(pool))
             .copied()
             .unwrap_or(0.0)
@@ -368,7 +370,8 @@ impl SchedulerCore {
 
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
     pub fn tree_resources(&self, tree: &str) -> ResourceVector {
-        self.tree_state(tree)
+        self.trees
+            .get(tree)
             .map_or(ResourceVector::ZERO, |t| t.resources)
     }
 
@@ -388,7 +391,7 @@ impl SchedulerCore {
         // Pools may have moved or gone: every operation's chain is counted again.
         self.operations.recount();
         self.sync_tree_states();
-        self.mark_all_stale();
+        self.trees.mark_all_stale();
         self.reassign_nodes();
         self.recompute_tree_resources();
         self.reevaluate_lightweight();

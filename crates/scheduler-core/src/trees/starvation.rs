@@ -245,7 +245,7 @@ pub fn starving_order(
 impl SchedulerCore {
     /// An element's statuses as of the last update.
     pub fn starvation_of(&self, tree: &str, key: &ElementKey) -> Option<ElementStarvation> {
-        self.tree_state(tree)?.starvation.get(key).copied()
+        self.trees.get(tree)?.starvation.get(key).copied()
     }
 }
 

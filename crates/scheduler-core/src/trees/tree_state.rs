@@ -65,45 +65,53 @@ impl TreeState {
     }
 }
 
-impl SchedulerCore {
-    pub(crate) fn tree_state(&self, tree: &str) -> Option<&TreeState> {
-        self.trees.get(tree)
+/// Every configured tree's state, by name: the part of the core that owns them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TreeStates(BTreeMap<TreeName, TreeState>);
+
+impl TreeStates {
+    pub(crate) fn get(&self, tree: &str) -> Option<&TreeState> {
+        self.0.get(tree)
     }
 
-    pub(crate) fn tree_state_mut(&mut self, tree: &str) -> Option<&mut TreeState> {
-        self.trees.get_mut(tree)
+    pub(crate) fn get_mut(&mut self, tree: &str) -> Option<&mut TreeState> {
+        self.0.get_mut(tree)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&TreeName, &TreeState)> {
+        self.0.iter()
     }
 
     /// The snapshot of a tree's last update, if it had one.
-    pub(crate) fn tree_shares(&self, tree: &str) -> Option<Arc<TreeShares>> {
-        self.trees.get(tree)?.shares().cloned()
+    pub(crate) fn shares(&self, tree: &str) -> Option<Arc<TreeShares>> {
+        self.0.get(tree)?.shares().cloned()
     }
 
     /// A tree's operations, configuration or nodes changed: it is updated before the
     /// next placement reads it.
     pub(crate) fn mark_stale(&mut self, tree: &str) {
-        if let Some(t) = self.trees.get_mut(tree) {
+        if let Some(t) = self.0.get_mut(tree) {
             t.stale = true;
         }
     }
 
     pub(crate) fn mark_all_stale(&mut self) {
-        for t in self.trees.values_mut() {
+        for t in self.0.values_mut() {
             t.stale = true;
         }
     }
 
-    /// Brings one node's membership up to date with its registration, whether it is
-    /// online and its limits: only the trees it left or joined change (their totals
-    /// summed again from their members, so they never drift), and only they are stale.
-    pub(crate) fn account_node(&mut self, id: &NodeId) {
-        let counted = self
-            .nodes
-            .get(id)
-            .filter(|n| n.online && !n.maintenance.banned)
-            .and_then(|n| Some((n.registered_tree()?, n.resource_limits)));
+    /// Names of the configured trees.
+    pub(crate) fn names(&self) -> Vec<TreeName> {
+        self.0.keys().cloned().collect()
+    }
+
+    /// Counts node `id` in `counted`'s tree with its limits (`None`: in none): only the
+    /// trees it left or joined change, their totals summed again from their members so
+    /// they never drift, and only they are stale. Whether any changed.
+    fn account(&mut self, id: &NodeId, counted: Option<(&str, ResourceVector)>) -> bool {
         let mut changed = false;
-        for (name, t) in self.trees.iter_mut() {
+        for (name, t) in self.0.iter_mut() {
             let want = counted
                 .filter(|(tree, _)| *tree == name.as_str())
                 .map(|(_, limits)| limits);
@@ -118,7 +126,30 @@ impl SchedulerCore {
             t.stale = true;
             changed = true;
         }
-        if changed {
+        changed
+    }
+
+    /// One state per configured tree: new trees get theirs, removed ones lose it.
+    fn sync<'a>(&mut self, configured: impl Iterator<Item = &'a TreeName> + Clone) {
+        self.0
+            .retain(|name, _| configured.clone().any(|c| c == name));
+        for name in configured {
+            self.0.entry(name.clone()).or_default();
+        }
+    }
+}
+
+impl SchedulerCore {
+    /// Brings one node's membership up to date with its registration, whether it is
+    /// online and its limits: only the trees it left or joined change (their totals
+    /// summed again from their members, so they never drift), and only they are stale.
+    pub(crate) fn account_node(&mut self, id: &NodeId) {
+        let counted = self
+            .nodes
+            .get(id)
+            .filter(|n| n.online && !n.maintenance.banned)
+            .and_then(|n| Some((n.registered_tree()?, n.resource_limits)));
+        if self.trees.account(id, counted) {
             self.placeability_stale = true;
         }
     }
@@ -132,19 +163,9 @@ impl SchedulerCore {
             .filter_map(|id| self.nodes.get(id))
     }
 
-    /// Names of the configured trees (the state of each is kept in `trees`).
-    pub(crate) fn tree_names(&self) -> Vec<TreeName> {
-        self.trees.keys().cloned().collect()
-    }
-
     /// Gives every configured tree its state and drops the state of trees the
     /// configuration no longer has.
     pub(crate) fn sync_tree_states(&mut self) {
-        let configured = &self.cluster.trees;
-        self.trees
-            .retain(|name, _| configured.contains_key(name.as_str()));
-        for name in configured.keys() {
-            self.trees.entry(name.clone()).or_default();
-        }
+        self.trees.sync(self.cluster.trees.keys());
     }
 }
