@@ -7,6 +7,7 @@ use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{IncarnationId, JobId};
 
 pub(crate) use crate::harness::spec;
+use crate::harness::Harness;
 
 /// An unnumbered heartbeat of a `cpu`-core node (see `harness::request`).
 pub(crate) fn heartbeat(
@@ -188,25 +189,32 @@ fn abort_tells_the_node_until_it_stops_reporting_the_job() {
     assert!(core.abort_operation(&op, 5).is_err());
 }
 
+/// A node that goes silent past its timeout loses its job, which runs again elsewhere;
+/// when the node comes back still running the old copy, it is told to abort it.
 #[test]
 fn silent_node_loses_its_jobs_and_they_run_elsewhere() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
-    let op = core
-        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
-        .unwrap();
-    let lost = core
-        .process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1)
-        .jobs_to_start;
-    core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 29_000);
-    core.tick(31_002);
-    let r = core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 31_003);
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 1.0, &[]);
+    let op = h.submit("u", spec(1, 1.0));
+    h.at(1).heartbeat("n1");
+    let lost = h.running_on("n1")[0].job_id.clone();
+    h.add_node("n2", 1.0, &[]);
+    h.at(29_000).heartbeat("n2");
+    h.at(31_002).run(|c| c.tick(31_002));
+    let r = h.at(31_003).heartbeat("n2");
     assert_eq!(r.jobs_to_start.len(), 1);
-    assert_ne!(r.jobs_to_start[0].job_id, lost[0].job_id);
-    // n1 comes back still running the old copy: it is told to abort it.
-    let back = core.process_heartbeat(heartbeat("n1", 1.0, &lost, vec![]), 31_004);
-    assert_eq!(back.jobs_to_abort[0].reason, AbortReason::NodeLost);
-    assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 1);
+    assert_ne!(r.jobs_to_start[0].job_id, lost);
+    // The lost attempt was settled and its record taken for the store, so the core no
+    // longer holds it: the old copy is aborted as a job it does not know.
+    let back = h.at(31_004).heartbeat("n1");
+    assert_eq!(back.jobs_to_abort.len(), 1);
+    assert_eq!(back.jobs_to_abort[0].job_id, lost);
+    assert!(
+        back.jobs_to_abort[0].message.contains("knows no such job"),
+        "{back:?}"
+    );
+    let jobs = h.core.operation_info(&op).unwrap().jobs;
+    assert_eq!((jobs.aborted, jobs.running), (1, 1));
 }
 
 #[test]
@@ -296,19 +304,18 @@ fn a_restarted_agent_gets_no_start_of_its_old_run() {
     assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 1);
 }
 
+/// Two equal operations on one node: each start goes to the less satisfied one, so
+/// they split it.
 #[test]
 fn least_satisfied_operation_goes_first() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
-    let a = core
-        .start_operation(OperationId("a".into()), "u", spec(10, 1.0), 0)
-        .unwrap();
-    let b = core
-        .start_operation(OperationId("b".into()), "u", spec(10, 1.0), 1)
-        .unwrap();
-    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 2);
-    assert_eq!(core.operation_info(&a).unwrap().jobs.running, 2);
-    assert_eq!(core.operation_info(&b).unwrap().jobs.running, 2);
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 4.0, &[]);
+    let a = h.submit("u", spec(10, 1.0));
+    let b = h.at(1).submit("u", spec(10, 1.0));
+    h.at(2).heartbeat("n1");
+    assert_eq!(h.running_of(&a), 2);
+    assert_eq!(h.running_of(&b), 2);
+    assert_eq!(h.core.operation_info(&a).unwrap().jobs.running, 2);
 }
 
 #[test]
@@ -335,21 +342,23 @@ fn malformed_heartbeats_are_rejected_without_state_change() {
     assert!(core.list_nodes().is_empty());
 }
 
+/// A tree's total follows its nodes: joining, changing their limits, going silent and
+/// coming back.
 #[test]
 fn cluster_resources_follow_nodes_joining_changing_and_leaving() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    assert_eq!(core.tree_resources("default"), ResourceVector::ZERO);
-    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
-    core.process_heartbeat(heartbeat("n2", 2.0, &[], vec![]), 0);
-    assert_eq!(core.tree_resources("default").cpu, 6.0);
+    let mut h = Harness::starting_at(0);
+    assert_eq!(h.core.tree_resources("default"), ResourceVector::ZERO);
+    h.node("n1", 4.0, &[]).node("n2", 2.0, &[]);
+    assert_eq!(h.core.tree_resources("default").cpu, 6.0);
     // An admin lowered n1's cpu: the next heartbeat carries the new limits.
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
-    assert_eq!(core.tree_resources("default").cpu, 3.0);
-    core.process_heartbeat(heartbeat("n2", 2.0, &[], vec![]), 29_000);
-    core.tick(30_002);
-    assert_eq!(core.tree_resources("default").cpu, 2.0, "n1 went offline");
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 30_003);
-    assert_eq!(core.tree_resources("default").cpu, 3.0, "n1 is back");
+    h.set_cpu("n1", 1.0);
+    h.at(1).heartbeat("n1");
+    assert_eq!(h.core.tree_resources("default").cpu, 3.0);
+    h.at(29_000).heartbeat("n2");
+    h.at(30_002).run(|c| c.tick(30_002));
+    assert_eq!(h.core.tree_resources("default").cpu, 2.0, "n1 went offline");
+    h.at(30_003).heartbeat("n1");
+    assert_eq!(h.core.tree_resources("default").cpu, 3.0, "n1 is back");
 }
 
 #[test]
