@@ -98,7 +98,10 @@
 //! operation) and depth `d`, plus `O(children)` per pool for the top-down pass. Memory is
 //! `O(B · d)` while it runs.
 
+mod attributes;
+mod fit_factor;
 pub mod input;
+mod input_check;
 mod integral;
 mod operation_share;
 pub mod output;

@@ -136,7 +136,8 @@ fn bend_points(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::update::{general_operation_by_suggestion, COMPRESS_EPSILON};
+    use crate::fit_factor::general_operation_by_suggestion;
+    use crate::update::COMPRESS_EPSILON;
     use proptest::prelude::*;
 
     fn vector() -> impl Strategy<Value = ResourceVector> {
