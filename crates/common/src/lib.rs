@@ -9,6 +9,7 @@ mod validated;
 pub mod acl;
 pub mod api;
 pub mod codec;
+mod config_attributes;
 pub mod explain;
 pub mod http_tokens;
 pub mod identity;
@@ -27,6 +28,7 @@ pub mod subjects;
 pub mod tag_filter;
 #[cfg(feature = "transport")]
 pub mod transport;
+pub mod tree_config;
 pub mod units;
 pub mod yson;
 
