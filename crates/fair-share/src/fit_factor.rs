@@ -4,7 +4,7 @@
 //! constructions its tests check it against.
 
 use crate::piecewise::Plf;
-use crate::update::{Node, COMPRESS_EPSILON};
+use crate::piecewise::COMPRESS_EPSILON;
 #[cfg(test)]
 use crate::vector;
 use ytsched_common::resources::{Resource, ResourceVector};
@@ -13,9 +13,7 @@ use ytsched_common::resources::{Resource, ResourceVector};
 /// together up to its usage (`min(usage_r, f · max usage)`), then straight to demand.
 /// The reference the closed form (`operation_share`) is checked against.
 #[cfg(test)]
-fn operation_path(n: &Node) -> Plf<ResourceVector> {
-    let usage = n.usage_share;
-    let demand = n.demand_share;
+fn operation_path(usage: ResourceVector, demand: ResourceVector) -> Plf<ResourceVector> {
     let mut b = crate::piecewise::Builder::with_capacity(7);
     let max_usage = vector::max_component(&usage);
     b.push(0.0, ResourceVector::ZERO);
@@ -40,8 +38,11 @@ fn operation_path(n: &Node) -> Plf<ResourceVector> {
 
 /// The resources that can stop an element, each with its guarantee and limit clamped
 /// into the range its path covers. A flat component never stops the element.
-fn bounds(by_ff: &Plf<ResourceVector>, n: &Node) -> ([(Resource, f64, f64); 4], usize) {
-    let guarantee = n.guarantee_share();
+fn bounds(
+    by_ff: &Plf<ResourceVector>,
+    guarantee: ResourceVector,
+    limits: ResourceVector,
+) -> ([(Resource, f64, f64); 4], usize) {
     let pts = by_ff.points();
     let mut rs = [(Resource::Cpu, 0.0, 0.0); 4];
     let mut k = 0;
@@ -50,7 +51,7 @@ fn bounds(by_ff: &Plf<ResourceVector>, n: &Node) -> ([(Resource, f64, f64); 4], 
         if last <= first {
             continue;
         }
-        let limit = n.limits_share.get(r).max(first).min(last);
+        let limit = limits.get(r).max(first).min(last);
         rs[k] = (r, guarantee.get(r).max(first).min(limit), limit);
         k += 1;
     }
@@ -65,8 +66,12 @@ fn bounds(by_ff: &Plf<ResourceVector>, n: &Node) -> ([(Resource, f64, f64); 4], 
 /// `need(f) = max_r (P_r(f) − g_r)`, up to where the first limit is reached, and inverts
 /// that: `M(s) = inf {f : need(f) ≥ s}` (the largest `f` with `need(f) ≤ 0` at `s = 0`).
 /// A unit test checks it against the resource-by-resource construction.
-pub(crate) fn max_fit_factor(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
-    let (rs, k) = bounds(by_ff, n);
+pub(crate) fn max_fit_factor(
+    by_ff: &Plf<ResourceVector>,
+    guarantee: ResourceVector,
+    limits: ResourceVector,
+) -> Plf<f64> {
+    let (rs, k) = bounds(by_ff, guarantee, limits);
     if k == 0 {
         return Plf::constant(0.0, 1.0, by_ff.right_bound());
     }
@@ -197,11 +202,15 @@ fn invert_need(mut need_pts: Vec<(f64, f64)>) -> Plf<f64> {
 /// The max fit factor built resource by resource (inverse, narrowed, shifted) and
 /// combined by a pointwise minimum: the reference `max_fit_factor` must agree with.
 #[cfg(test)]
-pub(crate) fn max_fit_factor_general(by_ff: &Plf<ResourceVector>, n: &Node) -> Plf<f64> {
+pub(crate) fn max_fit_factor_general(
+    by_ff: &Plf<ResourceVector>,
+    guarantee: ResourceVector,
+    limits: ResourceVector,
+) -> Plf<f64> {
     let pts = by_ff.points();
     let end = by_ff.right_bound();
     let mut per_resource: Vec<Plf<f64>> = Vec::with_capacity(4);
-    let (rs, k) = bounds(by_ff, n);
+    let (rs, k) = bounds(by_ff, guarantee, limits);
     for &(r, g, limit) in &rs[..k] {
         let inverse = Inverse { pts, r };
         let mut b = crate::piecewise::Builder::with_capacity(8);
@@ -279,15 +288,8 @@ pub(crate) fn general_operation_by_suggestion(
     demand: ResourceVector,
     limits: ResourceVector,
 ) -> Plf<ResourceVector> {
-    let n = Node {
-        is_operation: true,
-        usage_share: usage,
-        demand_share: demand,
-        limits_share: limits,
-        ..Default::default()
-    };
-    let by_ff = operation_path(&n);
-    let mff = max_fit_factor(&by_ff, &n);
+    let by_ff = operation_path(usage, demand);
+    let mff = max_fit_factor(&by_ff, ResourceVector::ZERO, limits);
     by_ff.compose(&mff).compress(COMPRESS_EPSILON)
 }
 
@@ -327,13 +329,10 @@ mod max_fit_factor_tests {
                 b.push(*x, y);
             }
             let path = b.finish().monotone(|a, b| vector::max(&a, &b));
-            let n = Node {
-                strong_guarantee_share: ResourceVector::new(g[0] as f64, g[1] as f64, g[2] as f64, g[3] as f64).scale(0.05),
-                limits_share: ResourceVector::new(l[0] as f64, l[1] as f64, l[2] as f64, l[3] as f64).scale(0.05),
-                ..Default::default()
-            };
-            let fast = max_fit_factor(&path, &n);
-            let slow = max_fit_factor_general(&path, &n);
+            let guarantee = ResourceVector::new(g[0] as f64, g[1] as f64, g[2] as f64, g[3] as f64).scale(0.05);
+            let limits = ResourceVector::new(l[0] as f64, l[1] as f64, l[2] as f64, l[3] as f64).scale(0.05);
+            let fast = max_fit_factor(&path, guarantee, limits);
+            let slow = max_fit_factor_general(&path, guarantee, limits);
             // Off the grid the inputs are on, so no sample sits exactly on a jump (where
             // rounding alone decides the side).
             for k in 0..400 {

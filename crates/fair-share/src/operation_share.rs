@@ -137,7 +137,7 @@ fn bend_points(
 mod tests {
     use super::*;
     use crate::fit_factor::general_operation_by_suggestion;
-    use crate::update::COMPRESS_EPSILON;
+    use crate::piecewise::COMPRESS_EPSILON;
     use proptest::prelude::*;
 
     fn vector() -> impl Strategy<Value = ResourceVector> {

@@ -10,6 +10,9 @@
 use std::ops::{Add, Sub};
 use ytsched_common::resources::{Resource, ResourceVector};
 
+/// Compressing functions drops breakpoints that move values by less than this.
+pub(crate) const COMPRESS_EPSILON: f64 = 1e-12;
+
 /// Abscissas closer than this are one abscissa: a piece that steep is a jump.
 const SAME_X: f64 = 1e-13;
 

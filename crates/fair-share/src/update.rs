@@ -5,12 +5,9 @@ use crate::input::{ElementKind, IntegralKind, Mode, TreeInput};
 use crate::input_check::check;
 pub use crate::input_check::InputError;
 use crate::output::{Alert, DetailedShare, ElementOutput, IntegralOutput, TreeOutput};
-use crate::piecewise::Plf;
+use crate::piecewise::{Plf, COMPRESS_EPSILON};
 use crate::vector::{self, EPSILON};
 use ytsched_common::resources::ResourceVector;
-
-/// Compressing functions drops breakpoints that move values by less than this.
-pub(crate) const COMPRESS_EPSILON: f64 = 1e-12;
 
 /// Per-element working state.
 #[derive(Clone, Debug, Default)]
@@ -169,7 +166,8 @@ impl Update<'_> {
         // Sums of many pieces may dip by rounding where they should be flat; a dip would
         // read as the end of the path coming early.
         let by_ff = by_ff.monotone(|a, b| vector::max(&a, &b));
-        let mff = max_fit_factor(&by_ff, &self.nodes[i]);
+        let n = &self.nodes[i];
+        let mff = max_fit_factor(&by_ff, n.guarantee_share(), n.limits_share);
         let by_s = by_ff.compose(&mff).compress(COMPRESS_EPSILON);
         let n = &mut self.nodes[i];
         n.max_fit_factor = Some(mff);
