@@ -1,6 +1,7 @@
 //! Operation count limits, pending queue, ephemeral pools, lightweight operations and
 //! admin changes, driven through the core's public calls.
 
+use crate::harness::Harness;
 use crate::tests::{done, heartbeat, spec};
 use crate::*;
 use serde_json::json;
@@ -68,51 +69,56 @@ fn fifty_first_operation_is_rejected_and_ninth_waits_in_order() {
     assert_eq!(orchid["running_operation_count"], 8);
 }
 
+/// A pool at `max_running_operation_count` holds the next operation pending; when the
+/// running one completes, the pending one starts and gets the node's next job.
 #[test]
 fn pending_operation_starts_when_a_running_one_completes() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool(
-        "default",
-        "p",
-        None,
-        json!({"max_running_operation_count": 1}),
-    )
-    .unwrap();
-    core.process_heartbeat(hb(4.0, &[], vec![]), 0);
-    core.start_operation(id("a"), "u", spec_in(Some("p"), 1), 0)
-        .unwrap();
-    core.start_operation(id("b"), "u", spec_in(Some("p"), 1), 0)
-        .unwrap();
-    assert_eq!(state(&core, "b"), OperationState::Pending);
-    let r = core.process_heartbeat(hb(4.0, &[], vec![]), 10);
+    let mut h = Harness::starting_at(0);
+    h.pool("p", None, json!({"max_running_operation_count": 1}))
+        .node("n1", 4.0, &[]);
+    let a = h.submit("u", spec_in(Some("p"), 1));
+    let b = h.submit("u", spec_in(Some("p"), 1));
+    assert_eq!(h.core.operation(&b).unwrap().state, OperationState::Pending);
+    let r = h.at(10).heartbeat("n1");
     assert_eq!(r.jobs_to_start.len(), 1, "pending operations get no jobs");
-    let r = core.process_heartbeat(hb(4.0, &[], vec![completed(&r.jobs_to_start[0])]), 20);
-    assert_eq!(state(&core, "a"), OperationState::Completed);
-    assert_eq!(state(&core, "b"), OperationState::Running);
+    let r = h.finish_at("n1", 20);
+    assert_eq!(
+        h.core.operation(&a).unwrap().state,
+        OperationState::Completed
+    );
+    assert_eq!(h.core.operation(&b).unwrap().state, OperationState::Running);
     assert_eq!(r.jobs_to_start.len(), 1);
-    assert_eq!(r.jobs_to_start[0].operation_id, id("b"));
+    assert_eq!(r.jobs_to_start[0].operation_id, b);
 }
 
+/// An operation naming no pool runs in its user's ephemeral pool, which goes away
+/// with its last operation; one ephemeral pool per user by default.
 #[test]
 fn ephemeral_user_pool_appears_and_disappears() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(hb(4.0, &[], vec![]), 0);
-    core.start_operation(id("a"), "alice", spec_in(None, 1), 0)
-        .unwrap();
-    assert_eq!(core.operation(&id("a")).unwrap().main_pool(), "alice");
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 4.0, &[]);
+    let a = h.submit("alice", spec_in(None, 1));
+    assert_eq!(h.core.operation(&a).unwrap().main_pool(), "alice");
     assert_eq!(
-        core.admin_get("//sys/pool_trees/default/alice/@is_ephemeral")
+        h.core
+            .admin_get("//sys/pool_trees/default/alice/@is_ephemeral")
             .unwrap(),
         true
     );
-    // One ephemeral pool per user by default: a second name is refused.
-    let err = core
-        .start_operation(id("b"), "alice", spec_in(Some("other"), 1), 0)
+    let err = h
+        .run(|c| c.start_operation(id("b"), "alice", spec_in(Some("other"), 1), 0))
         .unwrap_err();
     assert!(err.message.contains("max_ephemeral_pool_per_user"), "{err}");
-    let r = core.process_heartbeat(hb(4.0, &[], vec![]), 10);
-    core.process_heartbeat(hb(4.0, &[], vec![completed(&r.jobs_to_start[0])]), 20);
-    assert!(!core.admin_exists("//sys/pool_trees/default/alice").unwrap());
+    h.at(10).heartbeat("n1");
+    h.finish_at("n1", 20);
+    assert!(!h
+        .core
+        .admin_exists("//sys/pool_trees/default/alice")
+        .unwrap());
+    assert!(
+        h.effects.iter().any(|e| e.config_changed),
+        "the pool's coming and going is stored"
+    );
 }
 
 #[test]
@@ -196,28 +202,30 @@ fn forbidden_immediate_operations() {
         .unwrap();
 }
 
+/// An operation directly in `<Root>` is refused while the tree forbids it, and runs
+/// once an admin allows it.
 #[test]
 fn operations_in_the_root_only_when_the_tree_allows_it() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    let e = core
-        .start_operation(id("a"), "u", spec_in(Some("<Root>"), 1), 0)
+    let mut h = Harness::starting_at(0);
+    let e = h
+        .run(|c| c.start_operation(id("a"), "u", spec_in(Some("<Root>"), 1), 0))
         .unwrap_err();
     assert!(
         e.message.contains("forbid_immediate_operations_in_root"),
         "{e}"
     );
-    core.admin_set(
-        "//sys/pool_trees/default/@config/forbid_immediate_operations_in_root",
-        json!(false),
-    )
+    h.run(|c| {
+        c.admin_set(
+            "//sys/pool_trees/default/@config/forbid_immediate_operations_in_root",
+            json!(false),
+        )
+    })
     .unwrap();
-    core.start_operation(id("b"), "u", spec_in(Some("<Root>"), 1), 0)
-        .unwrap();
-    assert_eq!(core.operation(&id("b")).unwrap().main_pool(), "<Root>");
-    core.process_heartbeat(hb(4.0, &[], vec![]), 1);
-    let r = core.process_heartbeat(hb(4.0, &[], vec![]), 2);
-    let started = core.operation(&id("b")).unwrap().running_job_ids().count();
-    assert_eq!(started, 1, "{r:?}");
+    let b = h.submit("u", spec_in(Some("<Root>"), 1));
+    assert_eq!(h.core.operation(&b).unwrap().main_pool(), "<Root>");
+    h.node("n1", 4.0, &[]);
+    h.at(2).heartbeat("n1");
+    assert_eq!(h.running_of(&b), 1);
 }
 
 #[test]
@@ -557,30 +565,28 @@ fn pools_starve_only_with_enable_pool_starvation() {
     );
 }
 
+/// A node whose limits drop below its jobs gives back the newest first
+/// (`resource_overcommit`), and takes nothing new while full.
 #[test]
 fn a_node_whose_limits_drop_gives_back_its_newest_jobs() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
-    core.start_operation(id("a"), "u", spec_in(None, 4), 0)
-        .unwrap();
-    let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 1);
-    assert_eq!(r.jobs_to_start.len(), 4);
-    let r2 = core.process_heartbeat(heartbeat("n1", 2.0, &r.jobs_to_start, vec![]), 2);
-    let ids: Vec<String> = r2
-        .jobs_to_abort
-        .iter()
-        .map(|a| a.job_id.0.clone())
-        .collect();
-    assert_eq!(ids, ["a-3", "a-2"]);
-    assert!(r2
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 4.0, &[]);
+    let a = h.submit("u", spec_in(None, 4));
+    assert_eq!(h.at(1).heartbeat("n1").jobs_to_start.len(), 4);
+    h.set_cpu("n1", 2.0);
+    let r = h.at(2).heartbeat("n1");
+    let ids: Vec<String> = r.jobs_to_abort.iter().map(|a| a.job_id.0.clone()).collect();
+    assert_eq!(ids, [format!("{a}-3"), format!("{a}-2")]);
+    assert!(r
         .jobs_to_abort
         .iter()
         .all(|a| a.reason == ytsched_common::states::AbortReason::ResourceOvercommit));
     assert!(
-        r2.jobs_to_start.is_empty(),
+        r.jobs_to_start.is_empty(),
         "nothing new while the node is full"
     );
-    let info = core.operation_info(&id("a")).unwrap();
+    assert_eq!(h.running_on("n1").len(), 2);
+    let info = h.core.operation_info(&a).unwrap();
     assert_eq!(
         (info.jobs.running, info.jobs.waiting, info.jobs.failed),
         (2, 2, 0)
@@ -711,34 +717,30 @@ fn lightweightness_follows_the_pool_both_ways_and_never_sends_an_operation_back(
     assert_eq!(counts(&mut core), (4, 0));
 }
 
+/// A pending operation shows in its tree's orchid with its pool and demand, and no
+/// share or usage yet.
 #[test]
 fn pending_operations_are_listed_in_the_tree_orchid_with_no_share() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool(
-        "default",
-        "p",
-        None,
-        json!({"max_running_operation_count": 1}),
-    )
-    .unwrap();
-    core.process_heartbeat(hb(4.0, &[], vec![]), 0);
-    core.start_operation(id("a"), "u", spec_in(Some("p"), 2), 0)
-        .unwrap();
-    core.start_operation(id("b"), "u", spec_in(Some("p"), 3), 0)
-        .unwrap();
-    assert_eq!(state(&core, "b"), OperationState::Pending);
-    core.update_all_shares(1);
-    let b = core
-        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/operations/b")
-        .unwrap();
-    assert_eq!(b["state"], "pending");
-    assert_eq!(b["pool"], "p");
-    assert_eq!(b["resource_demand"]["cpu"], 3.0);
-    assert_eq!(b["fair_share_ratio"], 0.0);
-    assert_eq!(b["detailed_fair_share"]["total"]["cpu"], 0.0);
-    assert_eq!(b["resource_usage"]["cpu"], 0.0);
-    let a = core
-        .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/operations/a")
-        .unwrap();
-    assert_eq!(a["state"], "running");
+    let mut h = Harness::starting_at(0);
+    h.pool("p", None, json!({"max_running_operation_count": 1}))
+        .node("n1", 4.0, &[]);
+    let a = h.submit("u", spec_in(Some("p"), 2));
+    let b = h.submit("u", spec_in(Some("p"), 3));
+    assert_eq!(h.core.operation(&b).unwrap().state, OperationState::Pending);
+    h.at(1).run(|c| c.update_all_shares(1));
+    let orchid = |h: &Harness, op: &OperationId| {
+        h.core
+            .admin_get(&format!(
+                "//sys/scheduler/orchid/scheduler/pool_trees/default/operations/{op}"
+            ))
+            .unwrap()
+    };
+    let pending = orchid(&h, &b);
+    assert_eq!(pending["state"], "pending");
+    assert_eq!(pending["pool"], "p");
+    assert_eq!(pending["resource_demand"]["cpu"], 3.0);
+    assert_eq!(pending["fair_share_ratio"], 0.0);
+    assert_eq!(pending["detailed_fair_share"]["total"]["cpu"], 0.0);
+    assert_eq!(pending["resource_usage"]["cpu"], 0.0);
+    assert_eq!(orchid(&h, &a)["state"], "running");
 }
