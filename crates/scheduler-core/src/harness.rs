@@ -23,6 +23,8 @@ struct SimNode {
     running: BTreeMap<JobId, JobStartSpec>,
     finished: Vec<FinishedJob>,
     seq: u64,
+    /// Aborts are not carried out yet: its jobs keep running and being reported.
+    slow_to_kill: bool,
 }
 
 pub struct Harness {
@@ -98,9 +100,19 @@ impl Harness {
                 running: BTreeMap::new(),
                 finished: vec![],
                 seq: 0,
+                slow_to_kill: false,
             },
         );
         self
+    }
+
+    /// Whether the node is slow to kill: while it is, aborts leave its jobs running.
+    pub fn slow_to_kill(&mut self, name: &str, slow: bool) {
+        let id = NodeId::parse(name).expect("a valid node name");
+        self.nodes
+            .get_mut(&id)
+            .expect("a node of this harness")
+            .slow_to_kill = slow;
     }
 
     /// The node now offers `cpu` cores (from its next heartbeat).
@@ -174,7 +186,7 @@ impl Harness {
         let now = self.now;
         let reply = self.run(|c| c.process_heartbeat(req, now));
         let node = self.nodes.get_mut(&id).expect("still here");
-        for a in &reply.jobs_to_abort {
+        for a in reply.jobs_to_abort.iter().filter(|_| !node.slow_to_kill) {
             if let Some(s) = node.running.remove(&a.job_id) {
                 node.finished.push(finished(&s, JobState::Aborted));
             }

@@ -21,50 +21,36 @@ pub(crate) fn heartbeat(
 
 pub(crate) use crate::harness::finished as done;
 
+/// Six one-cpu jobs on a four-cpu node: four start, the rest as the first finish; the
+/// operation completes, and what each job printed went to the store once, as an
+/// output record of the call that took its result.
 #[test]
 fn jobs_fill_node_and_operation_completes() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
-    let op = core
-        .start_operation(OperationId("op".into()), "alice", spec(6, 1.0), 0)
-        .unwrap();
-    let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 10);
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 4.0, &[]);
+    let op = h.submit("alice", spec(6, 1.0));
+    let r = h.at(10).heartbeat("n1");
     assert_eq!(r.jobs_to_start.len(), 4, "4 cpus fit 4 one-cpu jobs");
-    let info = core.operation_info(&op).unwrap();
+    let info = h.core.operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (4, 2));
-
-    let first = r.jobs_to_start.clone();
-    let finished = first[..2]
-        .iter()
-        .map(|s| done(s, JobState::Completed))
-        .collect();
-    let r2 = core.process_heartbeat(heartbeat("n1", 4.0, &first[2..], finished), 20);
-    assert_eq!(r2.acknowledged_jobs.len(), 2);
-    assert_eq!(r2.jobs_to_start.len(), 2);
-    let mut running = first[2..].to_vec();
-    running.extend(r2.jobs_to_start.clone());
-    let finished = running
-        .iter()
-        .map(|s| done(s, JobState::Completed))
-        .collect();
-    core.process_heartbeat(heartbeat("n1", 4.0, &[], finished), 30);
-    let info = core.operation_info(&op).unwrap();
+    let r = h.finish_at("n1", 20);
+    assert_eq!(r.acknowledged_jobs.len(), 4);
+    assert_eq!(r.jobs_to_start.len(), 2);
+    h.finish_at("n1", 30);
+    let info = h.core.operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 6);
-    let jobs = core.held_jobs(&op).unwrap();
-    core.job_output_ready(&op, &jobs[0].id).unwrap();
-    // What the jobs printed goes to the store, once per attempt, and not into memory.
-    let outputs: Vec<_> = core
-        .take_changes()
-        .into_iter()
+    let outputs: Vec<_> = h
+        .effects
+        .iter()
+        .flat_map(|e| &e.changes)
         .filter_map(|c| match c {
-            crate::records::StateChange::Output(o) => Some(*o),
+            crate::records::StateChange::Output(o) => Some(o),
             _ => None,
         })
         .collect();
-    assert_eq!(outputs.len(), 6);
-    let first = outputs.iter().find(|o| o.job == jobs[0].id).unwrap();
-    assert!(first.stdout.starts_with("out "), "{first:?}");
+    assert_eq!(outputs.len(), 6, "one output record per attempt");
+    assert!(outputs.iter().all(|o| o.stdout.starts_with("out ")));
 }
 
 #[test]
@@ -112,27 +98,26 @@ fn duplicate_results_count_once() {
     assert_eq!(info.state, OperationState::Running);
 }
 
+/// A failed job is retried until `max_failed_job_count`; one failure more fails the
+/// operation, which says why and what the job said.
 #[test]
 fn failures_past_the_limit_fail_the_operation() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 1.0, &[]);
     let mut sp = spec(1, 1.0);
     sp.max_failed_job_count = 1;
-    let op = core
-        .start_operation(OperationId("op".into()), "u", sp, 0)
-        .unwrap();
-    let mut finished = vec![];
+    let op = h.submit("u", sp);
     for t in 1..=2 {
-        let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], finished), t);
+        let r = h.at(t).heartbeat("n1");
         assert_eq!(
             r.jobs_to_start.len(),
             1,
             "failed job is retried until the limit"
         );
-        finished = vec![done(&r.jobs_to_start[0], JobState::Failed)];
+        h.finish_all("n1", JobState::Failed);
     }
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], finished), 3);
-    let info = core.operation_info(&op).unwrap();
+    h.at(3).heartbeat("n1");
+    let info = h.core.operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Failed);
     let err = info.error.unwrap();
     assert!(
@@ -166,27 +151,32 @@ fn operation_waits_while_the_tree_is_empty() {
     );
 }
 
+/// An aborted operation's running job: its node is nudged and told to abort it on
+/// every heartbeat until it stops reporting the job; aborting again is refused.
 #[test]
 fn abort_tells_the_node_until_it_stops_reporting_the_job() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
-    let op = core
-        .start_operation(OperationId("op".into()), "u", spec(1, 1.0), 0)
-        .unwrap();
-    let r = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1);
-    let s = r.jobs_to_start.clone();
-    core.take_nudges();
-    core.abort_operation(&op, 2).unwrap();
-    assert_eq!(core.take_nudges(), vec![NodeId("n1".into())]);
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 1.0, &[]);
+    let op = h.submit("u", spec(1, 1.0));
+    h.at(1).heartbeat("n1");
+    h.at(2).run(|c| c.abort_operation(&op, 2)).unwrap();
+    assert_eq!(h.last_effects().nudges, vec![NodeId("n1".into())]);
+    // The node has not stopped the job yet: it reports it on both heartbeats.
+    h.slow_to_kill("n1", true);
     for t in 3..5 {
-        let r = core.process_heartbeat(heartbeat("n1", 1.0, &s, vec![]), t);
+        let r = h.at(t).heartbeat("n1");
         assert_eq!(r.jobs_to_abort.len(), 1);
         assert_eq!(r.jobs_to_abort[0].reason, AbortReason::OperationAborted);
         assert!(r.jobs_to_start.is_empty());
     }
-    let jobs = core.held_jobs(&op).unwrap();
-    assert_eq!(jobs[0].state, JobState::Aborted);
-    assert!(core.abort_operation(&op, 5).is_err());
+    // It kills the job at the next abort, reports it ended, and is told nothing more.
+    h.slow_to_kill("n1", false);
+    h.at(5).heartbeat("n1");
+    assert!(h.at(6).heartbeat("n1").jobs_to_abort.is_empty());
+    let info = h.core.operation_info(&op).unwrap();
+    assert_eq!(info.state, OperationState::Aborted);
+    assert_eq!(info.jobs.aborted, 1);
+    assert!(h.at(7).run(|c| c.abort_operation(&op, 7)).is_err());
 }
 
 /// A node that goes silent past its timeout loses its job, which runs again elsewhere;
