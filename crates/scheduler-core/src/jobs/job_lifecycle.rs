@@ -4,6 +4,7 @@
 //! usage in step with the job.
 
 use crate::operations::operation::{set_attempt, slot_mut, Job, Operation, ResultEffect};
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{FinishedJob, JobStartSpec, UnixMillis};
 use ytsched_common::states::{AbortReason, JobState};
 use ytsched_common::{JobId, NodeId};
@@ -15,7 +16,7 @@ impl Operation {
         &mut self,
         task: usize,
         node: &NodeId,
-        tree: &str,
+        tree: &TreeName,
         now: UnixMillis,
     ) -> JobStartSpec {
         let index = self.tasks[task]
@@ -30,7 +31,7 @@ impl Operation {
         &mut self,
         original: &JobId,
         node: &NodeId,
-        tree: &str,
+        tree: &TreeName,
         now: UnixMillis,
     ) -> JobStartSpec {
         let (task, index) = {
@@ -59,7 +60,7 @@ impl Operation {
         task: usize,
         index: u32,
         node: &NodeId,
-        tree: &str,
+        tree: &TreeName,
         now: UnixMillis,
     ) -> JobStartSpec {
         let t = &self.tasks[task];
@@ -77,7 +78,7 @@ impl Operation {
             index,
             state: JobState::Running,
             node: node.clone(),
-            tree: tree.to_string(),
+            tree: tree.clone(),
             resources,
             start_time: now,
             seq,

@@ -19,10 +19,10 @@ impl SchedulerCore {
         let Some(node) = self.nodes.get(node_id) else {
             return;
         };
-        let Some(tree) = self.node_tree(node).map(String::from) else {
+        let Some(tree) = self.node_tree(node).cloned() else {
             return;
         };
-        let tree = tree.as_str();
+        let tree = &tree;
         let node_tags = &node.all_tags;
         let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
         for op in self

@@ -6,6 +6,7 @@
 
 use crate::{ClusterConfig, CoreEvent, Node, SchedulerCore};
 use std::collections::BTreeSet;
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{Registration, UnixMillis};
 use ytsched_common::states::{AbortReason, JobState};
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -107,8 +108,8 @@ impl SchedulerCore {
         }
         let node = &self.nodes[node_id];
         let banned = node.maintenance.banned;
-        let current = self.node_tree(node).map(String::from);
-        let strays: Vec<(OperationId, JobId, String)> = self
+        let current = self.node_tree(node).cloned();
+        let strays: Vec<(OperationId, JobId, TreeName)> = self
             .jobs
             .on(node_id)
             .filter_map(|j| {

@@ -67,7 +67,7 @@ impl SchedulerCore {
                 continue;
             };
             let admitted = trees.iter().any(|(t, filters)| {
-                *t == tree && filters.iter().all(|f| f.matches(&node.all_tags))
+                *t == tree.as_str() && filters.iter().all(|f| f.matches(&node.all_tags))
             }) && op.tag_filter().matches(&node.all_tags);
             if admitted {
                 chosen.push(node_id.clone());

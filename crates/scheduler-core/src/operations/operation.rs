@@ -35,7 +35,7 @@ pub struct Job {
     pub state: JobState,
     pub node: NodeId,
     /// The pool tree of the node it was started on: whose usage it counts in.
-    pub tree: String,
+    pub tree: TreeName,
     pub resources: ResourceVector,
     pub start_time: UnixMillis,
     /// Start order within the operation: tells apart jobs started in the same instant.

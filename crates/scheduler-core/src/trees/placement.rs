@@ -51,7 +51,7 @@ impl SchedulerCore {
         if !node.is_schedulable() {
             return;
         }
-        let Some(tree) = self.node_tree(node).map(String::from) else {
+        let Some(tree) = self.node_tree(node).cloned() else {
             return;
         };
         // Every job takes one user slot: without one free the node is full, whatever

@@ -12,6 +12,7 @@ use crate::trees::starvation::StarvationStatus;
 use crate::{CoreEvent, SchedulerCore};
 use serde::Serialize;
 use std::collections::HashMap;
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{limits_vector, ROOT_POOL};
 use ytsched_common::protocol::{JobAbort, JobStartSpec, UnixMillis};
 use ytsched_common::resources::{ResourceVector, EPSILON};
@@ -167,7 +168,7 @@ impl SchedulerCore {
     ) -> Option<(JobStartSpec, Vec<JobAbort>)> {
         let (node_id, free, now) = (&ctx.node, ctx.free(), ctx.now);
         let node = self.nodes.get(node_id)?;
-        let tree_name = self.node_tree(node)?.to_string();
+        let tree_name = self.node_tree(node)?.clone();
         let tree = self.cluster.trees.get(tree_name.as_str())?;
         let backoff = tree.config.preemptive_scheduling_backoff.0;
         if node
@@ -345,7 +346,7 @@ impl SchedulerCore {
     fn preempt_and_start(
         &mut self,
         node_id: &NodeId,
-        tree: &str,
+        tree: &TreeName,
         op_id: &OperationId,
         task: usize,
         victims: Vec<(JobId, OperationId)>,

@@ -8,6 +8,7 @@ use crate::trees::tree_state::{TreeSnapshot, TreeState};
 use crate::{PoolTree, SchedulerCore};
 use std::collections::HashMap;
 use std::sync::Arc;
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
@@ -16,7 +17,7 @@ use ytsched_common::{NodeId, OperationId};
 /// One tree's fair-share update, prepared from the core and computed away from it: the
 /// heavy part (`ytsched_fair_share::compute`) needs nothing of the core.
 pub struct ShareUpdate {
-    tree_name: String,
+    tree_name: TreeName,
     tree: PoolTree,
     total: ResourceVector,
     inputs: Vec<OperationInput>,
@@ -31,7 +32,7 @@ pub struct ShareUpdate {
 
 /// A computed update, for `SchedulerCore::apply_share_update`.
 pub struct ComputedShares {
-    tree_name: String,
+    tree_name: TreeName,
     shares: fair_share::TreeShares,
     starvation: TreeStarvation,
     starving_order: Vec<(OperationId, StarvationStatus)>,
@@ -49,7 +50,7 @@ impl ShareUpdate {
     /// from it: pure, and safe to run on any thread (the core only swaps them in).
     pub fn compute(self) -> ComputedShares {
         let mut shares = fair_share::compute_in(&self.tree, self.total, &self.inputs, &self.ctx);
-        shares.tree = self.tree_name.clone();
+        shares.tree = self.tree_name.to_string();
         let overrides = |id: &OperationId| {
             self.starvation_overrides
                 .get(id)
@@ -168,7 +169,8 @@ impl SchedulerCore {
     /// as up to date from here: changes made while the update computes mark it stale
     /// again.
     fn prepare_share_update(&mut self, tree_name: &str, now: UnixMillis) -> Option<ShareUpdate> {
-        let tree = self.cluster.trees.get(tree_name)?.clone();
+        let (name, tree) = self.cluster.trees.get_key_value(tree_name)?;
+        let (name, tree) = (name.clone(), tree.clone());
         let total = self.tree_resources(tree_name);
         let mut inputs: Vec<OperationInput> = Vec::new();
         let mut starvation_overrides = HashMap::new();
@@ -222,7 +224,7 @@ impl SchedulerCore {
         state.stale = false;
         state.updating = true;
         Some(ShareUpdate {
-            tree_name: tree_name.to_string(),
+            tree_name: name,
             tree,
             total,
             inputs,
@@ -364,8 +366,10 @@ impl SchedulerCore {
     }
 
     /// The tree a node is registered in, if any.
-    pub(crate) fn node_tree<'a>(&self, node: &'a crate::Node) -> Option<&'a str> {
-        node.registered_tree().filter(|_| node.online)
+    /// The configured tree an online node is in (its name as the configuration holds it).
+    pub(crate) fn node_tree(&self, node: &crate::Node) -> Option<&TreeName> {
+        let name = node.registered_tree().filter(|_| node.online)?;
+        self.cluster.trees.get_key_value(name).map(|(k, _)| k)
     }
 
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
