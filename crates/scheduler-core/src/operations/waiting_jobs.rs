@@ -7,6 +7,7 @@
 //! which only make fewer jobs eligible), so skipping on it never skips a node that could
 //! take a job. It is an `OperationIndex`; debug builds check it against a scan.
 
+use ytsched_common::names::TreeName;
 use crate::operations::operation_index::Aggregate;
 use crate::SchedulerCore;
 use std::collections::{BTreeMap, HashMap};
@@ -23,7 +24,7 @@ fn key(v: f64) -> Key {
 
 /// Per tree and resource: how many operations' smallest waiting job has each amount.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SmallestWaiting(HashMap<String, [BTreeMap<Key, u32>; 4]>);
+pub(crate) struct SmallestWaiting(HashMap<TreeName, [BTreeMap<Key, u32>; 4]>);
 
 impl SmallestWaiting {
     fn smallest(&self, tree: &str) -> Option<ResourceVector> {
@@ -39,7 +40,7 @@ impl SmallestWaiting {
 
 impl Aggregate for SmallestWaiting {
     /// An operation's smallest waiting job in one tree.
-    type Part = (String, ResourceVector);
+    type Part = (TreeName, ResourceVector);
 
     fn add(&mut self, (tree, v): &Self::Part) {
         let amounts = self.0.entry(tree.clone()).or_default();
@@ -66,7 +67,7 @@ impl Aggregate for SmallestWaiting {
 
 impl SchedulerCore {
     /// An operation's smallest waiting job per resource, in each tree it runs in.
-    fn waiting_of(&self, id: &OperationId) -> Vec<(String, ResourceVector)> {
+    fn waiting_of(&self, id: &OperationId) -> Vec<(TreeName, ResourceVector)> {
         let Some(op) = self.operations.get(id) else {
             return vec![];
         };
@@ -84,7 +85,7 @@ impl SchedulerCore {
         let Some(smallest) = smallest else {
             return vec![];
         };
-        op.tree_names().map(|t| (t.to_string(), smallest)).collect()
+        op.trees.iter().map(|(t, _)| (t.clone(), smallest)).collect()
     }
 
     /// The per-resource minimum over every job waiting in `tree` (None: none waits).
