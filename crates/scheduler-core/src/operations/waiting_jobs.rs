@@ -7,10 +7,10 @@
 //! which only make fewer jobs eligible), so skipping on it never skips a node that could
 //! take a job. It is an `OperationIndex`; debug builds check it against a scan.
 
-use ytsched_common::names::TreeName;
 use crate::operations::operation_index::Aggregate;
 use crate::SchedulerCore;
 use std::collections::{BTreeMap, HashMap};
+use ytsched_common::names::TreeName;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
@@ -85,7 +85,10 @@ impl SchedulerCore {
         let Some(smallest) = smallest else {
             return vec![];
         };
-        op.trees.iter().map(|(t, _)| (t.clone(), smallest)).collect()
+        op.trees
+            .iter()
+            .map(|(t, _)| (t.clone(), smallest))
+            .collect()
     }
 
     /// The per-resource minimum over every job waiting in `tree` (None: none waits).
