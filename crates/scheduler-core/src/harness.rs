@@ -35,6 +35,16 @@ pub struct Harness {
     /// Every call's effects, oldest first.
     pub effects: Vec<Effects>,
     next_op: u32,
+    /// What the store holds: the latest record of each key, through the real codec.
+    stored: Stored,
+}
+
+/// The records the service would have written, as the store keeps them.
+#[derive(Default)]
+struct Stored {
+    config: Option<Vec<u8>>,
+    operations: BTreeMap<OperationId, Vec<u8>>,
+    jobs: BTreeMap<JobId, Vec<u8>>,
 }
 
 /// A one-task spec: `jobs` jobs of `cpu` cores and 1 GiB each.
@@ -71,14 +81,68 @@ impl Harness {
             nodes: BTreeMap::new(),
             effects: vec![],
             next_op: 0,
+            stored: Stored::default(),
         }
     }
 
-    /// Runs `call` on the core and records its effects.
+    /// Runs `call` on the core and records its effects; what they change is stored.
     pub fn run<R>(&mut self, call: impl FnOnce(&mut SchedulerCore) -> R) -> R {
         let (answer, effects) = self.core.run(call);
+        self.store(&effects);
         self.effects.push(effects);
         answer
+    }
+
+    fn store(&mut self, effects: &Effects) {
+        use crate::records::StateChange;
+        use ytsched_common::codec::encode;
+        if effects.config_changed {
+            self.stored.config = Some(encode(self.core.cluster_config()).expect("encodes"));
+        }
+        for change in &effects.changes {
+            match change {
+                StateChange::Operation(o) => {
+                    self.stored
+                        .operations
+                        .insert(o.id.clone(), encode(o.as_ref()).expect("encodes"));
+                }
+                StateChange::Job(j) => {
+                    self.stored
+                        .jobs
+                        .insert(j.job.id.clone(), encode(j.as_ref()).expect("encodes"));
+                }
+                // Revival never reads outputs back.
+                StateChange::Output(_) => {}
+            }
+        }
+    }
+
+    /// The scheduler restarts: a new core revives from what was stored (the nodes keep
+    /// running what they ran), with `window_ms` for nodes to report their jobs.
+    pub fn restart_scheduler(&mut self, window_ms: u64) -> &mut Self {
+        use crate::records::{JobRecord, OperationRecord};
+        use ytsched_common::codec::decode;
+        let mut core = SchedulerCore::new(CoreConfig::default());
+        if let Some(config) = &self.stored.config {
+            core.set_cluster_config(decode(config).expect("decodes"))
+                .expect("a stored configuration is valid");
+        }
+        let operations: Vec<OperationRecord> = self
+            .stored
+            .operations
+            .values()
+            .map(|b| decode(b).expect("decodes"))
+            .collect();
+        let jobs: Vec<JobRecord> = self
+            .stored
+            .jobs
+            .values()
+            .map(|b| decode(b).expect("decodes"))
+            .collect();
+        self.core = core;
+        let now = self.now;
+        self.run(|c| c.restore(operations, jobs, now, window_ms));
+        self
     }
 
     /// Adds a node of `cpu` cores (64 GiB, 100 slots) with `tags`, registered by its

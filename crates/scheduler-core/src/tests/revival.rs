@@ -1,6 +1,7 @@
 //! Revival from stored records (SPEC 5.10): what a restarted scheduler rebuilds, what it
 //! keeps running, what it runs again, and what it never runs twice.
 
+use crate::harness::Harness;
 use crate::records::{JobRecord, OperationRecord, StateChange};
 use crate::tests::{done, heartbeat, spec};
 use crate::*;
@@ -62,50 +63,51 @@ fn running_two() -> (Store, Vec<JobStartSpec>) {
     (store, r.jobs_to_start)
 }
 
+/// One 2-cpu node runs 2 of 4 jobs; the scheduler restarts. The revived one keeps the
+/// reported jobs running, starts only the other two when they finish, and never runs
+/// an index twice.
 #[test]
 fn revived_scheduler_keeps_reported_jobs_running_and_starts_only_the_rest() {
-    let (store, started) = running_two();
-    let mut core = store.revive(100);
-    assert!(core.reviving());
-    let info = core.operation_info(&op()).unwrap();
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 2.0, &[]);
+    let op = h.at(1).submit("u", spec(4, 1.0));
+    assert_eq!(h.at(2).heartbeat("n1").jobs_to_start.len(), 2);
+    h.at(100).restart_scheduler(5_000);
+    assert!(h.core.reviving());
+    let info = h.core.operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (2, 2));
     assert!(
         info.history.last().unwrap().event.contains("revived"),
         "{:?}",
         info.history
     );
-
-    let r = core.process_heartbeat(heartbeat("n1", 2.0, &started, vec![]), 110);
+    let r = h.at(110).heartbeat("n1");
     assert!(
         r.jobs_to_abort.is_empty(),
-        "reported jobs keep running: {:?}",
-        r.jobs_to_abort
+        "reported jobs keep running: {r:?}"
     );
     assert!(r.jobs_to_start.is_empty(), "the node is full");
-    let finished = started
-        .iter()
-        .map(|s| done(s, JobState::Completed))
-        .collect();
-    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], finished), 120);
+    let r = h.finish_at("n1", 120);
     assert_eq!(r.acknowledged_jobs.len(), 2);
-    assert_eq!(r.jobs_to_start.len(), 2);
     let indices: Vec<u32> = r.jobs_to_start.iter().map(|s| s.job_index).collect();
     assert_eq!(indices, vec![2, 3], "indices 0 and 1 never run twice");
 }
 
+/// Jobs no node reports within the revival window are lost and wait to run again.
 #[test]
 fn jobs_no_node_reports_within_the_window_run_again() {
-    let (store, _started) = running_two();
-    let mut core = store.revive(100);
-    core.tick(4_000);
-    assert_eq!(
-        core.operation_info(&op()).unwrap().jobs.running,
-        2,
-        "still in the window"
-    );
-    core.tick(5_200);
-    assert!(!core.reviving());
-    let info = core.operation_info(&op()).unwrap();
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 2.0, &[]);
+    let op = h.at(1).submit("u", spec(4, 1.0));
+    h.at(2).heartbeat("n1");
+    h.at(100).restart_scheduler(5_000);
+    // n1 stays silent.
+    h.at(4_000).run(|c| c.tick(4_000));
+    let running = h.core.operation_info(&op).unwrap().jobs.running;
+    assert_eq!(running, 2, "still in the window");
+    h.at(5_200).run(|c| c.tick(5_200));
+    assert!(!h.core.reviving());
+    let info = h.core.operation_info(&op).unwrap();
     assert_eq!(
         (info.jobs.running, info.jobs.waiting, info.jobs.aborted),
         (0, 4, 2)
@@ -114,7 +116,7 @@ fn jobs_no_node_reports_within_the_window_run_again() {
         .history
         .iter()
         .any(|h| h.event.contains("did not report it")));
-    let jobs = core.held_jobs(&op()).unwrap();
+    let jobs = h.core.held_jobs(&op).unwrap();
     assert!(jobs
         .iter()
         .filter(|j| j.state == JobState::Aborted)
@@ -242,32 +244,21 @@ fn an_unreadable_operation_answers_as_failed() {
         .contains("no such operation"));
 }
 
+/// A retried submission with the same idempotency token finds its operation after a
+/// scheduler restart.
 #[test]
 fn a_revived_scheduler_still_answers_a_retry_by_its_token() {
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    let mut store = Store::default();
+    let mut h = Harness::starting_at(0);
     let alice = ytsched_common::identity::Caller::user("alice");
     let token = Some(ytsched_common::IdempotencyToken::parse("t1").unwrap());
-    let id = core
-        .start_operation_as(
-            OperationId::random(),
-            &alice,
-            spec(1, 1.0),
-            token.clone(),
-            0,
-        )
-        .unwrap();
-    store.take(&mut core);
-    let mut revived = store.revive(10);
-    let again = revived
-        .start_operation_as(
-            OperationId::random(),
-            &alice,
-            spec(1, 1.0),
-            token.clone(),
-            11,
-        )
-        .unwrap();
-    assert_eq!(again, id);
-    assert_eq!(revived.operation_count(), 1);
+    let submit = |h: &mut Harness, now: u64| {
+        let token = token.clone();
+        h.at(now)
+            .run(|c| c.start_operation_as(OperationId::random(), &alice, spec(1, 1.0), token, now))
+            .unwrap()
+    };
+    let id = submit(&mut h, 0);
+    h.at(10).restart_scheduler(5_000);
+    assert_eq!(submit(&mut h, 11), id);
+    assert_eq!(h.core.operation_count(), 1);
 }
