@@ -280,6 +280,14 @@ impl Harness {
         node.finished.extend(done);
     }
 
+    /// Job `job` on `name` ends with `state`; the next heartbeat reports it.
+    pub fn finish_job(&mut self, name: &str, job: &JobId, state: JobState) {
+        let id = NodeId::parse(name).expect("a valid node name");
+        let node = self.nodes.get_mut(&id).expect("a node of this harness");
+        let s = node.running.remove(job).expect("a job the node runs");
+        node.finished.push(finished(&s, state));
+    }
+
     /// Every job `name` runs completes; its heartbeat at `now` reports them.
     pub fn finish_at(&mut self, name: &str, now: UnixMillis) -> HeartbeatReply {
         self.finish_all(name, JobState::Completed);

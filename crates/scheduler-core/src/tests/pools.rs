@@ -2,13 +2,14 @@
 //! admin changes, driven through the core's public calls.
 
 use crate::harness::Harness;
-use crate::tests::{done, heartbeat, spec};
+use crate::tests::{heartbeat, spec};
 use crate::*;
 use serde_json::json;
 use ytsched_common::names::PoolName;
 use ytsched_common::protocol::*;
 use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::{JobState, OperationState};
+use ytsched_common::JobId;
 
 fn spec_in(pool: Option<&str>, jobs: u32) -> VanillaSpec {
     let mut s = spec(jobs, 1.0);
@@ -18,10 +19,6 @@ fn spec_in(pool: Option<&str>, jobs: u32) -> VanillaSpec {
 
 fn hb(cpu: f64, running: &[JobStartSpec], finished: Vec<FinishedJob>) -> HeartbeatRequest {
     heartbeat("n1", cpu, running, finished)
-}
-
-fn completed(s: &JobStartSpec) -> FinishedJob {
-    done(s, JobState::Completed)
 }
 
 fn id(s: &str) -> OperationId {
@@ -462,64 +459,71 @@ fn status(core: &SchedulerCore, key: starvation::ElementKey) -> (String, String)
     )
 }
 
+/// An operation held below its fair share starves after its pool's timeout (not
+/// sooner, whatever its spec says), aggressively only where enabled, and is normal again
+/// once it is back at its share.
 #[test]
 fn an_operation_below_its_fair_share_starves_after_the_timeout() {
     use starvation::ElementKey::{Operation, Pool};
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.create_pool("default", "testing", None, json!({}))
-        .unwrap();
-    core.process_heartbeat(heartbeat("n1", 24.0, &[], vec![]), 0);
-    core.start_operation(id("a"), "u", spec_in(Some("testing"), 20), 0)
-        .unwrap();
-    let first = core.process_heartbeat(heartbeat("n1", 24.0, &[], vec![]), 0);
-    assert_eq!(first.jobs_to_start.len(), 20);
+    let mut h = Harness::starting_at(0);
+    h.pool("testing", None, json!({})).node("n1", 24.0, &[]);
+    let a = h.submit("u", spec_in(Some("testing"), 20));
+    assert_eq!(h.heartbeat("n1").jobs_to_start.len(), 20);
     let mut b = spec_in(Some("testing"), 12);
     b.fair_share_starvation_timeout = Some(ytsched_common::DurationMs(10_000));
-    core.start_operation(id("b"), "u", b, 1_000).unwrap();
+    let b = h.at(1_000).submit("u", b);
     let mut c = spec_in(Some("testing"), 1);
     c.fair_share_starvation_timeout = Some(ytsched_common::DurationMs(60_000));
-    core.start_operation(id("c"), "u", c, 1_000).unwrap();
-    let second = core.process_heartbeat(heartbeat("n1", 24.0, &first.jobs_to_start, vec![]), 1_000);
-    assert_eq!(second.jobs_to_start.len(), 4);
-    // Keep heartbeats coming so the node stays online; the shares stay as they are.
-    let mut running = first.jobs_to_start.clone();
-    running.extend(second.jobs_to_start.clone());
-    let b_key = Operation(id("b"));
-    assert_eq!(status(&core, Operation(id("a"))).0, "normal");
+    h.submit("u", c);
+    assert_eq!(h.heartbeat("n1").jobs_to_start.len(), 4);
+    let b_key = Operation(b);
+    assert_eq!(status(&h.core, Operation(a.clone())).0, "normal");
     assert_eq!(
-        status(&core, b_key.clone()),
+        status(&h.core, b_key.clone()),
         ("below_fair_share".into(), "non_starving".into())
     );
+    // Heartbeats keep the node online; the shares stay as they are.
     for t in (2_000..=31_000).step_by(1_000) {
-        core.process_heartbeat(heartbeat("n1", 24.0, &running, vec![]), t);
-        core.tick(t);
+        h.at(t).heartbeat("n1");
+        h.run(|c| c.tick(t));
         // B may not starve sooner than its pool's 30 s, whatever its spec says.
         let expect = if t >= 31_000 {
             "starving"
         } else {
             "non_starving"
         };
-        assert_eq!(status(&core, b_key.clone()).1, expect, "at {t} ms");
+        assert_eq!(status(&h.core, b_key.clone()).1, expect, "at {t} ms");
     }
     assert_eq!(
-        status(&core, Pool("testing".into())).1,
+        status(&h.core, Pool("testing".into())).1,
         "non_starving",
         "the pool itself is not below"
     );
     // Aggressive starvation only where enabled, after its own timeout.
-    core.admin_set(
-        "//sys/pool_trees/default/@config/enable_aggressive_starvation",
-        json!(true),
-    )
+    h.run(|c| {
+        c.admin_set(
+            "//sys/pool_trees/default/@config/enable_aggressive_starvation",
+            json!(true),
+        )
+    })
     .unwrap();
-    core.process_heartbeat(heartbeat("n1", 24.0, &running, vec![]), 122_000);
-    core.tick(122_000);
-    assert_eq!(status(&core, b_key.clone()).1, "aggressively_starving");
-    // Back at its fair share (A's jobs end), it is normal and no longer starving.
-    let finished: Vec<FinishedJob> = first.jobs_to_start[..10].iter().map(completed).collect();
-    core.process_heartbeat(heartbeat("n1", 24.0, &running[10..], finished), 123_000);
-    core.tick(123_500);
-    let (sched, starving) = status(&core, b_key);
+    h.at(122_000).heartbeat("n1");
+    h.run(|c| c.tick(122_000));
+    assert_eq!(status(&h.core, b_key.clone()).1, "aggressively_starving");
+    // Back at its fair share (ten of A's jobs end), it is normal and no longer starving.
+    let a_jobs: Vec<JobId> = h
+        .running_on("n1")
+        .iter()
+        .filter(|s| s.operation_id == a)
+        .take(10)
+        .map(|s| s.job_id.clone())
+        .collect();
+    for j in &a_jobs {
+        h.finish_job("n1", j, JobState::Completed);
+    }
+    h.at(123_000).heartbeat("n1");
+    h.at(123_500).run(|c| c.tick(123_500));
+    let (sched, starving) = status(&h.core, b_key);
     assert_eq!(
         (sched.as_str(), starving.as_str()),
         ("normal", "non_starving")
@@ -593,40 +597,39 @@ fn a_node_whose_limits_drop_gives_back_its_newest_jobs() {
     );
 }
 
+/// A job past its `job_speculation_timeout` gets one copy on another node; the copy
+/// finishes first, the job counts once, and the original loses (`speculative_lost`).
 #[test]
 fn a_slow_job_gets_one_speculative_copy_elsewhere_and_counts_once() {
     use ytsched_common::states::AbortReason;
-    let mut core = SchedulerCore::new(CoreConfig::default());
-    core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 1.0, &[]);
     let mut s = spec_in(None, 1);
     s.tasks.get_mut("task").unwrap().job_speculation_timeout =
         Some(ytsched_common::DurationMs(5_000));
-    core.start_operation(id("a"), "u", s, 0).unwrap();
-    let first = core.process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 0);
-    assert_eq!(first.jobs_to_start.len(), 1);
-    let original = first.jobs_to_start.clone();
-    let early = core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 3_000);
+    let a = h.submit("u", s);
+    assert_eq!(h.heartbeat("n1").jobs_to_start.len(), 1);
+    let original = h.running_on("n1")[0].clone();
+    h.add_node("n2", 1.0, &[]);
+    let early = h.at(3_000).heartbeat("n2");
     assert!(early.jobs_to_start.is_empty(), "not overdue yet");
-    core.process_heartbeat(heartbeat("n1", 1.0, &original, vec![]), 4_000);
-    let r = core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![]), 5_000);
+    h.at(4_000).heartbeat("n1");
+    let r = h.at(5_000).heartbeat("n2");
     assert_eq!(r.jobs_to_start.len(), 1, "a copy on the other node");
-    let copy = r.jobs_to_start.clone();
-    assert_eq!(copy[0].job_index, original[0].job_index);
+    let copy = r.jobs_to_start[0].clone();
+    assert_eq!(copy.job_index, original.job_index);
     // The original's node never gets a copy, and there is only ever one.
-    let again = core.process_heartbeat(heartbeat("n1", 1.0, &original, vec![]), 9_000);
-    assert!(again.jobs_to_start.is_empty());
+    assert!(h.at(9_000).heartbeat("n1").jobs_to_start.is_empty());
     // The copy finishes first: the original loses.
-    core.process_heartbeat(heartbeat("n2", 1.0, &[], vec![completed(&copy[0])]), 10_000);
-    let info = core.operation_info(&id("a")).unwrap();
+    h.finish_job("n2", &copy.job_id, JobState::Completed);
+    h.at(10_000).heartbeat("n2");
+    let info = h.core.operation_info(&a).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 1, "the job counts once");
-    let r = core.process_heartbeat(heartbeat("n1", 1.0, &original, vec![]), 11_000);
+    let r = h.at(11_000).heartbeat("n1");
     assert_eq!(r.jobs_to_abort.len(), 1);
-    assert_eq!(r.jobs_to_abort[0].job_id, original[0].job_id);
+    assert_eq!(r.jobs_to_abort[0].job_id, original.job_id);
     assert_eq!(r.jobs_to_abort[0].reason, AbortReason::SpeculativeLost);
-    let jobs = core.held_jobs(&id("a")).unwrap();
-    let lost = jobs.iter().find(|j| j.id == original[0].job_id).unwrap();
-    assert_eq!(lost.abort_reason, Some(AbortReason::SpeculativeLost));
 }
 
 #[test]
