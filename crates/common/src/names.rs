@@ -55,6 +55,32 @@ validated_string!(
     String
 );
 
+fn check_tree_pool(s: &str) -> Result<(), String> {
+    match s.split_once('$') {
+        Some((parent, user)) => {
+            validate_pool_name(parent)?;
+            validate_pool_name(user)
+                .map_err(|m| format!("'{s}': the ephemeral pool's user part: {m}"))
+        }
+        None => check_pool_name(s),
+    }
+}
+
+validated_string!(
+    /// A pool as a tree holds it: a configured name, `<Root>`, or an ephemeral
+    /// `<parent>$<user>` pool the scheduler made. Wider than `PoolName`, which is what a
+    /// user or admin may ask for: no request names a `$` pool directly.
+    TreePoolName(String),
+    check_tree_pool,
+    String
+);
+
+impl From<PoolName> for TreePoolName {
+    fn from(p: PoolName) -> Self {
+        TreePoolName(p.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +102,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("pool tree name"), "{e}");
+    }
+
+    #[test]
+    fn a_trees_pools_include_ephemeral_ones_that_no_request_may_name() {
+        assert!(TreePoolName::parse("research$alice").is_ok());
+        assert!(TreePoolName::parse("<Root>").is_ok());
+        assert!(PoolName::parse("research$alice").is_err());
+        for bad in ["a$", "$b", "a$b$c", "a/b$c", ""] {
+            assert!(TreePoolName::parse(bad).is_err(), "{bad}");
+        }
     }
 }

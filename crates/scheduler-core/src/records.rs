@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use ytsched_common::api::HistoryEntry;
 use ytsched_common::names::TreeName;
+use ytsched_common::names::TreePoolName;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::spec::{VanillaSpec, MAX_JOBS_PER_OPERATION};
 use ytsched_common::states::{JobState, OperationState};
@@ -73,7 +74,7 @@ impl OperationRecord {
             self.trees.push((
                 TreeName::parse("unknown").expect("a valid name"),
                 TreeSlot {
-                    pool: "<unknown>".into(),
+                    pool: TreePoolName::parse("unknown").expect("a valid name"),
                     weight: 1.0,
                     resource_limits: ytsched_common::ResourceVector::ZERO,
                     lightweight: false,

@@ -242,7 +242,7 @@ fn list_operations_goes_on_from_memory_into_the_archive() {
             )
             .operations
             .iter()
-            .find(|o| o.id.to_string() == done[2])
+            .find(|o| o.id == done[2])
             .unwrap()
             .start_time,
         ),

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
-use ytsched_common::names::TreeName;
+use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
@@ -233,7 +233,8 @@ impl SchedulerCore {
             .or(spec.resource_limits.as_ref());
         Ok(TreeAdmission {
             slot: TreeSlot {
-                pool,
+                // Resolved from checked parts: a configured pool, or `<parent>$<user>`.
+                pool: TreePoolName::parse(&pool).map_err(ApiError::new)?,
                 weight: options
                     .and_then(|o| o.weight)
                     .or(spec.weight)
@@ -331,7 +332,7 @@ impl SchedulerCore {
         }
         let mut counts_by_tree: HashMap<TreeName, HashMap<String, PoolCounts>> = HashMap::new();
         for id in pending {
-            let slots: Vec<(TreeName, String, bool)> = self.operations[&id]
+            let slots: Vec<(TreeName, TreePoolName, bool)> = self.operations[&id]
                 .trees
                 .iter()
                 .map(|(t, s)| (t.clone(), s.pool.clone(), s.lightweight))
@@ -403,7 +404,7 @@ impl SchedulerCore {
         }
         op.finish(state, error.clone(), now);
         self.speculating.remove(id);
-        let pools: Vec<(TreeName, String)> = op
+        let pools: Vec<(TreeName, TreePoolName)> = op
             .trees
             .iter()
             .map(|(t, s)| (t.clone(), s.pool.clone()))
@@ -424,8 +425,8 @@ impl SchedulerCore {
 
     /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
     /// and no child pool is left in it.
-    fn remove_empty_ephemeral_pools(&mut self, tree_name: &TreeName, pool: &str) {
-        let mut current = pool.to_string();
+    fn remove_empty_ephemeral_pools(&mut self, tree_name: &TreeName, pool: &TreePoolName) {
+        let mut current = pool.clone();
         loop {
             let busy = self
                 .operations
@@ -446,7 +447,7 @@ impl SchedulerCore {
             self.config_revision += 1;
             self.events.push(CoreEvent::PoolRemoved {
                 tree: tree_name.clone(),
-                pool: current.clone(),
+                pool: current.to_string(),
             });
             current = parent;
         }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use ytsched_common::api::HistoryEntry;
 use ytsched_common::names::TreeName;
+use ytsched_common::names::TreePoolName;
 use ytsched_common::protocol::{JobStatistics, UnixMillis};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
@@ -56,7 +57,7 @@ pub struct Job {
 /// the usage of its jobs on that tree's nodes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TreeSlot {
-    pub pool: String,
+    pub pool: TreePoolName,
     pub weight: f64,
     pub resource_limits: ResourceVector,
     /// Runs in a FIFO pool with lightweight operations enabled: not counted against

@@ -47,7 +47,7 @@ impl SchedulerCore {
             }
             trees.push(place.unwrap_or_else(|| TreePlace {
                 tree: tree.to_string(),
-                pool: slot.pool.clone(),
+                pool: slot.pool.to_string(),
                 weight: slot.weight,
                 dominant_resource: String::new(),
                 share: Default::default(),
@@ -192,7 +192,7 @@ impl SchedulerCore {
         victims.sort();
         Some(TreePlace {
             tree: tree.into(),
-            pool: slot.pool.clone(),
+            pool: slot.pool.to_string(),
             weight: slot.weight,
             dominant_resource: d.name().into(),
             share: parts(&e.fair_share),
@@ -200,7 +200,7 @@ impl SchedulerCore {
             demand: at(&e.demand_share),
             pool_share: shares
                 .pool_index
-                .get(&slot.pool)
+                .get(slot.pool.as_str())
                 .map(|&p| parts(&shares.elements[p].fair_share)),
             bound_by,
             starvation_status: starvation
@@ -305,7 +305,7 @@ impl SchedulerCore {
         let mut out = PoolExplanation {
             tree: tree_name.clone(),
             pool: pool.to_string(),
-            parent: Some(config.parent.clone()),
+            parent: Some(config.parent.to_string()),
             weight: config.config.weight.unwrap_or(1.0),
             dominant_resource: String::new(),
             share: ShareParts::default(),

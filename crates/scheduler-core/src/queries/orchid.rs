@@ -136,7 +136,7 @@ impl SchedulerCore {
                 id.clone(),
                 OpFacts {
                     state: op.state,
-                    pool: slot.map(|s| s.pool.clone()),
+                    pool: slot.map(|s| s.pool.to_string()),
                     user: op.user.clone(),
                     lightweight: slot.is_some_and(|s| s.lightweight),
                     running: op.running_job_ids().count(),
@@ -154,7 +154,7 @@ impl SchedulerCore {
                 let slot = op.slot(tree_name)?;
                 Some(PendingFacts {
                     id: op.id.to_string(),
-                    pool: slot.pool.clone(),
+                    pool: slot.pool.to_string(),
                     user: op.user.clone(),
                     weight: slot.weight,
                     lightweight: slot.lightweight,

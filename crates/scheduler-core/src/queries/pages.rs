@@ -166,7 +166,7 @@ fn describe(op: &Operation) -> OperationInfo {
         pool_trees: op
             .trees
             .iter()
-            .map(|(t, s)| (t.to_string(), s.pool.clone()))
+            .map(|(t, s)| (t.to_string(), s.pool.to_string()))
             .collect(),
         title: op.spec.title.clone(),
         weight: op.trees[0].1.weight,

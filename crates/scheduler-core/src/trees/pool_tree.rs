@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::names::TreeName;
+use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
 use ytsched_common::resources::{Resource, EPSILON};
 use ytsched_common::spec::validate_pool_name;
@@ -69,7 +70,7 @@ impl From<ytsched_common::pool_config::AttributeError> for ConfigError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
     /// `<Root>` or the name of another pool of the same tree.
-    pub parent: String,
+    pub parent: TreePoolName,
     pub config: PoolConfig,
     /// Set for pools the scheduler created for an operation; they vanish with their
     /// last operation. Holds the user they were created for.
@@ -80,7 +81,7 @@ pub struct Pool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PoolTree {
     pub config: TreeConfig,
-    pub pools: BTreeMap<String, Pool>,
+    pub pools: BTreeMap<TreePoolName, Pool>,
 }
 
 /// Everything an admin configures: the trees and which one is the default. This is
@@ -308,10 +309,15 @@ impl PoolTree {
         }
         config.validate(name)?;
         let mut next = self.clone();
+        // Both names were checked above (the parent exists in the tree).
+        let (name, parent) = (
+            TreePoolName::parse(name).map_err(ConfigError::invalid)?,
+            TreePoolName::parse(parent).map_err(ConfigError::invalid)?,
+        );
         next.pools.insert(
-            name.to_string(),
+            name,
             Pool {
-                parent: parent.to_string(),
+                parent,
                 config,
                 ephemeral_user,
             },

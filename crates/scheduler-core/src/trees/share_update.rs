@@ -181,7 +181,7 @@ impl SchedulerCore {
         for (o, slot) in running.filter_map(|o| Some((o, o.slot(tree_name)?))) {
             inputs.push(OperationInput {
                 id: o.id.clone(),
-                pool: slot.pool.clone(),
+                pool: slot.pool.to_string(),
                 weight: slot.weight,
                 demand: o.demand_in(tree_name),
                 usage: slot.usage,
@@ -351,7 +351,7 @@ impl SchedulerCore {
                 .filter(|n| filter.matches(&n.all_tags))
                 .map(|n| n.resource_limits)
                 .sum();
-            out.insert(name.clone(), offered);
+            out.insert(name.to_string(), offered);
         }
         out
     }
