@@ -75,6 +75,13 @@ validated_string!(
     String
 );
 
+impl TreePoolName {
+    /// `<Root>`, the top of every tree.
+    pub fn root() -> Self {
+        TreePoolName(ROOT_POOL.to_string())
+    }
+}
+
 impl From<PoolName> for TreePoolName {
     fn from(p: PoolName) -> Self {
         TreePoolName(p.0)

@@ -290,7 +290,7 @@ impl SchedulerCore {
             .cluster
             .tree(&tree_name)
             .map_err(|e| ApiError::not_found(e.message))?;
-        let config = tree.pools.get(pool).ok_or_else(|| {
+        let (pool_name, config) = tree.pools.get_key_value(pool).ok_or_else(|| {
             ApiError::not_found(format!("no pool '{pool}' in tree '{tree_name}'"))
         })?;
         let counts = self
@@ -334,7 +334,7 @@ impl SchedulerCore {
             out.usage = at(&e.usage_share);
             out.demand = at(&e.demand_share);
             out.bound_by = bound_by(shares, idx);
-            if let Some(s) = self.starvation_of(&tree_name, &ElementKey::Pool(pool.to_string())) {
+            if let Some(s) = self.starvation_of(&tree_name, &ElementKey::Pool(pool_name.clone())) {
                 out.starvation_status = s.starvation.name().into();
             }
         }

@@ -225,7 +225,7 @@ impl TreeFacts {
             match &e.kind {
                 ElementKind::Pool { name, mode } => {
                     pools.insert(
-                        name.clone(),
+                        name.to_string(),
                         Value::Object(self.pool_orchid(e, name, *mode)),
                     );
                 }
@@ -248,7 +248,12 @@ impl TreeFacts {
     }
 
     /// One pool's entry: its shares, statuses, counts against limits, and guarantees.
-    fn pool_orchid(&self, e: &Element, name: &str, mode: PoolMode) -> Map<String, Value> {
+    fn pool_orchid(
+        &self,
+        e: &Element,
+        name: &ytsched_common::names::TreePoolName,
+        mode: PoolMode,
+    ) -> Map<String, Value> {
         let (tree, shares) = (&self.tree, &*self.shares);
         let mut m = common_fields(e, shares);
         let sat = e
@@ -257,7 +262,7 @@ impl TreeFacts {
             .map(|&c| element_satisfaction(&shares.elements[c]))
             .fold(f64::INFINITY, f64::min);
         m.insert("satisfaction_ratio".into(), json!(finite(sat)));
-        self.insert_statuses(&mut m, ElementKey::Pool(name.to_string()));
+        self.insert_statuses(&mut m, ElementKey::Pool(name.clone()));
         m.insert(
             "mode".into(),
             json!(match mode {
@@ -277,7 +282,7 @@ impl TreeFacts {
             "is_ephemeral".into(),
             json!(pool.is_some_and(|p| p.ephemeral_user.is_some())),
         );
-        let c: PoolCounts = self.counts.get(name).copied().unwrap_or_default();
+        let c: PoolCounts = self.counts.get(name.as_str()).copied().unwrap_or_default();
         m.insert("operation_count".into(), json!(c.total));
         m.insert("running_operation_count".into(), json!(c.running));
         m.insert(
@@ -407,7 +412,7 @@ impl SchedulerCore {
                 if let ElementKind::Pool { name, .. } = &e.kind {
                     out.push((
                         tree.to_string(),
-                        name.clone(),
+                        name.to_string(),
                         [
                             max_component(&e.fair_share.total),
                             max_component(&e.usage_share),

@@ -495,7 +495,11 @@ fn an_operation_below_its_fair_share_starves_after_the_timeout() {
         assert_eq!(status(&h.core, b_key.clone()).1, expect, "at {t} ms");
     }
     assert_eq!(
-        status(&h.core, Pool("testing".into())).1,
+        status(
+            &h.core,
+            Pool(ytsched_common::names::TreePoolName::parse("testing").unwrap())
+        )
+        .1,
         "non_starving",
         "the pool itself is not below"
     );
@@ -550,10 +554,21 @@ fn pools_starve_only_with_enable_pool_starvation() {
         .unwrap();
     core.process_heartbeat(heartbeat("n1", 10.0, &r.jobs_to_start, vec![]), 1);
     core.tick(5_000);
-    assert_eq!(status(&core, Pool("b".into())).1, "non_starving");
+    assert_eq!(
+        status(
+            &core,
+            Pool(ytsched_common::names::TreePoolName::parse("b").unwrap())
+        )
+        .1,
+        "non_starving"
+    );
     core.tick(6_000);
     assert_eq!(
-        status(&core, Pool("b".into())).1,
+        status(
+            &core,
+            Pool(ytsched_common::names::TreePoolName::parse("b").unwrap())
+        )
+        .1,
         "starving",
         "pool timeout of 5 s"
     );
@@ -564,7 +579,10 @@ fn pools_starve_only_with_enable_pool_starvation() {
     .unwrap();
     core.tick(7_000);
     assert_eq!(
-        status(&core, Pool("b".into())),
+        status(
+            &core,
+            Pool(ytsched_common::names::TreePoolName::parse("b").unwrap())
+        ),
         ("below_fair_share".into(), "non_starving".into())
     );
 }

@@ -4,6 +4,7 @@
 //! The maths lives in that crate; this module only translates.
 
 use std::collections::HashMap;
+use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::{
     limits_vector, FifoSortParameter, IntegralGuaranteeType, PoolMode, ROOT_POOL,
 };
@@ -35,7 +36,7 @@ pub struct OperationInput {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ElementKind {
-    Pool { name: String, mode: PoolMode },
+    Pool { name: TreePoolName, mode: PoolMode },
     Operation { id: OperationId },
 }
 
@@ -101,7 +102,7 @@ pub struct TreeShares {
     pub tree: String,
     /// Element 0 is `<Root>`; parents come before their children.
     pub elements: Vec<Element>,
-    pub pool_index: HashMap<String, usize>,
+    pub pool_index: HashMap<TreePoolName, usize>,
     pub operation_index: HashMap<OperationId, usize>,
     pub total: ResourceVector,
     /// Human-readable problems with the configuration (guarantee overcommit...).
@@ -218,7 +219,7 @@ struct InputBuilder<'t> {
     filters: Vec<Option<TagFilter>>,
     /// Per pool element: its FIFO sort keys, if it is a FIFO pool.
     fifo_keys: Vec<Option<&'t [FifoSortParameter]>>,
-    pool_index: HashMap<String, usize>,
+    pool_index: HashMap<TreePoolName, usize>,
     operation_index: HashMap<OperationId, usize>,
 }
 
@@ -234,19 +235,19 @@ impl<'t> InputBuilder<'t> {
         };
         b.elements.push(fs::ElementInput::root());
         b.kinds.push(ElementKind::Pool {
-            name: ROOT_POOL.into(),
+            name: TreePoolName::root(),
             mode: PoolMode::FairShare,
         });
         b.filters.push(None);
         b.fifo_keys.push(None);
-        b.pool_index.insert(ROOT_POOL.into(), 0);
+        b.pool_index.insert(TreePoolName::root(), 0);
         b
     }
 
     /// Every pool, breadth-first so parents precede children.
     fn add_pools(&mut self, tree: &'t PoolTree, total: ResourceVector, ctx: &UpdateContext) {
         self.pool_index.reserve(tree.pools.len());
-        let mut by_parent: HashMap<&str, Vec<(&str, &crate::trees::pool_tree::Pool)>> =
+        let mut by_parent: HashMap<&str, Vec<(&TreePoolName, &crate::trees::pool_tree::Pool)>> =
             HashMap::new();
         for (name, pool) in &tree.pools {
             by_parent
@@ -256,7 +257,8 @@ impl<'t> InputBuilder<'t> {
         }
         let mut queue = std::collections::VecDeque::from([(ROOT_POOL, 0usize)]);
         while let Some((name, idx)) = queue.pop_front() {
-            for &(child, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
+            for &(child_name, pool) in by_parent.get(name).map(|v| v.as_slice()).unwrap_or(&[]) {
+                let child = child_name.as_str();
                 let c = &pool.config;
                 let filter = c.tag_filter().cloned();
                 let mut limits = limits_vector(c.resource_limits.as_ref());
@@ -284,13 +286,13 @@ impl<'t> InputBuilder<'t> {
                     },
                 });
                 self.kinds.push(ElementKind::Pool {
-                    name: child.to_string(),
+                    name: child_name.clone(),
                     mode: c.mode(),
                 });
                 self.filters.push(filter);
                 self.fifo_keys
                     .push((c.mode() == PoolMode::Fifo).then(|| c.fifo_sort_parameters()));
-                self.pool_index.insert(child.to_string(), ci);
+                self.pool_index.insert(child_name.clone(), ci);
                 queue.push_back((child, ci));
             }
         }

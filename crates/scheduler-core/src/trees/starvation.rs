@@ -8,6 +8,7 @@ use crate::trees::pool_tree::PoolTree;
 use crate::SchedulerCore;
 use serde::Serialize;
 use std::collections::HashMap;
+use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, EPSILON};
@@ -62,7 +63,7 @@ pub struct ElementStarvation {
 /// Pools by name and operations by id, per tree.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ElementKey {
-    Pool(String),
+    Pool(TreePoolName),
     Operation(OperationId),
 }
 
@@ -289,7 +290,7 @@ mod tests {
 
     fn pool() -> ElementKind {
         ElementKind::Pool {
-            name: "p".into(),
+            name: TreePoolName::parse("p").unwrap(),
             mode: ytsched_common::pool_config::PoolMode::FairShare,
         }
     }
