@@ -70,6 +70,19 @@ pub struct RunningJob {
     pub start_time: UnixMillis,
 }
 
+impl RunningJob {
+    /// A job running as it was started, using all it was given.
+    pub fn started(spec: &JobStartSpec, start_time: UnixMillis) -> Self {
+        RunningJob {
+            job_id: spec.job_id.clone(),
+            operation_id: spec.operation_id.clone(),
+            state: JobState::Running,
+            resource_usage: spec.resources,
+            start_time,
+        }
+    }
+}
+
 /// Counters collected when a job ends. Optional values are absent where the sandbox
 /// cannot measure them (process sandbox without cgroups).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -105,6 +118,31 @@ pub const MAX_NODE_TAGS: usize = 256;
 pub const MAX_JOB_ERROR_BYTES: usize = 4096;
 
 impl HeartbeatRequest {
+    /// An unnumbered heartbeat of `node_id` offering `resource_limits` and reporting no
+    /// jobs, under its hostname: what simulated nodes (the simulator, benches, tests)
+    /// start from before they fill in what they run.
+    pub fn new(
+        node_id: NodeId,
+        incarnation_id: IncarnationId,
+        resource_limits: ResourceVector,
+    ) -> Self {
+        HeartbeatRequest {
+            protocol_version: PROTOCOL_VERSION,
+            hostname: node_id.to_string(),
+            node_id,
+            incarnation_id,
+            seq: 0,
+            system_tags: vec![],
+            tags: vec![],
+            resource_limits,
+            resource_usage: ResourceVector::ZERO,
+            running_jobs: vec![],
+            finished_jobs: vec![],
+            timeout_ms: 0,
+            last_reply_seq: None,
+        }
+    }
+
     /// What is wrong with this request's own fields, if anything: tags must be tags, and
     /// few enough; the hostname a hostname.
     pub fn check(&self) -> Result<(), String> {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use ytsched_common::identity::Caller;
 use ytsched_common::protocol::{
     FinishedJob, HeartbeatReply, HeartbeatRequest, JobStartSpec, JobStatistics, RunningJob,
-    UnixMillis, PROTOCOL_VERSION,
+    UnixMillis,
 };
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
@@ -333,30 +333,10 @@ pub fn request(
     finished: Vec<FinishedJob>,
 ) -> HeartbeatRequest {
     HeartbeatRequest {
-        protocol_version: PROTOCOL_VERSION,
-        node_id: NodeId(name.into()),
-        incarnation_id: IncarnationId("i1".into()),
-        seq: 0,
-        hostname: name.into(),
-        system_tags: vec![],
-        tags: vec![],
-        resource_limits: limits,
-        resource_usage: running
-            .iter()
-            .fold(ResourceVector::ZERO, |a, s| a + s.resources),
-        running_jobs: running
-            .iter()
-            .map(|s| RunningJob {
-                job_id: s.job_id.clone(),
-                operation_id: s.operation_id.clone(),
-                state: JobState::Running,
-                resource_usage: s.resources,
-                start_time: 0,
-            })
-            .collect(),
+        resource_usage: running.iter().map(|s| s.resources).sum(),
+        running_jobs: running.iter().map(|s| RunningJob::started(s, 0)).collect(),
         finished_jobs: finished,
-        timeout_ms: 0,
-        last_reply_seq: None,
+        ..HeartbeatRequest::new(NodeId(name.into()), IncarnationId("i1".into()), limits)
     }
 }
 

@@ -57,28 +57,13 @@ fn heartbeat(
     finished: Vec<FinishedJob>,
 ) -> HeartbeatRequest {
     HeartbeatRequest {
-        protocol_version: PROTOCOL_VERSION,
-        node_id: NodeId(format!("n{node}")),
-        incarnation_id: IncarnationId("i".into()),
-        seq: 0,
-        hostname: format!("n{node}"),
-        system_tags: vec![],
-        tags: vec![],
-        resource_limits: ResourceVector::new(16.0, 64.0 * (1u64 << 30) as f64, 0.0, 16.0),
-        resource_usage: ResourceVector::ZERO,
-        running_jobs: running
-            .iter()
-            .map(|s| RunningJob {
-                job_id: s.job_id.clone(),
-                operation_id: s.operation_id.clone(),
-                state: JobState::Running,
-                resource_usage: s.resources,
-                start_time: 0,
-            })
-            .collect(),
+        running_jobs: running.iter().map(|s| RunningJob::started(s, 0)).collect(),
         finished_jobs: finished,
-        timeout_ms: 0,
-        last_reply_seq: None,
+        ..HeartbeatRequest::new(
+            NodeId(format!("n{node}")),
+            IncarnationId("i".into()),
+            ResourceVector::new(16.0, 64.0 * (1u64 << 30) as f64, 0.0, 16.0),
+        )
     }
 }
 

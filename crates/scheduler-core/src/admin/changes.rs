@@ -7,6 +7,7 @@ use crate::trees::pool_tree::{parse_tree_name, PoolTree};
 use crate::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Map, Value};
 use ytsched_common::maintenance::MaintenanceFlag;
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
     DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
@@ -202,8 +203,7 @@ impl SchedulerCore {
                 let tree = match value {
                     Value::Null => None,
                     Value::String(s) => {
-                        self.cluster.tree(&s).map_err(here)?;
-                        Some(parse_tree_name(&s).map_err(here)?)
+                        Some(self.cluster.tree_name(&s).map_err(here)?.clone())
                     }
                     other => {
                         return Err(here(ConfigError::invalid(format!(
@@ -390,7 +390,7 @@ impl SchedulerCore {
         let config = TreeConfig::from_attributes(name, config_value)?;
         let tree = PoolTree::new(config);
         tree.validate(name)?;
-        self.check_membership_with(name, &tree)?;
+        self.check_membership_with(&tree_name, &tree)?;
         self.cluster.trees.insert(tree_name.clone(), tree);
         if self.cluster.default_tree.is_none() {
             self.cluster.default_tree = Some(tree_name);
@@ -420,7 +420,8 @@ impl SchedulerCore {
         next.config = TreeConfig::from_attributes(tree, attrs)?;
         next.validate(tree)?;
         if next.config.nodes_filter != t.config.nodes_filter {
-            self.check_membership_with(tree, &next)?;
+            let name = self.cluster.tree_name(tree)?.clone();
+            self.check_membership_with(&name, &next)?;
         }
         *self.cluster.tree_mut(tree)? = next;
         Ok(())
@@ -428,9 +429,9 @@ impl SchedulerCore {
 
     /// Refuses a tree (new or changed) whose `nodes_filter` would make current nodes
     /// match several trees; names the nodes.
-    fn check_membership_with(&self, name: &str, tree: &PoolTree) -> Result<(), ConfigError> {
+    fn check_membership_with(&self, name: &TreeName, tree: &PoolTree) -> Result<(), ConfigError> {
         let mut next = self.cluster.clone();
-        next.trees.insert(parse_tree_name(name)?, tree.clone());
+        next.trees.insert(name.clone(), tree.clone());
         let overlaps = self.new_overlaps(&next);
         if overlaps.is_empty() {
             return Ok(());

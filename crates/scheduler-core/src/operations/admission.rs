@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
-use ytsched_common::names::{TreeName, TreePoolName};
+use ytsched_common::names::{PoolName, TreeName, TreePoolName};
 use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
@@ -233,8 +233,7 @@ impl SchedulerCore {
             .or(spec.resource_limits.as_ref());
         Ok(TreeAdmission {
             slot: TreeSlot {
-                // Resolved from checked parts: a configured pool, or `<parent>$<user>`.
-                pool: TreePoolName::parse(&pool).map_err(ApiError::new)?,
+                pool,
                 weight: options
                     .and_then(|o| o.weight)
                     .or(spec.weight)
@@ -488,40 +487,43 @@ fn resolve_pool(
     tree_name: &str,
     requested: &str,
     user: &str,
-) -> Result<(String, Option<NewPool>), ApiError> {
+) -> Result<(TreePoolName, Option<NewPool>), ApiError> {
     if requested == ROOT_POOL {
         if tree.config.forbid_immediate_operations_in_root {
             return Err(ApiError::new(format!(
                 "pool tree '{tree_name}' forbids operations directly in {ROOT_POOL} (forbid_immediate_operations_in_root)"
             )));
         }
-        return Ok((ROOT_POOL.to_string(), None));
+        return Ok((TreePoolName::root(), None));
     }
-    match tree.pools.get(requested) {
-        Some(pool) if pool.config.create_ephemeral_subpools == Some(true) => {
+    match tree.pools.get_key_value(requested) {
+        Some((_, pool)) if pool.config.create_ephemeral_subpools == Some(true) => {
             validate_pool_name(user).map_err(|m| {
                 ApiError::new(format!("cannot create an ephemeral subpool for user: {m}"))
             })?;
-            let name = format!("{requested}${user}");
+            let name =
+                TreePoolName::parse(&format!("{requested}${user}")).map_err(ApiError::new)?;
             if tree.pools.contains_key(&name) {
                 return Ok((name, None));
             }
             let new = ephemeral_pool(tree, tree_name, &name, requested, user)?;
             Ok((name, Some(new)))
         }
-        Some(pool) => {
+        Some((name, pool)) => {
             if pool.config.forbid_immediate_operations == Some(true) {
                 return Err(ApiError::new(format!(
                     "pool '{requested}' forbids immediate operations (forbid_immediate_operations); use one of its subpools"
                 )));
             }
-            Ok((requested.to_string(), None))
+            Ok((name.clone(), None))
         }
         None => {
-            validate_pool_name(requested).map_err(|m| ApiError::new(format!("pool: {m}")))?;
+            let name = PoolName::parse(requested)
+                .map(TreePoolName::from)
+                .map_err(|m| ApiError::new(format!("pool: {m}")))?;
             let parent = &tree.config.default_parent_pool;
             let new = ephemeral_pool(tree, tree_name, requested, parent, user)?;
-            Ok((requested.to_string(), Some(new)))
+            Ok((name, Some(new)))
         }
     }
 }

@@ -91,35 +91,16 @@ impl ShareHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trees::fair_share::{DetailedShare, Element};
-    use ytsched_common::resources::{Resource, ResourceVector};
+    use crate::trees::fair_share::element;
 
     fn shares_of(ops: &[&str]) -> TreeShares {
         let elements = ops
             .iter()
-            .map(|id| Element {
-                kind: ElementKind::Operation {
+            .map(|id| {
+                let kind = ElementKind::Operation {
                     id: OperationId(id.to_string()),
-                },
-                parent: None,
-                children: vec![],
-                weight: 1.0,
-                demand_share: ResourceVector::new(0.5, 0.0, 0.0, 0.0),
-                usage_share: ResourceVector::new(0.25, 0.0, 0.0, 0.0),
-                limits_share: ResourceVector::new(1.0, 1.0, 1.0, 1.0),
-                limited_demand_share: ResourceVector::ZERO,
-                strong_guarantee_share: ResourceVector::ZERO,
-                effective_strong_guarantee: ResourceVector::ZERO,
-                fair_share: DetailedShare {
-                    total: ResourceVector::new(0.5, 0.0, 0.0, 0.0),
-                    ..Default::default()
-                },
-                total_burst_ratio: 0.0,
-                total_resource_flow_ratio: 0.0,
-                integral: None,
-                tag_filter: None,
-                dominant_resource: Resource::Cpu,
-                fifo_index: None,
+                };
+                element(kind, 0.25, 0.5, 0.5)
             })
             .collect();
         TreeShares {

@@ -443,3 +443,32 @@ fn fifo_order(
     }
     oa.seq.cmp(&ob.seq)
 }
+
+/// An element for tests: `usage`, `fair` share and `demand` as shares along a fixed
+/// vector shape (cpu `x`, memory `x/2`, slots `x/4`), no guarantees or limits.
+#[cfg(test)]
+pub(crate) fn element(kind: ElementKind, usage: f64, fair: f64, demand: f64) -> Element {
+    let v = |x: f64| ResourceVector::new(x, x / 2.0, 0.0, x / 4.0);
+    Element {
+        kind,
+        parent: None,
+        children: vec![],
+        weight: 1.0,
+        demand_share: v(demand),
+        usage_share: v(usage),
+        limits_share: v(1.0),
+        limited_demand_share: v(demand.min(fair)),
+        strong_guarantee_share: ResourceVector::ZERO,
+        effective_strong_guarantee: ResourceVector::ZERO,
+        fair_share: DetailedShare {
+            total: v(fair),
+            ..Default::default()
+        },
+        total_burst_ratio: 0.0,
+        total_resource_flow_ratio: 0.0,
+        integral: None,
+        tag_filter: None,
+        dominant_resource: Resource::Cpu,
+        fifo_index: None,
+    }
+}

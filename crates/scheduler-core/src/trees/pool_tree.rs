@@ -135,6 +135,14 @@ impl ClusterConfig {
             .ok_or_else(|| ConfigError::not_found(format!("no such pool tree: '{name}'")))
     }
 
+    /// A configured tree's name as the configuration holds it (already checked).
+    pub fn tree_name(&self, name: &str) -> Result<&TreeName, ConfigError> {
+        self.trees
+            .get_key_value(name)
+            .map(|(k, _)| k)
+            .ok_or_else(|| ConfigError::not_found(format!("no such pool tree: '{name}'")))
+    }
+
     pub fn tree_mut(&mut self, name: &str) -> Result<&mut PoolTree, ConfigError> {
         self.trees
             .get_mut(name)

@@ -369,7 +369,7 @@ impl SchedulerCore {
     /// The configured tree an online node is in (its name as the configuration holds it).
     pub(crate) fn node_tree(&self, node: &crate::Node) -> Option<&TreeName> {
         let name = node.registered_tree().filter(|_| node.online)?;
-        self.cluster.trees.get_key_value(name).map(|(k, _)| k)
+        self.cluster.tree_name(name).ok()
     }
 
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.

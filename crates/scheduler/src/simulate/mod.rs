@@ -15,9 +15,7 @@ use crate::core::{CoreConfig, CoreEvent, SchedulerCore};
 use scenario::{seconds_to_ms, SimNodeSpec, SimOperation};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use ytsched_common::protocol::{
-    FinishedJob, HeartbeatRequest, JobStatistics, RunningJob, PROTOCOL_VERSION,
-};
+use ytsched_common::protocol::{FinishedJob, HeartbeatRequest, JobStatistics, RunningJob};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::JobState;
 use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
@@ -347,14 +345,7 @@ fn heartbeat(
 ) {
     let usage: ResourceVector = node.running.values().map(|j| j.resources).sum();
     let req = HeartbeatRequest {
-        protocol_version: PROTOCOL_VERSION,
-        node_id: NodeId(node.spec.id.clone()),
-        incarnation_id: IncarnationId("simulated".into()),
-        seq: 0,
-        hostname: node.spec.id.clone(),
-        system_tags: vec![],
         tags: node.spec.tags.clone(),
-        resource_limits: node.spec.resources,
         resource_usage: usage,
         running_jobs: node
             .running
@@ -368,8 +359,11 @@ fn heartbeat(
             })
             .collect(),
         finished_jobs: node.finished.clone(),
-        timeout_ms: 0,
-        last_reply_seq: None,
+        ..HeartbeatRequest::new(
+            NodeId(node.spec.id.clone()),
+            IncarnationId("simulated".into()),
+            node.spec.resources,
+        )
     };
     let reply = core.process_heartbeat(req, t);
     node.finished
