@@ -145,11 +145,3 @@ impl Index<&OperationId> for OperationTable {
         &self.by_id[id]
     }
 }
-
-impl<'a> IntoIterator for &'a OperationTable {
-    type Item = (&'a OperationId, &'a Operation);
-    type IntoIter = btree_map::Iter<'a, OperationId, Operation>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.by_id.iter()
-    }
-}

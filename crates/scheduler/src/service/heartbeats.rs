@@ -49,7 +49,7 @@ impl Driver {
         }
         let period = self.heartbeat_period_ms;
         let reply = match decode::<HeartbeatRequest>(&msg.payload) {
-            Ok(req) if msg.subject.rsplit('.').next() != Some(req.node_id.as_str()) => {
+            Ok(req) if req.node_id.as_str() != node => {
                 warn!(subject = %msg.subject, node = %req.node_id, "heartbeat node id does not match its subject");
                 HeartbeatReply::rejected(
                     format!(
