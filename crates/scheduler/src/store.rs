@@ -37,27 +37,54 @@ pub async fn open_bucket(
     replicas: usize,
     max_age: std::time::Duration,
 ) -> anyhow::Result<kv::Store> {
-    if let Ok(store) = js.get_key_value(name).await {
-        return Ok(store);
-    }
-    let created = js
-        .create_key_value(kv::Config {
-            bucket: name.to_string(),
-            history: 1,
-            num_replicas: replicas.max(1),
-            max_age,
-            ..Default::default()
-        })
-        .await;
-    match created {
-        Ok(store) => Ok(store),
+    // A NATS cluster that is still forming (or has a server down at start) cannot place
+    // the replicas yet: that passes within seconds, so it is waited out, not fatal.
+    let deadline = std::time::Instant::now() + CLUSTER_FORMING_WAIT;
+    let mut warned = false;
+    loop {
+        if let Ok(store) = js.get_key_value(name).await {
+            return Ok(store);
+        }
+        let created = js
+            .create_key_value(kv::Config {
+                bucket: name.to_string(),
+                history: 1,
+                num_replicas: replicas.max(1),
+                max_age,
+                ..Default::default()
+            })
+            .await;
+        let e = match created {
+            Ok(store) => return Ok(store),
+            Err(e) => e,
+        };
         // Another scheduler may have created it at the same moment.
-        Err(e) => js
-            .get_key_value(name)
-            .await
-            .with_context(|| format!("cannot create KV bucket {name}: {e}")),
+        if let Ok(store) = js.get_key_value(name).await {
+            return Ok(store);
+        }
+        let text = e.to_string();
+        let forming = PLACEMENT_NOT_YET.iter().any(|m| text.contains(m));
+        if !forming || std::time::Instant::now() >= deadline {
+            anyhow::bail!("cannot create KV bucket {name}: {text}");
+        }
+        if !warned {
+            tracing::warn!(bucket = name, error = %text, "the NATS cluster cannot place the bucket's replicas yet; retrying");
+            warned = true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
 }
+
+/// How long a bucket waits for its cluster to be able to place its replicas.
+const CLUSTER_FORMING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// JetStream's answers while a cluster cannot place a stream yet (no peers, no meta
+/// leader): async-nats gives them only as text.
+const PLACEMENT_NOT_YET: [&str; 3] = [
+    "no suitable peers for placement",
+    "temporarily unavailable",
+    "insufficient resources",
+];
 
 /// Everything the store holds, as a revived scheduler needs it.
 #[derive(Default)]
