@@ -53,9 +53,9 @@ impl SchedulerCore {
         Effects {
             config_changed: false,
             changes: self.take_changes(),
-            retired: self.take_retired(),
-            nudges: self.take_nudges(),
-            events: self.take_events(),
+            retired: self.outbox.take_retired(),
+            nudges: self.outbox.take_nudges(),
+            events: self.outbox.take_events(),
         }
     }
 }

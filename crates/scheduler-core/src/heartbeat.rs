@@ -192,7 +192,7 @@ impl SchedulerCore {
             // A new agent run read none of the old one's replies, and ran none of its jobs.
             self.jobs.forget_unconfirmed(&req.node_id);
             if node.incarnation.is_some() {
-                self.events.push(CoreEvent::NodeRestarted {
+                self.outbox.event(CoreEvent::NodeRestarted {
                     id: node.id.clone(),
                 });
             }
@@ -214,7 +214,7 @@ impl SchedulerCore {
         );
         if alert != node.approval_alert {
             node.approval_alert = alert.clone();
-            self.events.push(CoreEvent::NodeOverApproval {
+            self.outbox.event(CoreEvent::NodeOverApproval {
                 id: node.id.clone(),
                 alert,
             });
@@ -233,7 +233,7 @@ impl SchedulerCore {
         let node = self.nodes.get_mut(&req.node_id).expect("inserted above");
         if returning {
             node.online = true;
-            self.events.push(CoreEvent::NodeRegistered {
+            self.outbox.event(CoreEvent::NodeRegistered {
                 id: node.id.clone(),
                 registration: node.registration.clone(),
             });
@@ -276,7 +276,7 @@ impl SchedulerCore {
         let effect = op.apply_result(node_id, result);
         // What the job printed goes to the store with its first result, not into memory.
         if first_result && !(result.stdout_tail.is_empty() && result.stderr_tail.is_empty()) {
-            self.outputs.push(crate::records::JobOutputRecord {
+            self.outbox.output(crate::records::JobOutputRecord {
                 job: result.job_id.clone(),
                 stdout: result.stdout_tail.clone(),
                 stderr: result.stderr_tail.clone(),
@@ -290,7 +290,7 @@ impl SchedulerCore {
         let op = &self.operations[&op_id];
         let job = &op.jobs[&result.job_id];
         let won = job.state == JobState::Completed;
-        self.events.push(CoreEvent::JobFinished {
+        self.outbox.event(CoreEvent::JobFinished {
             id: result.job_id.clone(),
             operation: op_id.clone(),
             node: node_id.clone(),
@@ -402,7 +402,7 @@ impl SchedulerCore {
         };
         if let Some(mut op) = self.operations.edit(&op_id) {
             if op.abort_job(job_id, AbortReason::NodeLost, now).is_some() {
-                self.events.push(CoreEvent::JobAborted {
+                self.outbox.event(CoreEvent::JobAborted {
                     id: job_id.clone(),
                     operation: op_id,
                     node: node_id.clone(),
@@ -452,7 +452,7 @@ impl SchedulerCore {
                 node.online = false;
             }
             self.account_node(&node_id);
-            self.events.push(CoreEvent::NodeOffline {
+            self.outbox.event(CoreEvent::NodeOffline {
                 id: node_id.clone(),
                 lost_jobs: jobs.len(),
             });

@@ -11,6 +11,7 @@ mod heartbeat;
 mod jobs;
 mod nodes;
 mod operations;
+mod outbox;
 mod queries;
 pub mod records;
 mod trees;
@@ -91,23 +92,18 @@ pub struct SchedulerCore {
     config_revision: u64,
     /// Submission sequence, the tie-breaker that keeps decisions deterministic.
     next_operation_seq: u64,
-    /// Nodes that should heartbeat now because there is new work or an abort for them.
-    nudges: BTreeSet<NodeId>,
     /// Where the last round of nudges for new work stopped (see `nudges.rs`).
     nudge_cursor: Option<NodeId>,
-    /// Output tails of job attempts finished since, for the store only.
-    outputs: Vec<records::JobOutputRecord>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
     latest_now: UnixMillis,
     /// Until when a revived scheduler waits for nodes to report the jobs it restored
     /// before it counts the unreported ones as lost.
     revival_deadline: Option<UnixMillis>,
-    events: Vec<CoreEvent>,
+    /// What the driver has yet to hear: nudges, events, outputs, retired operations.
+    outbox: outbox::Outbox,
     /// Finished operations still in memory, oldest first per tree (see `retention.rs`).
     finished_order: operations::retention::FinishedOrder,
-    /// Operations retired from memory, for the driver to archive.
-    retired: Vec<operations::retention::Archived>,
     /// Operations whose stored record could not be read at revival, with why.
     damaged: BTreeMap<OperationId, String>,
     /// Recent usage against fair share per operation, for the web page's chart.
@@ -142,14 +138,11 @@ impl SchedulerCore {
             placement_walks: 0,
             config_revision: 0,
             next_operation_seq: 0,
-            nudges: BTreeSet::new(),
             nudge_cursor: None,
-            outputs: Vec::new(),
             latest_now: 0,
             revival_deadline: None,
-            events: Vec::new(),
+            outbox: Default::default(),
             finished_order: BTreeMap::new(),
-            retired: Vec::new(),
             damaged: BTreeMap::new(),
             share_history: Default::default(),
             idempotency: BTreeMap::new(),
@@ -221,21 +214,13 @@ impl SchedulerCore {
         self.retire_finished(now);
     }
 
-    pub(crate) fn take_nudges(&mut self) -> Vec<NodeId> {
-        std::mem::take(&mut self.nudges).into_iter().collect()
-    }
-
-    pub(crate) fn take_events(&mut self) -> Vec<CoreEvent> {
-        std::mem::take(&mut self.events)
-    }
-
     fn observe(&mut self, now: UnixMillis) {
         self.latest_now = self.latest_now.max(now);
     }
 
     fn nudge_all_online(&mut self) {
         for n in self.nodes.values().filter(|n| n.online) {
-            self.nudges.insert(n.id.clone());
+            self.outbox.nudge(n.id.clone());
         }
     }
 }

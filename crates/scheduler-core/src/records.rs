@@ -171,7 +171,8 @@ impl SchedulerCore {
             }
         });
         out.extend(
-            std::mem::take(&mut self.outputs)
+            self.outbox
+                .take_outputs()
                 .into_iter()
                 .map(|o| StateChange::Output(Box::new(o))),
         );
@@ -230,7 +231,7 @@ impl SchedulerCore {
             // damaged) fails its operation; reviving it as it is could panic or
             // exhaust memory on every restart.
             let error = format!("failed at revival: its stored record is invalid: {reason}");
-            self.events.push(CoreEvent::OperationFinished {
+            self.outbox.event(CoreEvent::OperationFinished {
                 id: id.clone(),
                 state: OperationState::Failed,
                 error: Some(error.clone()),
@@ -316,7 +317,7 @@ impl SchedulerCore {
                 }
             }
         }
-        self.events.push(CoreEvent::RevivalEnded {
+        self.outbox.event(CoreEvent::RevivalEnded {
             lost_jobs: lost,
             silent_nodes: silent.len(),
         });

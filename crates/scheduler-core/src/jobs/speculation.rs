@@ -93,6 +93,6 @@ impl SchedulerCore {
             &message,
             now,
         );
-        self.nudges.insert(loser_node);
+        self.outbox.nudge(loser_node);
     }
 }

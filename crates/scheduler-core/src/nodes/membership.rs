@@ -72,12 +72,12 @@ impl SchedulerCore {
             // A banned node gives its jobs back at its next heartbeat.
             node.evict_pending |= maintenance.banned;
             if node.online {
-                self.events.push(CoreEvent::NodeMaintenance {
+                self.outbox.event(CoreEvent::NodeMaintenance {
                     id: id.clone(),
                     maintenance,
                 });
                 // That heartbeat now.
-                self.nudges.insert(id.clone());
+                self.outbox.nudge(id.clone());
             }
         }
         let node = self.nodes.get_mut(id).expect("looked up above");
@@ -87,11 +87,11 @@ impl SchedulerCore {
         node.registration = registration.clone();
         node.evict_pending = true;
         if node.online {
-            self.events.push(CoreEvent::NodeMembership {
+            self.outbox.event(CoreEvent::NodeMembership {
                 id: id.clone(),
                 registration,
             });
-            self.nudges.insert(id.clone());
+            self.outbox.nudge(id.clone());
         }
     }
 

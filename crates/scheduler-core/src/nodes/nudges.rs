@@ -76,6 +76,6 @@ impl SchedulerCore {
         if let Some(last) = chosen.last() {
             self.nudge_cursor = Some(last.clone());
         }
-        self.nudges.extend(chosen);
+        self.outbox.nudge_all(chosen);
     }
 }

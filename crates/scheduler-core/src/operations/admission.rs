@@ -141,15 +141,15 @@ impl SchedulerCore {
             pending,
         };
         let op = Operation::new(id.clone(), user.to_string(), spec, placement, seq, now);
-        self.events.push(CoreEvent::OperationStarted {
+        self.outbox.event(CoreEvent::OperationStarted {
             id: id.clone(),
             user: user.to_string(),
             pool: op.main_pool().to_string(),
             jobs: op.total_job_count(),
         });
         if pending {
-            self.events
-                .push(CoreEvent::OperationPending { id: id.clone() });
+            self.outbox
+                .event(CoreEvent::OperationPending { id: id.clone() });
         }
         if op.uses_speculation() {
             self.speculating.insert(id.clone());
@@ -372,8 +372,8 @@ impl SchedulerCore {
             if let Some(mut op) = self.operations.edit(&id) {
                 op.promote(now);
             }
-            self.events
-                .push(CoreEvent::OperationRunning { id: id.clone() });
+            self.outbox
+                .event(CoreEvent::OperationRunning { id: id.clone() });
             self.announce_new_work(&id);
         }
     }
@@ -397,7 +397,7 @@ impl SchedulerCore {
             if let Some(node_id) = op.abort_job(&job_id, AbortReason::OperationAborted, now) {
                 self.jobs.ended(&node_id, &job_id);
                 if self.nodes.contains_key(&node_id) {
-                    self.nudges.insert(node_id);
+                    self.outbox.nudge(node_id);
                 }
             }
         }
@@ -409,7 +409,7 @@ impl SchedulerCore {
             .map(|(t, s)| (t.clone(), s.pool.clone()))
             .collect();
         drop(op);
-        self.events.push(CoreEvent::OperationFinished {
+        self.outbox.event(CoreEvent::OperationFinished {
             id: id.clone(),
             state,
             error,
@@ -444,7 +444,7 @@ impl SchedulerCore {
             let parent = p.parent.clone();
             tree.pools.remove(&current);
             self.config_revision += 1;
-            self.events.push(CoreEvent::PoolRemoved {
+            self.outbox.event(CoreEvent::PoolRemoved {
                 tree: tree_name.clone(),
                 pool: current.to_string(),
             });

@@ -120,16 +120,11 @@ impl SchedulerCore {
         for job in op.jobs.keys() {
             self.jobs.forget(job);
         }
-        self.retired.push(Archived {
+        self.outbox.retire(Archived {
             info,
             attempts: op.attempt_count(),
             task_names: crate::queries::pages::task_names(&op),
         });
-    }
-
-    /// Operations retired since the last call, for the archive.
-    pub(crate) fn take_retired(&mut self) -> Vec<Archived> {
-        std::mem::take(&mut self.retired)
     }
 
     /// How many operations are held in memory, finished or not.

@@ -413,9 +413,9 @@ fn new_work_nudges_only_nodes_that_can_start_it_a_bounded_number_in_turn() {
     for n in ["n1", "n2", "n3", "n4", "n5"] {
         core.process_heartbeat(heartbeat(n, 4.0, &[], vec![]), 0);
     }
-    core.take_nudges();
+    core.outbox.take_nudges();
     let nudged = |core: &mut SchedulerCore| -> Vec<String> {
-        core.take_nudges().into_iter().map(|n| n.0).collect()
+        core.outbox.take_nudges().into_iter().map(|n| n.0).collect()
     };
     // Two waiting jobs: two nodes, not five.
     core.start_operation(OperationId("a".into()), "u", spec(2, 1.0), 1)
@@ -429,7 +429,7 @@ fn new_work_nudges_only_nodes_that_can_start_it_a_bounded_number_in_turn() {
     let mut full = heartbeat("n1", 4.0, &[], vec![]);
     full.resource_limits.user_slots = 0.0;
     core.process_heartbeat(full, 3);
-    core.take_nudges();
+    core.outbox.take_nudges();
     core.start_operation(OperationId("c".into()), "u", spec(10, 1.0), 4)
         .unwrap();
     assert!(!nudged(&mut core).contains(&"n1".to_string()));
@@ -757,13 +757,13 @@ fn finished_operations_leave_memory_by_count_and_age() {
     let b = run_to_completion(&mut core, "b", 200);
     core.tick(300);
     assert!(
-        core.take_retired().is_empty(),
+        core.outbox.take_retired().is_empty(),
         "two finished: within both counts"
     );
     // A third goes over the hard count: the oldest leaves at once.
     let c = run_to_completion(&mut core, "c", 400);
     core.tick(400);
-    let retired = core.take_retired();
+    let retired = core.outbox.take_retired();
     assert_eq!(retired.len(), 1);
     assert_eq!(retired[0].info.id, a);
     assert_eq!(retired[0].info.state, OperationState::Completed);
@@ -778,9 +778,9 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert_eq!(err.kind, ytsched_common::api::ErrorKind::NotFound);
     // Over the soft count, the oldest waits for its clean delay (b finished at 200).
     core.tick(1_100);
-    assert!(core.take_retired().is_empty());
+    assert!(core.outbox.take_retired().is_empty());
     core.tick(1_201);
-    let retired = core.take_retired();
+    let retired = core.outbox.take_retired();
     assert_eq!(
         retired
             .iter()
@@ -790,9 +790,9 @@ fn finished_operations_leave_memory_by_count_and_age() {
     );
     // The last one stays until it is older than max_operation_age.
     core.tick(10_400);
-    assert!(core.take_retired().is_empty());
+    assert!(core.outbox.take_retired().is_empty());
     core.tick(10_401);
-    assert_eq!(core.take_retired()[0].info.id, c);
+    assert_eq!(core.outbox.take_retired()[0].info.id, c);
     assert_eq!(core.retained_finished_count(), 0);
     assert!(
         core.jobs.is_empty(),
@@ -835,7 +835,7 @@ fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
         .start_operation(OperationId("op".into()), "u", spec(2, 1.0), 10)
         .unwrap();
     assert!(
-        core.take_nudges().is_empty(),
+        core.outbox.take_nudges().is_empty(),
         "no node can start it before an update includes it"
     );
     // No update has included it yet: placement reads the last snapshot, and neither a
@@ -852,7 +852,7 @@ fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
     let computed = due.into_iter().next().unwrap().compute();
     core.apply_share_update(computed);
     assert_eq!(
-        core.take_nudges(),
+        core.outbox.take_nudges(),
         vec![NodeId("n1".into())],
         "the node hears of the work once it can be placed"
     );

@@ -122,7 +122,7 @@ fn untagging_a_busy_node_moves_it_back_and_its_jobs_run_again_in_their_tree() {
         .unwrap();
     assert_eq!(node_info(&h.core, "n3").tree.as_deref(), Some("default"));
     assert_eq!(h.core.tree_resources("other").cpu, 0.0);
-    assert!(h.core.take_nudges().contains(&NodeId("n3".into())));
+    assert!(h.core.outbox.take_nudges().contains(&NodeId("n3".into())));
     let r = h.at(3).heartbeat("n3");
     assert_eq!(r.jobs_to_abort.len(), 4);
     for a in &r.jobs_to_abort {
@@ -484,7 +484,7 @@ fn a_banned_node_gives_its_jobs_back_and_they_run_elsewhere() {
         4.0,
         "a banned node offers nothing"
     );
-    assert!(h.core.take_nudges().contains(&NodeId("n1".into())));
+    assert!(h.core.outbox.take_nudges().contains(&NodeId("n1".into())));
     let r = h.at(3).heartbeat("n1");
     assert_eq!(r.jobs_to_abort.len(), 4);
     assert!(r.jobs_to_start.is_empty());

@@ -5,6 +5,7 @@
 use crate::jobs::job_index::JobIndex;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::operations::table::OperationTable;
+use crate::outbox::Outbox;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::live_usage::LiveTree;
 use crate::{CoreEvent, SchedulerCore};
@@ -73,13 +74,13 @@ impl SchedulerCore {
         self.ensure_live(&tree, &shares);
         // Placement touches only these parts: it reads the node's tags and the
         // operations, and moves the tree's live arrays, the operations it starts jobs of,
-        // the job index and the events.
+        // the job index and the outbox.
         let Self {
             nodes,
             trees,
             operations,
             jobs,
-            events,
+            outbox,
             placement_walks,
             ..
         } = self;
@@ -102,7 +103,7 @@ impl SchedulerCore {
                 spec
             };
             free -= spec.resources;
-            book_start(jobs, events, node_id, &op_id, &spec);
+            book_start(jobs, outbox, node_id, &op_id, &spec);
             starts.push(spec);
         }
         for spec in starts {
@@ -122,7 +123,7 @@ impl SchedulerCore {
         op_id: &OperationId,
         spec: &JobStartSpec,
     ) {
-        book_start(&mut self.jobs, &mut self.events, node_id, op_id, spec);
+        book_start(&mut self.jobs, &mut self.outbox, node_id, op_id, spec);
     }
 
     /// What the jobs the scheduler believes run on a node hold.
@@ -253,12 +254,12 @@ fn pick(
 /// operation itself was marked changed by the edit that started the job).
 fn book_start(
     jobs: &mut JobIndex,
-    events: &mut Vec<CoreEvent>,
+    outbox: &mut Outbox,
     node_id: &NodeId,
     op_id: &OperationId,
     spec: &JobStartSpec,
 ) {
-    events.push(CoreEvent::JobStarted {
+    outbox.event(CoreEvent::JobStarted {
         id: spec.job_id.clone(),
         operation: op_id.clone(),
         node: node_id.clone(),

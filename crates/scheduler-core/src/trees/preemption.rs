@@ -407,7 +407,7 @@ impl SchedulerCore {
             j.error = Some(message.to_string());
         }
         self.jobs.ended(node_id, job_id);
-        self.events.push(CoreEvent::JobAborted {
+        self.outbox.event(CoreEvent::JobAborted {
             id: job_id.clone(),
             operation: op_id.clone(),
             node: node_id.clone(),
