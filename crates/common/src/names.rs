@@ -80,6 +80,25 @@ impl TreePoolName {
     pub fn root() -> Self {
         TreePoolName(ROOT_POOL.to_string())
     }
+
+    /// `<Root>` borrowed for as long as the program runs: chains of pools up to the root
+    /// are chains of borrowed names, and no tree holds its root as a pool.
+    pub fn root_ref() -> &'static TreePoolName {
+        static ROOT: std::sync::LazyLock<TreePoolName> =
+            std::sync::LazyLock::new(TreePoolName::root);
+        &ROOT
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.0 == ROOT_POOL
+    }
+}
+
+impl PoolName {
+    /// `<Root>`, the top of every tree.
+    pub fn root() -> Self {
+        PoolName(ROOT_POOL.to_string())
+    }
 }
 
 impl From<PoolName> for TreePoolName {

@@ -2,7 +2,7 @@
 //! what `//sys/pool_trees/<tree>/@config` holds.
 
 use crate::config_attributes::{canonical, from_attributes, AttributeError};
-use crate::names::ROOT_POOL;
+use crate::names::PoolName;
 use crate::spec::ResourceAmounts;
 use crate::tag_filter::TagFilter;
 use crate::units::DurationMs;
@@ -74,7 +74,7 @@ pub struct TreeConfig {
     pub max_operation_count_per_pool: u32,
     pub max_running_operation_count: u32,
     pub max_running_operation_count_per_pool: u32,
-    pub default_parent_pool: String,
+    pub default_parent_pool: PoolName,
     pub forbid_immediate_operations_in_root: bool,
     #[serde(alias = "max_ephemeral_pools_per_user")]
     pub max_ephemeral_pool_per_user: u32,
@@ -117,7 +117,7 @@ impl Default for TreeConfig {
             max_operation_count_per_pool: 50,
             max_running_operation_count: 2_000,
             max_running_operation_count_per_pool: 8,
-            default_parent_pool: ROOT_POOL.to_string(),
+            default_parent_pool: PoolName::root(),
             forbid_immediate_operations_in_root: true,
             max_ephemeral_pool_per_user: 1,
             enable_pool_starvation: true,
@@ -220,10 +220,6 @@ impl TreeConfig {
                     format!("{r} must be a non-negative number, got {v}"),
                 )
             })?;
-        }
-        if self.default_parent_pool != ROOT_POOL {
-            crate::spec::validate_pool_name(&self.default_parent_pool)
-                .map_err(|m| err("default_parent_pool", m))?;
         }
         Ok(())
     }

@@ -6,8 +6,7 @@ use crate::core::SchedulerCore;
 use crate::store;
 use ytsched_common::api::{self, ApiError};
 use ytsched_common::identity::Caller;
-use ytsched_common::pool_config::ROOT_POOL;
-use ytsched_common::{names::PoolName, names::TreeName};
+use ytsched_common::names::{PoolName, TreeName, TreePoolName};
 
 /// Runs an admin change and takes it back if the configuration it leaves could not be
 /// stored, or if a delegate (not an admin) would pass its budget in it: a change the store
@@ -18,7 +17,7 @@ fn within_record_limit(
     caller: &Caller,
     max_record: usize,
     change: impl FnOnce(&mut SchedulerCore) -> Result<(), ApiError>,
-    scope: impl FnOnce(&SchedulerCore) -> Option<(ytsched_common::names::TreeName, String)>,
+    scope: impl FnOnce(&SchedulerCore) -> Option<(TreeName, TreePoolName)>,
 ) -> Result<(), ApiError> {
     let before = core.cluster_config().clone();
     change(core)?;
@@ -33,7 +32,7 @@ fn within_record_limit(
         let scope = scope(core);
         core.delegate_budget_refusal(
             caller,
-            scope.as_ref().map(|(t, p)| (t.as_str(), p.as_str())),
+            scope.as_ref().map(|(t, p)| (t, p)),
             size,
             max_record,
         )
@@ -74,15 +73,18 @@ pub fn apply(
                 caller,
                 b.object_type,
                 b.pool_tree.as_ref().map(TreeName::as_str),
-                b.parent_name.as_ref().map(PoolName::as_str),
+                b.parent_name.as_ref(),
             )?;
             let attributes = match &b.attributes {
                 Some(text) => json_value(text)?,
                 None => serde_json::Value::Null,
             };
             let scope = b.pool_tree.as_ref().map(|t| {
-                let parent = b.parent_name.as_ref().map_or(ROOT_POOL, PoolName::as_str);
-                (t.clone(), parent.to_string())
+                let parent = b
+                    .parent_name
+                    .clone()
+                    .map_or_else(TreePoolName::root, TreePoolName::from);
+                (t.clone(), parent)
             });
             let create = |core: &mut SchedulerCore| match b.object_type {
                 api::ObjectType::SchedulerPool => {
@@ -248,7 +250,11 @@ mod tests {
     fn delegates_together_leave_a_quarter_of_the_record_to_admins() {
         let core = delegated();
         let bob = Caller::user("bob");
-        let scope = Some(("default", "team"));
+        let (tree, pool) = (
+            TreeName::parse("default").unwrap(),
+            TreePoolName::parse("team").unwrap(),
+        );
+        let scope = Some((&tree, &pool));
         let shared = MAX_RECORD / 4 * 3;
         let e = core
             .delegate_budget_refusal(&bob, scope, shared + 1, MAX_RECORD)

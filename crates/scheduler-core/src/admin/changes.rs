@@ -7,7 +7,7 @@ use crate::trees::pool_tree::{parse_tree_name, PoolTree};
 use crate::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Map, Value};
 use ytsched_common::maintenance::MaintenanceFlag;
-use ytsched_common::names::TreeName;
+use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
     DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
@@ -23,7 +23,7 @@ fn pool_map(tree: &PoolTree, parent: &str) -> Value {
 }
 
 impl SchedulerCore {
-    fn resolve_pool(&self, tree: &str, pool_path: &[String]) -> Result<String, ConfigError> {
+    fn resolve_pool(&self, tree: &str, pool_path: &[String]) -> Result<TreePoolName, ConfigError> {
         let t = self.cluster.tree(tree)?;
         let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
         t.resolve_path(&segs)
@@ -31,7 +31,11 @@ impl SchedulerCore {
     }
 
     /// The pool a `.../@attr` path is about; the root has no attributes of its own.
-    fn attribute_pool(&self, tree: &str, pool_path: &[String]) -> Result<String, ConfigError> {
+    fn attribute_pool(
+        &self,
+        tree: &str,
+        pool_path: &[String],
+    ) -> Result<TreePoolName, ConfigError> {
         let pool = self.resolve_pool(tree, pool_path)?;
         if pool == ROOT_POOL {
             return Err(ConfigError::invalid(

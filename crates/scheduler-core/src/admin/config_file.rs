@@ -18,6 +18,7 @@ use crate::trees::pool_tree::{parse_tree_name, ClusterConfig, ConfigError, PoolT
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use ytsched_common::names::PoolName;
 use ytsched_common::pool_config::{PoolConfig, TreeConfig, ROOT_POOL};
 use ytsched_common::NodeId;
 
@@ -62,7 +63,7 @@ impl ConfigFile {
             let config = TreeConfig::from_attributes(name, section.config.clone())?;
             // Pools go in with the default parent pool relaxed, as that pool may come later.
             let mut tree = PoolTree::new(TreeConfig {
-                default_parent_pool: ROOT_POOL.into(),
+                default_parent_pool: PoolName::root(),
                 ..config.clone()
             });
             add_pools(&mut tree, name, ROOT_POOL, &section.pools)?;

@@ -12,8 +12,7 @@ use crate::SchedulerCore;
 use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
-use ytsched_common::names::TreeName;
-use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::names::{TreeName, TreePoolName};
 
 /// Pools one delegated subtree may hold (its top pool included).
 pub const MAX_DELEGATED_POOLS: usize = 200;
@@ -25,7 +24,7 @@ pub const DELEGATES_QUARTERS: usize = 3;
 impl SchedulerCore {
     /// The (tree, pool) an admin path changes, where that is a pool: the scope whose
     /// budget a delegate's `set` spends.
-    pub fn pool_scope_of(&self, path: &str) -> Option<(TreeName, String)> {
+    pub fn pool_scope_of(&self, path: &str) -> Option<(TreeName, TreePoolName)> {
         let (tree_name, pool_path) = match AdminPath::parse(path).ok()? {
             AdminPath::Pool { tree, pool_path }
             | AdminPath::PoolAttribute {
@@ -45,7 +44,7 @@ impl SchedulerCore {
     pub fn delegate_budget_refusal(
         &self,
         caller: &Caller,
-        scope: Option<(&str, &str)>,
+        scope: Option<(&TreeName, &TreePoolName)>,
         record_bytes: usize,
         max_record: usize,
     ) -> Option<ApiError> {
@@ -61,7 +60,7 @@ impl SchedulerCore {
         let (tree_name, pool) = scope?;
         let tree = self.cluster.tree(tree_name).ok()?;
         let top = delegation_top(tree, pool, caller)?;
-        let (pools, bytes) = subtree_size(tree, &top);
+        let (pools, bytes) = subtree_size(tree, top);
         let subtree_bytes = max_record / SUBTREE_PARTS;
         let whose = format!(
             "the subtree of pool '{top}' of pool tree '{tree_name}' that user '{}' administers",
@@ -83,24 +82,24 @@ impl SchedulerCore {
 
 /// The topmost pool at or above `pool` that `caller` administers: where the grant
 /// begins, so nested grants share one budget instead of each bringing another.
-fn delegation_top(tree: &PoolTree, pool: &str, caller: &Caller) -> Option<String> {
-    if pool_allows(tree, ROOT_POOL, caller, Permission::Administer) {
-        return Some(ROOT_POOL.to_string());
-    }
-    tree.ancestry(pool)
+fn delegation_top<'a>(
+    tree: &'a PoolTree,
+    pool: &'a TreePoolName,
+    caller: &Caller,
+) -> Option<&'a TreePoolName> {
+    tree.lineage(pool)
         .into_iter()
         .rev()
         .find(|p| pool_allows(tree, p, caller, Permission::Administer))
-        .map(String::from)
 }
 
 /// Pools in the subtree under `top` (itself included unless it is the root), and the
 /// bytes their records take in the stored configuration.
-fn subtree_size(tree: &PoolTree, top: &str) -> (usize, usize) {
+fn subtree_size(tree: &PoolTree, top: &TreePoolName) -> (usize, usize) {
     let mut pools = 0;
     let mut bytes = 0;
     for (name, pool) in &tree.pools {
-        if top == ROOT_POOL || tree.ancestry(name).contains(&top) {
+        if top.is_root() || tree.ancestry(name).contains(&top) {
             pools += 1;
             bytes += name.len()
                 + ytsched_common::codec::encode(pool).map_or(usize::MAX / 2, |b| b.len());

@@ -11,6 +11,7 @@ use crate::{Operation, SchedulerCore};
 use ytsched_common::acl::{self, Ace, Permission};
 use ytsched_common::api::{ApiError, ObjectType};
 use ytsched_common::identity::Caller;
+use ytsched_common::names::{PoolName, TreePoolName};
 use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::OperationId;
 
@@ -19,7 +20,7 @@ use ytsched_common::OperationId;
 /// everyone and `administer` for admins).
 pub(crate) fn pool_allows(
     tree: &PoolTree,
-    pool: &str,
+    pool: &TreePoolName,
     caller: &Caller,
     permission: Permission,
 ) -> bool {
@@ -183,7 +184,7 @@ impl SchedulerCore {
         caller: &Caller,
         object_type: ObjectType,
         tree_name: Option<&str>,
-        parent: Option<&str>,
+        parent: Option<&PoolName>,
     ) -> Result<(), ApiError> {
         if caller.admin {
             return Ok(());
@@ -191,13 +192,15 @@ impl SchedulerCore {
         match (object_type, tree_name) {
             (ObjectType::SchedulerPool, Some(tree_name)) => {
                 let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
-                let parent = parent.unwrap_or(ROOT_POOL);
-                if parent != ROOT_POOL && !tree.contains(parent) {
+                let parent = parent
+                    .cloned()
+                    .map_or_else(TreePoolName::root, TreePoolName::from);
+                if !tree.contains(&parent) {
                     return Err(ApiError::not_found(format!(
                         "pool tree '{tree_name}' has no pool '{parent}'"
                     )));
                 }
-                if pool_allows(tree, parent, caller, Permission::Administer) {
+                if pool_allows(tree, &parent, caller, Permission::Administer) {
                     Ok(())
                 } else {
                     Err(refusal(

@@ -4,6 +4,7 @@
 
 use crate::operations::access::{ephemeral_pool_refusal, pool_allows, refusal};
 use crate::operations::operation::{Placement, TreeSlot};
+use crate::operations::operation_counts::PoolCountMap;
 use crate::trees::pool_tree::PoolTree;
 use crate::{CoreEvent, Operation, SchedulerCore};
 use std::collections::HashMap;
@@ -37,9 +38,9 @@ struct TreeAdmission {
 }
 
 /// An ephemeral pool admission would create.
+/// Its name is the pool admission resolved to.
 struct NewPool {
-    name: String,
-    parent: String,
+    parent: TreePoolName,
     config: PoolConfig,
 }
 
@@ -118,20 +119,14 @@ impl SchedulerCore {
             let admitted = self.admit_in_tree(tree_name, user, caller, &spec)?;
             pending |= admitted.blocked;
             if let Some(np) = admitted.new_pool {
-                new_pools.push((tree_name.clone(), np));
+                new_pools.push((tree_name.clone(), admitted.slot.pool.clone(), np));
             }
             slots.push((tree_name.clone(), admitted.slot));
         }
-        for (tree_name, np) in new_pools {
+        for (tree_name, pool, np) in new_pools {
             let tree = self.cluster.tree_mut(&tree_name).expect("exists");
-            tree.add_pool(
-                &tree_name,
-                &np.name,
-                &np.parent,
-                np.config,
-                Some(user.into()),
-            )
-            .map_err(ApiError::from)?;
+            tree.add_pool(&tree_name, &pool, &np.parent, np.config, Some(user.into()))
+                .map_err(ApiError::from)?;
             self.config_revision += 1;
         }
         let seq = self.next_operation_seq;
@@ -184,28 +179,25 @@ impl SchedulerCore {
             .unwrap_or_else(|| user.to_string());
         let (pool, new_pool) = resolve_pool(tree, tree_name, &requested, user)?;
         let counts = self.pool_counts(tree_name);
-        // The pool and its ancestors up to the root, a pool still to be created first.
-        let first_existing = new_pool
-            .as_ref()
-            .map_or(pool.as_str(), |np| np.parent.as_str());
         if let Some(c) = caller {
             check_pool_use(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
         }
-        let chain: Vec<String> = new_pool
-            .iter()
-            .map(|np| np.name.clone())
-            .chain(tree.ancestry(first_existing).into_iter().map(String::from))
-            .chain([ROOT_POOL.to_string()])
-            .collect();
-        let limit_of = |p: &str| match &new_pool {
-            Some(np) if np.name == p => tree.count_limits_of(&np.config),
+        // The pool and its ancestors up to the root, a pool still to be created first.
+        let chain: Vec<&TreePoolName> = match &new_pool {
+            Some(np) => std::iter::once(&pool)
+                .chain(tree.lineage(&np.parent))
+                .collect(),
+            None => tree.lineage(&pool),
+        };
+        let limit_of = |p: &TreePoolName| match &new_pool {
+            Some(np) if *p == pool => tree.count_limits_of(&np.config),
             _ => tree.count_limits(p),
         };
-        for p in &chain {
+        for &p in &chain {
             let c = counts.get(p).copied().unwrap_or_default();
             let (max, _) = limit_of(p);
             if c.total >= max {
-                let what = if p == ROOT_POOL {
+                let what = if p.is_root() {
                     format!("pool tree '{tree_name}'")
                 } else {
                     format!("pool '{p}' of pool tree '{tree_name}'")
@@ -227,7 +219,7 @@ impl SchedulerCore {
         let blocked = !lightweight
             && chain
                 .iter()
-                .any(|p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p).1);
+                .any(|&p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p).1);
         let limits = options
             .and_then(|o| o.resource_limits.as_ref())
             .or(spec.resource_limits.as_ref());
@@ -329,7 +321,7 @@ impl SchedulerCore {
         if pending.is_empty() {
             return;
         }
-        let mut counts_by_tree: HashMap<TreeName, HashMap<String, PoolCounts>> = HashMap::new();
+        let mut counts_by_tree: HashMap<TreeName, PoolCountMap> = HashMap::new();
         for id in pending {
             let slots: Vec<(TreeName, TreePoolName, bool)> = self.operations[&id]
                 .trees
@@ -346,12 +338,7 @@ impl SchedulerCore {
                 let counts = counts_by_tree
                     .entry(tree_name.clone())
                     .or_insert_with(|| self.pool_counts(tree_name));
-                let chain: Vec<String> = tree
-                    .ancestry(pool)
-                    .into_iter()
-                    .chain([ROOT_POOL])
-                    .map(String::from)
-                    .collect();
+                let chain: Vec<TreePoolName> = tree.lineage(pool).into_iter().cloned().collect();
                 blocked |= !lightweight
                     && chain.iter().any(|p| {
                         counts.get(p).copied().unwrap_or_default().running
@@ -453,16 +440,13 @@ impl SchedulerCore {
     }
 }
 
-/// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing
-/// pool, its `<pool>$<user>` subpool, or a new ephemeral pool under `default_parent_pool`.
-/// Returns the pool name and the pool to create, if any.
 /// Whether `caller` may run an operation in `pool` (or create it, when it is an
 /// ephemeral pool still to be made): the `use` permission on the nearest existing pool,
 /// except in the caller's own ephemeral pool.
 fn check_pool_use(
     tree: &PoolTree,
     tree_name: &str,
-    pool: &str,
+    pool: &TreePoolName,
     new_pool: Option<&NewPool>,
     user: &str,
     caller: &Caller,
@@ -470,8 +454,8 @@ fn check_pool_use(
     if let Some(e) = ephemeral_pool_refusal(tree, tree_name, pool, new_pool.is_some(), caller) {
         return Err(e);
     }
-    let first_existing = new_pool.map_or(pool, |np| np.parent.as_str());
-    let own_ephemeral = new_pool.is_some_and(|np| np.name == user);
+    let first_existing = new_pool.map_or(pool, |np| &np.parent);
+    let own_ephemeral = new_pool.is_some() && *pool == user;
     if !own_ephemeral && !pool_allows(tree, first_existing, caller, Permission::Use) {
         return Err(refusal(
             caller,
@@ -482,6 +466,9 @@ fn check_pool_use(
     Ok(())
 }
 
+/// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing
+/// pool, its `<pool>$<user>` subpool, or a new ephemeral pool under `default_parent_pool`.
+/// Returns the pool name and the pool to create, if any.
 fn resolve_pool(
     tree: &PoolTree,
     tree_name: &str,
@@ -497,7 +484,7 @@ fn resolve_pool(
         return Ok((TreePoolName::root(), None));
     }
     match tree.pools.get_key_value(requested) {
-        Some((_, pool)) if pool.config.create_ephemeral_subpools == Some(true) => {
+        Some((parent, pool)) if pool.config.create_ephemeral_subpools == Some(true) => {
             validate_pool_name(user).map_err(|m| {
                 ApiError::new(format!("cannot create an ephemeral subpool for user: {m}"))
             })?;
@@ -506,7 +493,7 @@ fn resolve_pool(
             if tree.pools.contains_key(&name) {
                 return Ok((name, None));
             }
-            let new = ephemeral_pool(tree, tree_name, &name, requested, user)?;
+            let new = ephemeral_pool(tree, tree_name, parent, user)?;
             Ok((name, Some(new)))
         }
         Some((name, pool)) => {
@@ -521,20 +508,19 @@ fn resolve_pool(
             let name = PoolName::parse(requested)
                 .map(TreePoolName::from)
                 .map_err(|m| ApiError::new(format!("pool: {m}")))?;
-            let parent = &tree.config.default_parent_pool;
-            let new = ephemeral_pool(tree, tree_name, requested, parent, user)?;
+            let parent = TreePoolName::from(tree.config.default_parent_pool.clone());
+            let new = ephemeral_pool(tree, tree_name, &parent, user)?;
             Ok((name, Some(new)))
         }
     }
 }
 
-/// An ephemeral pool `name` under `parent` for `user`, configured from the parent's
+/// An ephemeral pool under `parent` for `user`, configured from the parent's
 /// `ephemeral_subpool_config`, if the user's `max_ephemeral_pool_per_user` allows one more.
 fn ephemeral_pool(
     tree: &PoolTree,
     tree_name: &str,
-    name: &str,
-    parent: &str,
+    parent: &TreePoolName,
     user: &str,
 ) -> Result<NewPool, ApiError> {
     let held = tree.ephemeral_pools_of(user);
@@ -550,8 +536,7 @@ fn ephemeral_pool(
         .and_then(|p| p.config.ephemeral_subpool_config.clone())
         .unwrap_or_default();
     Ok(NewPool {
-        name: name.to_string(),
-        parent: parent.to_string(),
+        parent: parent.clone(),
         config: PoolConfig {
             mode: template.mode,
             max_running_operation_count: template.max_running_operation_count,

@@ -9,7 +9,7 @@ use crate::operations::operation_index::Aggregate;
 use crate::SchedulerCore;
 use std::collections::HashMap;
 use ytsched_common::names::TreeName;
-use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::names::TreePoolName;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
@@ -17,14 +17,17 @@ use ytsched_common::OperationId;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Contribution {
     tree: TreeName,
-    chain: Vec<String>,
+    chain: Vec<TreePoolName>,
     running: bool,
     lightweight: bool,
 }
 
 /// Unfinished operations per pool, per tree.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct PoolCountsByTree(HashMap<TreeName, HashMap<String, PoolCounts>>);
+pub(crate) struct PoolCountsByTree(HashMap<TreeName, PoolCountMap>);
+
+/// Unfinished operations per pool of one tree, `<Root>` included.
+pub(crate) type PoolCountMap = HashMap<TreePoolName, PoolCounts>;
 
 impl PoolCountsByTree {
     fn apply(&mut self, c: &Contribution, sign: i64) {
@@ -68,12 +71,7 @@ impl SchedulerCore {
                 let tree = self.cluster.tree(tree_name).ok()?;
                 Some(Contribution {
                     tree: tree_name.clone(),
-                    chain: tree
-                        .ancestry(&slot.pool)
-                        .into_iter()
-                        .chain([ROOT_POOL])
-                        .map(String::from)
-                        .collect(),
+                    chain: tree.lineage(&slot.pool).into_iter().cloned().collect(),
                     running: op.state == OperationState::Running,
                     lightweight: slot.lightweight,
                 })
@@ -83,7 +81,7 @@ impl SchedulerCore {
 
     /// Counts of unfinished operations per pool of `tree` (each counts in its pool and
     /// every ancestor, `<Root>` included).
-    pub(crate) fn pool_counts(&self, tree_name: &str) -> HashMap<String, PoolCounts> {
+    pub(crate) fn pool_counts(&self, tree_name: &str) -> PoolCountMap {
         let mut indexes = self.operations.indexes();
         let by_tree = indexes.counts.refresh(
             || self.operations.keys().cloned().collect(),
@@ -101,8 +99,8 @@ impl SchedulerCore {
     }
 
     /// The same counts the slow way: what the index must always agree with.
-    fn pool_counts_by_scan(&self, tree_name: &str) -> HashMap<String, PoolCounts> {
-        let mut counts: HashMap<String, PoolCounts> = HashMap::new();
+    fn pool_counts_by_scan(&self, tree_name: &str) -> PoolCountMap {
+        let mut counts = PoolCountMap::new();
         let Ok(tree) = self.cluster.tree(tree_name) else {
             return counts;
         };
@@ -110,8 +108,8 @@ impl SchedulerCore {
             let Some(slot) = op.slot(tree_name) else {
                 continue;
             };
-            for p in tree.ancestry(&slot.pool).into_iter().chain([ROOT_POOL]) {
-                let c = counts.entry(p.to_string()).or_default();
+            for p in tree.lineage(&slot.pool) {
+                let c = counts.entry(p.clone()).or_default();
                 c.total += 1;
                 if op.state == OperationState::Running {
                     if slot.lightweight {

@@ -11,7 +11,6 @@ use ytsched_common::api::ApiError;
 use ytsched_common::explain::{
     first_shortfall, Explanation, PoolExplanation, Reason, ShareParts, TreePlace,
 };
-use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::resources::{ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
@@ -82,13 +81,9 @@ impl SchedulerCore {
                 continue;
             };
             let counts = self.pool_counts(tree_name);
-            let chain: Vec<&str> = tree
-                .ancestry(&slot.pool)
-                .into_iter()
-                .chain([ROOT_POOL])
-                .collect();
-            for (depth, pool) in chain.iter().enumerate() {
-                let running = counts.get(*pool).map_or(0, |c| c.running);
+            let chain = tree.lineage(&slot.pool);
+            for (depth, &pool) in chain.iter().enumerate() {
+                let running = counts.get(pool).map_or(0, |c| c.running);
                 let limit = tree.max_running_operation_count(pool);
                 if running < limit {
                     continue;
@@ -101,7 +96,7 @@ impl SchedulerCore {
                             .get(p)
                             .and_then(|o| o.slot(tree_name))
                             .is_some_and(|s| {
-                                tree.ancestry(&s.pool).contains(pool) || *pool == ROOT_POOL
+                                pool.is_root() || tree.ancestry(&s.pool).contains(&pool)
                             })
                     })
                     .collect();
@@ -317,8 +312,8 @@ impl SchedulerCore {
             max_running_operations: tree.max_running_operation_count(pool),
             operations: counts.total as u64,
             max_operations: tree.max_operation_count(pool),
-            preemption_allowed: self.preemption_allowed(&tree_name, pool, false),
-            aggressive_preemption_allowed: self.preemption_allowed(&tree_name, pool, true),
+            preemption_allowed: self.preemption_allowed(&tree_name, pool_name, false),
+            aggressive_preemption_allowed: self.preemption_allowed(&tree_name, pool_name, true),
             not_in_last_update: element.is_none(),
         };
         if let Some((shares, idx)) = element {

@@ -105,7 +105,7 @@ pub struct TreeFacts {
     name: String,
     tree: crate::trees::pool_tree::PoolTree,
     shares: std::sync::Arc<TreeShares>,
-    counts: std::collections::HashMap<String, PoolCounts>,
+    counts: crate::operations::operation_counts::PoolCountMap,
     starvation: Option<std::sync::Arc<crate::trees::starvation::TreeStarvation>>,
     ops: std::collections::HashMap<ytsched_common::OperationId, OpFacts>,
     pending: Vec<PendingFacts>,

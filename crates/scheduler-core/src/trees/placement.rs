@@ -10,6 +10,7 @@ use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::live_usage::LiveTree;
 use crate::{CoreEvent, SchedulerCore};
 use std::collections::BTreeSet;
+use ytsched_common::names::TreePoolName;
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
@@ -159,7 +160,7 @@ impl SchedulerCore {
     pub(crate) fn pool_filters(
         &self,
         tree: &str,
-        pool: &str,
+        pool: &TreePoolName,
     ) -> Vec<&ytsched_common::tag_filter::TagFilter> {
         let Some(t) = self.cluster.trees.get(tree) else {
             return vec![];

@@ -201,13 +201,13 @@ impl PoolTree {
     }
 
     /// `pool` and its ancestors up to (not including) the root, nearest first.
-    pub fn ancestry<'a>(&'a self, pool: &'a str) -> Vec<&'a str> {
+    pub fn ancestry<'a>(&'a self, pool: &'a TreePoolName) -> Vec<&'a TreePoolName> {
         let mut out = Vec::new();
         let mut cur = pool;
-        while cur != ROOT_POOL {
+        while *cur != ROOT_POOL {
             out.push(cur);
             match self.pools.get(cur) {
-                Some(p) => cur = p.parent.as_str(),
+                Some(p) => cur = &p.parent,
                 None => break,
             }
             if out.len() > self.pools.len() {
@@ -217,25 +217,40 @@ impl PoolTree {
         out
     }
 
+    /// `pool`, its ancestors and the root, nearest first: every pool whose counts and
+    /// limits an operation in `pool` is held to.
+    pub fn lineage<'a>(&'a self, pool: &'a TreePoolName) -> Vec<&'a TreePoolName> {
+        let mut out = self.ancestry(pool);
+        out.push(TreePoolName::root_ref());
+        out
+    }
+
     /// The pool a path names: `["company", "development"]` must be company's child
     /// development. An empty path is the root.
-    pub fn resolve_path(&self, segments: &[&str]) -> Result<String, ConfigError> {
-        let mut parent = ROOT_POOL.to_string();
+    pub fn resolve_path(&self, segments: &[&str]) -> Result<TreePoolName, ConfigError> {
+        let mut parent = TreePoolName::root();
         for seg in segments {
-            let pool = self.pools.get(*seg).filter(|p| p.parent == parent);
-            if pool.is_none() {
+            let found = self
+                .pools
+                .get_key_value(*seg)
+                .filter(|(_, p)| p.parent == parent);
+            let Some((name, _)) = found else {
                 return Err(ConfigError::not_found(format!(
                     "no pool '{seg}' under '{parent}'"
                 )));
-            }
-            parent = seg.to_string();
+            };
+            parent = name.clone();
         }
         Ok(parent)
     }
 
     /// Path segments from the root to `pool`.
-    pub fn path_of(&self, pool: &str) -> Vec<String> {
-        let mut v: Vec<String> = self.ancestry(pool).into_iter().map(String::from).collect();
+    pub fn path_of(&self, pool: &TreePoolName) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .ancestry(pool)
+            .into_iter()
+            .map(|p| p.to_string())
+            .collect();
         v.reverse();
         v
     }
@@ -365,12 +380,12 @@ impl PoolTree {
     pub fn validate(&self, tree_name: &str) -> Result<(), ConfigError> {
         self.config.validate(tree_name)?;
         let d = &self.config.default_parent_pool;
-        if !self.contains(d) {
+        if !self.contains(d.as_str()) {
             return Err(ConfigError::invalid(format!(
                 "pool tree '{tree_name}': attribute 'default_parent_pool': pool '{d}' does not exist"
             )));
         }
-        if let Some(p) = self.pools.get(d) {
+        if let Some(p) = self.pools.get(d.as_str()) {
             if p.config.mode() == PoolMode::Fifo {
                 return Err(ConfigError::invalid(format!(
                     "pool tree '{tree_name}': attribute 'default_parent_pool': pool '{d}' is a FIFO pool and cannot hold ephemeral pools"
@@ -536,7 +551,10 @@ mod tests {
         assert!(e.message.contains("max_operation_count"), "{e}");
         assert_eq!(t.resolve_path(&["company", "dev"]).unwrap(), "dev");
         assert!(t.resolve_path(&["dev"]).is_err());
-        assert_eq!(t.path_of("dev"), vec!["company", "dev"]);
+        assert_eq!(
+            t.path_of(&TreePoolName::parse("dev").unwrap()),
+            vec!["company", "dev"]
+        );
         assert!(t.remove_pool("company").is_err());
         let e = t
             .add_pool(

@@ -13,7 +13,8 @@ use crate::{CoreEvent, SchedulerCore};
 use serde::Serialize;
 use std::collections::HashMap;
 use ytsched_common::names::TreeName;
-use ytsched_common::pool_config::{limits_vector, ROOT_POOL};
+use ytsched_common::names::TreePoolName;
+use ytsched_common::pool_config::limits_vector;
 use ytsched_common::protocol::{JobAbort, JobStartSpec, UnixMillis};
 use ytsched_common::resources::{ResourceVector, EPSILON};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
@@ -139,24 +140,26 @@ impl SchedulerCore {
     }
 
     /// Whether every pool above `pool` allows this kind of preemption.
-    pub(crate) fn preemption_allowed(&self, tree: &str, pool: &str, aggressive: bool) -> bool {
+    pub(crate) fn preemption_allowed(
+        &self,
+        tree: &str,
+        pool: &TreePoolName,
+        aggressive: bool,
+    ) -> bool {
         let Some(t) = self.cluster.trees.get(tree) else {
             return false;
         };
-        t.ancestry(pool)
-            .into_iter()
-            .filter(|p| *p != ROOT_POOL)
-            .all(|p| {
-                let c = t.pools.get(p).map(|x| &x.config);
-                let flag = c.and_then(|c| {
-                    if aggressive {
-                        c.allow_aggressive_preemption
-                    } else {
-                        c.allow_regular_preemption
-                    }
-                });
-                flag.unwrap_or(true)
-            })
+        t.ancestry(pool).into_iter().all(|p| {
+            let c = t.pools.get(p).map(|x| &x.config);
+            let flag = c.and_then(|c| {
+                if aggressive {
+                    c.allow_aggressive_preemption
+                } else {
+                    c.allow_regular_preemption
+                }
+            });
+            flag.unwrap_or(true)
+        })
     }
 
     /// The preemptive stage: if an operation of this node's tree is starving and the
@@ -300,7 +303,7 @@ impl SchedulerCore {
             }
             let Some(victim_pool) = self.operations[&c.operation]
                 .slot(tree_name)
-                .map(|s| s.pool.as_str())
+                .map(|s| &s.pool)
             else {
                 continue;
             };
