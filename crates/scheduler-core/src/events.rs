@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use ytsched_common::maintenance::NodeMaintenance;
-use ytsched_common::names::TreeName;
+use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::protocol::Registration;
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -47,7 +47,7 @@ pub enum CoreEvent {
     OperationStarted {
         id: OperationId,
         user: String,
-        pool: String,
+        pool: TreePoolName,
         jobs: u64,
     },
     /// Admitted but waiting for a running-operation slot in its pool or an ancestor.
@@ -61,7 +61,7 @@ pub enum CoreEvent {
     /// An ephemeral pool lost its last operation.
     PoolRemoved {
         tree: TreeName,
-        pool: String,
+        pool: TreePoolName,
     },
     OperationFinished {
         id: OperationId,

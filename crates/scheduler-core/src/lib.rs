@@ -32,13 +32,13 @@ pub use trees::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 pub use trees::share_update::{ComputedShares, ShareUpdate};
 pub use trees::{fair_share, pool_tree, starvation};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::{NodeId, OperationId};
 
 /// Integral volumes (share × seconds) by tree, then pool: state the store keeps.
-pub type IntegralVolumes = BTreeMap<TreeName, HashMap<String, f64>>;
+pub type IntegralVolumes = BTreeMap<TreeName, trees::fair_share::PoolVolumes>;
 
 #[derive(Clone, Debug)]
 pub struct CoreConfig {

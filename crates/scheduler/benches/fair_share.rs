@@ -3,6 +3,7 @@
 //! core for 1,000 × 10,000).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::{PoolConfig, TreeConfig, ROOT_POOL};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::OperationId;
@@ -57,7 +58,7 @@ fn operations(leaves: &[String], count: usize) -> Vec<OperationInput> {
             let job = ResourceVector::new(cpu, mem, 0.0, 1.0);
             OperationInput {
                 id: OperationId(format!("op{i}")),
-                pool: leaves[(i * 7919) % leaves.len()].clone(),
+                pool: TreePoolName::parse(&leaves[(i * 7919) % leaves.len()]).unwrap(),
                 weight: 1.0 + (i % 3) as f64,
                 demand: job.scale(jobs),
                 usage: job.scale((jobs / 2.0).floor()),

@@ -74,7 +74,7 @@ fn log_operation_event(e: &CoreEvent) {
             pool,
             jobs,
         } => {
-            info!(operation = %id, user, pool, jobs, "operation started")
+            info!(operation = %id, user, pool = %pool, jobs, "operation started")
         }
         CoreEvent::OperationPending { id } => {
             info!(operation = %id, "operation pending: its pool is at max_running_operation_count")
@@ -83,7 +83,7 @@ fn log_operation_event(e: &CoreEvent) {
             info!(operation = %id, "pending operation started")
         }
         CoreEvent::PoolRemoved { tree, pool } => {
-            info!(tree = %tree, pool, "ephemeral pool removed: its last operation ended")
+            info!(tree = %tree, pool = %pool, "ephemeral pool removed: its last operation ended")
         }
         CoreEvent::OperationFinished { id, state, error } => {
             info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")

@@ -172,7 +172,8 @@ fn build(pools: &[PoolGen], ops: &[OpGen]) -> (PoolTree, Vec<OperationInput>) {
             }
             OperationInput {
                 id: OperationId(format!("op{k}")),
-                pool,
+                pool: ytsched_common::names::TreePoolName::parse(&pool)
+                    .expect("a pool the tree holds"),
                 weight: o.weight,
                 demand: job.scale(o.jobs as f64),
                 usage: job.scale(o.running as f64),

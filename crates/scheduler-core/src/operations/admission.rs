@@ -139,7 +139,7 @@ impl SchedulerCore {
         self.outbox.event(CoreEvent::OperationStarted {
             id: id.clone(),
             user: user.to_string(),
-            pool: op.main_pool().to_string(),
+            pool: op.main_pool().clone(),
             jobs: op.total_job_count(),
         });
         if pending {
@@ -433,7 +433,7 @@ impl SchedulerCore {
             self.config_revision += 1;
             self.outbox.event(CoreEvent::PoolRemoved {
                 tree: tree_name.clone(),
-                pool: current.to_string(),
+                pool: current.clone(),
             });
             current = parent;
         }

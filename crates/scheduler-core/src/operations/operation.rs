@@ -379,7 +379,7 @@ impl Operation {
     }
 
     /// Its pool in the first tree.
-    pub fn main_pool(&self) -> &str {
+    pub fn main_pool(&self) -> &TreePoolName {
         &self.trees[0].1.pool
     }
 

@@ -21,7 +21,7 @@ pub use ytsched_fair_share::DetailedShare;
 #[derive(Clone, Debug)]
 pub struct OperationInput {
     pub id: OperationId,
-    pub pool: String,
+    pub pool: TreePoolName,
     pub weight: f64,
     /// Absolute resources: running plus waiting jobs.
     pub demand: ResourceVector,
@@ -93,6 +93,13 @@ impl Element {
             ElementKind::Operation { id } => id.as_str(),
         }
     }
+
+    pub fn pool_name(&self) -> Option<&TreePoolName> {
+        match &self.kind {
+            ElementKind::Pool { name, .. } => Some(name),
+            ElementKind::Operation { .. } => None,
+        }
+    }
 }
 
 /// The result of one update of one tree.
@@ -137,18 +144,21 @@ impl TreeShares {
     }
 }
 
+/// Accumulated integral volume of each pool of one tree (share × seconds).
+pub type PoolVolumes = HashMap<TreePoolName, f64>;
+
 /// What an update needs besides the tree and its operations: state carried from the
 /// previous update, and what the nodes offer.
 #[derive(Clone, Debug, Default)]
 pub struct UpdateContext {
     /// Accumulated integral volume of each pool (share × seconds).
-    pub volumes: HashMap<String, f64>,
+    pub volumes: PoolVolumes,
     /// The integral share ratio each pool was given in the previous update.
-    pub last_share_ratios: HashMap<String, f64>,
+    pub last_share_ratios: HashMap<TreePoolName, f64>,
     /// Seconds since the previous update, if any.
     pub since_previous_s: Option<f64>,
     /// For pools with a `scheduling_tag_filter`: the resources of the nodes it matches.
-    pub filter_resources: HashMap<String, ResourceVector>,
+    pub filter_resources: HashMap<TreePoolName, ResourceVector>,
 }
 
 /// Computes fair shares for one tree with no history.
@@ -263,7 +273,11 @@ impl<'t> InputBuilder<'t> {
                 let filter = c.tag_filter().cloned();
                 let mut limits = limits_vector(c.resource_limits.as_ref());
                 if filter.is_some() {
-                    let offered = ctx.filter_resources.get(child).copied().unwrap_or_default();
+                    let offered = ctx
+                        .filter_resources
+                        .get(child_name)
+                        .copied()
+                        .unwrap_or_default();
                     limits = limits.map(|r, v| v.min(offered.get(r)));
                 }
                 let ci = self.elements.len();
@@ -282,7 +296,7 @@ impl<'t> InputBuilder<'t> {
                             .as_ref()
                             .map(|g| fs::Guarantee::from_vector(g.to_vector(0.0), g.specified()))
                             .unwrap_or_default(),
-                        integral: integral_input(tree, child, total, ctx),
+                        integral: integral_input(tree, child_name, total, ctx),
                     },
                 });
                 self.kinds.push(ElementKind::Pool {
@@ -304,7 +318,7 @@ impl<'t> InputBuilder<'t> {
         self.operation_index.reserve(operations.len());
         let mut fifo_members: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
         for (k, op) in operations.iter().enumerate() {
-            let Some(&parent) = self.pool_index.get(op.pool.as_str()) else {
+            let Some(&parent) = self.pool_index.get(&op.pool) else {
                 continue;
             };
             let ci = self.elements.len();
@@ -343,7 +357,7 @@ impl<'t> InputBuilder<'t> {
 /// accumulated.
 fn integral_input(
     tree: &PoolTree,
-    pool: &str,
+    pool: &TreePoolName,
     total: ResourceVector,
     ctx: &UpdateContext,
 ) -> Option<fs::IntegralInput> {

@@ -2,13 +2,13 @@
 //! right away (before the next placement) when the tree's operations, configuration or
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
-use crate::trees::fair_share::{self, OperationInput, UpdateContext};
+use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::{TreeSnapshot, TreeState};
 use crate::{PoolTree, SchedulerCore};
 use std::collections::HashMap;
 use std::sync::Arc;
-use ytsched_common::names::TreeName;
+use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
@@ -181,7 +181,7 @@ impl SchedulerCore {
         for (o, slot) in running.filter_map(|o| Some((o, o.slot(tree_name)?))) {
             inputs.push(OperationInput {
                 id: o.id.clone(),
-                pool: slot.pool.to_string(),
+                pool: slot.pool.clone(),
                 weight: slot.weight,
                 demand: o.demand_in(tree_name),
                 usage: slot.usage,
@@ -210,7 +210,10 @@ impl SchedulerCore {
                     p.elements
                         .iter()
                         .filter_map(|e| {
-                            Some((e.name().to_string(), e.integral.as_ref()?.last_share_ratio))
+                            Some((
+                                e.pool_name()?.clone(),
+                                e.integral.as_ref()?.last_share_ratio,
+                            ))
                         })
                         .collect()
                 })
@@ -285,12 +288,12 @@ impl SchedulerCore {
         }
         // With no nodes there is nothing to measure volumes against: keep them as they are.
         if Resource::ALL.iter().any(|&r| total.get(r) > 0.0) {
-            let volumes: HashMap<String, f64> = shares
+            let volumes: PoolVolumes = shares
                 .elements
                 .iter()
                 .filter_map(|e| {
                     let ig = e.integral.as_ref().filter(|ig| ig.accrues())?;
-                    Some((e.name().to_string(), ig.volume_ratio))
+                    Some((e.pool_name()?.clone(), ig.volume_ratio))
                 })
                 .collect();
             state.integral_volumes = volumes;
@@ -337,7 +340,7 @@ impl SchedulerCore {
 
     /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes
     /// that match it offer: the most its subtree can ever use.
-    fn pool_filter_resources(&self, tree_name: &str) -> HashMap<String, ResourceVector> {
+    fn pool_filter_resources(&self, tree_name: &str) -> HashMap<TreePoolName, ResourceVector> {
         let Some(tree) = self.cluster.trees.get(tree_name) else {
             return HashMap::new();
         };
@@ -351,7 +354,7 @@ impl SchedulerCore {
                 .filter(|n| filter.matches(&n.all_tags))
                 .map(|n| n.resource_limits)
                 .sum();
-            out.insert(name.to_string(), offered);
+            out.insert(name.clone(), offered);
         }
         out
     }

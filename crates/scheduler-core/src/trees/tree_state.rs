@@ -7,7 +7,7 @@ use crate::trees::fair_share::TreeShares;
 use crate::trees::live_usage::LiveTree;
 use crate::trees::starvation::{StarvationStatus, TreeStarvation};
 use crate::{Node, SchedulerCore};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
@@ -47,7 +47,7 @@ pub(crate) struct TreeState {
     pub starvation: Arc<TreeStarvation>,
     /// Integral volume (share × seconds) of the tree's burst and relaxed pools: state
     /// the store keeps.
-    pub integral_volumes: HashMap<String, f64>,
+    pub integral_volumes: crate::trees::fair_share::PoolVolumes,
     /// Operations, configuration or nodes changed since the last update: it is updated
     /// before the next placement rather than a period later.
     pub stale: bool,
