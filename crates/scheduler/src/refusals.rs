@@ -27,9 +27,11 @@ pub enum Refusal {
     HttpConnections,
     /// An HTTP read that found the face's queue to the core full.
     HttpBusy,
+    /// A request that would add writes while the store is `MAX_WRITE_BACKLOG` behind.
+    StoreBehind,
 }
 
-const ALL: [Refusal; 7] = [
+const ALL: [Refusal; 8] = [
     Refusal::ForeignReply,
     Refusal::NoReply,
     Refusal::MalformedSubject,
@@ -37,6 +39,7 @@ const ALL: [Refusal; 7] = [
     Refusal::Busy,
     Refusal::HttpConnections,
     Refusal::HttpBusy,
+    Refusal::StoreBehind,
 ];
 
 impl Refusal {
@@ -49,6 +52,7 @@ impl Refusal {
             Refusal::Busy => "busy",
             Refusal::HttpConnections => "http_connections",
             Refusal::HttpBusy => "http_busy",
+            Refusal::StoreBehind => "store_behind",
         }
     }
 

@@ -25,6 +25,8 @@ use crate::store::{phase, Write, EPOCH_KEY};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
@@ -38,7 +40,16 @@ struct Batch {
 pub struct Writer {
     tx: mpsc::UnboundedSender<Batch>,
     fenced: watch::Receiver<Option<String>>,
+    /// Writes queued and not yet stored. The queue itself cannot refuse (the core has
+    /// already made the changes it carries); callers that add work read this and push
+    /// back instead (`MAX_WRITE_BACKLOG`).
+    backlog: Arc<AtomicUsize>,
 }
+
+/// The most writes the store may be behind before requests that make more are answered
+/// "busy, retry": a few seconds of the store's pace, so memory stays bounded whatever
+/// the offered load, while heartbeats (bounded by the nodes) are never refused.
+pub const MAX_WRITE_BACKLOG: usize = 20_000;
 
 /// Resolves when a batch is stored. Dropped without waiting, the writes still happen.
 pub struct Stored(Option<oneshot::Receiver<()>>);
@@ -68,8 +79,25 @@ impl Writer {
     pub fn spawn(store: kv::Store, max_value_bytes: usize, revisions: Revisions) -> Writer {
         let (tx, rx) = mpsc::unbounded_channel();
         let (fenced_tx, fenced) = watch::channel(None);
-        tokio::spawn(run(store, rx, max_value_bytes, revisions, fenced_tx));
-        Writer { tx, fenced }
+        let backlog = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(run(
+            store,
+            rx,
+            max_value_bytes,
+            revisions,
+            fenced_tx,
+            backlog.clone(),
+        ));
+        Writer {
+            tx,
+            fenced,
+            backlog,
+        }
+    }
+
+    /// Writes queued and not yet stored.
+    pub fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
     }
 
     /// Queues writes (call it while holding the lock that ordered the changes).
@@ -78,6 +106,7 @@ impl Writer {
             return Stored(None);
         }
         let (done, rx) = oneshot::channel();
+        self.backlog.fetch_add(writes.len(), Ordering::Relaxed);
         // A writer that stopped drops the batch, and with it `done`: never confirmed.
         let _ = self.tx.send(Batch { writes, done });
         Stored(Some(rx))
@@ -215,6 +244,7 @@ async fn run(
     max_value_bytes: usize,
     revisions: Revisions,
     fenced: watch::Sender<Option<String>>,
+    backlog: Arc<AtomicUsize>,
 ) {
     let mut w = RoundWriter {
         store,
@@ -229,6 +259,7 @@ async fn run(
                 Err(_) => break,
             }
         }
+        let taken: usize = batches.iter().map(|b| b.writes.len()).sum();
         let latest = latest_writes(&mut batches, max_value_bytes);
         if !latest.is_empty() {
             // The epoch first, alone: a deposed leader's round stops there.
@@ -249,6 +280,7 @@ async fn run(
             }
         }
         // Only barriers, or everything written: what came before is stored.
+        backlog.fetch_sub(taken, Ordering::Relaxed);
         for b in batches {
             let _ = b.done.send(());
         }

@@ -410,15 +410,12 @@ impl SchedulerCore {
     }
 
     /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
-    /// and no child pool is left in it.
+    /// and no child pool is left in it. Asks the operation-count index, not every
+    /// operation: a burst of finishing one-job operations stays linear.
     fn remove_empty_ephemeral_pools(&mut self, tree_name: &TreeName, pool: &TreePoolName) {
         let mut current = pool.clone();
         loop {
-            let busy = self
-                .operations
-                .values()
-                .filter(|o| !o.state.is_finished())
-                .any(|o| o.slot(tree_name).is_some_and(|s| s.pool == current));
+            let busy = self.pool_count(tree_name, &current).total > 0;
             let Ok(tree) = self.cluster.tree_mut(tree_name) else {
                 return;
             };

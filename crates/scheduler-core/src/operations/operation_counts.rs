@@ -98,6 +98,32 @@ impl SchedulerCore {
         counts
     }
 
+    /// Counts of one pool of `tree` (its subtree's unfinished operations), without
+    /// copying the tree's map.
+    pub(crate) fn pool_count(&self, tree_name: &str, pool: &TreePoolName) -> PoolCounts {
+        let mut indexes = self.operations.indexes();
+        let by_tree = indexes.counts.refresh(
+            || self.operations.keys().cloned().collect(),
+            |id| self.contributions_of(id),
+        );
+        let counts = by_tree
+            .0
+            .get(tree_name)
+            .and_then(|c| c.get(pool))
+            .copied()
+            .unwrap_or_default();
+        drop(indexes);
+        debug_assert_eq!(
+            counts,
+            self.pool_counts_by_scan(tree_name)
+                .get(pool)
+                .copied()
+                .unwrap_or_default(),
+            "operation counts of pool {pool} of tree {tree_name}"
+        );
+        counts
+    }
+
     /// The same counts the slow way: what the index must always agree with.
     fn pool_counts_by_scan(&self, tree_name: &str) -> PoolCountMap {
         let mut counts = PoolCountMap::new();

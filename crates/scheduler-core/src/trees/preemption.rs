@@ -78,6 +78,32 @@ struct Candidate {
     resources: ResourceVector,
 }
 
+/// The most starving operations one heartbeat's preemptive stage examines. Thousands
+/// turn starving together when a full cluster passes the starvation timeout; walking all
+/// of them (fit and path checks each) on every node's heartbeat, under the core's lock,
+/// to preempt nothing in the end, stalled the scheduler for seconds.
+pub const PREEMPTIVE_CHECKS_PER_HEARTBEAT: usize = 32;
+
+/// Which starving operations one stage tries, in order: the first half of the budget
+/// from the head of the list (the most starving, in the update's order), the other half
+/// a window of the rest starting at `cursor`, so that an operation that cannot run on
+/// the nodes the head is tried on is still reached in turn.
+fn starving_to_try(
+    order: &[(OperationId, StarvationStatus)],
+    cursor: usize,
+) -> impl Iterator<Item = &(OperationId, StarvationStatus)> {
+    let half = PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2;
+    let (head, rest) = order.split_at(order.len().min(half));
+    let start = if rest.is_empty() {
+        0
+    } else {
+        cursor % rest.len()
+    };
+    let window = rest.len().min(PREEMPTIVE_CHECKS_PER_HEARTBEAT - head.len());
+    head.iter()
+        .chain(rest[start..].iter().chain(&rest[..start]).take(window))
+}
+
 impl SchedulerCore {
     /// Classes of the running jobs of `op` in `tree_name` as of that tree's last update.
     pub(crate) fn job_classes(
@@ -193,6 +219,11 @@ impl SchedulerCore {
             return None;
         }
         self.refresh_live();
+        let cursor = self.trees.get_mut(&tree_name).map_or(0, |t| {
+            let c = t.preemption_cursor;
+            t.preemption_cursor = c.wrapping_add(PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2);
+            c
+        });
         let node = self.nodes.get(node_id)?;
         let shares = self.trees.shares(&tree_name)?;
         let candidates = self.preemption_candidates(node_id, &tree_name);
@@ -209,7 +240,7 @@ impl SchedulerCore {
             return None;
         }
         let usage = self.live_usage(&tree_name, &shares);
-        for (op_id, status) in starving.iter() {
+        for (op_id, status) in starving_to_try(&starving, cursor) {
             let (op_id, status) = (op_id.clone(), *status);
             let Some(op) = self.operations.get(&op_id) else {
                 continue;
@@ -457,5 +488,49 @@ mod tests {
             .filter(|(_, k)| *k == Preemptibility::NonPreemptible)
             .count();
         assert_eq!(kept, 5);
+    }
+
+    #[test]
+    fn the_stage_tries_a_bounded_share_of_the_starving_and_reaches_every_one_in_turn() {
+        let order: Vec<(OperationId, StarvationStatus)> = (0..100)
+            .map(|i| (OperationId(format!("op{i:03}")), StarvationStatus::Starving))
+            .collect();
+        let tried = |cursor| -> Vec<usize> {
+            starving_to_try(&order, cursor)
+                .map(|(id, _)| id.0[2..].parse().unwrap())
+                .collect()
+        };
+        let first = tried(0);
+        assert_eq!(first.len(), PREEMPTIVE_CHECKS_PER_HEARTBEAT);
+        let half = PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2;
+        assert_eq!(
+            first[..half],
+            (0..half).collect::<Vec<_>>()[..],
+            "the head first"
+        );
+        // The rotating window wraps around the end of the list.
+        let late = tried(80);
+        assert_eq!(late[half], half + 80 % (100 - half));
+        assert!(late.contains(&99) && late.contains(&half));
+        // Successive stages (the cursor moves by half the budget) reach every one.
+        let mut reached = std::collections::BTreeSet::new();
+        for stage in 0..(100 / half + 1) {
+            reached.extend(tried(stage * half));
+        }
+        assert_eq!(reached.len(), 100);
+        assert_eq!(tried(7).len(), PREEMPTIVE_CHECKS_PER_HEARTBEAT);
+        // A short list is tried whole, once.
+        let short = &order[..10];
+        assert_eq!(starving_to_try(short, 3).count(), 10);
+        let medium = &order[..20];
+        let ids: Vec<_> = starving_to_try(medium, 5)
+            .map(|(id, _)| id.clone())
+            .collect();
+        assert_eq!(ids.len(), 20);
+        assert_eq!(
+            ids.iter().collect::<std::collections::BTreeSet<_>>().len(),
+            20,
+            "no one twice"
+        );
     }
 }

@@ -53,6 +53,9 @@ pub(crate) struct TreeState {
     pub stale: bool,
     /// The driver is computing its update (background updates).
     pub updating: bool,
+    /// Where the preemptive stage's rotating share of the starving list starts next
+    /// (see `preemption::starving_to_try`).
+    pub preemption_cursor: usize,
 }
 
 impl TreeState {

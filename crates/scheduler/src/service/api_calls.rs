@@ -4,6 +4,7 @@
 use super::*;
 use crate::rate_limits::Verdict;
 use crate::refusals::Refusal;
+use crate::writer::MAX_WRITE_BACKLOG;
 use futures::StreamExt;
 use std::sync::Arc;
 use tracing::warn;
@@ -93,6 +94,24 @@ impl Driver {
                 )
                 .await;
             }
+            return None;
+        }
+        // New work waits while the store is far behind: answered "busy" (the CLI
+        // retries with the same idempotency token) instead of queued in memory. Aborts,
+        // reads and admin changes still pass: they shrink the load or are needed to
+        // manage it.
+        let backlog = self.writer.backlog();
+        if backlog > MAX_WRITE_BACKLOG && method == api::StartOperation::METHOD {
+            self.refusals.count(Refusal::StoreBehind, || {
+                format!("the store is {backlog} writes behind")
+            });
+            self.busy(
+                reply_to,
+                format!(
+                    "busy: the scheduler's store is {backlog} writes behind (more than {MAX_WRITE_BACKLOG}); retry in a second"
+                ),
+            )
+            .await;
             return None;
         }
         let Ok(permit) = self.api_slots.clone().try_acquire_owned() else {
