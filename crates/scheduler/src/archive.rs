@@ -19,6 +19,8 @@ use crate::writer::Writer;
 use async_nats::jetstream::{self, kv, stream};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{info, warn};
 use ytsched_common::api::{
@@ -59,6 +61,11 @@ pub struct Archive {
     /// Deletes an archived operation's state keys, fenced and in order with every other
     /// state write.
     writer: Writer,
+    /// Operations retired from the core whose archive record is not written yet: the
+    /// archive answers for them from here meanwhile, so an operation is found at every
+    /// moment (a burst retires thousands at once and the archive takes them one by
+    /// one). Bounded by the operations the core held: entries move here, not add up.
+    handing_over: Arc<Mutex<HashMap<OperationId, ArchivedOperation>>>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ApiError {
@@ -109,7 +116,31 @@ impl Archive {
             list,
             list_subject,
             writer,
+            handing_over: Default::default(),
         })
+    }
+
+    /// Takes over the answers for operations the core just retired, until `store` has
+    /// archived each.
+    pub fn hand_over(&self, retired: &[Archived]) {
+        if retired.is_empty() {
+            return;
+        }
+        let mut map = self.handing_over.lock().expect("handover lock");
+        for a in retired {
+            map.insert(
+                a.info.id.clone(),
+                ArchivedOperation {
+                    info: a.info.clone(),
+                    job_count: a.attempts,
+                },
+            );
+        }
+    }
+
+    /// How many retired operations wait for their archive record.
+    pub fn handing_over_count(&self) -> usize {
+        self.handing_over.lock().map_or(0, |m| m.len())
     }
 
     /// Archived operations matching `filter`, most recently archived first, starting
@@ -201,7 +232,15 @@ impl Archive {
     }
 
     pub async fn operation(&self, id: &OperationId) -> Result<Option<ArchivedOperation>, ApiError> {
-        self.get(&format!("op.{id}")).await
+        let handing_over = self
+            .handing_over
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).cloned());
+        match handing_over {
+            Some(op) => Ok(Some(op)),
+            None => self.get(&format!("op.{id}")).await,
+        }
     }
 
     pub async fn job(
@@ -312,6 +351,9 @@ impl Archive {
         };
         self.put(format!("op.{id}"), encode(&op).map_err(|e| e.to_string())?)
             .await?;
+        if let Ok(mut map) = self.handing_over.lock() {
+            map.remove(id);
+        }
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
         let listed = encode(&a.info).map_err(|e| e.to_string())?;

@@ -16,6 +16,7 @@ pub mod http_access;
 pub mod http_listener;
 pub mod job_pages;
 pub mod lease;
+pub mod lease_thread;
 pub mod rate_limits;
 pub mod refusals;
 pub mod service;

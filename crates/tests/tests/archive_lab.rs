@@ -145,7 +145,6 @@ fn a_retired_operation_answers_from_the_archive_and_is_not_revived() {
     assert!(!missing.status.success());
 }
 
-/// One `list_operations` page through the API, as `carol`.
 /// One API call as `user` (whom `lab.add_user` made).
 fn call<M: ytsched_common::api::ApiMethod>(lab: &Lab, user: &str, req: M) -> M::Response {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -157,6 +156,7 @@ fn call<M: ytsched_common::api::ApiMethod>(lab: &Lab, user: &str, req: M) -> M::
     })
 }
 
+/// One `list_operations` page through the API, as `carol`.
 fn page(lab: &Lab, req: ListOperations) -> OperationPage {
     call(lab, "carol", req)
 }
@@ -352,4 +352,77 @@ fn finished_attempts_of_a_live_operation_answer_from_the_store() {
         .collect();
     assert_eq!(paged, listed);
     lab.ok(&["abort-operation", &id]);
+}
+
+/// Issue 26 point 7: between leaving the core and its archive record being written (an
+/// operation of many attempts takes a while to take over), an operation still answers.
+#[test]
+fn a_retired_operation_answers_at_every_moment_while_the_archive_takes_it_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("trees.yaml");
+    std::fs::write(
+        &config,
+        "pool_trees:\n  default:\n    config: {soft_retained_operation_count: 0, hard_retained_operation_count: 0, clean_delay: 0}\n",
+    )
+    .unwrap();
+    let wide = NodeOpts::args(&[
+        "--cpu",
+        "8",
+        "--memory",
+        "8G",
+        "--user-slots",
+        "100",
+        "--nvidia-smi",
+        "/nonexistent",
+    ]);
+    let lab = Lab::start_with(&["--config", config.to_str().unwrap()], vec![wide]).unwrap();
+    let id = lab
+        .submit_spec("tasks:\n  t:\n    command: 'true'\n    job_count: 400\n    cpu_limit: 0.02\n    memory_limit: 16M\n")
+        .unwrap();
+    let operation_id = ytsched_common::OperationId(id.clone());
+    let (answers, finished_answers) = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = lab.client_as("admin").await.unwrap();
+        let subjects = ytsched_common::subjects::Subjects::new(&lab.prefix);
+        // The scheduler's identity may read its buckets; the admin's may not.
+        let js = async_nats::jetstream::new(lab.client_as("scheduler").await.unwrap());
+        let archive = js
+            .get_key_value(format!("{}_archive", lab.prefix))
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let (mut answers, mut finished_answers) = (0, 0);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "not archived in time");
+            let archived = archive.get(format!("op.{id}")).await.unwrap().is_some();
+            let got = ytsched_common::transport::call(
+                &client,
+                &subjects,
+                &Caller::admin("admin"),
+                ytsched_common::api::GetOperation {
+                    operation_id: operation_id.clone(),
+                },
+            )
+            .await;
+            let info = got.unwrap_or_else(|e| {
+                panic!(
+                    "get-operation failed after {answers} answers: {e}\nscheduler log:\n{}",
+                    lab.scheduler_log()
+                )
+            });
+            answers += 1;
+            if info.state.is_finished() {
+                finished_answers += 1;
+            }
+            if archived {
+                break (answers, finished_answers);
+            }
+        }
+    });
+    assert!(
+        answers > 1 && finished_answers >= 1,
+        "{answers} {finished_answers}"
+    );
+    let op = lab.operation(&id).unwrap();
+    assert_eq!(op["state"], "completed", "{op}");
+    assert_eq!(op["jobs"]["completed"], 400, "{op}");
 }

@@ -14,7 +14,7 @@ use startup::{become_leader, revive, start_http, Leadership, Revived};
 
 use crate::archive::Archive;
 use crate::core::{ClusterConfig, CoreConfig, Effects, SchedulerCore};
-use crate::lease::Lease;
+use crate::lease_thread::LeaseThread;
 use crate::rate_limits::{RateLimit, RateLimits};
 use crate::refusals::Refusals;
 use crate::store;
@@ -138,6 +138,9 @@ impl Driver {
             } else {
                 self.writer.submit(writes)
             };
+            // Still under the lock: no request finds a retired operation in neither
+            // the core nor the archive.
+            self.archive.hand_over(&effects.retired);
             (result, effects, stored)
         };
         self.carry_out(effects, stored).await;
@@ -266,14 +269,14 @@ pub async fn run(
     if let Some(path) = config.node_approvals.clone() {
         driver.follow_approvals(path, approvals_seen);
     }
-    let released = lease.releaser();
+    let (lease_lost, released) = lease.split();
     let writer_fenced = driver.writer.clone();
     tokio::select! {
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
         r = tokio::spawn(driver.clone().update_shares(config.tick_period)) => r?,
         r = tokio::spawn(driver.tick(config.tick_period)) => r?,
-        e = tokio::spawn(lease.hold()) => return Err(e?),
+        e = lease_lost.wait() => return Err(e),
         reason = writer_fenced.fenced() => {
             return Err(anyhow::anyhow!("deposed: {reason}; stopping so that only one scheduler writes"))
         }

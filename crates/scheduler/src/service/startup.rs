@@ -84,7 +84,7 @@ pub(super) struct Leadership {
     pub(super) client: async_nats::Client,
     pub(super) js: async_nats::jetstream::Context,
     pub(super) state: async_nats::jetstream::kv::Store,
-    pub(super) lease: Lease,
+    pub(super) lease: LeaseThread,
     pub(super) holder: String,
     pub(super) epoch: u64,
 }
@@ -102,16 +102,6 @@ pub(super) async fn become_leader(config: &ServiceConfig) -> anyhow::Result<Lead
         Duration::ZERO,
     )
     .await?;
-    // The lease has a connection of its own: no load on the others (a request flood,
-    // a slow consumer, a backlog of writes) can delay its renewal.
-    let lease_client = connect_as(config, "ytsched-scheduler lease", &config.auth).await?;
-    let leases = store::open_bucket(
-        &async_nats::jetstream::new(lease_client),
-        &store::bucket_name(prefix, "leader"),
-        config.kv_replicas,
-        config.lease_ttl,
-    )
-    .await?;
     let holder = format!(
         "{}/pid {}/{}",
         nix::unistd::gethostname()
@@ -120,7 +110,24 @@ pub(super) async fn become_leader(config: &ServiceConfig) -> anyhow::Result<Lead
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let lease = Lease::acquire(leases, holder.clone(), config.lease_ttl).await;
+    // The lease has a thread, runtime and connection of its own: no load on the
+    // others (a request flood, a slow consumer, a backlog of writes, a busy core) can
+    // delay its renewal (see `lease_thread.rs`).
+    let open = {
+        let (urls, auth) = (config.nats_urls.clone(), config.auth.clone());
+        let (bucket, replicas, ttl) = (
+            store::bucket_name(prefix, "leader"),
+            config.kv_replicas,
+            config.lease_ttl,
+        );
+        move || async move {
+            let client =
+                ytsched_common::transport::connect(&urls, "ytsched-scheduler lease", true, &auth)
+                    .await?;
+            store::open_bucket(&async_nats::jetstream::new(client), &bucket, replicas, ttl).await
+        }
+    };
+    let lease = LeaseThread::acquire(open, holder.clone(), config.lease_ttl).await?;
     // Claimed before the state is read: a previous leader's next write round fails.
     let epoch = crate::writer::claim_epoch(&state, &holder).await?;
 

@@ -81,6 +81,12 @@ pub(crate) struct Summary {
     pub(crate) list_page_p50_ms: Option<f64>,
     pub(crate) list_page_max_ms: Option<f64>,
     pub(crate) operations_listed: Option<u64>,
+    /// Writes to the state bucket from before the submissions to the end of the run
+    /// (puts, deletes and purges: its stream's sequence numbers).
+    pub(crate) state_writes: Option<u64>,
+    pub(crate) state_writes_per_operation: Option<f64>,
+    /// Every submitted operation asked for at the end.
+    pub(crate) audit: crate::audit::Audit,
 }
 
 /// What `--list-pages` measured.

@@ -34,9 +34,10 @@ use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::JobState;
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::{call, connect, ConnectAuth, TlsFiles};
-use ytsched_common::{IncarnationId, JobId, NodeId};
+use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
 use ytsched_tests::Lab;
 
+mod audit;
 mod figures;
 mod sim_node;
 use figures::*;
@@ -214,10 +215,16 @@ async fn admin_client(target: &Target, name: &str) -> anyhow::Result<(async_nats
     Ok((client, Caller::admin("admin")))
 }
 
-/// Submits `ops` operations holding `jobs` one-cpu jobs between them; returns the rate.
-async fn submit(target: &Target, ops: u64, jobs: u64, pooled: bool) -> anyhow::Result<f64> {
+/// Submits `ops` operations holding `jobs` one-cpu jobs between them; returns the rate
+/// and the operations' ids.
+async fn submit(
+    target: &Target,
+    ops: u64,
+    jobs: u64,
+    pooled: bool,
+) -> anyhow::Result<(f64, Vec<OperationId>)> {
     if ops == 0 {
-        return Ok(0.0);
+        return Ok((0.0, vec![]));
     }
     let (client, caller) = admin_client(target, "ytsched-load submitter").await?;
     let t0 = Instant::now();
@@ -263,7 +270,8 @@ async fn submit(target: &Target, ops: u64, jobs: u64, pooled: bool) -> anyhow::R
             failed.len()
         );
     }
-    Ok(ops as f64 / secs)
+    let ids = results.into_iter().filter_map(Result::ok).collect();
+    Ok((ops as f64 / secs, ids))
 }
 
 /// Aborted attempts the scheduler counts over every operation (lost ones included).
@@ -326,7 +334,8 @@ async fn main() -> anyhow::Result<()> {
         target.nats,
         std::thread::available_parallelism()?.get()
     );
-    let submissions_per_s = submit(&target, args.ops, args.jobs, pooled).await?;
+    let first_write = audit::state_sequence(&target).await;
+    let (submissions_per_s, submitted) = submit(&target, args.ops, args.jobs, pooled).await?;
     if args.ops > 0 {
         println!(
             "submitted {} operations: {submissions_per_s:.0}/s",
@@ -461,6 +470,20 @@ async fn main() -> anyhow::Result<()> {
             ListFigures::default()
         }
     };
+    let store_writes = match (first_write, audit::state_sequence(&target).await) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    let audit = audit::audit(&target, &submitted).await.unwrap_or_else(|e| {
+        eprintln!("cannot audit the submitted operations: {e:#}");
+        Default::default()
+    });
+    if let Some(first) = &audit.first_missing {
+        eprintln!(
+            "AUDIT: {} operation(s) not found, first {first}",
+            audit.missing
+        );
+    }
     let placed = counters.placements.load(Relaxed);
     let placement_window = (counters
         .last_placement_ms
@@ -522,6 +545,11 @@ async fn main() -> anyhow::Result<()> {
         list_page_p50_ms: list.p50_ms,
         list_page_max_ms: list.max_ms,
         operations_listed: list.listed,
+        state_writes: store_writes,
+        state_writes_per_operation: store_writes
+            .filter(|_| args.ops > 0)
+            .map(|w| w as f64 / args.ops as f64),
+        audit,
     };
     println!("{}", serde_json::to_string(&summary)?);
     if let Some(lab) = target.lab {
