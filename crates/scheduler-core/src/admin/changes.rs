@@ -5,12 +5,11 @@
 use crate::admin::values::*;
 use crate::trees::pool_tree::{parse_tree_name, PoolTree};
 use crate::{AdminPath, ConfigError, SchedulerCore};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use ytsched_common::maintenance::MaintenanceFlag;
-use ytsched_common::names::{TreeName, TreePoolName};
+use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{
-    canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig,
-    DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL,
+    canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig, ROOT_POOL,
 };
 
 /// The pool hierarchy below `parent` as nested maps of names (Cypress `get` of a pool).
@@ -23,70 +22,6 @@ fn pool_map(tree: &PoolTree, parent: &str) -> Value {
 }
 
 impl SchedulerCore {
-    fn resolve_pool(&self, tree: &str, pool_path: &[String]) -> Result<TreePoolName, ConfigError> {
-        let t = self.cluster.tree(tree)?;
-        let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
-        t.resolve_path(&segs)
-            .map_err(|e| e.at(&format!("pool tree '{tree}'")))
-    }
-
-    /// The pool a `.../@attr` path is about; the root has no attributes of its own.
-    fn attribute_pool(
-        &self,
-        tree: &str,
-        pool_path: &[String],
-    ) -> Result<TreePoolName, ConfigError> {
-        let pool = self.resolve_pool(tree, pool_path)?;
-        if pool == ROOT_POOL {
-            return Err(ConfigError::invalid(
-                "the root pool's settings are the tree's @config",
-            ));
-        }
-        Ok(pool)
-    }
-
-    /// A pool's attributes: what was specified, plus the effective value of attributes
-    /// with a default, so `get @weight` answers 1 rather than "not set".
-    fn pool_attributes(&self, tree: &str, pool: &str) -> Result<Map<String, Value>, ConfigError> {
-        let t = self.cluster.tree(tree)?;
-        let p = t.pool(pool)?;
-        let mut m = Map::new();
-        m.insert("weight".into(), json!(p.config.weight()));
-        m.insert("mode".into(), json!(p.config.mode()));
-        m.insert("max_share_ratio".into(), json!(p.config.max_share_ratio()));
-        m.insert(
-            "fifo_sort_parameters".into(),
-            json!(p
-                .config
-                .fifo_sort_parameters
-                .clone()
-                .unwrap_or(DEFAULT_FIFO_SORT_PARAMETERS.to_vec())),
-        );
-        m.insert(
-            "max_operation_count".into(),
-            json!(t.max_operation_count(pool)),
-        );
-        m.insert(
-            "max_running_operation_count".into(),
-            json!(t.max_running_operation_count(pool)),
-        );
-        for flag in [
-            "forbid_immediate_operations",
-            "create_ephemeral_subpools",
-            "enable_lightweight_operations",
-        ] {
-            m.insert(flag.into(), json!(false));
-        }
-        for flag in ["allow_regular_preemption", "allow_aggressive_preemption"] {
-            m.insert(flag.into(), json!(true));
-        }
-        m.extend(p.config.to_attributes());
-        let [is_ephemeral, parent_name] = READ_ONLY_POOL_ATTRIBUTES;
-        m.insert(is_ephemeral.into(), json!(p.ephemeral_user.is_some()));
-        m.insert(parent_name.into(), json!(p.parent));
-        Ok(m)
-    }
-
     pub fn admin_get(&self, path: &str) -> Result<Value, ConfigError> {
         let target = AdminPath::parse(path)?;
         let here = |e: ConfigError| e.at(path);
@@ -100,7 +35,7 @@ impl SchedulerCore {
             )),
             AdminPath::DefaultTree => Ok(json!(self.cluster.default_tree)),
             AdminPath::Pool { tree, pool_path } => {
-                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
+                let pool = self.cluster.resolve_pool(&tree, &pool_path).map_err(here)?;
                 Ok(pool_map(self.cluster.tree(&tree)?, &pool))
             }
             AdminPath::PoolAttribute {
@@ -109,8 +44,11 @@ impl SchedulerCore {
                 attribute,
                 sub,
             } => {
-                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
-                let attrs = Value::Object(self.pool_attributes(&tree, &pool)?);
+                let pool = self
+                    .cluster
+                    .attribute_pool(&tree, &pool_path)
+                    .map_err(here)?;
+                let attrs = Value::Object(self.cluster.pool_attributes(&tree, &pool)?);
                 let attribute = attribute.map(|a| canonical_pool_attribute(&a).to_string());
                 select(attrs, attribute, &sub, &format!("pool '{pool}'"), path)
             }
@@ -223,7 +161,7 @@ impl SchedulerCore {
                 attribute,
                 sub,
             } => {
-                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
+                let pool = self.cluster.attribute_pool(&tree, &pool_path).map_err(here)?;
                 let target = attribute.map(|a| attribute_path(canonical_pool_attribute(&a), sub));
                 let mut value = value;
                 if target.is_none() {
@@ -234,7 +172,7 @@ impl SchedulerCore {
                         }
                     }
                 }
-                self.edit_pool(&tree, &pool, AttributeEdit::Set(target, value))
+                self.cluster.edit_pool(&tree, &pool, AttributeEdit::Set(target, value))
                     .map_err(here)?;
             }
             AdminPath::TreeConfig {
@@ -290,7 +228,7 @@ impl SchedulerCore {
                         "pool tree '{tree}' is the default tree; set //sys/pool_trees/@default_tree first"
                     ))));
                 }
-                let busy = self.unfinished_in(&tree, None);
+                let busy = self.operations.unfinished_in(&tree, None);
                 if busy > 0 {
                     return Err(here(ConfigError::invalid(format!(
                         "pool tree '{tree}' has {busy} unfinished operation(s)"
@@ -299,8 +237,8 @@ impl SchedulerCore {
                 self.cluster.trees.remove(tree.as_str());
             }
             AdminPath::Pool { tree, pool_path } => {
-                let pool = self.resolve_pool(&tree, &pool_path).map_err(here)?;
-                let busy = self.unfinished_in(&tree, Some(&pool));
+                let pool = self.cluster.resolve_pool(&tree, &pool_path).map_err(here)?;
+                let busy = self.operations.unfinished_in(&tree, Some(&pool));
                 if busy > 0 {
                     return Err(here(ConfigError::invalid(format!(
                         "pool '{pool}' has {busy} unfinished operation(s)"
@@ -317,9 +255,9 @@ impl SchedulerCore {
                 attribute: Some(a),
                 sub,
             } => {
-                let pool = self.attribute_pool(&tree, &pool_path).map_err(here)?;
+                let pool = self.cluster.attribute_pool(&tree, &pool_path).map_err(here)?;
                 let edit = AttributeEdit::Remove(attribute_path(canonical_pool_attribute(&a), sub));
-                self.edit_pool(&tree, &pool, edit).map_err(here)?;
+                self.cluster.edit_pool(&tree, &pool, edit).map_err(here)?;
             }
             AdminPath::TreeConfig {
                 tree,
@@ -403,20 +341,6 @@ impl SchedulerCore {
         Ok(())
     }
 
-    /// Applies an edit to a pool's specified attributes; the result is checked as a
-    /// whole tree before it replaces the old one.
-    fn edit_pool(
-        &mut self,
-        tree: &str,
-        pool: &str,
-        edit: AttributeEdit,
-    ) -> Result<(), ConfigError> {
-        let t = self.cluster.tree_mut(tree)?;
-        let attrs = edit.apply(Value::Object(t.pool(pool)?.config.to_attributes()))?;
-        let config = PoolConfig::from_attributes(pool, attrs)?;
-        t.set_pool_config(tree, pool, config)
-    }
-
     fn edit_tree_config(&mut self, tree: &str, edit: AttributeEdit) -> Result<(), ConfigError> {
         let t = self.cluster.tree_mut(tree)?;
         let attrs = edit.apply(Value::Object(t.config.to_attributes()))?;
@@ -445,17 +369,5 @@ impl SchedulerCore {
             tree.config.nodes_filter,
             overlaps.join(", ")
         )))
-    }
-
-    /// Unfinished operations in a tree, or in one pool of it.
-    fn unfinished_in(&self, tree: &str, pool: Option<&str>) -> usize {
-        self.operations
-            .values()
-            .filter(|o| {
-                !o.state.is_finished()
-                    && o.slot(tree)
-                        .is_some_and(|s| pool.is_none_or(|p| s.pool == p))
-            })
-            .count()
     }
 }

@@ -6,5 +6,6 @@ pub mod config_file;
 pub mod delegation_budget;
 pub(crate) mod nodes;
 pub(crate) mod path;
+mod pool_attributes;
 pub(crate) mod values;
 pub(crate) mod what_if;

@@ -37,7 +37,7 @@ impl SchedulerCore {
         let trees: Vec<(&str, Vec<&ytsched_common::tag_filter::TagFilter>)> = op
             .trees
             .iter()
-            .map(|(t, slot)| (t.as_str(), self.pool_filters(t, &slot.pool)))
+            .map(|(t, slot)| (t.as_str(), self.cluster.pool_filters(t, &slot.pool)))
             .collect();
         let start = self.nudge_cursor.clone();
         let after = start

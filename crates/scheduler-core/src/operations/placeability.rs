@@ -56,7 +56,7 @@ impl SchedulerCore {
                     op.tag_filter().to_string(),
                 );
                 let maximal = offered.entry(key).or_insert_with(|| {
-                    let pool_filters = self.pool_filters(tree, &slot.pool);
+                    let pool_filters = self.cluster.pool_filters(tree, &slot.pool);
                     maximal_limits(
                         self.tree_members(tree)
                             .filter(|n| pool_filters.iter().all(|f| f.matches(&n.all_tags)))

@@ -60,6 +60,17 @@ impl Drop for OperationEdit<'_> {
 }
 
 impl OperationTable {
+    /// Unfinished operations in a tree, or in one pool of it.
+    pub(crate) fn unfinished_in(&self, tree: &str, pool: Option<&str>) -> usize {
+        self.values()
+            .filter(|o| {
+                !o.state.is_finished()
+                    && o.slot(tree)
+                        .is_some_and(|s| pool.is_none_or(|p| s.pool == p))
+            })
+            .count()
+    }
+
     pub(crate) fn get(&self, id: &OperationId) -> Option<&Operation> {
         self.by_id.get(id)
     }

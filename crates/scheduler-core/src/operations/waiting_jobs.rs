@@ -8,12 +8,11 @@
 //! take a job. It is an `OperationIndex`; debug builds check it against a scan.
 
 use crate::operations::operation_index::Aggregate;
-use crate::SchedulerCore;
+use crate::{Operation, SchedulerCore};
 use std::collections::{BTreeMap, HashMap};
 use ytsched_common::names::TreeName;
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
-use ytsched_common::OperationId;
 
 /// A non-negative amount ordered exactly (the bits of a non-negative f64 sort as it does).
 type Key = u64;
@@ -65,32 +64,22 @@ impl Aggregate for SmallestWaiting {
     }
 }
 
-impl SchedulerCore {
-    /// An operation's smallest waiting job per resource, in each tree it runs in.
-    fn waiting_of(&self, id: &OperationId) -> Vec<(TreeName, ResourceVector)> {
-        let Some(op) = self.operations.get(id) else {
-            return vec![];
-        };
-        if op.state != OperationState::Running {
-            return vec![];
-        }
-        let mut smallest: Option<ResourceVector> = None;
-        for t in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
-            let need = t.spec.job_resources();
-            smallest = Some(match smallest {
-                None => need,
-                Some(s) => s.map(|r, v| v.min(need.get(r))),
-            });
-        }
-        let Some(smallest) = smallest else {
-            return vec![];
-        };
-        op.trees
-            .iter()
-            .map(|(t, _)| (t.clone(), smallest))
-            .collect()
-    }
+/// An operation's smallest waiting job per resource, in each tree it runs in: what it
+/// contributes to the index (nothing unless it runs).
+fn waiting_of(op: Option<&Operation>) -> Vec<(TreeName, ResourceVector)> {
+    let Some(op) = op.filter(|o| o.state == OperationState::Running) else {
+        return vec![];
+    };
+    let Some(smallest) = op.smallest_waiting() else {
+        return vec![];
+    };
+    op.trees
+        .iter()
+        .map(|(t, _)| (t.clone(), smallest))
+        .collect()
+}
 
+impl SchedulerCore {
     /// The per-resource minimum over every job waiting in `tree` (None: none waits).
     pub(crate) fn smallest_waiting_job(&self, tree: &str) -> Option<ResourceVector> {
         let mut indexes = self.operations.indexes();
@@ -98,7 +87,7 @@ impl SchedulerCore {
             .waiting
             .refresh(
                 || self.operations.keys().cloned().collect(),
-                |id| self.waiting_of(id),
+                |id| waiting_of(self.operations.get(id)),
             )
             .smallest(tree);
         drop(indexes);
@@ -113,7 +102,7 @@ impl SchedulerCore {
     fn smallest_waiting_by_scan(&self, tree: &str) -> Option<ResourceVector> {
         self.operations
             .keys()
-            .flat_map(|id| self.waiting_of(id))
+            .flat_map(|id| waiting_of(self.operations.get(id)))
             .filter(|(t, _)| t == tree)
             .map(|(_, v)| v)
             .reduce(|a, b| a.map(|r, x| x.min(b.get(r))))

@@ -56,8 +56,9 @@ impl SchedulerCore {
                 bound_by: String::new(),
                 starvation_status: "non_starving".into(),
                 below_fair_share_since: None,
-                preemption_allowed: self.preemption_allowed(tree, &slot.pool, false),
-                aggressive_preemption_allowed: self.preemption_allowed(tree, &slot.pool, true),
+                preemption_allowed: self.cluster.preemption_allowed(tree, &slot.pool, false),
+                aggressive_preemption_allowed:
+                    self.cluster.preemption_allowed(tree, &slot.pool, true),
                 preemptible_operations: vec![],
                 not_in_last_update: true,
             }));
@@ -202,8 +203,8 @@ impl SchedulerCore {
                 .map_or("non_starving", |s| s.starvation.name())
                 .into(),
             below_fair_share_since: starvation.and_then(|s| s.below_since),
-            preemption_allowed: self.preemption_allowed(tree, &slot.pool, false),
-            aggressive_preemption_allowed: self.preemption_allowed(tree, &slot.pool, true),
+            preemption_allowed: self.cluster.preemption_allowed(tree, &slot.pool, false),
+            aggressive_preemption_allowed: self.cluster.preemption_allowed(tree, &slot.pool, true),
             preemptible_operations: victims,
             not_in_last_update: false,
         })
@@ -312,8 +313,12 @@ impl SchedulerCore {
             max_running_operations: tree.max_running_operation_count(pool),
             operations: counts.total as u64,
             max_operations: tree.max_operation_count(pool),
-            preemption_allowed: self.preemption_allowed(&tree_name, pool_name, false),
-            aggressive_preemption_allowed: self.preemption_allowed(&tree_name, pool_name, true),
+            preemption_allowed: self
+                .cluster
+                .preemption_allowed(&tree_name, pool_name, false),
+            aggressive_preemption_allowed: self
+                .cluster
+                .preemption_allowed(&tree_name, pool_name, true),
             not_in_last_update: element.is_none(),
         };
         if let Some((shares, idx)) = element {

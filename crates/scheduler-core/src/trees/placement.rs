@@ -10,7 +10,6 @@ use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::live_usage::LiveTree;
 use crate::{CoreEvent, SchedulerCore};
 use std::collections::BTreeSet;
-use ytsched_common::names::TreePoolName;
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
@@ -154,21 +153,6 @@ impl SchedulerCore {
             cur = shares.elements[i].parent;
         }
         room
-    }
-
-    /// The `scheduling_tag_filter`s of a pool and its ancestors in a tree.
-    pub(crate) fn pool_filters(
-        &self,
-        tree: &str,
-        pool: &TreePoolName,
-    ) -> Vec<&ytsched_common::tag_filter::TagFilter> {
-        let Some(t) = self.cluster.trees.get(tree) else {
-            return vec![];
-        };
-        t.ancestry(pool)
-            .into_iter()
-            .filter_map(|p| t.pools.get(p)?.config.tag_filter())
-            .collect()
     }
 }
 

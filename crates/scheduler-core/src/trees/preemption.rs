@@ -13,7 +13,6 @@ use crate::{CoreEvent, SchedulerCore};
 use serde::Serialize;
 use std::collections::HashMap;
 use ytsched_common::names::TreeName;
-use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::limits_vector;
 use ytsched_common::protocol::{JobAbort, JobStartSpec, UnixMillis};
 use ytsched_common::resources::{ResourceVector, EPSILON};
@@ -163,29 +162,6 @@ impl SchedulerCore {
             count(Preemptibility::Preemptible),
             count(Preemptibility::AggressivelyPreemptible),
         )
-    }
-
-    /// Whether every pool above `pool` allows this kind of preemption.
-    pub(crate) fn preemption_allowed(
-        &self,
-        tree: &str,
-        pool: &TreePoolName,
-        aggressive: bool,
-    ) -> bool {
-        let Some(t) = self.cluster.trees.get(tree) else {
-            return false;
-        };
-        t.ancestry(pool).into_iter().all(|p| {
-            let c = t.pools.get(p).map(|x| &x.config);
-            let flag = c.and_then(|c| {
-                if aggressive {
-                    c.allow_aggressive_preemption
-                } else {
-                    c.allow_regular_preemption
-                }
-            });
-            flag.unwrap_or(true)
-        })
     }
 
     /// The preemptive stage: if an operation of this node's tree is starving and the
@@ -341,11 +317,18 @@ impl SchedulerCore {
             // Aggressive preemption may also take what regular preemption may.
             let eligible = match class {
                 Preemptibility::Preemptible => {
-                    self.preemption_allowed(tree_name, victim_pool, false)
-                        || (aggressive && self.preemption_allowed(tree_name, victim_pool, true))
+                    self.cluster
+                        .preemption_allowed(tree_name, victim_pool, false)
+                        || (aggressive
+                            && self
+                                .cluster
+                                .preemption_allowed(tree_name, victim_pool, true))
                 }
                 Preemptibility::AggressivelyPreemptible => {
-                    aggressive && self.preemption_allowed(tree_name, victim_pool, true)
+                    aggressive
+                        && self
+                            .cluster
+                            .preemption_allowed(tree_name, victim_pool, true)
                 }
                 Preemptibility::NonPreemptible => false,
             };

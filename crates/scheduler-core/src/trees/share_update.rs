@@ -4,7 +4,7 @@
 
 use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
-use crate::trees::tree_state::{TreeSnapshot, TreeState};
+use crate::trees::tree_state::TreeSnapshot;
 use crate::{PoolTree, SchedulerCore};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -82,7 +82,7 @@ impl ShareUpdate {
 /// on changes, a small tree's at once.
 const STALE_UPDATE_MICROS_PER_ELEMENT: u64 = 10;
 
-fn min_stale_update_interval_ms(elements: usize) -> u64 {
+pub(crate) fn min_stale_update_interval_ms(elements: usize) -> u64 {
     elements as u64 * STALE_UPDATE_MICROS_PER_ELEMENT / 1000
 }
 
@@ -115,23 +115,6 @@ impl SchedulerCore {
             .is_none_or(|last| now.saturating_sub(last) >= period)
     }
 
-    /// Whether a tree changed since its last update and the minimum interval its size
-    /// allows has passed (or it never had an update).
-    fn due_by_change(&self, tree: &str, now: UnixMillis) -> bool {
-        match self.trees.get(tree) {
-            Some(TreeState {
-                snapshot: Some(snap),
-                stale,
-                ..
-            }) => {
-                *stale
-                    && now.saturating_sub(snap.taken_at)
-                        >= min_stale_update_interval_ms(snap.shares.elements.len())
-            }
-            _ => true,
-        }
-    }
-
     /// Recomputes every tree now (the simulator's snapshots, admin changes).
     pub fn update_all_shares(&mut self, now: UnixMillis) {
         for tree in self.trees.names() {
@@ -149,7 +132,7 @@ impl SchedulerCore {
             return;
         };
         let due = if state.snapshot.is_some() {
-            !self.config.background_share_updates && self.due_by_change(tree, now)
+            !self.config.background_share_updates && self.trees.due_by_change(tree, now)
         } else {
             // A tree never updated: placement cannot do without it.
             !state.updating
@@ -250,7 +233,9 @@ impl SchedulerCore {
             if self.trees.get(tree.as_str()).is_none_or(|t| t.updating) {
                 continue;
             }
-            if self.due_by_period(tree.as_str(), now) || self.due_by_change(tree.as_str(), now) {
+            if self.due_by_period(tree.as_str(), now)
+                || self.trees.due_by_change(tree.as_str(), now)
+            {
                 out.extend(self.prepare_share_update(tree.as_str(), now));
             }
         }

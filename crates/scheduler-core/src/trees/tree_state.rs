@@ -73,6 +73,24 @@ impl TreeState {
 pub(crate) struct TreeStates(BTreeMap<TreeName, TreeState>);
 
 impl TreeStates {
+    /// Whether a tree changed since its last update and the minimum interval its size
+    /// allows has passed (or it never had an update).
+    pub(crate) fn due_by_change(&self, tree: &str, now: UnixMillis) -> bool {
+        match self
+            .get(tree)
+            .and_then(|t| t.snapshot.as_ref().map(|s| (t.stale, s)))
+        {
+            Some((stale, snap)) => {
+                stale
+                    && now.saturating_sub(snap.taken_at)
+                        >= crate::trees::share_update::min_stale_update_interval_ms(
+                            snap.shares.elements.len(),
+                        )
+            }
+            None => true,
+        }
+    }
+
     pub(crate) fn get(&self, tree: &str) -> Option<&TreeState> {
         self.0.get(tree)
     }

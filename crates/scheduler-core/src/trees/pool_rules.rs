@@ -1,0 +1,43 @@
+//! What a pool's ancestors decide for it: which nodes its jobs may run on (their
+//! `scheduling_tag_filter`s) and whether its jobs may be preempted. Asked of the
+//! configuration, which owns the pools, rather than worked out at each call site.
+
+use crate::trees::pool_tree::ClusterConfig;
+use ytsched_common::names::TreePoolName;
+use ytsched_common::tag_filter::TagFilter;
+
+impl ClusterConfig {
+    /// The `scheduling_tag_filter`s of a pool and its ancestors in a tree.
+    pub(crate) fn pool_filters(&self, tree: &str, pool: &TreePoolName) -> Vec<&TagFilter> {
+        let Some(t) = self.trees.get(tree) else {
+            return vec![];
+        };
+        t.ancestry(pool)
+            .into_iter()
+            .filter_map(|p| t.pools.get(p)?.config.tag_filter())
+            .collect()
+    }
+
+    /// Whether every pool above `pool` allows this kind of preemption.
+    pub(crate) fn preemption_allowed(
+        &self,
+        tree: &str,
+        pool: &TreePoolName,
+        aggressive: bool,
+    ) -> bool {
+        let Some(t) = self.trees.get(tree) else {
+            return false;
+        };
+        t.ancestry(pool).into_iter().all(|p| {
+            let c = t.pools.get(p).map(|x| &x.config);
+            let flag = c.and_then(|c| {
+                if aggressive {
+                    c.allow_aggressive_preemption
+                } else {
+                    c.allow_regular_preemption
+                }
+            });
+            flag.unwrap_or(true)
+        })
+    }
+}
