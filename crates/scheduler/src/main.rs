@@ -94,6 +94,10 @@ struct Args {
     /// API requests served at once; past it callers are answered "busy, retry".
     #[arg(long, default_value_t = 512)]
     max_api_in_flight: usize,
+    /// Store writes queued and not yet stored past which new operations are answered
+    /// "busy, retry" instead of queued in memory.
+    #[arg(long, default_value_t = ytsched_scheduler::writer::MAX_WRITE_BACKLOG)]
+    max_write_backlog: usize,
     /// Node approvals (`node-approvals.json` in the `ytsched auth` directory): a node
     /// offers no more than it was approved for (default: 1,024 cpu, 64 TiB, 64 gpu,
     /// 1,024 user slots). Followed as it changes.
@@ -161,6 +165,7 @@ async fn main() -> anyhow::Result<()> {
             burst: args.api_burst.max(1.0),
         },
         max_api_in_flight: args.max_api_in_flight,
+        max_write_backlog: args.max_write_backlog,
         node_approvals: args.node_approvals,
     };
     run(config, async {

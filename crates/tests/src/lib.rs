@@ -418,6 +418,17 @@ impl Lab {
         self.wait_nats_server_ready(i)
     }
 
+    /// Restarts several cluster servers at once (one alone could not route to a peer
+    /// that is still down), then waits until each is ready.
+    pub fn restart_nats_servers(&mut self, servers: &[usize]) -> anyhow::Result<()> {
+        for &i in servers {
+            self.cluster[i].spawn()?;
+        }
+        servers
+            .iter()
+            .try_for_each(|&i| self.wait_nats_server_ready(i))
+    }
+
     /// The client port of NATS cluster server `i`.
     pub fn nats_server_port(&self, i: usize) -> u16 {
         self.cluster[i].port

@@ -460,3 +460,46 @@ fn losing_one_nats_server_of_three_loses_nothing_and_it_rejoins() {
     }
     assert_each_ran_once(marks_dir.path(), 20);
 }
+
+/// Issue 26 point 3: while the store is behind (here: JetStream lost its quorum, so
+/// nothing stores), new operations are answered "busy, retry" instead of queued in
+/// memory; once the store catches up they are taken again.
+#[test]
+fn submissions_are_answered_busy_while_the_store_is_behind() {
+    let mut lab = Lab::start_cluster(
+        &["--kv-replicas", "3", "--max-write-backlog", "0"],
+        vec![node("4", "20")],
+    )
+    .unwrap();
+    let quick = "tasks: {t: {command: 'true', job_count: 1, cpu_limit: 0.1, memory_limit: 64M}}";
+    let first = lab.submit_spec(quick).unwrap();
+    lab.wait_finished(&first, Duration::from_secs(60)).unwrap();
+
+    // Two of three servers gone: no write can be stored, so the first submission's
+    // writes stay queued (its reply waits for them) and the store falls behind.
+    lab.kill_nats_server(1);
+    lab.kill_nats_server(2);
+    let refused = std::thread::scope(|s| {
+        s.spawn(|| lab.submit_spec(quick));
+        wait_until(Duration::from_secs(60), || {
+            std::thread::sleep(Duration::from_millis(500));
+            match lab.submit_spec(quick) {
+                Err(e) if e.to_string().contains("writes behind") => Some(e.to_string()),
+                _ => None,
+            }
+        })
+    })
+    .unwrap_or_else(|e| panic!("{e}; scheduler log:\n{}", lab.scheduler_log()));
+    assert!(refused.contains("busy"), "{refused}");
+
+    // The servers come back, the queued writes are stored, and new work is taken again.
+    lab.restart_nats_servers(&[1, 2]).unwrap();
+    let again = wait_until(Duration::from_secs(120), || lab.submit_spec(quick).ok())
+        .unwrap_or_else(|e| panic!("{e}; scheduler log:\n{}", lab.scheduler_log()));
+    let done = lab.wait_finished(&again, Duration::from_secs(120)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    assert!(
+        lab.scheduler_log().contains("store_behind"),
+        "the refusal is logged with its reason"
+    );
+}

@@ -4,7 +4,6 @@
 use super::*;
 use crate::rate_limits::Verdict;
 use crate::refusals::Refusal;
-use crate::writer::MAX_WRITE_BACKLOG;
 use futures::StreamExt;
 use std::sync::Arc;
 use tracing::warn;
@@ -101,14 +100,15 @@ impl Driver {
         // reads and admin changes still pass: they shrink the load or are needed to
         // manage it.
         let backlog = self.writer.backlog();
-        if backlog > MAX_WRITE_BACKLOG && method == api::StartOperation::METHOD {
+        if backlog > self.max_write_backlog && method == api::StartOperation::METHOD {
             self.refusals.count(Refusal::StoreBehind, || {
                 format!("the store is {backlog} writes behind")
             });
             self.busy(
                 reply_to,
                 format!(
-                    "busy: the scheduler's store is {backlog} writes behind (more than {MAX_WRITE_BACKLOG}); retry in a second"
+                    "busy: the scheduler's store is {backlog} writes behind (more than {}); retry in a second",
+                    self.max_write_backlog
                 ),
             )
             .await;

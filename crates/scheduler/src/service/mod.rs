@@ -61,6 +61,8 @@ pub struct ServiceConfig {
     pub api_rate: RateLimit,
     /// API requests being served at once; past it callers are told "busy, retry".
     pub max_api_in_flight: usize,
+    /// Store writes behind past which `start_operation` is answered "busy, retry".
+    pub max_write_backlog: usize,
     /// What each node identity was approved to offer (`ytsched auth`'s
     /// `node-approvals.json`), followed as it changes; None: the defaults for all.
     pub node_approvals: Option<std::path::PathBuf>,
@@ -86,6 +88,8 @@ struct Driver {
     rate_limits: RateLimits,
     /// API requests in flight; a request that finds none free is answered "busy".
     api_slots: Arc<tokio::sync::Semaphore>,
+    /// Store writes behind past which new operations are turned away.
+    max_write_backlog: usize,
     /// What was turned away before reaching the core, by reason.
     refusals: Arc<Refusals>,
     subjects: Subjects,
@@ -242,6 +246,7 @@ pub async fn run(
         api_client: api_bus,
         rate_limits: RateLimits::new(config.api_rate),
         api_slots: Arc::new(tokio::sync::Semaphore::new(config.max_api_in_flight.max(1))),
+        max_write_backlog: config.max_write_backlog,
         refusals: refusals.clone(),
         subjects,
         heartbeat_period_ms: core.config().heartbeat_period_ms,
