@@ -170,3 +170,21 @@ fn ids_that_could_escape_a_directory_cannot_be_decoded() {
     let e = decode::<JobStartSpec>(&bytes).unwrap_err().to_string();
     assert!(e.contains("job id '../../x' is invalid"), "{e}");
 }
+
+/// A message that claims more entries than it holds must not make the decoder reserve
+/// room for them (it aborted the process once: the tasks map trusted the claimed count).
+#[test]
+fn a_claimed_count_is_not_trusted() {
+    // {"tasks": map32 claiming 2^32 - 1 entries, and nothing after}
+    let mut bytes = vec![0x81, 0xa5];
+    bytes.extend_from_slice(b"tasks");
+    bytes.extend_from_slice(&[0xdf, 0xff, 0xff, 0xff, 0xff]);
+    assert!(decode::<VanillaSpec>(&bytes).is_err());
+    // The same claim for a list of strings (owners) and a map of trees.
+    for field in ["owners", "pool_trees"] {
+        let mut bytes = vec![0x81, 0xa0 | field.len() as u8];
+        bytes.extend_from_slice(field.as_bytes());
+        bytes.extend_from_slice(&[0xdd, 0xff, 0xff, 0xff, 0xff]);
+        assert!(decode::<VanillaSpec>(&bytes).is_err(), "{field}");
+    }
+}

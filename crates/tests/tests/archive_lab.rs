@@ -35,6 +35,11 @@ fn archived(lab: &Lab, id: &str) -> bool {
 /// A one-node lab whose finished operations leave memory at once (clean delay 0, no
 /// operation retained); the directory holds its configuration.
 fn lab_retaining_nothing() -> (tempfile::TempDir, Lab) {
+    lab_retaining_nothing_on(node())
+}
+
+/// The same lab on one node of the caller's making.
+fn lab_retaining_nothing_on(node: NodeOpts) -> (tempfile::TempDir, Lab) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("trees.yaml");
     std::fs::write(
@@ -42,7 +47,7 @@ fn lab_retaining_nothing() -> (tempfile::TempDir, Lab) {
         "pool_trees:\n  default:\n    config: {soft_retained_operation_count: 0, hard_retained_operation_count: 0, clean_delay: 0}\n",
     )
     .unwrap();
-    let lab = Lab::start_with(&["--config", config.to_str().unwrap()], vec![node()]).unwrap();
+    let lab = Lab::start_with(&["--config", config.to_str().unwrap()], vec![node]).unwrap();
     (dir, lab)
 }
 
@@ -358,14 +363,7 @@ fn finished_attempts_of_a_live_operation_answer_from_the_store() {
 /// operation of many attempts takes a while to take over), an operation still answers.
 #[test]
 fn a_retired_operation_answers_at_every_moment_while_the_archive_takes_it_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("trees.yaml");
-    std::fs::write(
-        &config,
-        "pool_trees:\n  default:\n    config: {soft_retained_operation_count: 0, hard_retained_operation_count: 0, clean_delay: 0}\n",
-    )
-    .unwrap();
-    let wide = NodeOpts::args(&[
+    let (_dir, lab) = lab_retaining_nothing_on(NodeOpts::args(&[
         "--cpu",
         "8",
         "--memory",
@@ -374,8 +372,7 @@ fn a_retired_operation_answers_at_every_moment_while_the_archive_takes_it_over()
         "100",
         "--nvidia-smi",
         "/nonexistent",
-    ]);
-    let lab = Lab::start_with(&["--config", config.to_str().unwrap()], vec![wide]).unwrap();
+    ]));
     let id = lab
         .submit_spec("tasks:\n  t:\n    command: 'true'\n    job_count: 400\n    cpu_limit: 0.02\n    memory_limit: 16M\n")
         .unwrap();

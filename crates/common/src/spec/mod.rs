@@ -355,7 +355,19 @@ pub struct VanillaSpec {
     pub owners: Vec<String>,
     /// A flat sorted map: most specs have one task, and a `BTreeMap` node for one
     /// entry takes about 1.5 KB of every operation the scheduler holds.
+    #[serde(deserialize_with = "tasks_without_trusting_their_count")]
     pub tasks: LiteMap<String, TaskSpec>,
+}
+
+/// `LiteMap`'s own `Deserialize` reserves the entry count a message claims before
+/// reading one entry: a damaged or hostile message claiming 4 billion tasks aborted the
+/// process on a 400 GB allocation. A `BTreeMap` grows only with entries actually read.
+fn tasks_without_trusting_their_count<'de, D>(d: D) -> Result<LiteMap<String, TaskSpec>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let read = BTreeMap::<String, TaskSpec>::deserialize(d)?;
+    Ok(read.into_iter().collect())
 }
 
 impl VanillaSpec {
