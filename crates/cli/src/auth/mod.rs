@@ -38,7 +38,8 @@ pub const SCHEDULER: &str = "scheduler";
 pub const SCHEDULER_BUS: &str = "scheduler-bus";
 
 /// How many identities one directory holds; auth.conf stays a config file, not a database.
-const MAX_IDENTITIES: usize = 10_000;
+/// Room for a 10,000-node cluster (SPEC §8's largest) with as many users again.
+const MAX_IDENTITIES: usize = 20_000;
 
 #[derive(Args, Debug)]
 pub struct AuthArgs {
