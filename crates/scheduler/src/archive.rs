@@ -96,19 +96,22 @@ impl Archive {
         let kv = store::open_bucket(js, name, replicas, ttl).await?;
         let list_name = format!("{name}_list");
         let list_subject = format!("{name}.list");
-        let list = js
-            .get_or_create_stream(stream::Config {
-                name: list_name.clone(),
-                subjects: vec![list_subject.clone()],
-                max_age: ttl,
-                num_replicas: replicas.max(1),
-                // An operation archived again within it (a crash before its purge) is
-                // listed once.
-                duplicate_window: Duration::from_secs(120).min(ttl),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot open stream {list_name}: {e}"))?;
+        let list_config = stream::Config {
+            name: list_name.clone(),
+            subjects: vec![list_subject.clone()],
+            max_age: ttl,
+            num_replicas: replicas.max(1),
+            // An operation archived again within it (a crash before its purge) is
+            // listed once.
+            duplicate_window: Duration::from_secs(120).min(ttl),
+            ..Default::default()
+        };
+        let list = store::while_cluster_forms(&format!("stream {list_name}"), || async {
+            js.get_or_create_stream(list_config.clone())
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await?;
         Ok(Archive {
             kv,
             state,

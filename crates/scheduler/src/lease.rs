@@ -83,6 +83,17 @@ impl Lease {
                     }
                 }
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    // A renewal whose answer was lost (a timeout while the cluster
+                    // re-elected) may have been stored after all: the key still names
+                    // this scheduler, at a revision it did not see. Still its own.
+                    if let Ok(Some(entry)) = self.store.entry(KEY).await {
+                        if entry.operation == kv::Operation::Put
+                            && entry.value == self.holder.as_bytes()
+                        {
+                            self.revision = entry.revision;
+                            continue;
+                        }
+                    }
                     // Expired (e.g. NATS was down longer than the lease): take it back
                     // unless someone else has.
                     match self.store.create(KEY, self.holder.clone().into()).await {

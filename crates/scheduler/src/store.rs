@@ -37,11 +37,7 @@ pub async fn open_bucket(
     replicas: usize,
     max_age: std::time::Duration,
 ) -> anyhow::Result<kv::Store> {
-    // A NATS cluster that is still forming (or has a server down at start) cannot place
-    // the replicas yet: that passes within seconds, so it is waited out, not fatal.
-    let deadline = std::time::Instant::now() + CLUSTER_FORMING_WAIT;
-    let mut warned = false;
-    loop {
+    while_cluster_forms(&format!("KV bucket {name}"), || async {
         if let Ok(store) = js.get_key_value(name).await {
             return Ok(store);
         }
@@ -54,36 +50,52 @@ pub async fn open_bucket(
                 ..Default::default()
             })
             .await;
-        let e = match created {
-            Ok(store) => return Ok(store),
-            Err(e) => e,
-        };
-        // Another scheduler may have created it at the same moment.
-        if let Ok(store) = js.get_key_value(name).await {
-            return Ok(store);
+        match created {
+            Ok(store) => Ok(store),
+            // Another scheduler may have created it at the same moment.
+            Err(e) => js.get_key_value(name).await.map_err(|_| e.to_string()),
         }
-        let text = e.to_string();
+    })
+    .await
+}
+
+/// Runs `attempt` until it succeeds, while its failure is one a NATS cluster gives as it
+/// forms or re-elects its leaders (a server down at start, no meta leader yet): that
+/// passes within seconds, so it is waited out (up to `CLUSTER_FORMING_WAIT`), not fatal.
+pub async fn while_cluster_forms<T, F, Fut>(what: &str, mut attempt: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + CLUSTER_FORMING_WAIT;
+    let mut warned = false;
+    loop {
+        let text = match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(text) => text,
+        };
         let forming = PLACEMENT_NOT_YET.iter().any(|m| text.contains(m));
         if !forming || std::time::Instant::now() >= deadline {
-            anyhow::bail!("cannot create KV bucket {name}: {text}");
+            anyhow::bail!("cannot open {what}: {text}");
         }
         if !warned {
-            tracing::warn!(bucket = name, error = %text, "the NATS cluster cannot place the bucket's replicas yet; retrying");
+            tracing::warn!(what, error = %text, "the NATS cluster cannot serve this yet; retrying");
             warned = true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
 }
 
-/// How long a bucket waits for its cluster to be able to place its replicas.
+/// How long opening a bucket or stream waits for its cluster to be able to serve it.
 const CLUSTER_FORMING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// JetStream's answers while a cluster cannot place a stream yet (no peers, no meta
-/// leader): async-nats gives them only as text.
-const PLACEMENT_NOT_YET: [&str; 3] = [
+/// JetStream's answers while a cluster cannot place or serve a stream yet (no peers, no
+/// meta leader, a leader being elected): async-nats gives them only as text.
+const PLACEMENT_NOT_YET: [&str; 4] = [
     "no suitable peers for placement",
     "temporarily unavailable",
     "insufficient resources",
+    "timed out",
 ];
 
 /// Everything the store holds, as a revived scheduler needs it.
