@@ -19,6 +19,9 @@ use ytsched_common::resources::{ResourceVector, EPSILON};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
+/// Starving operations in the order the preemptive stage tries them.
+type StarvingOrder = std::sync::Arc<Vec<(OperationId, StarvationStatus)>>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preemptibility {
@@ -172,34 +175,11 @@ impl SchedulerCore {
         ctx: &HeartbeatContext,
     ) -> Option<(JobStartSpec, Vec<JobAbort>)> {
         let (node_id, free, now) = (&ctx.node, ctx.free(), ctx.now);
-        let node = self.nodes.get(node_id)?;
-        let tree_name = self.node_tree(node)?.clone();
-        let tree = self.cluster.trees.get(tree_name.as_str())?;
-        let backoff = tree.config.preemptive_scheduling_backoff.0;
-        if node
-            .last_preemptive_stage
-            .is_some_and(|t| now.saturating_sub(t) < backoff)
-        {
-            return None;
-        }
-        // In the order of the last update (as its snapshot holds them): sorting every
-        // starving operation on each heartbeat would cost more than the stage itself.
-        let starving = self
-            .trees
-            .get(&tree_name)?
-            .snapshot
-            .as_ref()?
-            .starving_order
-            .clone();
-        if starving.is_empty() {
-            return None;
-        }
+        let (tree_name, starving) = self.preemptive_stage_due(node_id, now)?;
         self.refresh_live();
-        let cursor = self.trees.get_mut(&tree_name).map_or(0, |t| {
-            let c = t.preemption_cursor;
-            t.preemption_cursor = c.wrapping_add(PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2);
-            c
-        });
+        let cursor = self
+            .trees
+            .next_preemption_window(&tree_name, PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2);
         let node = self.nodes.get(node_id)?;
         let shares = self.trees.shares(&tree_name)?;
         let candidates = self.preemption_candidates(node_id, &tree_name);
@@ -210,9 +190,7 @@ impl SchedulerCore {
             .iter()
             .all(|(_, class)| *class == Preemptibility::NonPreemptible)
         {
-            if let Some(n) = self.nodes.get_mut(node_id) {
-                n.last_preemptive_stage = Some(now);
-            }
+            self.preemptive_stage_done(node_id, now);
             return None;
         }
         let usage = self.live_usage(&tree_name, &shares);
@@ -247,10 +225,39 @@ impl SchedulerCore {
             };
             return Some(self.preempt_and_start(node_id, &tree_name, &op_id, task, victims, now));
         }
+        self.preemptive_stage_done(node_id, now);
+        None
+    }
+
+    /// The node's tree and its starving operations, if this node's stage is due: its
+    /// backoff has passed and some operation starves. In the order of the last update
+    /// (as its snapshot holds them): sorting every starving operation on each heartbeat
+    /// would cost more than the stage itself.
+    fn preemptive_stage_due(
+        &self,
+        node_id: &NodeId,
+        now: UnixMillis,
+    ) -> Option<(TreeName, StarvingOrder)> {
+        let node = self.nodes.get(node_id)?;
+        let tree_name = self.node_tree(node)?.clone();
+        let tree = self.cluster.trees.get(tree_name.as_str())?;
+        let backoff = tree.config.preemptive_scheduling_backoff.0;
+        if node
+            .last_preemptive_stage
+            .is_some_and(|t| now.saturating_sub(t) < backoff)
+        {
+            return None;
+        }
+        let state = self.trees.get(&tree_name)?;
+        let starving = state.snapshot.as_ref()?.starving_order.clone();
+        (!starving.is_empty()).then_some((tree_name, starving))
+    }
+
+    /// The node's stage ran and took nothing: it waits its backoff for the next.
+    fn preemptive_stage_done(&mut self, node_id: &NodeId, now: UnixMillis) {
         if let Some(n) = self.nodes.get_mut(node_id) {
             n.last_preemptive_stage = Some(now);
         }
-        None
     }
 
     /// Everything on this node that someone else could take, with its class, latest

@@ -73,6 +73,16 @@ impl TreeState {
 pub(crate) struct TreeStates(BTreeMap<TreeName, TreeState>);
 
 impl TreeStates {
+    /// Where this stage's rotating window over a tree's starving operations starts; the
+    /// next one starts `step` further on.
+    pub(crate) fn next_preemption_window(&mut self, tree: &str, step: usize) -> usize {
+        self.get_mut(tree).map_or(0, |t| {
+            let start = t.preemption_cursor;
+            t.preemption_cursor = start.wrapping_add(step);
+            start
+        })
+    }
+
     /// Whether a tree changed since its last update and the minimum interval its size
     /// allows has passed (or it never had an update).
     pub(crate) fn due_by_change(&self, tree: &str, now: UnixMillis) -> bool {

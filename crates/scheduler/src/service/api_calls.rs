@@ -95,23 +95,7 @@ impl Driver {
             }
             return None;
         }
-        // New work waits while the store is far behind: answered "busy" (the CLI
-        // retries with the same idempotency token) instead of queued in memory. Aborts,
-        // reads and admin changes still pass: they shrink the load or are needed to
-        // manage it.
-        let backlog = self.writer.backlog();
-        if backlog > self.max_write_backlog && method == api::StartOperation::METHOD {
-            self.refusals.count(Refusal::StoreBehind, || {
-                format!("the store is {backlog} writes behind")
-            });
-            self.busy(
-                reply_to,
-                format!(
-                    "busy: the scheduler's store is {backlog} writes behind (more than {}); retry in a second",
-                    self.max_write_backlog
-                ),
-            )
-            .await;
+        if method == api::StartOperation::METHOD && self.refused_as_store_behind(&reply_to).await {
             return None;
         }
         let Ok(permit) = self.api_slots.clone().try_acquire_owned() else {
@@ -130,6 +114,28 @@ impl Driver {
             reply_to,
             permit,
         })
+    }
+
+    /// New work waits while the store is far behind: answered "busy" (the CLI retries
+    /// with the same idempotency token) instead of queued in memory. Aborts, reads and
+    /// admin changes are not asked here: they shrink the load or are needed to manage it.
+    async fn refused_as_store_behind(&self, reply_to: &async_nats::Subject) -> bool {
+        let backlog = self.writer.backlog();
+        if backlog <= self.max_write_backlog {
+            return false;
+        }
+        self.refusals.count(Refusal::StoreBehind, || {
+            format!("the store is {backlog} writes behind")
+        });
+        self.busy(
+            reply_to.clone(),
+            format!(
+                "busy: the scheduler's store is {backlog} writes behind (more than {}); retry in a second",
+                self.max_write_backlog
+            ),
+        )
+        .await;
+        true
     }
 
     /// Answers one admitted request: from the core (and what it still needs from the
