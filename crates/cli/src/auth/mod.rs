@@ -514,6 +514,27 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_refuses_identities_past_its_cap_and_adds_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("auth");
+        let mut auth = AuthDir::init(&dir, "lab", &UserName::parse("root").unwrap()).unwrap();
+        let held = auth.identities().len();
+        let too_many: Vec<UserName> = (0..=MAX_IDENTITIES - held)
+            .map(|i| UserName::parse(&format!("node-{i}")).unwrap())
+            .collect();
+        let err = auth.add_many(too_many, Role::Node).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("would pass 20000, the most one directory holds"),
+            "{err}"
+        );
+        assert_eq!(AuthDir::open(&dir).unwrap().identities().len(), held);
+        assert!(!auth
+            .creds_path(&UserName::parse("node-0").unwrap())
+            .exists());
+    }
+
+    #[test]
     fn several_nodes_are_added_all_or_none() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("auth");
