@@ -11,17 +11,49 @@ use ytsched_common::OperationId;
 /// Concurrent `get_operation` calls of the audit.
 const AUDIT_CONCURRENCY: usize = 64;
 
-/// The last sequence of the state bucket's stream: every put, delete and purge moves it
-/// on by one. `None` where this tool may not read the stream (an installation's admin).
-pub(crate) async fn state_sequence(target: &Target) -> Option<u64> {
+/// The last sequence of each of the store's streams this run writes: the state bucket,
+/// the archive bucket and the archive's list (every put, delete and purge moves a
+/// stream's sequence on by one). `None` where this tool may not read them (an
+/// installation's admin).
+pub(crate) async fn store_sequences(target: &Target) -> Option<StoreSequences> {
     let auth = creds(&target.auth_dir, "scheduler").ok()?;
     let client = connect(&target.nats, "ytsched-load store", false, &auth)
         .await
         .ok()?;
     let js = async_nats::jetstream::new(client);
-    let name = format!("KV_{}_state", target.subjects.prefix().replace('.', "_"));
-    let mut stream = js.get_stream(&name).await.ok()?;
-    Some(stream.info().await.ok()?.state.last_sequence)
+    let prefix = target.subjects.prefix().replace('.', "_");
+    let last = |name: String| {
+        let js = js.clone();
+        async move {
+            match js.get_stream(&name).await {
+                Ok(mut stream) => stream.info().await.ok().map(|i| i.state.last_sequence),
+                // Not made yet (the archive's, before anything was archived).
+                Err(_) => Some(0),
+            }
+        }
+    };
+    Some(StoreSequences {
+        state: last(format!("KV_{prefix}_state")).await?,
+        archive: last(format!("KV_{prefix}_archive")).await?,
+        archive_list: last(format!("{prefix}_archive_list")).await?,
+    })
+}
+
+#[derive(Clone, Copy, Default)]
+pub(crate) struct StoreSequences {
+    state: u64,
+    archive: u64,
+    archive_list: u64,
+}
+
+impl StoreSequences {
+    /// Writes between `self` and `later`: (state bucket, all three streams).
+    pub(crate) fn writes_until(&self, later: &StoreSequences) -> (u64, u64) {
+        let state = later.state.saturating_sub(self.state);
+        let archive = later.archive.saturating_sub(self.archive)
+            + later.archive_list.saturating_sub(self.archive_list);
+        (state, state + archive)
+    }
 }
 
 /// How the submitted operations answered at the end of the run.

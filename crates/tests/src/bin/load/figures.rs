@@ -85,6 +85,11 @@ pub(crate) struct Summary {
     /// (puts, deletes and purges: its stream's sequence numbers).
     pub(crate) state_writes: Option<u64>,
     pub(crate) state_writes_per_operation: Option<f64>,
+    /// The same over the state bucket, the archive bucket and the archive's list: what an
+    /// operation costs the store from submission to archive (once the archive has taken
+    /// the run's operations over: `--list-pages` waits for that).
+    pub(crate) store_writes: Option<u64>,
+    pub(crate) store_writes_per_operation: Option<f64>,
     /// Every submitted operation asked for at the end.
     pub(crate) audit: crate::audit::Audit,
 }

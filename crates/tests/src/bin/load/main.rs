@@ -334,7 +334,7 @@ async fn main() -> anyhow::Result<()> {
         target.nats,
         std::thread::available_parallelism()?.get()
     );
-    let first_write = audit::state_sequence(&target).await;
+    let first_write = audit::store_sequences(&target).await;
     let (submissions_per_s, submitted) = submit(&target, args.ops, args.jobs, pooled).await?;
     if args.ops > 0 {
         println!(
@@ -470,8 +470,8 @@ async fn main() -> anyhow::Result<()> {
             ListFigures::default()
         }
     };
-    let store_writes = match (first_write, audit::state_sequence(&target).await) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+    let store_writes = match (first_write, audit::store_sequences(&target).await) {
+        (Some(a), Some(b)) => Some(a.writes_until(&b)),
         _ => None,
     };
     let audit = audit::audit(&target, &submitted).await.unwrap_or_else(|e| {
@@ -545,10 +545,14 @@ async fn main() -> anyhow::Result<()> {
         list_page_p50_ms: list.p50_ms,
         list_page_max_ms: list.max_ms,
         operations_listed: list.listed,
-        state_writes: store_writes,
+        state_writes: store_writes.map(|w| w.0),
         state_writes_per_operation: store_writes
             .filter(|_| args.ops > 0)
-            .map(|w| w as f64 / args.ops as f64),
+            .map(|w| w.0 as f64 / args.ops as f64),
+        store_writes: store_writes.map(|w| w.1),
+        store_writes_per_operation: store_writes
+            .filter(|_| args.ops > 0)
+            .map(|w| w.1 as f64 / args.ops as f64),
         audit,
     };
     println!("{}", serde_json::to_string(&summary)?);
