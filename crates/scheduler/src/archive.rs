@@ -141,9 +141,20 @@ impl Archive {
         }
     }
 
-    /// How many retired operations wait for their archive record.
-    pub fn handing_over_count(&self) -> usize {
-        self.handing_over.lock().map_or(0, |m| m.len())
+    /// The operations being handed over that `filter` admits, most recently finished
+    /// first.
+    fn handed_over(&self, filter: &OperationFilter) -> Vec<OperationInfo> {
+        let Ok(map) = self.handing_over.lock() else {
+            return vec![];
+        };
+        let mut infos: Vec<OperationInfo> = map
+            .values()
+            .filter(|a| filter.admits_info(&a.info))
+            .map(|a| a.info.clone())
+            .collect();
+        drop(map);
+        infos.sort_by(|a, b| (b.finish_time, &b.id).cmp(&(a.finish_time, &a.id)));
+        infos
     }
 
     /// Archived operations matching `filter`, most recently archived first, starting
@@ -156,20 +167,44 @@ impl Archive {
         limit: usize,
         max_bytes: usize,
     ) -> Result<ArchivedPage, ApiError> {
-        let mut list = self.list.clone();
-        let state = list.info().await.map_err(unavailable)?.state.clone();
-        if state.messages == 0 || limit == 0 {
+        if limit == 0 {
             return Ok(ArchivedPage {
                 operations: vec![],
                 next_before: None,
             });
         }
-        let first = state.first_sequence.max(1);
-        let mut top = before.map_or(state.last_sequence, |b| b.saturating_sub(1));
-        top = top.min(state.last_sequence);
+        let mut list = self.list.clone();
+        let state = list.info().await.map_err(unavailable)?.state.clone();
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut bytes = 0usize;
+        // The first page into the archive starts with the operations being handed over
+        // to it: they are newer than anything its list holds.
+        if before.is_none() {
+            for info in self.handed_over(filter) {
+                let size = encode(&info).map_or(usize::MAX, |b| b.len());
+                if out.len() == limit || (!out.is_empty() && bytes + size > max_bytes) {
+                    let more = state.messages > 0;
+                    return Ok(ArchivedPage {
+                        operations: out,
+                        next_before: more.then_some(state.last_sequence + 1),
+                    });
+                }
+                bytes += size;
+                seen.insert(info.id.clone());
+                out.push(info);
+            }
+        }
+        if state.messages == 0 || out.len() >= limit {
+            let more = state.messages > 0;
+            return Ok(ArchivedPage {
+                operations: out,
+                next_before: more.then_some(state.last_sequence + 1),
+            });
+        }
+        let first = state.first_sequence.max(1);
+        let mut top = before.map_or(state.last_sequence, |b| b.saturating_sub(1));
+        top = top.min(state.last_sequence);
         let mut scanned = 0u64;
         while top >= first && scanned < LIST_SCAN_PER_PAGE {
             let low = top

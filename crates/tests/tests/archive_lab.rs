@@ -360,7 +360,8 @@ fn finished_attempts_of_a_live_operation_answer_from_the_store() {
 }
 
 /// Issue 26 point 7: between leaving the core and its archive record being written (an
-/// operation of many attempts takes a while to take over), an operation still answers.
+/// operation of many attempts takes a while to take over), an operation still answers
+/// and is still listed.
 #[test]
 fn a_retired_operation_answers_at_every_moment_while_the_archive_takes_it_over() {
     let (_dir, lab) = lab_retaining_nothing_on(NodeOpts::args(&[
@@ -410,6 +411,23 @@ fn a_retired_operation_answers_at_every_moment_while_the_archive_takes_it_over()
             if info.state.is_finished() {
                 finished_answers += 1;
             }
+            // And it is listed: from memory, the handover, or the archive's list.
+            let page = ytsched_common::transport::call(
+                &client,
+                &subjects,
+                &Caller::admin("admin"),
+                ListOperations {
+                    limit: Some(10),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+            assert!(
+                page.operations.iter().any(|o| o.id == operation_id),
+                "not listed after {answers} answers: {:?}",
+                page.operations.iter().map(|o| &o.id).collect::<Vec<_>>()
+            );
             if archived {
                 break (answers, finished_answers);
             }
