@@ -141,6 +141,28 @@ impl Archive {
         }
     }
 
+    /// The head of the first page into the archive: the operations being handed over
+    /// that fit it, their bytes, and whether the page is full.
+    fn handover_head(
+        &self,
+        filter: &OperationFilter,
+        limit: usize,
+        max_bytes: usize,
+    ) -> (Vec<OperationInfo>, usize, bool) {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for info in self.handed_over(filter) {
+            let size = encode(&info).map_or(usize::MAX, |b| b.len());
+            if out.len() == limit || (!out.is_empty() && bytes + size > max_bytes) {
+                return (out, bytes, true);
+            }
+            bytes += size;
+            out.push(info);
+        }
+        let full = out.len() >= limit;
+        (out, bytes, full)
+    }
+
     /// The operations being handed over that `filter` admits, most recently finished
     /// first.
     fn handed_over(&self, filter: &OperationFilter) -> Vec<OperationInfo> {
@@ -175,33 +197,21 @@ impl Archive {
         }
         let mut list = self.list.clone();
         let state = list.info().await.map_err(unavailable)?.state.clone();
-        let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut bytes = 0usize;
         // The first page into the archive starts with the operations being handed over
         // to it: they are newer than anything its list holds.
-        if before.is_none() {
-            for info in self.handed_over(filter) {
-                let size = encode(&info).map_or(usize::MAX, |b| b.len());
-                if out.len() == limit || (!out.is_empty() && bytes + size > max_bytes) {
-                    let more = state.messages > 0;
-                    return Ok(ArchivedPage {
-                        operations: out,
-                        next_before: more.then_some(state.last_sequence + 1),
-                    });
-                }
-                bytes += size;
-                seen.insert(info.id.clone());
-                out.push(info);
-            }
-        }
-        if state.messages == 0 || out.len() >= limit {
-            let more = state.messages > 0;
+        let (mut out, mut bytes, full) = match before {
+            None => self.handover_head(filter, limit, max_bytes),
+            Some(_) => (vec![], 0, false),
+        };
+        if full || state.messages == 0 {
+            let more = full && state.messages > 0;
             return Ok(ArchivedPage {
                 operations: out,
                 next_before: more.then_some(state.last_sequence + 1),
             });
         }
+        let mut seen: std::collections::HashSet<OperationId> =
+            out.iter().map(|i| i.id.clone()).collect();
         let first = state.first_sequence.max(1);
         let mut top = before.map_or(state.last_sequence, |b| b.saturating_sub(1));
         top = top.min(state.last_sequence);
@@ -210,23 +220,7 @@ impl Archive {
             let low = top
                 .saturating_sub(LIST_READS_IN_FLIGHT as u64 - 1)
                 .max(first);
-            let batch: Vec<(u64, Option<OperationInfo>)> = futures::stream::iter((low..=top).rev())
-                .map(|seq| {
-                    let list = &self.list;
-                    async move {
-                        match list.get_raw_message(seq).await {
-                            Ok(m) => Ok((seq, decode::<OperationInfo>(&m.payload).ok())),
-                            // Expired or never written (a duplicate): nothing there.
-                            Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => {
-                                Ok((seq, None))
-                            }
-                            Err(e) => Err(unavailable(e)),
-                        }
-                    }
-                })
-                .buffered(LIST_READS_IN_FLIGHT)
-                .try_collect()
-                .await?;
+            let batch = self.read_list(low, top).await?;
             for (seq, info) in batch {
                 scanned += 1;
                 let Some(info) = info else { continue };
@@ -258,6 +252,31 @@ impl Archive {
             operations: out,
             next_before: (scanned >= LIST_SCAN_PER_PAGE && top >= first).then_some(top + 1),
         })
+    }
+
+    /// The list's messages `top` down to `low`, newest first (`None` where one expired or
+    /// was never written, a duplicate).
+    async fn read_list(
+        &self,
+        low: u64,
+        top: u64,
+    ) -> Result<Vec<(u64, Option<OperationInfo>)>, ApiError> {
+        futures::stream::iter((low..=top).rev())
+            .map(|seq| {
+                let list = &self.list;
+                async move {
+                    match list.get_raw_message(seq).await {
+                        Ok(m) => Ok((seq, decode::<OperationInfo>(&m.payload).ok())),
+                        Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => {
+                            Ok((seq, None))
+                        }
+                        Err(e) => Err(unavailable(e)),
+                    }
+                }
+            })
+            .buffered(LIST_READS_IN_FLIGHT)
+            .try_collect()
+            .await
     }
 
     async fn get<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ApiError> {
@@ -389,9 +408,6 @@ impl Archive {
         };
         self.put(format!("op.{id}"), encode(&op).map_err(|e| e.to_string())?)
             .await?;
-        if let Ok(mut map) = self.handing_over.lock() {
-            map.remove(id);
-        }
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
         let listed = encode(&a.info).map_err(|e| e.to_string())?;
@@ -401,6 +417,10 @@ impl Archive {
             .map_err(|e| e.to_string())?
             .await
             .map_err(|e| e.to_string())?;
+        // Found by `get` and listed from here on: the handover may let it go.
+        if let Ok(mut map) = self.handing_over.lock() {
+            map.remove(id);
+        }
         let mut purges: Vec<store::Write> = a
             .job_ids()
             .zip(recorded.iter().zip(&printed))
