@@ -127,18 +127,14 @@ impl Harness {
             core.set_cluster_config(decode(config).expect("decodes"))
                 .expect("a stored configuration is valid");
         }
-        let operations: Vec<OperationRecord> = self
-            .stored
-            .operations
-            .values()
-            .map(|b| decode(b).expect("decodes"))
-            .collect();
-        let jobs: Vec<JobRecord> = self
-            .stored
-            .jobs
-            .values()
-            .map(|b| decode(b).expect("decodes"))
-            .collect();
+        fn decode_all<K, T: serde::de::DeserializeOwned>(stored: &BTreeMap<K, Vec<u8>>) -> Vec<T> {
+            stored
+                .values()
+                .map(|b| decode(b).expect("decodes"))
+                .collect()
+        }
+        let operations: Vec<OperationRecord> = decode_all(&self.stored.operations);
+        let jobs: Vec<JobRecord> = decode_all(&self.stored.jobs);
         self.core = core;
         let now = self.now;
         self.run(|c| c.restore(operations, jobs, now, window_ms));

@@ -151,7 +151,7 @@ impl Archive {
     ) -> (Vec<OperationInfo>, usize, bool) {
         let mut out = Vec::new();
         let mut bytes = 0usize;
-        for info in self.handed_over(filter) {
+        for info in self.handed_over(filter, limit) {
             let size = encode(&info).map_or(usize::MAX, |b| b.len());
             if out.len() == limit || (!out.is_empty() && bytes + size > max_bytes) {
                 return (out, bytes, true);
@@ -163,20 +163,25 @@ impl Archive {
         (out, bytes, full)
     }
 
-    /// The operations being handed over that `filter` admits, most recently finished
-    /// first.
-    fn handed_over(&self, filter: &OperationFilter) -> Vec<OperationInfo> {
+    /// The first `limit` operations being handed over that `filter` admits, most
+    /// recently finished first.
+    fn handed_over(&self, filter: &OperationFilter, limit: usize) -> Vec<OperationInfo> {
         let Ok(map) = self.handing_over.lock() else {
             return vec![];
         };
-        let mut infos: Vec<OperationInfo> = map
+        // A burst hands thousands over at once: order by keys, copy only a page.
+        let mut newest: Vec<&ArchivedOperation> = map
             .values()
             .filter(|a| filter.admits_info(&a.info))
-            .map(|a| a.info.clone())
             .collect();
-        drop(map);
-        infos.sort_by(|a, b| (b.finish_time, &b.id).cmp(&(a.finish_time, &a.id)));
-        infos
+        newest.sort_by(|a, b| {
+            (b.info.finish_time, &b.info.id).cmp(&(a.info.finish_time, &a.info.id))
+        });
+        newest
+            .into_iter()
+            .take(limit)
+            .map(|a| a.info.clone())
+            .collect()
     }
 
     /// Archived operations matching `filter`, most recently archived first, starting

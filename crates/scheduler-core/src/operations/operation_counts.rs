@@ -82,13 +82,7 @@ impl SchedulerCore {
     /// Counts of unfinished operations per pool of `tree` (each counts in its pool and
     /// every ancestor, `<Root>` included).
     pub(crate) fn pool_counts(&self, tree_name: &str) -> PoolCountMap {
-        let mut indexes = self.operations.indexes();
-        let by_tree = indexes.counts.refresh(
-            || self.operations.keys().cloned().collect(),
-            |id| self.contributions_of(id),
-        );
-        let mut counts = by_tree.0.get(tree_name).cloned().unwrap_or_default();
-        drop(indexes);
+        let mut counts = self.read_counts(tree_name, |c| c.cloned().unwrap_or_default());
         counts.retain(|_, c| *c != PoolCounts::default());
         debug_assert_eq!(
             counts,
@@ -101,27 +95,25 @@ impl SchedulerCore {
     /// Counts of one pool of `tree` (its subtree's unfinished operations), without
     /// copying the tree's map.
     pub(crate) fn pool_count(&self, tree_name: &str, pool: &TreePoolName) -> PoolCounts {
+        let counts = self.read_counts(tree_name, |c| {
+            c.and_then(|c| c.get(pool)).copied().unwrap_or_default()
+        });
+        debug_assert_eq!(
+            Some(&counts).filter(|c| **c != PoolCounts::default()),
+            self.pool_counts_by_scan(tree_name).get(pool),
+            "operation counts of pool {pool} of tree {tree_name}"
+        );
+        counts
+    }
+
+    /// Reads a tree's counts from the index, brought up to date first.
+    fn read_counts<R>(&self, tree_name: &str, read: impl FnOnce(Option<&PoolCountMap>) -> R) -> R {
         let mut indexes = self.operations.indexes();
         let by_tree = indexes.counts.refresh(
             || self.operations.keys().cloned().collect(),
             |id| self.contributions_of(id),
         );
-        let counts = by_tree
-            .0
-            .get(tree_name)
-            .and_then(|c| c.get(pool))
-            .copied()
-            .unwrap_or_default();
-        drop(indexes);
-        debug_assert_eq!(
-            counts,
-            self.pool_counts_by_scan(tree_name)
-                .get(pool)
-                .copied()
-                .unwrap_or_default(),
-            "operation counts of pool {pool} of tree {tree_name}"
-        );
-        counts
+        read(by_tree.0.get(tree_name))
     }
 
     /// The same counts the slow way: what the index must always agree with.
