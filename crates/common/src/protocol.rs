@@ -68,6 +68,28 @@ pub struct RunningJob {
     pub state: JobState,
     pub resource_usage: ResourceVector,
     pub start_time: UnixMillis,
+    /// Which job of its operation this attempt runs, as its start named it. The
+    /// scheduler does not store starts: after a restart it adopts an attempt it never
+    /// recorded by this, when that job is still waiting (an agent of an older version
+    /// sends none, and such an attempt is aborted instead).
+    #[serde(default)]
+    pub attempt_of: Option<AttemptOf>,
+}
+
+/// One job of an operation: its task and its index in that task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptOf {
+    pub task_name: String,
+    pub job_index: u32,
+}
+
+impl AttemptOf {
+    pub fn of(spec: &JobStartSpec) -> Self {
+        AttemptOf {
+            task_name: spec.task_name.clone(),
+            job_index: spec.job_index,
+        }
+    }
 }
 
 impl RunningJob {
@@ -79,6 +101,7 @@ impl RunningJob {
             state: JobState::Running,
             resource_usage: spec.resources,
             start_time,
+            attempt_of: Some(AttemptOf::of(spec)),
         }
     }
 }
@@ -110,7 +133,16 @@ pub struct FinishedJob {
     /// Last `OUTPUT_TAIL_BYTES` of the job's stdout, lossily decoded.
     pub stdout_tail: String,
     pub stderr_tail: String,
+    /// As in `RunningJob`: a result of an attempt the scheduler never recorded is taken
+    /// by this when that job still waits.
+    #[serde(default)]
+    pub attempt_of: Option<AttemptOf>,
 }
+
+/// The longest an agent waits between heartbeats while the scheduler does not answer:
+/// a revived scheduler that has heard no new node for this long (plus a period) has
+/// heard every live one.
+pub const AGENT_MAX_RETRY_MS: u64 = 2_000;
 
 /// Most tags one node may report (system and configured each).
 pub const MAX_NODE_TAGS: usize = 256;
@@ -296,6 +328,7 @@ mod tests {
             statistics: Default::default(),
             stdout_tail: "x".repeat(OUTPUT_TAIL_BYTES) + "end",
             stderr_tail: "ok".into(),
+            attempt_of: None,
         };
         r.bound();
         assert!(r.error.unwrap().len() <= MAX_JOB_ERROR_BYTES + 3);

@@ -46,6 +46,7 @@ fn heartbeat() -> HeartbeatRequest {
             statistics: Default::default(),
             stdout_tail: "out".into(),
             stderr_tail: String::new(),
+            attempt_of: None,
         }],
         timeout_ms: 5_000,
         last_reply_seq: None,

@@ -11,8 +11,8 @@ use tokio::sync::{oneshot, Notify};
 use tracing::{info, warn};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::protocol::{
-    unix_now, FinishedJob, HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, Registration,
-    RunningJob, UnixMillis, PROTOCOL_VERSION,
+    unix_now, AttemptOf, FinishedJob, HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec,
+    Registration, RunningJob, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState};
@@ -25,7 +25,7 @@ const FINISHED_BYTES_PER_HEARTBEAT: usize = 512 * 1024;
 const REMEMBERED_JOB_IDS: usize = 100_000;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Short enough that agents are back within a revived scheduler's revival window.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+const MAX_BACKOFF: Duration = Duration::from_millis(ytsched_common::protocol::AGENT_MAX_RETRY_MS);
 
 pub struct AgentConfig {
     pub node_id: NodeId,
@@ -309,6 +309,7 @@ impl Agent {
                 state: JobState::Running,
                 resource_usage: r.spec.resources,
                 start_time: r.start_time,
+                attempt_of: Some(AttemptOf::of(&r.spec)),
             })
             .collect();
         let mut budget = FINISHED_BYTES_PER_HEARTBEAT;
@@ -501,6 +502,7 @@ fn shortage(spec: &JobStartSpec, error: String) -> FinishedJob {
         statistics: Default::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
+        attempt_of: Some(AttemptOf::of(spec)),
     }
 }
 

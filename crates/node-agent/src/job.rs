@@ -29,6 +29,7 @@ pub async fn run(
         statistics: JobStatistics::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
+        attempt_of: Some(ytsched_common::protocol::AttemptOf::of(spec)),
     };
     let mut sandbox = match config.launch(spec, extra_env, slot, gpus) {
         Ok(s) => s,

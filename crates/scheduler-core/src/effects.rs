@@ -23,6 +23,11 @@ pub struct Effects {
     pub nudges: Vec<NodeId>,
     /// State changes to log, one line each.
     pub events: Vec<CoreEvent>,
+    /// The answer must not go out before `changes` are stored. Heartbeat replies
+    /// otherwise go at once (starts are not stored; results are acknowledged once
+    /// stored, by the driver); one that announces an attempt number beyond the stored
+    /// reservation waits (`attempt_reservation.rs`).
+    pub reply_after_store: bool,
 }
 
 impl Effects {
@@ -56,6 +61,7 @@ impl SchedulerCore {
             retired: self.outbox.take_retired(),
             nudges: self.outbox.take_nudges(),
             events: self.outbox.take_events(),
+            reply_after_store: self.outbox.take_reply_after_store(),
         }
     }
 }

@@ -44,6 +44,10 @@ pub enum CoreEvent {
         lost_jobs: usize,
         silent_nodes: usize,
     },
+    /// A revived scheduler starts jobs again: the nodes have reported what they run.
+    StartsResumed {
+        adopted_jobs: usize,
+    },
     OperationStarted {
         id: OperationId,
         user: String,
@@ -69,6 +73,13 @@ pub enum CoreEvent {
         error: Option<String>,
     },
     JobStarted {
+        id: JobId,
+        operation: OperationId,
+        node: NodeId,
+    },
+    /// A node runs an attempt nothing recorded (a previous scheduler started it), and it
+    /// is now its job's running attempt.
+    JobAdopted {
         id: JobId,
         operation: OperationId,
         node: NodeId,

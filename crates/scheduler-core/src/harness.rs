@@ -353,6 +353,7 @@ pub fn finished(s: &JobStartSpec, state: JobState) -> FinishedJob {
         statistics: JobStatistics::default(),
         stdout_tail: format!("out {}", s.job_index),
         stderr_tail: String::new(),
+        attempt_of: Some(ytsched_common::protocol::AttemptOf::of(s)),
     }
 }
 

@@ -151,7 +151,8 @@ impl SchedulerCore {
 
     /// The node's scheduling stages for this heartbeat: fill it, then preempt for a
     /// starving operation, then speculate. A node that takes no new job (in
-    /// maintenance, or in no tree) also preempts and speculates nothing for one.
+    /// maintenance, or in no tree) also preempts and speculates nothing for one; nor does
+    /// any while a revived scheduler holds starts (`adoption.rs`).
     fn schedule_on(
         &mut self,
         node_id: &NodeId,
@@ -168,7 +169,7 @@ impl SchedulerCore {
             dying,
             jobs_to_abort,
         );
-        if self.nodes[node_id].is_schedulable() {
+        if self.nodes[node_id].is_schedulable() && !self.starts_held(now) {
             self.fill_node(&mut ctx);
             if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
                 ctx.start(start);
@@ -230,6 +231,9 @@ impl SchedulerCore {
         if returning || tags_changed {
             self.reassign_node(&req.node_id);
         }
+        if returning {
+            self.node_arrived(now);
+        }
         let node = self.nodes.get_mut(&req.node_id).expect("inserted above");
         if returning {
             node.online = true;
@@ -256,6 +260,17 @@ impl SchedulerCore {
         result: &ytsched_common::protocol::FinishedJob,
         now: UnixMillis,
     ) -> bool {
+        if self.jobs.owner(&result.job_id).is_none() {
+            // An attempt started by a scheduler that crashed before storing anything of
+            // it: taken as if it had been reported running, if its job still waits.
+            self.adopt_attempt(
+                node_id,
+                &result.job_id,
+                &result.operation_id,
+                result.attempt_of.as_ref(),
+                result.start_time,
+            );
+        }
         let Some(op_id) = self.jobs.owner(&result.job_id).cloned() else {
             return true;
         };
@@ -331,6 +346,17 @@ impl SchedulerCore {
         let mut reported = HashSet::with_capacity(req.running_jobs.len());
         for running in &req.running_jobs {
             reported.insert(running.job_id.clone());
+            if self.jobs.owner(&running.job_id).is_none()
+                && self.adopt_attempt(
+                    node_id,
+                    &running.job_id,
+                    &running.operation_id,
+                    running.attempt_of.as_ref(),
+                    running.start_time,
+                )
+            {
+                continue;
+            }
             let job = self
                 .jobs
                 .owner(&running.job_id)

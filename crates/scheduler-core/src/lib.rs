@@ -100,6 +100,8 @@ pub struct SchedulerCore {
     /// Until when a revived scheduler waits for nodes to report the jobs it restored
     /// before it counts the unreported ones as lost.
     revival_deadline: Option<UnixMillis>,
+    /// A revived scheduler starts nothing while nodes come back (see `adoption.rs`).
+    start_hold: Option<jobs::adoption::StartHold>,
     /// What the driver has yet to hear: nudges, events, outputs, retired operations.
     outbox: outbox::Outbox,
     /// Finished operations still in memory, oldest first per tree (see `retention.rs`).
@@ -141,6 +143,7 @@ impl SchedulerCore {
             nudge_cursor: None,
             latest_now: 0,
             revival_deadline: None,
+            start_hold: None,
             outbox: Default::default(),
             finished_order: BTreeMap::new(),
             damaged: BTreeMap::new(),

@@ -18,6 +18,8 @@ pub(crate) struct Outbox {
     outputs: Vec<JobOutputRecord>,
     /// Operations retired from memory, for the driver to archive.
     retired: Vec<Archived>,
+    /// The call's answer waits until its changes are stored (see `Effects`).
+    reply_after_store: bool,
 }
 
 impl Outbox {
@@ -55,5 +57,13 @@ impl Outbox {
 
     pub(crate) fn take_events(&mut self) -> Vec<CoreEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    pub(crate) fn reply_after_store(&mut self) {
+        self.reply_after_store = true;
+    }
+
+    pub(crate) fn take_reply_after_store(&mut self) -> bool {
+        std::mem::take(&mut self.reply_after_store)
     }
 }

@@ -7,6 +7,7 @@
 //! recorded as running stay running, and their nodes have a revival window to report them
 //! before they count as lost.
 
+use crate::jobs::adoption::StartHold;
 use crate::operations::operation::{Job, Operation, TreeSlot};
 use crate::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,10 @@ pub struct OperationRecord {
     /// The submitter's idempotency token, so a restarted scheduler still answers a retry.
     #[serde(default)]
     pub idempotency_token: Option<ytsched_common::IdempotencyToken>,
+    /// Attempt numbers below this may have been given out without a record
+    /// (`attempt_reservation.rs`); 0 in records of versions that stored every start.
+    #[serde(default)]
+    pub reserved_attempts: u64,
 }
 
 impl OperationRecord {
@@ -133,6 +138,7 @@ impl OperationRecord {
             trees: op.trees.clone(),
             history: op.history.clone(),
             idempotency_token: op.idempotency_token.clone(),
+            reserved_attempts: op.reserved_attempts,
         }
     }
 }
@@ -151,14 +157,18 @@ impl SchedulerCore {
     pub(super) fn take_changes(&mut self) -> Vec<StateChange> {
         let mut out = Vec::new();
         let jobs_index = &mut self.jobs;
+        let mut reservation_grew = false;
         self.operations.drain_changed(|op| {
+            reservation_grew |= op.take_reservation_grew();
             let id = op.id.clone();
             let (header, jobs) = op.take_changes();
             if header {
                 out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
             }
             for j in &jobs {
-                if let Some(job) = op.jobs.get(j) {
+                // Running attempts are not stored: their nodes report them (see
+                // `adoption.rs`); the record comes with their end.
+                if let Some(job) = op.jobs.get(j).filter(|j| j.state != JobState::Running) {
                     out.push(StateChange::Job(Box::new(JobRecord {
                         operation: id.clone(),
                         job: job.clone(),
@@ -170,6 +180,9 @@ impl SchedulerCore {
                 jobs_index.forget(&j);
             }
         });
+        if reservation_grew {
+            self.outbox.reply_after_store();
+        }
         out.extend(
             self.outbox
                 .take_outputs()
@@ -211,6 +224,11 @@ impl SchedulerCore {
             self.finish_operation(&id, OperationState::Completed, None, now);
         }
         self.revival_deadline = Some(now + revival_window_ms);
+        // Unfinished operations may have jobs running that no record shows: nothing
+        // starts until the nodes have said what they run.
+        if summary.unfinished > 0 {
+            self.start_hold = Some(StartHold::new(now, now + revival_window_ms));
+        }
         self.trees.mark_all_stale();
         summary
     }
@@ -260,6 +278,7 @@ impl SchedulerCore {
         }
         if !op.state.is_finished() {
             summary.unfinished += 1;
+            op.renew_reservation_at_revival();
             let running = op.running_job_ids().count();
             op.record(
                 now,
@@ -352,6 +371,7 @@ impl Operation {
         op.error = record.error;
         op.history = record.history;
         op.idempotency_token = record.idempotency_token;
+        op.reserved_attempts = record.reserved_attempts;
         op.adopt_jobs(jobs);
         // Nothing here is new to the store.
         op.take_changes();

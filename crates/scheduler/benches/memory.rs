@@ -115,6 +115,7 @@ fn main() {
                     statistics: Default::default(),
                     stdout_tail: String::new(),
                     stderr_tail: String::new(),
+                    attempt_of: None,
                 })
                 .collect::<Vec<_>>();
             done += finished.len() as u32;

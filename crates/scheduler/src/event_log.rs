@@ -12,6 +12,7 @@ pub fn log_events(events: &[CoreEvent]) {
             CoreEvent::NodeRegistered { .. }
             | CoreEvent::NodeMembership { .. }
             | CoreEvent::RevivalEnded { .. }
+            | CoreEvent::StartsResumed { .. }
             | CoreEvent::NodeMaintenance { .. }
             | CoreEvent::NodeRestarted { .. }
             | CoreEvent::NodeOverApproval { .. }
@@ -22,6 +23,7 @@ pub fn log_events(events: &[CoreEvent]) {
             | CoreEvent::PoolRemoved { .. }
             | CoreEvent::OperationFinished { .. } => log_operation_event(e),
             CoreEvent::JobStarted { .. }
+            | CoreEvent::JobAdopted { .. }
             | CoreEvent::JobFinished { .. }
             | CoreEvent::JobAborted { .. } => log_job_event(e),
         }
@@ -45,6 +47,10 @@ fn log_node_event(e: &CoreEvent) {
         } => info!(
             lost_jobs,
             silent_nodes, "revival done: jobs no node reported will run again"
+        ),
+        CoreEvent::StartsResumed { adopted_jobs } => info!(
+            adopted_jobs,
+            "nodes have reported what they run; jobs start again"
         ),
         CoreEvent::NodeMaintenance { id, maintenance } => {
             info!(node = %id, maintenance = %maintenance.summary(), "node maintenance changed")
@@ -100,6 +106,13 @@ fn log_job_event(e: &CoreEvent) {
             node,
         } => {
             debug!(job = %id, operation = %operation, node = %node, "job started")
+        }
+        CoreEvent::JobAdopted {
+            id,
+            operation,
+            node,
+        } => {
+            info!(job = %id, operation = %operation, node = %node, "job adopted: its node runs it though its start was never stored")
         }
         CoreEvent::JobFinished {
             id,

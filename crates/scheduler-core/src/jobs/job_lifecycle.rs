@@ -5,8 +5,8 @@
 
 use crate::operations::operation::{set_attempt, slot_mut, Job, Operation, ResultEffect};
 use ytsched_common::names::TreeName;
-use ytsched_common::protocol::{FinishedJob, JobStartSpec, UnixMillis};
-use ytsched_common::states::{AbortReason, JobState};
+use ytsched_common::protocol::{AttemptOf, FinishedJob, JobStartSpec, UnixMillis};
+use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId};
 
 impl Operation {
@@ -63,11 +63,60 @@ impl Operation {
         tree: &TreeName,
         now: UnixMillis,
     ) -> JobStartSpec {
+        let seq = self.next_job_seq;
+        let id = self.run_attempt(seq, task, index, node, tree, now);
+        self.start_spec(&id).expect("inserted above")
+    }
+
+    /// Takes in attempt `seq` that `node` of `tree` runs although nothing recorded it: a
+    /// previous scheduler started it and stopped before the store had it (starts are
+    /// not stored). It becomes the running attempt of its job when that job still
+    /// waits; otherwise the job was given to another attempt, and the caller aborts
+    /// this one. Returns whether it was adopted.
+    pub fn adopt_attempt(
+        &mut self,
+        seq: u64,
+        of: &AttemptOf,
+        node: &NodeId,
+        tree: &TreeName,
+        start_time: UnixMillis,
+    ) -> bool {
+        // Only a number an earlier scheduler could have given out (a revived one
+        // numbers on past all of them) and this one has not.
+        if self.state != OperationState::Running
+            || seq >= self.next_job_seq
+            || self.attempt_state(seq) != JobState::Waiting
+            || slot_mut(&mut self.trees, tree).is_none()
+        {
+            return false;
+        }
+        let Some(task) = self.tasks.iter().position(|t| t.name == of.task_name) else {
+            return false;
+        };
+        let waiting = &mut self.tasks[task].waiting;
+        let Some(at) = waiting.iter().position(|&i| i == of.job_index) else {
+            return false;
+        };
+        waiting.remove(at);
+        self.run_attempt(seq, task, of.job_index, node, tree, start_time);
+        true
+    }
+
+    /// Makes attempt `seq` the running attempt of job `index` of `task` on `node`.
+    fn run_attempt(
+        &mut self,
+        seq: u64,
+        task: usize,
+        index: u32,
+        node: &NodeId,
+        tree: &TreeName,
+        now: UnixMillis,
+    ) -> JobId {
         let t = &self.tasks[task];
         let resources = t.spec.job_resources();
-        let seq = self.next_job_seq;
         let id = self.attempt_id(seq);
-        self.next_job_seq += 1;
+        self.reserve_through(seq);
+        self.next_job_seq = self.next_job_seq.max(seq + 1);
         set_attempt(&mut self.attempts, &mut self.tally, seq, JobState::Running);
         if let Some(slot) = slot_mut(&mut self.trees, tree) {
             slot.usage += resources;
@@ -91,7 +140,7 @@ impl Operation {
         };
         self.jobs.insert(id.clone(), job);
         self.changed_jobs.push(id.clone());
-        self.start_spec(&id).expect("inserted above")
+        id
     }
 
     /// What a node needs to run job attempt `id`: made at its start, and again when the

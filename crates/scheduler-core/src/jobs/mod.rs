@@ -1,6 +1,7 @@
 //! Jobs: one lifecycle (waiting → started → running → finished/aborted → settled), the
 //! index of where each runs, and speculative copies of slow ones.
 
+pub(crate) mod adoption;
 pub(crate) mod job_index;
 pub(crate) mod job_lifecycle;
 pub(crate) mod speculation;

@@ -104,6 +104,10 @@ pub struct Operation {
     /// `start_operation_as`).
     pub idempotency_token: Option<ytsched_common::IdempotencyToken>,
     pub(crate) next_job_seq: u64,
+    /// Attempt numbers below this are reserved in the store (`attempt_reservation.rs`).
+    pub(crate) reserved_attempts: u64,
+    /// The reservation grew and is not yet taken for the store.
+    pub(crate) reservation_grew: bool,
     /// What changed since the store last took the changes: the operation's own fields,
     /// and which jobs.
     header_changed: bool,
@@ -203,6 +207,8 @@ impl Operation {
                 completed: 0,
             })
             .collect();
+        let first_reservation =
+            crate::operations::attempt_reservation::first_reservation(spec.total_job_count());
         Self {
             id,
             user,
@@ -233,6 +239,8 @@ impl Operation {
             }],
             idempotency_token: None,
             next_job_seq: 0,
+            reserved_attempts: first_reservation,
+            reservation_grew: false,
             header_changed: true,
             changed_jobs: vec![],
         }
@@ -299,6 +307,10 @@ impl Operation {
     /// Adds a history line (and marks the operation for the store).
     pub fn record(&mut self, now: UnixMillis, event: String) {
         self.history.push(HistoryEntry { time: now, event });
+        self.header_changed = true;
+    }
+
+    pub(crate) fn mark_header_changed(&mut self) {
         self.header_changed = true;
     }
 

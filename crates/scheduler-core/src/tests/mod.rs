@@ -918,10 +918,11 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
         .events
         .iter()
         .any(|e| matches!(e, CoreEvent::JobStarted { .. })));
-    assert!(placed
+    // A start is not stored: its node reports it after a restart (`adoption.rs`).
+    assert!(!placed
         .changes
         .iter()
-        .any(|c| matches!(c, StateChange::Job(j) if j.job.id == reply.jobs_to_start[0].job_id)));
+        .any(|c| matches!(c, StateChange::Job(_))));
 
     let ((), configured) = core.run(|c| {
         c.create_pool("default", "p", None, serde_json::json!({}))

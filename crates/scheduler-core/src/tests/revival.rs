@@ -16,6 +16,8 @@ struct Store {
     config: Option<Vec<u8>>,
     ops: BTreeMap<OperationId, Vec<u8>>,
     jobs: BTreeMap<JobId, Vec<u8>>,
+    /// Running attempts as a version that stored starts would have kept them.
+    legacy_running: BTreeMap<JobId, Vec<u8>>,
 }
 
 impl Store {
@@ -51,7 +53,8 @@ fn op() -> OperationId {
     OperationId("op".into())
 }
 
-/// A core with one 2-cpu node running 2 of 4 jobs, all of it stored.
+/// A core with one 2-cpu node running 2 of 4 jobs, all of it stored (the starts are
+/// not: nothing of a running attempt is).
 fn running_two() -> (Store, Vec<JobStartSpec>) {
     let mut core = SchedulerCore::new(CoreConfig::default());
     let mut store = Store::default();
@@ -60,22 +63,38 @@ fn running_two() -> (Store, Vec<JobStartSpec>) {
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 2);
     assert_eq!(r.jobs_to_start.len(), 2);
     store.take(&mut core);
+    assert!(store.jobs.is_empty(), "starts are not stored");
+    // What an older version stored: its running attempts.
+    store.legacy_running = core.operations[&op()]
+        .jobs
+        .values()
+        .map(|j| {
+            let r = JobRecord {
+                operation: op(),
+                job: j.clone(),
+            };
+            (j.id.clone(), encode(&r).unwrap())
+        })
+        .collect();
     (store, r.jobs_to_start)
 }
 
-/// One 2-cpu node runs 2 of 4 jobs; the scheduler restarts. The revived one keeps the
-/// reported jobs running, starts only the other two when they finish, and never runs
-/// an index twice.
+/// When a revived scheduler has heard no new node for an agent's longest retry gap
+/// plus a heartbeat period.
+const QUIET_MS: u64 = ytsched_common::protocol::AGENT_MAX_RETRY_MS + 1_000;
+
+/// One 2-cpu node runs 2 of 4 jobs; the scheduler restarts. Nothing recorded the
+/// starts: the node's report makes them the running attempts of their jobs again,
+/// nothing starts while nodes come back, and then only the other two start.
 #[test]
-fn revived_scheduler_keeps_reported_jobs_running_and_starts_only_the_rest() {
+fn revived_scheduler_adopts_reported_jobs_and_starts_only_the_rest() {
     let mut h = Harness::starting_at(0);
     h.node("n1", 2.0, &[]);
     let op = h.at(1).submit("u", spec(4, 1.0));
     assert_eq!(h.at(2).heartbeat("n1").jobs_to_start.len(), 2);
     h.at(100).restart_scheduler(5_000);
-    assert!(h.core.reviving());
     let info = h.core.operation_info(&op).unwrap();
-    assert_eq!((info.jobs.running, info.jobs.waiting), (2, 2));
+    assert_eq!((info.jobs.running, info.jobs.waiting), (0, 4));
     assert!(
         info.history.last().unwrap().event.contains("revived"),
         "{:?}",
@@ -86,28 +105,204 @@ fn revived_scheduler_keeps_reported_jobs_running_and_starts_only_the_rest() {
         r.jobs_to_abort.is_empty(),
         "reported jobs keep running: {r:?}"
     );
-    assert!(r.jobs_to_start.is_empty(), "the node is full");
+    let info = h.core.operation_info(&op).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.waiting), (2, 2));
+    assert!(h
+        .last_effects()
+        .events
+        .iter()
+        .any(|e| matches!(e, CoreEvent::JobAdopted { .. })));
     let r = h.finish_at("n1", 120);
     assert_eq!(r.acknowledged_jobs.len(), 2);
+    assert!(r.jobs_to_start.is_empty(), "starts are held: {r:?}");
+    let r = h.at(110 + QUIET_MS).heartbeat("n1");
     let indices: Vec<u32> = r.jobs_to_start.iter().map(|s| s.job_index).collect();
     assert_eq!(indices, vec![2, 3], "indices 0 and 1 never run twice");
+    let ids: Vec<String> = r
+        .jobs_to_start
+        .iter()
+        .map(|s| s.job_id.to_string())
+        .collect();
+    // 4 jobs reserved 5 numbers at submission; an earlier scheduler may have used
+    // any of them, so the revived one numbers on from there.
+    assert_eq!(
+        ids,
+        vec![format!("{op}-5"), format!("{op}-6")],
+        "attempt numbers go on past the stored reservation"
+    );
 }
 
-/// Jobs no node reports within the revival window are lost and wait to run again.
+/// Attempt numbers past the stored reservation are announced only once the store has
+/// the larger one: the reply that carries such a start waits for it; others do not.
 #[test]
-fn jobs_no_node_reports_within_the_window_run_again() {
+fn a_start_past_the_reservation_waits_for_the_store() {
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 1.0, &[]);
+    let mut s = spec(1, 1.0);
+    s.max_failed_job_count = 10;
+    h.at(1).submit("u", s);
+    let mut waits = vec![];
+    for t in 0..6u64 {
+        let r = h.at(10 + t * 10).heartbeat("n1");
+        waits.push((r.jobs_to_start.len(), h.last_effects().reply_after_store));
+        h.finish_all("n1", JobState::Failed);
+    }
+    // One job reserves 2 numbers (0 and 1); each further block the one it needs and
+    // 2 more.
+    assert_eq!(
+        waits,
+        vec![
+            (1, false),
+            (1, false),
+            (1, true),
+            (1, false),
+            (1, false),
+            (1, true)
+        ]
+    );
+}
+
+/// Each node that comes back restarts the quiet period; the revival window ends the
+/// hold whatever.
+#[test]
+fn starts_are_held_while_nodes_keep_coming_back_and_at_most_the_window() {
+    let mut h = Harness::starting_at(0);
+    for n in ["n1", "n2", "n3"] {
+        h.node(n, 1.0, &[]);
+    }
+    let op = h.at(1).submit("u", spec(6, 1.0));
+    h.at(2).heartbeat_all();
+    h.at(100).restart_scheduler(10_000);
+    h.at(200).heartbeat("n1");
+    h.at(2_500).heartbeat("n2");
+    h.finish_all("n1", JobState::Completed);
+    let r = h.at(200 + QUIET_MS).heartbeat("n1");
+    assert!(r.jobs_to_start.is_empty(), "n2 came back later: {r:?}");
+    let r = h.at(2_500 + QUIET_MS).heartbeat("n1");
+    assert_eq!(r.jobs_to_start.len(), 1, "quiet since n2: {r:?}");
+    // Nodes that never stop coming back cannot hold starts past the window.
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 1.0, &[]);
+    h.at(1).submit("u", spec(2, 1.0));
+    h.at(100).restart_scheduler(3_000);
+    for (i, t) in [200u64, 1_500, 2_800].into_iter().enumerate() {
+        h.add_node(&format!("m{i}"), 1.0, &[]);
+        h.at(t).heartbeat(&format!("m{i}"));
+    }
+    let r = h.at(3_100).heartbeat("n1");
+    assert_eq!(r.jobs_to_start.len(), 1, "the window is over: {r:?}");
+    let _ = op;
+}
+
+/// A node that comes back only after the hold reports attempts whose jobs were given
+/// to others meanwhile: they are aborted, and their results never count.
+#[test]
+fn an_unrecorded_attempt_whose_job_runs_elsewhere_is_aborted() {
     let mut h = Harness::starting_at(0);
     h.node("n1", 2.0, &[]);
-    let op = h.at(1).submit("u", spec(4, 1.0));
+    let op = h.at(1).submit("u", spec(2, 1.0));
     h.at(2).heartbeat("n1");
-    h.at(100).restart_scheduler(5_000);
-    // n1 stays silent.
-    h.at(4_000).run(|c| c.tick(4_000));
-    let running = h.core.operation_info(&op).unwrap().jobs.running;
-    assert_eq!(running, 2, "still in the window");
-    h.at(5_200).run(|c| c.tick(5_200));
-    assert!(!h.core.reviving());
+    let old: Vec<JobId> = h
+        .running_on("n1")
+        .iter()
+        .map(|s| s.job_id.clone())
+        .collect();
+    h.at(100).restart_scheduler(60_000);
+    h.add_node("n2", 2.0, &[]);
+    h.at(200).heartbeat("n2");
+    let r = h.at(200 + QUIET_MS).heartbeat("n2");
+    assert_eq!(r.jobs_to_start.len(), 2, "n1 is silent: its jobs run on n2");
+    h.finish_all("n1", JobState::Completed);
+    let old_job = h.running_on("n1").len();
+    assert_eq!(old_job, 0);
+    let r = h.at(300 + QUIET_MS).heartbeat("n1");
+    assert_eq!(
+        r.acknowledged_jobs.len(),
+        2,
+        "taken off the node, not counted"
+    );
     let info = h.core.operation_info(&op).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.completed), (2, 0), "{old:?}");
+    h.finish_all("n2", JobState::Completed);
+    h.at(400 + QUIET_MS).heartbeat("n2");
+    let info = h.core.operation_info(&op).unwrap();
+    assert_eq!(
+        (info.state, info.jobs.completed),
+        (OperationState::Completed, 2)
+    );
+}
+
+/// A node cannot make the scheduler adopt what no scheduler could have started: an
+/// attempt number far past the operation's, another operation's job, or a job of no
+/// task; nor adopt without saying which job (an older agent).
+#[test]
+fn only_an_attempt_a_scheduler_could_have_started_is_adopted() {
+    let (store, started) = running_two();
+    let forged = |seq: u64, task: &str, index: u32| {
+        let mut s = started[0].clone();
+        s.job_id = JobId::attempt(&op(), seq);
+        s.task_name = task.into();
+        s.job_index = index;
+        s
+    };
+    let mut core = store.revive(100);
+    let task = started[0].task_name.clone();
+    let claims = vec![
+        forged(10_000_000, &task, 2),
+        forged(7, "no-such-task", 2),
+        forged(8, &task, 99),
+    ];
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &claims, vec![]), 110);
+    assert_eq!(r.jobs_to_abort.len(), 3, "{r:?}");
+    let mut old_agent = heartbeat("n1", 2.0, &started, vec![]);
+    for j in &mut old_agent.running_jobs {
+        j.attempt_of = None;
+    }
+    let r = core.process_heartbeat(old_agent, 120);
+    assert_eq!(r.jobs_to_abort.len(), 2, "{r:?}");
+    let info = core.operation_info(&op()).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.waiting), (0, 4));
+    // The real ones, reported as they are, are adopted.
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &started, vec![]), 130);
+    assert!(r.jobs_to_abort.is_empty(), "{r:?}");
+    assert_eq!(core.operation_info(&op()).unwrap().jobs.running, 2);
+}
+
+/// A job that finished while no scheduler ran: its result is taken as that of an
+/// adopted attempt, once.
+#[test]
+fn a_result_of_an_unrecorded_attempt_counts_once() {
+    let (store, started) = running_two();
+    let mut core = store.revive(100);
+    let results: Vec<_> = started
+        .iter()
+        .map(|s| done(s, JobState::Completed))
+        .collect();
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], results.clone()), 110);
+    assert_eq!(r.acknowledged_jobs.len(), 2);
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], results), 120);
+    assert_eq!(r.acknowledged_jobs.len(), 2);
+    let info = core.operation_info(&op()).unwrap();
+    assert_eq!((info.jobs.completed, info.jobs.waiting), (2, 2));
+}
+
+/// Running attempts an older version recorded, that no node reports within the
+/// revival window, are lost and wait to run again.
+#[test]
+fn recorded_jobs_no_node_reports_within_the_window_run_again() {
+    let (mut store, _) = running_two();
+    store.jobs = std::mem::take(&mut store.legacy_running);
+    let mut core = store.revive(100);
+    assert!(core.reviving());
+    core.tick(4_000);
+    assert_eq!(
+        core.operation_info(&op()).unwrap().jobs.running,
+        2,
+        "still in the window"
+    );
+    core.tick(5_200);
+    assert!(!core.reviving());
+    let info = core.operation_info(&op()).unwrap();
     assert_eq!(
         (info.jobs.running, info.jobs.waiting, info.jobs.aborted),
         (0, 4, 2)
@@ -116,7 +311,7 @@ fn jobs_no_node_reports_within_the_window_run_again() {
         .history
         .iter()
         .any(|h| h.event.contains("did not report it")));
-    let jobs = h.core.held_jobs(&op).unwrap();
+    let jobs = core.held_jobs(&op()).unwrap();
     assert!(jobs
         .iter()
         .filter(|j| j.state == JobState::Aborted)
@@ -124,12 +319,14 @@ fn jobs_no_node_reports_within_the_window_run_again() {
 }
 
 #[test]
-fn a_start_stored_but_never_delivered_runs_once_elsewhere() {
+fn a_start_never_delivered_runs_once_after_the_hold() {
     // The reply with the starts was lost with the scheduler: the node runs nothing.
     let (store, _lost_reply) = running_two();
     let mut core = store.revive(100);
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 110);
     assert!(r.jobs_to_abort.is_empty());
+    assert!(r.jobs_to_start.is_empty(), "held while nodes come back");
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 110 + QUIET_MS);
     let mut indices: Vec<u32> = r.jobs_to_start.iter().map(|s| s.job_index).collect();
     indices.sort();
     assert_eq!(indices, vec![0, 1], "the lost starts run again, once");
@@ -188,7 +385,11 @@ fn invalid_stored_records_fail_their_operation_and_revival_goes_on() {
     let (store, _) = running_two();
     // A job whose task index the spec does not have.
     let mut ops: Vec<OperationRecord> = store.ops.values().map(|b| decode(b).unwrap()).collect();
-    let mut jobs: Vec<JobRecord> = store.jobs.values().map(|b| decode(b).unwrap()).collect();
+    let mut jobs: Vec<JobRecord> = store
+        .legacy_running
+        .values()
+        .map(|b| decode(b).unwrap())
+        .collect();
     jobs[0].job.task = 7;
     // Another operation whose job_count is beyond any bound (6×10^8 jobs).
     let mut huge = ops[0].clone();

@@ -333,6 +333,7 @@ fn finish_due_jobs(node: &mut SimNode, t: u64) {
             },
             stdout_tail: String::new(),
             stderr_tail: String::new(),
+            attempt_of: None,
         });
     }
 }
@@ -356,6 +357,8 @@ fn heartbeat(
                 state: JobState::Running,
                 resource_usage: j.resources,
                 start_time: j.start,
+                // The simulated scheduler never restarts: nothing to adopt.
+                attempt_of: None,
             })
             .collect(),
         finished_jobs: node.finished.clone(),

@@ -56,13 +56,7 @@ impl SimNode {
             }
             c.placements.fetch_add(1, Relaxed);
             c.last_placement_ms.fetch_max(unix_now(), Relaxed);
-            let job = RunningJob {
-                job_id: spec.job_id.clone(),
-                operation_id: spec.operation_id.clone(),
-                state: JobState::Running,
-                resource_usage: spec.resources,
-                start_time: unix_now(),
-            };
+            let job = RunningJob::started(&spec, unix_now());
             self.running.insert(spec.job_id, (job, now + job_time));
         }
     }
@@ -107,6 +101,7 @@ pub(crate) fn finished(job: &RunningJob, state: JobState) -> FinishedJob {
         },
         stdout_tail: String::new(),
         stderr_tail: String::new(),
+        attempt_of: job.attempt_of.clone(),
     }
 }
 

@@ -1,0 +1,110 @@
+//! Attempts a node runs that the store never recorded. Starts are not stored (as in
+//! YTsaurus, a heartbeat is answered from memory and a restarted scheduler learns running
+//! jobs from the nodes), so after a crash a node may run, or have finished, an attempt
+//! the revived scheduler has never heard of. Its job id names the operation and the
+//! attempt number, and the node says which job it runs (`AttemptOf`): the attempt is
+//! adopted when that job still waits, and aborted (its result dropped) otherwise. So
+//! no job completes twice, and none is lost.
+//!
+//! For adoption to win over a fresh start of the same job, a revived scheduler starts
+//! nothing while nodes are still coming back: the start hold lasts until no node has
+//! come back for an agent's longest retry gap plus a heartbeat period (every live agent
+//! has reported by then), or at most the revival window.
+
+use crate::{CoreEvent, SchedulerCore};
+use ytsched_common::protocol::{AttemptOf, UnixMillis, AGENT_MAX_RETRY_MS};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+/// A revived scheduler's pause of starts while nodes report what they run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StartHold {
+    /// The revival window's end: the hold ends then whatever else happens.
+    deadline: UnixMillis,
+    /// When a node last came back (or the revival, before any did).
+    last_arrival: UnixMillis,
+    /// Attempts adopted meanwhile, for the log line at its end.
+    adopted: usize,
+}
+
+impl StartHold {
+    pub(crate) fn new(now: UnixMillis, deadline: UnixMillis) -> Self {
+        StartHold {
+            deadline,
+            last_arrival: now,
+            adopted: 0,
+        }
+    }
+
+    fn over(&self, now: UnixMillis, period_ms: u64) -> bool {
+        now >= self.deadline || now >= self.last_arrival + AGENT_MAX_RETRY_MS + period_ms
+    }
+}
+
+impl SchedulerCore {
+    /// Whether starts are held now; ends the hold when it is over.
+    pub(crate) fn starts_held(&mut self, now: UnixMillis) -> bool {
+        let Some(hold) = self.start_hold else {
+            return false;
+        };
+        if !hold.over(now, self.config.heartbeat_period_ms) {
+            return true;
+        }
+        self.start_hold = None;
+        self.outbox.event(CoreEvent::StartsResumed {
+            adopted_jobs: hold.adopted,
+        });
+        self.nudge_all_online();
+        false
+    }
+
+    /// A node came back while starts are held: the hold waits for the others a while
+    /// longer.
+    pub(crate) fn node_arrived(&mut self, now: UnixMillis) {
+        if let Some(hold) = self.start_hold.as_mut() {
+            hold.last_arrival = hold.last_arrival.max(now);
+        }
+    }
+
+    /// Takes in attempt `job_id` of operation `op_id` that `node_id` reports and nothing
+    /// recorded; returns whether it now runs there as that job's attempt.
+    pub(crate) fn adopt_attempt(
+        &mut self,
+        node_id: &NodeId,
+        job_id: &JobId,
+        op_id: &OperationId,
+        of: Option<&AttemptOf>,
+        start_time: UnixMillis,
+    ) -> bool {
+        let Some(of) = of else {
+            return false;
+        };
+        let Some(seq) = job_id.attempt_seq(op_id) else {
+            return false;
+        };
+        let Some(tree) = self
+            .nodes
+            .get(node_id)
+            .and_then(|n| self.node_tree(n))
+            .cloned()
+        else {
+            return false;
+        };
+        let Some(mut op) = self.operations.edit(op_id) else {
+            return false;
+        };
+        if !op.adopt_attempt(seq, of, node_id, &tree, start_time) {
+            return false;
+        }
+        drop(op);
+        self.jobs.started(job_id, op_id, node_id);
+        if let Some(hold) = self.start_hold.as_mut() {
+            hold.adopted += 1;
+        }
+        self.outbox.event(CoreEvent::JobAdopted {
+            id: job_id.clone(),
+            operation: op_id.clone(),
+            node: node_id.clone(),
+        });
+        true
+    }
+}
