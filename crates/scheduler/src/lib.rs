@@ -4,6 +4,7 @@
 //! every scheduling decision, with time passed in by the caller. `service` is the thin
 //! NATS adapter that feeds it heartbeats, API calls and clock ticks.
 
+pub mod ack_ledger;
 pub mod admin_changes;
 pub mod approvals_file;
 pub mod archive;

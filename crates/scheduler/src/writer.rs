@@ -25,7 +25,7 @@ use crate::store::{phase, Write, EPOCH_KEY};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -34,6 +34,8 @@ use tracing::{error, info, warn};
 struct Batch {
     writes: Vec<Write>,
     done: oneshot::Sender<()>,
+    /// Its place in the queue (see `Writer::position`).
+    position: u64,
 }
 
 #[derive(Clone)]
@@ -44,6 +46,11 @@ pub struct Writer {
     /// already made the changes it carries); callers that add work read this and push
     /// back instead (`MAX_WRITE_BACKLOG`).
     backlog: Arc<AtomicUsize>,
+    /// Batches queued so far, and the place of the last one stored: what was queued at
+    /// position `p` is stored once `stored_through() >= p`, without anyone waiting on
+    /// it (results are acknowledged that way, in a later heartbeat's reply).
+    queued: Arc<AtomicU64>,
+    stored: Arc<AtomicU64>,
 }
 
 /// The most writes the store may be behind before requests that make more are answered
@@ -80,19 +87,39 @@ impl Writer {
         let (tx, rx) = mpsc::unbounded_channel();
         let (fenced_tx, fenced) = watch::channel(None);
         let backlog = Arc::new(AtomicUsize::new(0));
+        let stored = Arc::new(AtomicU64::new(0));
         tokio::spawn(run(
             store,
             rx,
             max_value_bytes,
             revisions,
             fenced_tx,
-            backlog.clone(),
+            Progress {
+                backlog: backlog.clone(),
+                stored: stored.clone(),
+            },
         ));
         Writer {
             tx,
             fenced,
             backlog,
+            queued: Arc::new(AtomicU64::new(0)),
+            stored,
         }
+    }
+
+    /// The place of the last batch queued (call it under the lock that orders them).
+    pub fn position(&self) -> u64 {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// The place of the last batch stored: every batch up to it is stored.
+    pub fn stored_through(&self) -> u64 {
+        self.stored.load(Ordering::Acquire)
+    }
+
+    fn next_position(&self) -> u64 {
+        self.queued.fetch_add(1, Ordering::AcqRel) + 1
     }
 
     /// Writes queued and not yet stored.
@@ -108,7 +135,12 @@ impl Writer {
         let (done, rx) = oneshot::channel();
         self.backlog.fetch_add(writes.len(), Ordering::Relaxed);
         // A writer that stopped drops the batch, and with it `done`: never confirmed.
-        let _ = self.tx.send(Batch { writes, done });
+        let position = self.next_position();
+        let _ = self.tx.send(Batch {
+            writes,
+            done,
+            position,
+        });
         Stored(Some(rx))
     }
 
@@ -117,9 +149,11 @@ impl Writer {
     /// stored).
     pub fn barrier(&self) -> Stored {
         let (done, rx) = oneshot::channel();
+        let position = self.next_position();
         let _ = self.tx.send(Batch {
             writes: Vec::new(),
             done,
+            position,
         });
         Stored(Some(rx))
     }
@@ -232,6 +266,12 @@ async fn still_ours(store: &kv::Store, known: Option<u64>, holder: &Bytes) -> an
 
 const MAX_BATCHES: usize = 512;
 
+/// What the writer task tells the `Writer` handles as it goes.
+struct Progress {
+    backlog: Arc<AtomicUsize>,
+    stored: Arc<AtomicU64>,
+}
+
 /// Keys with their value and whether it is the key's last write before its purge.
 type Pending = Vec<(String, (Bytes, bool))>;
 
@@ -244,7 +284,7 @@ async fn run(
     max_value_bytes: usize,
     revisions: Revisions,
     fenced: watch::Sender<Option<String>>,
-    backlog: Arc<AtomicUsize>,
+    progress: Progress,
 ) {
     let mut w = RoundWriter {
         store,
@@ -280,7 +320,10 @@ async fn run(
             }
         }
         // Only barriers, or everything written: what came before is stored.
-        backlog.fetch_sub(taken, Ordering::Relaxed);
+        progress.backlog.fetch_sub(taken, Ordering::Relaxed);
+        if let Some(last) = batches.last() {
+            progress.stored.fetch_max(last.position, Ordering::AcqRel);
+        }
         for b in batches {
             let _ = b.done.send(());
         }

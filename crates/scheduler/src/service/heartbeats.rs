@@ -59,23 +59,13 @@ impl Driver {
                     period,
                 )
             }
-            Ok(req) => {
-                let patience = req.timeout_ms;
-                let reply = self
-                    .with_core(|core| {
-                        // Checked under the lock: the wait for it is where time goes.
-                        (!given_up(received, patience))
-                            .then(|| core.process_heartbeat(req, unix_now()))
-                    })
-                    .await;
-                match reply {
-                    Some(reply) => reply,
-                    None => {
-                        debug!(subject = %msg.subject, "heartbeat dropped: its agent stopped waiting for the reply");
-                        return;
-                    }
+            Ok(req) => match self.clone().answer(req, received).await {
+                Some(reply) => reply,
+                None => {
+                    debug!(subject = %msg.subject, "heartbeat dropped: its agent stopped waiting for the reply");
+                    return;
                 }
-            }
+            },
             Err(e) => {
                 warn!(subject = %msg.subject, error = %e, "malformed heartbeat");
                 HeartbeatReply::rejected(format!("malformed heartbeat: {e}"), period)
@@ -85,5 +75,41 @@ impl Driver {
             Ok(bytes) => self.reply(reply_to, bytes, "heartbeat").await,
             Err(e) => warn!(error = %e, "cannot encode heartbeat reply"),
         }
+    }
+
+    /// The core's answer to one heartbeat (None: its agent gave up waiting). It goes
+    /// out without waiting for the store: YTsaurus answers heartbeats from memory, and
+    /// nothing in it needs the store first (starts are not stored, see the core's
+    /// `adoption.rs`), except a start past its operation's stored reservation of attempt
+    /// numbers, whose reply waits. The results it took are acknowledged once stored, in
+    /// this reply if they already are, else in a later one (`AckLedger`).
+    async fn answer(
+        self: Arc<Self>,
+        req: HeartbeatRequest,
+        received: std::time::Instant,
+    ) -> Option<HeartbeatReply> {
+        let patience = req.timeout_ms;
+        let node = req.node_id.clone();
+        let Queued {
+            result,
+            effects,
+            stored,
+            position,
+        } = self.queue_core(|core| {
+            // Checked under the lock: the wait for it is where time goes.
+            (!given_up(received, patience)).then(|| core.process_heartbeat(req, unix_now()))
+        });
+        let mut reply = result?;
+        let taken = std::mem::take(&mut reply.acknowledged_jobs);
+        if effects.reply_after_store {
+            self.carry_out(effects, stored).await;
+        } else if !effects.is_empty() {
+            let driver = self.clone();
+            tokio::spawn(async move { driver.carry_out(effects, stored).await });
+        }
+        reply.acknowledged_jobs =
+            self.acks
+                .settle(&node, taken, position, self.writer.stored_through());
+        Some(reply)
     }
 }

@@ -99,12 +99,24 @@ struct Driver {
     archive: Archive,
     /// The state bucket: finished jobs' outputs are read from it on demand.
     state: async_nats::jetstream::kv::Store,
+    /// Results taken and acknowledged once stored, in a later reply.
+    acks: crate::ack_ledger::AckLedger,
     /// Wakes the fair-share updater early (a new operation waits for its first update).
     share_updates: Arc<tokio::sync::Notify>,
     /// For replies to heartbeats rejected before they reach the core.
     heartbeat_period_ms: u64,
     /// The most one stored record may take: the bus's payload limit less a margin.
     max_record_bytes: usize,
+}
+
+/// A core call whose writes are queued.
+struct Queued<R> {
+    result: R,
+    effects: Effects,
+    stored: crate::writer::Stored,
+    /// The writer's position once they were queued: everything the call changed, and
+    /// everything before it, is stored when the writer is through it.
+    position: u64,
 }
 
 /// The writes of a core call's effects: the configuration if it changed, then the
@@ -131,24 +143,38 @@ impl Driver {
     /// state changes; hands retired operations to the archive (their last records are
     /// stored by then); nudges the nodes the core asked for.
     async fn with_core<R>(&self, f: impl FnOnce(&mut SchedulerCore) -> R) -> R {
-        let (result, effects, stored) = {
-            let mut core = self.core.lock().expect("core lock");
-            let (result, effects) = core.run(f);
-            let writes = writes_of(&core, &effects);
-            // Retired operations' last writes (outputs among them) may be in an earlier
-            // call's batch: the archive reads them only once those are stored.
-            let stored = if writes.is_empty() && !effects.retired.is_empty() {
-                self.writer.barrier()
-            } else {
-                self.writer.submit(writes)
-            };
-            // Still under the lock: no request finds a retired operation in neither
-            // the core nor the archive.
-            self.archive.hand_over(&effects.retired);
-            (result, effects, stored)
-        };
+        let Queued {
+            result,
+            effects,
+            stored,
+            ..
+        } = self.queue_core(f);
         self.carry_out(effects, stored).await;
         result
+    }
+
+    /// Runs `f` on the core and queues its writes, under the core's lock; what is left
+    /// to do (`carry_out`) is the caller's.
+    fn queue_core<R>(&self, f: impl FnOnce(&mut SchedulerCore) -> R) -> Queued<R> {
+        let mut core = self.core.lock().expect("core lock");
+        let (result, effects) = core.run(f);
+        let writes = writes_of(&core, &effects);
+        // Retired operations' last writes (outputs among them) may be in an earlier
+        // call's batch: the archive reads them only once those are stored.
+        let stored = if writes.is_empty() && !effects.retired.is_empty() {
+            self.writer.barrier()
+        } else {
+            self.writer.submit(writes)
+        };
+        // Still under the lock: no request finds a retired operation in neither the
+        // core nor the archive.
+        self.archive.hand_over(&effects.retired);
+        Queued {
+            result,
+            effects,
+            stored,
+            position: self.writer.position(),
+        }
     }
 
     /// What a core call leaves to do once its writes are queued: log its events, wait
@@ -256,6 +282,7 @@ pub async fn run(
         archive,
         state,
         share_updates: Arc::new(tokio::sync::Notify::new()),
+        acks: Default::default(),
     });
     // Revival's effects go the way every call's do: stored, its retired operations
     // archived, its nodes nudged.
