@@ -504,3 +504,119 @@ fn submissions_are_answered_busy_while_the_store_is_behind() {
         "the refusal is logged with its reason"
     );
 }
+
+/// A burst of one-job operations (what scripts send) while the scheduler is killed
+/// twice in the middle of placing it: every operation completes, and every job ran
+/// exactly once. Nothing stores a start, so each restart relies on the nodes' reports
+/// to adopt what runs, and on the reserved attempt numbers never to reuse one.
+#[test]
+fn killing_the_scheduler_during_a_burst_of_one_job_operations_runs_each_job_once() {
+    let marks_dir = ytsched_tests::job_writable_dir();
+    let mut lab = Lab::start_with(
+        &["--lease-ttl", "1s"],
+        vec![node("4", "20"), node("4", "20"), node("4", "20")],
+    )
+    .unwrap();
+    // Two standbys, one for each kill.
+    lab.start_scheduler().unwrap();
+    lab.start_scheduler().unwrap();
+    let d = marks_dir.path().display();
+    let spec = format!(
+        "tasks: {{t: {{command: 'umask 000; echo $YT_JOB_ID >> {d}/$YT_OPERATION_ID.start; sleep 0.4; echo $YT_JOB_ID >> {d}/$YT_OPERATION_ID.done', job_count: 1, cpu_limit: 0.5, memory_limit: 64M}}}}"
+    );
+    const SUBMITTERS: usize = 4;
+    const EACH: usize = 40;
+    let accepted = std::sync::atomic::AtomicUsize::new(0);
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let submitters: Vec<_> = (0..SUBMITTERS)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..EACH)
+                        .map(|_| {
+                            // The CLI retries an unanswered submission under its token;
+                            // a full pool (50 operations) is waited out as a script would.
+                            let id = wait_until(Duration::from_secs(120), || {
+                                match lab.submit_spec(&spec) {
+                                    Ok(id) => Some(id),
+                                    Err(e) if e.to_string().contains("max_operation_count") => {
+                                        std::thread::sleep(Duration::from_millis(200));
+                                        None
+                                    }
+                                    Err(e) => panic!("{e}"),
+                                }
+                            })
+                            .expect("submitted");
+                            accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            id
+                        })
+                        .collect::<Vec<String>>()
+                })
+            })
+            .collect();
+        for at in [40, 100] {
+            wait_until(Duration::from_secs(120), || {
+                (accepted.load(std::sync::atomic::Ordering::SeqCst) >= at).then_some(())
+            })
+            .unwrap();
+            // The leader dies mid-burst; a standby takes over from the store.
+            let leader = wait_until(Duration::from_secs(30), || {
+                (0..3)
+                    .filter(|&i| lab.scheduler_log_of(i).contains("leader lease acquired"))
+                    .find_map(|i| lab.scheduler_pid(i).filter(|&p| is_alive(p as i32)))
+            })
+            .expect("a leader runs");
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(leader as i32), Signal::SIGKILL)
+                .unwrap();
+        }
+        submitters
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(
+        unique.len(),
+        SUBMITTERS * EACH,
+        "one operation per submission"
+    );
+    for id in &ids {
+        let done = lab.wait_finished(id, Duration::from_secs(180)).unwrap();
+        assert_eq!(done["state"], "completed", "{done}");
+    }
+    let lines = |suffix: &str| -> BTreeMap<String, usize> {
+        std::fs::read_dir(marks_dir.path())
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let op = name.strip_suffix(&format!(".{suffix}"))?.to_string();
+                let text = std::fs::read_to_string(e.path()).ok()?;
+                Some((op, text.lines().count()))
+            })
+            .collect()
+    };
+    let (starts, dones) = (lines("start"), lines("done"));
+    for id in &ids {
+        assert_eq!(
+            starts.get(id),
+            Some(&1),
+            "{id} started {:?} times",
+            starts.get(id)
+        );
+        assert_eq!(
+            dones.get(id),
+            Some(&1),
+            "{id} completed {:?} times",
+            dones.get(id)
+        );
+    }
+    assert_eq!(
+        starts.len(),
+        ids.len(),
+        "no job of an unknown operation ran"
+    );
+    let revived = (0..3)
+        .filter(|&i| lab.scheduler_log_of(i).contains("jobs start again"))
+        .count();
+    assert_eq!(revived, 2, "both standbys revived unfinished operations");
+}
