@@ -18,6 +18,10 @@ pub(crate) struct Indexes {
     live_changed: BTreeSet<OperationId>,
     /// The live arrays are rebuilt at their next read.
     live_stale: bool,
+    /// Per tree with an update being computed: the operations changed since it was
+    /// prepared (`None`: everything must be re-read), so that its live arrays, computed
+    /// with it, need only those read again when it is applied.
+    since_prepare: std::collections::BTreeMap<String, Option<BTreeSet<OperationId>>>,
 }
 
 impl Indexes {
@@ -27,6 +31,9 @@ impl Indexes {
         self.waiting.dirty.insert(id.clone());
         self.pending.dirty.insert(id.clone());
         self.live_changed.insert(id.clone());
+        for changed in self.since_prepare.values_mut().flatten() {
+            changed.insert(id.clone());
+        }
     }
 
     pub(crate) fn invalidate(&mut self) {
@@ -34,6 +41,21 @@ impl Indexes {
         self.waiting.stale = true;
         self.pending.stale = true;
         self.live_stale = true;
+        for changed in self.since_prepare.values_mut() {
+            *changed = None;
+        }
+    }
+
+    /// An update of `tree` was prepared: changes are collected for it from now.
+    pub(crate) fn track_since_prepare(&mut self, tree: &str) {
+        self.since_prepare
+            .insert(tree.to_string(), Some(BTreeSet::new()));
+    }
+
+    /// The operations changed since `tree`'s update was prepared (`None`: everything
+    /// must be re-read, or it was not tracked); tracking stops.
+    pub(crate) fn take_since_prepare(&mut self, tree: &str) -> Option<BTreeSet<OperationId>> {
+        self.since_prepare.remove(tree).flatten()
     }
 
     /// The operations changed since the last call, or `None` when everything must be

@@ -148,6 +148,16 @@ impl OperationTable {
     pub(crate) fn take_live_changes(&mut self) -> Option<BTreeSet<OperationId>> {
         self.marks.indexes.get_mut().take_live_changes()
     }
+
+    /// See `Indexes::track_since_prepare`.
+    pub(crate) fn track_since_prepare(&mut self, tree: &str) {
+        self.marks.indexes.get_mut().track_since_prepare(tree)
+    }
+
+    /// See `Indexes::take_since_prepare`.
+    pub(crate) fn take_since_prepare(&mut self, tree: &str) -> Option<BTreeSet<OperationId>> {
+        self.marks.indexes.get_mut().take_since_prepare(tree)
+    }
 }
 
 impl Index<&OperationId> for OperationTable {

@@ -861,6 +861,44 @@ fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
     assert_eq!(core.operation_info(&op).unwrap().jobs.running, 2);
 }
 
+/// The live arrays of an update are computed with it, off the core's lock, from its
+/// inputs; operations that change while it computes (jobs started, finished, an
+/// operation gone) are read again when it is applied, so they match a full scan.
+#[test]
+fn live_arrays_of_a_background_update_follow_changes_made_while_it_computed() {
+    let mut core = background_core();
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
+    for u in core.share_updates_due(1) {
+        core.apply_share_update(u.compute());
+    }
+    let a = core
+        .start_operation(OperationId("a".into()), "u", spec(3, 1.0), 10)
+        .unwrap();
+    let b = core
+        .start_operation(OperationId("b".into()), "u", spec(3, 1.0), 10)
+        .unwrap();
+    for u in core.share_updates_due(1_100) {
+        core.apply_share_update(u.compute());
+    }
+    let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 1_200);
+    assert_eq!(r.jobs_to_start.len(), 4);
+    let due = core.share_updates_due(2_300);
+    assert_eq!(due.len(), 1);
+    // While it computes: two jobs finish, one operation is aborted.
+    let finished: Vec<_> = r.jobs_to_start[..2]
+        .iter()
+        .map(|s| done(s, JobState::Completed))
+        .collect();
+    core.process_heartbeat(heartbeat("n1", 4.0, &r.jobs_to_start[2..], finished), 2_310);
+    core.abort_operation(&b, 2_320).unwrap();
+    core.apply_share_update(due.into_iter().next().unwrap().compute());
+    let shares = core.trees.shares("default").unwrap();
+    let scan = core.compute_live(&shares);
+    let live = &core.trees.get("default").unwrap().live;
+    assert_eq!(live.waiting, scan.waiting);
+    assert_eq!(live.usage, scan.usage, "{a} and {b}");
+}
+
 #[test]
 fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
     let mut core = background_core();

@@ -170,39 +170,55 @@ impl SchedulerCore {
     /// what lowered limits are enforced against. (`max_share_ratio` is not: nodes leaving
     /// would make it preempt.)
     fn element_limits(&self, tree_name: &str, shares: &TreeShares) -> Vec<Option<ResourceVector>> {
-        let tree = self.cluster.trees.get(tree_name);
-        shares
-            .elements
-            .iter()
-            .map(|e| match &e.kind {
-                ElementKind::Pool { name, .. } => tree
-                    .and_then(|t| t.pools.get(name))
-                    .and_then(|p| p.config.resource_limits.as_ref())
-                    .map(|l| limits_vector(Some(l))),
-                ElementKind::Operation { id } => self
-                    .operations
-                    .get(id)
-                    .and_then(|o| o.slot(tree_name))
-                    .map(|s| s.resource_limits)
-                    .filter(|l| {
-                        l.cpu.is_finite()
-                            || l.memory.is_finite()
-                            || l.gpu.is_finite()
-                            || l.user_slots.is_finite()
-                    }),
-            })
-            .collect()
-    }
-
-    /// Whether some element of a fresh update uses more than its `resource_limits`.
-    pub(crate) fn exceeds_limits(&self, tree_name: &str, shares: &TreeShares) -> bool {
-        let limits = self.element_limits(tree_name, shares);
-        shares.elements.iter().zip(&limits).any(|(e, l)| {
-            l.is_some_and(|l| {
-                !e.usage_share
-                    .map(|r, v| v * shares.total.get(r))
-                    .fits_in(&l)
-            })
+        element_limits(self.cluster.trees.get(tree_name), shares, |id| {
+            self.operations
+                .get(id)
+                .and_then(|o| o.slot(tree_name))
+                .map(|s| s.resource_limits)
         })
     }
+}
+
+/// Absolute `resource_limits` of every element of `shares` (`None` where unset): pools'
+/// from the tree, operations' from `operation_limits`.
+fn element_limits(
+    tree: Option<&crate::PoolTree>,
+    shares: &TreeShares,
+    operation_limits: impl Fn(&OperationId) -> Option<ResourceVector>,
+) -> Vec<Option<ResourceVector>> {
+    shares
+        .elements
+        .iter()
+        .map(|e| match &e.kind {
+            ElementKind::Pool { name, .. } => tree
+                .and_then(|t| t.pools.get(name))
+                .and_then(|p| p.config.resource_limits.as_ref())
+                .map(|l| limits_vector(Some(l))),
+            ElementKind::Operation { id } => operation_limits(id).filter(|l| {
+                l.cpu.is_finite()
+                    || l.memory.is_finite()
+                    || l.gpu.is_finite()
+                    || l.user_slots.is_finite()
+            }),
+        })
+        .collect()
+}
+
+/// Whether some element of a fresh update uses more than its `resource_limits`, from
+/// the update's own inputs: computed with the update, away from the core's lock.
+pub(crate) fn exceeds_limits(
+    tree: &crate::PoolTree,
+    shares: &TreeShares,
+    inputs: &[crate::trees::fair_share::OperationInput],
+) -> bool {
+    let by_id: std::collections::HashMap<&OperationId, &ResourceVector> =
+        inputs.iter().map(|i| (&i.id, &i.resource_limits)).collect();
+    let limits = element_limits(Some(tree), shares, |id| by_id.get(id).map(|l| **l));
+    shares.elements.iter().zip(&limits).any(|(e, l)| {
+        l.is_some_and(|l| {
+            !e.usage_share
+                .map(|r, v| v * shares.total.get(r))
+                .fits_in(&l)
+        })
+    })
 }

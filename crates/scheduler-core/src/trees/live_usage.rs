@@ -77,20 +77,25 @@ impl SchedulerCore {
 
     /// The live arrays of a snapshot, computed from every operation in it.
     pub(crate) fn compute_live(&self, shares: &TreeShares) -> LiveTree {
-        let n = shares.elements.len();
-        let mut live = LiveTree {
-            usage: vec![ResourceVector::ZERO; n],
-            waiting: vec![None; n],
+        build_live(shares, |id| self.live_leaf(id, &shares.tree))
+    }
+
+    /// The live arrays of a fresh update: as computed with it from its inputs, with
+    /// the operations changed since it was prepared read again (`None`: every one).
+    pub(crate) fn live_after_update(
+        &self,
+        shares: &TreeShares,
+        computed: LiveTree,
+        changed: Option<std::collections::BTreeSet<OperationId>>,
+    ) -> LiveTree {
+        let Some(changed) = changed else {
+            return self.compute_live(shares);
         };
-        for i in (0..n).rev() {
-            let e = &shares.elements[i];
-            if let ElementKind::Operation { id } = &e.kind {
-                (live.usage[i], live.waiting[i]) = self.live_leaf(id, &shares.tree);
-            }
-            if let Some(p) = e.parent {
-                let u = live.usage[i];
-                live.usage[p] += u;
-                live.waiting[p] = min_of(live.waiting[p], live.waiting[i]);
+        let mut live = computed;
+        for id in &changed {
+            if let Some(&leaf) = shares.operation_index.get(id) {
+                let (usage, waiting) = self.live_leaf(id, &shares.tree);
+                live.set_leaf(shares, leaf, usage, waiting);
             }
         }
         live
@@ -167,4 +172,28 @@ impl SchedulerCore {
             }
         }
     }
+}
+
+/// The live arrays of a snapshot, each operation's own values from `leaf`.
+pub(crate) fn build_live(
+    shares: &TreeShares,
+    leaf: impl Fn(&OperationId) -> (ResourceVector, Option<ResourceVector>),
+) -> LiveTree {
+    let n = shares.elements.len();
+    let mut live = LiveTree {
+        usage: vec![ResourceVector::ZERO; n],
+        waiting: vec![None; n],
+    };
+    for i in (0..n).rev() {
+        let e = &shares.elements[i];
+        if let ElementKind::Operation { id } = &e.kind {
+            (live.usage[i], live.waiting[i]) = leaf(id);
+        }
+        if let Some(p) = e.parent {
+            let u = live.usage[i];
+            live.usage[p] += u;
+            live.waiting[p] = min_of(live.waiting[p], live.waiting[i]);
+        }
+    }
+    live
 }

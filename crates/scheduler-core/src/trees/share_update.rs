@@ -3,6 +3,8 @@
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
 use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
+use crate::trees::limits_enforcement::exceeds_limits;
+use crate::trees::live_usage::{build_live, LiveTree};
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
 use crate::{PoolTree, SchedulerCore};
@@ -21,6 +23,10 @@ pub struct ShareUpdate {
     tree: PoolTree,
     total: ResourceVector,
     inputs: Vec<OperationInput>,
+    /// Each input's smallest waiting job, for the live arrays computed with the update.
+    smallest_waiting: Vec<Option<ResourceVector>>,
+    /// The snapshot this update follows: operations new since it are nudged for.
+    previous: Option<Arc<fair_share::TreeShares>>,
     ctx: UpdateContext,
     /// Starvation statuses move on from these (only one update of a tree is in flight).
     previous_starvation: Arc<TreeStarvation>,
@@ -36,6 +42,13 @@ pub struct ComputedShares {
     shares: fair_share::TreeShares,
     starvation: TreeStarvation,
     starving_order: Vec<(OperationId, StarvationStatus)>,
+    /// Live arrays as of the inputs (`live_usage.rs`); the core re-reads only the
+    /// operations changed since.
+    live: LiveTree,
+    /// Some element uses more than its `resource_limits`.
+    over_limit: bool,
+    /// Operations in this update and not in the previous one.
+    arrived: Vec<OperationId>,
     total: ResourceVector,
     config_revision: u64,
     now: UnixMillis,
@@ -65,11 +78,36 @@ impl ShareUpdate {
             self.now,
         );
         let starving_order = starvation::starving_order(&starvation, &shares, &self.inputs);
+        // What the core used to work out under its lock, O(operations) each: here
+        // from the inputs, off the lock.
+        let own: HashMap<&OperationId, (ResourceVector, Option<ResourceVector>)> = self
+            .inputs
+            .iter()
+            .zip(&self.smallest_waiting)
+            .map(|(i, w)| (&i.id, (i.usage, *w)))
+            .collect();
+        let live = build_live(&shares, |id| {
+            own.get(id).copied().unwrap_or((ResourceVector::ZERO, None))
+        });
+        let over_limit = exceeds_limits(&self.tree, &shares, &self.inputs);
+        let arrived = shares
+            .operation_index
+            .keys()
+            .filter(|id| {
+                self.previous
+                    .as_ref()
+                    .is_none_or(|b| !b.operation_index.contains_key(*id))
+            })
+            .cloned()
+            .collect();
         ComputedShares {
             tree_name: self.tree_name,
             shares,
             starvation,
             starving_order,
+            live,
+            over_limit,
+            arrived,
             total: self.total,
             config_revision: self.config_revision,
             now: self.now,
@@ -156,6 +194,7 @@ impl SchedulerCore {
         let (name, tree) = (name.clone(), tree.clone());
         let total = self.tree_resources(tree_name);
         let mut inputs: Vec<OperationInput> = Vec::new();
+        let mut smallest_waiting = Vec::new();
         let mut starvation_overrides = HashMap::new();
         let running = self
             .operations
@@ -173,6 +212,7 @@ impl SchedulerCore {
                 seq: o.seq,
                 pending_job_count: o.waiting_job_count(),
             });
+            smallest_waiting.push(o.smallest_waiting());
             let own = (
                 o.spec.fair_share_starvation_timeout.map(|d| d.0),
                 o.spec.fair_share_starvation_tolerance,
@@ -206,14 +246,18 @@ impl SchedulerCore {
                 .map(|last| now.saturating_sub(last) as f64 / 1000.0),
             filter_resources: self.pool_filter_resources(tree_name),
         };
+        let previous = previous.cloned();
         let state = self.trees.get_mut(tree_name)?;
         state.stale = false;
         state.updating = true;
+        self.operations.track_since_prepare(tree_name);
         Some(ShareUpdate {
             tree_name: name,
             tree,
             total,
             inputs,
+            smallest_waiting,
+            previous,
             ctx,
             previous_starvation,
             starvation_overrides,
@@ -244,6 +288,7 @@ impl SchedulerCore {
 
     /// An update the driver could not compute: the tree is tried again.
     pub fn abandon_share_update(&mut self, tree: &str) {
+        self.operations.take_since_prepare(tree);
         if let Some(t) = self.trees.get_mut(tree) {
             t.updating = false;
             t.stale = true;
@@ -258,10 +303,14 @@ impl SchedulerCore {
             shares,
             starvation,
             starving_order,
+            live,
+            over_limit,
+            arrived,
             total,
             config_revision,
             now,
         } = update;
+        let changed = self.operations.take_since_prepare(&tree_name);
         let revision = self.config_revision;
         let Some(state) = self.trees.get_mut(&tree_name) else {
             return;
@@ -289,25 +338,14 @@ impl SchedulerCore {
                 .get(id)
                 .is_some_and(|o| o.main_tree().as_str() == tree_name.as_str())
         });
-        let over_limit = self.exceeds_limits(&tree_name, &shares);
         // Computed away from the core, an operation that arrived since the last update
         // can run only now: the nodes that could start it hear of it now.
-        let arrived: Vec<OperationId> = if self.config.background_share_updates {
-            let before = self.trees.shares(&tree_name);
-            shares
-                .operation_index
-                .keys()
-                .filter(|id| {
-                    before
-                        .as_ref()
-                        .is_none_or(|b| !b.operation_index.contains_key(*id))
-                })
-                .cloned()
-                .collect()
+        let arrived = if self.config.background_share_updates {
+            arrived
         } else {
             vec![]
         };
-        let live = self.compute_live(&shares);
+        let live = self.live_after_update(&shares, live, changed);
         if let Some(state) = self.trees.get_mut(&tree_name) {
             state.live = live;
             state.starvation = Arc::new(starvation);
