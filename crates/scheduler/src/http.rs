@@ -26,6 +26,8 @@ use ytsched_common::OperationId;
 pub struct Face {
     pub view: WebView,
     pub state: async_nats::jetstream::kv::Store,
+    /// What `list-jobs` pages wait on before they read released attempts.
+    pub writer: crate::writer::Writer,
     /// Requests turned away on the bus and here, for `/metrics`.
     pub refusals: Arc<Refusals>,
 }
@@ -230,7 +232,7 @@ async fn api_jobs(
         Err(why) => return busy(&face, why),
     };
     let page: Result<JobPage, ApiError> =
-        crate::job_pages::read_job_page(&face.state, plan, MAX_PAGE_BYTES).await;
+        crate::job_pages::read_job_page(&face.state, &face.writer, plan, MAX_PAGE_BYTES).await;
     match page {
         Ok(page) => Json(page).into_response(),
         Err(e) => error_response(e),

@@ -35,12 +35,23 @@ pub fn fitting_job_page(
 }
 
 /// Completes a `list-jobs` page with the records of the attempts the core let go of.
+/// The core lets an attempt go once its last record is queued for the store, not
+/// stored: the page first waits until everything queued before it is stored (`writer`),
+/// so a record still on its way is read, never reported missing.
 pub async fn read_job_page(
     state: &kv::Store,
+    writer: &crate::writer::Writer,
     plan: JobPagePlan,
     max_bytes: usize,
 ) -> Result<JobPage, ApiError> {
     const READS_IN_FLIGHT: usize = 32;
+    if plan
+        .entries
+        .iter()
+        .any(|(_, e)| matches!(e, JobEntry::Stored(_)))
+    {
+        writer.barrier().wait().await;
+    }
     let JobPagePlan {
         operation,
         entries,

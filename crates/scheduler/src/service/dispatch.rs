@@ -306,6 +306,8 @@ impl Continuation {
         }
         match self {
             Continuation::JobOutput { job, stream } => {
+                // Written with the job's result, perhaps still on its way to the store.
+                driver.writer.barrier().wait().await;
                 reply(match store::job_output(&driver.state, &job).await {
                     Ok(output) => Ok(output
                         .map(|o| o.stream(stream).to_string())
@@ -317,7 +319,7 @@ impl Continuation {
                 })
             }
             Continuation::JobPage(plan) => {
-                reply(read_job_page(&driver.state, plan, MAX_PAGE_BYTES).await)
+                reply(read_job_page(&driver.state, &driver.writer, plan, MAX_PAGE_BYTES).await)
             }
             Continuation::ListArchive {
                 mut page,

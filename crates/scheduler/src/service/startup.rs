@@ -67,6 +67,7 @@ pub(super) fn start_http(
     let face = crate::http::Face {
         view: crate::web_view::WebView::start(driver.core.clone()),
         state: driver.state.clone(),
+        writer: driver.writer.clone(),
         refusals: refusals.clone(),
     };
     let router = crate::http::router(face, access);
