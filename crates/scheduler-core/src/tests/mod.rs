@@ -899,28 +899,6 @@ fn live_arrays_of_a_background_update_follow_changes_made_while_it_computed() {
     assert_eq!(live.usage, scan.usage, "{a} and {b}");
 }
 
-/// An update that took long to compute spaces the tree's next one by three times its
-/// cost, whatever the period or the changes: a huge tree's updates cannot take over
-/// the cores heartbeats need.
-#[test]
-fn a_costly_update_spaces_the_next_one_by_its_cost() {
-    let mut core = background_core();
-    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
-    let first = core.share_updates_due(1_000);
-    assert_eq!(first.len(), 1);
-    let computed = first.into_iter().next().unwrap().compute();
-    core.apply_share_update(computed.took(std::time::Duration::from_millis(300)));
-    core.start_operation(OperationId("a".into()), "u", spec(1, 1.0), 1_100)
-        .unwrap();
-    // The period (200 ms) has passed and the tree changed, but 900 ms have not.
-    assert!(core.share_updates_due(1_899).is_empty());
-    let due = core.share_updates_due(1_900);
-    assert_eq!(due.len(), 1);
-    // A cheap update leaves the period in charge again.
-    core.apply_share_update(due.into_iter().next().unwrap().compute());
-    assert_eq!(core.share_updates_due(2_100).len(), 1);
-}
-
 #[test]
 fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
     let mut core = background_core();

@@ -36,15 +36,6 @@ pub struct ShareUpdate {
     now: UnixMillis,
 }
 
-impl ComputedShares {
-    /// Notes how long computing it took (the core has no clock): the tree's next
-    /// update waits in proportion (`TreeStates::throttled`).
-    pub fn took(mut self, cost: std::time::Duration) -> Self {
-        self.cost_ms = cost.as_millis() as u64;
-        self
-    }
-}
-
 /// A computed update, for `SchedulerCore::apply_share_update`.
 pub struct ComputedShares {
     tree_name: TreeName,
@@ -58,8 +49,6 @@ pub struct ComputedShares {
     over_limit: bool,
     /// Operations in this update and not in the previous one.
     arrived: Vec<OperationId>,
-    /// How long computing it took, as the driver measured it (see `took`).
-    cost_ms: u64,
     total: ResourceVector,
     config_revision: u64,
     now: UnixMillis,
@@ -119,7 +108,6 @@ impl ShareUpdate {
             live,
             over_limit,
             arrived,
-            cost_ms: 0,
             total: self.total,
             config_revision: self.config_revision,
             now: self.now,
@@ -163,7 +151,6 @@ impl SchedulerCore {
             .get(tree)
             .and_then(|t| t.last_update())
             .is_none_or(|last| now.saturating_sub(last) >= period)
-            && !self.trees.throttled(tree, now)
     }
 
     /// Recomputes every tree now (the simulator's snapshots, admin changes).
@@ -319,7 +306,6 @@ impl SchedulerCore {
             live,
             over_limit,
             arrived,
-            cost_ms,
             total,
             config_revision,
             now,
@@ -330,7 +316,6 @@ impl SchedulerCore {
             return;
         };
         state.updating = false;
-        state.update_cost_ms = cost_ms;
         if config_revision != revision {
             state.stale = true;
             return;

@@ -53,8 +53,6 @@ pub(crate) struct TreeState {
     pub stale: bool,
     /// The driver is computing its update (background updates).
     pub updating: bool,
-    /// How long the driver took to compute its last update (0: not measured).
-    pub update_cost_ms: u64,
     /// Where the preemptive stage's rotating share of the starving list starts next
     /// (see `preemption::starving_to_try`).
     pub preemption_cursor: usize,
@@ -73,10 +71,6 @@ impl TreeState {
 /// Every configured tree's state, by name: the part of the core that owns them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TreeStates(BTreeMap<TreeName, TreeState>);
-
-/// How many times its own computing time apart a tree's updates start at least (see
-/// `TreeStates::throttled`): updates then use at most a third of one core.
-const UPDATE_COST_SPACING: u64 = 3;
 
 impl TreeStates {
     /// Where this stage's rotating window over a tree's starving operations starts; the
@@ -102,22 +96,9 @@ impl TreeStates {
                         >= crate::trees::share_update::min_stale_update_interval_ms(
                             snap.shares.elements.len(),
                         )
-                    && !self.throttled(tree, now)
             }
             None => true,
         }
-    }
-
-    /// Whether a tree's next update must wait because its last one cost so much: an
-    /// update may start only `UPDATE_COST_SPACING` times its computing time after the
-    /// previous one did, so that updates of a huge tree take at most a fraction of a
-    /// core, whatever its `fair_share_update_period`, and leave the rest to heartbeats.
-    pub(crate) fn throttled(&self, tree: &str, now: UnixMillis) -> bool {
-        self.get(tree).is_some_and(|t| {
-            t.snapshot.as_ref().is_some_and(|s| {
-                now.saturating_sub(s.taken_at) < t.update_cost_ms * UPDATE_COST_SPACING
-            })
-        })
     }
 
     pub(crate) fn get(&self, tree: &str) -> Option<&TreeState> {

@@ -27,12 +27,7 @@ impl Driver {
                 .await;
             for update in due {
                 let tree = update.tree().to_string();
-                let computing = move || {
-                    let started = std::time::Instant::now();
-                    let computed = update.compute();
-                    computed.took(started.elapsed())
-                };
-                match tokio::task::spawn_blocking(computing).await {
+                match tokio::task::spawn_blocking(move || update.compute()).await {
                     Ok(computed) => {
                         self.with_core(|core| core.apply_share_update(computed))
                             .await
