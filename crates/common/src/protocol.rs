@@ -140,8 +140,8 @@ pub struct FinishedJob {
 }
 
 /// The longest an agent waits between heartbeats while the scheduler does not answer:
-/// a revived scheduler that has heard no new node for this long (plus a period) has
-/// heard every live one.
+/// well inside a revived scheduler's revival window, during which it starts nothing
+/// so that every live agent reports what it runs first.
 pub const AGENT_MAX_RETRY_MS: u64 = 2_000;
 
 /// Most tags one node may report (system and configured each).

@@ -231,9 +231,6 @@ impl SchedulerCore {
         if returning || tags_changed {
             self.reassign_node(&req.node_id);
         }
-        if returning {
-            self.node_arrived(now);
-        }
         let node = self.nodes.get_mut(&req.node_id).expect("inserted above");
         if returning {
             node.online = true;

@@ -227,7 +227,7 @@ impl SchedulerCore {
         // Unfinished operations may have jobs running that no record shows: nothing
         // starts until the nodes have said what they run.
         if summary.unfinished > 0 {
-            self.start_hold = Some(StartHold::new(now, now + revival_window_ms));
+            self.start_hold = Some(StartHold::new(now + revival_window_ms));
         }
         self.trees.mark_all_stale();
         summary

@@ -6,37 +6,31 @@
 //! adopted when that job still waits, and aborted (its result dropped) otherwise. So
 //! no job completes twice, and none is lost.
 //!
-//! For adoption to win over a fresh start of the same job, a revived scheduler starts
-//! nothing while nodes are still coming back: the start hold lasts until no node has
-//! come back for an agent's longest retry gap plus a heartbeat period (every live agent
-//! has reported by then), or at most the revival window.
+//! For adoption to win over a fresh start of the same job, a revived scheduler that
+//! holds unfinished operations starts nothing for the revival window: every live agent
+//! reports within it (an agent retries at least every `AGENT_MAX_RETRY_MS`). Ending it
+//! earlier, once no new node had come back for that gap plus a period, was tried: under
+//! a loaded machine an agent came back later than that and one job started twice.
 
 use crate::{CoreEvent, SchedulerCore};
-use ytsched_common::protocol::{AttemptOf, UnixMillis, AGENT_MAX_RETRY_MS};
+use ytsched_common::protocol::{AttemptOf, UnixMillis};
 use ytsched_common::{JobId, NodeId, OperationId};
 
 /// A revived scheduler's pause of starts while nodes report what they run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StartHold {
-    /// The revival window's end: the hold ends then whatever else happens.
+    /// The revival window's end.
     deadline: UnixMillis,
-    /// When a node last came back (or the revival, before any did).
-    last_arrival: UnixMillis,
     /// Attempts adopted meanwhile, for the log line at its end.
     adopted: usize,
 }
 
 impl StartHold {
-    pub(crate) fn new(now: UnixMillis, deadline: UnixMillis) -> Self {
+    pub(crate) fn new(deadline: UnixMillis) -> Self {
         StartHold {
             deadline,
-            last_arrival: now,
             adopted: 0,
         }
-    }
-
-    fn over(&self, now: UnixMillis, period_ms: u64) -> bool {
-        now >= self.deadline || now >= self.last_arrival + AGENT_MAX_RETRY_MS + period_ms
     }
 }
 
@@ -46,7 +40,7 @@ impl SchedulerCore {
         let Some(hold) = self.start_hold else {
             return false;
         };
-        if !hold.over(now, self.config.heartbeat_period_ms) {
+        if now < hold.deadline {
             return true;
         }
         self.start_hold = None;
@@ -55,14 +49,6 @@ impl SchedulerCore {
         });
         self.nudge_all_online();
         false
-    }
-
-    /// A node came back while starts are held: the hold waits for the others a while
-    /// longer.
-    pub(crate) fn node_arrived(&mut self, now: UnixMillis) {
-        if let Some(hold) = self.start_hold.as_mut() {
-            hold.last_arrival = hold.last_arrival.max(now);
-        }
     }
 
     /// Takes in attempt `job_id` of operation `op_id` that `node_id` reports and nothing

@@ -79,9 +79,8 @@ fn running_two() -> (Store, Vec<JobStartSpec>) {
     (store, r.jobs_to_start)
 }
 
-/// When a revived scheduler has heard no new node for an agent's longest retry gap
-/// plus a heartbeat period.
-const QUIET_MS: u64 = ytsched_common::protocol::AGENT_MAX_RETRY_MS + 1_000;
+/// The revival window these tests restart with: starts are held for it.
+const WINDOW_MS: u64 = 5_000;
 
 /// One 2-cpu node runs 2 of 4 jobs; the scheduler restarts. Nothing recorded the
 /// starts: the node's report makes them the running attempts of their jobs again,
@@ -115,7 +114,9 @@ fn revived_scheduler_adopts_reported_jobs_and_starts_only_the_rest() {
     let r = h.finish_at("n1", 120);
     assert_eq!(r.acknowledged_jobs.len(), 2);
     assert!(r.jobs_to_start.is_empty(), "starts are held: {r:?}");
-    let r = h.at(110 + QUIET_MS).heartbeat("n1");
+    let r = h.at(100 + WINDOW_MS - 1).heartbeat("n1");
+    assert!(r.jobs_to_start.is_empty(), "still held: {r:?}");
+    let r = h.at(100 + WINDOW_MS).heartbeat("n1");
     let indices: Vec<u32> = r.jobs_to_start.iter().map(|s| s.job_index).collect();
     assert_eq!(indices, vec![2, 3], "indices 0 and 1 never run twice");
     let ids: Vec<String> = r
@@ -162,36 +163,18 @@ fn a_start_past_the_reservation_waits_for_the_store() {
     );
 }
 
-/// Each node that comes back restarts the quiet period; the revival window ends the
-/// hold whatever.
+/// A revival with nothing unfinished holds nothing.
 #[test]
-fn starts_are_held_while_nodes_keep_coming_back_and_at_most_the_window() {
-    let mut h = Harness::starting_at(0);
-    for n in ["n1", "n2", "n3"] {
-        h.node(n, 1.0, &[]);
-    }
-    let op = h.at(1).submit("u", spec(6, 1.0));
-    h.at(2).heartbeat_all();
-    h.at(100).restart_scheduler(10_000);
-    h.at(200).heartbeat("n1");
-    h.at(2_500).heartbeat("n2");
-    h.finish_all("n1", JobState::Completed);
-    let r = h.at(200 + QUIET_MS).heartbeat("n1");
-    assert!(r.jobs_to_start.is_empty(), "n2 came back later: {r:?}");
-    let r = h.at(2_500 + QUIET_MS).heartbeat("n1");
-    assert_eq!(r.jobs_to_start.len(), 1, "quiet since n2: {r:?}");
-    // Nodes that never stop coming back cannot hold starts past the window.
+fn a_revival_without_unfinished_operations_holds_no_start() {
     let mut h = Harness::starting_at(0);
     h.node("n1", 1.0, &[]);
-    h.at(1).submit("u", spec(2, 1.0));
-    h.at(100).restart_scheduler(3_000);
-    for (i, t) in [200u64, 1_500, 2_800].into_iter().enumerate() {
-        h.add_node(&format!("m{i}"), 1.0, &[]);
-        h.at(t).heartbeat(&format!("m{i}"));
-    }
-    let r = h.at(3_100).heartbeat("n1");
-    assert_eq!(r.jobs_to_start.len(), 1, "the window is over: {r:?}");
-    let _ = op;
+    h.at(1).submit("u", spec(1, 1.0));
+    h.at(2).heartbeat("n1");
+    h.finish_at("n1", 3);
+    h.at(100).restart_scheduler(WINDOW_MS);
+    h.at(101).submit("u", spec(1, 1.0));
+    let r = h.at(110).heartbeat("n1");
+    assert_eq!(r.jobs_to_start.len(), 1, "{r:?}");
 }
 
 /// A node that comes back only after the hold reports attempts whose jobs were given
@@ -207,15 +190,15 @@ fn an_unrecorded_attempt_whose_job_runs_elsewhere_is_aborted() {
         .iter()
         .map(|s| s.job_id.clone())
         .collect();
-    h.at(100).restart_scheduler(60_000);
+    h.at(100).restart_scheduler(WINDOW_MS);
     h.add_node("n2", 2.0, &[]);
     h.at(200).heartbeat("n2");
-    let r = h.at(200 + QUIET_MS).heartbeat("n2");
+    let r = h.at(100 + WINDOW_MS).heartbeat("n2");
     assert_eq!(r.jobs_to_start.len(), 2, "n1 is silent: its jobs run on n2");
     h.finish_all("n1", JobState::Completed);
     let old_job = h.running_on("n1").len();
     assert_eq!(old_job, 0);
-    let r = h.at(300 + QUIET_MS).heartbeat("n1");
+    let r = h.at(200 + WINDOW_MS).heartbeat("n1");
     assert_eq!(
         r.acknowledged_jobs.len(),
         2,
@@ -224,7 +207,7 @@ fn an_unrecorded_attempt_whose_job_runs_elsewhere_is_aborted() {
     let info = h.core.operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.completed), (2, 0), "{old:?}");
     h.finish_all("n2", JobState::Completed);
-    h.at(400 + QUIET_MS).heartbeat("n2");
+    h.at(300 + WINDOW_MS).heartbeat("n2");
     let info = h.core.operation_info(&op).unwrap();
     assert_eq!(
         (info.state, info.jobs.completed),
@@ -325,8 +308,8 @@ fn a_start_never_delivered_runs_once_after_the_hold() {
     let mut core = store.revive(100);
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 110);
     assert!(r.jobs_to_abort.is_empty());
-    assert!(r.jobs_to_start.is_empty(), "held while nodes come back");
-    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 110 + QUIET_MS);
+    assert!(r.jobs_to_start.is_empty(), "held for the revival window");
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 100 + WINDOW_MS);
     let mut indices: Vec<u32> = r.jobs_to_start.iter().map(|s| s.job_index).collect();
     indices.sort();
     assert_eq!(indices, vec![0, 1], "the lost starts run again, once");
