@@ -303,14 +303,7 @@ impl Agent {
         let running_jobs: Vec<RunningJob> = st
             .running
             .values()
-            .map(|r| RunningJob {
-                job_id: r.spec.job_id.clone(),
-                operation_id: r.spec.operation_id.clone(),
-                state: JobState::Running,
-                resource_usage: r.spec.resources,
-                start_time: r.start_time,
-                attempt_of: Some(AttemptOf::of(&r.spec)),
-            })
+            .map(|r| RunningJob::started(&r.spec, r.start_time))
             .collect();
         let mut budget = FINISHED_BYTES_PER_HEARTBEAT;
         let mut finished_jobs = Vec::new();

@@ -75,6 +75,15 @@ impl SchedulerCore {
         else {
             return false;
         };
+        // Checked before the edit: an edit marks the operation changed, and results of
+        // settled attempts (sent again until acknowledged) come this way every time.
+        let may = self
+            .operations
+            .get(op_id)
+            .is_some_and(|o| o.adoptable(seq, of, &tree).is_some());
+        if !may {
+            return false;
+        }
         let Some(mut op) = self.operations.edit(op_id) else {
             return false;
         };

@@ -81,25 +81,33 @@ impl Operation {
         tree: &TreeName,
         start_time: UnixMillis,
     ) -> bool {
+        let Some((task, at)) = self.adoptable(seq, of, tree) else {
+            return false;
+        };
+        self.tasks[task].waiting.remove(at);
+        self.run_attempt(seq, task, of.job_index, node, tree, start_time);
+        true
+    }
+
+    /// Where attempt `seq` of job `of` would be taken from (its task, and its place in
+    /// the task's waiting queue), if it may be adopted: read only, so that the repeated
+    /// results of settled attempts, which arrive here too, change nothing.
+    pub fn adoptable(&self, seq: u64, of: &AttemptOf, tree: &TreeName) -> Option<(usize, usize)> {
         // Only a number an earlier scheduler could have given out (a revived one
         // numbers on past all of them) and this one has not.
         if self.state != OperationState::Running
             || seq >= self.next_job_seq
             || self.attempt_state(seq) != JobState::Waiting
-            || slot_mut(&mut self.trees, tree).is_none()
+            || self.slot(tree).is_none()
         {
-            return false;
+            return None;
         }
-        let Some(task) = self.tasks.iter().position(|t| t.name == of.task_name) else {
-            return false;
-        };
-        let waiting = &mut self.tasks[task].waiting;
-        let Some(at) = waiting.iter().position(|&i| i == of.job_index) else {
-            return false;
-        };
-        waiting.remove(at);
-        self.run_attempt(seq, task, of.job_index, node, tree, start_time);
-        true
+        let task = self.tasks.iter().position(|t| t.name == of.task_name)?;
+        let at = self.tasks[task]
+            .waiting
+            .iter()
+            .position(|&i| i == of.job_index)?;
+        Some((task, at))
     }
 
     /// Makes attempt `seq` the running attempt of job `index` of `task` on `node`.
