@@ -41,6 +41,12 @@ pub struct OperationRecord {
     /// (`attempt_reservation.rs`); 0 in records of versions that stored every start.
     #[serde(default)]
     pub reserved_attempts: u64,
+    /// Attempts that settled as it finished, kept here instead of one key each, and the
+    /// outputs kept with them (`inline_attempts.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled_jobs: Vec<Job>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<JobOutputRecord>,
 }
 
 impl OperationRecord {
@@ -70,6 +76,8 @@ impl OperationRecord {
         self.state = OperationState::Failed;
         self.error = Some(error.clone());
         self.finish_time = Some(now);
+        self.settled_jobs.clear();
+        self.outputs.clear();
         for task in self.spec.tasks.iter_mut().map(|(_, t)| t) {
             task.job_count = task.job_count.min(MAX_JOBS_PER_OPERATION as u32);
         }
@@ -139,6 +147,8 @@ impl OperationRecord {
             history: op.history.clone(),
             idempotency_token: op.idempotency_token.clone(),
             reserved_attempts: op.reserved_attempts,
+            settled_jobs: op.inline_jobs().cloned().collect(),
+            outputs: op.inline_outputs.clone(),
         }
     }
 }
@@ -156,20 +166,29 @@ impl SchedulerCore {
     /// Settled finished attempts leave memory here, once their last record is taken.
     pub(super) fn take_changes(&mut self) -> Vec<StateChange> {
         let mut out = Vec::new();
+        let mut outputs: BTreeMap<JobId, JobOutputRecord> = self
+            .outbox
+            .take_outputs()
+            .into_iter()
+            .map(|o| (o.job.clone(), o))
+            .collect();
         let jobs_index = &mut self.jobs;
         let mut reservation_grew = false;
         self.operations.drain_changed(|op| {
             reservation_grew |= op.take_reservation_grew();
             let id = op.id.clone();
-            let (header, jobs) = op.take_changes();
+            let (header, mut jobs) = op.take_changes();
             if header {
-                out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
+                // Attempts that settled as it finished go inside its record.
+                let inline = op.take_in_settled(&jobs, &mut outputs);
+                jobs.retain(|j| !inline.contains(j));
             }
+            let mut records = Vec::new();
             for j in &jobs {
                 // Running attempts are not stored: their nodes report them (see
                 // `adoption.rs`); the record comes with their end.
                 if let Some(job) = op.jobs.get(j).filter(|j| j.state != JobState::Running) {
-                    out.push(StateChange::Job(Box::new(JobRecord {
+                    records.push(StateChange::Job(Box::new(JobRecord {
                         operation: id.clone(),
                         job: job.clone(),
                     })));
@@ -179,14 +198,17 @@ impl SchedulerCore {
             for j in op.release_settled(&jobs) {
                 jobs_index.forget(&j);
             }
+            if header {
+                out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
+            }
+            out.extend(records);
         });
         if reservation_grew {
             self.outbox.reply_after_store();
         }
         out.extend(
-            self.outbox
-                .take_outputs()
-                .into_iter()
+            outputs
+                .into_values()
                 .map(|o| StateChange::Output(Box::new(o))),
         );
         out
@@ -206,6 +228,12 @@ impl SchedulerCore {
         let mut by_op: BTreeMap<OperationId, Vec<Job>> = BTreeMap::new();
         for r in jobs {
             by_op.entry(r.operation).or_default().push(r.job);
+        }
+        for r in &operations {
+            if !r.settled_jobs.is_empty() {
+                let held = by_op.entry(r.id.clone()).or_default();
+                held.extend(r.settled_jobs.iter().cloned());
+            }
         }
         let mut summary = RevivalSummary::default();
         for record in operations {
@@ -373,6 +401,11 @@ impl Operation {
         op.idempotency_token = record.idempotency_token;
         op.reserved_attempts = record.reserved_attempts;
         op.adopt_jobs(jobs);
+        // Inline attempts stay held: that is what marks them inline.
+        for job in record.settled_jobs {
+            op.jobs.insert(job.id.clone(), job);
+        }
+        op.inline_outputs = record.outputs;
         // Nothing here is new to the store.
         op.take_changes();
         op

@@ -446,18 +446,33 @@ impl Archive {
     async fn take_over(&self, a: &Archived, seq: u64) -> Result<(bool, bool), String> {
         let id = &a.info.id;
         let job_id = JobId::attempt(id, seq);
-        let (record, output) = futures::try_join!(
-            store::job_record(&self.state, &job_id),
-            store::job_output(&self.state, &job_id)
-        )?;
-        let Some(record) = record else {
-            // Never recorded (none is missing unless the store lost it): nothing to keep.
-            return Ok((false, output.is_some()));
+        let (info, had_record, output) = match a.inline.get(&seq) {
+            // Kept in the operation's own record: no key of its own to read or delete.
+            Some((info, Some((stdout, stderr)))) => {
+                (info.clone(), false, Some((stdout.clone(), stderr.clone())))
+            }
+            Some((info, None)) => {
+                let output = store::job_output(&self.state, &job_id).await?;
+                (info.clone(), false, output.map(|o| (o.stdout, o.stderr)))
+            }
+            None => {
+                let (record, output) = futures::try_join!(
+                    store::job_record(&self.state, &job_id),
+                    store::job_output(&self.state, &job_id)
+                )?;
+                let Some(record) = record else {
+                    // Never recorded (none is missing unless the store lost it): nothing
+                    // to keep.
+                    return Ok((false, output.is_some()));
+                };
+                let info = crate::core::job_info(id, &a.task_names, &record.job);
+                (info, true, output.map(|o| (o.stdout, o.stderr)))
+            }
         };
-        let had_output = output.is_some();
-        let (stdout, stderr) = output.map(|o| (o.stdout, o.stderr)).unwrap_or_default();
+        let had_output = output.is_some() && !matches!(a.inline.get(&seq), Some((_, Some(_))));
+        let (stdout, stderr) = output.unwrap_or_default();
         let job = ArchivedJob {
-            info: crate::core::job_info(id, &a.task_names, &record.job),
+            info,
             stdout,
             stderr,
         };
@@ -466,6 +481,6 @@ impl Archive {
             encode(&job).map_err(|e| e.to_string())?,
         )
         .await?;
-        Ok((true, had_output))
+        Ok((had_record, had_output))
     }
 }

@@ -91,8 +91,9 @@ pub struct Operation {
     pub finish_time: Option<UnixMillis>,
     pub error: Option<String>,
     pub tasks: Vec<Task>,
-    /// The attempts held in memory: running ones, and finished ones not yet settled
-    /// (see the module comment).
+    /// The attempts held in memory: running ones, finished ones not yet settled (see the
+    /// module comment), and settled ones kept in the operation's record
+    /// (`inline_attempts.rs`).
     pub jobs: BTreeMap<JobId, Job>,
     /// The state of every attempt by its sequence number (`Waiting`: not recorded).
     pub(crate) attempts: Vec<JobState>,
@@ -112,6 +113,8 @@ pub struct Operation {
     /// and which jobs.
     header_changed: bool,
     pub(crate) changed_jobs: Vec<JobId>,
+    /// Outputs kept in the operation's own record (`inline_attempts.rs`).
+    pub(crate) inline_outputs: Vec<crate::records::JobOutputRecord>,
 }
 
 /// How many attempts are in each state.
@@ -243,6 +246,7 @@ impl Operation {
             reservation_grew: false,
             header_changed: true,
             changed_jobs: vec![],
+            inline_outputs: vec![],
         }
     }
 

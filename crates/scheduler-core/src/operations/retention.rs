@@ -19,9 +19,9 @@ use ytsched_common::{JobId, OperationId};
 pub(crate) type FinishedOrder = BTreeMap<TreeName, BTreeSet<(UnixMillis, u64, OperationId)>>;
 
 /// A retired operation for the archive: its last view and how many job attempts it
-/// made. The attempts themselves, and the output their jobs left, are in the store
-/// (`job.<id>`, `out.<id>`), where the archive reads them as it takes the operation
-/// over: the core holds neither.
+/// made. The attempts its own record kept (`inline_attempts.rs`) come with it; the
+/// others, and the output their jobs left, are in the store (`job.<id>`, `out.<id>`),
+/// where the archive reads them as it takes the operation over.
 #[derive(Clone, Debug)]
 pub struct Archived {
     pub info: OperationInfo,
@@ -29,6 +29,9 @@ pub struct Archived {
     pub attempts: u64,
     /// Its task names by task number, to describe the attempts.
     pub task_names: Vec<String>,
+    /// The attempts its record kept, by sequence number, with their output where the
+    /// record kept that too (`None`: the output, if any, is under the attempt's key).
+    pub inline: BTreeMap<u64, (JobInfo, Option<(String, String)>)>,
 }
 
 impl Archived {
@@ -120,10 +123,21 @@ impl SchedulerCore {
         for job in op.jobs.keys() {
             self.jobs.forget(job);
         }
+        let task_names = crate::queries::pages::task_names(&op);
+        let inline = op
+            .inline_jobs()
+            .map(|j| {
+                let output = op
+                    .inline_output(&j.id)
+                    .map(|o| (o.stdout.clone(), o.stderr.clone()));
+                (j.seq, (crate::job_info(id, &task_names, j), output))
+            })
+            .collect();
         self.outbox.retire(Archived {
             info,
             attempts: op.attempt_count(),
-            task_names: crate::queries::pages::task_names(&op),
+            task_names,
+            inline,
         });
     }
 

@@ -1,6 +1,7 @@
 //! Read-only views for the client API.
 
 use crate::operations::operation::Job;
+use crate::records::JobOutputRecord;
 use crate::{Operation, SchedulerCore};
 use ytsched_common::api::{ApiError, JobCounts, JobInfo, ListJobs, NodeInfo, OperationInfo};
 use ytsched_common::states::JobState;
@@ -108,9 +109,14 @@ impl SchedulerCore {
         })
     }
 
-    /// Whether a job's output can be read (it exists and has finished): the output
-    /// itself is in the store (`records::JobOutputRecord`), not in the core.
-    pub fn job_output_ready(&self, op: &OperationId, job: &JobId) -> Result<(), ApiError> {
+    /// Whether a job's output can be read (it exists and has finished), and the output
+    /// itself where the operation's record keeps it (`inline_attempts.rs`); otherwise it
+    /// is in the store (`records::JobOutputRecord`), not in the core.
+    pub fn job_output_ready(
+        &self,
+        op: &OperationId,
+        job: &JobId,
+    ) -> Result<Option<&JobOutputRecord>, ApiError> {
         let o = self.operation(op)?;
         let missing = || ApiError::not_found(format!("operation {op} has no job {job}"));
         match o.jobs.get(job) {
@@ -118,9 +124,9 @@ impl SchedulerCore {
                 "job {job} is {}; its output is available once it has finished",
                 j.state
             ))),
-            Some(_) => Ok(()),
+            Some(_) => Ok(o.inline_output(job)),
             // Released attempts are settled: finished, with whatever output they left.
-            None => o.attempt_seq(job).map(|_| ()).ok_or_else(missing),
+            None => o.attempt_seq(job).map(|_| None).ok_or_else(missing),
         }
     }
 

@@ -40,13 +40,15 @@ fn jobs_fill_node_and_operation_completes() {
     let info = h.core.operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 6);
+    // The last two settled as the operation finished: their outputs ride in its record.
     let outputs: Vec<_> = h
         .effects
         .iter()
         .flat_map(|e| &e.changes)
-        .filter_map(|c| match c {
-            crate::records::StateChange::Output(o) => Some(o),
-            _ => None,
+        .flat_map(|c| match c {
+            crate::records::StateChange::Output(o) => vec![o.as_ref()],
+            crate::records::StateChange::Operation(r) => r.outputs.iter().collect(),
+            _ => vec![],
         })
         .collect();
     assert_eq!(outputs.len(), 6, "one output record per attempt");
@@ -972,6 +974,7 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
     assert!(after.is_empty(), "{after:?}");
 }
 
+mod inline_attempts;
 mod pools;
 mod revival;
 mod security;

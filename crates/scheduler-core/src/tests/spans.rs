@@ -33,6 +33,9 @@ fn core_calls_open_spans_naming_their_operation_job_and_pool() {
     let log = SpanLog::default();
     let subscriber = tracing_subscriber::registry().with(log.clone());
     let (op, job) = tracing::subscriber::with_default(subscriber, || {
+        // Another test's thread may have cached a span's interest as "never" while no
+        // subscriber wanted it: ask again now that this one does.
+        tracing::callsite::rebuild_interest_cache();
         let mut h = Harness::new();
         h.node("n1", 4.0, &[]);
         h.run(|core| core.admin_set("//sys/pool_trees/default/research", serde_json::json!({})))

@@ -70,7 +70,9 @@ pub(super) fn dispatch(
         }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
-            core.job_output_ready(&req.body.operation_id, &req.body.job_id)?;
+            if let Some(held) = core.job_output_ready(&req.body.operation_id, &req.body.job_id)? {
+                return Ok(held.stream(req.body.stream).to_string());
+            }
             // The output itself is in the store: read outside the core lock.
             *then = Some(Continuation::JobOutput {
                 job: req.body.job_id,
