@@ -97,7 +97,6 @@ impl Subjects {
                     format!("$KV.{}.>", self.bucket("state")),
                     format!("$KV.{}.>", self.bucket("leader")),
                     format!("$KV.{}.>", self.bucket("archive")),
-                    format!("{}.list", self.bucket("archive")),
                 ],
                 subscribe: vec![inbox],
             },

@@ -2,16 +2,20 @@
 //! a KV bucket whose entries expire after `--archive-ttl`, from which `get-operation`,
 //! `list-jobs` and job output answer once the core no longer knows an operation.
 //!
-//! Keys: `op.<id>` (the operation's last view and its number of job attempts) and
-//! `job.<id>.<seq>` (attempt `seq`, job id `<id>-<seq>`, with its output). Writing is
-//! idempotent: an operation retired twice (a crash before its state keys were deleted)
-//! is written again the same. Attempts are taken over from the state bucket a chunk at
-//! a time, so an operation of a million attempts never sits in memory whole.
+//! Keys: `op.<id>` (the operation's last view, its number of job attempts and, when
+//! they fit `ARCHIVE_INLINE_BYTES`, the attempts themselves with their output) and,
+//! for an operation whose attempts do not fit, `job.<id>.<seq>` (attempt `seq`, job id
+//! `<id>-<seq>`, with its output). Most operations are archived with one write: the
+//! append of their `op.` key. Writing is idempotent: an operation retired twice (a crash
+//! before its state keys were deleted) is written again the same, and the bucket keeps
+//! one value per key. Attempts that do not fit are taken over from the state bucket a
+//! chunk at a time, so an operation of a million attempts never sits in memory whole.
 //!
-//! Beside the bucket, a stream (`<prefix>_archive_list`, same age limit) gets each
-//! archived operation's view once, in the order they were archived: `list-operations`
-//! pages it newest first by stream sequence, a bounded number of messages per page,
-//! without any index held in memory.
+//! The bucket's own stream is the list: `list-operations` pages it newest first by
+//! stream sequence, reading `op.` entries and stepping over `job.` ones, a bounded
+//! number of messages per page, without any index held in memory. (Versions before
+//! this one also wrote each view to a stream `<name>_list`; it is no longer read or
+//! written, and empties as its entries reach the archive's age.)
 
 use crate::core::retention::{Archived, ArchivedJob};
 use crate::store::{self, JOB_PREFIX, OPERATION_PREFIX, OUTPUT_PREFIX};
@@ -36,6 +40,10 @@ const ARCHIVE_WRITES_IN_FLIGHT: usize = 64;
 /// Attempts taken over from the state bucket at a time.
 const ARCHIVE_CHUNK: u64 = 1024;
 
+/// The largest `op.` entry that carries its attempts inline (and the most bytes of
+/// attempts a page of the list may read per operation).
+const ARCHIVE_INLINE_BYTES: usize = 64 * 1024;
+
 /// Reads of the list stream in flight at once while a page is gathered.
 const LIST_READS_IN_FLIGHT: usize = 32;
 
@@ -47,6 +55,26 @@ const LIST_SCAN_PER_PAGE: u64 = 5_000;
 pub struct ArchivedOperation {
     pub info: OperationInfo,
     pub job_count: u64,
+    /// Whether this record carries its attempts (`jobs`); if not, each is under its
+    /// own `job.` key.
+    #[serde(default)]
+    pub jobs_inline: bool,
+    /// Its recorded attempts in order, when `jobs_inline` (an attempt number given out
+    /// but never recorded has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<ArchivedJob>,
+}
+
+impl ArchivedOperation {
+    /// Where this record answers for attempt `seq`: `Some(None)` if it carries its
+    /// attempts and `seq` is not among them, `None` if they are under their own keys.
+    fn inline_job(&self, seq: u64) -> Option<Option<&ArchivedJob>> {
+        self.jobs_inline.then(|| {
+            self.jobs
+                .iter()
+                .find(|j| j.info.id.attempt_seq(&self.info.id) == Some(seq))
+        })
+    }
 }
 
 #[derive(Clone)]
@@ -54,10 +82,13 @@ pub struct Archive {
     kv: kv::Store,
     /// The state bucket, where finished jobs' outputs wait to be taken over.
     state: kv::Store,
-    js: jetstream::Context,
-    /// The archived operations in the order they were archived.
+    /// The bucket's stream: the archived operations in the order they were archived.
     list: stream::Stream,
-    list_subject: String,
+    /// The subject of an `op.` entry of the bucket, less the operation id.
+    op_subject: String,
+    /// The largest `op.` entry that carries its attempts (`ARCHIVE_INLINE_BYTES`, or
+    /// less where the server's records are smaller).
+    inline_limit: usize,
     /// Deletes an archived operation's state keys, fenced and in order with every other
     /// state write.
     writer: Writer,
@@ -83,41 +114,23 @@ pub struct ArchivedPage {
 }
 
 impl Archive {
-    /// Opens (creating if missing) the bucket `<name>` and the list stream
-    /// `<name>_list`, both keeping entries for `ttl`.
+    /// Opens (creating if missing) the bucket `<name>`, keeping entries for `ttl`.
     pub async fn open(
         js: &jetstream::Context,
         name: &str,
         replicas: usize,
         ttl: Duration,
+        max_record_bytes: usize,
         state: kv::Store,
         writer: Writer,
     ) -> anyhow::Result<Self> {
         let kv = store::open_bucket(js, name, replicas, ttl).await?;
-        let list_name = format!("{name}_list");
-        let list_subject = format!("{name}.list");
-        let list_config = stream::Config {
-            name: list_name.clone(),
-            subjects: vec![list_subject.clone()],
-            max_age: ttl,
-            num_replicas: replicas.max(1),
-            // An operation archived again within it (a crash before its purge) is
-            // listed once.
-            duplicate_window: Duration::from_secs(120).min(ttl),
-            ..Default::default()
-        };
-        let list = store::while_cluster_forms(&format!("stream {list_name}"), || async {
-            js.get_or_create_stream(list_config.clone())
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await?;
         Ok(Archive {
+            list: kv.stream.clone(),
+            op_subject: format!("$KV.{name}.op."),
+            inline_limit: ARCHIVE_INLINE_BYTES.min(max_record_bytes),
             kv,
             state,
-            js: js.clone(),
-            list,
-            list_subject,
             writer,
             handing_over: Default::default(),
         })
@@ -136,6 +149,8 @@ impl Archive {
                 ArchivedOperation {
                     info: a.info.clone(),
                     job_count: a.attempts,
+                    jobs_inline: false,
+                    jobs: vec![],
                 },
             );
         }
@@ -259,8 +274,8 @@ impl Archive {
         })
     }
 
-    /// The list's messages `top` down to `low`, newest first (`None` where one expired or
-    /// was never written, a duplicate).
+    /// The list's messages `top` down to `low`, newest first (`None` where one expired,
+    /// was replaced by a later write of its key, or is an attempt's entry).
     async fn read_list(
         &self,
         low: u64,
@@ -271,7 +286,11 @@ impl Archive {
                 let list = &self.list;
                 async move {
                     match list.get_raw_message(seq).await {
-                        Ok(m) => Ok((seq, decode::<OperationInfo>(&m.payload).ok())),
+                        Ok(m) if m.subject.starts_with(self.op_subject.as_str()) => Ok((
+                            seq,
+                            decode::<ArchivedOperation>(&m.payload).ok().map(|a| a.info),
+                        )),
+                        Ok(_) => Ok((seq, None)),
                         Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => {
                             Ok((seq, None))
                         }
@@ -313,6 +332,11 @@ impl Archive {
         let Some(seq) = job.attempt_seq(id) else {
             return Ok(None);
         };
+        if let Some(op) = self.operation(id).await? {
+            if let Some(job) = op.inline_job(seq) {
+                return Ok(job.cloned());
+            }
+        }
         self.get(&format!("job.{id}.{seq}")).await
     }
 
@@ -330,10 +354,14 @@ impl Archive {
         let mut budget = (limit as u64).saturating_mul(10);
         while position < op.job_count && jobs.len() < limit && budget > 0 {
             budget -= 1;
-            if let Some(job) = self
-                .get::<ArchivedJob>(&format!("job.{}.{position}", op.info.id))
-                .await?
-            {
+            let job = match op.inline_job(position) {
+                Some(job) => job.cloned(),
+                None => {
+                    self.get::<ArchivedJob>(&format!("job.{}.{position}", op.info.id))
+                        .await?
+                }
+            };
+            if let Some(job) = job {
                 if req.state.is_none_or(|s| job.info.state == s) {
                     jobs.push(job.info);
                 }
@@ -392,36 +420,58 @@ impl Archive {
         // Which attempts had a record and an output, to delete exactly those after.
         let mut recorded = Vec::with_capacity(a.attempts as usize);
         let mut printed = Vec::with_capacity(a.attempts as usize);
+        // The attempts while they fit the operation's own entry; once they do not
+        // (`spilled`), each goes under its own key.
+        let mut inline: Vec<(u64, ArchivedJob)> = Vec::new();
+        let mut inline_bytes = 0usize;
+        let mut spilled = false;
         let mut from = 0;
         while from < a.attempts {
             let to = (from + ARCHIVE_CHUNK).min(a.attempts);
-            let taken: Vec<(bool, bool)> = futures::stream::iter(from..to)
-                .map(|seq| self.take_over(a, seq))
-                .buffered(ARCHIVE_WRITES_IN_FLIGHT)
-                .try_collect()
-                .await?;
-            for (had_record, had_output) in taken {
+            let taken: Vec<(u64, Option<ArchivedJob>, bool, bool)> =
+                futures::stream::iter(from..to)
+                    .map(|seq| async move {
+                        let (job, record, output) = self.take_over(a, seq).await?;
+                        Ok::<_, String>((seq, job, record, output))
+                    })
+                    .buffered(ARCHIVE_WRITES_IN_FLIGHT)
+                    .try_collect()
+                    .await?;
+            let mut own_keys = Vec::new();
+            for (seq, job, had_record, had_output) in taken {
                 recorded.push(had_record);
                 printed.push(had_output);
+                let Some(job) = job else { continue };
+                if spilled {
+                    own_keys.push((seq, job));
+                    continue;
+                }
+                inline_bytes =
+                    inline_bytes.saturating_add(encode(&job).map_or(usize::MAX, |b| b.len()));
+                inline.push((seq, job));
+                if inline_bytes > self.inline_limit {
+                    spilled = true;
+                    own_keys.append(&mut inline);
+                }
             }
+            self.put_attempts(id, own_keys).await?;
             from = to;
         }
-        // The operation last: once it answers, every job it counts is there.
-        let op = ArchivedOperation {
+        let mut op = ArchivedOperation {
             info: a.info.clone(),
             job_count: a.attempts,
+            jobs_inline: !spilled,
+            jobs: inline.iter().map(|(_, j)| j.clone()).collect(),
         };
-        self.put(format!("op.{id}"), encode(&op).map_err(|e| e.to_string())?)
-            .await?;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
-        let listed = encode(&a.info).map_err(|e| e.to_string())?;
-        self.js
-            .publish_with_headers(self.list_subject.clone(), headers, listed.into())
-            .await
-            .map_err(|e| e.to_string())?
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut value = encode(&op).map_err(|e| e.to_string())?;
+        if value.len() > self.inline_limit && op.jobs_inline && !op.jobs.is_empty() {
+            op.jobs_inline = false;
+            op.jobs.clear();
+            value = encode(&op).map_err(|e| e.to_string())?;
+            self.put_attempts(id, inline).await?;
+        }
+        // The operation last: once it answers, every job it counts is there.
+        self.put(format!("op.{id}"), value).await?;
         // Found by `get` and listed from here on: the handover may let it go.
         if let Ok(mut map) = self.handing_over.lock() {
             map.remove(id);
@@ -440,47 +490,75 @@ impl Archive {
         Ok(())
     }
 
-    /// Copies attempt `seq` of `a` (its record and output from the state bucket) into
-    /// the archive; returns whether there was a record and whether there was an output
-    /// (the state keys to delete afterwards).
-    async fn take_over(&self, a: &Archived, seq: u64) -> Result<(bool, bool), String> {
+    /// Writes attempts of operation `id` under their own keys.
+    async fn put_attempts(
+        &self,
+        id: &OperationId,
+        jobs: Vec<(u64, ArchivedJob)>,
+    ) -> Result<(), String> {
+        futures::stream::iter(jobs)
+            .map(|(seq, job)| async move {
+                let value = encode(&job).map_err(|e| e.to_string())?;
+                self.put(format!("job.{id}.{seq}"), value).await
+            })
+            .buffered(ARCHIVE_WRITES_IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// Reads attempt `seq` of `a` (from what the core handed over, else its record and
+    /// output in the state bucket); returns it with whether there was a record and an
+    /// output key (the state keys to delete afterwards). An attempt never recorded (an
+    /// attempt number given out but not used, or one the store lost) has nothing to keep.
+    async fn take_over(
+        &self,
+        a: &Archived,
+        seq: u64,
+    ) -> Result<(Option<ArchivedJob>, bool, bool), String> {
         let id = &a.info.id;
         let job_id = JobId::attempt(id, seq);
-        let (info, had_record, output) = match a.inline.get(&seq) {
+        let (info, had_record, output, output_key) = match a.inline.get(&seq) {
             // Kept in the operation's own record: no key of its own to read or delete.
-            Some((info, Some((stdout, stderr)))) => {
-                (info.clone(), false, Some((stdout.clone(), stderr.clone())))
-            }
+            Some((info, Some((stdout, stderr)))) => (
+                Some(info.clone()),
+                false,
+                Some((stdout.clone(), stderr.clone())),
+                false,
+            ),
             Some((info, None)) => {
                 let output = store::job_output(&self.state, &job_id).await?;
-                (info.clone(), false, output.map(|o| (o.stdout, o.stderr)))
+                let key = output.is_some();
+                (
+                    Some(info.clone()),
+                    false,
+                    output.map(|o| (o.stdout, o.stderr)),
+                    key,
+                )
             }
             None => {
                 let (record, output) = futures::try_join!(
                     store::job_record(&self.state, &job_id),
                     store::job_output(&self.state, &job_id)
                 )?;
-                let Some(record) = record else {
-                    // Never recorded (none is missing unless the store lost it): nothing
-                    // to keep.
-                    return Ok((false, output.is_some()));
-                };
-                let info = crate::core::job_info(id, &a.task_names, &record.job);
-                (info, true, output.map(|o| (o.stdout, o.stderr)))
+                let key = output.is_some();
+                let info = record
+                    .as_ref()
+                    .map(|r| crate::core::job_info(id, &a.task_names, &r.job));
+                (
+                    info,
+                    record.is_some(),
+                    output.map(|o| (o.stdout, o.stderr)),
+                    key,
+                )
             }
         };
-        let had_output = output.is_some() && !matches!(a.inline.get(&seq), Some((_, Some(_))));
         let (stdout, stderr) = output.unwrap_or_default();
-        let job = ArchivedJob {
+        let job = info.map(|info| ArchivedJob {
             info,
             stdout,
             stderr,
-        };
-        self.put(
-            format!("job.{id}.{seq}"),
-            encode(&job).map_err(|e| e.to_string())?,
-        )
-        .await?;
-        Ok((had_record, had_output))
+        });
+        Ok((job, had_record, output_key))
     }
 }

@@ -441,3 +441,115 @@ fn a_retired_operation_answers_at_every_moment_while_the_archive_takes_it_over()
     assert_eq!(op["state"], "completed", "{op}");
     assert_eq!(op["jobs"]["completed"], 400, "{op}");
 }
+
+/// What the store's buckets hold of one operation once it is archived: the state
+/// bucket's last entry of each of its keys (`None`: never written) and the archive's
+/// `op.` entry, decoded.
+struct Stored {
+    state_op: Option<async_nats::jetstream::kv::Operation>,
+    state_jobs: Vec<Option<async_nats::jetstream::kv::Operation>>,
+    state_outputs: Vec<Option<async_nats::jetstream::kv::Operation>>,
+    archived: serde_json::Value,
+    archive_job_keys: usize,
+}
+
+fn stored(lab: &Lab, id: &str, attempts: u64) -> Stored {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let js = async_nats::jetstream::new(lab.client_as("scheduler").await.unwrap());
+        let bucket = |what: &str| format!("{}_{what}", lab.prefix);
+        let state = js.get_key_value(bucket("state")).await.unwrap();
+        let archive = js.get_key_value(bucket("archive")).await.unwrap();
+        let op_of = |e: Option<async_nats::jetstream::kv::Entry>| e.map(|e| e.operation);
+        let mut state_jobs = vec![];
+        let mut state_outputs = vec![];
+        let mut archive_job_keys = 0;
+        for seq in 0..attempts {
+            state_jobs.push(op_of(state.entry(format!("job.{id}-{seq}")).await.unwrap()));
+            state_outputs.push(op_of(state.entry(format!("out.{id}-{seq}")).await.unwrap()));
+            if archive
+                .get(format!("job.{id}.{seq}"))
+                .await
+                .unwrap()
+                .is_some()
+            {
+                archive_job_keys += 1;
+            }
+        }
+        let value = archive
+            .get(format!("op.{id}"))
+            .await
+            .unwrap()
+            .expect("archived");
+        Stored {
+            state_op: op_of(state.entry(format!("op.{id}")).await.unwrap()),
+            state_jobs,
+            state_outputs,
+            archived: rmp_serde::from_slice(&value).unwrap(),
+            archive_job_keys,
+        }
+    })
+}
+
+/// Issue 26, point 2: a small operation's attempts never get keys of their own. Its
+/// final state record carries them, and the archive takes it over in one entry.
+/// Output too large for that goes to keys of its own, and answers the same.
+#[test]
+fn a_small_operation_is_archived_as_one_entry_and_a_loud_one_spills_to_its_own_keys() {
+    use async_nats::jetstream::kv::Operation::Purge;
+    let (_dir, lab) = lab_retaining_nothing();
+    let quiet = lab
+        .submit_spec(
+            "tasks:\n  t:\n    command: 'echo quiet-$YT_JOB_INDEX'\n    job_count: 2\n    cpu_limit: 0.1\n    memory_limit: 64M\n",
+        )
+        .unwrap();
+    // 40 KB each on stdout: over what an operation's record keeps (1 KiB) and, for
+    // both jobs, over what its archive entry keeps (64 KiB).
+    let loud = lab
+        .submit_spec(
+            "tasks:\n  t:\n    command: 'head -c 40000 /dev/zero | tr \"\\\\0\" a'\n    job_count: 2\n    cpu_limit: 0.1\n    memory_limit: 64M\n",
+        )
+        .unwrap();
+    for id in [&quiet, &loud] {
+        let done = lab.wait_finished(id, Duration::from_secs(60)).unwrap();
+        assert_eq!(done["state"], "completed", "{done}");
+        wait_until(Duration::from_secs(20), || archived(&lab, id).then_some(())).expect("archived");
+    }
+
+    let q = stored(&lab, &quiet, 2);
+    assert_eq!(q.state_op, Some(Purge));
+    // Whether both jobs settled in the operation's last call decides whether the one
+    // that finished first went to a key of its own; the last one rides in the record.
+    assert!(
+        q.state_jobs.contains(&None),
+        "one never written: {:?}",
+        q.state_jobs
+    );
+    assert!(q
+        .state_outputs
+        .iter()
+        .zip(&q.state_jobs)
+        .all(|(o, j)| o == j));
+    assert_eq!(q.archived["jobs_inline"], true, "{}", q.archived);
+    assert_eq!(q.archived["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(q.archive_job_keys, 0);
+
+    let l = stored(&lab, &loud, 2);
+    assert_eq!(
+        l.state_outputs,
+        [Some(Purge), Some(Purge)],
+        "written, then taken over"
+    );
+    assert_eq!(l.archived["jobs_inline"], false, "{}", l.archived);
+    assert_eq!(l.archive_job_keys, 2);
+
+    for (id, want) in [(&quiet, "quiet-"), (&loud, "aaaa")] {
+        let jobs = lab.jobs(id).unwrap();
+        assert_eq!(jobs.len(), 2, "{jobs:?}");
+        for j in &jobs {
+            let out = lab.ok(&["get-job-stdout", id, j["id"].as_str().unwrap()]);
+            assert!(out.starts_with(want), "{id}: {}", &out[..out.len().min(80)]);
+        }
+    }
+    let ids = listed(&lab);
+    assert!(ids.contains(&quiet) && ids.contains(&loud), "{ids:?}");
+}

@@ -232,6 +232,7 @@ pub(super) async fn revive(
         &store::bucket_name(prefix, "archive"),
         config.kv_replicas,
         config.archive_ttl,
+        max_record_bytes,
         state.clone(),
         writer.clone(),
     )

@@ -11,9 +11,9 @@ use ytsched_common::OperationId;
 /// Concurrent `get_operation` calls of the audit.
 const AUDIT_CONCURRENCY: usize = 64;
 
-/// The last sequence of each of the store's streams this run writes: the state bucket,
-/// the archive bucket and the archive's list (every put, delete and purge moves a
-/// stream's sequence on by one). `None` where this tool may not read them (an
+/// The last sequence of each of the store's streams this run writes: the state bucket
+/// and the archive bucket (every put, delete and purge moves a stream's sequence on by
+/// one). `None` where this tool may not read them (an
 /// installation's admin).
 pub(crate) async fn store_sequences(target: &Target) -> Option<StoreSequences> {
     let auth = creds(&target.auth_dir, "scheduler").ok()?;
@@ -35,7 +35,6 @@ pub(crate) async fn store_sequences(target: &Target) -> Option<StoreSequences> {
     Some(StoreSequences {
         state: last(format!("KV_{prefix}_state")).await?,
         archive: last(format!("KV_{prefix}_archive")).await?,
-        archive_list: last(format!("{prefix}_archive_list")).await?,
     })
 }
 
@@ -43,15 +42,13 @@ pub(crate) async fn store_sequences(target: &Target) -> Option<StoreSequences> {
 pub(crate) struct StoreSequences {
     state: u64,
     archive: u64,
-    archive_list: u64,
 }
 
 impl StoreSequences {
-    /// Writes between `self` and `later`: (state bucket, all three streams).
+    /// Writes between `self` and `later`: (state bucket, both buckets).
     pub(crate) fn writes_until(&self, later: &StoreSequences) -> (u64, u64) {
         let state = later.state.saturating_sub(self.state);
-        let archive = later.archive.saturating_sub(self.archive)
-            + later.archive_list.saturating_sub(self.archive_list);
+        let archive = later.archive.saturating_sub(self.archive);
         (state, state + archive)
     }
 }

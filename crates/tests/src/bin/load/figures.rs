@@ -203,10 +203,7 @@ pub(crate) async fn measure_list_pages(
     if let Ok(auth) = creds(&target.auth_dir, "scheduler") {
         let client = connect(&target.nats, "ytsched-load archive", false, &auth).await?;
         let js = async_nats::jetstream::new(client);
-        let name = format!(
-            "{}_archive_list",
-            target.subjects.prefix().replace('.', "_")
-        );
+        let name = format!("KV_{}_archive", target.subjects.prefix().replace('.', "_"));
         let mut last = (u64::MAX, Instant::now());
         let settle_deadline = Instant::now() + Duration::from_secs(600);
         loop {
