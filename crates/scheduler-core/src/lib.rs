@@ -5,8 +5,11 @@
 mod admin;
 mod effects;
 mod events;
-#[cfg(test)]
-pub(crate) mod harness;
+#[cfg(any(test, feature = "harness"))]
+/// A Nomad-style test world (simulated nodes, a moved clock, every call's effects
+/// recorded); public for the crate's own integration tests.
+#[doc(hidden)]
+pub mod harness;
 mod heartbeat;
 mod jobs;
 mod nodes;
@@ -84,6 +87,11 @@ pub struct SchedulerCore {
     /// Nodes joined, left or changed since operations were last checked for jobs no node
     /// can hold.
     placeability_stale: bool,
+    /// What the nodes offered at the last full placeability check, by tree
+    /// (`placeability.rs`); `None`: check everything at the next chance.
+    placeability_offer: Option<operations::placeability::NodeOffer>,
+    /// Full placeability passes over the operations, counted so tests can see them.
+    placeability_passes: u64,
     /// Walks of a tree looking for a job to place (one per job started, plus one that
     /// finds nothing): what a heartbeat costs, counted so tests can see it.
     placement_walks: u64,
@@ -137,6 +145,8 @@ impl SchedulerCore {
             trees: Default::default(),
             speculating: BTreeSet::new(),
             placeability_stale: false,
+            placeability_offer: None,
+            placeability_passes: 0,
             placement_walks: 0,
             config_revision: 0,
             next_operation_seq: 0,
@@ -211,7 +221,7 @@ impl SchedulerCore {
         self.expire_silent_nodes(now);
         self.end_revival_if_due(now);
         if std::mem::take(&mut self.placeability_stale) {
-            self.fail_unplaceable(now);
+            self.fail_unplaceable_if_offer_changed(now);
         }
         self.update_due_shares(now);
         self.retire_finished(now);

@@ -1,9 +1,15 @@
 //! Operations whose jobs can never run: a job that fits no node its operation may use
 //! (its trees, pool filters and tag filter) fails the operation at once, naming the
 //! resource that is short, instead of leaving it waiting forever.
+//!
+//! Every operation is checked when it arrives; all of them again only when what the
+//! nodes offer changed (`NodeOffer`): a thousand nodes of one size joining one by one
+//! cost one pass over the operations, not a thousand (issue 26: with 100,000 operations
+//! waiting, each pass held the core for a few hundred ms).
 
 use crate::{Operation, SchedulerCore};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
@@ -23,7 +29,53 @@ fn maximal_limits(limits: impl Iterator<Item = ResourceVector>) -> Vec<ResourceV
     out
 }
 
+/// What each tree's nodes offer, as far as placeability can tell them apart: the
+/// distinct pairs of limits and tags of its members. Equal offers give every operation
+/// the same verdict.
+pub(crate) type NodeOffer = BTreeMap<String, BTreeSet<[u64; 5]>>;
+
 impl SchedulerCore {
+    fn node_offer(&self) -> NodeOffer {
+        self.cluster
+            .trees
+            .keys()
+            .map(|tree| {
+                let kinds = self
+                    .tree_members(tree)
+                    .map(|n| {
+                        let l = n.resource_limits;
+                        // Deterministic (fixed keys): the same tags give the same digest.
+                        let mut tags = std::collections::hash_map::DefaultHasher::new();
+                        n.all_tags.hash(&mut tags);
+                        [
+                            l.cpu.to_bits(),
+                            l.memory.to_bits(),
+                            l.gpu.to_bits(),
+                            l.user_slots.to_bits(),
+                            tags.finish(),
+                        ]
+                    })
+                    .collect();
+                (tree.to_string(), kinds)
+            })
+            .collect()
+    }
+
+    /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
+    pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
+        let offer = self.node_offer();
+        if self.placeability_offer.as_ref() != Some(&offer) {
+            self.placeability_passes += 1;
+            self.fail_unplaceable(now);
+            self.placeability_offer = Some(offer);
+        }
+    }
+
+    /// How many full passes `fail_unplaceable_if_offer_changed` made.
+    pub fn placeability_passes(&self) -> u64 {
+        self.placeability_passes
+    }
+
     /// An operation whose job fits no node it may run on (in its trees, through its tag
     /// filter) would wait forever: fail it now with the resource that is short. With no
     /// such node at all it waits, as nodes may still come.
@@ -41,7 +93,7 @@ impl SchedulerCore {
         // tag filter: worked out once per such combination, as the few largest limit
         // vectors (a job fits some node exactly when it fits one of them), not per
         // operation over every node.
-        let mut offered: HashMap<(&str, &str, String), Vec<ResourceVector>> = HashMap::new();
+        let mut offered: HashMap<(&str, &str, &str), Vec<ResourceVector>> = HashMap::new();
         let mut doomed = Vec::new();
         let candidates: Box<dyn Iterator<Item = &Operation>> = match only {
             Some(id) => Box::new(self.operations.get(id).into_iter()),
@@ -50,11 +102,7 @@ impl SchedulerCore {
         for op in candidates.filter(|o| !o.state.is_finished()) {
             let mut limits: Vec<ResourceVector> = vec![];
             for (tree, slot) in &op.trees {
-                let key = (
-                    tree.as_str(),
-                    slot.pool.as_str(),
-                    op.tag_filter().to_string(),
-                );
+                let key = (tree.as_str(), slot.pool.as_str(), op.tag_filter().as_str());
                 let maximal = offered.entry(key).or_insert_with(|| {
                     let pool_filters = self.cluster.pool_filters(tree, &slot.pool);
                     maximal_limits(

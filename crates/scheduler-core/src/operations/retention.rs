@@ -1,7 +1,8 @@
 //! Finished operations leave memory (SPEC 5.10, as YTsaurus's operations cleaner): per
 //! tree, by the first tree of each operation's spec, once more than
 //! `soft_retained_operation_count` are finished those finished over `clean_delay` ago go,
-//! past `hard_retained_operation_count` the oldest go at once, and any finished longer
+//! past `hard_retained_operation_count` the oldest go at once (up to
+//! `MAX_RETIRED_PER_CALL` a tick), and any finished longer
 //! than `max_operation_age` ago goes. A retired operation becomes an `Archived` value the
 //! driver writes to the archive (which answers for it from then on) before it deletes the
 //! operation's state keys.
@@ -57,6 +58,12 @@ impl ArchivedJob {
     }
 }
 
+/// The most operations one call retires. After a burst tens of thousands may be due at
+/// once; each costs its view and the removal from every index, so all of them in one
+/// call held the core for seconds (issue 26). The rest go at the next tick; the archive
+/// takes them over one by one anyway.
+pub const MAX_RETIRED_PER_CALL: usize = 1_000;
+
 /// Whether the oldest of `count` finished operations, finished at `finished`, goes now.
 fn retire_oldest(config: &TreeConfig, count: usize, finished: UnixMillis, now: UnixMillis) -> bool {
     let age = now.saturating_sub(finished);
@@ -85,6 +92,7 @@ impl SchedulerCore {
     /// call, so the store never holds a newer record than the archive.
     pub(crate) fn retire_finished(&mut self, now: UnixMillis) {
         let trees: Vec<TreeName> = self.finished_order.keys().cloned().collect();
+        let mut budget = MAX_RETIRED_PER_CALL;
         for tree in trees {
             let config = self
                 .cluster
@@ -97,11 +105,13 @@ impl SchedulerCore {
                     self.finished_order.remove(&tree);
                     break;
                 };
-                if !retire_oldest(&config, set.len(), finished, now)
+                if budget == 0
+                    || !retire_oldest(&config, set.len(), finished, now)
                     || self.operations.is_touched(&id)
                 {
                     break;
                 }
+                budget -= 1;
                 set.pop_first();
                 self.retire(&id);
             }

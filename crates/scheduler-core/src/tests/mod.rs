@@ -769,9 +769,10 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert_eq!(retired.len(), 1);
     assert_eq!(retired[0].info.id, a);
     assert_eq!(retired[0].info.state, OperationState::Completed);
-    // Its attempts and their output are in the store, not here: the archive reads
-    // them from there.
+    // Its one attempt settled as it finished: its record kept it, and it comes along
+    // for the archive (`inline_attempts.rs`).
     assert_eq!(retired[0].attempts, 1);
+    assert_eq!(retired[0].inline.len(), 1);
     assert_eq!(
         retired[0].job_ids().collect::<Vec<_>>(),
         vec![JobId(format!("{a}-0"))]
@@ -974,9 +975,9 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
     assert!(after.is_empty(), "{after:?}");
 }
 
+mod bursts;
 mod inline_attempts;
 mod pools;
 mod revival;
 mod security;
-mod spans;
 mod trees;

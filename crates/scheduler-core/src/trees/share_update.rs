@@ -408,6 +408,8 @@ impl SchedulerCore {
     /// Every node's membership again (after the configuration changed).
     pub(crate) fn recompute_tree_resources(&mut self) {
         self.placeability_stale = true;
+        // Pool filters may have changed with the configuration: check every operation.
+        self.placeability_offer = None;
         let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
         for id in ids {
             self.account_node(&id);

@@ -1,0 +1,81 @@
+//! Work per call stays bounded when thousands of operations or nodes arrive or leave at
+//! once (issue 26): what used to hold the core lock for seconds.
+
+use super::{heartbeat, spec};
+use crate::operations::retention::MAX_RETIRED_PER_CALL;
+use crate::*;
+use ytsched_common::states::OperationState;
+
+/// A thousand nodes of one size joining one by one check the waiting operations once,
+/// not once per node; a node of a new size checks them again, and an operation that
+/// fits no node still fails as soon as nodes exist.
+#[test]
+fn nodes_of_one_size_joining_check_waiting_operations_once() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for i in 0..200 {
+        let user = format!("u{}", i % 10);
+        core.start_operation(OperationId(format!("op{i}")), &user, spec(1, 64.0), 0)
+            .unwrap();
+    }
+    let huge = OperationId("huge".into());
+    core.start_operation(huge.clone(), "u", spec(1, 1_000.0), 0)
+        .unwrap();
+    core.tick(1);
+    assert_eq!(
+        core.placeability_passes(),
+        0,
+        "no nodes: nothing to check against"
+    );
+    // Nodes too small for the waiting jobs (64 cpu): they join, nothing starts.
+    for n in 0..1_000 {
+        core.process_heartbeat(heartbeat(&format!("n{n}"), 8.0, &[], vec![]), 2 + n);
+        core.tick(2 + n);
+    }
+    assert_eq!(core.placeability_passes(), 1);
+    let failed = core.operation_info(&huge).unwrap();
+    assert_eq!(failed.state, OperationState::Failed, "{failed:?}");
+    let waiting = core.operation_info(&OperationId("op0".into())).unwrap();
+    assert_eq!(
+        waiting.state,
+        OperationState::Failed,
+        "no 64-cpu node: {waiting:?}"
+    );
+    // A node of another size is something new to check against.
+    core.process_heartbeat(heartbeat("big", 128.0, &[], vec![]), 2_000);
+    core.tick(2_000);
+    assert_eq!(core.placeability_passes(), 2);
+}
+
+/// After a burst, tens of thousands of finished operations may be due to leave memory
+/// at once: each tick retires a bounded number, the oldest first, until all are gone.
+#[test]
+fn a_burst_of_finished_operations_leaves_memory_a_bounded_number_per_tick() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for attr in [
+        "soft_retained_operation_count",
+        "hard_retained_operation_count",
+    ] {
+        core.admin_set(
+            &format!("//sys/pool_trees/default/@config/{attr}"),
+            serde_json::json!(0),
+        )
+        .unwrap();
+    }
+    let total = MAX_RETIRED_PER_CALL * 2 + 5;
+    for i in 0..total {
+        let id = OperationId(format!("op{i:05}"));
+        let user = format!("u{}", i % 50);
+        core.start_operation(id.clone(), &user, spec(1, 1.0), 0)
+            .unwrap();
+        core.abort_operation(&id, 1).unwrap();
+    }
+    // Their last records taken for the store: they may leave.
+    core.take_changes();
+    let mut per_tick = vec![];
+    for t in 0..4 {
+        core.tick(10 + t);
+        per_tick.push(core.outbox.take_retired().len());
+    }
+    assert_eq!(per_tick, [MAX_RETIRED_PER_CALL, MAX_RETIRED_PER_CALL, 5, 0]);
+    assert_eq!(core.operation_count(), 0);
+}
