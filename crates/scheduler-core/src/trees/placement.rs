@@ -87,12 +87,15 @@ impl SchedulerCore {
         let tags = &nodes[node_id].all_tags;
         let live = &mut trees.get_mut(tree.as_str()).expect("has shares").live;
         let mut starts = Vec::new();
+        let mut lines = PoolLines::default();
         // The root's smallest waiting job bounds every other: once it no longer fits (or
         // no slot is left) the node is full, and the walk that would only prove it is
         // not made.
         while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
             *placement_walks += 1;
-            let Some((elem, op_id, task)) = pick(operations, &shares, live, tags, 0, free) else {
+            let Some((elem, op_id, task)) =
+                pick(operations, &shares, live, tags, 0, free, &mut lines)
+            else {
                 break;
             };
             let spec = {
@@ -183,6 +186,30 @@ fn element_room(
     room
 }
 
+/// Each pool's children in line for the jobs of one node's heartbeat, least satisfied
+/// first. Within a heartbeat only the children a job was placed under change (their
+/// usage grows, so their satisfaction only rises), and the room only shrinks, so a
+/// pool's line is built once per heartbeat: a child whose key is stale is put back
+/// with its new key when it comes up, and one that placed nothing stays out. A pool of
+/// thousands of operations then costs one pass per heartbeat, not one per job, and the
+/// choices are exactly those of sorting every pool afresh for every job.
+#[derive(Default)]
+struct PoolLines(std::collections::HashMap<usize, std::collections::BinaryHeap<Candidate>>);
+
+/// `idx`'s child `c` as a candidate, keyed by its satisfaction now.
+fn candidate(shares: &TreeShares, live: &LiveTree, c: usize) -> Candidate {
+    let child = &shares.elements[c];
+    Candidate {
+        satisfaction: satisfaction(
+            &live.usage[c].share_of(&shares.total),
+            &child.fair_share.total,
+            &child.demand_share,
+        ),
+        fifo: child.fifo_index.unwrap_or(0),
+        element: c,
+    }
+}
+
 /// The least satisfied operation under `idx` whose `scheduling_tag_filter` admits a
 /// node with `tags` and with a job that fits `room` (free resources, narrowed by each
 /// element's limits on the way down).
@@ -193,6 +220,7 @@ fn pick(
     tags: &BTreeSet<String>,
     idx: usize,
     room: ResourceVector,
+    lines: &mut PoolLines,
 ) -> Option<(usize, OperationId, usize)> {
     let e = &shares.elements[idx];
     // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
@@ -213,30 +241,33 @@ fn pick(
             Some((idx, id.clone(), task))
         }
         ElementKind::Pool { .. } => {
-            let candidates: Vec<Candidate> = e
-                .children
-                .iter()
-                .filter(|&&c| live.waiting[c].is_some_and(|m| m.fits_in(&room)))
-                .map(|&c| {
-                    let child = &shares.elements[c];
-                    let sat = satisfaction(
-                        &live.usage[c].share_of(&shares.total),
-                        &child.fair_share.total,
-                        &child.demand_share,
-                    );
-                    Candidate {
-                        satisfaction: sat,
-                        fifo: child.fifo_index.unwrap_or(0),
-                        element: c,
-                    }
-                })
-                .collect();
-            // The least satisfied first, in the order a full sort would give; usually
-            // the first one places, so a heap (built in linear time) spares sorting a
-            // pool of thousands of operations for every job.
-            let mut order = std::collections::BinaryHeap::from(candidates);
-            std::iter::from_fn(|| order.pop())
-                .find_map(|c| pick(operations, shares, live, tags, c.element, room))
+            let fits = |c: usize| live.waiting[c].is_some_and(|m| m.fits_in(&room));
+            let mut line = lines.0.remove(&idx).unwrap_or_else(|| {
+                e.children
+                    .iter()
+                    .filter(|&&c| fits(c))
+                    .map(|&c| candidate(shares, live, c))
+                    .collect()
+            });
+            let mut found = None;
+            while let Some(top) = line.pop() {
+                if !fits(top.element) {
+                    continue;
+                }
+                let now = candidate(shares, live, top.element);
+                if now.satisfaction.to_bits() != top.satisfaction.to_bits() {
+                    line.push(now);
+                    continue;
+                }
+                found = pick(operations, shares, live, tags, top.element, room, lines);
+                if found.is_some() {
+                    // Back in line, to be re-keyed once its job is counted.
+                    line.push(top);
+                    break;
+                }
+            }
+            lines.0.insert(idx, line);
+            found
         }
     }
 }
@@ -303,7 +334,7 @@ mod candidate_order {
     /// index and element did: least satisfied first, ties to the earlier.
     #[test]
     fn the_heap_pops_children_in_sorted_order() {
-        let keys = [
+        let keys: [(f64, usize, usize); 7] = [
             (0.5, 0, 3),
             (0.1, 2, 7),
             (0.1, 1, 9),
