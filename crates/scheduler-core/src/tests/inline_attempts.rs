@@ -26,6 +26,16 @@ fn list_jobs(core: &SchedulerCore, op: &OperationId) -> Vec<(JobId, JobState)> {
     held.into_iter().map(|(_, j)| (j.id, j.state)).collect()
 }
 
+/// The store changes of the heartbeat that reports every job of node `n1` done.
+fn finishing_changes(h: &mut Harness) -> Vec<StateChange> {
+    let before = h.effects.len();
+    h.finish_at("n1", 20);
+    h.effects[before..]
+        .iter()
+        .flat_map(|e| e.changes.iter().cloned())
+        .collect()
+}
+
 #[test]
 fn a_one_job_operation_ends_in_one_record_that_holds_its_attempt_and_output() {
     let mut h = Harness::starting_at(0);
@@ -34,18 +44,13 @@ fn a_one_job_operation_ends_in_one_record_that_holds_its_attempt_and_output() {
     let started = h.at(10).heartbeat("n1").jobs_to_start;
     assert_eq!(started.len(), 1);
     let job = started[0].job_id.clone();
-    let before = h.effects.len();
-    h.finish_at("n1", 20);
-    let changes: Vec<&StateChange> = h.effects[before..]
-        .iter()
-        .flat_map(|e| &e.changes)
-        .collect();
+    let changes = finishing_changes(&mut h);
     assert_eq!(
         changes.len(),
         1,
         "one record, not a key per attempt and output: {changes:?}"
     );
-    let StateChange::Operation(record) = changes[0] else {
+    let StateChange::Operation(record) = &changes[0] else {
         panic!("the operation's record, got {changes:?}");
     };
     assert_eq!(record.state, OperationState::Completed);
@@ -102,12 +107,7 @@ fn an_operation_ending_with_more_attempts_than_fit_stores_each_under_its_own_key
     h.node("n1", f64::from(jobs), &[]);
     let op = h.submit("alice", spec(jobs, 1.0));
     assert_eq!(h.at(10).heartbeat("n1").jobs_to_start.len(), jobs as usize);
-    let before = h.effects.len();
-    h.finish_at("n1", 20);
-    let changes: Vec<&StateChange> = h.effects[before..]
-        .iter()
-        .flat_map(|e| &e.changes)
-        .collect();
+    let changes = finishing_changes(&mut h);
     let job_records = changes
         .iter()
         .filter(|c| matches!(c, StateChange::Job(_)))
