@@ -153,6 +153,12 @@ impl SchedulerCore {
     /// starving operation, then speculate. A node that takes no new job (in
     /// maintenance, or in no tree) also preempts and speculates nothing for one; nor does
     /// any while a revived scheduler holds starts (`adoption.rs`).
+    /// Says whether the store is behind (see `store_behind`); returns whether that
+    /// changed, for the driver's one log line per change.
+    pub fn set_store_behind(&mut self, behind: bool) -> bool {
+        std::mem::replace(&mut self.store_behind, behind) != behind
+    }
+
     fn schedule_on(
         &mut self,
         node_id: &NodeId,
@@ -169,7 +175,7 @@ impl SchedulerCore {
             dying,
             jobs_to_abort,
         );
-        if self.nodes[node_id].is_schedulable() && !self.starts_held(now) {
+        if self.nodes[node_id].is_schedulable() && !self.starts_held(now) && !self.store_behind {
             self.fill_node(&mut ctx);
             if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
                 ctx.start(start);

@@ -87,6 +87,10 @@ pub struct SchedulerCore {
     /// Nodes joined, left or changed since operations were last checked for jobs no node
     /// can hold.
     placeability_stale: bool,
+    /// The store is further behind than the driver allows: heartbeats start no job
+    /// until it has caught up (issue 26: backpressure rather than a backlog in memory;
+    /// every start brings a result to store).
+    store_behind: bool,
     /// What the nodes offered at the last full placeability check, by tree
     /// (`placeability.rs`); `None`: check everything at the next chance.
     placeability_offer: Option<operations::placeability::NodeOffer>,
@@ -145,6 +149,7 @@ impl SchedulerCore {
             trees: Default::default(),
             speculating: BTreeSet::new(),
             placeability_stale: false,
+            store_behind: false,
             placeability_offer: None,
             placeability_passes: 0,
             placement_walks: 0,

@@ -79,3 +79,28 @@ fn a_burst_of_finished_operations_leaves_memory_a_bounded_number_per_tick() {
     assert_eq!(per_tick, [MAX_RETIRED_PER_CALL, MAX_RETIRED_PER_CALL, 5, 0]);
     assert_eq!(core.operation_count(), 0);
 }
+
+/// While the store is behind, heartbeats start nothing but still take results (which
+/// only shrink what is left to store); once it has caught up, starts resume.
+#[test]
+fn no_job_starts_while_the_store_is_behind() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.start_operation(OperationId("a".into()), "u", spec(4, 1.0), 0)
+        .unwrap();
+    let started = core
+        .process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 1)
+        .jobs_to_start;
+    assert_eq!(started.len(), 2);
+    assert!(core.set_store_behind(true));
+    assert!(!core.set_store_behind(true), "no change, nothing to log");
+    let results = started
+        .iter()
+        .map(|s| super::done(s, ytsched_common::states::JobState::Completed))
+        .collect();
+    let reply = core.process_heartbeat(heartbeat("n1", 2.0, &[], results), 2);
+    assert!(reply.jobs_to_start.is_empty(), "{reply:?}");
+    assert_eq!(reply.acknowledged_jobs.len(), 2, "results are still taken");
+    assert!(core.set_store_behind(false));
+    let reply = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 3);
+    assert_eq!(reply.jobs_to_start.len(), 2);
+}

@@ -5,7 +5,7 @@ use super::*;
 use crate::refusals::Refusal;
 use futures::StreamExt;
 use std::sync::Arc;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::identity::Role;
 use ytsched_common::protocol::{unix_now, HeartbeatReply, HeartbeatRequest};
@@ -90,12 +90,28 @@ impl Driver {
     ) -> Option<HeartbeatReply> {
         let patience = req.timeout_ms;
         let node = req.node_id.clone();
+        // Every start brings a result to store: while the store is twice as far behind as
+        // submissions are refused at, none is made, so what waits for it stays bounded
+        // whatever the load (submissions are turned away first).
+        let backlog = self.writer.backlog();
+        let limit = self.max_write_backlog.saturating_mul(2);
+        let behind = backlog > limit;
         let Queued {
             result,
             effects,
             stored,
             position,
         } = self.queue_core(|core| {
+            if core.set_store_behind(behind) {
+                if behind {
+                    warn!(
+                        backlog,
+                        limit, "the store is behind: no job starts until it catches up"
+                    );
+                } else {
+                    info!(backlog, "the store caught up: jobs start again");
+                }
+            }
             // Checked under the lock: the wait for it is where time goes.
             (!given_up(received, patience)).then(|| core.process_heartbeat(req, unix_now()))
         });
