@@ -149,16 +149,16 @@ impl SchedulerCore {
         None
     }
 
-    /// The node's scheduling stages for this heartbeat: fill it, then preempt for a
-    /// starving operation, then speculate. A node that takes no new job (in
-    /// maintenance, or in no tree) also preempts and speculates nothing for one; nor does
-    /// any while a revived scheduler holds starts (`adoption.rs`).
     /// Says whether the store is behind (see `store_behind`); returns whether that
     /// changed, for the driver's one log line per change.
     pub fn set_store_behind(&mut self, behind: bool) -> bool {
         std::mem::replace(&mut self.store_behind, behind) != behind
     }
 
+    /// The node's scheduling stages for this heartbeat: fill it, then preempt for a
+    /// starving operation, then speculate. A node that takes no new job (in
+    /// maintenance, or in no tree) also preempts and speculates nothing for one; nor does
+    /// any while a revived scheduler holds starts (`adoption.rs`) or the store is behind.
     fn schedule_on(
         &mut self,
         node_id: &NodeId,

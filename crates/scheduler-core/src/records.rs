@@ -57,7 +57,7 @@ impl OperationRecord {
             return Err("it runs in no pool tree".into());
         }
         let counts: Vec<u32> = self.spec.tasks.values().map(|t| t.job_count).collect();
-        for j in jobs {
+        for j in jobs.iter().chain(&self.settled_jobs) {
             if j.task >= counts.len() || j.index >= counts[j.task] {
                 return Err(format!(
                     "job {} is index {} of task {}, but the spec has {} task(s)",
@@ -229,12 +229,6 @@ impl SchedulerCore {
         for r in jobs {
             by_op.entry(r.operation).or_default().push(r.job);
         }
-        for r in &operations {
-            if !r.settled_jobs.is_empty() {
-                let held = by_op.entry(r.id.clone()).or_default();
-                held.extend(r.settled_jobs.iter().cloned());
-            }
-        }
         let mut summary = RevivalSummary::default();
         for record in operations {
             let jobs = by_op.remove(&record.id).unwrap_or_default();
@@ -400,8 +394,13 @@ impl Operation {
         op.history = record.history;
         op.idempotency_token = record.idempotency_token;
         op.reserved_attempts = record.reserved_attempts;
-        op.adopt_jobs(jobs);
-        // Inline attempts stay held: that is what marks them inline.
+        // Inline attempts count like the others, and stay held: that is what marks them
+        // inline.
+        op.adopt_jobs(
+            jobs.into_iter()
+                .chain(record.settled_jobs.iter().cloned())
+                .collect(),
+        );
         for job in record.settled_jobs {
             op.jobs.insert(job.id.clone(), job);
         }

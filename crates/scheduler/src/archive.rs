@@ -324,20 +324,21 @@ impl Archive {
         }
     }
 
+    /// Attempt `job` of archived operation `op` (as `operation` found it: its entry may
+    /// carry the attempt).
     pub async fn job(
         &self,
-        id: &OperationId,
+        op: &ArchivedOperation,
         job: &JobId,
     ) -> Result<Option<ArchivedJob>, ApiError> {
+        let id = &op.info.id;
         let Some(seq) = job.attempt_seq(id) else {
             return Ok(None);
         };
-        if let Some(op) = self.operation(id).await? {
-            if let Some(job) = op.inline_job(seq) {
-                return Ok(job.cloned());
-            }
+        match op.inline_job(seq) {
+            Some(job) => Ok(job.cloned()),
+            None => self.get(&format!("job.{id}.{seq}")).await,
         }
-        self.get(&format!("job.{id}.{seq}")).await
     }
 
     /// A page of an archived operation's job attempts, as `list-jobs` pages live ones.
@@ -376,14 +377,15 @@ impl Archive {
 
     pub async fn job_output(
         &self,
-        id: &OperationId,
+        op: &ArchivedOperation,
         job: &JobId,
         stream: OutputStream,
     ) -> Result<String, ApiError> {
-        match self.job(id, job).await? {
+        match self.job(op, job).await? {
             Some(j) => Ok(j.output(stream).to_string()),
             None => Err(ApiError::not_found(format!(
-                "operation {id} has no job {job}"
+                "operation {} has no job {job}",
+                op.info.id
             ))),
         }
     }
@@ -517,48 +519,38 @@ impl Archive {
         seq: u64,
     ) -> Result<(Option<ArchivedJob>, bool, bool), String> {
         let id = &a.info.id;
+        let inline = a.inline.get(&seq);
+        // Kept with its output in the operation's own record: no key to read or delete.
+        if let Some((info, Some((stdout, stderr)))) = inline {
+            let job = ArchivedJob {
+                info: info.clone(),
+                stdout: stdout.clone(),
+                stderr: stderr.clone(),
+            };
+            return Ok((Some(job), false, false));
+        }
         let job_id = JobId::attempt(id, seq);
-        let (info, had_record, output, output_key) = match a.inline.get(&seq) {
-            // Kept in the operation's own record: no key of its own to read or delete.
-            Some((info, Some((stdout, stderr)))) => (
-                Some(info.clone()),
-                false,
-                Some((stdout.clone(), stderr.clone())),
-                false,
-            ),
-            Some((info, None)) => {
-                let output = store::job_output(&self.state, &job_id).await?;
-                let key = output.is_some();
-                (
-                    Some(info.clone()),
-                    false,
-                    output.map(|o| (o.stdout, o.stderr)),
-                    key,
-                )
-            }
-            None => {
-                let (record, output) = futures::try_join!(
-                    store::job_record(&self.state, &job_id),
-                    store::job_output(&self.state, &job_id)
-                )?;
-                let key = output.is_some();
-                let info = record
-                    .as_ref()
-                    .map(|r| crate::core::job_info(id, &a.task_names, &r.job));
-                (
-                    info,
-                    record.is_some(),
-                    output.map(|o| (o.stdout, o.stderr)),
-                    key,
-                )
+        // An inline attempt has no record key; its output, if it printed much, has one.
+        let record = async {
+            match inline {
+                Some(_) => Ok(None),
+                None => store::job_record(&self.state, &job_id).await,
             }
         };
-        let (stdout, stderr) = output.unwrap_or_default();
+        let (record, output) = futures::try_join!(record, store::job_output(&self.state, &job_id))?;
+        let info = match inline {
+            Some((info, _)) => Some(info.clone()),
+            None => record
+                .as_ref()
+                .map(|r| crate::core::job_info(id, &a.task_names, &r.job)),
+        };
+        let output_key = output.is_some();
+        let (stdout, stderr) = output.map(|o| (o.stdout, o.stderr)).unwrap_or_default();
         let job = info.map(|info| ArchivedJob {
             info,
             stdout,
             stderr,
         });
-        Ok((job, had_record, output_key))
+        Ok((job, record.is_some(), output_key))
     }
 }

@@ -61,9 +61,14 @@ impl Operation {
         taken
     }
 
-    /// The attempts whose records are inside this operation's record.
+    /// The attempts whose records are inside this operation's record (only a finished
+    /// one has any: the walk over its jobs is skipped for every other).
     pub fn inline_jobs(&self) -> impl Iterator<Item = &Job> + '_ {
-        self.jobs.values().filter(|j| j.settled())
+        self.state
+            .is_finished()
+            .then(|| self.jobs.values().filter(|j| j.settled()))
+            .into_iter()
+            .flatten()
     }
 
     /// The output an inline attempt left, when its record holds it.

@@ -196,7 +196,7 @@ fn element_room(
 #[derive(Default)]
 struct PoolLines(std::collections::HashMap<usize, std::collections::BinaryHeap<Candidate>>);
 
-/// `idx`'s child `c` as a candidate, keyed by its satisfaction now.
+/// Element `c` as a candidate in its pool's line, keyed by its satisfaction now.
 fn candidate(shares: &TreeShares, live: &LiveTree, c: usize) -> Candidate {
     let child = &shares.elements[c];
     Candidate {

@@ -424,9 +424,7 @@ pub(super) async fn answer_from_archive(
                     let owners = &a.info.spec.owners;
                     let action = "read the job output of";
                     authorize_operation_of(caller, &b.operation_id, &a.info.user, owners, action)?;
-                    archive
-                        .job_output(&b.operation_id, &b.job_id, b.stream)
-                        .await
+                    archive.job_output(&a, &b.job_id, b.stream).await
                 }
                 .await,
             )
