@@ -5,6 +5,7 @@ use crate::operations::operation_counts::PoolCountsByTree;
 use crate::operations::operation_index::OperationIndex;
 use crate::operations::pending_queue::PendingQueue;
 use crate::operations::waiting_jobs::SmallestWaiting;
+use crate::trees::share_inputs::ShareInputs;
 use std::collections::BTreeSet;
 use ytsched_common::OperationId;
 
@@ -14,6 +15,8 @@ pub(crate) struct Indexes {
     pub(crate) counts: OperationIndex<PoolCountsByTree>,
     pub(crate) waiting: OperationIndex<SmallestWaiting>,
     pub(crate) pending: OperationIndex<PendingQueue>,
+    /// Each tree's fair-share input (`share_inputs.rs`).
+    pub(crate) share_inputs: ShareInputs,
     /// Operations changed since the live arrays (`live_usage.rs`) last looked.
     live_changed: BTreeSet<OperationId>,
     /// The live arrays are rebuilt at their next read.
@@ -30,6 +33,7 @@ impl Indexes {
         self.counts.dirty.insert(id.clone());
         self.waiting.dirty.insert(id.clone());
         self.pending.dirty.insert(id.clone());
+        self.share_inputs.mark(id);
         self.live_changed.insert(id.clone());
         for changed in self.since_prepare.values_mut().flatten() {
             changed.insert(id.clone());
@@ -40,6 +44,7 @@ impl Indexes {
         self.counts.stale = true;
         self.waiting.stale = true;
         self.pending.stale = true;
+        self.share_inputs.invalidate();
         self.live_stale = true;
         for changed in self.since_prepare.values_mut() {
             *changed = None;

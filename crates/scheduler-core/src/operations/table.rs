@@ -149,6 +149,20 @@ impl OperationTable {
         self.marks.indexes.get_mut().take_live_changes()
     }
 
+    /// A tree's fair-share input as the operations are now (`share_inputs.rs`).
+    pub(crate) fn share_inputs(&mut self, tree: &str) -> crate::trees::share_inputs::TreeInputs {
+        self.marks
+            .indexes
+            .get_mut()
+            .share_inputs
+            .tree(tree, &self.by_id)
+    }
+
+    /// Operations the fair-share inputs have read so far.
+    pub(crate) fn share_input_reads(&self) -> u64 {
+        self.marks.indexes.borrow().share_inputs.reads()
+    }
+
     /// See `Indexes::track_since_prepare`.
     pub(crate) fn track_since_prepare(&mut self, tree: &str) {
         self.marks.indexes.get_mut().track_since_prepare(tree)

@@ -104,3 +104,57 @@ fn no_job_starts_while_the_store_is_behind() {
     let reply = core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 3);
     assert_eq!(reply.jobs_to_start.len(), 2);
 }
+
+/// A fair-share update reads only the operations changed since the last one: preparing
+/// it used to walk every operation under the core lock. What it computes is the same as
+/// from a full read (debug builds check every update against a scan).
+#[test]
+fn a_share_update_reads_only_the_operations_changed_since_the_last() {
+    let mut core = SchedulerCore::new(CoreConfig {
+        background_share_updates: true,
+        ..CoreConfig::default()
+    });
+    for i in 0..1_000 {
+        // Five to a user's pool: all of them run (none is held pending).
+        let user = format!("u{}", i % 200);
+        core.start_operation(OperationId(format!("op{i:04}")), &user, spec(2, 1.0), 0)
+            .unwrap();
+    }
+    let mut now = 1_000;
+    let update = |core: &mut SchedulerCore, now: u64| {
+        let before = core.share_input_reads();
+        let due = core.share_updates_due(now);
+        assert_eq!(due.len(), 1, "one tree, due by its period");
+        for u in due {
+            let _ = core.apply_share_update(u.compute());
+        }
+        core.share_input_reads() - before
+    };
+    assert_eq!(
+        update(&mut core, now),
+        1_000,
+        "the first update reads everything"
+    );
+    now += 1_000;
+    assert_eq!(update(&mut core, now), 0, "nothing changed, nothing read");
+    // Three operations change: two are aborted, one arrives.
+    for id in ["op0007", "op0500"] {
+        core.abort_operation(&OperationId(id.into()), now).unwrap();
+    }
+    core.start_operation(OperationId("late".into()), "u", spec(1, 1.0), now)
+        .unwrap();
+    now += 1_000;
+    assert_eq!(update(&mut core, now), 3);
+    let shares = core.trees.shares("default").unwrap();
+    assert!(shares
+        .operation_index
+        .contains_key(&OperationId("late".into())));
+    assert!(!shares
+        .operation_index
+        .contains_key(&OperationId("op0500".into())));
+    // A configuration change may move every operation: the next update reads them all.
+    core.create_pool("default", "new", None, serde_json::json!({}))
+        .unwrap();
+    now += 1_000;
+    assert_eq!(update(&mut core, now), 1_001);
+}

@@ -18,7 +18,7 @@ use crate::trees::pool_tree::PoolTree;
 pub use ytsched_fair_share::DetailedShare;
 
 /// What the engine needs to know about one schedulable (running) operation.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OperationInput {
     pub id: OperationId,
     pub pool: TreePoolName,

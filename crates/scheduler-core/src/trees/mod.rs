@@ -8,6 +8,7 @@ pub(crate) mod placement;
 mod pool_rules;
 pub mod pool_tree;
 pub(crate) mod preemption;
+pub(crate) mod share_inputs;
 pub(crate) mod share_update;
 pub mod starvation;
 pub(crate) mod tree_state;

@@ -5,6 +5,7 @@
 use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
 use crate::trees::live_usage::{build_live, LiveTree};
+use crate::trees::share_inputs::TreeInputs;
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
 use crate::{PoolTree, SchedulerCore};
@@ -13,7 +14,6 @@ use std::sync::Arc;
 use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, ResourceVector};
-use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
 
 /// One tree's fair-share update, prepared from the core and computed away from it: the
@@ -22,18 +22,24 @@ pub struct ShareUpdate {
     tree_name: TreeName,
     tree: PoolTree,
     total: ResourceVector,
-    inputs: Vec<OperationInput>,
-    /// Each input's smallest waiting job, for the live arrays computed with the update.
-    smallest_waiting: Vec<Option<ResourceVector>>,
+    /// Shared with the core's own (`share_inputs.rs`): taken in O(1) under its lock.
+    inputs: TreeInputs,
     /// The snapshot this update follows: operations new since it are nudged for.
     previous: Option<Arc<fair_share::TreeShares>>,
     ctx: UpdateContext,
     /// Starvation statuses move on from these (only one update of a tree is in flight).
     previous_starvation: Arc<TreeStarvation>,
-    /// Operations' own starvation timeout and tolerance, where their spec sets them.
-    starvation_overrides: HashMap<OperationId, (Option<u64>, Option<f64>)>,
     config_revision: u64,
     now: UnixMillis,
+}
+
+/// What a tree held before an update replaced it: 100,000 operations' shares take
+/// milliseconds to free, which a driver does after letting go of the core's lock.
+#[derive(Default)]
+pub struct Superseded {
+    _snapshot: Option<TreeSnapshot>,
+    _starvation: Option<Arc<TreeStarvation>>,
+    _live: Option<LiveTree>,
 }
 
 /// A computed update, for `SchedulerCore::apply_share_update`.
@@ -62,14 +68,11 @@ impl ShareUpdate {
     /// The update itself, with the starvation statuses and preemption order that follow
     /// from it: pure, and safe to run on any thread (the core only swaps them in).
     pub fn compute(self) -> ComputedShares {
-        let mut shares = fair_share::compute_in(&self.tree, self.total, &self.inputs, &self.ctx);
+        let inputs: Vec<OperationInput> = self.inputs.values().map(|s| s.input.clone()).collect();
+        let mut shares = fair_share::compute_in(&self.tree, self.total, &inputs, &self.ctx);
         shares.tree = self.tree_name.to_string();
-        let overrides = |id: &OperationId| {
-            self.starvation_overrides
-                .get(id)
-                .copied()
-                .unwrap_or((None, None))
-        };
+        let overrides =
+            |id: &OperationId| self.inputs.get(id).map_or((None, None), |s| s.starvation);
         let starvation = starvation::update(
             &self.tree,
             &shares,
@@ -77,19 +80,17 @@ impl ShareUpdate {
             &self.previous_starvation,
             self.now,
         );
-        let starving_order = starvation::starving_order(&starvation, &shares, &self.inputs);
+        let starving_order = starvation::starving_order(&starvation, &shares, &inputs);
         // What the core used to work out under its lock, O(operations) each: here
         // from the inputs, off the lock.
-        let own: HashMap<&OperationId, (ResourceVector, Option<ResourceVector>)> = self
-            .inputs
-            .iter()
-            .zip(&self.smallest_waiting)
-            .map(|(i, w)| (&i.id, (i.usage, *w)))
-            .collect();
         let live = build_live(&shares, |id| {
-            own.get(id).copied().unwrap_or((ResourceVector::ZERO, None))
+            self.inputs
+                .get(id)
+                .map_or((ResourceVector::ZERO, None), |s| {
+                    (s.input.usage, s.smallest_waiting)
+                })
         });
-        let over_limit = exceeds_limits(&self.tree, &shares, &self.inputs);
+        let over_limit = exceeds_limits(&self.tree, &shares, &inputs);
         let arrived = shares
             .operation_index
             .keys()
@@ -182,7 +183,7 @@ impl SchedulerCore {
 
     pub(crate) fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
         if let Some(update) = self.prepare_share_update(tree_name, now) {
-            self.apply_share_update(update.compute());
+            let _ = self.apply_share_update(update.compute());
         }
     }
 
@@ -193,34 +194,7 @@ impl SchedulerCore {
         let (name, tree) = self.cluster.trees.get_key_value(tree_name)?;
         let (name, tree) = (name.clone(), tree.clone());
         let total = self.tree_resources(tree_name);
-        let mut inputs: Vec<OperationInput> = Vec::new();
-        let mut smallest_waiting = Vec::new();
-        let mut starvation_overrides = HashMap::new();
-        let running = self
-            .operations
-            .values()
-            .filter(|o| o.state == OperationState::Running);
-        for (o, slot) in running.filter_map(|o| Some((o, o.slot(tree_name)?))) {
-            inputs.push(OperationInput {
-                id: o.id.clone(),
-                pool: slot.pool.clone(),
-                weight: slot.weight,
-                demand: o.demand_in(tree_name),
-                usage: slot.usage,
-                resource_limits: slot.resource_limits,
-                max_share_ratio: o.max_share_ratio,
-                seq: o.seq,
-                pending_job_count: o.waiting_job_count(),
-            });
-            smallest_waiting.push(o.smallest_waiting());
-            let own = (
-                o.spec.fair_share_starvation_timeout.map(|d| d.0),
-                o.spec.fair_share_starvation_tolerance,
-            );
-            if own != (None, None) {
-                starvation_overrides.insert(o.id.clone(), own);
-            }
-        }
+        let inputs = self.operations.share_inputs(tree_name);
         let state = self.trees.get(tree_name)?;
         let previous_starvation = state.starvation.clone();
         let previous = state.shares();
@@ -256,11 +230,9 @@ impl SchedulerCore {
             tree,
             total,
             inputs,
-            smallest_waiting,
             previous,
             ctx,
             previous_starvation,
-            starvation_overrides,
             config_revision: self.config_revision,
             now,
         })
@@ -286,6 +258,13 @@ impl SchedulerCore {
         out
     }
 
+    /// Operations read to prepare fair-share updates so far: each update reads those
+    /// changed since the last one, not all (`share_inputs.rs`), counted so tests can
+    /// see it.
+    pub fn share_input_reads(&self) -> u64 {
+        self.operations.share_input_reads()
+    }
+
     /// An update the driver could not compute: the tree is tried again.
     pub fn abandon_share_update(&mut self, tree: &str) {
         self.operations.take_since_prepare(tree);
@@ -296,8 +275,9 @@ impl SchedulerCore {
     }
 
     /// Takes in a computed update. One prepared before a configuration change is
-    /// dropped (its pools may be gone) and the tree is computed again.
-    pub fn apply_share_update(&mut self, update: ComputedShares) {
+    /// dropped (its pools may be gone) and the tree is computed again. What it replaces
+    /// is handed back, to be freed off the lock.
+    pub fn apply_share_update(&mut self, update: ComputedShares) -> Superseded {
         let ComputedShares {
             tree_name,
             shares,
@@ -313,12 +293,12 @@ impl SchedulerCore {
         let changed = self.operations.take_since_prepare(&tree_name);
         let revision = self.config_revision;
         let Some(state) = self.trees.get_mut(&tree_name) else {
-            return;
+            return Superseded::default();
         };
         state.updating = false;
         if config_revision != revision {
             state.stale = true;
-            return;
+            return Superseded::default();
         }
         // With no nodes there is nothing to measure volumes against: keep them as they are.
         if Resource::ALL.iter().any(|&r| total.get(r) > 0.0) {
@@ -346,19 +326,26 @@ impl SchedulerCore {
             vec![]
         };
         let live = self.live_after_update(&shares, live, changed);
+        let mut superseded = Superseded::default();
         if let Some(state) = self.trees.get_mut(&tree_name) {
-            state.live = live;
-            state.starvation = Arc::new(starvation);
-            state.snapshot = Some(TreeSnapshot {
-                shares: Arc::new(shares),
-                taken_at: now,
-                starving_order: Arc::new(starving_order),
-                over_limit,
-            });
+            superseded = Superseded {
+                _live: Some(std::mem::replace(&mut state.live, live)),
+                _starvation: Some(std::mem::replace(
+                    &mut state.starvation,
+                    Arc::new(starvation),
+                )),
+                _snapshot: state.snapshot.replace(TreeSnapshot {
+                    shares: Arc::new(shares),
+                    taken_at: now,
+                    starving_order: Arc::new(starving_order),
+                    over_limit,
+                }),
+            };
         }
         for id in arrived {
             self.nudge_for(&id);
         }
+        superseded
     }
 
     /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes

@@ -29,8 +29,11 @@ impl Driver {
                 let tree = update.tree().to_string();
                 match tokio::task::spawn_blocking(move || update.compute()).await {
                     Ok(computed) => {
-                        self.with_core(|core| core.apply_share_update(computed))
-                            .await
+                        let superseded = self
+                            .with_core(|core| core.apply_share_update(computed))
+                            .await;
+                        // Freed off the lock (and off the runtime's threads).
+                        tokio::task::spawn_blocking(move || drop(superseded));
                     }
                     Err(e) => {
                         error!(tree, error = %e, "fair-share update failed; it is retried");
