@@ -70,25 +70,48 @@ fn heartbeat(
 fn main() {
     let base = LIVE.load(Relaxed);
     let mut core = SchedulerCore::new(CoreConfig::default());
-    for p in 0..POOLS {
-        core.create_pool("default", &format!("p{p}"), None, serde_json::json!({}))
-            .expect("pool");
+    // Every operation runs (none held pending by the default counts of running
+    // operations), as in a burst of small operations.
+    let mut cluster = core.cluster_config().clone();
+    for tree in cluster.trees.values_mut() {
+        tree.config.max_running_operation_count = tree.config.max_operation_count;
     }
-    // Nodes with no room (0 cpu): the operations stay waiting.
+    core.set_cluster_config(cluster).expect("limits");
+    for p in 0..POOLS {
+        core.create_pool(
+            "default",
+            &format!("p{p}"),
+            None,
+            serde_json::json!({"max_operation_count": 1000, "max_running_operation_count": 1000}),
+        )
+        .expect("pool");
+    }
+    // Nodes that fit the jobs (a node with no room would make every operation fail as
+    // unplaceable) and register before any operation exists: with no later heartbeat,
+    // nothing starts and the operations stay waiting.
     for n in 0..NODES {
-        let mut req = heartbeat(n, &[], vec![]);
-        req.resource_limits = ResourceVector::ZERO;
-        let _ = core.run(|c| c.process_heartbeat(req, 1));
+        let _ = core.run(|c| c.process_heartbeat(heartbeat(n, &[], vec![]), 1));
     }
     let with_nodes = LIVE.load(Relaxed);
     for i in 0..OPERATIONS {
-        let id = OperationId(format!("{:032x}", i));
+        // Ids in no particular order, as the scheduler's random ones arrive.
+        let id = OperationId(format!("{:032x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
         let (r, _) = core
             .run(|c| c.start_operation(id, "u", spec(&format!("p{}", i as usize % POOLS), 1), 2));
         r.expect("submit");
     }
     let _ = core.run(|c| c.update_all_shares(3));
     let waiting = LIVE.load(Relaxed);
+    let still_waiting = core
+        .list_operations_page(&Default::default())
+        .expect("list")
+        .operations
+        .iter()
+        .all(|o| o.state == ytsched_common::states::OperationState::Running);
+    assert!(
+        still_waiting,
+        "the operations measured must be waiting to run"
+    );
     let per_op = (waiting - with_nodes) as f64 / OPERATIONS as f64;
 
     // A second core: one operation whose 20,000 jobs run and finish on 100 nodes.

@@ -13,7 +13,9 @@ use ytsched_common::OperationId;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OperationTable {
-    by_id: BTreeMap<OperationId, Operation>,
+    /// Boxed: an operation is ~700 bytes, and a B-tree's nodes are between half and
+    /// fully used, so held inline every operation cost up to twice its size.
+    by_id: BTreeMap<OperationId, Box<Operation>>,
     marks: ChangeMarks,
 }
 
@@ -72,7 +74,7 @@ impl OperationTable {
     }
 
     pub(crate) fn get(&self, id: &OperationId) -> Option<&Operation> {
-        self.by_id.get(id)
+        self.by_id.get(id).map(|op| &**op)
     }
 
     pub(crate) fn contains_key(&self, id: &OperationId) -> bool {
@@ -83,12 +85,12 @@ impl OperationTable {
         self.by_id.len()
     }
 
-    pub(crate) fn keys(&self) -> btree_map::Keys<'_, OperationId, Operation> {
+    pub(crate) fn keys(&self) -> btree_map::Keys<'_, OperationId, Box<Operation>> {
         self.by_id.keys()
     }
 
-    pub(crate) fn values(&self) -> btree_map::Values<'_, OperationId, Operation> {
-        self.by_id.values()
+    pub(crate) fn values(&self) -> impl DoubleEndedIterator<Item = &Operation> + Clone {
+        self.by_id.values().map(|op| &**op)
     }
 
     /// The operation, open for change (marked changed when the guard drops).
@@ -108,14 +110,14 @@ impl OperationTable {
         } else {
             self.marks.indexes.get_mut().mark(&id);
         }
-        self.by_id.insert(id, op);
+        self.by_id.insert(id, Box::new(op));
     }
 
     /// Retires an operation from memory: the indexes forget it.
     pub(crate) fn remove(&mut self, id: &OperationId) -> Option<Operation> {
         let op = self.by_id.remove(id)?;
         self.marks.indexes.get_mut().mark(id);
-        Some(op)
+        Some(*op)
     }
 
     /// Whether the store has yet to take this operation's changes.

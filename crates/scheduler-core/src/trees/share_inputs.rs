@@ -12,47 +12,78 @@
 use crate::operations::operation::{Operation, TreeSlot};
 use crate::trees::fair_share::OperationInput;
 use std::collections::{BTreeMap, BTreeSet};
-use ytsched_common::names::TreeName;
+use std::sync::Arc;
+use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
-/// One running operation's part of a tree's fair-share update.
+/// One running operation's part of a tree's fair-share update. Held for every running
+/// operation, so kept lean: its id is the map's key, and the rare starvation settings
+/// of its own are boxed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShareInput {
-    pub input: OperationInput,
+    pool: TreePoolName,
+    weight: f64,
+    demand: ResourceVector,
+    pub usage: ResourceVector,
+    resource_limits: ResourceVector,
+    max_share_ratio: f64,
+    seq: u64,
+    pending_job_count: u64,
     /// Its smallest waiting job, for the live arrays computed with the update.
     pub smallest_waiting: Option<ResourceVector>,
-    /// Its own starvation timeout (ms) and tolerance, where its spec sets them.
-    pub starvation: (Option<u64>, Option<f64>),
+    /// Its own starvation timeout (ms) and tolerance, where its spec sets either.
+    starvation: Option<Box<(Option<u64>, Option<f64>)>>,
 }
 
 impl ShareInput {
     fn of(op: &Operation, tree: &str, slot: &TreeSlot) -> ShareInput {
+        let starvation = (
+            op.spec.fair_share_starvation_timeout.map(|d| d.0),
+            op.spec.fair_share_starvation_tolerance,
+        );
         ShareInput {
-            input: OperationInput {
-                id: op.id.clone(),
-                pool: slot.pool.clone(),
-                weight: slot.weight,
-                demand: op.demand_in(tree),
-                usage: slot.usage,
-                resource_limits: slot.resource_limits,
-                max_share_ratio: op.max_share_ratio,
-                seq: op.seq,
-                pending_job_count: op.waiting_job_count(),
-            },
+            pool: slot.pool.clone(),
+            weight: slot.weight,
+            demand: op.demand_in(tree),
+            usage: slot.usage,
+            resource_limits: slot.resource_limits,
+            max_share_ratio: op.max_share_ratio,
+            seq: op.seq,
+            pending_job_count: op.waiting_job_count(),
             smallest_waiting: op.smallest_waiting(),
-            starvation: (
-                op.spec.fair_share_starvation_timeout.map(|d| d.0),
-                op.spec.fair_share_starvation_tolerance,
-            ),
+            starvation: (starvation != (None, None)).then(|| Box::new(starvation)),
         }
+    }
+
+    /// What the fair-share computation takes for the operation `id`.
+    pub fn input(&self, id: &OperationId) -> OperationInput {
+        OperationInput {
+            id: id.clone(),
+            pool: self.pool.clone(),
+            weight: self.weight,
+            demand: self.demand,
+            usage: self.usage,
+            resource_limits: self.resource_limits,
+            max_share_ratio: self.max_share_ratio,
+            seq: self.seq,
+            pending_job_count: self.pending_job_count,
+        }
+    }
+
+    /// Its own starvation timeout (ms) and tolerance.
+    pub fn starvation(&self) -> (Option<u64>, Option<f64>) {
+        self.starvation.as_deref().copied().unwrap_or((None, None))
     }
 }
 
 /// A tree's running operations' inputs, in operation id order (the order the core's
-/// table walks them in, so updates see them as they always did).
-pub type TreeInputs = imbl::OrdMap<OperationId, ShareInput>;
+/// table walks them in, so updates see them as they always did). Each behind an `Arc`:
+/// a node of the map holds dozens of entries and is copied whole when the computation
+/// still shares it, and entries held inline would also leave the nodes' unused room
+/// each the size of an entry.
+pub type TreeInputs = imbl::OrdMap<OperationId, Arc<ShareInput>>;
 
 #[derive(Clone, Debug)]
 pub(crate) struct ShareInputs {
@@ -96,7 +127,7 @@ impl ShareInputs {
     pub(crate) fn tree(
         &mut self,
         tree: &str,
-        operations: &BTreeMap<OperationId, Operation>,
+        operations: &BTreeMap<OperationId, Box<Operation>>,
     ) -> TreeInputs {
         self.refresh(operations);
         #[cfg(debug_assertions)]
@@ -112,7 +143,7 @@ impl ShareInputs {
         self.by_tree.get(tree).cloned().unwrap_or_default()
     }
 
-    fn refresh(&mut self, operations: &BTreeMap<OperationId, Operation>) {
+    fn refresh(&mut self, operations: &BTreeMap<OperationId, Box<Operation>>) {
         if std::mem::take(&mut self.stale) {
             self.by_tree.clear();
             self.dirty.clear();
@@ -144,7 +175,7 @@ impl ShareInputs {
             self.by_tree
                 .entry(tree.clone())
                 .or_default()
-                .insert(op.id.clone(), ShareInput::of(op, tree, slot));
+                .insert(op.id.clone(), Arc::new(ShareInput::of(op, tree, slot)));
         }
     }
 }

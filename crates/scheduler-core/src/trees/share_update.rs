@@ -68,11 +68,11 @@ impl ShareUpdate {
     /// The update itself, with the starvation statuses and preemption order that follow
     /// from it: pure, and safe to run on any thread (the core only swaps them in).
     pub fn compute(self) -> ComputedShares {
-        let inputs: Vec<OperationInput> = self.inputs.values().map(|s| s.input.clone()).collect();
+        let inputs: Vec<OperationInput> = self.inputs.iter().map(|(id, s)| s.input(id)).collect();
         let mut shares = fair_share::compute_in(&self.tree, self.total, &inputs, &self.ctx);
         shares.tree = self.tree_name.to_string();
         let overrides =
-            |id: &OperationId| self.inputs.get(id).map_or((None, None), |s| s.starvation);
+            |id: &OperationId| self.inputs.get(id).map_or((None, None), |s| s.starvation());
         let starvation = starvation::update(
             &self.tree,
             &shares,
@@ -87,7 +87,7 @@ impl ShareUpdate {
             self.inputs
                 .get(id)
                 .map_or((ResourceVector::ZERO, None), |s| {
-                    (s.input.usage, s.smallest_waiting)
+                    (s.usage, s.smallest_waiting)
                 })
         });
         let over_limit = exceeds_limits(&self.tree, &shares, &inputs);
