@@ -93,6 +93,18 @@ impl OperationTable {
         self.by_id.values().map(|op| &**op)
     }
 
+    /// The operations after `after` in id order (all of them without it).
+    pub(crate) fn values_after(
+        &self,
+        after: Option<&OperationId>,
+    ) -> impl Iterator<Item = &Operation> {
+        use std::ops::Bound;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.by_id
+            .range::<OperationId, _>((from, Bound::Unbounded))
+            .map(|(_, op)| &**op)
+    }
+
     /// The operation, open for change (marked changed when the guard drops).
     pub(crate) fn edit(&mut self, id: &OperationId) -> Option<OperationEdit<'_>> {
         let op = self.by_id.get_mut(id)?;

@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use ytsched_common::pool_config::{IntegralGuaranteeType, PoolMode};
 use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
 
 fn share_vector(v: &ResourceVector) -> Value {
     json!({"cpu": v.cpu, "memory": v.memory, "gpu": v.gpu, "user_slots": v.user_slots})
@@ -121,18 +122,43 @@ impl SchedulerCore {
 
     /// The facts of one tree's orchid.
     pub fn tree_facts(&self, tree_name: &str) -> Option<TreeFacts> {
+        let mut facts = self.tree_facts_head(tree_name)?;
+        let ids = facts.operation_ids();
+        self.add_operation_facts(&mut facts, &ids);
+        let mut after = None;
+        while let Some(last) = self.add_pending_facts(&mut facts, after.as_ref(), usize::MAX) {
+            after = Some(last);
+        }
+        Some(facts)
+    }
+
+    /// A tree's facts without those of its operations: `add_operation_facts` and
+    /// `add_pending_facts` add them a part at a time, so that a caller holding the core
+    /// behind a lock can let go of it between parts (O(operations) in all).
+    pub fn tree_facts_head(&self, tree_name: &str) -> Option<TreeFacts> {
         let tree = self.cluster.trees.get(tree_name)?;
-        let shares = self.trees.shares(tree_name).unwrap_or_default();
-        let mut ops = std::collections::HashMap::new();
-        for e in &shares.elements {
-            let ElementKind::Operation { id } = &e.kind else {
-                continue;
-            };
+        Some(TreeFacts {
+            name: tree_name.to_string(),
+            tree: tree.clone(),
+            shares: self.trees.shares(tree_name).unwrap_or_default(),
+            counts: self.pool_counts(tree_name),
+            starvation: self.trees.get(tree_name).map(|t| t.starvation.clone()),
+            ops: std::collections::HashMap::new(),
+            pending: Vec::new(),
+            node_count: self.trees.get(tree_name).map_or(0, |t| t.members.len()),
+            resources: self.tree_resources(tree_name),
+        })
+    }
+
+    /// Adds what these operations of the tree's snapshot show now.
+    pub fn add_operation_facts(&self, facts: &mut TreeFacts, ids: &[OperationId]) {
+        let tree_name = facts.name.as_str();
+        for id in ids {
             let Some(op) = self.operations.get(id) else {
                 continue;
             };
             let slot = op.slot(tree_name);
-            ops.insert(
+            facts.ops.insert(
                 id.clone(),
                 OpFacts {
                     state: op.state,
@@ -146,35 +172,40 @@ impl SchedulerCore {
                 },
             );
         }
-        let pending = self
-            .operations
-            .values()
-            .filter(|o| o.state == OperationState::Pending)
-            .filter_map(|op| {
-                let slot = op.slot(tree_name)?;
-                Some(PendingFacts {
-                    id: op.id.to_string(),
-                    pool: slot.pool.to_string(),
-                    user: op.user.clone(),
-                    weight: slot.weight,
-                    lightweight: slot.lightweight,
-                    demand: op.demand_in(tree_name),
-                    pending: op.waiting_job_count(),
-                    resource_limits: op.spec.resource_limits.clone(),
-                })
-            })
-            .collect();
-        Some(TreeFacts {
-            name: tree_name.to_string(),
-            tree: tree.clone(),
-            shares,
-            counts: self.pool_counts(tree_name),
-            starvation: self.trees.get(tree_name).map(|t| t.starvation.clone()),
-            ops,
-            pending,
-            node_count: self.trees.get(tree_name).map_or(0, |t| t.members.len()),
-            resources: self.tree_resources(tree_name),
-        })
+    }
+
+    /// Looks at up to `limit` operations after `after` (in id order) and adds those
+    /// pending in the tree; the last one looked at, when there may be more.
+    pub fn add_pending_facts(
+        &self,
+        facts: &mut TreeFacts,
+        after: Option<&OperationId>,
+        limit: usize,
+    ) -> Option<OperationId> {
+        let tree_name = facts.name.as_str();
+        let mut last = None;
+        let mut seen = 0;
+        for op in self.operations.values_after(after).take(limit) {
+            seen += 1;
+            last = Some(&op.id);
+            if op.state != OperationState::Pending {
+                continue;
+            }
+            let Some(slot) = op.slot(tree_name) else {
+                continue;
+            };
+            facts.pending.push(PendingFacts {
+                id: op.id.to_string(),
+                pool: slot.pool.to_string(),
+                user: op.user.clone(),
+                weight: slot.weight,
+                lightweight: slot.lightweight,
+                demand: op.demand_in(tree_name),
+                pending: op.waiting_job_count(),
+                resource_limits: op.spec.resource_limits.clone(),
+            });
+        }
+        (seen == limit).then(|| last.cloned()).flatten()
     }
 
     /// The facts of every tree's orchid: what `orchid_of` makes the orchid from.
@@ -183,6 +214,15 @@ impl SchedulerCore {
             .trees
             .keys()
             .filter_map(|name| self.tree_facts(name.as_str()))
+            .collect()
+    }
+
+    /// The facts of every tree, without their operations' (`tree_facts_head`).
+    pub fn orchid_facts_heads(&self) -> Vec<TreeFacts> {
+        self.cluster
+            .trees
+            .keys()
+            .filter_map(|name| self.tree_facts_head(name.as_str()))
             .collect()
     }
 
@@ -209,6 +249,18 @@ pub fn orchid_of(facts: Vec<TreeFacts>) -> Value {
 }
 
 impl TreeFacts {
+    /// The operations of the tree's snapshot, whose facts `add_operation_facts` adds.
+    pub fn operation_ids(&self) -> Vec<OperationId> {
+        self.shares
+            .elements
+            .iter()
+            .filter_map(|e| match &e.kind {
+                ElementKind::Operation { id } => Some(id.clone()),
+                ElementKind::Pool { .. } => None,
+            })
+            .collect()
+    }
+
     fn insert_statuses(&self, m: &mut Map<String, Value>, key: ElementKey) {
         if let Some(s) = self.starvation.as_ref().and_then(|st| st.get(&key)) {
             m.insert("scheduling_status".into(), json!(s.scheduling));

@@ -158,3 +158,46 @@ fn a_share_update_reads_only_the_operations_changed_since_the_last() {
     now += 1_000;
     assert_eq!(update(&mut core, now), 1_001);
 }
+
+/// The orchid's facts taken a few operations at a time (the web face lets go of the core
+/// lock between parts) make the same orchid as taken at once, pending operations too.
+#[test]
+fn the_orchid_taken_in_parts_is_the_orchid_taken_at_once() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    for i in 0..30 {
+        // Three users' pools of ten: eight run in each, two wait as pending.
+        let user = format!("u{}", i % 3);
+        core.start_operation(OperationId(format!("op{i:02}")), &user, spec(2, 1.0), 0)
+            .unwrap();
+    }
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 1);
+    core.update_all_shares(2);
+    let whole = core.orchid();
+    let mut heads = core.orchid_facts_heads();
+    for tree in &mut heads {
+        let ids = tree.operation_ids();
+        assert_eq!(ids.len(), 24, "the running operations");
+        for chunk in ids.chunks(5) {
+            core.add_operation_facts(tree, chunk);
+        }
+        let mut after = None;
+        let mut parts = 0;
+        loop {
+            parts += 1;
+            match core.add_pending_facts(tree, after.as_ref(), 7) {
+                Some(last) => after = Some(last),
+                None => break,
+            }
+        }
+        assert_eq!(parts, 5, "30 operations looked at 7 at a time");
+    }
+    let parted = crate::orchid::orchid_of(heads);
+    assert_eq!(parted, whole);
+    let pending = whole["scheduler"]["pool_trees"]["default"]["operations"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|o| o["state"] == "pending")
+        .count();
+    assert_eq!(pending, 6, "{whole:#}");
+}
