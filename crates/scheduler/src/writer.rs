@@ -40,6 +40,10 @@ struct Batch {
 
 #[derive(Clone)]
 pub struct Writer {
+    /// Unbounded in type only: what feeds it is gated on `backlog` (submissions refused
+    /// past `MAX_WRITE_BACKLOG`, job starts paused past twice that), so past the gates
+    /// only results of jobs already running and the tick's capped work arrive
+    /// (ARCHITECTURE.md, "What bounds the writer's queue").
     tx: mpsc::UnboundedSender<Batch>,
     fenced: watch::Receiver<Option<String>>,
     /// Writes queued and not yet stored. The queue itself cannot refuse (the core has
