@@ -9,6 +9,7 @@
 //! snapshot are not in it until the next update, as for the shares themselves.
 
 use crate::trees::fair_share::{ElementKind, TreeShares};
+use crate::trees::pool_lines::PoolLines;
 use crate::SchedulerCore;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
@@ -22,6 +23,9 @@ pub(crate) struct LiveTree {
     /// The component-wise smallest job waiting in the subtree (`None`: none waits): a
     /// subtree whose smallest job does not fit is not walked.
     pub waiting: Vec<Option<ResourceVector>>,
+    /// Each pool's children with a job waiting, in the order placement tries them
+    /// (`pool_lines.rs`), kept from the two arrays above.
+    pub lines: PoolLines,
 }
 
 fn min_of(a: Option<ResourceVector>, b: Option<ResourceVector>) -> Option<ResourceVector> {
@@ -41,12 +45,14 @@ impl LiveTree {
         waiting: Option<ResourceVector>,
     ) {
         let delta = usage - self.usage[leaf];
-        if delta != ResourceVector::ZERO {
+        let moved = delta != ResourceVector::ZERO;
+        if moved {
             for i in shares.path(leaf) {
                 self.usage[i] += delta;
             }
         }
-        if self.waiting[leaf] != waiting {
+        let waits = self.waiting[leaf] != waiting;
+        if waits {
             self.waiting[leaf] = waiting;
             let mut cur = shares.elements[leaf].parent;
             while let Some(p) = cur {
@@ -55,6 +61,11 @@ impl LiveTree {
                     .iter()
                     .fold(None, |m, &c| min_of(m, self.waiting[c]));
                 cur = shares.elements[p].parent;
+            }
+        }
+        if moved || waits {
+            for i in shares.path(leaf) {
+                self.lines.rekey(shares, &self.usage, &self.waiting, i);
             }
         }
     }
@@ -133,6 +144,10 @@ impl SchedulerCore {
                 let live = &state.live;
                 let scan = self.compute_live(shares);
                 assert_eq!(live.waiting, scan.waiting, "live waiting of tree {tree}");
+                assert!(
+                    live.lines.agrees_with(shares, &live.usage, &live.waiting),
+                    "pool lines of tree {tree} differ from the live arrays"
+                );
                 for (a, b) in live.usage.iter().zip(&scan.usage) {
                     assert!(
                         a.fits_in(b) && b.fits_in(a),
@@ -183,6 +198,7 @@ pub(crate) fn build_live(
     let mut live = LiveTree {
         usage: vec![ResourceVector::ZERO; n],
         waiting: vec![None; n],
+        lines: PoolLines::default(),
     };
     for i in (0..n).rev() {
         let e = &shares.elements[i];
@@ -195,5 +211,6 @@ pub(crate) fn build_live(
             live.waiting[p] = min_of(live.waiting[p], live.waiting[i]);
         }
     }
+    live.lines = PoolLines::build(shares, &live.usage, &live.waiting);
     live
 }

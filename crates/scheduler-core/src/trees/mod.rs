@@ -5,6 +5,7 @@ pub mod fair_share;
 pub(crate) mod limits_enforcement;
 pub(crate) mod live_usage;
 pub(crate) mod placement;
+pub(crate) mod pool_lines;
 mod pool_rules;
 pub mod pool_tree;
 pub(crate) mod preemption;

@@ -9,7 +9,7 @@ use crate::outbox::Outbox;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::live_usage::LiveTree;
 use crate::{CoreEvent, SchedulerCore};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
@@ -87,14 +87,16 @@ impl SchedulerCore {
         let tags = &nodes[node_id].all_tags;
         let live = &mut trees.get_mut(tree.as_str()).expect("has shares").live;
         let mut starts = Vec::new();
-        let mut lines = PoolLines::default();
+        // Subtrees that placed nothing on this node: the room only shrinks, so they
+        // are not walked again in this heartbeat.
+        let mut exhausted = HashSet::new();
         // The root's smallest waiting job bounds every other: once it no longer fits (or
         // no slot is left) the node is full, and the walk that would only prove it is
         // not made.
         while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
             *placement_walks += 1;
             let Some((elem, op_id, task)) =
-                pick(operations, &shares, live, tags, 0, free, &mut lines)
+                pick(operations, &shares, live, tags, 0, free, &mut exhausted)
             else {
                 break;
             };
@@ -186,30 +188,6 @@ fn element_room(
     room
 }
 
-/// Each pool's children in line for the jobs of one node's heartbeat, least satisfied
-/// first. Within a heartbeat only the children a job was placed under change (their
-/// usage grows, so their satisfaction only rises), and the room only shrinks, so a
-/// pool's line is built once per heartbeat: a child whose key is stale is put back
-/// with its new key when it comes up, and one that placed nothing stays out. A pool of
-/// thousands of operations then costs one pass per heartbeat, not one per job, and the
-/// choices are exactly those of sorting every pool afresh for every job.
-#[derive(Default)]
-struct PoolLines(std::collections::HashMap<usize, std::collections::BinaryHeap<Candidate>>);
-
-/// Element `c` as a candidate in its pool's line, keyed by its satisfaction now.
-fn candidate(shares: &TreeShares, live: &LiveTree, c: usize) -> Candidate {
-    let child = &shares.elements[c];
-    Candidate {
-        satisfaction: satisfaction(
-            &live.usage[c].share_of(&shares.total),
-            &child.fair_share.total,
-            &child.demand_share,
-        ),
-        fifo: child.fifo_index.unwrap_or(0),
-        element: c,
-    }
-}
-
 /// The least satisfied operation under `idx` whose `scheduling_tag_filter` admits a
 /// node with `tags` and with a job that fits `room` (free resources, narrowed by each
 /// element's limits on the way down).
@@ -220,7 +198,7 @@ fn pick(
     tags: &BTreeSet<String>,
     idx: usize,
     room: ResourceVector,
-    lines: &mut PoolLines,
+    exhausted: &mut HashSet<usize>,
 ) -> Option<(usize, OperationId, usize)> {
     let e = &shares.elements[idx];
     // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
@@ -241,73 +219,23 @@ fn pick(
             Some((idx, id.clone(), task))
         }
         ElementKind::Pool { .. } => {
-            let fits = |c: usize| live.waiting[c].is_some_and(|m| m.fits_in(&room));
-            let mut line = lines.0.remove(&idx).unwrap_or_else(|| {
-                e.children
-                    .iter()
-                    .filter(|&&c| fits(c))
-                    .map(|&c| candidate(shares, live, c))
-                    .collect()
-            });
-            let mut found = None;
-            while let Some(top) = line.pop() {
-                if !fits(top.element) {
+            for child in live.lines.line(idx) {
+                if exhausted.contains(&child)
+                    || !live.waiting[child].is_some_and(|m| m.fits_in(&room))
+                {
                     continue;
                 }
-                let now = candidate(shares, live, top.element);
-                if now.satisfaction.to_bits() != top.satisfaction.to_bits() {
-                    line.push(now);
-                    continue;
-                }
-                found = pick(operations, shares, live, tags, top.element, room, lines);
+                let found = pick(operations, shares, live, tags, child, room, exhausted);
                 if found.is_some() {
-                    // Back in line, to be re-keyed once its job is counted.
-                    line.push(top);
-                    break;
+                    return found;
                 }
+                // The room only shrinks within a heartbeat: it has nothing more here.
+                exhausted.insert(child);
             }
-            lines.0.insert(idx, line);
-            found
+            None
         }
     }
 }
-
-/// A pool's child in line for a job: ordered so that the least satisfied (then the
-/// earliest in a FIFO pool, then the first element) is the heap's greatest.
-struct Candidate {
-    satisfaction: f64,
-    fifo: usize,
-    element: usize,
-}
-
-impl Candidate {
-    fn cmp_key(&self, other: &Self) -> std::cmp::Ordering {
-        self.satisfaction
-            .total_cmp(&other.satisfaction)
-            .then(self.fifo.cmp(&other.fifo))
-            .then(self.element.cmp(&other.element))
-    }
-}
-
-impl Ord for Candidate {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.cmp_key(other).reverse()
-    }
-}
-
-impl PartialOrd for Candidate {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Candidate {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-
-impl Eq for Candidate {}
 
 /// Books a job just started on a node: its owner, the node's job set, the event (the
 /// operation itself was marked changed by the edit that started the job).
@@ -324,40 +252,4 @@ fn book_start(
         node: node_id.clone(),
     });
     jobs.started(&spec.job_id, op_id, node_id);
-}
-
-#[cfg(test)]
-mod candidate_order {
-    use super::Candidate;
-
-    /// The heap gives a pool's children in the order a full sort by satisfaction, FIFO
-    /// index and element did: least satisfied first, ties to the earlier.
-    #[test]
-    fn the_heap_pops_children_in_sorted_order() {
-        let keys: [(f64, usize, usize); 7] = [
-            (0.5, 0, 3),
-            (0.1, 2, 7),
-            (0.1, 1, 9),
-            (0.1, 1, 4),
-            (-0.0, 0, 1),
-            (0.0, 0, 0),
-            (2.0, 0, 2),
-        ];
-        let mut sorted = keys.to_vec();
-        sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        let mut heap: std::collections::BinaryHeap<Candidate> = keys
-            .iter()
-            .map(|&(satisfaction, fifo, element)| Candidate {
-                satisfaction,
-                fifo,
-                element,
-            })
-            .collect();
-        let popped: Vec<usize> = std::iter::from_fn(|| heap.pop())
-            .map(|c| c.element)
-            .collect();
-        let want: Vec<usize> = sorted.iter().map(|k| k.2).collect();
-        assert_eq!(popped, want);
-        assert_eq!(&popped[..3], [1, 0, 4]);
-    }
 }
