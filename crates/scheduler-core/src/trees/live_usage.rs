@@ -11,7 +11,8 @@
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::pool_lines::PoolLines;
 use crate::SchedulerCore;
-use ytsched_common::resources::ResourceVector;
+use std::collections::{BTreeMap, HashMap};
+use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
@@ -26,6 +27,46 @@ pub(crate) struct LiveTree {
     /// Each pool's children with a job waiting, in the order placement tries them
     /// (`pool_lines.rs`), kept from the two arrays above.
     pub lines: PoolLines,
+    /// Per pool, its children's smallest waiting jobs counted by amount per resource:
+    /// a pool's own smallest is read off them when one child's changes, instead of
+    /// folding over thousands of children each time an operation starts its last job.
+    child_waiting: HashMap<usize, [BTreeMap<u64, u32>; 4]>,
+}
+
+/// An amount as a key that sorts as the amount does (amounts are never negative).
+fn amount_key(v: f64) -> u64 {
+    if v > 0.0 {
+        v.to_bits()
+    } else {
+        0
+    }
+}
+
+fn count_in(counts: &mut [BTreeMap<u64, u32>; 4], v: &ResourceVector) {
+    for (i, r) in Resource::ALL.into_iter().enumerate() {
+        *counts[i].entry(amount_key(v.get(r))).or_insert(0) += 1;
+    }
+}
+
+fn count_out(counts: &mut [BTreeMap<u64, u32>; 4], v: &ResourceVector) {
+    for (i, r) in Resource::ALL.into_iter().enumerate() {
+        let k = amount_key(v.get(r));
+        if let Some(c) = counts[i].get_mut(&k) {
+            *c -= 1;
+            if *c == 0 {
+                counts[i].remove(&k);
+            }
+        }
+    }
+}
+
+fn smallest_counted(counts: &[BTreeMap<u64, u32>; 4]) -> Option<ResourceVector> {
+    let mut out = ResourceVector::ZERO;
+    for (i, r) in Resource::ALL.into_iter().enumerate() {
+        let (&k, _) = counts[i].first_key_value()?;
+        out.set(r, f64::from_bits(k));
+    }
+    Some(out)
 }
 
 fn min_of(a: Option<ResourceVector>, b: Option<ResourceVector>) -> Option<ResourceVector> {
@@ -53,14 +94,22 @@ impl LiveTree {
         }
         let waits = self.waiting[leaf] != waiting;
         if waits {
+            let (mut child, mut old, mut new) = (leaf, self.waiting[leaf], waiting);
             self.waiting[leaf] = waiting;
-            let mut cur = shares.elements[leaf].parent;
-            while let Some(p) = cur {
-                self.waiting[p] = shares.elements[p]
-                    .children
-                    .iter()
-                    .fold(None, |m, &c| min_of(m, self.waiting[c]));
-                cur = shares.elements[p].parent;
+            while let Some(p) = shares.elements[child].parent {
+                let counts = self.child_waiting.entry(p).or_default();
+                if let Some(o) = &old {
+                    count_out(counts, o);
+                }
+                if let Some(n) = &new {
+                    count_in(counts, n);
+                }
+                let smallest = smallest_counted(counts);
+                if smallest == self.waiting[p] {
+                    break;
+                }
+                (child, old, new) = (p, self.waiting[p], smallest);
+                self.waiting[p] = smallest;
             }
         }
         if moved || waits {
@@ -199,6 +248,7 @@ pub(crate) fn build_live(
         usage: vec![ResourceVector::ZERO; n],
         waiting: vec![None; n],
         lines: PoolLines::default(),
+        child_waiting: HashMap::new(),
     };
     for i in (0..n).rev() {
         let e = &shares.elements[i];
@@ -209,6 +259,9 @@ pub(crate) fn build_live(
             let u = live.usage[i];
             live.usage[p] += u;
             live.waiting[p] = min_of(live.waiting[p], live.waiting[i]);
+            if let Some(w) = &live.waiting[i] {
+                count_in(live.child_waiting.entry(p).or_default(), w);
+            }
         }
     }
     live.lines = PoolLines::build(shares, &live.usage, &live.waiting);
