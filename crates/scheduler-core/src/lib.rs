@@ -225,6 +225,7 @@ impl SchedulerCore {
         self.observe(now);
         self.expire_silent_nodes(now);
         self.end_revival_if_due(now);
+        self.enforce_time_limits(now);
         if std::mem::take(&mut self.placeability_stale) {
             self.fail_unplaceable_if_offer_changed(now);
         }

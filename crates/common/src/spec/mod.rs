@@ -349,6 +349,10 @@ pub struct VanillaSpec {
     pub fair_share_starvation_timeout: Option<DurationMs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_starvation_tolerance: Option<f64>,
+    /// How long the operation may go on, counted from its submission (SPEC 5.14): past
+    /// it, it fails with "operation time limit exceeded" and its jobs are aborted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<DurationMs>,
     /// Users who, besides the submitter and admins, may abort the operation and read
     /// its jobs' output.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -387,6 +391,7 @@ impl VanillaSpec {
             scheduling_options_per_pool_tree: BTreeMap::new(),
             fair_share_starvation_timeout: None,
             fair_share_starvation_tolerance: None,
+            time_limit: None,
             owners: vec![],
             tasks,
         }
@@ -505,6 +510,9 @@ impl VanillaSpec {
         }
         if let Some(l) = &self.resource_limits {
             l.validate("resource_limits")?;
+        }
+        if self.time_limit.is_some_and(|t| t.0 == 0) {
+            return Err(SpecError::new("time_limit", "must be more than 0"));
         }
         Ok(())
     }

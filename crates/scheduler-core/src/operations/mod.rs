@@ -14,4 +14,5 @@ pub(crate) mod pending_queue;
 pub(crate) mod placeability;
 pub mod retention;
 pub(crate) mod table;
+pub(crate) mod time_limits;
 pub(crate) mod waiting_jobs;

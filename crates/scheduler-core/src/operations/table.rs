@@ -6,6 +6,7 @@
 
 use super::core_indexes::Indexes;
 use super::operation::Operation;
+use super::time_limits::Deadlines;
 use std::cell::{RefCell, RefMut};
 use std::collections::{btree_map, BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut, Index};
@@ -17,6 +18,9 @@ pub(crate) struct OperationTable {
     /// fully used, so held inline every operation cost up to twice its size.
     by_id: BTreeMap<OperationId, Box<Operation>>,
     marks: ChangeMarks,
+    /// Every operation enters and leaves through `insert` and `remove`: its time limit
+    /// is kept with it there (`time_limits.rs`).
+    deadlines: Deadlines,
 }
 
 /// What a change to an operation must reach.
@@ -122,14 +126,27 @@ impl OperationTable {
         } else {
             self.marks.indexes.get_mut().mark(&id);
         }
+        if let Some(old) = self.by_id.get(&id) {
+            self.deadlines.remove(old);
+        }
+        self.deadlines.add(&op);
         self.by_id.insert(id, Box::new(op));
     }
 
     /// Retires an operation from memory: the indexes forget it.
     pub(crate) fn remove(&mut self, id: &OperationId) -> Option<Operation> {
         let op = self.by_id.remove(id)?;
+        self.deadlines.remove(&op);
         self.marks.indexes.get_mut().mark(id);
         Some(*op)
+    }
+
+    /// The operations whose time limit has run out by `now` (each handed out once).
+    pub(crate) fn take_due_deadlines(
+        &mut self,
+        now: ytsched_common::protocol::UnixMillis,
+    ) -> Vec<OperationId> {
+        self.deadlines.take_due(now)
     }
 
     /// Whether the store has yet to take this operation's changes.

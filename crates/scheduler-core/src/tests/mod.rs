@@ -980,4 +980,5 @@ mod inline_attempts;
 mod pools;
 mod revival;
 mod security;
+mod time_limits;
 mod trees;

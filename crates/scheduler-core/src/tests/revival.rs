@@ -446,3 +446,28 @@ fn a_revived_scheduler_still_answers_a_retry_by_its_token() {
     assert_eq!(submit(&mut h, 11), id);
     assert_eq!(h.core.operation_count(), 1);
 }
+
+/// A restarted scheduler counts an operation's `time_limit` from its stored start, not
+/// from its own: one submitted at 0 with 10 s fails at 10 s whenever the restart was.
+#[test]
+fn a_time_limit_counts_from_the_stored_start_after_a_restart() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let mut store = Store::default();
+    let mut s = spec(1, 1.0);
+    s.time_limit = Some(ytsched_common::units::DurationMs(10_000));
+    core.start_operation(op(), "u", s, 0).unwrap();
+    store.take(&mut core);
+    let mut revived = store.revive(6_000);
+    revived.tick(9_999);
+    assert_eq!(
+        revived.operation_info(&op()).unwrap().state,
+        OperationState::Running
+    );
+    revived.tick(10_000);
+    let info = revived.operation_info(&op()).unwrap();
+    assert_eq!(info.state, OperationState::Failed);
+    assert!(info
+        .error
+        .unwrap()
+        .contains("operation time limit exceeded"));
+}
