@@ -17,6 +17,7 @@ mod operations;
 mod outbox;
 mod queries;
 pub mod records;
+mod resource_minimum;
 mod trees;
 
 pub use admin::path::AdminPath;

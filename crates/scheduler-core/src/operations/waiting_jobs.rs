@@ -8,32 +8,20 @@
 //! take a job. It is an `OperationIndex`; debug builds check it against a scan.
 
 use crate::operations::operation_index::Aggregate;
+use crate::resource_minimum::ResourceMinimum;
 use crate::{Operation, SchedulerCore};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use ytsched_common::names::TreeName;
-use ytsched_common::resources::{Resource, ResourceVector};
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
 
-/// A non-negative amount ordered exactly (the bits of a non-negative f64 sort as it does).
-type Key = u64;
-
-fn key(v: f64) -> Key {
-    v.max(0.0).to_bits()
-}
-
-/// Per tree and resource: how many operations' smallest waiting job has each amount.
+/// Per tree: the smallest of its running operations' smallest waiting jobs.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SmallestWaiting(HashMap<TreeName, [BTreeMap<Key, u32>; 4]>);
+pub(crate) struct SmallestWaiting(HashMap<TreeName, ResourceMinimum>);
 
 impl SmallestWaiting {
     fn smallest(&self, tree: &str) -> Option<ResourceVector> {
-        let amounts = self.0.get(tree)?;
-        let mut out = ResourceVector::ZERO;
-        for (i, r) in Resource::ALL.into_iter().enumerate() {
-            let (&k, _) = amounts[i].first_key_value()?;
-            out.set(r, f64::from_bits(k));
-        }
-        Some(out)
+        self.0.get(tree)?.smallest()
     }
 }
 
@@ -42,24 +30,12 @@ impl Aggregate for SmallestWaiting {
     type Part = (TreeName, ResourceVector);
 
     fn add(&mut self, (tree, v): &Self::Part) {
-        let amounts = self.0.entry(tree.clone()).or_default();
-        for (i, r) in Resource::ALL.into_iter().enumerate() {
-            *amounts[i].entry(key(v.get(r))).or_insert(0) += 1;
-        }
+        self.0.entry(tree.clone()).or_default().add(v);
     }
 
     fn remove(&mut self, (tree, v): &Self::Part) {
-        let Some(amounts) = self.0.get_mut(tree) else {
-            return;
-        };
-        for (i, r) in Resource::ALL.into_iter().enumerate() {
-            let k = key(v.get(r));
-            if let Some(c) = amounts[i].get_mut(&k) {
-                *c -= 1;
-                if *c == 0 {
-                    amounts[i].remove(&k);
-                }
-            }
+        if let Some(amounts) = self.0.get_mut(tree) {
+            amounts.remove(v);
         }
     }
 }

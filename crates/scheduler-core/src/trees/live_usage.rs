@@ -8,11 +8,12 @@
 //! Placement updates the arrays itself as it starts jobs. Operations newer than the
 //! snapshot are not in it until the next update, as for the shares themselves.
 
+use crate::resource_minimum::ResourceMinimum;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::pool_lines::PoolLines;
 use crate::SchedulerCore;
-use std::collections::{BTreeMap, HashMap};
-use ytsched_common::resources::{Resource, ResourceVector};
+use std::collections::HashMap;
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
@@ -30,43 +31,7 @@ pub(crate) struct LiveTree {
     /// Per pool, its children's smallest waiting jobs counted by amount per resource:
     /// a pool's own smallest is read off them when one child's changes, instead of
     /// folding over thousands of children each time an operation starts its last job.
-    child_waiting: HashMap<usize, [BTreeMap<u64, u32>; 4]>,
-}
-
-/// An amount as a key that sorts as the amount does (amounts are never negative).
-fn amount_key(v: f64) -> u64 {
-    if v > 0.0 {
-        v.to_bits()
-    } else {
-        0
-    }
-}
-
-fn count_in(counts: &mut [BTreeMap<u64, u32>; 4], v: &ResourceVector) {
-    for (i, r) in Resource::ALL.into_iter().enumerate() {
-        *counts[i].entry(amount_key(v.get(r))).or_insert(0) += 1;
-    }
-}
-
-fn count_out(counts: &mut [BTreeMap<u64, u32>; 4], v: &ResourceVector) {
-    for (i, r) in Resource::ALL.into_iter().enumerate() {
-        let k = amount_key(v.get(r));
-        if let Some(c) = counts[i].get_mut(&k) {
-            *c -= 1;
-            if *c == 0 {
-                counts[i].remove(&k);
-            }
-        }
-    }
-}
-
-fn smallest_counted(counts: &[BTreeMap<u64, u32>; 4]) -> Option<ResourceVector> {
-    let mut out = ResourceVector::ZERO;
-    for (i, r) in Resource::ALL.into_iter().enumerate() {
-        let (&k, _) = counts[i].first_key_value()?;
-        out.set(r, f64::from_bits(k));
-    }
-    Some(out)
+    child_waiting: HashMap<usize, ResourceMinimum>,
 }
 
 fn min_of(a: Option<ResourceVector>, b: Option<ResourceVector>) -> Option<ResourceVector> {
@@ -99,12 +64,12 @@ impl LiveTree {
             while let Some(p) = shares.elements[child].parent {
                 let counts = self.child_waiting.entry(p).or_default();
                 if let Some(o) = &old {
-                    count_out(counts, o);
+                    counts.remove(o);
                 }
                 if let Some(n) = &new {
-                    count_in(counts, n);
+                    counts.add(n);
                 }
-                let smallest = smallest_counted(counts);
+                let smallest = counts.smallest();
                 if smallest == self.waiting[p] {
                     break;
                 }
@@ -260,7 +225,7 @@ pub(crate) fn build_live(
             live.usage[p] += u;
             live.waiting[p] = min_of(live.waiting[p], live.waiting[i]);
             if let Some(w) = &live.waiting[i] {
-                count_in(live.child_waiting.entry(p).or_default(), w);
+                live.child_waiting.entry(p).or_default().add(w);
             }
         }
     }
