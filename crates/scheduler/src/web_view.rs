@@ -235,31 +235,18 @@ impl Publisher {
     /// lists (a 10,000-operation orchid used to hold it 24–48 ms at once).
     async fn build_orchid(&self) -> Option<OrchidSnapshot> {
         let started = Instant::now();
+        let mut facts = self.lock().orchid_facts_heads();
         let mut held = Duration::ZERO;
-        let timed = |held: &mut Duration, f: &mut dyn FnMut(&SchedulerCore)| {
-            let at = Instant::now();
-            f(&self.lock());
-            *held = (*held).max(at.elapsed());
-        };
-        let mut facts = vec![];
-        timed(&mut held, &mut |c| facts = c.orchid_facts_heads());
         for tree in &mut facts {
-            let ids = tree.operation_ids();
-            for chunk in ids.chunks(CHUNK as usize) {
-                timed(&mut held, &mut |c| c.add_operation_facts(tree, chunk));
-                tokio::task::yield_now().await;
-            }
-            let mut after: Option<OperationId> = None;
             loop {
-                let mut next = None;
-                timed(&mut held, &mut |c| {
-                    next = c.add_pending_facts(tree, after.as_ref(), CHUNK as usize)
-                });
-                tokio::task::yield_now().await;
-                match next {
-                    Some(last) => after = Some(last),
-                    None => break,
+                let at = Instant::now();
+                let more = self.lock().add_facts(tree, CHUNK as usize);
+                held = held.max(at.elapsed());
+                if !more {
+                    break;
                 }
+                // Heartbeats waiting for the lock go first.
+                tokio::task::yield_now().await;
             }
         }
         // The maps and their text are made outside the lock, off the async workers.

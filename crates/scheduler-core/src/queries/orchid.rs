@@ -112,6 +112,16 @@ pub struct TreeFacts {
     pending: Vec<PendingFacts>,
     node_count: usize,
     resources: ResourceVector,
+    /// How far `add_facts` has got.
+    progress: FactsProgress,
+}
+
+/// Where the next `add_facts` goes on from: the snapshot's elements (by index), then the
+/// core's operations (after an id) for the pending ones, then nothing.
+enum FactsProgress {
+    Elements(usize),
+    Pending(Option<OperationId>),
+    Done,
 }
 
 impl SchedulerCore {
@@ -123,18 +133,13 @@ impl SchedulerCore {
     /// The facts of one tree's orchid.
     pub fn tree_facts(&self, tree_name: &str) -> Option<TreeFacts> {
         let mut facts = self.tree_facts_head(tree_name)?;
-        let ids = facts.operation_ids();
-        self.add_operation_facts(&mut facts, &ids);
-        let mut after = None;
-        while let Some(last) = self.add_pending_facts(&mut facts, after.as_ref(), usize::MAX) {
-            after = Some(last);
-        }
+        while self.add_facts(&mut facts, usize::MAX) {}
         Some(facts)
     }
 
-    /// A tree's facts without those of its operations: `add_operation_facts` and
-    /// `add_pending_facts` add them a part at a time, so that a caller holding the core
-    /// behind a lock can let go of it between parts (O(operations) in all).
+    /// A tree's facts without those of its operations, which `add_facts` adds a part
+    /// at a time, so that a caller holding the core behind a lock can let go of it
+    /// between parts (O(operations) in all).
     pub fn tree_facts_head(&self, tree_name: &str) -> Option<TreeFacts> {
         let tree = self.cluster.trees.get(tree_name)?;
         Some(TreeFacts {
@@ -147,65 +152,73 @@ impl SchedulerCore {
             pending: Vec::new(),
             node_count: self.trees.get(tree_name).map_or(0, |t| t.members.len()),
             resources: self.tree_resources(tree_name),
+            progress: FactsProgress::Elements(0),
         })
     }
 
-    /// Adds what these operations of the tree's snapshot show now.
-    pub fn add_operation_facts(&self, facts: &mut TreeFacts, ids: &[OperationId]) {
-        let tree_name = facts.name.as_str();
-        for id in ids {
-            let Some(op) = self.operations.get(id) else {
-                continue;
-            };
-            let slot = op.slot(tree_name);
-            facts.ops.insert(
-                id.clone(),
-                OpFacts {
-                    state: op.state,
-                    pool: slot.map(|s| s.pool.to_string()),
-                    user: op.user.clone(),
-                    lightweight: slot.is_some_and(|s| s.lightweight),
-                    running: op.running_job_ids().count(),
-                    pending: op.waiting_job_count(),
-                    preemptible: self.preemptible_counts(id, tree_name),
-                    resource_limits: op.spec.resource_limits.clone(),
-                },
-            );
-        }
+    /// Adds the facts of up to `limit` more operations as they are now: first those of
+    /// the tree's snapshot, then the pending ones (looking at up to `limit` of the core's
+    /// operations per call). Whether there is more to add.
+    pub fn add_facts(&self, facts: &mut TreeFacts, limit: usize) -> bool {
+        let tree_name = facts.name.clone();
+        facts.progress = match std::mem::replace(&mut facts.progress, FactsProgress::Done) {
+            FactsProgress::Elements(from) => {
+                let shares = facts.shares.clone();
+                let mut next = shares.elements.len();
+                let mut taken = 0;
+                for (i, e) in shares.elements.iter().enumerate().skip(from) {
+                    if taken == limit {
+                        next = i;
+                        break;
+                    }
+                    if let ElementKind::Operation { id } = &e.kind {
+                        taken += 1;
+                        if let Some(f) = self.operation_facts(id, &tree_name) {
+                            facts.ops.insert(id.clone(), f);
+                        }
+                    }
+                }
+                if next < shares.elements.len() {
+                    FactsProgress::Elements(next)
+                } else {
+                    FactsProgress::Pending(None)
+                }
+            }
+            FactsProgress::Pending(after) => {
+                let mut last = None;
+                let mut seen = 0;
+                for op in self.operations.values_after(after.as_ref()).take(limit) {
+                    seen += 1;
+                    last = Some(op.id.clone());
+                    if let Some(p) = pending_facts(op, &tree_name) {
+                        facts.pending.push(p);
+                    }
+                }
+                if seen == limit {
+                    FactsProgress::Pending(last)
+                } else {
+                    FactsProgress::Done
+                }
+            }
+            FactsProgress::Done => FactsProgress::Done,
+        };
+        !matches!(facts.progress, FactsProgress::Done)
     }
 
-    /// Looks at up to `limit` operations after `after` (in id order) and adds those
-    /// pending in the tree; the last one looked at, when there may be more.
-    pub fn add_pending_facts(
-        &self,
-        facts: &mut TreeFacts,
-        after: Option<&OperationId>,
-        limit: usize,
-    ) -> Option<OperationId> {
-        let tree_name = facts.name.as_str();
-        let mut last = None;
-        let mut seen = 0;
-        for op in self.operations.values_after(after).take(limit) {
-            seen += 1;
-            last = Some(&op.id);
-            if op.state != OperationState::Pending {
-                continue;
-            }
-            let Some(slot) = op.slot(tree_name) else {
-                continue;
-            };
-            facts.pending.push(PendingFacts {
-                id: op.id.to_string(),
-                pool: slot.pool.to_string(),
-                user: op.user.clone(),
-                weight: slot.weight,
-                lightweight: slot.lightweight,
-                demand: op.demand_in(tree_name),
-                pending: op.waiting_job_count(),
-                resource_limits: op.spec.resource_limits.clone(),
-            });
-        }
-        (seen == limit).then(|| last.cloned()).flatten()
+    /// What one operation of a tree's snapshot shows now.
+    fn operation_facts(&self, id: &OperationId, tree_name: &str) -> Option<OpFacts> {
+        let op = self.operations.get(id)?;
+        let slot = op.slot(tree_name);
+        Some(OpFacts {
+            state: op.state,
+            pool: slot.map(|s| s.pool.to_string()),
+            user: op.user.clone(),
+            lightweight: slot.is_some_and(|s| s.lightweight),
+            running: op.running_job_ids().count(),
+            pending: op.waiting_job_count(),
+            preemptible: self.preemptible_counts(id, tree_name),
+            resource_limits: op.spec.resource_limits.clone(),
+        })
     }
 
     /// The facts of every tree's orchid: what `orchid_of` makes the orchid from.
@@ -232,6 +245,24 @@ impl SchedulerCore {
     }
 }
 
+/// A pending operation of the tree, as the orchid lists it (`None`: not one).
+fn pending_facts(op: &crate::Operation, tree_name: &str) -> Option<PendingFacts> {
+    if op.state != OperationState::Pending {
+        return None;
+    }
+    let slot = op.slot(tree_name)?;
+    Some(PendingFacts {
+        id: op.id.to_string(),
+        pool: slot.pool.to_string(),
+        user: op.user.clone(),
+        weight: slot.weight,
+        lightweight: slot.lightweight,
+        demand: op.demand_in(tree_name),
+        pending: op.waiting_job_count(),
+        resource_limits: op.spec.resource_limits.clone(),
+    })
+}
+
 /// `//sys/scheduler/orchid/scheduler` from its facts: every tree, and operations by id.
 pub fn orchid_of(facts: Vec<TreeFacts>) -> Value {
     let mut trees = Map::new();
@@ -249,18 +280,6 @@ pub fn orchid_of(facts: Vec<TreeFacts>) -> Value {
 }
 
 impl TreeFacts {
-    /// The operations of the tree's snapshot, whose facts `add_operation_facts` adds.
-    pub fn operation_ids(&self) -> Vec<OperationId> {
-        self.shares
-            .elements
-            .iter()
-            .filter_map(|e| match &e.kind {
-                ElementKind::Operation { id } => Some(id.clone()),
-                ElementKind::Pool { .. } => None,
-            })
-            .collect()
-    }
-
     fn insert_statuses(&self, m: &mut Map<String, Value>, key: ElementKey) {
         if let Some(s) = self.starvation.as_ref().and_then(|st| st.get(&key)) {
             m.insert("scheduling_status".into(), json!(s.scheduling));

@@ -175,21 +175,13 @@ fn the_orchid_taken_in_parts_is_the_orchid_taken_at_once() {
     let whole = core.orchid();
     let mut heads = core.orchid_facts_heads();
     for tree in &mut heads {
-        let ids = tree.operation_ids();
-        assert_eq!(ids.len(), 24, "the running operations");
-        for chunk in ids.chunks(5) {
-            core.add_operation_facts(tree, chunk);
-        }
-        let mut after = None;
-        let mut parts = 0;
-        loop {
+        let mut parts = 1;
+        while core.add_facts(tree, 7) {
             parts += 1;
-            match core.add_pending_facts(tree, after.as_ref(), 7) {
-                Some(last) => after = Some(last),
-                None => break,
-            }
         }
-        assert_eq!(parts, 5, "30 operations looked at 7 at a time");
+        // The 24 running operations 7 at a time (4 parts, the last ending the
+        // snapshot), then the 30 operations looked at for pending ones 7 at a time (5).
+        assert_eq!(parts, 9, "parts of at most 7 operations");
     }
     let parted = crate::orchid::orchid_of(heads);
     assert_eq!(parted, whole);
@@ -200,4 +192,11 @@ fn the_orchid_taken_in_parts_is_the_orchid_taken_at_once() {
         .filter(|o| o["state"] == "pending")
         .count();
     assert_eq!(pending, 6, "{whole:#}");
+    let running = whole["scheduler"]["pool_trees"]["default"]["operations"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|o| o["state"] == "running")
+        .count();
+    assert_eq!(running, 24, "the running operations");
 }
