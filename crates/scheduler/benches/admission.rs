@@ -2,35 +2,21 @@
 //! submission used to count every operation ever seen). One iteration submits 1,000
 //! one-job operations, spread over 100 pools, into a core holding 10,000 more.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use ytsched_common::names::PoolName;
-use ytsched_common::spec::VanillaSpec;
+use support::{add_pools, one_job_spec};
 use ytsched_common::OperationId;
 use ytsched_scheduler::core::{CoreConfig, SchedulerCore};
 
-fn spec(pool: &str) -> VanillaSpec {
-    let mut s: VanillaSpec =
-        serde_yaml_ng::from_str("tasks: {t: {command: 'true', job_count: 1}}").expect("spec");
-    s.pool = Some(PoolName::parse(pool).expect("pool"));
-    s
-}
-
 fn loaded_core() -> SchedulerCore {
     let mut core = SchedulerCore::new(CoreConfig::default());
-    for p in 0..100 {
-        core.create_pool(
-            "default",
-            &format!("p{p}"),
-            None,
-            serde_json::json!({"max_operation_count": 1000, "max_running_operation_count": 1000}),
-        )
-        .expect("pool");
-    }
+    add_pools(&mut core, 100, 1000);
     for i in 0..10_000u64 {
         core.start_operation(
             OperationId(format!("old{i}")),
             "u",
-            spec(&format!("p{}", i % 100)),
+            one_job_spec(&format!("p{}", i % 100)),
             i,
         )
         .expect("submit");
@@ -49,7 +35,7 @@ fn bench(c: &mut Criterion) {
                     core.start_operation(
                         OperationId(format!("new{i}")),
                         "u",
-                        spec(&format!("p{}", i % 100)),
+                        one_job_spec(&format!("p{}", i % 100)),
                         20_000 + i,
                     )
                     .expect("submit");

@@ -5,8 +5,11 @@
 //!
 //! `cargo bench -p ytsched-scheduler --bench memory`
 
+mod support;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use support::{add_pools, lift_tree_limits};
 use ytsched_common::names::PoolName;
 use ytsched_common::protocol::*;
 use ytsched_common::resources::ResourceVector;
@@ -72,20 +75,8 @@ fn main() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     // Every operation runs (none held pending by the default counts of running
     // operations), as in a burst of small operations.
-    let mut cluster = core.cluster_config().clone();
-    for tree in cluster.trees.values_mut() {
-        tree.config.max_running_operation_count = tree.config.max_operation_count;
-    }
-    core.set_cluster_config(cluster).expect("limits");
-    for p in 0..POOLS {
-        core.create_pool(
-            "default",
-            &format!("p{p}"),
-            None,
-            serde_json::json!({"max_operation_count": 1000, "max_running_operation_count": 1000}),
-        )
-        .expect("pool");
-    }
+    lift_tree_limits(&mut core);
+    add_pools(&mut core, POOLS, 1000);
     // Nodes that fit the jobs (a node with no room would make every operation fail as
     // unplaceable) and register before any operation exists: with no later heartbeat,
     // nothing starts and the operations stay waiting.

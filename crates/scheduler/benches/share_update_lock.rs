@@ -8,43 +8,23 @@
 //!
 //! `cargo bench -p ytsched-scheduler --bench share_update_lock`
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::time::{Duration, Instant};
-use ytsched_common::names::PoolName;
+use support::{add_pools, lift_tree_limits, one_job_spec};
 use ytsched_common::protocol::HeartbeatRequest;
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::spec::VanillaSpec;
 use ytsched_common::{IncarnationId, NodeId, OperationId};
 use ytsched_scheduler::core::{CoreConfig, SchedulerCore};
-
-fn spec(pool: &str) -> VanillaSpec {
-    let mut s: VanillaSpec =
-        serde_yaml_ng::from_str("tasks: {t: {command: 'true', job_count: 1}}").expect("spec");
-    s.pool = Some(PoolName::parse(pool).expect("pool"));
-    s
-}
 
 fn loaded_core(operations: u64) -> SchedulerCore {
     let mut core = SchedulerCore::new(CoreConfig {
         background_share_updates: true,
         ..CoreConfig::default()
     });
-    let mut cluster = core.cluster_config().clone();
-    for tree in cluster.trees.values_mut() {
-        tree.config.max_operation_count = u32::MAX;
-        tree.config.max_running_operation_count = u32::MAX;
-    }
-    core.set_cluster_config(cluster).expect("limits");
-    let per_pool = operations / 100 + 1;
-    for p in 0..100 {
-        core.create_pool(
-            "default",
-            &format!("p{p}"),
-            None,
-            serde_json::json!({"max_operation_count": u32::MAX, "max_running_operation_count": per_pool}),
-        )
-        .expect("pool");
-    }
+    lift_tree_limits(&mut core);
+    add_pools(&mut core, 100, operations / 100 + 1);
     for n in 0..100 {
         let req = HeartbeatRequest::new(
             NodeId(format!("n{n}")),
@@ -57,7 +37,7 @@ fn loaded_core(operations: u64) -> SchedulerCore {
         core.start_operation(
             OperationId(format!("{i:032x}")),
             "u",
-            spec(&format!("p{}", i % 100)),
+            one_job_spec(&format!("p{}", i % 100)),
             2,
         )
         .expect("submit");
@@ -86,7 +66,7 @@ fn bench(c: &mut Criterion) {
                             core.start_operation(
                                 OperationId(format!("{next:032x}")),
                                 "u",
-                                spec(&format!("p{}", next % 100)),
+                                one_job_spec(&format!("p{}", next % 100)),
                                 now,
                             )
                             .expect("submit");
