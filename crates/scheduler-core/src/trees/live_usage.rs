@@ -52,12 +52,16 @@ impl LiveTree {
     ) {
         let delta = usage - self.usage[leaf];
         let moved = delta != ResourceVector::ZERO;
+        let waits = self.waiting[leaf] != waiting;
+        if !moved && !waits {
+            return;
+        }
+        let path = shares.path(leaf);
         if moved {
-            for i in shares.path(leaf) {
+            for &i in &path {
                 self.usage[i] += delta;
             }
         }
-        let waits = self.waiting[leaf] != waiting;
         if waits {
             let (mut child, mut old, mut new) = (leaf, self.waiting[leaf], waiting);
             self.waiting[leaf] = waiting;
@@ -77,10 +81,8 @@ impl LiveTree {
                 self.waiting[p] = smallest;
             }
         }
-        if moved || waits {
-            for i in shares.path(leaf) {
-                self.lines.rekey(shares, &self.usage, &self.waiting, i);
-            }
+        for i in path {
+            self.lines.rekey(shares, &self.usage, &self.waiting, i);
         }
     }
 }
