@@ -353,9 +353,12 @@ impl Lab {
             nats_url: String::new(),
             prefix,
             cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
-            // Agents of concurrent labs must not share slot uids (they refuse to).
+            // Agents of concurrent labs must not share slot uids (they refuse to). A test
+            // binary starts a few dozen labs, some alive for minutes: 64 ranges per process
+            // before one comes round again (16 did collide: a long burst test's lab and
+            // the 16th lab after it), below i32::MAX for every pid.
             shared: job_writable_dir(),
-            slot_uid_base: 100_000 + ((std::process::id() % 4_096) * 16 + seq as u32 % 16) * 8_192,
+            slot_uid_base: 100_000 + ((std::process::id() % 2_048) * 64 + seq as u32 % 64) * 8_192,
             dir,
             nats: None,
             nats_port: 0,
