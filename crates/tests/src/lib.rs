@@ -3,6 +3,7 @@
 //! Every process is started in its own process group and killed by PID on drop.
 
 pub mod idle_http;
+mod uid_block;
 
 use anyhow::{bail, Context};
 use serde::de::DeserializeOwned;
@@ -106,6 +107,8 @@ pub struct Lab {
     nodes: Vec<Option<Child>>,
     node_opts: Vec<NodeOpts>,
     scheduler_args: Vec<String>,
+    /// Held until the lab's agents are gone (fields drop after `Drop::drop`).
+    _uid_block: uid_block::UidBlock,
 }
 
 fn spawn_logged(cmd: &mut Command, log: &Path) -> anyhow::Result<Child> {
@@ -347,18 +350,17 @@ impl Lab {
         // reach their sandboxes. Secrets stay in auth/, which is 0700.
         set_mode(dir.path(), 0o711)?;
         let seq = LAB_SEQ.fetch_add(1, Ordering::SeqCst);
+        // Agents of concurrent labs must not share slot uids (they refuse to).
+        let uid_block = uid_block::UidBlock::reserve(seq)?;
         let prefix = format!("e2e{}x{}", std::process::id(), seq);
         init_auth(dir.path(), &prefix)?;
         Ok(Lab {
             nats_url: String::new(),
             prefix,
             cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
-            // Agents of concurrent labs must not share slot uids (they refuse to). A test
-            // binary starts a few dozen labs, some alive for minutes: 64 ranges per process
-            // before one comes round again (16 did collide: a long burst test's lab and
-            // the 16th lab after it), below i32::MAX for every pid.
             shared: job_writable_dir(),
-            slot_uid_base: 100_000 + ((std::process::id() % 2_048) * 64 + seq as u32 % 64) * 8_192,
+            slot_uid_base: uid_block.first(),
+            _uid_block: uid_block,
             dir,
             nats: None,
             nats_port: 0,
