@@ -357,7 +357,10 @@ impl Lab {
         Ok(Lab {
             nats_url: String::new(),
             prefix,
-            cgroup_root: format!("ytsched-e2e-{}-{}", std::process::id(), seq),
+            // Named for the uid block, which no other lab on this host holds now: a name
+            // from the pid could be another pid namespace's, whose jobs' cgroups an
+            // agent starting here would remove as stale.
+            cgroup_root: format!("ytsched-e2e-{}", uid_block.first()),
             shared: job_writable_dir(),
             slot_uid_base: uid_block.first(),
             _uid_block: uid_block,
