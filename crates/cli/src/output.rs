@@ -98,7 +98,15 @@ impl Tabular for OperationInfo {
                     .join(", "),
             ),
             ("weight", self.weight.to_string()),
-            ("state", self.state.to_string()),
+            (
+                "state",
+                match &self.unschedulable_reason {
+                    Some(why) if self.suspended || why != "pending" => {
+                        format!("{} (unschedulable: {why})", self.state)
+                    }
+                    _ => self.state.to_string(),
+                },
+            ),
             (
                 "jobs",
                 format!(

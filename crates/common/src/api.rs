@@ -251,6 +251,39 @@ impl ApiMethod for AbortOperation {
     type Response = ();
 }
 
+/// Changes a pending or running operation's pool, weight, limits or owners (SPEC 5.14).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UpdateOperationParameters {
+    pub operation_id: OperationId,
+    pub parameters: crate::spec::OperationParameters,
+}
+impl ApiMethod for UpdateOperationParameters {
+    const METHOD: &'static str = "update_operation_parameters";
+    type Response = ();
+}
+
+/// Gives an operation no new jobs until it is resumed; with `abort_running_jobs` its
+/// running jobs are aborted as `suspended` and wait again.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SuspendOperation {
+    pub operation_id: OperationId,
+    #[serde(default)]
+    pub abort_running_jobs: bool,
+}
+impl ApiMethod for SuspendOperation {
+    const METHOD: &'static str = "suspend_operation";
+    type Response = ();
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ResumeOperation {
+    pub operation_id: OperationId,
+}
+impl ApiMethod for ResumeOperation {
+    const METHOD: &'static str = "resume_operation";
+    type Response = ();
+}
+
 /// One page of an operation's job attempts, oldest start first.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ListJobs {
@@ -336,6 +369,12 @@ pub struct OperationInfo {
     /// What happened to it, oldest first (submission, revivals, the end).
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// Given no new jobs until resumed (SPEC 5.14).
+    #[serde(default)]
+    pub suspended: bool,
+    /// Why it may not be given jobs now (`suspended`, `pending`); absent when it may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unschedulable_reason: Option<String>,
 }
 
 impl OperationInfo {

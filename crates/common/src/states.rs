@@ -82,6 +82,9 @@ pub enum AbortReason {
     /// An admin banned its node (`//sys/cluster_nodes/<n>/@banned`); the job runs again
     /// elsewhere.
     NodeBanned,
+    /// `suspend_operation` with `abort_running_jobs`: the job waits again until its
+    /// operation is resumed.
+    Suspended,
 }
 
 impl AbortReason {
@@ -95,6 +98,7 @@ impl AbortReason {
             Self::ResourceLimitsViolation => "resource_limits_violation",
             Self::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
             Self::NodeBanned => "node_banned",
+            Self::Suspended => "suspended",
         }
     }
 }

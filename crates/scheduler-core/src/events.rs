@@ -62,6 +62,20 @@ pub enum CoreEvent {
     OperationRunning {
         id: OperationId,
     },
+    /// `update_operation_parameters` changed it (the fields given, as one line).
+    OperationParametersUpdated {
+        id: OperationId,
+        parameters: String,
+    },
+    /// `suspend_operation`: no new jobs; `aborted_jobs` running ones were aborted as
+    /// `suspended` (with `abort_running_jobs`).
+    OperationSuspended {
+        id: OperationId,
+        aborted_jobs: usize,
+    },
+    OperationResumed {
+        id: OperationId,
+    },
     /// An ephemeral pool lost its last operation.
     PoolRemoved {
         tree: TreeName,

@@ -33,6 +33,9 @@ pub struct OperationRecord {
     pub error: Option<String>,
     /// Its pool trees in the order the spec named them.
     pub trees: Vec<(TreeName, TreeSlot)>,
+    /// Suspended (SPEC 5.14): a restarted scheduler gives it no new jobs either.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
     pub history: Vec<HistoryEntry>,
     /// The submitter's idempotency token, so a restarted scheduler still answers a retry.
     #[serde(default)]
@@ -144,6 +147,7 @@ impl OperationRecord {
             finish_time: op.finish_time,
             error: op.error.clone(),
             trees: op.trees.clone(),
+            suspended: op.suspended,
             history: op.history.clone(),
             idempotency_token: op.idempotency_token.clone(),
             reserved_attempts: op.reserved_attempts,
@@ -392,6 +396,7 @@ impl Operation {
         op.finish_time = record.finish_time;
         op.error = record.error;
         op.history = record.history;
+        op.suspended = record.suspended;
         op.idempotency_token = record.idempotency_token;
         op.reserved_attempts = record.reserved_attempts;
         // Inline attempts count like the others, and stay held: that is what marks them

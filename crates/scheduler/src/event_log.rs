@@ -21,6 +21,9 @@ pub fn log_events(events: &[CoreEvent]) {
             | CoreEvent::OperationPending { .. }
             | CoreEvent::OperationRunning { .. }
             | CoreEvent::PoolRemoved { .. }
+            | CoreEvent::OperationParametersUpdated { .. }
+            | CoreEvent::OperationSuspended { .. }
+            | CoreEvent::OperationResumed { .. }
             | CoreEvent::OperationFinished { .. } => log_operation_event(e),
             CoreEvent::JobStarted { .. }
             | CoreEvent::JobAdopted { .. }
@@ -90,6 +93,15 @@ fn log_operation_event(e: &CoreEvent) {
         }
         CoreEvent::PoolRemoved { tree, pool } => {
             info!(tree = %tree, pool = %pool, "ephemeral pool removed: its last operation ended")
+        }
+        CoreEvent::OperationParametersUpdated { id, parameters } => {
+            info!(operation = %id, parameters = %parameters, "operation parameters updated")
+        }
+        CoreEvent::OperationSuspended { id, aborted_jobs } => {
+            info!(operation = %id, aborted_jobs, "operation suspended: no new jobs until it is resumed")
+        }
+        CoreEvent::OperationResumed { id } => {
+            info!(operation = %id, "operation resumed")
         }
         CoreEvent::OperationFinished { id, state, error } => {
             info!(operation = %id, state = %state, error = error.as_deref().unwrap_or(""), "operation finished")

@@ -571,5 +571,8 @@ impl VanillaSpec {
 
 pub use crate::names::{validate_pool_name, MAX_POOL_NAME_LEN};
 
+mod parameters;
+pub use parameters::OperationParameters;
+
 #[cfg(test)]
 mod tests;

@@ -32,6 +32,7 @@ impl SchedulerCore {
         {
             if op.slot(tree).is_none()
                 || op.state != OperationState::Running
+                || op.suspended
                 || !op.tag_filter().matches(node_tags)
             {
                 continue;

@@ -30,18 +30,19 @@ pub struct PoolCounts {
 }
 
 /// What admission decided for one tree of an operation.
-struct TreeAdmission {
-    slot: TreeSlot,
-    new_pool: Option<NewPool>,
+pub(crate) struct TreeAdmission {
+    pub(crate) slot: TreeSlot,
+    pub(crate) new_pool: Option<NewPool>,
     /// A running-operation count limit is reached: the operation waits as pending.
-    blocked: bool,
+    /// The first such pool up from the operation's, with its running count and limit.
+    pub(crate) blocked: Option<(TreePoolName, u32, u32)>,
 }
 
 /// An ephemeral pool admission would create.
 /// Its name is the pool admission resolved to.
-struct NewPool {
-    parent: TreePoolName,
-    config: PoolConfig,
+pub(crate) struct NewPool {
+    pub(crate) parent: TreePoolName,
+    pub(crate) config: PoolConfig,
 }
 
 impl SchedulerCore {
@@ -116,19 +117,15 @@ impl SchedulerCore {
         let mut new_pools = Vec::new();
         let mut pending = false;
         for tree_name in &tree_names {
-            let admitted = self.admit_in_tree(tree_name, user, caller, &spec)?;
-            pending |= admitted.blocked;
+            let counts = self.pool_counts(tree_name);
+            let admitted = self.admit_in_tree(tree_name, user, caller, &spec, Some(&counts))?;
+            pending |= admitted.blocked.is_some();
             if let Some(np) = admitted.new_pool {
                 new_pools.push((tree_name.clone(), admitted.slot.pool.clone(), np));
             }
             slots.push((tree_name.clone(), admitted.slot));
         }
-        for (tree_name, pool, np) in new_pools {
-            let tree = self.cluster.tree_mut(&tree_name).expect("exists");
-            tree.add_pool(&tree_name, &pool, &np.parent, np.config, Some(user.into()))
-                .map_err(ApiError::from)?;
-            self.config_revision += 1;
-        }
+        self.create_ephemeral_pools(new_pools, user)?;
         let seq = self.next_operation_seq;
         self.next_operation_seq += 1;
         let placement = Placement {
@@ -160,25 +157,43 @@ impl SchedulerCore {
         Ok(id)
     }
 
+    /// Ephemeral pools admission decided to create, each under its parent.
+    pub(crate) fn create_ephemeral_pools(
+        &mut self,
+        pools: Vec<(TreeName, TreePoolName, NewPool)>,
+        user: &str,
+    ) -> Result<(), ApiError> {
+        for (tree_name, pool, np) in pools {
+            let tree = self.cluster.tree_mut(&tree_name).map_err(ApiError::from)?;
+            tree.add_pool(&tree_name, &pool, &np.parent, np.config, Some(user.into()))
+                .map_err(ApiError::from)?;
+            self.config_revision += 1;
+        }
+        Ok(())
+    }
+
     /// How an operation would run in one tree: its pool there (and the ephemeral pool to
     /// create), weight and limits after per-tree overrides, and whether a running-count
-    /// limit holds it back. Total-count limits refuse it outright.
-    fn admit_in_tree(
+    /// limit holds it back. Total-count limits refuse it outright. Without `counts`, no
+    /// count limit is looked at (an operation staying in its pool).
+    pub(crate) fn admit_in_tree(
         &self,
         tree_name: &str,
         user: &str,
         caller: Option<&Caller>,
         spec: &VanillaSpec,
+        counts: Option<&PoolCountMap>,
     ) -> Result<TreeAdmission, ApiError> {
         let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
-        let options = spec.scheduling_options_per_pool_tree.get(tree_name);
-        let requested = options
-            .and_then(|o| o.pool.as_ref())
-            .or(spec.pool.as_ref())
-            .map(|p| p.to_string())
-            .unwrap_or_else(|| user.to_string());
-        let (pool, new_pool) = resolve_pool(tree, tree_name, &requested, user)?;
-        let counts = self.pool_counts(tree_name);
+        let (pool, new_pool) = resolve_pool(
+            tree,
+            tree_name,
+            &requested_pool(spec, tree_name, user),
+            user,
+        )?;
+        let no_counts = PoolCountMap::new();
+        let check_counts = counts.is_some();
+        let counts = counts.unwrap_or(&no_counts);
         if let Some(c) = caller {
             check_pool_use(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
         }
@@ -193,7 +208,7 @@ impl SchedulerCore {
             Some(np) if *p == pool => tree.count_limits_of(&np.config),
             _ => tree.count_limits(p),
         };
-        for &p in &chain {
+        for &p in chain.iter().filter(|_| check_counts) {
             let c = counts.get(p).copied().unwrap_or_default();
             let (max, _) = limit_of(p);
             if c.total >= max {
@@ -216,10 +231,15 @@ impl SchedulerCore {
         };
         let lightweight = pool_config.mode() == PoolMode::Fifo
             && pool_config.enable_lightweight_operations == Some(true);
-        let blocked = !lightweight
-            && chain
-                .iter()
-                .any(|&p| counts.get(p).copied().unwrap_or_default().running >= limit_of(p).1);
+        let blocked = chain
+            .iter()
+            .filter(|_| check_counts && !lightweight)
+            .find_map(|&p| {
+                let running = counts.get(p).copied().unwrap_or_default().running;
+                let max = limit_of(p).1;
+                (running >= max).then(|| (p.clone(), running, max))
+            });
+        let options = spec.scheduling_options_per_pool_tree.get(tree_name);
         let limits = options
             .and_then(|o| o.resource_limits.as_ref())
             .or(spec.resource_limits.as_ref());
@@ -412,7 +432,11 @@ impl SchedulerCore {
     /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
     /// and no child pool is left in it. Asks the operation-count index, not every
     /// operation: a burst of finishing one-job operations stays linear.
-    fn remove_empty_ephemeral_pools(&mut self, tree_name: &TreeName, pool: &TreePoolName) {
+    pub(crate) fn remove_empty_ephemeral_pools(
+        &mut self,
+        tree_name: &TreeName,
+        pool: &TreePoolName,
+    ) {
         let mut current = pool.clone();
         loop {
             let busy = self.pool_count(tree_name, &current).total > 0;
@@ -435,6 +459,17 @@ impl SchedulerCore {
             current = parent;
         }
     }
+}
+
+/// The pool an operation asks for in `tree_name`: the tree's override, else its spec's
+/// pool, else its user's name (an ephemeral pool).
+pub(crate) fn requested_pool(spec: &VanillaSpec, tree_name: &str, user: &str) -> String {
+    spec.scheduling_options_per_pool_tree
+        .get(tree_name)
+        .and_then(|o| o.pool.as_ref())
+        .or(spec.pool.as_ref())
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| user.to_string())
 }
 
 /// Whether `caller` may run an operation in `pool` (or create it, when it is an
@@ -466,7 +501,7 @@ fn check_pool_use(
 /// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing
 /// pool, its `<pool>$<user>` subpool, or a new ephemeral pool under `default_parent_pool`.
 /// Returns the pool name and the pool to create, if any.
-fn resolve_pool(
+pub(crate) fn resolve_pool(
     tree: &PoolTree,
     tree_name: &str,
     requested: &str,

@@ -100,6 +100,9 @@ pub struct Operation {
     /// Attempts per state, kept with `attempts`.
     pub(crate) tally: AttemptTally,
     pub failed_job_count: u32,
+    /// `suspend_operation` (SPEC 5.14): it keeps its place and running jobs but is given
+    /// no new ones, and it wants no more than it uses.
+    pub suspended: bool,
     pub history: Vec<HistoryEntry>,
     /// The submitter's token for this submission, if it sent one (see
     /// `start_operation_as`).
@@ -232,6 +235,7 @@ impl Operation {
             attempts: Vec::new(),
             tally: AttemptTally::default(),
             failed_job_count: 0,
+            suspended: false,
             history: vec![HistoryEntry {
                 time: now,
                 event: if placement.pending {
@@ -413,14 +417,30 @@ impl Operation {
     }
 
     /// What it still wants in `tree`: what runs there plus every waiting job, which any
-    /// of its trees may take (YTsaurus gives each tree the whole pending demand).
+    /// of its trees may take (YTsaurus gives each tree the whole pending demand). A
+    /// suspended operation wants only what it uses, so it holds no share it cannot use.
     pub fn demand_in(&self, tree: &str) -> ResourceVector {
-        self.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage)
+        let usage = self.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage);
+        if self.suspended {
+            return usage;
+        }
+        usage
             + self
                 .tasks
                 .iter()
                 .map(|t| t.spec.job_resources().scale(t.waiting.len() as f64))
                 .sum()
+    }
+
+    /// Why it may not be given jobs now (SPEC 6.2 `unschedulable_reason`; `None`: it may).
+    pub fn unschedulable_reason(&self) -> Option<&'static str> {
+        if self.suspended {
+            Some("suspended")
+        } else if self.state == OperationState::Pending {
+            Some("pending")
+        } else {
+            None
+        }
     }
 
     /// What it may still start in `tree` under its own limits there.
@@ -430,8 +450,12 @@ impl Operation {
     }
 
     /// The component-wise minimum of its waiting jobs' resources: no waiting job of it
-    /// fits where this does not.
+    /// fits where this does not. A suspended operation has none to give a node, which
+    /// keeps it out of every placement index.
     pub fn smallest_waiting(&self) -> Option<ResourceVector> {
+        if self.suspended {
+            return None;
+        }
         self.tasks
             .iter()
             .filter(|t| !t.waiting.is_empty())
@@ -441,6 +465,9 @@ impl Operation {
 
     /// The first task with a waiting job that fits into `free`.
     pub fn next_fitting_task(&self, free: &ResourceVector) -> Option<usize> {
+        if self.suspended {
+            return None;
+        }
         self.tasks
             .iter()
             .position(|t| !t.waiting.is_empty() && t.spec.job_resources().fits_in(free))

@@ -85,6 +85,8 @@ struct OpFacts {
     pending: u64,
     preemptible: (usize, usize),
     resource_limits: Option<ytsched_common::spec::ResourceAmounts>,
+    suspended: bool,
+    unschedulable_reason: Option<&'static str>,
 }
 
 /// A pending operation (no share yet), as the orchid lists it.
@@ -97,6 +99,7 @@ struct PendingFacts {
     demand: ResourceVector,
     pending: u64,
     resource_limits: Option<ytsched_common::spec::ResourceAmounts>,
+    suspended: bool,
 }
 
 /// What the orchid of one tree is made of, taken from the core (under its lock, in the
@@ -218,6 +221,8 @@ impl SchedulerCore {
             pending: op.waiting_job_count(),
             preemptible: self.preemptible_counts(id, tree_name),
             resource_limits: op.spec.resource_limits.clone(),
+            suspended: op.suspended,
+            unschedulable_reason: op.unschedulable_reason(),
         })
     }
 
@@ -260,6 +265,7 @@ fn pending_facts(op: &crate::Operation, tree_name: &str) -> Option<PendingFacts>
         demand: op.demand_in(tree_name),
         pending: op.waiting_job_count(),
         resource_limits: op.spec.resource_limits.clone(),
+        suspended: op.suspended,
     })
 }
 
@@ -423,6 +429,11 @@ impl TreeFacts {
         if let Some(l) = &op.resource_limits {
             m.insert("resource_limits".into(), json!(l));
         }
+        m.insert("suspended".into(), json!(op.suspended));
+        m.insert("is_gang".into(), json!(false));
+        if let Some(r) = op.unschedulable_reason {
+            m.insert("unschedulable_reason".into(), json!(r));
+        }
         if let Some(f) = e.fifo_index {
             m.insert("fifo_index".into(), json!(f));
         }
@@ -465,6 +476,12 @@ impl TreeFacts {
             if let Some(l) = &op.resource_limits {
                 m.insert("resource_limits".into(), json!(l));
             }
+            m.insert("suspended".into(), json!(op.suspended));
+            m.insert("is_gang".into(), json!(false));
+            m.insert(
+                "unschedulable_reason".into(),
+                json!(if op.suspended { "suspended" } else { "pending" }),
+            );
             out.insert(op.id.clone(), Value::Object(m));
         }
     }

@@ -184,6 +184,11 @@ fn describe(op: &Operation) -> OperationInfo {
         resource_demand: op.demand_in(op.main_tree()),
         spec: op.spec.clone(),
         history: op.history.clone(),
+        suspended: op.suspended,
+        unschedulable_reason: (!op.state.is_finished())
+            .then(|| op.unschedulable_reason())
+            .flatten()
+            .map(str::to_string),
     }
 }
 

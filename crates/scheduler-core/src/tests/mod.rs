@@ -977,6 +977,7 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
 
 mod bursts;
 mod inline_attempts;
+mod lifecycle;
 mod pools;
 mod revival;
 mod security;

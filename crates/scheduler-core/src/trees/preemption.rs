@@ -201,6 +201,7 @@ impl SchedulerCore {
             };
             // Placed since the update: nothing of it waits any more.
             if op.state != OperationState::Running
+                || op.suspended
                 || op.waiting_job_count() == 0
                 || !op.tag_filter().matches(&node.all_tags)
             {

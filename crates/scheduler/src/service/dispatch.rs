@@ -58,6 +58,24 @@ pub(super) fn dispatch(
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;
             core.abort_operation(&req.body.operation_id, now)
         }),
+        // The same people as abort; a move also needs `use` on the new pool.
+        api::UpdateOperationParameters::METHOD => {
+            respond::<api::UpdateOperationParameters>(payload, |req| {
+                let id = &req.body.operation_id;
+                core.authorize_operation(caller, id, "update the parameters of")?;
+                core.update_operation_parameters(id, Some(caller), &req.body.parameters, now)
+            })
+        }
+        api::SuspendOperation::METHOD => respond::<api::SuspendOperation>(payload, |req| {
+            let id = &req.body.operation_id;
+            core.authorize_operation(caller, id, "suspend")?;
+            core.suspend_operation(id, req.body.abort_running_jobs, now)
+        }),
+        api::ResumeOperation::METHOD => respond::<api::ResumeOperation>(payload, |req| {
+            let id = &req.body.operation_id;
+            core.authorize_operation(caller, id, "resume")?;
+            core.resume_operation(id, now)
+        }),
         api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
             match core.list_jobs_page(&req.body)?.into_held() {
                 Ok((held, next)) => Ok(fitting_job_page(held, next, MAX_PAGE_BYTES)),

@@ -1,0 +1,134 @@
+//! `update_operation_parameters` (SPEC 5.14): an operation changes pool, weight, limits
+//! or owners while pending or running. A move is admission again for the trees whose
+//! pool changes (`use` there, count limits not counting the operation itself); a change
+//! of weight or limits alone is never refused for counts. Running jobs stay; the next
+//! fair-share update counts the operation in its new place, and limits lowered below
+//! its usage are taken back there as `resource_limits_violation`.
+
+use crate::operations::admission::{requested_pool, resolve_pool, NewPool};
+use crate::operations::operation::TreeSlot;
+use crate::{CoreEvent, SchedulerCore};
+use ytsched_common::api::ApiError;
+use ytsched_common::identity::Caller;
+use ytsched_common::names::{TreeName, TreePoolName};
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::spec::OperationParameters;
+use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
+
+impl SchedulerCore {
+    /// Applies `params` to an unfinished operation. `caller` is checked for `use` on a
+    /// pool the operation moves to (the service has already checked that the caller
+    /// controls the operation); trusted callers (the simulator) pass `None`. Nothing
+    /// changes unless every tree accepts the change.
+    #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
+    pub fn update_operation_parameters(
+        &mut self,
+        id: &OperationId,
+        caller: Option<&Caller>,
+        params: &OperationParameters,
+        now: UnixMillis,
+    ) -> Result<(), ApiError> {
+        self.observe(now);
+        let op = self.operation(id)?;
+        if op.state.is_finished() {
+            return Err(ApiError::conflict(format!(
+                "operation {id} is already {}; only a pending or running operation's parameters can change",
+                op.state
+            )));
+        }
+        for tree in params.scheduling_options_per_pool_tree.keys() {
+            if op.slot(tree.as_str()).is_none() {
+                return Err(ApiError::new(format!(
+                    "scheduling_options_per_pool_tree.{tree}: operation {id} does not run in pool tree '{tree}' (it runs in {})",
+                    op.tree_names().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        let spec = params
+            .apply_to(&op.spec)
+            .map_err(|e| ApiError::new(e.to_string()))?;
+        let user = op.user.clone();
+        let running = op.state == OperationState::Running;
+        let mut slots: Vec<(TreeName, TreeSlot)> = Vec::with_capacity(op.trees.len());
+        let mut new_pools: Vec<(TreeName, TreePoolName, NewPool)> = vec![];
+        let mut moved: Vec<(TreeName, TreePoolName)> = vec![];
+        for (tree_name, old) in &op.trees {
+            let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
+            let (pool, _) = resolve_pool(
+                tree,
+                tree_name,
+                &requested_pool(&spec, tree_name, &user),
+                &user,
+            )?;
+            let moves = pool != old.pool;
+            // Counted without this operation, which is already counted in its old pool.
+            let counts = moves.then(|| {
+                let mut counts = self.pool_counts(tree_name);
+                for p in tree.lineage(&old.pool) {
+                    if let Some(c) = counts.get_mut(p) {
+                        c.total = c.total.saturating_sub(1);
+                        if running && !old.lightweight {
+                            c.running = c.running.saturating_sub(1);
+                        }
+                    }
+                }
+                counts
+            });
+            let admitted = self.admit_in_tree(
+                tree_name,
+                &user,
+                caller.filter(|_| moves),
+                &spec,
+                counts.as_ref(),
+            )?;
+            if let (true, Some((pool, count, max))) = (running, &admitted.blocked) {
+                let what = if pool.is_root() {
+                    format!("pool tree '{tree_name}'")
+                } else {
+                    format!("pool '{pool}' of pool tree '{tree_name}'")
+                };
+                return Err(ApiError::limit_reached(format!(
+                    "cannot move running operation {id}: {what} already runs {count} operations, its max_running_operation_count is {max}"
+                )));
+            }
+            if moves {
+                moved.push((tree_name.clone(), old.pool.clone()));
+            }
+            if let Some(np) = admitted.new_pool {
+                new_pools.push((tree_name.clone(), admitted.slot.pool.clone(), np));
+            }
+            let mut slot = admitted.slot;
+            slot.usage = old.usage;
+            slots.push((tree_name.clone(), slot));
+        }
+        self.create_ephemeral_pools(new_pools, &user)?;
+        let summary = params.summary();
+        if let Some(mut op) = self.operations.edit(id) {
+            op.spec = spec;
+            op.trees = slots;
+            op.record(now, format!("parameters updated: {summary}"));
+        }
+        self.outbox.event(CoreEvent::OperationParametersUpdated {
+            id: id.clone(),
+            parameters: summary,
+        });
+        let trees: Vec<TreeName> = self.operations[id]
+            .trees
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect();
+        for tree in &trees {
+            self.trees.mark_stale(tree);
+        }
+        for (tree, old_pool) in moved {
+            self.remove_empty_ephemeral_pools(&tree, &old_pool);
+        }
+        // A pending operation moved to a pool with room starts now.
+        self.promote_pending(now);
+        if running {
+            self.announce_new_work(id);
+        }
+        Ok(())
+    }
+}
