@@ -16,7 +16,8 @@ use clap::{Parser, Subcommand};
 use output::Format;
 use ytsched_common::api::{
     AbortOperation, AdminChange, AdminRemove, AdminSet, ExplainOperation, ExplainPool,
-    GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream,
+    GetJobOutput, GetOperation, ListJobs, ListNodes, ListOperations, OutputStream, ResumeOperation,
+    SuspendOperation, UpdateOperationParameters,
 };
 use ytsched_common::identity::{Caller, Role, UserName};
 use ytsched_common::names::{PoolName, TreeName};
@@ -88,6 +89,30 @@ enum Command {
     },
     /// Abort an operation: its running jobs are killed.
     AbortOperation {
+        /// Operation id.
+        operation: OperationId,
+    },
+    /// Change a pending or running operation's pool, weight, resource_limits, owners or
+    /// scheduling_options_per_pool_tree; running jobs keep running.
+    #[command(name = "update-op-parameters")]
+    UpdateOpParameters {
+        /// Operation id.
+        operation: OperationId,
+        /// JSON or YSON map, e.g. '{pool=research; weight=2}' or '{"resource_limits": {"cpu": 8}}'.
+        #[arg(value_parser = parse_parameters)]
+        parameters: ytsched_common::spec::OperationParameters,
+    },
+    /// Give an operation no new jobs until it is resumed; it keeps its running ones
+    /// unless --abort-running-jobs.
+    SuspendOperation {
+        /// Operation id.
+        operation: OperationId,
+        /// Abort its running jobs too (as `suspended`); they run again once resumed.
+        #[arg(long)]
+        abort_running_jobs: bool,
+    },
+    /// Give a suspended operation jobs again.
+    ResumeOperation {
         /// Operation id.
         operation: OperationId,
     },
@@ -350,6 +375,49 @@ async fn operation_command(
             eprintln!("operation {operation} aborted");
             Ok(())
         }
+        Command::UpdateOpParameters {
+            operation,
+            parameters,
+        } => {
+            let summary = parameters.summary();
+            let operation_id = operation.clone();
+            call(
+                c,
+                s,
+                user,
+                UpdateOperationParameters {
+                    operation_id,
+                    parameters,
+                },
+            )
+            .await?;
+            eprintln!("operation {operation} updated: {summary}");
+            Ok(())
+        }
+        Command::SuspendOperation {
+            operation,
+            abort_running_jobs,
+        } => {
+            let operation_id = operation.clone();
+            call(
+                c,
+                s,
+                user,
+                SuspendOperation {
+                    operation_id,
+                    abort_running_jobs,
+                },
+            )
+            .await?;
+            eprintln!("operation {operation} suspended");
+            Ok(())
+        }
+        Command::ResumeOperation { operation } => {
+            let operation_id = operation.clone();
+            call(c, s, user, ResumeOperation { operation_id }).await?;
+            eprintln!("operation {operation} resumed");
+            Ok(())
+        }
         Command::ListJobs {
             operation,
             limit,
@@ -428,6 +496,17 @@ fn parse_job_state(s: &str) -> Result<ytsched_common::states::JobState, String> 
     serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
         format!("'{s}' is not a job state (waiting, running, completed, failed, aborted)")
     })
+}
+
+/// `update-op-parameters`'s VALUE: JSON or YSON, with only the fields that may change.
+fn parse_parameters(s: &str) -> Result<ytsched_common::spec::OperationParameters, String> {
+    let value = ytsched_common::yson::parse_value(s).map_err(|e| e.to_string())?;
+    let parameters: ytsched_common::spec::OperationParameters =
+        serde_json::from_value(value).map_err(|e| e.to_string())?;
+    if parameters.is_empty() {
+        return Err("name at least one of pool, weight, resource_limits, owners, scheduling_options_per_pool_tree".into());
+    }
+    Ok(parameters)
 }
 
 /// The scheduler's error kind decides the exit status (see `ErrorKind::exit_code`), so

@@ -814,3 +814,102 @@ fn a_closed_pipe_ends_the_cli_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+fn snapshot_tree(out: &Value, t: f64) -> &Value {
+    &out["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| (s["time"].as_f64().unwrap() - t).abs() < 1e-9)
+        .unwrap_or_else(|| panic!("no snapshot at {t}"))["pool_trees"]["default"]
+}
+
+fn events_at(out: &Value, t: f64) -> Vec<Value> {
+    out["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| (s["time"].as_f64().unwrap() - t).abs() < 1e-9)
+        .unwrap()["events"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// SPEC 5.14 through `simulate` (6.3 events): a move to another pool, a refused move
+/// into a pool at its limit, a suspension with its jobs aborted (its share goes to the
+/// other pool, its demand is its usage), and a resume (its share back, its jobs taken
+/// back by preemption down to the starvation tolerance).
+#[test]
+fn scenario_16_update_suspend_resume() {
+    let (out, _) = simulate_file(&scenario_path("16-update-suspend-resume.yaml"));
+    let errors = out["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["time"], 5.0);
+    let e = errors[0]["error"].as_str().unwrap();
+    assert!(
+        e.contains("pool 'full'") && e.contains("max_running_operation_count is 1"),
+        "{e}"
+    );
+    let before = snapshot_tree(&out, 9.0);
+    assert_eq!(
+        op(before, "a2")["pool"],
+        "a",
+        "the refused move changed nothing"
+    );
+    close(&pool(before, "b")["fair_share_ratio"], 0.0, "b empty");
+
+    let moved = snapshot_tree(&out, 19.0);
+    assert_eq!(op(moved, "a2")["pool"], "b");
+    assert_eq!(op(moved, "a2")["weight"], 2.0);
+    close(
+        &pool(moved, "a")["fair_share_ratio"],
+        0.5,
+        "a after the move",
+    );
+    close(
+        &pool(moved, "b")["fair_share_ratio"],
+        0.5,
+        "b after the move",
+    );
+    close(
+        &pool(moved, "b")["usage_ratio"],
+        0.5,
+        "a2's jobs count in b",
+    );
+    let updated: Vec<_> = events_at(&out, 19.0)
+        .into_iter()
+        .filter(|e| e["event"] == "operation_parameters_updated")
+        .collect();
+    assert_eq!(updated.len(), 1, "{updated:?}");
+    assert_eq!(updated[0]["parameters"], "pool=b weight=2");
+
+    let suspended = snapshot_tree(&out, 29.0);
+    let a1 = op(suspended, "a1");
+    assert_eq!(a1["suspended"], true);
+    assert_eq!(a1["unschedulable_reason"], "suspended");
+    close(&a1["resource_demand"]["cpu"], 0.0, "demand is usage: none");
+    close(&a1["fair_share_ratio"], 0.0, "no share it cannot use");
+    close(
+        &pool(suspended, "b")["fair_share_ratio"],
+        1.0,
+        "b takes it all",
+    );
+    close(&pool(suspended, "b")["usage_ratio"], 1.0, "and runs on it");
+    let aborted = events_at(&out, 29.0)
+        .into_iter()
+        .filter(|e| e["event"] == "job_aborted" && e["reason"] == "suspended")
+        .count();
+    assert_eq!(aborted, 12, "a1's running jobs");
+
+    let resumed = snapshot_tree(&out, 60.0);
+    let a1 = op(resumed, "a1");
+    assert_eq!(a1["suspended"], false);
+    assert!(a1.get("unschedulable_reason").is_none(), "{a1}");
+    close(&a1["fair_share_ratio"], 0.5, "its share back");
+    let usage = a1["usage_ratio"].as_f64().unwrap();
+    assert!(
+        (0.4..=0.5).contains(&usage),
+        "taken back to the starvation tolerance: {usage}"
+    );
+}

@@ -121,13 +121,16 @@ impl<'s> Plan<'s> {
                 e.remove.is_some(),
                 e.create_scheduler_pool.is_some(),
                 e.abort_operation.is_some(),
+                e.update_operation_parameters.is_some(),
+                e.suspend_operation.is_some(),
+                e.resume_operation.is_some(),
             ]
             .iter()
             .filter(|x| **x)
             .count();
             if actions != 1 {
                 return Err(invalid(format!(
-                    "events[{i}]: give exactly one of set, remove, create_scheduler_pool, abort_operation"
+                    "events[{i}]: give exactly one of set, remove, create_scheduler_pool, abort_operation, update_operation_parameters, suspend_operation, resume_operation"
                 )));
             }
         }
@@ -418,6 +421,36 @@ fn apply_event(
                 c.attributes.clone(),
             )
             .map_err(|e| e.message),
+        );
+    }
+    if let Some(u) = &e.update_operation_parameters {
+        return (
+            format!("update_operation_parameters {}", u.operation),
+            core.update_operation_parameters(
+                &OperationId(u.operation.clone()),
+                None,
+                &u.parameters,
+                t,
+            )
+            .map_err(|e| e.message),
+        );
+    }
+    if let Some(s) = &e.suspend_operation {
+        return (
+            format!("suspend_operation {}", s.operation()),
+            core.suspend_operation(
+                &OperationId(s.operation().to_string()),
+                s.abort_running_jobs(),
+                t,
+            )
+            .map_err(|e| e.message),
+        );
+    }
+    if let Some(id) = &e.resume_operation {
+        return (
+            format!("resume_operation {id}"),
+            core.resume_operation(&OperationId(id.clone()), t)
+                .map_err(|e| e.message),
         );
     }
     let id = e.abort_operation.clone().unwrap_or_default();

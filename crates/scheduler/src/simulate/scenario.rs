@@ -79,6 +79,50 @@ pub struct EventEntry {
     pub create_scheduler_pool: Option<CreatePoolAction>,
     #[serde(default)]
     pub abort_operation: Option<String>,
+    #[serde(default)]
+    pub update_operation_parameters: Option<UpdateParametersAction>,
+    #[serde(default)]
+    pub suspend_operation: Option<SuspendAction>,
+    #[serde(default)]
+    pub resume_operation: Option<String>,
+}
+
+/// `{operation: op2, parameters: {pool: b, weight: 2}}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateParametersAction {
+    pub operation: String,
+    pub parameters: ytsched_common::spec::OperationParameters,
+}
+
+/// `suspend_operation: op2`, or `{operation: op2, abort_running_jobs: true}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum SuspendAction {
+    Id(String),
+    Full {
+        operation: String,
+        #[serde(default)]
+        abort_running_jobs: bool,
+    },
+}
+
+impl SuspendAction {
+    pub fn operation(&self) -> &str {
+        match self {
+            SuspendAction::Id(id) | SuspendAction::Full { operation: id, .. } => id,
+        }
+    }
+
+    pub fn abort_running_jobs(&self) -> bool {
+        matches!(
+            self,
+            SuspendAction::Full {
+                abort_running_jobs: true,
+                ..
+            }
+        )
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
