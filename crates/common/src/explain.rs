@@ -20,6 +20,10 @@ pub struct Explanation {
     pub reasons: Vec<Reason>,
     /// Its place in each of its pool trees.
     pub trees: Vec<TreePlace>,
+    /// Its runtime parameter changes (`update_operation_parameters`), oldest first:
+    /// why its pool, weight or limits are not what it was submitted with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameter_updates: Vec<crate::api::HistoryEntry>,
 }
 
 /// One thing holding an operation back.
@@ -52,6 +56,13 @@ pub enum Reason {
         resource: String,
         need: f64,
         largest: f64,
+    },
+    /// Suspended (`suspend_operation`): given no new jobs until resumed; its demand
+    /// is only what it uses.
+    Suspended {
+        /// When (Unix ms), if its history says.
+        since: Option<u64>,
+        waiting_jobs: u64,
     },
     /// Jobs wait because its fair share is below its demand: the tree is shared.
     FairShareBelowDemand { tree: String },
@@ -146,6 +157,7 @@ impl Explanation {
             state,
             reasons: vec![Reason::Finished { error }],
             trees: vec![],
+            parameter_updates: vec![],
         }
     }
 
@@ -206,6 +218,10 @@ impl Explanation {
             };
             let _ = writeln!(s, "  {preempt}; {victims}");
         }
+        for u in &self.parameter_updates {
+            let ago = self.as_of.saturating_sub(u.time) as f64 / 1000.0;
+            let _ = writeln!(s, "{} ({ago:.1} s ago)", u.event);
+        }
         s
     }
 }
@@ -238,6 +254,9 @@ impl Reason {
                 largest,
             } => format!(
                 "no node of tree '{tree}' taking jobs can fit a job of task '{task}': it needs {resource} {need}, the largest node has {largest}"
+            ),
+            Reason::Suspended { waiting_jobs, .. } => format!(
+                "suspended: it is given no new jobs until resume-operation ({waiting_jobs} job(s) wait); it keeps its running jobs and its demand is only what they use"
             ),
             Reason::FairShareBelowDemand { tree } => format!(
                 "jobs wait: its fair share in '{tree}' is below its demand (the tree is shared)"

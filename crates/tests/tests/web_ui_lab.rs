@@ -174,6 +174,24 @@ fn every_page_renders_the_lab_in_a_real_browser() {
         "{failed}"
     );
 
+    // Changed while it runs (SPEC 5.14): the page says it is suspended, why, and what
+    // was changed.
+    lab.ok(&["update-op-parameters", &other, "{weight=2}"]);
+    lab.ok(&["suspend-operation", &other]);
+    let suspended = render(
+        &browser,
+        base,
+        &format!("/operations/{other}"),
+        "suspended-operation",
+    );
+    for words in [
+        "running (suspended)",
+        "suspended: it is given no new jobs",
+        "parameters updated: weight=2",
+    ] {
+        assert!(suspended.contains(words), "{words}:\n{suspended}");
+    }
+
     let nodes = render(&browser, base, "/nodes", "nodes");
     for n in ["node0", "node1"] {
         assert!(
@@ -183,6 +201,7 @@ fn every_page_renders_the_lab_in_a_real_browser() {
     }
     let ops = render(&browser, base, "/operations", "operations");
     assert!(ops.contains(&ml) && ops.contains(&other));
+    assert!(ops.contains("running (suspended)"), "{ops}");
     // Without a token the page asks for one and shows no data.
     let out = headless(&browser, &["--dump-dom"], &format!("{}/operations", base.0));
     let signed_out = String::from_utf8_lossy(&out.stdout);

@@ -16,6 +16,9 @@ use ytsched_common::spec::OperationParameters;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
+/// How a change starts in the operation's history (`explain` lists those lines).
+pub(crate) const UPDATED: &str = "parameters updated: ";
+
 impl SchedulerCore {
     /// Applies `params` to an unfinished operation. `caller` is checked for `use` on a
     /// pool the operation moves to (the service has already checked that the caller
@@ -107,7 +110,7 @@ impl SchedulerCore {
         if let Some(mut op) = self.operations.edit(id) {
             op.spec = spec;
             op.trees = slots;
-            op.record(now, format!("parameters updated: {summary}"));
+            op.record(now, format!("{UPDATED}{summary}"));
         }
         self.outbox.event(CoreEvent::OperationParametersUpdated {
             id: id.clone(),

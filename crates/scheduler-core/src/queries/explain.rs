@@ -35,13 +35,24 @@ impl SchedulerCore {
         }
         let mut reasons = Vec::new();
         let mut trees = Vec::new();
+        if op.suspended {
+            reasons.push(Reason::Suspended {
+                since: op
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|h| h.event.starts_with("suspended"))
+                    .map(|h| h.time),
+                waiting_jobs: op.waiting_job_count(),
+            });
+        }
         if op.state == OperationState::Pending {
             reasons.extend(self.pending_reasons(op));
         }
         for (tree, slot) in &op.trees {
             let shares = self.trees.shares(tree);
             let place = shares.as_deref().and_then(|s| self.tree_place(op, tree, s));
-            if op.waiting_job_count() > 0 {
+            if op.waiting_job_count() > 0 && !op.suspended {
                 reasons.extend(self.waiting_reasons(op, tree, place.as_ref()));
             }
             trees.push(place.unwrap_or_else(|| TreePlace {
@@ -69,6 +80,12 @@ impl SchedulerCore {
             state: op.state,
             reasons,
             trees,
+            parameter_updates: op
+                .history
+                .iter()
+                .filter(|h| h.event.starts_with(crate::operations::parameters::UPDATED))
+                .cloned()
+                .collect(),
         })
     }
 
