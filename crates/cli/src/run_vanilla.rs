@@ -88,6 +88,8 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
                 stdin: None,
                 job_speculation_timeout: None,
                 disk_request: None,
+                interruption_signal: None,
+                restart_exit_code: None,
             })
         }
     };

@@ -303,6 +303,9 @@ pub struct JobStartSpec {
     /// Bytes the sandbox may hold (the task's `disk_request`); None: the node's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_space: Option<u64>,
+    /// Sent first when the job is aborted or preempted (None: SIGTERM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_signal: Option<crate::spec::InterruptionSignal>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -310,6 +313,10 @@ pub struct JobAbort {
     pub job_id: JobId,
     pub reason: AbortReason,
     pub message: String,
+    /// Graceful preemption (SPEC 5.3): how long the job has after its interruption
+    /// signal before it is killed (None: the agent's own short kill grace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graceful_timeout_ms: Option<u64>,
 }
 
 #[cfg(test)]

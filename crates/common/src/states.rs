@@ -85,6 +85,8 @@ pub enum AbortReason {
     /// `suspend_operation` with `abort_running_jobs`: the job waits again until its
     /// operation is resumed.
     Suspended,
+    /// The job exited with its task's `restart_exit_code`: it asked to run again.
+    RestartRequested,
 }
 
 impl AbortReason {
@@ -99,6 +101,7 @@ impl AbortReason {
             Self::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
             Self::NodeBanned => "node_banned",
             Self::Suspended => "suspended",
+            Self::RestartRequested => "restart_requested",
         }
     }
 }

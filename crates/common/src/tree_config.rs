@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 pub const MIN_FAIR_SHARE_UPDATE_PERIOD_MS: u64 = 10;
 pub const MIN_NODE_HEARTBEAT_TIMEOUT_MS: u64 = 1_000;
+/// The longest a gracefully preempted job may hold its node after its interruption signal.
+pub const MAX_GRACEFUL_INTERRUPT_TIMEOUT_MS: u64 = 3_600_000;
 
 pub(crate) const TREE_ALIASES: &[(&str, &str)] = &[
     (
@@ -88,6 +90,9 @@ pub struct TreeConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_unpreemptible_running_job_count: Option<u32>,
     pub preemptive_scheduling_backoff: DurationMs,
+    /// How long a job of a `preemption_mode: graceful` operation has, after its
+    /// interruption signal, to exit (checkpoint) before it is killed (SPEC 5.3).
+    pub job_graceful_interrupt_timeout: DurationMs,
     pub integral_guarantees: TreeIntegralGuarantees,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub non_preemptible_resource_usage_threshold: Option<ResourceAmounts>,
@@ -129,6 +134,7 @@ impl Default for TreeConfig {
             aggressive_preemption_satisfaction_threshold: 0.2,
             max_unpreemptible_running_job_count: None,
             preemptive_scheduling_backoff: DurationMs(5_000),
+            job_graceful_interrupt_timeout: DurationMs(60_000),
             integral_guarantees: TreeIntegralGuarantees::default(),
             non_preemptible_resource_usage_threshold: None,
             fair_share_update_period: DurationMs(200),
@@ -278,6 +284,15 @@ impl TreeConfig {
                 format!(
                     "{} is shorter than the minimum of {MIN_NODE_HEARTBEAT_TIMEOUT_MS} ms",
                     self.node_heartbeat_timeout
+                ),
+            ));
+        }
+        if self.job_graceful_interrupt_timeout.0 > MAX_GRACEFUL_INTERRUPT_TIMEOUT_MS {
+            return Err(err(
+                "job_graceful_interrupt_timeout",
+                format!(
+                    "{} is longer than the maximum of {MAX_GRACEFUL_INTERRUPT_TIMEOUT_MS} ms: a preempted job would hold its node's resources that long",
+                    self.job_graceful_interrupt_timeout
                 ),
             ));
         }

@@ -65,6 +65,7 @@ fn job_start() -> JobStartSpec {
         stdin: Some("in".into()),
         resources: ResourceVector::ZERO,
         disk_space: Some(1 << 30),
+        interruption_signal: Some(ytsched_common::spec::InterruptionSignal::Usr1),
     }
 }
 

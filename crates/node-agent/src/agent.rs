@@ -263,6 +263,7 @@ impl Agent {
                             silent.as_secs(),
                             timeout.as_secs()
                         ),
+                        graceful_timeout_ms: None,
                     });
                 }
             }
@@ -440,6 +441,7 @@ impl Agent {
                         job_id: entry.spec.job_id.clone(),
                         reason: AbortReason::NodeLost,
                         message: "node agent is shutting down".into(),
+                        graceful_timeout_ms: None,
                     });
                 }
             }

@@ -43,6 +43,8 @@ pub async fn run(
     let pgid = sandbox.pgid();
     config.guardian.watch(pgid);
 
+    let signal = Signal::try_from(spec.interruption_signal.unwrap_or_default().number())
+        .unwrap_or(Signal::SIGTERM);
     let mut aborted: Option<JobAbort> = None;
     let mut over_disk: Option<String> = None;
     let disk_space = spec.disk_space.unwrap_or(config.default_disk_space);
@@ -50,14 +52,20 @@ pub async fn run(
     let status = tokio::select! {
         s = sandbox.wait() => s,
         Ok(a) = &mut abort => {
+            // Graceful preemption gives the job the scheduler's time to checkpoint;
+            // otherwise the agent's short grace.
+            let grace = a
+                .graceful_timeout_ms
+                .map_or(config.kill_grace, std::time::Duration::from_millis);
+            tracing::info!(job = %spec.job_id, signal = ?signal, grace_ms = grace.as_millis() as u64, "job told to stop");
             aborted = Some(a);
-            sandbox.terminate(config.kill_grace).await;
+            sandbox.terminate(signal, grace).await;
             sandbox.wait().await
         }
         why = disk => {
             tracing::info!(job = %spec.job_id, reason = %why, "job stopped");
             over_disk = Some(why);
-            sandbox.terminate(config.kill_grace).await;
+            sandbox.terminate(signal, config.kill_grace).await;
             sandbox.wait().await
         }
     };

@@ -304,8 +304,10 @@ impl Sandbox {
     }
 
     /// SIGTERM to the whole job, SIGKILL to whatever is left after `grace`.
-    pub async fn terminate(&mut self, grace: Duration) {
-        self.signal(Signal::SIGTERM);
+    /// Sends `first` (the job's interruption signal), gives it `grace` to exit, then
+    /// kills what is left.
+    pub async fn terminate(&mut self, first: Signal, grace: Duration) {
+        self.signal(first);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if self.all_gone() {

@@ -93,6 +93,13 @@ pub enum CoreEvent {
     },
     /// A node runs an attempt nothing recorded (a previous scheduler started it), and it
     /// is now its job's running attempt.
+    /// Gracefully preempted (SPEC 5.3): sent its interruption signal; it still runs
+    /// until it exits or its timeout ends.
+    JobInterrupted {
+        id: JobId,
+        operation: OperationId,
+        node: NodeId,
+    },
     JobAdopted {
         id: JobId,
         operation: OperationId,

@@ -59,6 +59,8 @@ pub fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
         stdin: None,
         job_speculation_timeout: None,
         disk_request: None,
+        interruption_signal: None,
+        restart_exit_code: None,
     })
 }
 
@@ -246,7 +248,13 @@ impl Harness {
         let now = self.now;
         let reply = self.run(|c| c.process_heartbeat(req, now));
         let node = self.nodes.get_mut(&id).expect("still here");
-        for a in reply.jobs_to_abort.iter().filter(|_| !node.slow_to_kill) {
+        // A graceful abort leaves the job running until the test ends it, as a job
+        // checkpointing after its interruption signal does.
+        for a in reply
+            .jobs_to_abort
+            .iter()
+            .filter(|a| !node.slow_to_kill && a.graceful_timeout_ms.is_none())
+        {
             if let Some(s) = node.running.remove(&a.job_id) {
                 node.finished.push(finished(&s, JobState::Aborted));
             }
@@ -282,6 +290,21 @@ impl Harness {
         let node = self.nodes.get_mut(&id).expect("a node of this harness");
         let s = node.running.remove(job).expect("a job the node runs");
         node.finished.push(finished(&s, state));
+    }
+
+    /// Job `job` on `name` exits with `code` (a failure unless 0).
+    pub fn exit_job(&mut self, name: &str, job: &JobId, code: i32) {
+        let id = NodeId::parse(name).expect("a valid node name");
+        let node = self.nodes.get_mut(&id).expect("a node of this harness");
+        let s = node.running.remove(job).expect("a job the node runs");
+        let state = if code == 0 {
+            JobState::Completed
+        } else {
+            JobState::Failed
+        };
+        let mut f = finished(&s, state);
+        f.statistics.exit_code = Some(code);
+        node.finished.push(f);
     }
 
     /// Every job `name` runs completes; its heartbeat at `now` reports them.

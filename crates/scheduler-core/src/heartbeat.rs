@@ -178,7 +178,9 @@ impl SchedulerCore {
         if self.nodes[node_id].is_schedulable() && !self.starts_held(now) && !self.store_behind {
             self.fill_node(&mut ctx);
             if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
-                ctx.start(start);
+                if let Some(start) = start {
+                    ctx.start(start);
+                }
                 for a in aborts {
                     ctx.abort(a);
                 }
@@ -366,7 +368,13 @@ impl SchedulerCore {
                 .and_then(|op| self.operations.get(op))
                 .and_then(|op| op.jobs.get(&running.job_id));
             let abort = match job {
-                Some(j) if j.state == JobState::Running && &j.node == node_id => continue,
+                // Told to exit gracefully: told again until it has (a reply may be lost).
+                Some(j) if j.state == JobState::Running && &j.node == node_id => {
+                    if j.interrupting.is_some() {
+                        aborts.push(self.graceful_abort(j, now));
+                    }
+                    continue;
+                }
                 Some(j) => JobAbort {
                     job_id: running.job_id.clone(),
                     reason: j.abort_reason.unwrap_or(AbortReason::OperationAborted),
@@ -381,11 +389,13 @@ impl SchedulerCore {
                             .unwrap_or_else(|| format!("job was aborted: {r}")),
                         None => "job is not running on this node".into(),
                     },
+                    graceful_timeout_ms: None,
                 },
                 None => JobAbort {
                     job_id: running.job_id.clone(),
                     reason: AbortReason::OperationAborted,
                     message: "the scheduler knows no such job".into(),
+                    graceful_timeout_ms: None,
                 },
             };
             dying += running.resource_usage;

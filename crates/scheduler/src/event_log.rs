@@ -27,6 +27,7 @@ pub fn log_events(events: &[CoreEvent]) {
             | CoreEvent::OperationFinished { .. } => log_operation_event(e),
             CoreEvent::JobStarted { .. }
             | CoreEvent::JobAdopted { .. }
+            | CoreEvent::JobInterrupted { .. }
             | CoreEvent::JobFinished { .. }
             | CoreEvent::JobAborted { .. } => log_job_event(e),
         }
@@ -118,6 +119,13 @@ fn log_job_event(e: &CoreEvent) {
             node,
         } => {
             debug!(job = %id, operation = %operation, node = %node, "job started")
+        }
+        CoreEvent::JobInterrupted {
+            id,
+            operation,
+            node,
+        } => {
+            info!(job = %id, operation = %operation, node = %node, "job preempted gracefully: sent its interruption signal, it runs until it exits")
         }
         CoreEvent::JobAdopted {
             id,

@@ -134,6 +134,12 @@ pub struct TaskSpec {
     /// "disk limit exceeded".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_request: Option<DiskRequest>,
+    /// Sent to the job first when it is preempted or aborted (default SIGTERM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_signal: Option<InterruptionSignal>,
+    /// A job that exits with this code goes back to waiting instead of failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_exit_code: Option<u8>,
 }
 
 /// What a job asks of the node's disk.
@@ -212,6 +218,12 @@ impl TaskSpec {
             return Err(SpecError::new(
                 format!("{field}.job_count"),
                 "must be at least 1",
+            ));
+        }
+        if self.restart_exit_code == Some(0) {
+            return Err(SpecError::new(
+                format!("{field}.restart_exit_code"),
+                "must be 1 to 255: 0 is success",
             ));
         }
         at_most(
@@ -353,6 +365,10 @@ pub struct VanillaSpec {
     /// it, it fails with "operation time limit exceeded" and its jobs are aborted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<DurationMs>,
+    /// `graceful`: preempted jobs get their interruption signal and the tree's
+    /// `job_graceful_interrupt_timeout` to exit before they are killed (SPEC 5.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_mode: Option<PreemptionMode>,
     /// Users who, besides the submitter and admins, may abort the operation and read
     /// its jobs' output.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -392,6 +408,7 @@ impl VanillaSpec {
             fair_share_starvation_timeout: None,
             fair_share_starvation_tolerance: None,
             time_limit: None,
+            preemption_mode: None,
             owners: vec![],
             tasks,
         }
@@ -571,7 +588,9 @@ impl VanillaSpec {
 
 pub use crate::names::{validate_pool_name, MAX_POOL_NAME_LEN};
 
+mod interruption;
 mod parameters;
+pub use interruption::{InterruptionSignal, PreemptionMode};
 pub use parameters::OperationParameters;
 
 #[cfg(test)]

@@ -106,6 +106,8 @@ fn nan_cpu_is_rejected() {
         stdin: None,
         job_speculation_timeout: None,
         disk_request: None,
+        interruption_signal: None,
+        restart_exit_code: None,
     });
     assert!(spec.validate().unwrap_err().field.ends_with("cpu_limit"));
     spec.tasks.get_mut("task").unwrap().cpu_limit = 1.0;

@@ -145,6 +145,7 @@ impl Operation {
             statistics: None,
             copy: None,
             speculative: false,
+            interrupting: None,
         };
         self.jobs.insert(id.clone(), job);
         self.changed_jobs.push(id.clone());
@@ -167,6 +168,7 @@ impl Operation {
             stdin: t.spec.stdin.clone(),
             resources: job.resources,
             disk_space: t.spec.disk_request.map(|d| d.disk_space.0),
+            interruption_signal: t.spec.interruption_signal,
         })
     }
 
@@ -229,6 +231,38 @@ impl Operation {
         }
         self.changed_jobs.push(result.job_id.clone());
         let task = job.task;
+        let restart_code = self.tasks[task].spec.restart_exit_code;
+        // A gracefully preempted job its node stopped (it checkpointed and exited, or was
+        // killed at its timeout) was preempted: it runs again, no failure (one that
+        // completed or failed on its own before its node got the word counts as such).
+        // So does a job that asked to by its task's `restart_exit_code`.
+        let requeued = if job.interrupting.take().is_some() && result.state == JobState::Aborted {
+            Some((AbortReason::Preempted, job.error.clone()))
+        } else if result.state == JobState::Failed
+            && restart_code.is_some_and(|c| result.statistics.exit_code == Some(c as i32))
+        {
+            Some((
+                AbortReason::RestartRequested,
+                Some(format!(
+                    "exited with its task's restart_exit_code {}: it runs again",
+                    restart_code.unwrap_or_default()
+                )),
+            ))
+        } else {
+            None
+        };
+        if let Some((reason, error)) = requeued {
+            job.state = JobState::Aborted;
+            set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+            job.abort_reason = Some(reason);
+            job.error = error;
+            job.interrupting = None;
+            let index = job.index;
+            if !copy_runs && !self.state.is_finished() {
+                self.tasks[task].waiting.push_front(index);
+            }
+            return ResultEffect::Recorded;
+        }
         match result.state {
             JobState::Completed => {
                 job.state = JobState::Completed;

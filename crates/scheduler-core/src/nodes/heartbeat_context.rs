@@ -87,12 +87,14 @@ mod tests {
             stdin: None,
             resources: cpu(2.0),
             disk_space: None,
+            interruption_signal: None,
         });
         assert_eq!(ctx.free(), cpu(2.0));
         ctx.abort(JobAbort {
             job_id: JobId("old".into()),
             reason: ytsched_common::states::AbortReason::Preempted,
             message: String::new(),
+            graceful_timeout_ms: None,
         });
         assert_eq!(ctx.free(), cpu(2.0), "an aborted job holds on until gone");
         assert_eq!((ctx.starts.len(), ctx.aborts.len()), (1, 1));

@@ -50,6 +50,10 @@ pub struct Job {
     pub copy: Option<JobId>,
     /// This attempt is the speculative copy.
     pub speculative: bool,
+    /// Gracefully preempted (SPEC 5.3) at this time: still running and counted on its
+    /// node until it exits, when it goes back to waiting as `preempted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupting: Option<UnixMillis>,
 }
 
 /// How an operation runs in one of its pool trees (SPEC 5.9): its pool there (after

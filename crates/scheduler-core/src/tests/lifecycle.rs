@@ -360,3 +360,162 @@ fn suspend_and_resume_are_idempotent_and_refused_for_finished_operations() {
     let e = h.run(|c| c.resume_operation(&op, now)).unwrap_err();
     assert!(e.message.contains("already aborted"), "{e}");
 }
+
+/// The abort reason of job `id` as the last call's effects stored it.
+fn stored_abort_reason(h: &Harness, id: &ytsched_common::JobId) -> Option<AbortReason> {
+    h.last_effects()
+        .changes
+        .iter()
+        .rev()
+        .find_map(|c| match c {
+            crate::records::StateChange::Job(j) if j.job.id == *id => Some(j.job.abort_reason),
+            _ => None,
+        })?
+}
+
+fn graceful(jobs: u32) -> VanillaSpec {
+    let mut s = spec(jobs, 1.0);
+    s.preemption_mode = Some(ytsched_common::spec::PreemptionMode::Graceful);
+    s
+}
+
+/// A harness whose default tree starves after 1 s, runs the preemptive stage on every
+/// heartbeat, and gives gracefully preempted jobs 10 s.
+fn preempting_harness() -> Harness {
+    let mut h = Harness::new();
+    for (attr, value) in [
+        ("fair_share_starvation_timeout", json!("1s")),
+        ("preemptive_scheduling_backoff", json!("0s")),
+        ("job_graceful_interrupt_timeout", json!("10s")),
+    ] {
+        h.run(|c| c.admin_set(&format!("//sys/pool_trees/default/@config/{attr}"), value))
+            .unwrap();
+    }
+    h.node("n1", 4.0, &[]);
+    h
+}
+
+/// Graceful preemption (SPEC 5.3): the victim is told to stop with the tree's timeout
+/// and keeps its room (nothing starts in its place, nothing more is preempted for the
+/// same need) until it has exited; then it waits again as `preempted` and the starving
+/// operation takes the room.
+#[test]
+fn a_gracefully_preempted_job_holds_its_room_until_it_exits() {
+    let mut h = preempting_harness();
+    let victim_op = h.submit("u", graceful(4));
+    h.advance(1).heartbeat("n1");
+    assert_eq!(h.running_of(&victim_op), 4);
+    let starving = h.submit("v", spec(4, 1.0));
+    let mut told = vec![];
+    for _ in 0..10 {
+        h.advance(500);
+        let t = h.now;
+        h.run(|c| c.tick(t));
+        let r = h.heartbeat("n1");
+        assert!(
+            r.jobs_to_start.iter().all(|s| s.operation_id != starving),
+            "nothing starts in a graceful victim's room: {r:?}"
+        );
+        told.extend(r.jobs_to_abort);
+    }
+    assert!(!told.is_empty(), "the starving operation preempts");
+    let victim = told[0].job_id.clone();
+    assert!(
+        told.iter().all(|a| a.job_id == victim),
+        "one victim for one job's need, told again until it exits: {told:?}"
+    );
+    assert_eq!(told[0].reason, AbortReason::Preempted);
+    assert_eq!(told[0].graceful_timeout_ms, Some(10_000));
+    let last = told.last().unwrap().graceful_timeout_ms.unwrap();
+    assert!(
+        last < 10_000,
+        "the time left, not the whole timeout again: {last}"
+    );
+    assert!(told[0].message.contains(&starving.to_string()), "{told:?}");
+    assert_eq!(h.running_of(&victim_op), 4, "still running and counted");
+
+    // It checkpoints and exits: preempted, back to waiting; the room goes to the
+    // starving operation.
+    h.finish_job("n1", &victim, JobState::Aborted);
+    let r = h.advance(1).heartbeat("n1");
+    let started: Vec<_> = r
+        .jobs_to_start
+        .iter()
+        .filter(|s| s.operation_id == starving)
+        .collect();
+    assert_eq!(started.len(), 1, "{r:?}");
+    let info = h.core.operation_info(&victim_op).unwrap();
+    assert_eq!(
+        (info.jobs.aborted, info.jobs.waiting, info.jobs.failed),
+        (1, 1, 0)
+    );
+    assert_eq!(
+        stored_abort_reason(&h, &victim),
+        Some(AbortReason::Preempted)
+    );
+}
+
+/// A normal-mode victim is aborted at once and the preemptor starts in the same reply;
+/// its abort carries no graceful timeout (the agent's short kill grace applies).
+#[test]
+fn a_normal_mode_victim_makes_room_at_once() {
+    let mut h = preempting_harness();
+    let victim_op = h.submit("u", spec(4, 1.0));
+    h.advance(1).heartbeat("n1");
+    let starving = h.submit("v", spec(4, 1.0));
+    let mut first = None;
+    for _ in 0..10 {
+        h.advance(500);
+        let t = h.now;
+        h.run(|c| c.tick(t));
+        let r = h.heartbeat("n1");
+        if !r.jobs_to_abort.is_empty() {
+            first = Some(r);
+            break;
+        }
+    }
+    let r = first.expect("the starving operation preempts");
+    assert!(r
+        .jobs_to_abort
+        .iter()
+        .all(|a| a.graceful_timeout_ms.is_none()));
+    assert!(
+        r.jobs_to_start.iter().any(|s| s.operation_id == starving),
+        "{r:?}"
+    );
+    assert_eq!(h.running_of(&victim_op), 3);
+}
+
+/// A job exiting with its task's `restart_exit_code` waits again: not a failure, and
+/// it runs again; another exit code is a failure.
+#[test]
+fn a_job_exiting_with_its_restart_exit_code_runs_again() {
+    let mut h = Harness::new();
+    h.node("n1", 4.0, &[]);
+    let mut s = spec(1, 1.0);
+    for (_, t) in s.tasks.iter_mut() {
+        t.restart_exit_code = Some(42);
+        t.interruption_signal = Some(ytsched_common::spec::InterruptionSignal::Usr1);
+    }
+    let op = h.submit("u", s);
+    let r = h.advance(1).heartbeat("n1");
+    assert_eq!(
+        r.jobs_to_start[0].interruption_signal,
+        Some(ytsched_common::spec::InterruptionSignal::Usr1),
+        "the agent is told which signal to send"
+    );
+    let first = r.jobs_to_start[0].job_id.clone();
+    h.exit_job("n1", &first, 42);
+    let r = h.advance(1).heartbeat("n1");
+    assert_eq!(r.jobs_to_start.len(), 1, "it runs again: {r:?}");
+    let info = h.core.operation_info(&op).unwrap();
+    assert_eq!((info.jobs.failed, info.jobs.aborted), (0, 1));
+    assert_eq!(
+        stored_abort_reason(&h, &first),
+        Some(AbortReason::RestartRequested)
+    );
+    let second = r.jobs_to_start[0].job_id.clone();
+    h.exit_job("n1", &second, 3);
+    h.advance(1).heartbeat("n1");
+    assert_eq!(h.core.operation_info(&op).unwrap().jobs.failed, 1);
+}

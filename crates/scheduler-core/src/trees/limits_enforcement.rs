@@ -92,6 +92,7 @@ impl SchedulerCore {
                 job_id: job.clone(),
                 reason: AbortReason::ResourceOvercommit,
                 message,
+                graceful_timeout_ms: None,
             });
             used -= *res;
             taken.freed += *res;
@@ -161,6 +162,7 @@ impl SchedulerCore {
                 job_id: job.clone(),
                 reason: AbortReason::ResourceLimitsViolation,
                 message,
+                graceful_timeout_ms: None,
             });
             taken.freed += *res;
         }

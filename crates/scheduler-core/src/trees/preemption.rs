@@ -9,13 +9,14 @@
 
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::trees::starvation::StarvationStatus;
-use crate::{CoreEvent, SchedulerCore};
+use crate::{CoreEvent, Job, SchedulerCore};
 use serde::Serialize;
 use std::collections::HashMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::limits_vector;
 use ytsched_common::protocol::{JobAbort, JobStartSpec, UnixMillis};
 use ytsched_common::resources::{ResourceVector, EPSILON};
+use ytsched_common::spec::PreemptionMode;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
@@ -169,11 +170,12 @@ impl SchedulerCore {
 
     /// The preemptive stage: if an operation of this node's tree is starving and the
     /// node's backoff has passed, place at most one of its jobs here, preempting the
-    /// fewest jobs needed (latest-started first). Returns the start and the aborts.
+    /// fewest jobs needed (latest-started first). Returns the start and the aborts; no
+    /// start when a victim is preempted gracefully (it starts once they have exited).
     pub(crate) fn preemptive_stage(
         &mut self,
         ctx: &HeartbeatContext,
-    ) -> Option<(JobStartSpec, Vec<JobAbort>)> {
+    ) -> Option<(Option<JobStartSpec>, Vec<JobAbort>)> {
         let (node_id, free, now) = (&ctx.node, ctx.free(), ctx.now);
         let (tree_name, starving) = self.preemptive_stage_due(node_id, now)?;
         self.refresh_live();
@@ -219,9 +221,20 @@ impl SchedulerCore {
                 continue;
             };
             let need = op.tasks[task].spec.job_resources();
-            let Some(victims) =
-                self.choose_victims(&tree_name, &op_id, aggressive, need, free, &candidates)
-            else {
+            // Jobs already told to exit gracefully free their room soon: wait for them
+            // rather than preempt more for the same need.
+            let coming = self.interrupting_on(node_id);
+            if coming != ResourceVector::ZERO && need.fits_in(&(free + coming)) {
+                break;
+            }
+            let Some(victims) = self.choose_victims(
+                &tree_name,
+                &op_id,
+                aggressive,
+                need,
+                free + coming,
+                &candidates,
+            ) else {
                 continue;
             };
             return Some(self.preempt_and_start(node_id, &tree_name, &op_id, task, victims, now));
@@ -282,6 +295,10 @@ impl SchedulerCore {
             };
             let owner = &self.operations[op_id];
             let job = &owner.jobs[job_id];
+            // Already on its way out (graceful preemption): not taken twice.
+            if job.interrupting.is_some() {
+                continue;
+            }
             candidates.push((
                 Candidate {
                     job: job_id.clone(),
@@ -376,15 +393,20 @@ impl SchedulerCore {
         task: usize,
         victims: Vec<(JobId, OperationId)>,
         now: UnixMillis,
-    ) -> (JobStartSpec, Vec<JobAbort>) {
+    ) -> (Option<JobStartSpec>, Vec<JobAbort>) {
         let pool = self.operations[op_id]
             .slot(tree)
             .map_or("", |s| s.pool.as_str());
         let message =
             format!("preempted to make room for starving operation {op_id} in pool {pool}");
+        let mut graceful = false;
         let aborts = victims
             .into_iter()
             .map(|(job, owner)| {
+                if self.operations[&owner].spec.preemption_mode == Some(PreemptionMode::Graceful) {
+                    graceful = true;
+                    return self.interrupt_job(node_id, &owner, &job, &message, now);
+                }
                 self.abort_running_job(
                     node_id,
                     &owner,
@@ -397,17 +419,79 @@ impl SchedulerCore {
                     job_id: job,
                     reason: AbortReason::Preempted,
                     message: message.clone(),
+                    graceful_timeout_ms: None,
                 }
             })
             .collect();
-        let spec = (self.operations.edit(op_id).expect("starving operation"))
-            .start_job(task, node_id, tree, now);
-        self.record_start(node_id, op_id, &spec);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
         }
         self.trees.mark_stale(tree);
-        (spec, aborts)
+        // A graceful victim holds its room until it has exited: the starving operation
+        // takes it then, through placement, like any freed room.
+        if graceful {
+            return (None, aborts);
+        }
+        let spec = (self.operations.edit(op_id).expect("starving operation"))
+            .start_job(task, node_id, tree, now);
+        self.record_start(node_id, op_id, &spec);
+        (Some(spec), aborts)
+    }
+
+    /// Graceful preemption (SPEC 5.3): the job is told to stop with its interruption
+    /// signal and the tree's `job_graceful_interrupt_timeout`; it stays running, and
+    /// counted on its node, until its node reports it gone.
+    fn interrupt_job(
+        &mut self,
+        node_id: &NodeId,
+        op_id: &OperationId,
+        job_id: &JobId,
+        message: &str,
+        now: UnixMillis,
+    ) -> JobAbort {
+        if let Some(mut op) = self.operations.edit(op_id) {
+            if let Some(j) = op.jobs.get_mut(job_id) {
+                j.interrupting = Some(now);
+                j.error = Some(format!("{message} (gracefully)"));
+            }
+            op.changed_jobs.push(job_id.clone());
+        }
+        self.outbox.event(CoreEvent::JobInterrupted {
+            id: job_id.clone(),
+            operation: op_id.clone(),
+            node: node_id.clone(),
+        });
+        let job = &self.operations[op_id].jobs[job_id];
+        self.graceful_abort(job, now)
+    }
+
+    /// The abort a gracefully preempted job is sent (again, while its node still reports
+    /// it): the time it has left to exit.
+    pub(crate) fn graceful_abort(&self, job: &Job, now: UnixMillis) -> JobAbort {
+        let timeout = self
+            .cluster
+            .trees
+            .get(job.tree.as_str())
+            .map_or(60_000, |t| t.config.job_graceful_interrupt_timeout.0);
+        let since = job.interrupting.unwrap_or(now);
+        JobAbort {
+            job_id: job.id.clone(),
+            reason: AbortReason::Preempted,
+            message: job.error.clone().unwrap_or_default(),
+            graceful_timeout_ms: Some(timeout.saturating_sub(now.saturating_sub(since))),
+        }
+    }
+
+    /// What the jobs told to exit gracefully on this node hold.
+    fn interrupting_on(&self, node_id: &NodeId) -> ResourceVector {
+        self.jobs
+            .on(node_id)
+            .filter_map(|j| {
+                let op = self.operations.get(self.jobs.owner(j)?)?;
+                let job = op.jobs.get(j)?;
+                job.interrupting.map(|_| job.resources)
+            })
+            .sum()
     }
 
     /// Takes a running job away: it goes back to waiting (never a failure), the node

@@ -25,6 +25,8 @@ struct SimJob {
     resources: ResourceVector,
     start: u64,
     finish: Option<u64>,
+    /// Gracefully preempted: it exits (aborted) at this time.
+    interrupted_at: Option<u64>,
 }
 
 type TaskDurations = BTreeMap<String, Option<u64>>;
@@ -310,28 +312,34 @@ impl Simulation {
     }
 }
 
-/// Jobs whose time is up at `t` finish (successfully), to be reported at the node's
-/// next heartbeat.
+/// Jobs whose time is up at `t` finish (successfully, or aborted when a graceful
+/// preemption's timeout ended first), to be reported at the node's next heartbeat.
 fn finish_due_jobs(node: &mut SimNode, t: u64) {
+    let ends = |j: &SimJob| match (j.finish, j.interrupted_at) {
+        (Some(f), Some(i)) if i < f => Some((i, JobState::Aborted)),
+        (None, Some(i)) => Some((i, JobState::Aborted)),
+        (Some(f), _) => Some((f, JobState::Completed)),
+        (None, None) => None,
+    };
     let done: Vec<JobId> = node
         .running
         .iter()
-        .filter(|(_, j)| j.finish.is_some_and(|f| f <= t))
+        .filter(|(_, j)| ends(j).is_some_and(|(at, _)| at <= t))
         .map(|(id, _)| id.clone())
         .collect();
     for id in done {
         let job = node.running.remove(&id).expect("listed");
-        let finish = job.finish.expect("filtered");
+        let (finish, state) = ends(&job).expect("filtered");
         node.finished.push(FinishedJob {
             job_id: id,
             operation_id: job.operation,
-            state: JobState::Completed,
+            state,
             error: None,
             start_time: job.start,
             finish_time: finish,
             statistics: JobStatistics {
                 wall_time_ms: finish - job.start,
-                exit_code: Some(0),
+                exit_code: (state == JobState::Completed).then_some(0),
                 ..Default::default()
             },
             stdout_tail: String::new(),
@@ -375,7 +383,21 @@ fn heartbeat(
     node.finished
         .retain(|f| !reply.acknowledged_jobs.contains(&f.job_id));
     for abort in reply.jobs_to_abort {
-        node.running.remove(&abort.job_id);
+        // Graceful preemption: the job exits when its timeout ends, unless its own
+        // duration ends first (then it completed).
+        match (
+            abort.graceful_timeout_ms,
+            node.running.get_mut(&abort.job_id),
+        ) {
+            (Some(ms), Some(job)) => {
+                if job.interrupted_at.is_none() {
+                    job.interrupted_at = Some(t + ms);
+                }
+            }
+            _ => {
+                node.running.remove(&abort.job_id);
+            }
+        }
     }
     for start in reply.jobs_to_start {
         let duration = durations
@@ -388,6 +410,7 @@ fn heartbeat(
                 resources: start.resources,
                 start: t,
                 finish: duration.map(|d| t + d),
+                interrupted_at: None,
             },
         );
     }

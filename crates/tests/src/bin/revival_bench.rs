@@ -33,6 +33,8 @@ fn one_job() -> VanillaSpec {
         stdin: None,
         job_speculation_timeout: None,
         disk_request: None,
+        interruption_signal: None,
+        restart_exit_code: None,
     })
 }
 
