@@ -142,3 +142,78 @@ fn an_operation_moved_suspended_and_resumed_on_a_live_lab() {
         assert!(history.iter().any(|h| h == event), "{event}: {history:?}");
     }
 }
+
+/// Graceful preemption on real processes (SPEC 5.3): a job that traps SIGTERM writes a
+/// checkpoint and exits when preempted; the preemptor starts only after it has exited;
+/// the job runs again later and finds its checkpoint.
+#[test]
+fn a_gracefully_preempted_job_checkpoints_and_finds_its_checkpoint_when_it_runs_again() {
+    let lab = Lab::start(vec![NodeOpts::args(&["--cpu", "2", "--memory", "4G"])]).unwrap();
+    for (attr, value) in [
+        ("fair_share_starvation_timeout", "1s"),
+        ("preemptive_scheduling_backoff", "0s"),
+        ("job_graceful_interrupt_timeout", "30s"),
+    ] {
+        lab.ok(&[
+            "set",
+            &format!("//sys/pool_trees/default/@config/{attr}"),
+            value,
+        ]);
+    }
+    for pool in ["a", "b"] {
+        lab.ok(&["create", "scheduler_pool", "--name", pool]);
+    }
+    let dir = job_writable_dir();
+    let d = dir.path().display();
+    // Resumed from a checkpoint: say so and go on; otherwise work until told to stop,
+    // then checkpoint (after a moment, as real checkpoints take) and exit.
+    let script = format!(
+        "umask 000; i=$YT_JOB_INDEX; \
+         if [ -f {d}/ckpt.$i ]; then echo $YT_JOB_ID >> {d}/found.$i; exec sleep 600; fi; \
+         trap 'sleep 1; echo $YT_JOB_ID > {d}/ckpt.$i; exit 0' TERM; \
+         sleep 600 & wait"
+    );
+    let spec = serde_json::json!({
+        "pool": "a",
+        "preemption_mode": "graceful",
+        "tasks": {"t": {"command": script, "job_count": 2, "cpu_limit": 1}},
+    });
+    let graceful = lab.submit_spec(&spec.to_string()).unwrap();
+    wait_until(Duration::from_secs(20), || {
+        (lab.operation(&graceful).ok()?["jobs"]["running"] == 2).then_some(())
+    })
+    .expect("both jobs run");
+    let starving = lab
+        .submit_spec(r#"{"pool": "b", "tasks": {"t": {"command": "sleep 600", "cpu_limit": 1}}}"#)
+        .unwrap();
+    let victim = wait_until(Duration::from_secs(30), || {
+        let jobs = lab.jobs(&graceful).ok()?;
+        jobs.into_iter().find(|j| j["abort_reason"] == "preempted")
+    })
+    .expect("one job is preempted");
+    let index = victim["job_index"].as_u64().unwrap();
+    let ckpt = std::fs::read_to_string(dir.path().join(format!("ckpt.{index}")))
+        .expect("it wrote its checkpoint before it exited");
+    assert_eq!(ckpt.trim(), victim["id"].as_str().unwrap());
+    let started = wait_until(Duration::from_secs(20), || {
+        let jobs = lab.jobs(&starving).ok()?;
+        jobs.into_iter().find(|j| j["state"] == "running")
+    })
+    .expect("the preemptor starts");
+    assert!(
+        started["start_time"].as_u64() >= victim["finish_time"].as_u64(),
+        "the preemptor started only after its victim exited: {started} {victim}"
+    );
+    // Room again: the preempted job runs again and finds its checkpoint.
+    lab.ok(&["abort-operation", &starving]);
+    let found = wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(dir.path().join(format!("found.{index}"))).ok()
+    })
+    .expect("the job ran again and found its checkpoint");
+    assert_ne!(
+        found.trim(),
+        victim["id"].as_str().unwrap(),
+        "a new attempt"
+    );
+    lab.ok(&["abort-operation", &graceful]);
+}

@@ -913,3 +913,44 @@ fn scenario_16_update_suspend_resume() {
         "taken back to the starvation tolerance: {usage}"
     );
 }
+
+/// SPEC 5.3 / 6.3 through `simulate`: a graceful victim is sent its interruption signal
+/// when its preemptor starves (3 s), keeps its room for `job_graceful_interrupt_timeout`
+/// (5 s), exits as preempted at 8 s, and only then does the preemptor start.
+#[test]
+fn scenario_17_graceful_preemption() {
+    let (out, _) = simulate_file(&scenario_path("17-graceful-preemption.yaml"));
+    assert_eq!(out["errors"], serde_json::json!([]));
+    let all: Vec<Value> = out["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["events"].as_array().unwrap().clone())
+        .collect();
+    let at = |pred: &dyn Fn(&Value) -> bool| -> Vec<f64> {
+        all.iter()
+            .filter(|e| pred(e))
+            .map(|e| e["time"].as_f64().unwrap())
+            .collect()
+    };
+    let interrupted = at(&|e| e["event"] == "job_interrupted");
+    assert_eq!(interrupted.first(), Some(&3.0), "{all:?}");
+    let victim_exits =
+        at(&|e| e["event"] == "job_finished" && e["operation"] == "g" && e["state"] == "aborted");
+    assert_eq!(victim_exits.first(), Some(&8.0), "{all:?}");
+    let preemptor_starts = at(&|e| e["event"] == "job_started" && e["operation"] == "s");
+    assert_eq!(preemptor_starts.first(), Some(&8.0), "{all:?}");
+    let held = snapshot_tree(&out, 7.0);
+    close(
+        &op(held, "g")["usage_ratio"],
+        1.0,
+        "the victim still holds its room",
+    );
+    close(&op(held, "s")["usage_ratio"], 0.0, "nothing started in it");
+    let after = snapshot_tree(&out, 12.0);
+    close(
+        &op(after, "s")["usage_ratio"],
+        0.25,
+        "one job of s after the first exit",
+    );
+}
