@@ -64,6 +64,9 @@ pub enum Reason {
         since: Option<u64>,
         waiting_jobs: u64,
     },
+    /// A gang operation waits to start whole (SPEC 5.15): `why` says what it lacks, as
+    /// its last placement attempt found.
+    GangDoesNotFit { tree: String, why: String },
     /// Jobs wait because its fair share is below its demand: the tree is shared.
     FairShareBelowDemand { tree: String },
     /// Jobs wait although its share would allow more: nodes have no room free yet
@@ -258,6 +261,7 @@ impl Reason {
             Reason::Suspended { waiting_jobs, .. } => format!(
                 "suspended: it is given no new jobs until resume-operation ({waiting_jobs} job(s) wait); it keeps its running jobs and its demand is only what they use"
             ),
+            Reason::GangDoesNotFit { why, .. } => why.clone(),
             Reason::FairShareBelowDemand { tree } => format!(
                 "jobs wait: its fair share in '{tree}' is below its demand (the tree is shared)"
             ),

@@ -87,6 +87,9 @@ pub enum AbortReason {
     Suspended,
     /// The job exited with its task's `restart_exit_code`: it asked to run again.
     RestartRequested,
+    /// Another job of its gang ended other than completed: the gang restarts whole
+    /// (SPEC 5.15).
+    GangMemberLost,
 }
 
 impl AbortReason {
@@ -102,6 +105,7 @@ impl AbortReason {
             Self::NodeBanned => "node_banned",
             Self::Suspended => "suspended",
             Self::RestartRequested => "restart_requested",
+            Self::GangMemberLost => "gang_member_lost",
         }
     }
 }

@@ -294,6 +294,9 @@ impl SchedulerCore {
             .get(&result.job_id)
             .is_some_and(|j| j.statistics.is_none());
         let effect = op.apply_result(node_id, result);
+        if effect == ResultEffect::Recorded {
+            op.break_gang(&result.job_id, now);
+        }
         // What the job printed goes to the store with its first result, not into memory.
         if first_result && !(result.stdout_tail.is_empty() && result.stderr_tail.is_empty()) {
             self.outbox.output(crate::records::JobOutputRecord {
@@ -307,6 +310,7 @@ impl SchedulerCore {
             return true;
         }
         self.jobs.ended(node_id, &result.job_id);
+        self.settle_gang_lost(&op_id);
         let op = &self.operations[&op_id];
         let job = &op.jobs[&result.job_id];
         let won = job.state == JobState::Completed;
@@ -403,8 +407,11 @@ impl SchedulerCore {
         }
         let mut resent = Vec::new();
         let read_up_to = req.last_reply_seq;
+        // A start no reply has carried yet (a gang's, booked by `tick`) goes in this one.
         self.jobs.confirm(node_id, |job, sent_in| {
-            !reported.contains(job) && read_up_to.is_some_and(|r| r < sent_in)
+            !reported.contains(job)
+                && (sent_in == crate::jobs::job_index::NEVER_SENT
+                    || read_up_to.is_some_and(|r| r < sent_in))
         });
         let missing: Vec<JobId> = self
             .jobs
@@ -424,6 +431,11 @@ impl SchedulerCore {
                 .flatten();
             match spec {
                 Some(spec) => {
+                    // A gang's start, booked by `tick`: its attempt number is in a
+                    // record that must be stored before the number goes out.
+                    if self.jobs.never_sent(node_id, &job_id) {
+                        self.outbox.reply_after_store();
+                    }
                     self.jobs.sent_in(node_id, &job_id, req.seq);
                     resent.push(spec);
                 }
@@ -439,15 +451,18 @@ impl SchedulerCore {
         let Some(op_id) = self.jobs.owner(job_id).cloned() else {
             return;
         };
-        if let Some(mut op) = self.operations.edit(&op_id) {
-            if op.abort_job(job_id, AbortReason::NodeLost, now).is_some() {
-                self.outbox.event(CoreEvent::JobAborted {
-                    id: job_id.clone(),
-                    operation: op_id,
-                    node: node_id.clone(),
-                    reason: AbortReason::NodeLost,
-                });
-            }
+        let aborted = self
+            .operations
+            .edit(&op_id)
+            .is_some_and(|mut op| op.abort_job(job_id, AbortReason::NodeLost, now).is_some());
+        if aborted {
+            self.outbox.event(CoreEvent::JobAborted {
+                id: job_id.clone(),
+                operation: op_id.clone(),
+                node: node_id.clone(),
+                reason: AbortReason::NodeLost,
+            });
+            self.settle_gang_lost(&op_id);
         }
     }
 

@@ -85,6 +85,8 @@ pub struct SchedulerCore {
     /// Unfinished operations with a task that has `job_speculation_timeout`: the only
     /// ones the speculative stage of a heartbeat looks at.
     speculating: BTreeSet<OperationId>,
+    /// Unfinished gang operations: the only ones gang placement looks at.
+    gangs: BTreeSet<OperationId>,
     /// Nodes joined, left or changed since operations were last checked for jobs no node
     /// can hold.
     placeability_stale: bool,
@@ -149,6 +151,7 @@ impl SchedulerCore {
             },
             trees: Default::default(),
             speculating: BTreeSet::new(),
+            gangs: BTreeSet::new(),
             placeability_stale: false,
             store_behind: false,
             placeability_offer: None,
@@ -231,6 +234,7 @@ impl SchedulerCore {
             self.fail_unplaceable_if_offer_changed(now);
         }
         self.update_due_shares(now);
+        self.place_gangs(now);
         self.retire_finished(now);
     }
 

@@ -316,6 +316,9 @@ impl SchedulerCore {
             if op.uses_speculation() {
                 self.speculating.insert(id.clone());
             }
+            if op.is_gang() {
+                self.gangs.insert(id.clone());
+            }
         }
         let finished = op.state.is_finished();
         if let Some(token) = &op.idempotency_token {

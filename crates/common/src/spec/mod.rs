@@ -28,6 +28,8 @@ pub const MAX_ENVIRONMENT_BYTES: usize = 64 * 1024;
 pub const MAX_SPEC_TEXT_BYTES: usize = 384 * 1024;
 pub const MAX_TITLE_BYTES: usize = 1024;
 pub const MAX_OWNERS: usize = 100;
+/// Jobs one gang operation may have: all are placed in one decision (SPEC 5.15).
+pub const MAX_GANG_JOBS: u32 = 10_000;
 pub const MAX_GPU_PER_JOB: u32 = 1024;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -369,6 +371,9 @@ pub struct VanillaSpec {
     /// `job_graceful_interrupt_timeout` to exit before they are killed (SPEC 5.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption_mode: Option<PreemptionMode>,
+    /// All its jobs (every task) run together or none does (SPEC 5.15).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_gang: bool,
     /// Users who, besides the submitter and admins, may abort the operation and read
     /// its jobs' output.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -409,6 +414,7 @@ impl VanillaSpec {
             fair_share_starvation_tolerance: None,
             time_limit: None,
             preemption_mode: None,
+            is_gang: false,
             owners: vec![],
             tasks,
         }
@@ -439,6 +445,25 @@ impl VanillaSpec {
             " jobs per operation",
         )?;
         at_most("owners", self.owners.len(), MAX_OWNERS, " owners", "")?;
+        if self.is_gang {
+            at_most(
+                "is_gang",
+                self.total_job_count() as usize,
+                MAX_GANG_JOBS as usize,
+                " jobs in a gang",
+                " jobs per gang operation",
+            )?;
+            if let Some((name, _)) = self
+                .tasks
+                .iter()
+                .find(|(_, t)| t.job_speculation_timeout.is_some())
+            {
+                return Err(SpecError::new(
+                    format!("tasks.{name}.job_speculation_timeout"),
+                    "a gang operation's jobs run together, so none can be copied speculatively",
+                ));
+            }
+        }
         for o in &self.owners {
             crate::identity::UserName::parse(o)
                 .map_err(|e| SpecError::new("owners", e.to_string()))?;

@@ -7,6 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ytsched_common::{JobId, NodeId, OperationId};
 
+/// `sent_in` of a start booked outside a heartbeat (a gang's): no reply has carried it,
+/// so the node's next heartbeat sends it.
+pub(crate) const NEVER_SENT: u64 = u64::MAX;
+
 #[derive(Clone, Debug, Default)]
 struct OnNode {
     running: BTreeSet<JobId>,
@@ -80,6 +84,13 @@ impl JobIndex {
 
     pub fn count_on(&self, node: &NodeId) -> usize {
         self.nodes.get(node).map_or(0, |n| n.running.len())
+    }
+
+    /// Booked outside a heartbeat and not yet sent in any reply.
+    pub fn never_sent(&self, node: &NodeId, job: &JobId) -> bool {
+        self.nodes
+            .get(node)
+            .is_some_and(|n| n.unconfirmed.get(job) == Some(&NEVER_SENT))
     }
 
     pub fn is_unconfirmed(&self, node: &NodeId, job: &JobId) -> bool {

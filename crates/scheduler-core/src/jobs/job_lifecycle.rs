@@ -203,7 +203,15 @@ impl Operation {
         if requeue {
             self.tasks[job.task].waiting.push_front(job.index);
         }
-        Some(job.node.clone())
+        let node = job.node.clone();
+        // Stopping the whole operation (or all its jobs) is not losing a member.
+        if !matches!(
+            reason,
+            AbortReason::OperationAborted | AbortReason::SpeculativeLost | AbortReason::Suspended
+        ) {
+            self.break_gang(id, now);
+        }
+        Some(node)
     }
 
     /// Applies a result a node reported for one of this operation's jobs.

@@ -146,6 +146,9 @@ impl SchedulerCore {
         if op.uses_speculation() {
             self.speculating.insert(id.clone());
         }
+        if op.is_gang() {
+            self.gangs.insert(id.clone());
+        }
         self.operations.insert(op, true);
         for tree in &tree_names {
             self.trees.mark_stale(tree);
@@ -410,6 +413,7 @@ impl SchedulerCore {
         }
         op.finish(state, error.clone(), now);
         self.speculating.remove(id);
+        self.gangs.remove(id);
         let pools: Vec<(TreeName, TreePoolName)> = op
             .trees
             .iter()

@@ -6,6 +6,7 @@ pub(crate) mod access;
 pub(crate) mod admission;
 pub(crate) mod attempt_reservation;
 pub(crate) mod core_indexes;
+pub mod gang;
 pub(crate) mod inline_attempts;
 pub(crate) mod operation;
 pub(crate) mod operation_counts;

@@ -122,6 +122,10 @@ pub struct Operation {
     pub(crate) changed_jobs: Vec<JobId>,
     /// Outputs kept in the operation's own record (`inline_attempts.rs`).
     pub(crate) inline_outputs: Vec<crate::records::JobOutputRecord>,
+    /// Gang members `break_gang` aborted whose nodes the core has yet to hear of.
+    pub(crate) gang_lost: Vec<(JobId, NodeId)>,
+    /// Why a gang waits whole, as its last placement attempt found (`gang.rs`).
+    pub gang_shortfall: Option<crate::operations::gang::GangShortfall>,
 }
 
 /// How many attempts are in each state.
@@ -255,6 +259,8 @@ impl Operation {
             header_changed: true,
             changed_jobs: vec![],
             inline_outputs: vec![],
+            gang_lost: vec![],
+            gang_shortfall: None,
         }
     }
 
@@ -442,6 +448,8 @@ impl Operation {
             Some("suspended")
         } else if self.state == OperationState::Pending {
             Some("pending")
+        } else if self.gang_shortfall.is_some() && self.gang_waits_whole() {
+            Some("gang_does_not_fit")
         } else {
             None
         }
@@ -457,7 +465,8 @@ impl Operation {
     /// fits where this does not. A suspended operation has none to give a node, which
     /// keeps it out of every placement index.
     pub fn smallest_waiting(&self) -> Option<ResourceVector> {
-        if self.suspended {
+        // A gang's jobs start only together (`gang_placement.rs`), never one per node.
+        if self.suspended || self.spec.is_gang {
             return None;
         }
         self.tasks
@@ -469,7 +478,7 @@ impl Operation {
 
     /// The first task with a waiting job that fits into `free`.
     pub fn next_fitting_task(&self, free: &ResourceVector) -> Option<usize> {
-        if self.suspended {
+        if self.suspended || self.spec.is_gang {
             return None;
         }
         self.tasks

@@ -49,10 +49,20 @@ impl SchedulerCore {
         if op.state == OperationState::Pending {
             reasons.extend(self.pending_reasons(op));
         }
+        let gang_waits = op.gang_waits_whole() && !op.suspended;
+        if let Some(s) = op.gang_shortfall.as_ref().filter(|_| gang_waits) {
+            reasons.push(Reason::GangDoesNotFit {
+                tree: s.tree.clone(),
+                why: s.text(),
+            });
+        }
         for (tree, slot) in &op.trees {
             let shares = self.trees.shares(tree);
             let place = shares.as_deref().and_then(|s| self.tree_place(op, tree, s));
-            if op.waiting_job_count() > 0 && !op.suspended {
+            if op.waiting_job_count() > 0
+                && !op.suspended
+                && !(gang_waits && op.gang_shortfall.is_some())
+            {
                 reasons.extend(self.waiting_reasons(op, tree, place.as_ref()));
             }
             trees.push(place.unwrap_or_else(|| TreePlace {

@@ -87,6 +87,7 @@ struct OpFacts {
     resource_limits: Option<ytsched_common::spec::ResourceAmounts>,
     suspended: bool,
     unschedulable_reason: Option<&'static str>,
+    is_gang: bool,
 }
 
 /// A pending operation (no share yet), as the orchid lists it.
@@ -100,6 +101,7 @@ struct PendingFacts {
     pending: u64,
     resource_limits: Option<ytsched_common::spec::ResourceAmounts>,
     suspended: bool,
+    is_gang: bool,
 }
 
 /// What the orchid of one tree is made of, taken from the core (under its lock, in the
@@ -223,6 +225,7 @@ impl SchedulerCore {
             resource_limits: op.spec.resource_limits.clone(),
             suspended: op.suspended,
             unschedulable_reason: op.unschedulable_reason(),
+            is_gang: op.is_gang(),
         })
     }
 
@@ -266,6 +269,7 @@ fn pending_facts(op: &crate::Operation, tree_name: &str) -> Option<PendingFacts>
         pending: op.waiting_job_count(),
         resource_limits: op.spec.resource_limits.clone(),
         suspended: op.suspended,
+        is_gang: op.is_gang(),
     })
 }
 
@@ -430,7 +434,7 @@ impl TreeFacts {
             m.insert("resource_limits".into(), json!(l));
         }
         m.insert("suspended".into(), json!(op.suspended));
-        m.insert("is_gang".into(), json!(false));
+        m.insert("is_gang".into(), json!(op.is_gang));
         if let Some(r) = op.unschedulable_reason {
             m.insert("unschedulable_reason".into(), json!(r));
         }
@@ -477,7 +481,7 @@ impl TreeFacts {
                 m.insert("resource_limits".into(), json!(l));
             }
             m.insert("suspended".into(), json!(op.suspended));
-            m.insert("is_gang".into(), json!(false));
+            m.insert("is_gang".into(), json!(op.is_gang));
             m.insert(
                 "unschedulable_reason".into(),
                 json!(if op.suspended { "suspended" } else { "pending" }),

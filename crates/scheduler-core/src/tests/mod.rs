@@ -976,6 +976,7 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
 }
 
 mod bursts;
+mod gangs;
 mod inline_attempts;
 mod lifecycle;
 mod pools;

@@ -2,6 +2,7 @@
 //! usage placement reads, placement and preemption, starvation and pool limits.
 
 pub mod fair_share;
+pub(crate) mod gang_placement;
 pub(crate) mod limits_enforcement;
 pub(crate) mod live_usage;
 pub(crate) mod placement;

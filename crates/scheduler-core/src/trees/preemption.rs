@@ -74,11 +74,11 @@ pub fn classify(
 }
 
 /// A job that may be taken for someone else.
-struct Candidate {
-    job: JobId,
-    operation: OperationId,
+pub(crate) struct Candidate {
+    pub(crate) job: JobId,
+    pub(crate) operation: OperationId,
     start: JobAge,
-    resources: ResourceVector,
+    pub(crate) resources: ResourceVector,
 }
 
 /// The most starving operations one heartbeat's preemptive stage examines. Thousands
@@ -276,7 +276,7 @@ impl SchedulerCore {
 
     /// Everything on this node that someone else could take, with its class, latest
     /// started first.
-    fn preemption_candidates(
+    pub(crate) fn preemption_candidates(
         &self,
         node_id: &NodeId,
         tree_name: &str,
@@ -310,12 +310,26 @@ impl SchedulerCore {
             ));
         }
         candidates.sort_by_key(|c| std::cmp::Reverse(c.0.start));
-        candidates
+        // Taking one job of a gang takes the gang (SPEC 5.15): its jobs on this node are
+        // one candidate holding all their resources.
+        let mut merged: Vec<(Candidate, Preemptibility)> = Vec::with_capacity(candidates.len());
+        let mut gang_at: HashMap<OperationId, usize> = HashMap::new();
+        for (c, class) in candidates {
+            if self.operations[&c.operation].is_gang() {
+                if let Some(&i) = gang_at.get(&c.operation) {
+                    merged[i].0.resources += c.resources;
+                    continue;
+                }
+                gang_at.insert(c.operation.clone(), merged.len());
+            }
+            merged.push((c, class));
+        }
+        merged
     }
 
     /// The fewest of `candidates` (latest started first) whose jobs, once preempted, let
     /// a job needing `need` start on a node with `free`; `None` when no such set exists.
-    fn choose_victims(
+    pub(crate) fn choose_victims(
         &self,
         tree_name: &str,
         op_id: &OperationId,
@@ -399,30 +413,7 @@ impl SchedulerCore {
             .map_or("", |s| s.pool.as_str());
         let message =
             format!("preempted to make room for starving operation {op_id} in pool {pool}");
-        let mut graceful = false;
-        let aborts = victims
-            .into_iter()
-            .map(|(job, owner)| {
-                if self.operations[&owner].spec.preemption_mode == Some(PreemptionMode::Graceful) {
-                    graceful = true;
-                    return self.interrupt_job(node_id, &owner, &job, &message, now);
-                }
-                self.abort_running_job(
-                    node_id,
-                    &owner,
-                    &job,
-                    AbortReason::Preempted,
-                    &message,
-                    now,
-                );
-                JobAbort {
-                    job_id: job,
-                    reason: AbortReason::Preempted,
-                    message: message.clone(),
-                    graceful_timeout_ms: None,
-                }
-            })
-            .collect();
+        let (graceful, aborts) = self.take_victims(node_id, victims, &message, now);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
         }
@@ -436,6 +427,46 @@ impl SchedulerCore {
             .start_job(task, node_id, tree, now);
         self.record_start(node_id, op_id, &spec);
         (Some(spec), aborts)
+    }
+
+    /// Preempts `victims` on the node: at once, or gracefully where their operation
+    /// asks for it. A gang victim takes its whole gang with it: its members on this node
+    /// are aborted here too. Returns whether any victim is graceful, and the aborts.
+    pub(crate) fn take_victims(
+        &mut self,
+        node_id: &NodeId,
+        victims: Vec<(JobId, OperationId)>,
+        message: &str,
+        now: UnixMillis,
+    ) -> (bool, Vec<JobAbort>) {
+        let mut graceful = false;
+        let mut aborts = vec![];
+        for (job, owner) in victims {
+            if self.operations[&owner].spec.preemption_mode == Some(PreemptionMode::Graceful) {
+                graceful = true;
+                aborts.push(self.interrupt_job(node_id, &owner, &job, message, now));
+                continue;
+            }
+            let members =
+                self.abort_running_job(node_id, &owner, &job, AbortReason::Preempted, message, now);
+            aborts.push(JobAbort {
+                job_id: job,
+                reason: AbortReason::Preempted,
+                message: message.to_string(),
+                graceful_timeout_ms: None,
+            });
+            for (member, on) in members {
+                if &on == node_id {
+                    aborts.push(JobAbort {
+                        job_id: member,
+                        reason: AbortReason::GangMemberLost,
+                        message: format!("another job of its gang was {message}"),
+                        graceful_timeout_ms: None,
+                    });
+                }
+            }
+        }
+        (graceful, aborts)
     }
 
     /// Graceful preemption (SPEC 5.3): the job is told to stop with its interruption
@@ -483,7 +514,7 @@ impl SchedulerCore {
     }
 
     /// What the jobs told to exit gracefully on this node hold.
-    fn interrupting_on(&self, node_id: &NodeId) -> ResourceVector {
+    pub(crate) fn interrupting_on(&self, node_id: &NodeId) -> ResourceVector {
         self.jobs
             .on(node_id)
             .filter_map(|j| {
@@ -495,7 +526,8 @@ impl SchedulerCore {
     }
 
     /// Takes a running job away: it goes back to waiting (never a failure), the node
-    /// is told on this heartbeat, and the event says why.
+    /// is told on this heartbeat, and the event says why. Returns the other members of
+    /// its gang this aborted, with their nodes.
     #[tracing::instrument(level = "debug", skip_all, fields(job = %job_id, operation = %op_id, reason = %reason))]
     pub(crate) fn abort_running_job(
         &mut self,
@@ -505,16 +537,17 @@ impl SchedulerCore {
         reason: AbortReason,
         message: &str,
         now: UnixMillis,
-    ) {
+    ) -> Vec<(JobId, NodeId)> {
         let Some(mut op) = self.operations.edit(op_id) else {
-            return;
+            return vec![];
         };
         if op.abort_job(job_id, reason, now).is_none() {
-            return;
+            return vec![];
         }
         if let Some(j) = op.jobs.get_mut(job_id) {
             j.error = Some(message.to_string());
         }
+        drop(op);
         self.jobs.ended(node_id, job_id);
         self.outbox.event(CoreEvent::JobAborted {
             id: job_id.clone(),
@@ -522,6 +555,7 @@ impl SchedulerCore {
             node: node_id.clone(),
             reason,
         });
+        self.settle_gang_lost(op_id)
     }
 }
 

@@ -160,12 +160,15 @@ impl Driver {
         let (result, effects) = core.run(f);
         let writes = writes_of(&core, &effects);
         // Retired operations' last writes (outputs among them) may be in an earlier
-        // call's batch: the archive reads them only once those are stored.
-        let stored = if writes.is_empty() && !effects.retired.is_empty() {
-            self.writer.barrier()
-        } else {
-            self.writer.submit(writes)
-        };
+        // call's batch: the archive reads them only once those are stored. So may what
+        // a reply that waits for the store depends on (a gang's attempt numbers, booked
+        // by a tick, go out in a later heartbeat's reply).
+        let stored =
+            if writes.is_empty() && (!effects.retired.is_empty() || effects.reply_after_store) {
+                self.writer.barrier()
+            } else {
+                self.writer.submit(writes)
+            };
         // Still under the lock: no request finds a retired operation in neither the
         // core nor the archive.
         self.archive.hand_over(&effects.retired);

@@ -1,0 +1,164 @@
+//! Gang operations (SPEC 5.15): all jobs run together or none does. Placement never
+//! starts a gang job on its own (`smallest_waiting` and `next_fitting_task` hide a
+//! gang's jobs from per-node placement); `gang_placement.rs` places a whole gang in one
+//! decision. Here: what keeps a running gang whole. When one member ends other than
+//! completed, every other running member is aborted as `gang_member_lost` and goes back
+//! to waiting with it, so the gang waits again as a whole. The member's own failure
+//! counts once; completed members stay completed.
+
+use crate::operations::operation::{set_attempt, slot_mut, Operation};
+use serde::Serialize;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::states::{AbortReason, JobState};
+use ytsched_common::{JobId, NodeId};
+
+/// Why a gang waits whole (SPEC 6.2 `unschedulable_reason: gang_does_not_fit`), as
+/// the last placement attempt found it: `explain` says it in words.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GangShortfall {
+    pub tree: String,
+    /// Jobs of the gang, and how many of them found no room.
+    pub jobs: usize,
+    pub unplaced: usize,
+    /// The resource most nodes lack for the first job that found no room, its need,
+    /// on how many of how many nodes it is short, and the most any node has free.
+    pub resource: String,
+    pub need: f64,
+    pub nodes_short: usize,
+    pub nodes: usize,
+    pub most_free: f64,
+    /// Its whole demand is over its own or a pool's `resource_limits` (`most_free` is
+    /// then the room the limits leave).
+    pub over_limit: bool,
+    /// When this was found: the gang is tried again `GANG_RETRY_MS` later.
+    pub at: UnixMillis,
+}
+
+impl GangShortfall {
+    pub fn text(&self) -> String {
+        if self.over_limit {
+            return format!(
+                "a gang of {} job(s) waits: together they need {} {}, more than the resource_limits on its path in pool tree '{}' leave ({})",
+                self.jobs, self.resource, self.need, self.tree, self.most_free
+            );
+        }
+        if self.nodes == 0 {
+            return format!(
+                "a gang of {} job(s) waits: pool tree '{}' has no node that may take its jobs",
+                self.jobs, self.tree
+            );
+        }
+        format!(
+            "a gang of {} job(s) waits to start whole: {} of them find no room on the {} node(s) of pool tree '{}' ({} {} needed; {} of the nodes have less free, the most free is {})",
+            self.jobs,
+            self.unplaced,
+            self.nodes,
+            self.tree,
+            self.resource,
+            self.need,
+            self.nodes_short,
+            self.most_free
+        )
+    }
+}
+
+impl Operation {
+    pub fn is_gang(&self) -> bool {
+        self.spec.is_gang
+    }
+
+    /// After member `lost` ended other than completed (failed, aborted, preempted,
+    /// lost), aborts every other running member as `gang_member_lost`; they wait again.
+    /// Their nodes are told by the core (`gang_lost`). Returns how many were aborted.
+    pub(crate) fn break_gang(&mut self, lost: &JobId, now: UnixMillis) -> usize {
+        if !self.spec.is_gang || self.state.is_finished() {
+            return 0;
+        }
+        let Some(reason) = self.jobs.get(lost).and_then(|j| match j.state {
+            JobState::Failed => Some("failed".to_string()),
+            JobState::Aborted => Some(
+                j.abort_reason
+                    .map_or("aborted".to_string(), |r| r.name().to_string()),
+            ),
+            _ => None,
+        }) else {
+            return 0;
+        };
+        let others: Vec<JobId> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && &j.id != lost)
+            .map(|j| j.id.clone())
+            .collect();
+        for id in &others {
+            let Some(job) = self.jobs.get_mut(id) else {
+                continue;
+            };
+            job.state = JobState::Aborted;
+            set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+            job.abort_reason = Some(AbortReason::GangMemberLost);
+            job.error = Some(format!(
+                "gang member {lost} ended ({reason}): the gang restarts whole"
+            ));
+            job.finish_time = Some(now);
+            job.interrupting = None;
+            if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
+                slot.usage -= job.resources;
+            }
+            let (task, index, node) = (job.task, job.index, job.node.clone());
+            self.tasks[task].waiting.push_front(index);
+            self.changed_jobs.push(id.clone());
+            self.gang_lost.push((id.clone(), node));
+        }
+        if !others.is_empty() {
+            self.record(
+                now,
+                format!(
+                    "gang member {lost} ended ({reason}): {} running member(s) aborted; the gang waits to start whole again",
+                    others.len()
+                ),
+            );
+        }
+        others.len()
+    }
+
+    /// The members `break_gang` aborted since the last call, with their nodes.
+    pub(crate) fn take_gang_lost(&mut self) -> Vec<(JobId, NodeId)> {
+        std::mem::take(&mut self.gang_lost)
+    }
+
+    /// A gang none of whose unfinished jobs runs: what gang placement may start.
+    pub fn gang_waits_whole(&self) -> bool {
+        self.spec.is_gang
+            && self.tally.running == 0
+            && self.tasks.iter().any(|t| !t.waiting.is_empty())
+    }
+}
+
+impl crate::SchedulerCore {
+    /// Tells the job index and the log about the members `break_gang` aborted in
+    /// operation `op_id`; their nodes hear at their next heartbeat (nudged to make it
+    /// soon), which aborts what they still run. Returns them.
+    pub(crate) fn settle_gang_lost(
+        &mut self,
+        op_id: &ytsched_common::OperationId,
+    ) -> Vec<(JobId, NodeId)> {
+        let lost = match self.operations.edit(op_id) {
+            Some(mut op) if !op.gang_lost.is_empty() => op.take_gang_lost(),
+            _ => return vec![],
+        };
+        for (job, node) in &lost {
+            self.jobs.ended(node, job);
+            self.outbox.event(crate::CoreEvent::JobAborted {
+                id: job.clone(),
+                operation: op_id.clone(),
+                node: node.clone(),
+                reason: AbortReason::GangMemberLost,
+            });
+            if self.nodes.contains_key(node) {
+                self.outbox.nudge(node.clone());
+            }
+        }
+        lost
+    }
+}
