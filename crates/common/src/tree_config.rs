@@ -93,6 +93,9 @@ pub struct TreeConfig {
     /// How long a job of a `preemption_mode: graceful` operation has, after its
     /// interruption signal, to exit (checkpoint) before it is killed (SPEC 5.3).
     pub job_graceful_interrupt_timeout: DurationMs,
+    /// In a FIFO pool, a gang operation not given its whole demand gets fair share 0
+    /// (SPEC 5.15, YTsaurus's step function for gangs).
+    pub enable_fair_share_truncation_in_fifo_pool: bool,
     pub integral_guarantees: TreeIntegralGuarantees,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub non_preemptible_resource_usage_threshold: Option<ResourceAmounts>,
@@ -135,6 +138,7 @@ impl Default for TreeConfig {
             max_unpreemptible_running_job_count: None,
             preemptive_scheduling_backoff: DurationMs(5_000),
             job_graceful_interrupt_timeout: DurationMs(60_000),
+            enable_fair_share_truncation_in_fifo_pool: false,
             integral_guarantees: TreeIntegralGuarantees::default(),
             non_preemptible_resource_usage_threshold: None,
             fair_share_update_period: DurationMs(200),

@@ -62,6 +62,7 @@ fn tree(operations: usize) -> TreeInput {
             demand: job.scale(jobs),
             usage: job.scale((jobs / 2.0).floor()),
             fifo_rank: i as u64,
+            is_gang: false,
         };
         elements.push(e);
     }
@@ -70,6 +71,7 @@ fn tree(operations: usize) -> TreeInput {
         elements,
         integral: IntegralOptions::default(),
         since_previous_s: Some(0.2),
+        truncate_gangs_in_fifo_pools: false,
     }
 }
 

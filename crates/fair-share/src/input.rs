@@ -75,6 +75,8 @@ pub enum ElementKind {
         usage: ResourceVector,
         /// Position in a FIFO parent's order (smaller first).
         fifo_rank: u64,
+        /// A gang operation: all its jobs run together or none (SPEC 5.15).
+        is_gang: bool,
     },
 }
 
@@ -143,4 +145,6 @@ pub struct TreeInput {
     pub integral: IntegralOptions,
     /// Seconds since the previous update (`None` for the first): volumes move by it.
     pub since_previous_s: Option<f64>,
+    /// The tree's `enable_fair_share_truncation_in_fifo_pool` (`fifo_truncation.rs`).
+    pub truncate_gangs_in_fifo_pools: bool,
 }

@@ -99,6 +99,7 @@
 //! `O(B · d)` while it runs.
 
 mod attributes;
+mod fifo_truncation;
 mod fit_factor;
 pub mod input;
 mod input_check;

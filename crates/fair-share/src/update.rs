@@ -81,6 +81,7 @@ pub fn compute(input: &TreeInput) -> Result<TreeOutput, InputError> {
     let t2 = std::time::Instant::now();
     u.set_fair_share(0, 1.0);
     u.root_fair_share();
+    u.truncate_gangs_in_fifo_pools();
     let t3 = std::time::Instant::now();
     let o = u.output();
     let t4 = std::time::Instant::now();

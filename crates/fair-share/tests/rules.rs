@@ -280,6 +280,48 @@ fn fifo_children_each_go_to_the_end_of_their_path() {
 }
 
 #[test]
+fn a_gang_short_of_its_whole_demand_in_a_fifo_pool_gets_nothing_when_truncation_is_on() {
+    // SPEC 5.15: the FIFO pool gets 0.5 of 24 cpu (12) next to a busy sibling; its first
+    // operation takes 8, the gang after it wants 8 and would get 4: with truncation it
+    // gets 0, and its 4 are taken off the pool and the root, given to no one.
+    let run = |truncate: bool| {
+        let mut t = Tree::new(rv(24.0, 60.0 * GB, 0.0, 1000.0));
+        t.input.truncate_gangs_in_fifo_pools = truncate;
+        let fifo = t.fifo_pool(0);
+        let other = t.pool(0);
+        let first = t.op(fifo, rv(8.0, 8.0 * GB, 0.0, 8.0));
+        let g = t.op(fifo, rv(8.0, 8.0 * GB, 0.0, 8.0));
+        t.gang(g);
+        t.op(other, rv(24.0, 24.0 * GB, 0.0, 24.0));
+        let out = t.run();
+        let cpu = |e: usize| (out.elements[e].fair_share.total.cpu * 24.0 * 1e6).round() / 1e6;
+        (cpu(first), cpu(g), cpu(fifo), cpu(0))
+    };
+    assert_eq!(run(false), (8.0, 4.0, 12.0, 24.0));
+    assert_eq!(run(true), (8.0, 0.0, 8.0, 20.0));
+}
+
+#[test]
+fn a_gang_given_its_whole_demand_or_outside_fifo_pools_is_not_truncated() {
+    let mut t = Tree::new(rv(24.0, 60.0 * GB, 0.0, 1000.0));
+    t.input.truncate_gangs_in_fifo_pools = true;
+    let fifo = t.fifo_pool(0);
+    let fair = t.pool(0);
+    let whole = t.op(fifo, rv(8.0, 8.0 * GB, 0.0, 8.0));
+    t.gang(whole);
+    let shared = t.op(fair, rv(24.0, 24.0 * GB, 0.0, 24.0));
+    t.gang(shared);
+    let out = t.run();
+    let cpu = |e: usize| (out.elements[e].fair_share.total.cpu * 24.0 * 1e6).round() / 1e6;
+    assert_eq!(cpu(whole), 8.0, "its whole demand");
+    assert_eq!(
+        cpu(shared),
+        16.0,
+        "fair-share pools share gangs like any other"
+    );
+}
+
+#[test]
 fn usage_is_reached_before_demand_is_followed() {
     // One operation uses (cpu 0.2, memory 0.1) and demands (0.6, 0.1)... with a cpu limit
     // of 0.4 it ends where cpu reaches 0.4 on the usage → demand line: memory stays 0.1.

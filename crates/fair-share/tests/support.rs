@@ -26,6 +26,7 @@ impl Tree {
                 elements: vec![ElementInput::root()],
                 integral: IntegralOptions::default(),
                 since_previous_s: None,
+                truncate_gangs_in_fifo_pools: false,
             },
         }
     }
@@ -101,8 +102,16 @@ impl Tree {
             demand,
             usage,
             fifo_rank: rank,
+            is_gang: false,
         };
         self.push(e)
+    }
+
+    /// Makes operation `o` a gang (SPEC 5.15).
+    pub fn gang(&mut self, o: usize) {
+        if let ElementKind::Operation { is_gang, .. } = &mut self.input.elements[o].kind {
+            *is_gang = true;
+        }
     }
 
     pub fn run(&self) -> TreeOutput {

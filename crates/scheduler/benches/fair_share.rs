@@ -71,6 +71,7 @@ fn operations(leaves: &[String], count: usize) -> Vec<OperationInput> {
                 max_share_ratio: 1.0,
                 seq: i as u64,
                 pending_job_count: jobs as u64 / 2,
+                is_gang: false,
             }
         })
         .collect()

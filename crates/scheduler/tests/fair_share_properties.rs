@@ -181,6 +181,7 @@ fn build(pools: &[PoolGen], ops: &[OpGen]) -> (PoolTree, Vec<OperationInput>) {
                 max_share_ratio: 1.0,
                 seq: k as u64,
                 pending_job_count: (o.jobs - o.running) as u64,
+                is_gang: false,
             }
         })
         .collect();

@@ -32,6 +32,8 @@ pub struct OperationInput {
     /// Submission order: the `start_time` FIFO key and the final tie-breaker.
     pub seq: u64,
     pub pending_job_count: u64,
+    /// Its fair share in a FIFO pool is all or nothing (`fifo_truncation.rs`).
+    pub is_gang: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -205,6 +207,7 @@ pub fn compute_in(
             saturation_period_s: tree.config.integral_guarantees.capacity_seconds(),
         },
         since_previous_s: ctx.since_previous_s,
+        truncate_gangs_in_fifo_pools: tree.config.enable_fair_share_truncation_in_fifo_pool,
     };
     let result = match fs::compute(&input) {
         Ok(r) => r,
@@ -331,6 +334,7 @@ impl<'t> InputBuilder<'t> {
                     demand: op.demand,
                     usage: op.usage,
                     fifo_rank: 0,
+                    is_gang: op.is_gang,
                 },
             });
             if self.fifo_keys[parent].is_some() {

@@ -31,6 +31,7 @@ pub struct ShareInput {
     max_share_ratio: f64,
     seq: u64,
     pending_job_count: u64,
+    is_gang: bool,
     /// Its smallest waiting job, for the live arrays computed with the update.
     pub smallest_waiting: Option<ResourceVector>,
     /// Its own starvation timeout (ms) and tolerance, where its spec sets either.
@@ -52,6 +53,7 @@ impl ShareInput {
             max_share_ratio: op.max_share_ratio,
             seq: op.seq,
             pending_job_count: op.waiting_job_count(),
+            is_gang: op.is_gang(),
             smallest_waiting: op.smallest_waiting(),
             starvation: (starvation != (None, None)).then(|| Box::new(starvation)),
         }
@@ -69,6 +71,7 @@ impl ShareInput {
             max_share_ratio: self.max_share_ratio,
             seq: self.seq,
             pending_job_count: self.pending_job_count,
+            is_gang: self.is_gang,
         }
     }
 
