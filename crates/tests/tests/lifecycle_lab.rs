@@ -217,3 +217,84 @@ fn a_gracefully_preempted_job_checkpoints_and_finds_its_checkpoint_when_it_runs_
     );
     lab.ok(&["abort-operation", &graceful]);
 }
+
+/// Gang operations on real processes (SPEC 5.15): a 4-job gang on two 2-cpu nodes
+/// waits while one node is busy (no member runs), then starts all four in one decision
+/// once both are free; killing one member's process restarts all four.
+#[test]
+fn a_gang_starts_whole_when_both_nodes_are_free_and_restarts_whole() {
+    let node = || NodeOpts::args(&["--cpu", "2", "--memory", "4G"]);
+    let lab = Lab::start(vec![node(), node()]).unwrap();
+    let blocker = lab
+        .submit_spec(r#"{"tasks": {"t": {"command": "sleep 600", "cpu_limit": 2}}}"#)
+        .unwrap();
+    wait_until(Duration::from_secs(20), || {
+        (lab.operation(&blocker).ok()?["jobs"]["running"] == 1).then_some(())
+    })
+    .expect("the blocker runs");
+    let marker = format!("sleep 95{}", std::process::id());
+    let spec = serde_json::json!({
+        "is_gang": true,
+        "tasks": {"t": {"command": marker, "job_count": 4, "cpu_limit": 1}},
+    });
+    let gang = lab.submit_spec(&spec.to_string()).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(lab.operation(&gang).unwrap()["jobs"]["running"], 0);
+    assert!(
+        pids_with_cmdline(&marker).is_empty(),
+        "no member runs alone"
+    );
+    let why = lab.ok(&["explain", &gang]);
+    assert!(
+        why.contains("a gang of 4 job(s) waits to start whole"),
+        "{why}"
+    );
+
+    lab.ok(&["abort-operation", &blocker]);
+    let running = |lab: &Lab| -> Vec<serde_json::Value> {
+        lab.jobs(&gang)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|j| j["state"] == "running")
+            .collect()
+    };
+    let first = wait_until(Duration::from_secs(20), || {
+        let r = running(&lab);
+        (r.len() == 4).then_some(r)
+    })
+    .expect("all four start");
+    let starts: std::collections::BTreeSet<String> =
+        first.iter().map(|j| j["start_time"].to_string()).collect();
+    assert_eq!(starts.len(), 1, "one decision: {first:?}");
+    let nodes: std::collections::BTreeSet<String> =
+        first.iter().map(|j| j["node_id"].to_string()).collect();
+    assert_eq!(nodes.len(), 2, "across both nodes: {first:?}");
+
+    // Kill one member's processes: the other three are aborted and all four run again.
+    let victim = first[0]["id"].as_str().unwrap().to_string();
+    let pids = wait_until(Duration::from_secs(10), || {
+        let p = pids_in_cgroup_matching(&victim);
+        (!p.is_empty()).then_some(p)
+    })
+    .expect("the member's processes");
+    for pid in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let again = wait_until(Duration::from_secs(30), || {
+        let r = running(&lab);
+        (r.len() == 4 && r.iter().all(|j| first.iter().all(|f| f["id"] != j["id"]))).then_some(r)
+    })
+    .expect("the whole gang runs again");
+    assert_eq!(again.len(), 4);
+    let jobs = lab.jobs(&gang).unwrap();
+    let lost = jobs
+        .iter()
+        .filter(|j| j["abort_reason"] == "gang_member_lost")
+        .count();
+    let failed = jobs.iter().filter(|j| j["state"] == "failed").count();
+    assert_eq!((failed, lost), (1, 3), "{jobs:?}");
+    lab.ok(&["abort-operation", &gang]);
+}
