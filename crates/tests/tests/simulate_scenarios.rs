@@ -954,3 +954,26 @@ fn scenario_17_graceful_preemption() {
         "one job of s after the first exit",
     );
 }
+
+/// SPEC 5.15 through `simulate`: a 4-job gang waits whole while one of two nodes is
+/// busy (the orchid says `gang_does_not_fit`), then all four start at one instant.
+#[test]
+fn scenario_18_gang() {
+    let (out, _) = simulate_file(&scenario_path("18-gang.yaml"));
+    assert_eq!(out["errors"], serde_json::json!([]));
+    let waiting = op(snapshot_tree(&out, 4.0), "g");
+    assert_eq!(waiting["is_gang"], true);
+    assert_eq!(waiting["running_job_count"], 0);
+    assert_eq!(waiting["unschedulable_reason"], "gang_does_not_fit");
+    let starts: Vec<f64> = events_at(&out, 8.0)
+        .iter()
+        .filter(|e| e["event"] == "job_started" && e["operation"] == "g")
+        .map(|e| e["time"].as_f64().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 4, "{starts:?}");
+    assert!(
+        starts.iter().all(|&t| t == starts[0] && t >= 5.0),
+        "{starts:?}"
+    );
+    assert_eq!(op(snapshot_tree(&out, 8.0), "g")["running_job_count"], 4);
+}

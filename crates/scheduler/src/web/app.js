@@ -122,7 +122,7 @@ async function operationsView() {
   const ops = page.operations;
   let h = `<h1>Operations</h1><table><tr><th>id</th><th>title</th><th>user</th><th>pool</th><th>state</th><th>jobs running/completed/total</th></tr>`;
   for (const o of ops) {
-    h += `<tr data-operation="${esc(o.id)}"><td><a href="/operations/${esc(o.id)}">${esc(o.id)}</a></td><td>${esc(o.title || "")}</td><td>${esc(o.user)}</td><td>${esc(o.pool)}</td><td>${esc(stateWords(o))}</td><td>${o.jobs.running}/${o.jobs.completed}/${o.jobs.total}</td></tr>`;
+    h += `<tr data-operation="${esc(o.id)}"><td><a href="/operations/${esc(o.id)}">${esc(o.id)}</a></td><td>${esc(o.title || "")}</td><td>${esc(o.user)}</td><td>${esc(o.pool)}</td><td>${esc(stateWords(o))}${o.spec && o.spec.is_gang ? " · gang" : ""}</td><td>${o.jobs.running}/${o.jobs.completed}/${o.jobs.total}</td></tr>`;
   }
   h += `</table>`;
   if (page.next_cursor) h += `<p><a id="older" href="/operations?cursor=${encodeURIComponent(page.next_cursor)}">older operations</a></p>`;
@@ -153,7 +153,7 @@ async function operationView(id) {
     json(`/api/operations/${enc}/history`).catch(() => []),
   ]);
   let h = `<h1>Operation <span data-operation-id="${esc(info.id)}">${esc(info.id)}</span></h1><table>`;
-  for (const [k, v] of [["title", info.title], ["user", info.user], ["pool", Object.entries(info.pool_trees || {}).map(([t, p]) => `${t}: ${p}`).join(", ") || info.pool], ["state", stateWords(info)], ["weight", info.weight], ["resource limits", info.spec.resource_limits ? resources(info.spec.resource_limits) : ""], ["jobs", `${info.jobs.total} total: ${info.jobs.waiting} waiting, ${info.jobs.running} running, ${info.jobs.completed} completed, ${info.jobs.failed} failed, ${info.jobs.aborted} aborted`], ["usage", resources(info.resource_usage)], ["demand", resources(info.resource_demand)], ["error", info.error]]) {
+  for (const [k, v] of [["title", info.title], ["user", info.user], ["pool", Object.entries(info.pool_trees || {}).map(([t, p]) => `${t}: ${p}`).join(", ") || info.pool], ["state", stateWords(info)], ["gang", info.spec.is_gang ? "yes: all its jobs run together or none does" : "no"], ["weight", info.weight], ["resource limits", info.spec.resource_limits ? resources(info.spec.resource_limits) : ""], ["jobs", `${info.jobs.total} total: ${info.jobs.waiting} waiting, ${info.jobs.running} running, ${info.jobs.completed} completed, ${info.jobs.failed} failed, ${info.jobs.aborted} aborted`], ["usage", resources(info.resource_usage)], ["demand", resources(info.resource_demand)], ["error", info.error]]) {
     h += `<tr><th>${k}</th><td>${esc(v ?? "")}</td></tr>`;
   }
   h += `</table><h2>Tasks</h2><table><tr><th>task</th><th>command</th><th>jobs</th><th>cpu</th><th>memory</th><th>gpu</th></tr>`;
