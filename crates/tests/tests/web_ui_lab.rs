@@ -192,6 +192,30 @@ fn every_page_renders_the_lab_in_a_real_browser() {
         assert!(suspended.contains(words), "{words}:\n{suspended}");
     }
 
+    // A gang too big for the free room waits whole; its page says so and why.
+    let gang = lab
+        .submit_spec("pool: etl\nis_gang: true\ntasks: {g: {command: 'sleep 30', job_count: 8}}")
+        .unwrap();
+    wait_until(Duration::from_secs(15), || {
+        lab.ok(&["explain", &gang])
+            .contains("a gang of 8 job(s) waits")
+            .then_some(())
+    })
+    .unwrap();
+    let waiting = render(
+        &browser,
+        base,
+        &format!("/operations/{gang}"),
+        "gang-operation",
+    );
+    for words in [
+        "running (gang_does_not_fit)",
+        "yes: all its jobs run together",
+        "a gang of 8 job(s) waits to start whole",
+    ] {
+        assert!(waiting.contains(words), "{words}:\n{waiting}");
+    }
+
     let nodes = render(&browser, base, "/nodes", "nodes");
     for n in ["node0", "node1"] {
         assert!(
