@@ -444,7 +444,24 @@ impl SchedulerCore {
         for (job, owner) in victims {
             if self.operations[&owner].spec.preemption_mode == Some(PreemptionMode::Graceful) {
                 graceful = true;
-                aborts.push(self.interrupt_job(node_id, &owner, &job, message, now));
+                // A gang victim was chosen for all its jobs here: each is told.
+                let mut jobs = vec![job];
+                if self.operations[&owner].is_gang() {
+                    jobs = self
+                        .jobs
+                        .on(node_id)
+                        .filter(|j| self.jobs.owner(j) == Some(&owner))
+                        .filter(|j| {
+                            self.operations[&owner].jobs.get(*j).is_some_and(|x| {
+                                x.state == JobState::Running && x.interrupting.is_none()
+                            })
+                        })
+                        .cloned()
+                        .collect();
+                }
+                for j in jobs {
+                    aborts.push(self.interrupt_job(node_id, &owner, &j, message, now));
+                }
                 continue;
             }
             let members =

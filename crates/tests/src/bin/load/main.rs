@@ -99,6 +99,10 @@ struct Args {
     /// while a reader polls what the UI pages read (`/api/operations`, `/api/orchid`) twice a second with the admin's token.
     #[arg(long, default_value_t = 0)]
     idle_http: usize,
+    /// Of the `--ops` operations, this many are gangs (`is_gang`, SPEC 5.15): their jobs
+    /// are placed whole by the scheduler's tick instead of one per node.
+    #[arg(long, default_value_t = 0)]
+    gangs: u64,
 }
 
 /// Where the run happens: a lab this tool started, or an installation given by flags.
@@ -222,6 +226,7 @@ async fn submit(
     ops: u64,
     jobs: u64,
     pooled: bool,
+    gangs: u64,
 ) -> anyhow::Result<(f64, Vec<OperationId>)> {
     if ops == 0 {
         return Ok((0.0, vec![]));
@@ -236,8 +241,9 @@ async fn submit(
             } else {
                 String::new()
             };
+            let gang = if i < gangs { r#""is_gang": true, "# } else { "" };
             let text = format!(
-                r#"{{{pool}"tasks": {{"t": {{"command": "true", "job_count": {}, "cpu_limit": 1, "memory_limit": "64M"}}}}}}"#,
+                r#"{{{pool}{gang}"tasks": {{"t": {{"command": "true", "job_count": {}, "cpu_limit": 1, "memory_limit": "64M"}}}}}}"#,
                 count.max(1)
             );
             let (client, subjects, caller) = (&client, &target.subjects, &caller);
@@ -335,7 +341,8 @@ async fn main() -> anyhow::Result<()> {
         std::thread::available_parallelism()?.get()
     );
     let first_write = audit::store_sequences(&target).await;
-    let (submissions_per_s, submitted) = submit(&target, args.ops, args.jobs, pooled).await?;
+    let (submissions_per_s, submitted) =
+        submit(&target, args.ops, args.jobs, pooled, args.gangs).await?;
     if args.ops > 0 {
         println!(
             "submitted {} operations: {submissions_per_s:.0}/s",
