@@ -33,13 +33,7 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> Result<(), ApiError> {
         self.observe(now);
-        let op = self.operation(id)?;
-        if op.state.is_finished() {
-            return Err(ApiError::conflict(format!(
-                "operation {id} is already {}; only a pending or running operation's parameters can change",
-                op.state
-            )));
-        }
+        let op = self.unfinished_operation(id, "have its parameters changed")?;
         for tree in params.scheduling_options_per_pool_tree.keys() {
             if op.slot(tree.as_str()).is_none() {
                 return Err(ApiError::new(format!(

@@ -21,13 +21,7 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> Result<(), ApiError> {
         self.observe(now);
-        let op = self.operation(id)?;
-        if op.state.is_finished() {
-            return Err(ApiError::conflict(format!(
-                "operation {id} is already {}; only a pending or running operation can be suspended",
-                op.state
-            )));
-        }
+        let op = self.unfinished_operation(id, "be suspended")?;
         let was_suspended = op.suspended;
         if was_suspended && !abort_running_jobs {
             return Ok(());
@@ -88,13 +82,7 @@ impl SchedulerCore {
     #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
     pub fn resume_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
         self.observe(now);
-        let op = self.operation(id)?;
-        if op.state.is_finished() {
-            return Err(ApiError::conflict(format!(
-                "operation {id} is already {}; only a pending or running operation can be resumed",
-                op.state
-            )));
-        }
+        let op = self.unfinished_operation(id, "be resumed")?;
         if !op.suspended {
             return Ok(());
         }

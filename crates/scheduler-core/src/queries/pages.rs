@@ -17,6 +17,23 @@ impl SchedulerCore {
         })
     }
 
+    /// A pending or running operation, for a change only those take (`what`: "be
+    /// suspended", "have its parameters changed"...); a finished one is a conflict.
+    pub(crate) fn unfinished_operation(
+        &self,
+        id: &OperationId,
+        what: &str,
+    ) -> Result<&Operation, ApiError> {
+        let op = self.operation(id)?;
+        if op.state.is_finished() {
+            return Err(ApiError::conflict(format!(
+                "operation {id} is already {}; only a pending or running operation can {what}",
+                op.state
+            )));
+        }
+        Ok(op)
+    }
+
     pub fn operation_info(&self, id: &OperationId) -> Result<OperationInfo, ApiError> {
         Ok(describe(self.operation(id)?))
     }

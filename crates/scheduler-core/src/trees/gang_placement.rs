@@ -35,6 +35,14 @@ struct Room {
 /// Where each job of a gang goes: (task, node), or why it cannot.
 type Packing = Result<Vec<(usize, usize)>, GangShortfall>;
 
+/// A gang's waiting jobs (task, resources), the nodes it may use, and where each job
+/// goes (task, index into `rooms`).
+struct GangPlan {
+    jobs: Vec<(usize, ResourceVector)>,
+    rooms: Vec<Room>,
+    packing: Vec<(usize, usize)>,
+}
+
 impl SchedulerCore {
     /// Places every waiting gang that fits whole now (oldest first).
     pub(crate) fn place_gangs(&mut self, now: UnixMillis) {
@@ -126,15 +134,26 @@ impl SchedulerCore {
                 let Ok(packing) = with_victims else {
                     return Err(Some(shortfall));
                 };
+                let plan = GangPlan {
+                    jobs,
+                    rooms,
+                    packing,
+                };
                 let aggressive = status == StarvationStatus::AggressivelyStarving;
-                if !self.preempt_for_gang(id, tree, &jobs, &rooms, &packing, aggressive, now) {
+                if !self.preempt_for_gang(id, tree, &plan, aggressive, now) {
                     // Graceful victims hold their room until they exit: start then.
                     return Err(Some(shortfall));
                 }
-                packing
+                self.start_gang(id, tree, &plan, now);
+                return Ok(());
             }
         };
-        self.start_gang(id, tree, &jobs, &rooms, &packing, now);
+        let plan = GangPlan {
+            jobs,
+            rooms,
+            packing,
+        };
+        self.start_gang(id, tree, &plan, now);
         Ok(())
     }
 
@@ -209,20 +228,17 @@ impl SchedulerCore {
 
     /// Preempts, on each node the packing uses, the fewest jobs that make room for the
     /// gang's jobs there. Returns whether the room is free now (no victim is graceful).
-    #[allow(clippy::too_many_arguments)]
     fn preempt_for_gang(
         &mut self,
         id: &OperationId,
         tree: &TreeName,
-        jobs: &[(usize, ResourceVector)],
-        rooms: &[Room],
-        packing: &[(usize, usize)],
+        plan: &GangPlan,
         aggressive: bool,
         now: UnixMillis,
     ) -> bool {
         let mut need: BTreeMap<usize, ResourceVector> = BTreeMap::new();
-        for (j, &(_, node)) in packing.iter().enumerate() {
-            *need.entry(node).or_default() += jobs[j].1;
+        for (j, &(_, node)) in plan.packing.iter().enumerate() {
+            *need.entry(node).or_default() += plan.jobs[j].1;
         }
         let pool = self.operations[id]
             .slot(tree)
@@ -231,7 +247,7 @@ impl SchedulerCore {
             format!("preempted to make room for starving gang operation {id} in pool {pool}");
         let mut at_once = true;
         for (node_idx, need) in need {
-            let room = &rooms[node_idx];
+            let room = &plan.rooms[node_idx];
             if need.fits_in(&room.free) {
                 continue;
             }
@@ -257,20 +273,12 @@ impl SchedulerCore {
 
     /// Books every job of the packing on its node; each node gets its starts at its
     /// next heartbeat.
-    fn start_gang(
-        &mut self,
-        id: &OperationId,
-        tree: &TreeName,
-        jobs: &[(usize, ResourceVector)],
-        rooms: &[Room],
-        packing: &[(usize, usize)],
-        now: UnixMillis,
-    ) {
+    fn start_gang(&mut self, id: &OperationId, tree: &TreeName, plan: &GangPlan, now: UnixMillis) {
         let mut placed: Vec<(NodeId, ytsched_common::protocol::JobStartSpec)> = vec![];
         if let Some(mut op) = self.operations.edit(id) {
-            for (j, &(task, node)) in packing.iter().enumerate() {
-                debug_assert_eq!(jobs[j].0, task);
-                let node_id = rooms[node].node.clone();
+            for (j, &(task, node)) in plan.packing.iter().enumerate() {
+                debug_assert_eq!(plan.jobs[j].0, task);
+                let node_id = plan.rooms[node].node.clone();
                 let spec = op.start_job(task, &node_id, tree, now);
                 placed.push((node_id, spec));
             }
