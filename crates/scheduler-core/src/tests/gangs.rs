@@ -232,3 +232,48 @@ fn gang_specs_are_bounded() {
         .unwrap_err();
     assert!(e.message.contains("job_speculation_timeout"), "{e}");
 }
+
+/// A graceful gang victim: all its members on the node are told to stop with the
+/// graceful timeout, nothing is started in their room meanwhile, and once one has
+/// exited the gang is restarted whole elsewhere or later, never in part.
+#[test]
+fn a_graceful_gang_victim_has_every_member_on_the_node_told() {
+    let mut h = Harness::new();
+    starving_soon(&mut h);
+    h.node("n1", 4.0, &[]);
+    h.heartbeat_all();
+    let mut g_spec = gang(4);
+    g_spec.preemption_mode = Some(ytsched_common::spec::PreemptionMode::Graceful);
+    let g = h.submit("u", g_spec);
+    tick(&mut h, 300);
+    h.heartbeat("n1");
+    assert_eq!(h.running_of(&g), 4);
+    let s = h.submit("v", spec(2, 1.0));
+    let mut told = None;
+    for _ in 0..10 {
+        tick(&mut h, 500);
+        let r = h.heartbeat("n1");
+        assert_eq!(
+            starts_of(&r, &s),
+            0,
+            "nothing starts in a graceful victim's room"
+        );
+        if !r.jobs_to_abort.is_empty() {
+            told = Some(r);
+            break;
+        }
+    }
+    let r = told.expect("the starving operation preempts");
+    assert_eq!(r.jobs_to_abort.len(), 4, "{r:?}");
+    assert!(r
+        .jobs_to_abort
+        .iter()
+        .all(|a| a.reason == AbortReason::Preempted && a.graceful_timeout_ms.is_some()));
+    // One member checkpoints and exits: the rest are lost with it, the room is free.
+    let first = r.jobs_to_abort[0].job_id.clone();
+    h.finish_job("n1", &first, JobState::Aborted);
+    h.finish_all("n1", JobState::Aborted);
+    let r = h.advance(1).heartbeat("n1");
+    assert!(starts_of(&r, &s) >= 1, "{r:?}");
+    assert_eq!(h.running_of(&g), 0);
+}
