@@ -215,14 +215,17 @@ impl Archive {
                 next_before: None,
             });
         }
-        let mut list = self.list.clone();
-        let state = list.info().await.map_err(unavailable)?.state.clone();
         // The first page into the archive starts with the operations being handed over
-        // to it: they are newer than anything its list holds.
+        // to it: they are newer than anything its list holds. Read before the list's
+        // end: an operation that leaves the handover has been written to the list
+        // first, so the end read after it covers it (read the other way round, one
+        // archived in between was in neither, and missing from the page).
         let (mut out, mut bytes, full) = match before {
             None => self.handover_head(filter, limit, max_bytes),
             Some(_) => (vec![], 0, false),
         };
+        let mut list = self.list.clone();
+        let state = list.info().await.map_err(unavailable)?.state.clone();
         if full || state.messages == 0 {
             let more = full && state.messages > 0;
             return Ok(ArchivedPage {
