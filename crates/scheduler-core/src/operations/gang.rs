@@ -30,6 +30,8 @@ pub struct GangShortfall {
     /// Its whole demand is over its own or a pool's `resource_limits` (`most_free` is
     /// then the room the limits leave).
     pub over_limit: bool,
+    /// Even the sum of what the nodes have free is short (`most_free` is that sum).
+    pub in_all: bool,
     /// When this was found: the gang is tried again `GANG_RETRY_MS` later.
     pub at: UnixMillis,
 }
@@ -40,6 +42,12 @@ impl GangShortfall {
             return format!(
                 "a gang of {} job(s) waits: together they need {} {}, more than the resource_limits on its path in pool tree '{}' leave ({})",
                 self.jobs, self.resource, self.need, self.tree, self.most_free
+            );
+        }
+        if self.in_all {
+            return format!(
+                "a gang of {} job(s) waits to start whole: together they need {} {}, and the {} node(s) of pool tree '{}' it may use have {} free in all",
+                self.jobs, self.need, self.resource, self.nodes, self.tree, self.most_free
             );
         }
         if self.nodes == 0 {

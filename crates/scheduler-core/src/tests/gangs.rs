@@ -65,8 +65,9 @@ fn a_gang_starts_whole_across_nodes_or_not_at_all() {
     assert_eq!(o["unschedulable_reason"], "gang_does_not_fit", "{o}");
     let why = h.core.explain_operation(&g).unwrap().text();
     assert!(
-        why.contains("a gang of 4 job(s) waits to start whole: 2 of them find no room")
-            && why.contains("cpu"),
+        why.contains(
+            "a gang of 4 job(s) waits to start whole: together they need 4 cpu, and the 2 node(s) of pool tree 'default' it may use have 2 free in all"
+        ),
         "{why}"
     );
     // The blocker ends: the next tick places all four, two on each node.
@@ -276,4 +277,35 @@ fn a_graceful_gang_victim_has_every_member_on_the_node_told() {
     let r = h.advance(1).heartbeat("n1");
     assert!(starts_of(&r, &s) >= 1, "{r:?}");
     assert_eq!(h.running_of(&g), 0);
+}
+
+/// Free room split so that no packing fits (3 cpu free in all, but 1.5 on each of two
+/// nodes, for 2-cpu jobs): nothing starts, and `explain` names the resource and how many
+/// nodes lack it.
+#[test]
+fn a_gang_whose_jobs_fit_no_node_waits_and_explain_counts_the_nodes() {
+    let mut h = Harness::new();
+    h.node("n1", 2.0, &[]).node("n2", 2.0, &[]);
+    for node in ["n1", "n2"] {
+        let blocker = h.submit("b", spec(1, 0.5));
+        h.advance(1).heartbeat(node);
+        assert_eq!(h.running_of(&blocker), 1);
+    }
+    let g = h.submit("u", {
+        let mut s = spec(1, 2.0);
+        s.is_gang = true;
+        s
+    });
+    for _ in 0..2 {
+        tick(&mut h, 1_100);
+        h.heartbeat("n1");
+        h.heartbeat("n2");
+    }
+    assert_eq!(h.running_of(&g), 0);
+    let why = h.core.explain_operation(&g).unwrap().text();
+    assert!(
+        why.contains("1 of them find no room on the 2 node(s)")
+            && why.contains("cpu 2 needed; 2 of the nodes have less free, the most free is 1.5"),
+        "{why}"
+    );
 }

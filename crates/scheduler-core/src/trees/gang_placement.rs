@@ -12,7 +12,7 @@
 
 use crate::operations::gang::GangShortfall;
 use crate::trees::fair_share::TreeShares;
-use crate::trees::preemption::{Candidate, Preemptibility};
+use crate::trees::preemption::{Candidate, JobClasses, Preemptibility};
 use crate::trees::starvation::StarvationStatus;
 use crate::SchedulerCore;
 use std::collections::BTreeMap;
@@ -25,22 +25,36 @@ use ytsched_common::{NodeId, OperationId};
 /// A gang that did not fit is tried again after this long.
 pub const GANG_RETRY_MS: u64 = 1_000;
 
-/// One node a gang may use: what it has free now, and what preemption could add.
+/// One node a gang may use: its tags, what it has free now, and what preemption could
+/// add.
 struct Room {
     node: NodeId,
+    tags: std::collections::BTreeSet<String>,
     free: ResourceVector,
     takeable: ResourceVector,
 }
 
-/// Where each job of a gang goes: (task, node), or why it cannot.
+/// Where each job of a gang goes: (task, index into the rooms), or why it cannot.
 type Packing = Result<Vec<(usize, usize)>, GangShortfall>;
 
-/// A gang's waiting jobs (task, resources), the nodes it may use, and where each job
-/// goes (task, index into `rooms`).
+/// A gang's waiting jobs (task, resources) and where each goes.
 struct GangPlan {
     jobs: Vec<(usize, ResourceVector)>,
-    rooms: Vec<Room>,
     packing: Vec<(usize, usize)>,
+}
+
+/// One tree's nodes as this tick's gang placement sees them: what each has free,
+/// updated as gangs are booked, and their sum, which turns away at once a gang that
+/// could not fit even if all the free room were one node (the usual case: a full
+/// cluster). Made once per tree per tick, whatever the number of gangs.
+struct TreeRooms {
+    shares: std::sync::Arc<TreeShares>,
+    usage: Vec<ResourceVector>,
+    rooms: Vec<Room>,
+    total_free: ResourceVector,
+    /// A starving gang tried preemption in this tree this tick: at most one does, as
+    /// it reads every node's candidates.
+    preempted: bool,
 }
 
 impl SchedulerCore {
@@ -64,22 +78,70 @@ impl SchedulerCore {
                 ready.then(|| (op.seq, id.clone()))
             })
             .collect();
+        if due.is_empty() {
+            return;
+        }
         due.sort();
+        self.refresh_live();
+        let mut trees: BTreeMap<TreeName, Option<TreeRooms>> = BTreeMap::new();
         for (_, id) in due {
-            self.try_place_gang(&id, now);
+            self.try_place_gang(&id, &mut trees, now);
         }
     }
 
+    /// This tick's rooms of `tree`, made at first use (`None`: no snapshot yet).
+    fn tree_rooms<'a>(
+        &self,
+        tree: &TreeName,
+        trees: &'a mut BTreeMap<TreeName, Option<TreeRooms>>,
+    ) -> Option<&'a mut TreeRooms> {
+        trees
+            .entry(tree.clone())
+            .or_insert_with(|| {
+                let shares = self.trees.shares(tree)?;
+                let usage = self.live_usage(tree, &shares).into_owned();
+                let rooms: Vec<Room> = self
+                    .tree_members(tree)
+                    .filter(|n| n.is_schedulable())
+                    .map(|n| {
+                        // What its jobs hold, or what it last reported (jobs aborted and
+                        // not yet gone), whichever is more.
+                        let held = self.node_running(&n.id).component_max(&n.reported_usage);
+                        Room {
+                            node: n.id.clone(),
+                            tags: n.all_tags.clone(),
+                            free: (n.resource_limits - held).map(|_, v| v.max(0.0)),
+                            takeable: ResourceVector::ZERO,
+                        }
+                    })
+                    .collect();
+                let total_free = rooms.iter().map(|r| r.free).sum();
+                Some(TreeRooms {
+                    shares,
+                    usage,
+                    rooms,
+                    total_free,
+                    preempted: false,
+                })
+            })
+            .as_mut()
+    }
+
     /// Tries each of the gang's trees in turn; the first that takes it whole wins.
-    fn try_place_gang(&mut self, id: &OperationId, now: UnixMillis) {
-        let trees: Vec<TreeName> = self.operations[id]
+    fn try_place_gang(
+        &mut self,
+        id: &OperationId,
+        trees: &mut BTreeMap<TreeName, Option<TreeRooms>>,
+        now: UnixMillis,
+    ) {
+        let names: Vec<TreeName> = self.operations[id]
             .trees
             .iter()
             .map(|(t, _)| t.clone())
             .collect();
         let mut shortfall = None;
-        for tree in trees {
-            match self.place_gang_in(id, &tree, now) {
+        for tree in names {
+            match self.place_gang_in(id, &tree, trees, now) {
                 Ok(()) => {
                     if let Some(mut op) = self.operations.edit(id) {
                         op.gang_shortfall = None;
@@ -98,62 +160,74 @@ impl SchedulerCore {
     }
 
     /// Places the gang in `tree`, preempting for it if it starves and that lets it fit.
-    /// `Err(None)`: not yet in the tree's fair-share snapshot.
+    /// `Err(None)`: the tree has no snapshot holding it yet.
     fn place_gang_in(
         &mut self,
         id: &OperationId,
         tree: &TreeName,
+        trees: &mut BTreeMap<TreeName, Option<TreeRooms>>,
         now: UnixMillis,
     ) -> Result<(), Option<GangShortfall>> {
-        let Some(shares) = self.trees.shares(tree) else {
-            return Err(None);
-        };
-        let Some(&idx) = shares.operation_index.get(id) else {
-            return Err(None);
-        };
-        self.refresh_live();
         let jobs = self.gang_jobs(id);
         let demand: ResourceVector = jobs.iter().map(|(_, r)| *r).sum();
-        let usage = self.live_usage(tree, &shares).into_owned();
-        let room = self.room_along_path(&shares, &usage, idx);
+        let status = self.starvation_status_of(tree, id);
+        let aggressive = status == StarvationStatus::AggressivelyStarving;
+        let Some(t) = self.tree_rooms(tree, trees) else {
+            return Err(None);
+        };
+        let Some(&idx) = t.shares.operation_index.get(id) else {
+            return Err(None);
+        };
+        let room = self.room_along_path(&t.shares, &t.usage, idx);
         if !demand.fits_in(&room) {
             return Err(Some(limit_shortfall(tree, jobs.len(), &demand, &room)));
         }
-        let status = self.starvation_status_of(tree, id);
-        let rooms = self.gang_rooms(id, tree, &shares, idx, status);
-        let free_only = pack(&jobs, &rooms, |r| r.free, tree, &shares.total);
-        let packing = match free_only {
-            Ok(p) => p,
-            Err(shortfall) => {
-                if status == StarvationStatus::NonStarving {
-                    return Err(Some(shortfall));
+        let filter = self.operations[id].tag_filter();
+        let usable: Vec<usize> = (0..t.rooms.len())
+            .filter(|&i| filter.matches(&t.rooms[i].tags) && t.shares.admits(idx, &t.rooms[i].tags))
+            .collect();
+        let shortfall = if demand.fits_in(&t.total_free) {
+            match pack(&jobs, &t.rooms, &usable, |r| r.free, tree, &t.shares.total) {
+                Ok(packing) => {
+                    self.start_gang(id, tree, &GangPlan { jobs, packing }, t, now);
+                    return Ok(());
                 }
-                // Starving: preempt only if that lets the whole gang in.
-                let with_victims =
-                    pack(&jobs, &rooms, |r| r.free + r.takeable, tree, &shares.total);
-                let Ok(packing) = with_victims else {
-                    return Err(Some(shortfall));
-                };
-                let plan = GangPlan {
-                    jobs,
-                    rooms,
-                    packing,
-                };
-                let aggressive = status == StarvationStatus::AggressivelyStarving;
-                if !self.preempt_for_gang(id, tree, &plan, aggressive, now) {
-                    // Graceful victims hold their room until they exit: start then.
-                    return Err(Some(shortfall));
-                }
-                self.start_gang(id, tree, &plan, now);
-                return Ok(());
+                Err(s) => s,
             }
+        } else {
+            total_shortfall(tree, jobs.len(), &demand, &t.total_free, usable.len())
         };
-        let plan = GangPlan {
-            jobs,
-            rooms,
-            packing,
+        if status == StarvationStatus::NonStarving || t.preempted {
+            return Err(Some(shortfall));
+        }
+        // Starving: preempt only if that lets the whole gang in.
+        t.preempted = true;
+        let mut classes = JobClasses::new();
+        for &i in &usable {
+            let node = t.rooms[i].node.clone();
+            t.rooms[i].takeable = self
+                .preemption_candidates_with(&node, tree, &mut classes)
+                .iter()
+                .filter(|(c, class)| {
+                    &c.operation != id && self.may_take(tree, c, *class, aggressive)
+                })
+                .map(|(c, _)| c.resources)
+                .sum::<ResourceVector>()
+                + self.interrupting_on(&node);
+        }
+        let offer = |r: &Room| r.free + r.takeable;
+        let Ok(packing) = pack(&jobs, &t.rooms, &usable, offer, tree, &t.shares.total) else {
+            return Err(Some(shortfall));
         };
-        self.start_gang(id, tree, &plan, now);
+        let plan = GangPlan { jobs, packing };
+        let free: Vec<(NodeId, ResourceVector)> =
+            t.rooms.iter().map(|r| (r.node.clone(), r.free)).collect();
+        if !self.preempt_for_gang(id, tree, &plan, &free, aggressive, now) {
+            // Graceful victims hold their room until they exit: start then.
+            return Err(Some(shortfall));
+        }
+        let t = self.tree_rooms(tree, trees).expect("made above");
+        self.start_gang(id, tree, &plan, t, now);
         Ok(())
     }
 
@@ -183,56 +257,15 @@ impl SchedulerCore {
             .map_or(StarvationStatus::NonStarving, |(_, s)| *s)
     }
 
-    /// The nodes of `tree` the gang may run on, with what each has free (what its jobs
-    /// hold, or what it last reported, whichever is more) and, for a starving gang,
-    /// what preemption could take there.
-    fn gang_rooms(
-        &self,
-        id: &OperationId,
-        tree: &str,
-        shares: &TreeShares,
-        idx: usize,
-        status: StarvationStatus,
-    ) -> Vec<Room> {
-        let op = &self.operations[id];
-        let aggressive = status == StarvationStatus::AggressivelyStarving;
-        self.tree_members(tree)
-            .filter(|n| {
-                n.is_schedulable()
-                    && op.tag_filter().matches(&n.all_tags)
-                    && shares.admits(idx, &n.all_tags)
-            })
-            .map(|n| {
-                let held = self.node_running(&n.id).component_max(&n.reported_usage);
-                let free = (n.resource_limits - held).map(|_, v| v.max(0.0));
-                let takeable = if status == StarvationStatus::NonStarving {
-                    ResourceVector::ZERO
-                } else {
-                    self.preemption_candidates(&n.id, tree)
-                        .iter()
-                        .filter(|(c, class)| {
-                            &c.operation != id && self.may_take(tree, c, *class, aggressive)
-                        })
-                        .map(|(c, _)| c.resources)
-                        .sum::<ResourceVector>()
-                        + self.interrupting_on(&n.id)
-                };
-                Room {
-                    node: n.id.clone(),
-                    free,
-                    takeable,
-                }
-            })
-            .collect()
-    }
-
     /// Preempts, on each node the packing uses, the fewest jobs that make room for the
-    /// gang's jobs there. Returns whether the room is free now (no victim is graceful).
+    /// gang's jobs there (`free`: each room's node and what it has free). Returns
+    /// whether the room is free now (no victim is graceful).
     fn preempt_for_gang(
         &mut self,
         id: &OperationId,
         tree: &TreeName,
         plan: &GangPlan,
+        free: &[(NodeId, ResourceVector)],
         aggressive: bool,
         now: UnixMillis,
     ) -> bool {
@@ -246,56 +279,60 @@ impl SchedulerCore {
         let message =
             format!("preempted to make room for starving gang operation {id} in pool {pool}");
         let mut at_once = true;
-        for (node_idx, need) in need {
-            let room = &plan.rooms[node_idx];
-            if need.fits_in(&room.free) {
+        for (room, need) in need {
+            let (node, free) = &free[room];
+            if need.fits_in(free) {
                 continue;
             }
-            let coming = self.interrupting_on(&room.node);
-            if need.fits_in(&(room.free + coming)) {
+            let coming = self.interrupting_on(node);
+            if need.fits_in(&(*free + coming)) {
                 at_once = false;
                 continue;
             }
-            let candidates = self.preemption_candidates(&room.node, tree);
+            let candidates = self.preemption_candidates(node, tree);
             let Some(victims) =
-                self.choose_victims(tree, id, aggressive, need, room.free + coming, &candidates)
+                self.choose_victims(tree, id, aggressive, need, *free + coming, &candidates)
             else {
                 at_once = false;
                 continue;
             };
             at_once &= coming == ResourceVector::ZERO;
-            let node = room.node.clone();
-            let (graceful, _) = self.take_victims(&node, victims, &message, now);
+            let (graceful, _) = self.take_victims(node, victims, &message, now);
             at_once &= !graceful;
         }
         at_once
     }
 
-    /// Books every job of the packing on its node; each node gets its starts at its
-    /// next heartbeat.
-    fn start_gang(&mut self, id: &OperationId, tree: &TreeName, plan: &GangPlan, now: UnixMillis) {
+    /// Books every job of the packing on its node (and takes it off this tick's
+    /// rooms); each node gets its starts at its next heartbeat.
+    fn start_gang(
+        &mut self,
+        id: &OperationId,
+        tree: &TreeName,
+        plan: &GangPlan,
+        t: &mut TreeRooms,
+        now: UnixMillis,
+    ) {
         let mut placed: Vec<(NodeId, ytsched_common::protocol::JobStartSpec)> = vec![];
         if let Some(mut op) = self.operations.edit(id) {
             for (j, &(task, node)) in plan.packing.iter().enumerate() {
                 debug_assert_eq!(plan.jobs[j].0, task);
-                let node_id = plan.rooms[node].node.clone();
-                let spec = op.start_job(task, &node_id, tree, now);
-                placed.push((node_id, spec));
+                let room = &mut t.rooms[node];
+                room.free = (room.free - plan.jobs[j].1).map(|_, v| v.max(0.0));
+                let spec = op.start_job(task, &room.node, tree, now);
+                placed.push((room.node.clone(), spec));
             }
-            op.record(
-                now,
-                format!(
-                    "gang of {} job(s) started whole on {} node(s)",
-                    placed.len(),
-                    {
-                        let mut nodes: Vec<&NodeId> = placed.iter().map(|(n, _)| n).collect();
-                        nodes.sort();
-                        nodes.dedup();
-                        nodes.len()
-                    }
-                ),
+            let mut nodes: Vec<&NodeId> = placed.iter().map(|(n, _)| n).collect();
+            nodes.sort();
+            nodes.dedup();
+            let event = format!(
+                "gang of {} job(s) started whole on {} node(s)",
+                placed.len(),
+                nodes.len()
             );
+            op.record(now, event);
         }
+        t.total_free = t.rooms.iter().map(|r| r.free).sum();
         for (node, spec) in &placed {
             self.record_start(node, id, spec);
             self.jobs
@@ -329,11 +366,12 @@ impl SchedulerCore {
 fn pack(
     jobs: &[(usize, ResourceVector)],
     rooms: &[Room],
+    usable: &[usize],
     offer: impl Fn(&Room) -> ResourceVector,
     tree: &str,
     total: &ResourceVector,
 ) -> Packing {
-    let mut left: Vec<ResourceVector> = rooms.iter().map(&offer).collect();
+    let mut left: Vec<ResourceVector> = usable.iter().map(|&i| offer(&rooms[i])).collect();
     let mut out = Vec::with_capacity(jobs.len());
     let weight = |v: &ResourceVector| {
         Resource::ALL
@@ -362,7 +400,7 @@ fn pack(
         match best {
             Some(i) => {
                 left[i] -= *need;
-                out.push((*task, i));
+                out.push((*task, usable[i]));
             }
             None => return Err(shortfall(tree, jobs.len(), jobs.len() - j, need, &left)),
         }
@@ -400,6 +438,34 @@ fn shortfall(
         nodes: left.len(),
         most_free: left.iter().map(|l| l.get(resource)).fold(0.0, f64::max),
         over_limit: false,
+        in_all: false,
+        at: 0,
+    }
+}
+
+/// A gang needing more than all the nodes it may use have free together.
+fn total_shortfall(
+    tree: &str,
+    jobs: usize,
+    demand: &ResourceVector,
+    total_free: &ResourceVector,
+    nodes: usize,
+) -> GangShortfall {
+    let resource = Resource::ALL
+        .into_iter()
+        .find(|&r| demand.get(r) > total_free.get(r) + ytsched_common::resources::EPSILON)
+        .unwrap_or(Resource::Cpu);
+    GangShortfall {
+        tree: tree.to_string(),
+        jobs,
+        unplaced: jobs,
+        resource: resource.name().to_string(),
+        need: demand.get(resource),
+        nodes_short: nodes,
+        nodes,
+        most_free: total_free.get(resource),
+        over_limit: false,
+        in_all: true,
         at: 0,
     }
 }
@@ -425,6 +491,7 @@ fn limit_shortfall(
         nodes: 0,
         most_free: room.get(resource),
         over_limit: true,
+        in_all: false,
         at: 0,
     }
 }

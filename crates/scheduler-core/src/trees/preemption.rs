@@ -23,6 +23,9 @@ use ytsched_common::{JobId, NodeId, OperationId};
 /// Starving operations in the order the preemptive stage tries them.
 type StarvingOrder = std::sync::Arc<Vec<(OperationId, StarvationStatus)>>;
 
+/// Each operation's running jobs by preemptibility class, as one pass computes them.
+pub(crate) type JobClasses = HashMap<OperationId, HashMap<JobId, Preemptibility>>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preemptibility {
@@ -281,8 +284,18 @@ impl SchedulerCore {
         node_id: &NodeId,
         tree_name: &str,
     ) -> Vec<(Candidate, Preemptibility)> {
+        self.preemption_candidates_with(node_id, tree_name, &mut HashMap::new())
+    }
+
+    /// As `preemption_candidates`, with each operation's job classes kept in `by_op`
+    /// across calls: a gang looking at every node computes each operation's once.
+    pub(crate) fn preemption_candidates_with(
+        &self,
+        node_id: &NodeId,
+        tree_name: &str,
+        by_op: &mut JobClasses,
+    ) -> Vec<(Candidate, Preemptibility)> {
         let mut candidates: Vec<(Candidate, Preemptibility)> = vec![];
-        let mut by_op: HashMap<OperationId, HashMap<JobId, Preemptibility>> = HashMap::new();
         for job_id in self.jobs.on(node_id) {
             let Some(op_id) = self.jobs.owner(job_id) else {
                 continue;
