@@ -65,39 +65,18 @@ pub fn compute(input: &TreeInput) -> Result<TreeOutput, InputError> {
         burst_pools: vec![],
         relaxed_pools: vec![],
     };
-    let t0 = std::time::Instant::now();
     u.build_nodes();
-    let ta = std::time::Instant::now();
     u.infer_guarantees();
-    let tb = std::time::Instant::now();
     u.cumulative_attributes();
-    let tc = std::time::Instant::now();
     u.refill_volumes();
     u.adjust_guarantees();
     u.burst_integral_shares();
     u.relaxed_integral_shares();
-    let t1 = std::time::Instant::now();
     u.prepare(0);
-    let t2 = std::time::Instant::now();
     u.set_fair_share(0, 1.0);
     u.root_fair_share();
     u.truncate_gangs_in_fifo_pools();
-    let t3 = std::time::Instant::now();
-    let o = u.output();
-    let t4 = std::time::Instant::now();
-    if std::env::var("YTS_T").is_ok() {
-        eprintln!(
-            "T build {:?} infer {:?} cumul {:?} rest {:?} prepare {:?} topdown {:?} output {:?}",
-            ta - t0,
-            tb - ta,
-            tc - tb,
-            t1 - tc,
-            t2 - t1,
-            t3 - t2,
-            t4 - t3
-        );
-    }
-    Ok(o)
+    Ok(u.output())
 }
 
 impl Update<'_> {

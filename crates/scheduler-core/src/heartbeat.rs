@@ -314,12 +314,22 @@ impl SchedulerCore {
         let op = &self.operations[&op_id];
         let job = &op.jobs[&result.job_id];
         let won = job.state == JobState::Completed;
-        self.outbox.event(CoreEvent::JobFinished {
-            id: result.job_id.clone(),
-            operation: op_id.clone(),
-            node: node_id.clone(),
-            state: job.state.name(),
-            error: job.error.clone(),
+        // A result that sent the job back to waiting (a graceful preemption ended, a
+        // restart_exit_code, a node giving the job up) says why, as an abort does.
+        self.outbox.event(match job.abort_reason {
+            Some(reason) if job.state == JobState::Aborted => CoreEvent::JobAborted {
+                id: result.job_id.clone(),
+                operation: op_id.clone(),
+                node: node_id.clone(),
+                reason,
+            },
+            _ => CoreEvent::JobFinished {
+                id: result.job_id.clone(),
+                operation: op_id.clone(),
+                node: node_id.clone(),
+                state: job.state.name(),
+                error: job.error.clone(),
+            },
         });
         if won {
             self.abort_losing_copy(&op_id, &result.job_id, now);

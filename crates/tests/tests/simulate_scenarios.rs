@@ -936,7 +936,7 @@ fn scenario_17_graceful_preemption() {
     let interrupted = at(&|e| e["event"] == "job_interrupted");
     assert_eq!(interrupted.first(), Some(&3.0), "{all:?}");
     let victim_exits =
-        at(&|e| e["event"] == "job_finished" && e["operation"] == "g" && e["state"] == "aborted");
+        at(&|e| e["event"] == "job_aborted" && e["operation"] == "g" && e["reason"] == "preempted");
     assert_eq!(victim_exits.first(), Some(&8.0), "{all:?}");
     let preemptor_starts = at(&|e| e["event"] == "job_started" && e["operation"] == "s");
     assert_eq!(preemptor_starts.first(), Some(&8.0), "{all:?}");
