@@ -309,3 +309,42 @@ fn a_gang_whose_jobs_fit_no_node_waits_and_explain_counts_the_nodes() {
         "{why}"
     );
 }
+
+/// A running gang survives a scheduler restart whole: its nodes report its four jobs,
+/// all are adopted, none is lost or started twice, and a member lost afterwards still
+/// restarts the gang whole.
+#[test]
+fn a_running_gang_survives_a_restart_whole() {
+    let mut h = Harness::new();
+    h.node("n1", 2.0, &[]).node("n2", 2.0, &[]);
+    h.heartbeat_all();
+    let g = h.submit("u", gang(4));
+    tick(&mut h, 300);
+    h.heartbeat("n1");
+    h.heartbeat("n2");
+    assert_eq!(h.running_of(&g), 4);
+    h.advance(1).restart_scheduler(5_000);
+    for _ in 0..3 {
+        h.advance(1_000);
+        let (r1, r2) = (h.heartbeat("n1"), h.heartbeat("n2"));
+        assert!(
+            r1.jobs_to_abort.is_empty() && r2.jobs_to_abort.is_empty(),
+            "{r1:?} {r2:?}"
+        );
+        assert_eq!(starts_of(&r1, &g) + starts_of(&r2, &g), 0, "nothing twice");
+        tick(&mut h, 1);
+    }
+    let info = h.core.operation_info(&g).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.waiting), (4, 0), "{info:?}");
+    // After revival a lost member still takes the gang down whole.
+    let failing = h.running_on("n2")[0].job_id.clone();
+    h.finish_job("n2", &failing, JobState::Failed);
+    let r2 = h.advance(1).heartbeat("n2");
+    let r1 = h.heartbeat("n1");
+    assert_eq!(
+        r1.jobs_to_abort.len() + r2.jobs_to_abort.len(),
+        3,
+        "{r1:?} {r2:?}"
+    );
+    assert_eq!(h.core.operation_info(&g).unwrap().jobs.waiting, 4);
+}
