@@ -36,6 +36,19 @@ fn starts_of(r: &HeartbeatReply, op: &OperationId) -> usize {
         .count()
 }
 
+/// A 4-job gang running on two 2-cpu nodes, two jobs on each.
+fn running_gang_on_two_nodes() -> (Harness, OperationId) {
+    let mut h = Harness::new();
+    h.node("n1", 2.0, &[]).node("n2", 2.0, &[]);
+    h.heartbeat_all();
+    let g = h.submit("u", gang(4));
+    tick(&mut h, 300);
+    h.heartbeat("n1");
+    h.heartbeat("n2");
+    assert_eq!(h.running_of(&g), 4);
+    (h, g)
+}
+
 /// Two 2-cpu nodes, one of them taken by a 2-cpu job of another operation.
 fn half_busy() -> (Harness, OperationId) {
     let mut h = Harness::new();
@@ -96,14 +109,7 @@ fn a_gang_starts_whole_across_nodes_or_not_at_all() {
 /// the failure counts once, and the gang starts again whole.
 #[test]
 fn a_lost_member_restarts_the_whole_gang() {
-    let mut h = Harness::new();
-    h.node("n1", 2.0, &[]).node("n2", 2.0, &[]);
-    h.heartbeat_all();
-    let g = h.submit("u", gang(4));
-    tick(&mut h, 300);
-    h.heartbeat("n1");
-    h.heartbeat("n2");
-    assert_eq!(h.running_of(&g), 4);
+    let (mut h, g) = running_gang_on_two_nodes();
     let failing = h.running_on("n1")[0].job_id.clone();
     h.finish_job("n1", &failing, JobState::Failed);
     let r1 = h.advance(1).heartbeat("n1");
@@ -315,14 +321,7 @@ fn a_gang_whose_jobs_fit_no_node_waits_and_explain_counts_the_nodes() {
 /// restarts the gang whole.
 #[test]
 fn a_running_gang_survives_a_restart_whole() {
-    let mut h = Harness::new();
-    h.node("n1", 2.0, &[]).node("n2", 2.0, &[]);
-    h.heartbeat_all();
-    let g = h.submit("u", gang(4));
-    tick(&mut h, 300);
-    h.heartbeat("n1");
-    h.heartbeat("n2");
-    assert_eq!(h.running_of(&g), 4);
+    let (mut h, g) = running_gang_on_two_nodes();
     h.advance(1).restart_scheduler(5_000);
     for _ in 0..3 {
         h.advance(1_000);

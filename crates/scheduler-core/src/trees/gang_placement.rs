@@ -180,7 +180,14 @@ impl SchedulerCore {
         };
         let room = self.room_along_path(&t.shares, &t.usage, idx);
         if !demand.fits_in(&room) {
-            return Err(Some(limit_shortfall(tree, jobs.len(), &demand, &room)));
+            return Err(Some(whole_shortfall(
+                tree,
+                jobs.len(),
+                &demand,
+                &room,
+                0,
+                true,
+            )));
         }
         let filter = self.operations[id].tag_filter();
         let usable: Vec<usize> = (0..t.rooms.len())
@@ -195,7 +202,14 @@ impl SchedulerCore {
                 Err(s) => s,
             }
         } else {
-            total_shortfall(tree, jobs.len(), &demand, &t.total_free, usable.len())
+            whole_shortfall(
+                tree,
+                jobs.len(),
+                &demand,
+                &t.total_free,
+                usable.len(),
+                false,
+            )
         };
         if status == StarvationStatus::NonStarving || t.preempted {
             return Err(Some(shortfall));
@@ -443,17 +457,19 @@ fn shortfall(
     }
 }
 
-/// A gang needing more than all the nodes it may use have free together.
-fn total_shortfall(
+/// A gang whose whole demand is more than `available`: what all the `nodes` it may use
+/// have free together, or (`over_limit`) the room the resource_limits on its path leave.
+fn whole_shortfall(
     tree: &str,
     jobs: usize,
     demand: &ResourceVector,
-    total_free: &ResourceVector,
+    available: &ResourceVector,
     nodes: usize,
+    over_limit: bool,
 ) -> GangShortfall {
     let resource = Resource::ALL
         .into_iter()
-        .find(|&r| demand.get(r) > total_free.get(r) + ytsched_common::resources::EPSILON)
+        .find(|&r| demand.get(r) > available.get(r) + ytsched_common::resources::EPSILON)
         .unwrap_or(Resource::Cpu);
     GangShortfall {
         tree: tree.to_string(),
@@ -463,35 +479,9 @@ fn total_shortfall(
         need: demand.get(resource),
         nodes_short: nodes,
         nodes,
-        most_free: total_free.get(resource),
-        over_limit: false,
-        in_all: true,
-        at: 0,
-    }
-}
-
-/// A gang whose whole demand is over a limit of its own or of a pool above it.
-fn limit_shortfall(
-    tree: &str,
-    jobs: usize,
-    demand: &ResourceVector,
-    room: &ResourceVector,
-) -> GangShortfall {
-    let resource = Resource::ALL
-        .into_iter()
-        .find(|&r| demand.get(r) > room.get(r) + ytsched_common::resources::EPSILON)
-        .unwrap_or(Resource::Cpu);
-    GangShortfall {
-        tree: tree.to_string(),
-        jobs,
-        unplaced: jobs,
-        resource: resource.name().to_string(),
-        need: demand.get(resource),
-        nodes_short: 0,
-        nodes: 0,
-        most_free: room.get(resource),
-        over_limit: true,
-        in_all: false,
+        most_free: available.get(resource),
+        over_limit,
+        in_all: !over_limit,
         at: 0,
     }
 }
