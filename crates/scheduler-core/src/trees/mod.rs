@@ -14,3 +14,4 @@ pub(crate) mod share_inputs;
 pub(crate) mod share_update;
 pub mod starvation;
 pub(crate) mod tree_state;
+pub(crate) mod victims;
