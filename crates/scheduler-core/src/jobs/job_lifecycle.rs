@@ -264,7 +264,6 @@ impl Operation {
             set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
             job.abort_reason = Some(reason);
             job.error = error;
-            job.interrupting = None;
             let index = job.index;
             if !copy_runs && !self.state.is_finished() {
                 self.tasks[task].waiting.push_front(index);

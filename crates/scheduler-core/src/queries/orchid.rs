@@ -101,6 +101,7 @@ struct PendingFacts {
     pending: u64,
     resource_limits: Option<ytsched_common::spec::ResourceAmounts>,
     suspended: bool,
+    unschedulable_reason: Option<&'static str>,
     is_gang: bool,
 }
 
@@ -269,6 +270,7 @@ fn pending_facts(op: &crate::Operation, tree_name: &str) -> Option<PendingFacts>
         pending: op.waiting_job_count(),
         resource_limits: op.spec.resource_limits.clone(),
         suspended: op.suspended,
+        unschedulable_reason: op.unschedulable_reason(),
         is_gang: op.is_gang(),
     })
 }
@@ -484,7 +486,7 @@ impl TreeFacts {
             m.insert("is_gang".into(), json!(op.is_gang));
             m.insert(
                 "unschedulable_reason".into(),
-                json!(if op.suspended { "suspended" } else { "pending" }),
+                json!(op.unschedulable_reason),
             );
             out.insert(op.id.clone(), Value::Object(m));
         }
