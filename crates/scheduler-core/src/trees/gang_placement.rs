@@ -12,7 +12,7 @@
 
 use crate::operations::gang::GangShortfall;
 use crate::trees::fair_share::TreeShares;
-use crate::trees::preemption::{Candidate, JobClasses, Preemptibility};
+use crate::trees::preemption::JobClasses;
 use crate::trees::starvation::StarvationStatus;
 use crate::SchedulerCore;
 use std::collections::BTreeMap;
@@ -355,23 +355,6 @@ impl SchedulerCore {
         }
         self.trees.mark_stale(tree);
         tracing::info!(operation = %id, jobs = placed.len(), "gang started whole");
-    }
-
-    /// Whether `c` may be taken by a starving operation (as `choose_victims` decides).
-    fn may_take(&self, tree: &str, c: &Candidate, class: Preemptibility, aggressive: bool) -> bool {
-        let Some(pool) = self.operations.get(&c.operation).and_then(|o| o.slot(tree)) else {
-            return false;
-        };
-        match class {
-            Preemptibility::Preemptible => {
-                self.cluster.preemption_allowed(tree, &pool.pool, false)
-                    || (aggressive && self.cluster.preemption_allowed(tree, &pool.pool, true))
-            }
-            Preemptibility::AggressivelyPreemptible => {
-                aggressive && self.cluster.preemption_allowed(tree, &pool.pool, true)
-            }
-            Preemptibility::NonPreemptible => false,
-        }
     }
 }
 

@@ -198,6 +198,8 @@ impl SchedulerCore {
             return None;
         }
         let usage = self.live_usage(&tree_name, &shares);
+        // Once per stage, not per starving operation tried: O(the node's jobs).
+        let coming = self.interrupting_on(node_id);
         for (op_id, status) in starving_to_try(&starving, cursor) {
             let (op_id, status) = (op_id.clone(), *status);
             let Some(op) = self.operations.get(&op_id) else {
@@ -225,7 +227,6 @@ impl SchedulerCore {
             let need = op.tasks[task].spec.job_resources();
             // Jobs already told to exit gracefully free their room soon: wait for them
             // rather than preempt more for the same need.
-            let coming = self.interrupting_on(node_id);
             if coming != ResourceVector::ZERO && need.fits_in(&(free + coming)) {
                 break;
             }
@@ -340,6 +341,29 @@ impl SchedulerCore {
     }
 
     /// The fewest of `candidates` (latest started first) whose jobs, once preempted, let
+    /// Whether `c` may be taken by a starving operation (as `choose_victims` decides).
+    pub(crate) fn may_take(
+        &self,
+        tree: &str,
+        c: &Candidate,
+        class: Preemptibility,
+        aggressive: bool,
+    ) -> bool {
+        let Some(pool) = self.operations.get(&c.operation).and_then(|o| o.slot(tree)) else {
+            return false;
+        };
+        match class {
+            Preemptibility::Preemptible => {
+                self.cluster.preemption_allowed(tree, &pool.pool, false)
+                    || (aggressive && self.cluster.preemption_allowed(tree, &pool.pool, true))
+            }
+            Preemptibility::AggressivelyPreemptible => {
+                aggressive && self.cluster.preemption_allowed(tree, &pool.pool, true)
+            }
+            Preemptibility::NonPreemptible => false,
+        }
+    }
+
     /// a job needing `need` start on a node with `free`; `None` when no such set exists.
     pub(crate) fn choose_victims(
         &self,
@@ -359,31 +383,7 @@ impl SchedulerCore {
             if &c.operation == op_id {
                 continue;
             }
-            let Some(victim_pool) = self.operations[&c.operation]
-                .slot(tree_name)
-                .map(|s| &s.pool)
-            else {
-                continue;
-            };
-            // Aggressive preemption may also take what regular preemption may.
-            let eligible = match class {
-                Preemptibility::Preemptible => {
-                    self.cluster
-                        .preemption_allowed(tree_name, victim_pool, false)
-                        || (aggressive
-                            && self
-                                .cluster
-                                .preemption_allowed(tree_name, victim_pool, true))
-                }
-                Preemptibility::AggressivelyPreemptible => {
-                    aggressive
-                        && self
-                            .cluster
-                            .preemption_allowed(tree_name, victim_pool, true)
-                }
-                Preemptibility::NonPreemptible => false,
-            };
-            if eligible {
+            if self.may_take(tree_name, c, *class, aggressive) {
                 available += c.resources;
                 victims.push(c);
             }
