@@ -24,4 +24,5 @@ pub mod service;
 pub mod simulate;
 pub mod store;
 pub mod web_view;
+pub mod write_queue;
 pub mod writer;

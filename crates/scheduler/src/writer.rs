@@ -2,11 +2,11 @@
 //! each caller when its writes are safe, so that a reply goes out only after what it
 //! announces is stored (a job start, an acknowledged result, an accepted operation).
 //!
-//! Batches are queued under the core's lock, which fixes their order; the writer takes
-//! every queued batch at once, keeps the last value of each key, and writes them in
-//! phases (configuration, operations, jobs), each phase's keys concurrently. A failed
-//! write is retried until it succeeds: during a NATS outage callers wait, and nothing
-//! is dropped. A value larger than a record may be can never succeed: it is refused
+//! Writes are queued under the core's lock, which fixes their order, folded into the
+//! last value of each key (`write_queue.rs`); the writer takes everything queued at
+//! once and writes it in phases (configuration, operations, jobs), each phase's keys
+//! concurrently. A failed write is retried until it succeeds: during a NATS outage
+//! callers wait, and nothing is dropped. A value larger than a record may be can never succeed: it is refused
 //! with an alert instead of being retried forever in front of every later write (the
 //! API refuses requests that would make one, so this is the last line).
 //!
@@ -21,57 +21,56 @@
 //! overwritten with an alert, never taken for another leader, so no stale key can stop
 //! the cluster.
 
-use crate::store::{phase, Write, EPOCH_KEY};
+use crate::store::{Write, EPOCH_KEY};
+use crate::write_queue::{Latest, PendingWrites, RoundKey};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
 
-struct Batch {
-    writes: Vec<Write>,
-    done: oneshot::Sender<()>,
-    /// Its place in the queue (see `Writer::position`).
-    position: u64,
+/// What the `Writer` handles and the writer task share.
+struct Shared {
+    /// Bounded by the store's key space: one value per key (`write_queue.rs`).
+    pending: Mutex<PendingWrites>,
+    /// Wakes the writer task when writes are queued (a permit is kept if it is busy).
+    wake: Notify,
+    max_value_bytes: usize,
+    /// Keys queued and not yet stored, the round being written included. The queue
+    /// cannot refuse (the core has already made the changes it carries); callers that
+    /// add work read this and push back instead (`MAX_WRITE_BACKLOG`).
+    backlog: AtomicUsize,
 }
 
 #[derive(Clone)]
 pub struct Writer {
-    /// Unbounded in type only: what feeds it is gated on `backlog` (submissions refused
-    /// past `MAX_WRITE_BACKLOG`, job starts paused past twice that), so past the gates
-    /// only results of jobs already running and the tick's capped work arrive
-    /// (ARCHITECTURE.md, "What bounds the writer's queue").
-    tx: mpsc::UnboundedSender<Batch>,
+    shared: Arc<Shared>,
+    /// The place of the last call stored: what was queued at position `p` is stored
+    /// once it is `>= p`, without anyone waiting on it (results are acknowledged that
+    /// way, in a later heartbeat's reply). Never moves once the writer is fenced.
+    stored: watch::Receiver<u64>,
     fenced: watch::Receiver<Option<String>>,
-    /// Writes queued and not yet stored. The queue itself cannot refuse (the core has
-    /// already made the changes it carries); callers that add work read this and push
-    /// back instead (`MAX_WRITE_BACKLOG`).
-    backlog: Arc<AtomicUsize>,
-    /// Batches queued so far, and the place of the last one stored: what was queued at
-    /// position `p` is stored once `stored_through() >= p`, without anyone waiting on
-    /// it (results are acknowledged that way, in a later heartbeat's reply).
-    queued: Arc<AtomicU64>,
-    stored: Arc<AtomicU64>,
 }
 
-/// The most writes the store may be behind before requests that make more are answered
+/// The most keys the store may be behind before requests that make more are answered
 /// "busy, retry": a few seconds of the store's pace, so memory stays bounded whatever
 /// the offered load, while heartbeats (bounded by the nodes) are never refused.
 pub const MAX_WRITE_BACKLOG: usize = 20_000;
 
-/// Resolves when a batch is stored. Dropped without waiting, the writes still happen.
-pub struct Stored(Option<oneshot::Receiver<()>>);
+/// Resolves when a call's writes are stored. Dropped without waiting, the writes still
+/// happen.
+pub struct Stored(Option<(u64, watch::Receiver<u64>)>);
 
 impl Stored {
-    /// Waits until the batch is stored. A batch the writer gave up on (it was fenced:
-    /// another scheduler leads) never resolves, so nothing it announces is ever
+    /// Waits until the writes are stored. Writes the writer gave up on (it was fenced:
+    /// another scheduler leads) are never stored, so nothing they announce is ever
     /// confirmed; the deposed scheduler is stopping meanwhile.
     pub async fn wait(self) {
-        if let Some(rx) = self.0 {
-            if rx.await.is_err() {
+        if let Some((position, mut stored)) = self.0 {
+            if stored.wait_for(|s| *s >= position).await.is_err() {
                 std::future::pending::<()>().await;
             }
         }
@@ -88,47 +87,43 @@ pub struct Revisions {
 
 impl Writer {
     pub fn spawn(store: kv::Store, max_value_bytes: usize, revisions: Revisions) -> Writer {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (fenced_tx, fenced) = watch::channel(None);
-        let backlog = Arc::new(AtomicUsize::new(0));
-        let stored = Arc::new(AtomicU64::new(0));
-        tokio::spawn(run(
-            store,
-            rx,
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(PendingWrites::default()),
+            wake: Notify::new(),
             max_value_bytes,
-            revisions,
-            fenced_tx,
-            Progress {
-                backlog: backlog.clone(),
-                stored: stored.clone(),
-            },
-        ));
+            backlog: AtomicUsize::new(0),
+        });
+        let (stored_tx, stored) = watch::channel(0);
+        let (fenced_tx, fenced) = watch::channel(None);
+        tokio::spawn(run(store, shared.clone(), revisions, fenced_tx, stored_tx));
         Writer {
-            tx,
-            fenced,
-            backlog,
-            queued: Arc::new(AtomicU64::new(0)),
+            shared,
             stored,
+            fenced,
         }
     }
 
-    /// The place of the last batch queued (call it under the lock that orders them).
+    fn pending(&self) -> std::sync::MutexGuard<'_, PendingWrites> {
+        // Nothing panics while holding it; a poisoned queue still holds valid writes.
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The place of the last call queued (call it under the lock that orders them).
     pub fn position(&self) -> u64 {
-        self.queued.load(Ordering::Acquire)
+        self.pending().position()
     }
 
-    /// The place of the last batch stored: every batch up to it is stored.
+    /// The place of the last call stored: every call up to it is stored.
     pub fn stored_through(&self) -> u64 {
-        self.stored.load(Ordering::Acquire)
+        *self.stored.borrow()
     }
 
-    fn next_position(&self) -> u64 {
-        self.queued.fetch_add(1, Ordering::AcqRel) + 1
-    }
-
-    /// Writes queued and not yet stored.
+    /// Keys queued and not yet stored.
     pub fn backlog(&self) -> usize {
-        self.backlog.load(Ordering::Relaxed)
+        self.shared.backlog.load(Ordering::Relaxed)
     }
 
     /// Queues writes (call it while holding the lock that ordered the changes).
@@ -136,30 +131,22 @@ impl Writer {
         if writes.is_empty() {
             return Stored(None);
         }
-        let (done, rx) = oneshot::channel();
-        self.backlog.fetch_add(writes.len(), Ordering::Relaxed);
-        // A writer that stopped drops the batch, and with it `done`: never confirmed.
-        let position = self.next_position();
-        let _ = self.tx.send(Batch {
-            writes,
-            done,
-            position,
-        });
-        Stored(Some(rx))
+        let pushed = self.pending().push(writes, self.shared.max_value_bytes);
+        for (key, bytes) in &pushed.too_large {
+            error!(key = %key, bytes, limit = self.shared.max_value_bytes, "ALERT: state record too large for the store; not written");
+        }
+        self.shared
+            .backlog
+            .fetch_add(pushed.new_keys, Ordering::Relaxed);
+        self.shared.wake.notify_one();
+        Stored(Some((pushed.position, self.stored.clone())))
     }
 
-    /// Resolves once every batch queued before it is stored: for what must follow
+    /// Resolves once everything queued before it is stored: for what must follow
     /// earlier writes without writing anything itself (the archive reads what they
     /// stored).
     pub fn barrier(&self) -> Stored {
-        let (done, rx) = oneshot::channel();
-        let position = self.next_position();
-        let _ = self.tx.send(Batch {
-            writes: Vec::new(),
-            done,
-            position,
-        });
-        Stored(Some(rx))
+        Stored(Some((self.position(), self.stored.clone())))
     }
 
     /// Resolves, with why, once a write found that another scheduler wrote the state.
@@ -268,89 +255,52 @@ async fn still_ours(store: &kv::Store, known: Option<u64>, holder: &Bytes) -> an
     }))
 }
 
-const MAX_BATCHES: usize = 512;
-
-/// What the writer task tells the `Writer` handles as it goes.
-struct Progress {
-    backlog: Arc<AtomicUsize>,
-    stored: Arc<AtomicU64>,
-}
+/// Writes of one phase in flight at once: pipelined, but not a round's every key at
+/// once (a round may hold tens of thousands while the store is behind).
+const MAX_WRITES_IN_FLIGHT: usize = 1024;
 
 /// Keys with their value and whether it is the key's last write before its purge.
-type Pending = Vec<(String, (Bytes, bool))>;
+type Pending = Vec<(String, Latest)>;
 
-/// The writer task: takes batches as they come (up to `MAX_BATCHES` at once), writes
-/// the last value of each key phase by phase behind the epoch, and answers each batch
-/// once it is stored. Stops for good when another scheduler wrote the epoch (fenced).
+/// The writer task: takes everything queued at once, writes it phase by phase behind
+/// the epoch, and moves `stored` to the position the round covered. Stops for good when
+/// another scheduler wrote the epoch (fenced).
 async fn run(
     store: kv::Store,
-    mut rx: mpsc::UnboundedReceiver<Batch>,
-    max_value_bytes: usize,
+    shared: Arc<Shared>,
     revisions: Revisions,
     fenced: watch::Sender<Option<String>>,
-    progress: Progress,
+    stored: watch::Sender<u64>,
 ) {
     let mut w = RoundWriter {
         store,
         revisions,
         failing: false,
     };
-    while let Some(first) = rx.recv().await {
-        let mut batches = vec![first];
-        while batches.len() < MAX_BATCHES {
-            match rx.try_recv() {
-                Ok(b) => batches.push(b),
-                Err(_) => break,
+    loop {
+        let (round, position) = shared
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if round.is_empty() && position == *stored.borrow() {
+            shared.wake.notified().await;
+            continue;
+        }
+        let taken = round.len();
+        if taken > 0 {
+            if let Err(reason) = w.write_round(round).await {
+                error!(
+                    reason,
+                    "ALERT: another scheduler wrote the state; this one is deposed and stops writing"
+                );
+                let _ = fenced.send(Some(reason));
+                return;
             }
         }
-        let taken: usize = batches.iter().map(|b| b.writes.len()).sum();
-        let latest = latest_writes(&mut batches, max_value_bytes);
-        if !latest.is_empty() {
-            // The epoch first, alone: a deposed leader's round stops there.
-            let mut phases: Vec<Pending> = vec![vec![]; 4];
-            phases[0].push((EPOCH_KEY.to_string(), (w.revisions.holder.clone(), false)));
-            for ((p, k), v) in latest {
-                phases[1 + p as usize].push((k, v));
-            }
-            for pending in phases {
-                if let Err(reason) = w.write_phase(pending).await {
-                    error!(
-                        reason,
-                        "ALERT: another scheduler wrote the state; this one is deposed and stops writing"
-                    );
-                    let _ = fenced.send(Some(reason));
-                    return;
-                }
-            }
-        }
-        // Only barriers, or everything written: what came before is stored.
-        progress.backlog.fetch_sub(taken, Ordering::Relaxed);
-        if let Some(last) = batches.last() {
-            progress.stored.fetch_max(last.position, Ordering::AcqRel);
-        }
-        for b in batches {
-            let _ = b.done.send(());
-        }
+        shared.backlog.fetch_sub(taken, Ordering::Relaxed);
+        stored.send_replace(position);
     }
-}
-
-/// The last value of each key in these batches, grouped by phase; values over the
-/// store's record limit are refused with an alert.
-fn latest_writes(
-    batches: &mut [Batch],
-    max_value_bytes: usize,
-) -> BTreeMap<(u8, String), (Bytes, bool)> {
-    let mut latest = BTreeMap::new();
-    for b in batches {
-        for w in b.writes.drain(..) {
-            if w.value.len() > max_value_bytes {
-                error!(key = %w.key, bytes = w.value.len(), limit = max_value_bytes, "ALERT: state record too large for the store; not written");
-                continue;
-            }
-            latest.insert((phase(&w.key), w.key), (w.value, w.last));
-        }
-    }
-    latest
 }
 
 /// What the writer keeps between rounds.
@@ -362,16 +312,42 @@ struct RoundWriter {
 }
 
 impl RoundWriter {
+    /// Writes one round: the epoch first, alone (a deposed leader's round stops there),
+    /// then configuration, operations and jobs, each phase's keys concurrently.
+    /// `Err(reason)` when this leader has been deposed.
+    async fn write_round(&mut self, round: BTreeMap<RoundKey, Latest>) -> Result<(), String> {
+        self.write_phase(vec![(
+            EPOCH_KEY.to_string(),
+            (self.revisions.holder.clone(), false),
+        )])
+        .await?;
+        let mut phase = None;
+        let mut pending: Pending = Vec::new();
+        for ((p, key), latest) in round {
+            if phase != Some(p) && !pending.is_empty() {
+                self.write_phase(std::mem::take(&mut pending)).await?;
+            }
+            phase = Some(p);
+            pending.push((key, latest));
+        }
+        self.write_phase(pending).await
+    }
+
     /// Writes every key of one phase, retrying with backoff until all are stored;
     /// `Err(reason)` when this leader has been deposed.
     async fn write_phase(&mut self, mut pending: Pending) -> Result<(), String> {
         let mut backoff = Duration::from_millis(50);
         while !pending.is_empty() {
-            let results = futures::future::join_all(pending.iter().map(|(k, (v, _))| {
-                let known = self.revisions.keys.get(k).copied();
-                write_fenced(&self.store, k, v, known)
-            }))
-            .await;
+            let mut results = Vec::with_capacity(pending.len());
+            for chunk in pending.chunks(MAX_WRITES_IN_FLIGHT) {
+                results.extend(
+                    futures::future::join_all(chunk.iter().map(|(k, (v, _))| {
+                        let known = self.revisions.keys.get(k).copied();
+                        write_fenced(&self.store, k, v, known)
+                    }))
+                    .await,
+                );
+            }
             let mut retry = Vec::new();
             let mut last_error = None;
             for ((k, v), r) in pending.into_iter().zip(results) {

@@ -1,0 +1,129 @@
+//! What waits for the state writer: the last value of each key, not every write made.
+//!
+//! The writer only ever stores a key's latest value (a round keeps the last of each
+//! key), so folding writes into one value per key as they are queued changes nothing
+//! stored, and it bounds the queue by the store's key space (live operations, their
+//! unsettled attempts, the configuration) instead of by how fast the core changes them:
+//! a burst that rewrites an operation's record five times holds it once. The gates on
+//! `backlog` (submissions refused, starts paused) keep that key space small while the
+//! store is behind.
+
+use crate::store::{phase, Write};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+/// A key's place in a round: its phase first (configuration, operations, jobs), so a
+/// round written in key order writes phase by phase.
+pub type RoundKey = (u8, String);
+
+/// A key's latest value (empty: purge) and whether nothing but its purge follows it.
+pub type Latest = (Bytes, bool);
+
+#[derive(Default)]
+pub struct PendingWrites {
+    latest: BTreeMap<RoundKey, Latest>,
+    /// The place of the last call that queued writes: what a caller queued at position
+    /// `p` is stored once a round taken at `p` or later has been written.
+    position: u64,
+}
+
+/// What `push` did with a call's writes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Pushed {
+    /// The call's place in the queue.
+    pub position: u64,
+    /// Keys the queue did not hold before (an overwrite adds nothing to the backlog).
+    pub new_keys: usize,
+    /// Writes refused because their value can never fit a record, with their key and size.
+    pub too_large: Vec<(String, usize)>,
+}
+
+impl PendingWrites {
+    /// Queues one call's writes, each replacing what the queue held for its key.
+    pub fn push(&mut self, writes: Vec<Write>, max_value_bytes: usize) -> Pushed {
+        let mut new_keys = 0;
+        let mut too_large = Vec::new();
+        for w in writes {
+            if w.value.len() > max_value_bytes {
+                too_large.push((w.key, w.value.len()));
+                continue;
+            }
+            let key = (phase(&w.key), w.key);
+            if self.latest.insert(key, (w.value, w.last)).is_none() {
+                new_keys += 1;
+            }
+        }
+        self.position += 1;
+        Pushed {
+            position: self.position,
+            new_keys,
+            too_large,
+        }
+    }
+
+    /// The place of the last call queued.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Everything queued so far, and the position it covers; the queue starts empty.
+    pub fn take(&mut self) -> (BTreeMap<RoundKey, Latest>, u64) {
+        (std::mem::take(&mut self.latest), self.position)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.latest.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &str, value: &str) -> Write {
+        Write {
+            key: key.into(),
+            value: Bytes::from(value.to_string()),
+            last: false,
+        }
+    }
+
+    #[test]
+    fn a_key_rewritten_is_held_once_with_its_last_value() {
+        let mut q = PendingWrites::default();
+        let first = q.push(vec![put("op.a", "1"), put("job.a.0", "x")], 100);
+        assert_eq!((first.position, first.new_keys), (1, 2));
+        let second = q.push(vec![put("op.a", "2"), put("op.a", "3")], 100);
+        assert_eq!((second.position, second.new_keys), (2, 0));
+        let (round, position) = q.take();
+        assert_eq!(position, 2);
+        assert_eq!(round.len(), 2);
+        assert_eq!(round[&(phase("op.a"), "op.a".into())].0, Bytes::from("3"));
+        assert!(q.is_empty());
+        // What comes after a take starts a new round at the next position.
+        let third = q.push(vec![put("op.a", "4")], 100);
+        assert_eq!((third.position, third.new_keys), (3, 1));
+    }
+
+    #[test]
+    fn a_round_is_ordered_configuration_then_operations_then_jobs() {
+        let mut q = PendingWrites::default();
+        q.push(
+            vec![put("job.a.0", "j"), put("op.a", "o"), put("config", "c")],
+            100,
+        );
+        let (round, _) = q.take();
+        let phases: Vec<u8> = round.keys().map(|(p, _)| *p).collect();
+        assert_eq!(phases, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_value_that_can_never_fit_is_refused_by_key_and_size() {
+        let mut q = PendingWrites::default();
+        let pushed = q.push(vec![put("op.big", "0123456789"), put("op.ok", "1")], 5);
+        assert_eq!(pushed.too_large, vec![("op.big".to_string(), 10)]);
+        assert_eq!(pushed.new_keys, 1);
+        let (round, _) = q.take();
+        assert!(round.keys().all(|(_, k)| k == "op.ok"));
+    }
+}
