@@ -194,7 +194,7 @@ impl SchedulerCore {
                 if let Some(job) = op.jobs.get(j).filter(|j| j.state != JobState::Running) {
                     records.push(StateChange::Job(Box::new(JobRecord {
                         operation: id.clone(),
-                        job: job.clone(),
+                        job: (**job).clone(),
                     })));
                 }
             }
@@ -410,7 +410,7 @@ impl Operation {
                 .collect(),
         );
         for job in record.settled_jobs {
-            op.jobs.insert(job.id.clone(), job);
+            op.jobs.insert(job.id.clone(), Box::new(job));
         }
         op.inline_outputs = record.outputs;
         // Nothing here is new to the store.

@@ -52,7 +52,10 @@ impl Operation {
     /// The running other attempt of a job, if any.
     pub fn running_copy(&self, id: &JobId) -> Option<&Job> {
         let copy = self.jobs.get(id)?.copy.as_ref()?;
-        self.jobs.get(copy).filter(|c| c.state == JobState::Running)
+        self.jobs
+            .get(copy)
+            .map(|c| &**c)
+            .filter(|c| c.state == JobState::Running)
     }
 
     fn launch(
@@ -147,7 +150,7 @@ impl Operation {
             speculative: false,
             interrupting: None,
         };
-        self.jobs.insert(id.clone(), job);
+        self.jobs.insert(id.clone(), Box::new(job));
         self.changed_jobs.push(id.clone());
         id
     }

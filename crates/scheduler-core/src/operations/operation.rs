@@ -98,7 +98,7 @@ pub struct Operation {
     /// The attempts held in memory: running ones, finished ones not yet settled (see the
     /// module comment), and settled ones kept in the operation's record
     /// (`inline_attempts.rs`).
-    pub jobs: BTreeMap<JobId, Job>,
+    pub jobs: BTreeMap<JobId, Box<Job>>,
     /// The state of every attempt by its sequence number (`Waiting`: not recorded).
     pub(crate) attempts: Vec<JobState>,
     /// Attempts per state, kept with `attempts`.
@@ -288,7 +288,7 @@ impl Operation {
                 _ => {}
             }
             if !job.settled() {
-                self.jobs.insert(job.id.clone(), job);
+                self.jobs.insert(job.id.clone(), Box::new(job));
             }
         }
         let finished = self.state.is_finished();
@@ -382,7 +382,7 @@ impl Operation {
     pub fn release_settled(&mut self, ids: &[JobId]) -> Vec<JobId> {
         let mut released = Vec::new();
         for id in ids {
-            if self.jobs.get(id).is_some_and(Job::settled) {
+            if self.jobs.get(id).is_some_and(|j| j.settled()) {
                 self.jobs.remove(id);
                 released.push(id.clone());
             }

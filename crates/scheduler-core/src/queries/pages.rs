@@ -83,7 +83,7 @@ impl SchedulerCore {
     pub fn held_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
         let op = self.operation(id)?;
         let names = task_names(op);
-        let mut jobs: Vec<&Job> = op.jobs.values().collect();
+        let mut jobs: Vec<&Job> = op.jobs.values().map(|j| &**j).collect();
         jobs.sort_by_key(|j| j.seq);
         Ok(jobs
             .into_iter()
