@@ -34,7 +34,9 @@ pub(crate) fn by_suggestion(
         .filter(|&&r| l.get(r) < u.get(r))
         .map(|&r| l.get(r))
         .fold(f64::INFINITY, f64::min);
-    let mut b = Builder::with_capacity(16);
+    // Most operations' functions have two or three points; this runs once per
+    // operation per update, and every function of an update is alive at once.
+    let mut b = Builder::with_capacity(4);
     b.push(0.0, ResourceVector::ZERO);
     // Small fixed buffers: this runs once per operation per update.
     let mut levels = [f64::INFINITY; 4];

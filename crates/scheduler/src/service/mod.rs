@@ -20,6 +20,7 @@ use crate::refusals::Refusals;
 use crate::store;
 use crate::writer::Writer;
 use anyhow::Context;
+use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{debug, error, info, warn};
@@ -193,12 +194,14 @@ impl Driver {
         crate::event_log::log_events(&events);
         stored.wait().await;
         if !retired.is_empty() {
-            // The archive writes in the background, then the state keys go.
+            // The archive writes in the background, then the state keys go; several
+            // operations at once, so it keeps up with a burst of small ones (each is
+            // a few round trips) while the handover answers for them meanwhile.
             let archive = self.archive.clone();
             tokio::spawn(async move {
-                for a in retired {
-                    archive.store(a).await;
-                }
+                futures::stream::iter(retired)
+                    .for_each_concurrent(ARCHIVED_AT_ONCE, |a| archive.store(a))
+                    .await;
             });
         }
         for node in nudges {
@@ -231,6 +234,9 @@ impl Driver {
         self.api_reply(to, bytes).await;
     }
 }
+
+/// Retired operations one call's archiving writes at once.
+const ARCHIVED_AT_ONCE: usize = 32;
 
 /// One connection per duty, each under the identity that duty needs.
 async fn connect_as(
