@@ -105,6 +105,27 @@ fn main() {
     );
     let per_op = (waiting - with_nodes) as f64 / OPERATIONS as f64;
 
+    // The same operations once each one's job runs (a burst of small operations
+    // placed): what a running attempt adds to its operation.
+    let mut running: Vec<Vec<JobStartSpec>> = vec![vec![]; NODES];
+    let mut started = 0;
+    for round in 0..10u64 {
+        for (n, run) in running.iter_mut().enumerate() {
+            let (reply, _) =
+                core.run(|c| c.process_heartbeat(heartbeat(n, run, vec![]), 4 + round));
+            started += reply.jobs_to_start.len();
+            run.extend(reply.jobs_to_start);
+        }
+    }
+    let _ = core.run(|c| c.update_all_shares(20));
+    assert_eq!(
+        started as u64, OPERATIONS,
+        "every operation's job must be running"
+    );
+    let per_running_op = (LIVE.load(Relaxed) - with_nodes) as f64 / OPERATIONS as f64;
+
+    drop(core);
+
     // A second core: one operation whose 20,000 jobs run and finish on 100 nodes.
     let mut core2 = SchedulerCore::new(CoreConfig::default());
     let before_jobs = LIVE.load(Relaxed);
@@ -150,9 +171,10 @@ fn main() {
             "nodes": NODES,
             "waiting_operations": OPERATIONS,
             "bytes_per_waiting_operation": per_op.round(),
+            "bytes_per_running_operation": per_running_op.round(),
             "finished_job_attempts": jobs,
             "bytes_per_finished_job_attempt": per_job.round(),
         })
     );
-    drop((core, core2));
+    drop(core2);
 }
