@@ -5,6 +5,7 @@ mod admin;
 mod auth;
 mod completion;
 mod drain;
+mod events;
 mod lab;
 mod list_operations;
 mod output;
@@ -69,6 +70,9 @@ enum Command {
     RunVanilla(run_vanilla::RunVanillaArgs),
     /// Operations, newest first (filters: --state, --filter-user, --pool, --pool-tree, time).
     ListOperations(list_operations::ListOperationsArgs),
+    /// The event log, oldest first, as JSON lines (filters: --since, --until,
+    /// --operation, --pool, --filter-user; --follow keeps printing new events).
+    Events(events::EventsArgs),
     /// An operation's state, spec, job counts, fair share and usage.
     GetOperation {
         /// Operation id (as run-vanilla printed it).
@@ -334,6 +338,19 @@ async fn operation_command(
                 .collect(|req| async move { Ok(call(c, s, user, req).await?) })
                 .await?;
             output::print(&ops, format)
+        }
+        Command::Events(args) => {
+            let mut out = std::io::stdout().lock();
+            args.run(
+                |req| async move { Ok(call(c, s, user, req).await?) },
+                |e| {
+                    use std::io::Write;
+                    serde_json::to_writer(&mut out, e)?;
+                    writeln!(out)?;
+                    Ok(())
+                },
+            )
+            .await
         }
         Command::GetOperation { operation } => {
             let info = call(

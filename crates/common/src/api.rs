@@ -178,6 +178,39 @@ impl ListOperations {
     pub const MAX_PAGE: u32 = 1000;
 }
 
+/// A page of the scheduler's event log (SPEC 5.16), oldest first. Everyone may read it:
+/// events carry operation metadata only (SPEC 5.11).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ListEvents {
+    /// At most this many (default `DEFAULT_PAGE`, at most `MAX_PAGE`).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Continue from the `cursor` a page returned (absent: from the start of `since`).
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub filter: crate::event_record::EventFilter,
+}
+impl ApiMethod for ListEvents {
+    const METHOD: &'static str = "list_events";
+    type Response = EventPage;
+}
+
+impl ListEvents {
+    pub const DEFAULT_PAGE: u32 = 500;
+    pub const MAX_PAGE: u32 = 5000;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventPage {
+    pub events: Vec<crate::event_record::EventRecord>,
+    /// Where the next page starts: given on every page, so that a follower can ask
+    /// again from there once more events are written.
+    pub cursor: String,
+    /// The log holds more past this page now (false: caught up).
+    pub more: bool,
+}
+
 /// Which operations to list; every condition given must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OperationFilter {

@@ -10,6 +10,7 @@ pub mod acl;
 pub mod api;
 pub mod codec;
 mod config_attributes;
+pub mod event_record;
 pub mod explain;
 pub mod http_tokens;
 pub mod identity;

@@ -32,6 +32,12 @@ impl Subjects {
     }
 
     /// Scheduler → node "heartbeat now" hint, so new work starts without waiting a period.
+    /// The event log stream's subject (`<prefix>_events`, SPEC 5.16): only the
+    /// scheduler's store identity publishes there; everyone reads through the API.
+    pub fn events(&self) -> String {
+        format!("{}.events", self.prefix)
+    }
+
     pub fn nudge(&self, node: &NodeId) -> String {
         format!("{}.nudge.{}", self.prefix, node)
     }
@@ -97,6 +103,7 @@ impl Subjects {
                     format!("$KV.{}.>", self.bucket("state")),
                     format!("$KV.{}.>", self.bucket("leader")),
                     format!("$KV.{}.>", self.bucket("archive")),
+                    self.events(),
                 ],
                 subscribe: vec![inbox],
             },

@@ -5,8 +5,46 @@ use serde::Serialize;
 use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::protocol::Registration;
-use ytsched_common::states::{AbortReason, OperationState};
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
+
+/// An attempt as it was when its event happened: what the event log keeps of it, as
+/// the attempt itself may leave memory within the same call (settled and released).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttemptFacts {
+    pub tree: TreeName,
+    pub resources: ResourceVector,
+    pub start_time: UnixMillis,
+    pub finish_time: Option<UnixMillis>,
+    pub state: JobState,
+    pub error: Option<String>,
+}
+
+impl crate::SchedulerCore {
+    /// The facts of attempt `job` of operation `op`, if the core still holds it.
+    pub(crate) fn attempt_facts(&self, op: &OperationId, job: &JobId) -> Option<AttemptFacts> {
+        self.operations
+            .get(op)?
+            .jobs
+            .get(job)
+            .map(|j| AttemptFacts::of(j))
+    }
+}
+
+impl AttemptFacts {
+    pub fn of(job: &crate::Job) -> AttemptFacts {
+        AttemptFacts {
+            tree: job.tree.clone(),
+            resources: job.resources,
+            start_time: job.start_time,
+            finish_time: job.finish_time,
+            state: job.state,
+            error: job.error.clone(),
+        }
+    }
+}
 
 /// Serialises as `{"event": "<snake_case name>", ...fields}` (the simulator's output).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -90,6 +128,9 @@ pub enum CoreEvent {
         id: JobId,
         operation: OperationId,
         node: NodeId,
+        /// Not in the simulator's output: the event log's.
+        #[serde(skip)]
+        attempt: Option<AttemptFacts>,
     },
     /// A node runs an attempt nothing recorded (a previous scheduler started it), and it
     /// is now its job's running attempt.
@@ -99,11 +140,17 @@ pub enum CoreEvent {
         id: JobId,
         operation: OperationId,
         node: NodeId,
+        /// Not in the simulator's output: the event log's.
+        #[serde(skip)]
+        attempt: Option<AttemptFacts>,
     },
     JobAdopted {
         id: JobId,
         operation: OperationId,
         node: NodeId,
+        /// Not in the simulator's output: the event log's.
+        #[serde(skip)]
+        attempt: Option<AttemptFacts>,
     },
     JobFinished {
         id: JobId,
@@ -111,11 +158,17 @@ pub enum CoreEvent {
         node: NodeId,
         state: &'static str,
         error: Option<String>,
+        /// Not in the simulator's output: the event log's.
+        #[serde(skip)]
+        attempt: Option<AttemptFacts>,
     },
     JobAborted {
         id: JobId,
         operation: OperationId,
         node: NodeId,
         reason: AbortReason,
+        /// Not in the simulator's output: the event log's.
+        #[serde(skip)]
+        attempt: Option<AttemptFacts>,
     },
 }

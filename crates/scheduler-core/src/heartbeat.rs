@@ -322,6 +322,7 @@ impl SchedulerCore {
                 operation: op_id.clone(),
                 node: node_id.clone(),
                 reason,
+                attempt: Some(crate::AttemptFacts::of(job)),
             },
             _ => CoreEvent::JobFinished {
                 id: result.job_id.clone(),
@@ -329,6 +330,7 @@ impl SchedulerCore {
                 node: node_id.clone(),
                 state: job.state.name(),
                 error: job.error.clone(),
+                attempt: Some(crate::AttemptFacts::of(job)),
             },
         });
         if won {
@@ -466,11 +468,13 @@ impl SchedulerCore {
             .edit(&op_id)
             .is_some_and(|mut op| op.abort_job(job_id, AbortReason::NodeLost, now).is_some());
         if aborted {
+            let attempt = self.attempt_facts(&op_id, job_id);
             self.outbox.event(CoreEvent::JobAborted {
                 id: job_id.clone(),
                 operation: op_id.clone(),
                 node: node_id.clone(),
                 reason: AbortReason::NodeLost,
+                attempt,
             });
             self.settle_gang_lost(&op_id);
         }

@@ -117,6 +117,7 @@ fn log_job_event(e: &CoreEvent) {
             id,
             operation,
             node,
+            ..
         } => {
             debug!(job = %id, operation = %operation, node = %node, "job started")
         }
@@ -124,6 +125,7 @@ fn log_job_event(e: &CoreEvent) {
             id,
             operation,
             node,
+            ..
         } => {
             info!(job = %id, operation = %operation, node = %node, "job preempted gracefully: sent its interruption signal, it runs until it exits")
         }
@@ -131,6 +133,7 @@ fn log_job_event(e: &CoreEvent) {
             id,
             operation,
             node,
+            ..
         } => {
             info!(job = %id, operation = %operation, node = %node, "job adopted: its node runs it though its start was never stored")
         }
@@ -140,6 +143,7 @@ fn log_job_event(e: &CoreEvent) {
             node,
             state,
             error,
+            ..
         } => {
             debug!(job = %id, operation = %operation, node = %node, state, error = error.as_deref().unwrap_or(""), "job finished")
         }
@@ -148,6 +152,7 @@ fn log_job_event(e: &CoreEvent) {
             operation,
             node,
             reason,
+            ..
         } => {
             info!(job = %id, operation = %operation, node = %node, reason = %reason, "job aborted")
         }

@@ -308,6 +308,13 @@ async fn metrics(State(face): State<Face>) -> Response {
             "ytsched_refused_requests_total{{reason=\"{reason}\"}} {n}"
         );
     }
+    let events = face.writer.event_counts();
+    out.push_str("# HELP ytsched_events_written_total Events stored in the event log.\n# TYPE ytsched_events_written_total counter\n");
+    let _ = writeln!(out, "ytsched_events_written_total {}", events.written);
+    out.push_str("# HELP ytsched_events_dropped_total Events dropped because too many waited for the store.\n# TYPE ytsched_events_dropped_total counter\n");
+    let _ = writeln!(out, "ytsched_events_dropped_total {}", events.dropped);
+    out.push_str("# HELP ytsched_event_log_lag Events made and not yet stored in the event log.\n# TYPE ytsched_event_log_lag gauge\n");
+    let _ = writeln!(out, "ytsched_event_log_lag {}", events.lag);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 

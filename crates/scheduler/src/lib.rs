@@ -11,6 +11,8 @@ pub mod archive;
 /// The pure core, in its own crate so that the compiler keeps it free of I/O and async.
 pub use ytsched_scheduler_core as core;
 pub mod event_log;
+pub mod event_pages;
+pub mod event_records;
 pub mod followed_file;
 pub mod http;
 pub mod http_access;

@@ -84,6 +84,12 @@ struct Args {
     /// clean_delay, soft/hard_retained_operation_count and max_operation_age).
     #[arg(long, default_value = "30d")]
     archive_ttl: DurationMs,
+    /// How long the event log (`<prefix>_events`, SPEC 5.16) keeps an event.
+    #[arg(long, default_value = "30d")]
+    event_log_max_age: DurationMs,
+    /// The most the event log may hold; past it the oldest events go.
+    #[arg(long, default_value = "1GiB")]
+    event_log_max_bytes: ytsched_common::ByteSize,
     /// Requests per second each identity (user, admin) may make; more are answered
     /// "busy, retry" (a few a second) or dropped, and counted.
     #[arg(long, default_value_t = 1000.0)]
@@ -160,6 +166,10 @@ async fn main() -> anyhow::Result<()> {
         revival_window: Duration::from_millis(args.revival_window.0),
         http,
         archive_ttl: Duration::from_millis(args.archive_ttl.0.max(1000)),
+        event_log: ytsched_scheduler::service::EventLogConfig {
+            max_age: Duration::from_millis(args.event_log_max_age.0.max(1000)),
+            max_bytes: args.event_log_max_bytes.0.max(1 << 20),
+        },
         api_rate: ytsched_scheduler::rate_limits::RateLimit {
             per_second: args.api_rate,
             burst: args.api_burst.max(1.0),

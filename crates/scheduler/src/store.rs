@@ -59,6 +59,36 @@ pub async fn open_bucket(
     .await
 }
 
+/// Opens (creating if missing) the event log stream: bounded by age and size, the
+/// oldest events going first, with a duplicate window that makes a retried publish of
+/// a batch (same message id) a no-op.
+pub async fn open_event_log(
+    js: &jetstream::Context,
+    name: &str,
+    subject: &str,
+    replicas: usize,
+    max_age: std::time::Duration,
+    max_bytes: u64,
+) -> anyhow::Result<jetstream::stream::Stream> {
+    let config = jetstream::stream::Config {
+        name: name.to_string(),
+        subjects: vec![subject.to_string()],
+        num_replicas: replicas.max(1),
+        max_age,
+        max_bytes: i64::try_from(max_bytes).unwrap_or(i64::MAX),
+        discard: jetstream::stream::DiscardPolicy::Old,
+        duplicate_window: std::time::Duration::from_secs(120).min(max_age),
+        storage: jetstream::stream::StorageType::File,
+        ..Default::default()
+    };
+    while_cluster_forms(&format!("event log stream {name}"), || async {
+        js.get_or_create_stream(config.clone())
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+}
+
 /// Runs `attempt` until it succeeds, while its failure is one a NATS cluster gives as it
 /// forms or re-elects its leaders (a server down at start, no meta leader yet): that
 /// passes within seconds, so it is waited out (up to `CLUSTER_FORMING_WAIT`), not fatal.

@@ -11,6 +11,12 @@
 use crate::store::{phase, Write};
 use bytes::Bytes;
 use std::collections::BTreeMap;
+use ytsched_common::event_record::{Event, EventRecord, EVENT_SCHEMA_VERSION};
+use ytsched_common::protocol::UnixMillis;
+
+/// The most events queued before new ones are dropped (and counted): the event log may
+/// fall behind with the store, but never takes the scheduler's memory with it.
+pub const MAX_QUEUED_EVENTS: usize = 200_000;
 
 /// A key's place in a round: its phase first (configuration, operations, jobs), so a
 /// round written in key order writes phase by phase.
@@ -25,6 +31,12 @@ pub struct PendingWrites {
     /// The place of the last call that queued writes: what a caller queued at position
     /// `p` is stored once a round taken at `p` or later has been written.
     position: u64,
+    /// Events for the event log, numbered as queued (`seq` of this leader's `epoch`), in
+    /// the order the core made them; unlike writes they are appended, never folded.
+    events: Vec<EventRecord>,
+    epoch: u64,
+    last_seq: u64,
+    dropped_events: u64,
 }
 
 /// What `push` did with a call's writes.
@@ -39,6 +51,43 @@ pub struct Pushed {
 }
 
 impl PendingWrites {
+    /// A queue whose events are numbered in this leader's `epoch`.
+    pub fn new(epoch: u64) -> Self {
+        PendingWrites {
+            epoch,
+            ..Default::default()
+        }
+    }
+
+    /// Queues one call's events, numbered on from the last; past `MAX_QUEUED_EVENTS`
+    /// they are dropped unnumbered (so the numbering keeps no gap) and counted.
+    pub fn push_events(&mut self, at: UnixMillis, events: Vec<Event>) {
+        for event in events {
+            if self.events.len() >= MAX_QUEUED_EVENTS {
+                self.dropped_events += 1;
+                continue;
+            }
+            self.last_seq += 1;
+            self.events.push(EventRecord {
+                version: EVENT_SCHEMA_VERSION,
+                epoch: self.epoch,
+                seq: self.last_seq,
+                at,
+                event,
+            });
+        }
+    }
+
+    /// Events dropped so far because too many were queued.
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped_events
+    }
+
+    /// Events queued and not yet taken by a round.
+    pub fn queued_events(&self) -> usize {
+        self.events.len()
+    }
+
     /// Queues one call's writes, each replacing what the queue held for its key.
     pub fn push(&mut self, writes: Vec<Write>, max_value_bytes: usize) -> Pushed {
         let mut new_keys = 0;
@@ -67,13 +116,25 @@ impl PendingWrites {
     }
 
     /// Everything queued so far, and the position it covers; the queue starts empty.
-    pub fn take(&mut self) -> (BTreeMap<RoundKey, Latest>, u64) {
-        (std::mem::take(&mut self.latest), self.position)
+    pub fn take(&mut self) -> Round {
+        Round {
+            writes: std::mem::take(&mut self.latest),
+            events: std::mem::take(&mut self.events),
+            position: self.position,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.latest.is_empty()
+        self.latest.is_empty() && self.events.is_empty()
     }
+}
+
+/// What one round of the writer stores: events first, then each key's last value.
+pub struct Round {
+    pub writes: BTreeMap<RoundKey, Latest>,
+    pub events: Vec<EventRecord>,
+    /// The position of the last call it covers.
+    pub position: u64,
 }
 
 #[cfg(test)]
@@ -95,7 +156,11 @@ mod tests {
         assert_eq!((first.position, first.new_keys), (1, 2));
         let second = q.push(vec![put("op.a", "2"), put("op.a", "3")], 100);
         assert_eq!((second.position, second.new_keys), (2, 0));
-        let (round, position) = q.take();
+        let Round {
+            writes: round,
+            position,
+            ..
+        } = q.take();
         assert_eq!(position, 2);
         assert_eq!(round.len(), 2);
         assert_eq!(round[&(phase("op.a"), "op.a".into())].0, Bytes::from("3"));
@@ -112,7 +177,7 @@ mod tests {
             vec![put("job.a.0", "j"), put("op.a", "o"), put("config", "c")],
             100,
         );
-        let (round, _) = q.take();
+        let round = q.take().writes;
         let phases: Vec<u8> = round.keys().map(|(p, _)| *p).collect();
         assert_eq!(phases, vec![0, 1, 2]);
     }
@@ -123,7 +188,31 @@ mod tests {
         let pushed = q.push(vec![put("op.big", "0123456789"), put("op.ok", "1")], 5);
         assert_eq!(pushed.too_large, vec![("op.big".to_string(), 10)]);
         assert_eq!(pushed.new_keys, 1);
-        let (round, _) = q.take();
+        let round = q.take().writes;
         assert!(round.keys().all(|(_, k)| k == "op.ok"));
+    }
+
+    #[test]
+    fn events_are_numbered_in_order_and_past_the_bound_dropped_unnumbered() {
+        use ytsched_common::NodeId;
+        let restarted = |n: usize| Event::NodeRestarted {
+            node: NodeId(format!("n{n}")),
+        };
+        let mut q = PendingWrites::new(9);
+        q.push_events(5, vec![restarted(1), restarted(2)]);
+        q.push_events(6, vec![restarted(3)]);
+        let events = q.take().events;
+        let seqs: Vec<(u64, u64, u64)> = events.iter().map(|e| (e.epoch, e.seq, e.at)).collect();
+        assert_eq!(seqs, vec![(9, 1, 5), (9, 2, 5), (9, 3, 6)]);
+        // Numbering goes on across rounds.
+        q.push_events(7, (0..MAX_QUEUED_EVENTS + 2).map(restarted).collect());
+        assert_eq!(q.dropped_events(), 2);
+        let events = q.take().events;
+        assert_eq!(events.len(), MAX_QUEUED_EVENTS);
+        assert_eq!(events[0].seq, 4);
+        assert_eq!(events.last().unwrap().seq, 3 + MAX_QUEUED_EVENTS as u64);
+        // Room again once a round took them; the numbering has no gap.
+        q.push_events(8, vec![restarted(0)]);
+        assert_eq!(q.take().events[0].seq, 4 + MAX_QUEUED_EVENTS as u64);
     }
 }

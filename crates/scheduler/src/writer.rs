@@ -22,15 +22,18 @@
 //! the cluster.
 
 use crate::store::{Write, EPOCH_KEY};
-use crate::write_queue::{Latest, PendingWrites, RoundKey};
-use async_nats::jetstream::kv;
+use crate::write_queue::{Latest, PendingWrites, Round, RoundKey};
+use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
+use ytsched_common::codec::encode;
+use ytsched_common::event_record::{Event, EventBatch, EventRecord};
+use ytsched_common::protocol::UnixMillis;
 
 /// What the `Writer` handles and the writer task share.
 struct Shared {
@@ -43,6 +46,31 @@ struct Shared {
     /// cannot refuse (the core has already made the changes it carries); callers that
     /// add work read this and push back instead (`MAX_WRITE_BACKLOG`).
     backlog: AtomicUsize,
+    /// Events stored in the event log so far (the stream acknowledged them).
+    events_written: AtomicU64,
+    /// Events in the round being written.
+    events_in_flight: AtomicUsize,
+    /// Whether events are kept at all (an event log to write them to).
+    keeps_events: bool,
+}
+
+/// Where the event log goes: the `<prefix>_events` stream, through the same fenced
+/// rounds as the state (SPEC 5.16: "written with the state they describe").
+pub struct EventSink {
+    pub js: jetstream::Context,
+    /// The stream's subject.
+    pub subject: String,
+    /// The most bytes one message may carry (the server's payload limit, less room).
+    pub max_message_bytes: usize,
+}
+
+/// How the event log is doing, for `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventLogCounts {
+    pub written: u64,
+    pub dropped: u64,
+    /// Queued or being written: how far the log is behind the scheduler.
+    pub lag: u64,
 }
 
 #[derive(Clone)]
@@ -86,16 +114,37 @@ pub struct Revisions {
 }
 
 impl Writer {
-    pub fn spawn(store: kv::Store, max_value_bytes: usize, revisions: Revisions) -> Writer {
+    /// Starts the writer of a leader whose epoch is `revisions`' epoch key; its events
+    /// go to `events` (none: not kept).
+    pub fn spawn(
+        store: kv::Store,
+        max_value_bytes: usize,
+        revisions: Revisions,
+        events: Option<EventSink>,
+    ) -> Writer {
+        let epoch = revisions.keys.get(EPOCH_KEY).copied().unwrap_or(0);
         let shared = Arc::new(Shared {
-            pending: Mutex::new(PendingWrites::default()),
+            pending: Mutex::new(PendingWrites::new(epoch)),
             wake: Notify::new(),
             max_value_bytes,
             backlog: AtomicUsize::new(0),
+            events_written: AtomicU64::new(0),
+            events_in_flight: AtomicUsize::new(0),
+            keeps_events: events.is_some(),
         });
         let (stored_tx, stored) = watch::channel(0);
         let (fenced_tx, fenced) = watch::channel(None);
-        tokio::spawn(run(store, shared.clone(), revisions, fenced_tx, stored_tx));
+        tokio::spawn(run(
+            RoundWriter {
+                store,
+                revisions,
+                events,
+                failing: false,
+            },
+            shared.clone(),
+            fenced_tx,
+            stored_tx,
+        ));
         Writer {
             shared,
             stored,
@@ -126,8 +175,36 @@ impl Writer {
         self.shared.backlog.load(Ordering::Relaxed)
     }
 
+    /// Events written, dropped and not yet written.
+    pub fn event_counts(&self) -> EventLogCounts {
+        let (dropped, queued) = {
+            let p = self.pending();
+            (p.dropped_events(), p.queued_events())
+        };
+        EventLogCounts {
+            written: self.shared.events_written.load(Ordering::Relaxed),
+            dropped,
+            lag: (queued + self.shared.events_in_flight.load(Ordering::Relaxed)) as u64,
+        }
+    }
+
     /// Queues writes (call it while holding the lock that ordered the changes).
     pub fn submit(&self, writes: Vec<Write>) -> Stored {
+        self.submit_with_events(writes, Vec::new(), 0)
+    }
+
+    /// Queues writes and the events that tell of them (made at `at`), in one place in
+    /// the order of changes: a round stores the events first, then the state.
+    pub fn submit_with_events(
+        &self,
+        writes: Vec<Write>,
+        events: Vec<Event>,
+        at: UnixMillis,
+    ) -> Stored {
+        if !events.is_empty() && self.shared.keeps_events {
+            self.pending().push_events(at, events);
+            self.shared.wake.notify_one();
+        }
         if writes.is_empty() {
             return Stored(None);
         }
@@ -262,34 +339,35 @@ const MAX_WRITES_IN_FLIGHT: usize = 1024;
 /// Keys with their value and whether it is the key's last write before its purge.
 type Pending = Vec<(String, Latest)>;
 
-/// The writer task: takes everything queued at once, writes it phase by phase behind
-/// the epoch, and moves `stored` to the position the round covered. Stops for good when
-/// another scheduler wrote the epoch (fenced).
+/// The writer task: takes everything queued at once, writes it behind the epoch (events
+/// first, then the state phase by phase), and moves `stored` to the position the round
+/// covered. Stops for good when another scheduler wrote the epoch (fenced).
 async fn run(
-    store: kv::Store,
+    mut w: RoundWriter,
     shared: Arc<Shared>,
-    revisions: Revisions,
     fenced: watch::Sender<Option<String>>,
     stored: watch::Sender<u64>,
 ) {
-    let mut w = RoundWriter {
-        store,
-        revisions,
-        failing: false,
-    };
     loop {
-        let (round, position) = shared
+        let Round {
+            writes,
+            events,
+            position,
+        } = shared
             .pending
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
-        if round.is_empty() && position == *stored.borrow() {
+        if writes.is_empty() && events.is_empty() && position == *stored.borrow() {
             shared.wake.notified().await;
             continue;
         }
-        let taken = round.len();
-        if taken > 0 {
-            if let Err(reason) = w.write_round(round).await {
+        let taken = writes.len();
+        shared
+            .events_in_flight
+            .store(events.len(), Ordering::Relaxed);
+        if taken > 0 || !events.is_empty() {
+            if let Err(reason) = w.write_round(events, writes, &shared).await {
                 error!(
                     reason,
                     "ALERT: another scheduler wrote the state; this one is deposed and stops writing"
@@ -298,6 +376,7 @@ async fn run(
                 return;
             }
         }
+        shared.events_in_flight.store(0, Ordering::Relaxed);
         shared.backlog.fetch_sub(taken, Ordering::Relaxed);
         stored.send_replace(position);
     }
@@ -307,6 +386,7 @@ async fn run(
 struct RoundWriter {
     store: kv::Store,
     revisions: Revisions,
+    events: Option<EventSink>,
     /// Writes are failing (logged once when they start and once when they stop).
     failing: bool,
 }
@@ -315,12 +395,21 @@ impl RoundWriter {
     /// Writes one round: the epoch first, alone (a deposed leader's round stops there),
     /// then configuration, operations and jobs, each phase's keys concurrently.
     /// `Err(reason)` when this leader has been deposed.
-    async fn write_round(&mut self, round: BTreeMap<RoundKey, Latest>) -> Result<(), String> {
+    async fn write_round(
+        &mut self,
+        events: Vec<EventRecord>,
+        round: BTreeMap<RoundKey, Latest>,
+        shared: &Shared,
+    ) -> Result<(), String> {
         self.write_phase(vec![(
             EPOCH_KEY.to_string(),
             (self.revisions.holder.clone(), false),
         )])
         .await?;
+        // Events before the state they tell of: a leader that dies in between leaves
+        // events its successor may tell again (as it re-learns the same facts), never
+        // stored state that no event tells.
+        self.publish_events(events, shared).await;
         let mut phase = None;
         let mut pending: Pending = Vec::new();
         for ((p, key), latest) in round {
@@ -331,6 +420,54 @@ impl RoundWriter {
             pending.push((key, latest));
         }
         self.write_phase(pending).await
+    }
+
+    /// Stores events in the event log in order, as few messages as fit, each retried
+    /// until the stream takes it (its message id, `<epoch>-<first seq>`, makes a retry of
+    /// one the stream already took a no-op).
+    async fn publish_events(&mut self, events: Vec<EventRecord>, shared: &Shared) {
+        let Some(sink) = &self.events else { return };
+        for batch in event_batches(events, sink.max_message_bytes) {
+            let Some(first) = batch.events.first() else {
+                continue;
+            };
+            let id = format!("{}-{}", first.epoch, first.seq);
+            let count = batch.events.len() as u64;
+            let payload: Bytes = match encode(&batch) {
+                Ok(b) => b.into(),
+                Err(e) => {
+                    error!(error = %e, events = count, "ALERT: events cannot be encoded; not written");
+                    continue;
+                }
+            };
+            let mut backoff = Duration::from_millis(50);
+            loop {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert("Nats-Msg-Id", id.as_str());
+                let stored = match sink
+                    .js
+                    .publish_with_headers(sink.subject.clone(), headers, payload.clone())
+                    .await
+                {
+                    Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                match stored {
+                    Ok(()) => {
+                        shared.events_written.fetch_add(count, Ordering::Relaxed);
+                        break;
+                    }
+                    Err(e) => {
+                        if !self.failing {
+                            warn!(error = %e, "cannot write events to the event log; retrying");
+                            self.failing = true;
+                        }
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
+                }
+            }
+        }
     }
 
     /// Writes every key of one phase, retrying with backoff until all are stored;
@@ -412,4 +549,37 @@ impl RoundWriter {
         }
         Ok(None)
     }
+}
+
+/// Events cut into batches of at most `max_bytes` encoded. An event larger than that
+/// (it cannot be: its texts are bounded) is left out with an alert, not retried forever
+/// in front of every later one.
+fn event_batches(events: Vec<EventRecord>, max_bytes: usize) -> Vec<EventBatch> {
+    let mut batches = Vec::new();
+    let mut current = Vec::new();
+    let mut bytes = 0usize;
+    for e in events {
+        let size = encode(&e).map_or(usize::MAX, |b| b.len());
+        if size > max_bytes {
+            error!(
+                epoch = e.epoch,
+                seq = e.seq,
+                bytes = size,
+                "ALERT: an event too large for the event log; not written"
+            );
+            continue;
+        }
+        if !current.is_empty() && bytes.saturating_add(size) > max_bytes {
+            batches.push(EventBatch {
+                events: std::mem::take(&mut current),
+            });
+            bytes = 0;
+        }
+        bytes = bytes.saturating_add(size);
+        current.push(e);
+    }
+    if !current.is_empty() {
+        batches.push(EventBatch { events: current });
+    }
+    batches
 }

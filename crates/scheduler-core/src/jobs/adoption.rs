@@ -95,10 +95,12 @@ impl SchedulerCore {
         if let Some(hold) = self.start_hold.as_mut() {
             hold.adopted += 1;
         }
+        let attempt = self.attempt_facts(op_id, job_id);
         self.outbox.event(CoreEvent::JobAdopted {
             id: job_id.clone(),
             operation: op_id.clone(),
             node: node_id.clone(),
+            attempt,
         });
         true
     }

@@ -157,11 +157,13 @@ impl crate::SchedulerCore {
         };
         for (job, node) in &lost {
             self.jobs.ended(node, job);
+            let attempt = self.attempt_facts(op_id, job);
             self.outbox.event(crate::CoreEvent::JobAborted {
                 id: job.clone(),
                 operation: op_id.clone(),
                 node: node.clone(),
                 reason: AbortReason::GangMemberLost,
+                attempt,
             });
             if self.nodes.contains_key(node) {
                 self.outbox.nudge(node.clone());

@@ -55,11 +55,13 @@ impl SchedulerCore {
         drop(op);
         for (job_id, node) in &aborted {
             self.jobs.ended(node, job_id);
+            let attempt = self.attempt_facts(id, job_id);
             self.outbox.event(CoreEvent::JobAborted {
                 id: job_id.clone(),
                 operation: id.clone(),
                 node: node.clone(),
                 reason: AbortReason::Suspended,
+                attempt,
             });
             if self.nodes.contains_key(node) {
                 self.outbox.nudge(node.clone());

@@ -100,15 +100,19 @@ impl SchedulerCore {
             else {
                 break;
             };
-            let spec = {
+            let (spec, attempt) = {
                 let mut op = operations.edit(&op_id).expect("picked from the map");
                 let spec = op.start_job(task, node_id, &tree, now);
                 let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
                 live.set_leaf(&shares, elem, usage, op.smallest_waiting());
-                spec
+                let attempt = op
+                    .jobs
+                    .get(&spec.job_id)
+                    .map(|j| crate::AttemptFacts::of(j));
+                (spec, attempt)
             };
             free -= spec.resources;
-            book_start(jobs, outbox, node_id, &op_id, &spec);
+            book_start(jobs, outbox, node_id, &op_id, &spec, attempt);
             starts.push(spec);
         }
         for spec in starts {
@@ -128,7 +132,15 @@ impl SchedulerCore {
         op_id: &OperationId,
         spec: &JobStartSpec,
     ) {
-        book_start(&mut self.jobs, &mut self.outbox, node_id, op_id, spec);
+        let attempt = self.attempt_facts(op_id, &spec.job_id);
+        book_start(
+            &mut self.jobs,
+            &mut self.outbox,
+            node_id,
+            op_id,
+            spec,
+            attempt,
+        );
     }
 
     /// What the jobs the scheduler believes run on a node hold.
@@ -245,11 +257,13 @@ fn book_start(
     node_id: &NodeId,
     op_id: &OperationId,
     spec: &JobStartSpec,
+    attempt: Option<crate::AttemptFacts>,
 ) {
     outbox.event(CoreEvent::JobStarted {
         id: spec.job_id.clone(),
         operation: op_id.clone(),
         node: node_id.clone(),
+        attempt,
     });
     jobs.started(&spec.job_id, op_id, node_id);
 }

@@ -463,6 +463,7 @@ impl SchedulerCore {
         if let Some(j) = op.jobs.get_mut(job_id) {
             j.error = Some(message.to_string());
         }
+        let attempt = op.jobs.get(job_id).map(|j| crate::AttemptFacts::of(j));
         drop(op);
         self.jobs.ended(node_id, job_id);
         self.outbox.event(CoreEvent::JobAborted {
@@ -470,6 +471,7 @@ impl SchedulerCore {
             operation: op_id.clone(),
             node: node_id.clone(),
             reason,
+            attempt,
         });
         self.settle_gang_lost(op_id)
     }

@@ -87,10 +87,12 @@ impl SchedulerCore {
             }
             op.changed_jobs.push(job_id.clone());
         }
+        let attempt = self.attempt_facts(op_id, job_id);
         self.outbox.event(CoreEvent::JobInterrupted {
             id: job_id.clone(),
             operation: op_id.clone(),
             node: node_id.clone(),
+            attempt,
         });
         let job = &self.operations[op_id].jobs[job_id];
         self.graceful_abort(job, now)

@@ -58,6 +58,7 @@ pub struct ServiceConfig {
     pub http: Option<HttpConfig>,
     /// How long the archive keeps a retired operation.
     pub archive_ttl: Duration,
+    pub event_log: EventLogConfig,
     /// Requests per second each identity may make (admission control).
     pub api_rate: RateLimit,
     /// API requests being served at once; past it callers are told "busy, retry".
@@ -67,6 +68,22 @@ pub struct ServiceConfig {
     /// What each node identity was approved to offer (`ytsched auth`'s
     /// `node-approvals.json`), followed as it changes; None: the defaults for all.
     pub node_approvals: Option<std::path::PathBuf>,
+}
+
+/// Bounds of the event log stream (`<prefix>_events`).
+#[derive(Clone, Copy, Debug)]
+pub struct EventLogConfig {
+    pub max_age: Duration,
+    pub max_bytes: u64,
+}
+
+impl Default for EventLogConfig {
+    fn default() -> Self {
+        EventLogConfig {
+            max_age: Duration::from_secs(30 * 24 * 3600),
+            max_bytes: 1 << 30,
+        }
+    }
 }
 
 /// The HTTP face: its address, who may read it, and its connection bounds.
@@ -98,6 +115,8 @@ struct Driver {
     writer: Writer,
     /// Where retired operations go, and answer from.
     archive: Archive,
+    /// The event log stream (`<prefix>_events`), which `list_events` reads.
+    event_log: async_nats::jetstream::stream::Stream,
     /// The state bucket: finished jobs' outputs are read from it on demand.
     state: async_nats::jetstream::kv::Store,
     /// Results taken and acknowledged once stored, in a later reply.
@@ -160,15 +179,18 @@ impl Driver {
         let mut core = self.core.lock().expect("core lock");
         let (result, effects) = core.run(f);
         let writes = writes_of(&core, &effects);
+        let now = unix_now();
+        let events = crate::event_records::describe_all(&core, &effects, now);
         // Retired operations' last writes (outputs among them) may be in an earlier
         // call's batch: the archive reads them only once those are stored. So may what
         // a reply that waits for the store depends on (a gang's attempt numbers, booked
         // by a tick, go out in a later heartbeat's reply).
         let stored =
             if writes.is_empty() && (!effects.retired.is_empty() || effects.reply_after_store) {
+                self.writer.submit_with_events(writes, events, now);
                 self.writer.barrier()
             } else {
-                self.writer.submit(writes)
+                self.writer.submit_with_events(writes, events, now)
             };
         // Still under the lock: no request finds a retired operation in neither the
         // core nor the archive.
@@ -258,6 +280,7 @@ pub async fn run(
         core,
         writer,
         archive,
+        event_log,
         summary,
         effects,
         stored: revival_stored,
@@ -289,6 +312,7 @@ pub async fn run(
         core: Arc::new(Mutex::new(core)),
         writer,
         archive,
+        event_log,
         state,
         share_updates: Arc::new(tokio::sync::Notify::new()),
         acks: Default::default(),

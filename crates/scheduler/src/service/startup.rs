@@ -147,6 +147,8 @@ pub(super) async fn become_leader(config: &ServiceConfig) -> anyhow::Result<Lead
 pub(super) struct Revived {
     pub(super) core: SchedulerCore,
     pub(super) writer: Writer,
+    /// The event log stream, read by `list_events`.
+    pub(super) event_log: async_nats::jetstream::stream::Stream,
     pub(super) archive: Archive,
     pub(super) summary: crate::core::records::RevivalSummary,
     pub(super) effects: Effects,
@@ -214,6 +216,17 @@ pub(super) async fn revive(
     .await?;
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
+    let subjects = ytsched_common::subjects::Subjects::new(prefix);
+    let events_stream = subjects.bucket("events");
+    let event_log = store::open_event_log(
+        js,
+        &events_stream,
+        &subjects.events(),
+        config.kv_replicas,
+        config.event_log.max_age,
+        config.event_log.max_bytes,
+    )
+    .await?;
     let writer = Writer::spawn(
         state.clone(),
         max_record_bytes,
@@ -226,6 +239,11 @@ pub(super) async fn revive(
             },
             holder: holder.clone().into(),
         },
+        Some(crate::writer::EventSink {
+            js: js.clone(),
+            subject: subjects.events(),
+            max_message_bytes: max_record_bytes,
+        }),
     );
     let archive = Archive::open(
         js,
@@ -248,11 +266,16 @@ pub(super) async fn revive(
     });
     // A configuration that was never stored is stored now, with what revival wrote.
     effects.config_changed |= fresh;
-    let revival_stored = writer.submit(writes_of(&core, &effects));
+    let revival_stored = writer.submit_with_events(
+        writes_of(&core, &effects),
+        crate::event_records::describe_all(&core, &effects, unix_now()),
+        unix_now(),
+    );
     Ok(Revived {
         core,
         writer,
         archive,
+        event_log,
         summary,
         effects,
         stored: revival_stored,

@@ -1,0 +1,332 @@
+//! The scheduler's event log (SPEC 5.16): what happened to which operation, job and
+//! node, and when — kept in the `<prefix>_events` stream after the scheduler's state has
+//! been archived and forgotten, so that "who used how much" and "why did my jobs wait"
+//! can still be answered. The schema is `docs/events.md`; a change to it bumps
+//! `EVENT_SCHEMA_VERSION`.
+//!
+//! An event is named once by `(epoch, seq)`: `epoch` is the leader's (the revision of the
+//! state's epoch key it claimed), `seq` counts that leader's events from 1. Within an
+//! epoch the log has no gap: events are numbered as they are queued and stored in order,
+//! so a leader that dies leaves a prefix of its events.
+
+use crate::ids::{JobId, NodeId, OperationId};
+use crate::protocol::UnixMillis;
+use crate::resources::ResourceVector;
+use crate::states::{AbortReason, JobState, OperationState};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const EVENT_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub version: u32,
+    pub epoch: u64,
+    pub seq: u64,
+    /// When the scheduler made the change (unix ms).
+    pub at: UnixMillis,
+    pub event: Event,
+}
+
+/// The operation an event concerns, with what filters and usage group by, so that each
+/// event can be read without the operation (which may be long archived and expired).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperationRef {
+    pub id: OperationId,
+    pub user: String,
+    /// Its pool in each pool tree it runs in.
+    pub pools: BTreeMap<String, String>,
+}
+
+/// One attempt, as the scheduler last knew it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRef {
+    pub id: JobId,
+    pub node: NodeId,
+    /// The pool tree of the node it ran on.
+    pub tree: String,
+    pub resources: ResourceVector,
+    pub start_time: UnixMillis,
+}
+
+/// What happened. Never carries a spec's environment or stdin (SPEC 5.11: everyone may
+/// read operation metadata, not its secrets).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// Admitted: it runs, or waits for a running-operation slot (`pending`).
+    OperationStarted {
+        operation: OperationRef,
+        title: Option<String>,
+        jobs: u64,
+        pending: bool,
+    },
+    /// A pending operation got its slot.
+    OperationRunning {
+        operation: OperationRef,
+    },
+    OperationParametersUpdated {
+        operation: OperationRef,
+        parameters: String,
+    },
+    OperationSuspended {
+        operation: OperationRef,
+        aborted_jobs: u64,
+    },
+    OperationResumed {
+        operation: OperationRef,
+    },
+    OperationFinished {
+        operation: OperationRef,
+        state: OperationState,
+        error: Option<String>,
+    },
+    JobStarted {
+        operation: OperationRef,
+        job: JobRef,
+    },
+    /// A revived scheduler took over an attempt a node reported running.
+    JobAdopted {
+        operation: OperationRef,
+        job: JobRef,
+    },
+    /// Gracefully preempted: told to stop, it runs until it exits or its time is up.
+    JobInterrupted {
+        operation: OperationRef,
+        job: JobRef,
+    },
+    JobFinished {
+        operation: OperationRef,
+        job: JobRef,
+        state: JobState,
+        finish_time: UnixMillis,
+        error: Option<String>,
+    },
+    /// Taken away (preempted, lost with its node, aborted...): it waits again.
+    JobAborted {
+        operation: OperationRef,
+        job: JobRef,
+        reason: AbortReason,
+        finish_time: UnixMillis,
+    },
+    NodeRegistered {
+        node: NodeId,
+        registration: String,
+    },
+    NodeMembership {
+        node: NodeId,
+        registration: String,
+    },
+    NodeRestarted {
+        node: NodeId,
+    },
+    NodeOffline {
+        node: NodeId,
+        lost_jobs: u64,
+    },
+    NodeMaintenance {
+        node: NodeId,
+        maintenance: String,
+    },
+    PoolRemoved {
+        tree: String,
+        pool: String,
+    },
+}
+
+impl Event {
+    pub fn operation(&self) -> Option<&OperationRef> {
+        match self {
+            Event::OperationStarted { operation, .. }
+            | Event::OperationRunning { operation }
+            | Event::OperationParametersUpdated { operation, .. }
+            | Event::OperationSuspended { operation, .. }
+            | Event::OperationResumed { operation }
+            | Event::OperationFinished { operation, .. }
+            | Event::JobStarted { operation, .. }
+            | Event::JobAdopted { operation, .. }
+            | Event::JobInterrupted { operation, .. }
+            | Event::JobFinished { operation, .. }
+            | Event::JobAborted { operation, .. } => Some(operation),
+            Event::NodeRegistered { .. }
+            | Event::NodeMembership { .. }
+            | Event::NodeRestarted { .. }
+            | Event::NodeOffline { .. }
+            | Event::NodeMaintenance { .. }
+            | Event::PoolRemoved { .. } => None,
+        }
+    }
+
+    /// The pool trees and pools it concerns.
+    fn pools(&self) -> Vec<(&str, &str)> {
+        match (self.operation(), self) {
+            (Some(op), _) => op
+                .pools
+                .iter()
+                .map(|(t, p)| (t.as_str(), p.as_str()))
+                .collect(),
+            (None, Event::PoolRemoved { tree, pool }) => vec![(tree.as_str(), pool.as_str())],
+            (None, _) => vec![],
+        }
+    }
+}
+
+/// Which events to read; every condition given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventFilter {
+    /// At or after (unix ms).
+    #[serde(default)]
+    pub since: Option<UnixMillis>,
+    /// Before (unix ms).
+    #[serde(default)]
+    pub until: Option<UnixMillis>,
+    #[serde(default)]
+    pub operation: Option<OperationId>,
+    /// The pool, in any tree (an event about no operation or pool has none).
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+impl EventFilter {
+    pub fn admits(&self, r: &EventRecord) -> bool {
+        let op = r.event.operation();
+        self.since.is_none_or(|t| r.at >= t)
+            && self.until.is_none_or(|t| r.at < t)
+            && self
+                .operation
+                .as_ref()
+                .is_none_or(|id| op.is_some_and(|o| &o.id == id))
+            && self
+                .user
+                .as_deref()
+                .is_none_or(|u| op.is_some_and(|o| o.user == u))
+            && self
+                .pool
+                .as_deref()
+                .is_none_or(|p| r.event.pools().iter().any(|(_, pool)| *pool == p))
+    }
+}
+
+/// What the stream holds per message: the events of one write round of the scheduler's
+/// store (or a part of one that fits a message), stored whole or not at all, so the log
+/// never has a hole inside a round.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventBatch {
+    pub events: Vec<EventRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+
+    fn op(id: &str, user: &str, pool: &str) -> OperationRef {
+        OperationRef {
+            id: OperationId(id.into()),
+            user: user.into(),
+            pools: [("physical".to_string(), pool.to_string())].into(),
+        }
+    }
+
+    fn record(seq: u64, at: UnixMillis, event: Event) -> EventRecord {
+        EventRecord {
+            version: EVENT_SCHEMA_VERSION,
+            epoch: 7,
+            seq,
+            at,
+            event,
+        }
+    }
+
+    fn finished(seq: u64, at: UnixMillis, o: OperationRef) -> EventRecord {
+        let job = JobRef {
+            id: JobId(format!("{}-0-0", o.id)),
+            node: NodeId("n1".into()),
+            tree: "physical".into(),
+            resources: ResourceVector::new(1.0, 1024.0, 0.0, 1.0),
+            start_time: at - 10,
+        };
+        record(
+            seq,
+            at,
+            Event::JobFinished {
+                operation: o,
+                job,
+                state: JobState::Completed,
+                finish_time: at,
+                error: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_batch_reads_back_as_written_in_msgpack_and_json() {
+        let batch = EventBatch {
+            events: vec![
+                record(
+                    1,
+                    100,
+                    Event::OperationStarted {
+                        operation: op("a", "alice", "research"),
+                        title: Some("t".into()),
+                        jobs: 3,
+                        pending: false,
+                    },
+                ),
+                finished(2, 200, op("a", "alice", "research")),
+                record(
+                    3,
+                    300,
+                    Event::NodeOffline {
+                        node: NodeId("n1".into()),
+                        lost_jobs: 2,
+                    },
+                ),
+            ],
+        };
+        let back: EventBatch = decode(&encode(&batch).unwrap()).unwrap();
+        assert_eq!(back, batch);
+        let json = serde_json::to_string(&batch.events[1]).unwrap();
+        assert!(json.contains(r#""type":"job_finished""#), "{json}");
+        let again: EventRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(again, batch.events[1]);
+    }
+
+    #[test]
+    fn the_filter_takes_every_condition_given() {
+        let a = finished(1, 1_000, op("a", "alice", "research"));
+        let b = finished(2, 2_000, op("b", "bob", "prod"));
+        let node = record(
+            3,
+            3_000,
+            Event::NodeRestarted {
+                node: NodeId("n".into()),
+            },
+        );
+        let all = EventFilter::default();
+        assert!(all.admits(&a) && all.admits(&b) && all.admits(&node));
+        let by_user = EventFilter {
+            user: Some("bob".into()),
+            ..Default::default()
+        };
+        assert!(!by_user.admits(&a) && by_user.admits(&b) && !by_user.admits(&node));
+        let by_pool = EventFilter {
+            pool: Some("research".into()),
+            ..Default::default()
+        };
+        assert!(by_pool.admits(&a) && !by_pool.admits(&b));
+        let by_op = EventFilter {
+            operation: Some(OperationId("b".into())),
+            ..Default::default()
+        };
+        assert!(!by_op.admits(&a) && by_op.admits(&b));
+        let window = EventFilter {
+            since: Some(1_500),
+            until: Some(3_000),
+            ..Default::default()
+        };
+        assert!(!window.admits(&a) && window.admits(&b) && !window.admits(&node));
+    }
+}

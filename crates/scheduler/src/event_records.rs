@@ -1,0 +1,205 @@
+//! The event log's records (`common::event_record`) of what the core reports
+//! (`CoreEvent`). The core names operations and attempts by id; a record must stand on
+//! its own long after both are archived and expired, so it is filled in here from the
+//! core, under the same lock hold that produced the event: the operation's user and
+//! pools, the attempt's node, tree, resources and times.
+
+use crate::core::retention::Archived;
+use crate::core::{AttemptFacts, CoreEvent, Effects, Operation, SchedulerCore};
+use ytsched_common::event_record::{Event, JobRef, OperationRef};
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::states::OperationState;
+use ytsched_common::{JobId, NodeId, OperationId};
+
+/// The records of a call's events, in order. An event whose operation is in neither the
+/// core nor the call's retired operations (it cannot be) is left out rather than
+/// written half.
+pub fn describe_all(core: &SchedulerCore, effects: &Effects, now: UnixMillis) -> Vec<Event> {
+    let ctx = Context {
+        core,
+        retired: &effects.retired,
+        now,
+    };
+    effects
+        .events
+        .iter()
+        .filter_map(|e| ctx.describe(e))
+        .collect()
+}
+
+struct Context<'c> {
+    core: &'c SchedulerCore,
+    /// Operations this call retired to the archive: gone from the core already.
+    retired: &'c [Archived],
+    now: UnixMillis,
+}
+
+fn operation_ref(op: &Operation) -> OperationRef {
+    OperationRef {
+        id: op.id.clone(),
+        user: op.user.clone(),
+        pools: op
+            .trees
+            .iter()
+            .map(|(tree, slot)| (tree.as_str().to_string(), slot.pool.as_str().to_string()))
+            .collect(),
+    }
+}
+
+fn job_ref(id: &JobId, node: &NodeId, facts: &AttemptFacts) -> JobRef {
+    JobRef {
+        id: id.clone(),
+        node: node.clone(),
+        tree: facts.tree.as_str().to_string(),
+        resources: facts.resources,
+        start_time: facts.start_time,
+    }
+}
+
+impl Context<'_> {
+    fn operation_ref(&self, id: &OperationId) -> Option<OperationRef> {
+        if let Ok(op) = self.core.operation(id) {
+            return Some(operation_ref(op));
+        }
+        let a = self.retired.iter().find(|a| &a.info.id == id)?;
+        Some(OperationRef {
+            id: id.clone(),
+            user: a.info.user.clone(),
+            pools: a.info.pool_trees.clone(),
+        })
+    }
+
+    /// The operation and attempt of a job event, with the attempt's facts.
+    fn job<'e>(
+        &self,
+        op: &OperationId,
+        job: &JobId,
+        node: &NodeId,
+        attempt: &'e Option<AttemptFacts>,
+    ) -> Option<(OperationRef, JobRef, &'e AttemptFacts)> {
+        let facts = attempt.as_ref()?;
+        Some((self.operation_ref(op)?, job_ref(job, node, facts), facts))
+    }
+
+    fn describe(&self, e: &CoreEvent) -> Option<Event> {
+        let core = self.core;
+        Some(match e {
+            CoreEvent::OperationStarted { id, jobs, .. } => {
+                let op = core.operation(id).ok()?;
+                Event::OperationStarted {
+                    operation: operation_ref(op),
+                    title: op.spec.title.clone(),
+                    jobs: *jobs,
+                    pending: op.state == OperationState::Pending,
+                }
+            }
+            CoreEvent::OperationRunning { id } => Event::OperationRunning {
+                operation: self.operation_ref(id)?,
+            },
+            CoreEvent::OperationParametersUpdated { id, parameters } => {
+                Event::OperationParametersUpdated {
+                    operation: self.operation_ref(id)?,
+                    parameters: parameters.clone(),
+                }
+            }
+            CoreEvent::OperationSuspended { id, aborted_jobs } => Event::OperationSuspended {
+                operation: self.operation_ref(id)?,
+                aborted_jobs: *aborted_jobs as u64,
+            },
+            CoreEvent::OperationResumed { id } => Event::OperationResumed {
+                operation: self.operation_ref(id)?,
+            },
+            CoreEvent::OperationFinished { id, state, error } => Event::OperationFinished {
+                operation: self.operation_ref(id)?,
+                state: *state,
+                error: error.clone(),
+            },
+            CoreEvent::JobStarted {
+                id,
+                operation,
+                node,
+                attempt,
+            } => {
+                let (operation, job, _) = self.job(operation, id, node, attempt)?;
+                Event::JobStarted { operation, job }
+            }
+            CoreEvent::JobAdopted {
+                id,
+                operation,
+                node,
+                attempt,
+            } => {
+                let (operation, job, _) = self.job(operation, id, node, attempt)?;
+                Event::JobAdopted { operation, job }
+            }
+            CoreEvent::JobInterrupted {
+                id,
+                operation,
+                node,
+                attempt,
+            } => {
+                let (operation, job, _) = self.job(operation, id, node, attempt)?;
+                Event::JobInterrupted { operation, job }
+            }
+            CoreEvent::JobFinished {
+                id,
+                operation,
+                node,
+                attempt,
+                ..
+            } => {
+                let (operation, job, facts) = self.job(operation, id, node, attempt)?;
+                Event::JobFinished {
+                    operation,
+                    job,
+                    state: facts.state,
+                    finish_time: facts.finish_time.unwrap_or(self.now),
+                    error: facts.error.clone(),
+                }
+            }
+            CoreEvent::JobAborted {
+                id,
+                operation,
+                node,
+                reason,
+                attempt,
+            } => {
+                let (operation, job, facts) = self.job(operation, id, node, attempt)?;
+                Event::JobAborted {
+                    operation,
+                    job,
+                    reason: *reason,
+                    finish_time: facts.finish_time.unwrap_or(self.now),
+                }
+            }
+            CoreEvent::NodeRegistered { id, registration } => Event::NodeRegistered {
+                node: id.clone(),
+                registration: registration.to_string(),
+            },
+            CoreEvent::NodeMembership { id, registration } => Event::NodeMembership {
+                node: id.clone(),
+                registration: registration.to_string(),
+            },
+            CoreEvent::NodeRestarted { id } => Event::NodeRestarted { node: id.clone() },
+            CoreEvent::NodeOffline { id, lost_jobs } => Event::NodeOffline {
+                node: id.clone(),
+                lost_jobs: *lost_jobs as u64,
+            },
+            CoreEvent::NodeMaintenance { id, maintenance } => Event::NodeMaintenance {
+                node: id.clone(),
+                maintenance: maintenance.summary(),
+            },
+            CoreEvent::PoolRemoved { tree, pool } => Event::PoolRemoved {
+                tree: tree.as_str().to_string(),
+                pool: pool.as_str().to_string(),
+            },
+            // A pending operation is told by `OperationStarted` (its `pending`); the
+            // scheduler's own revival says nothing about operations or nodes that the
+            // events of each do not.
+            CoreEvent::OperationPending { .. }
+            | CoreEvent::NodeOverApproval { .. }
+            | CoreEvent::RevivalEnded { .. }
+            | CoreEvent::StartsResumed { .. } => return None,
+        })
+    }
+}
