@@ -155,6 +155,7 @@ fn print_value(value: &serde_json::Value, format: Format) -> anyhow::Result<()> 
     match format {
         Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        Format::Csv => return Err(crate::output::no_csv()),
         // For people: a string prints bare, anything else as JSON.
         Format::Table => match value {
             serde_json::Value::String(s) => println!("{s}"),

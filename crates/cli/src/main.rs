@@ -12,6 +12,7 @@ mod output;
 mod run_vanilla;
 mod secret_files;
 mod tls;
+mod usage;
 
 use clap::{Parser, Subcommand};
 use output::Format;
@@ -73,6 +74,9 @@ enum Command {
     /// The event log, oldest first, as JSON lines (filters: --since, --until,
     /// --operation, --pool, --filter-user; --follow keeps printing new events).
     Events(events::EventsArgs),
+    /// Who used how much over a window (--by pool|user|tree|operation, --since, --until):
+    /// cpu, memory and gpu hours, jobs by outcome, hours lost to preemption, waits.
+    Usage(usage::UsageArgs),
     /// An operation's state, spec, job counts, fair share and usage.
     GetOperation {
         /// Operation id (as run-vanilla printed it).
@@ -338,6 +342,12 @@ async fn operation_command(
                 .collect(|req| async move { Ok(call(c, s, user, req).await?) })
                 .await?;
             output::print(&ops, format)
+        }
+        Command::Usage(args) => {
+            let report = args
+                .report(|req| async move { Ok(call(c, s, user, req).await?) })
+                .await?;
+            output::print(&report, format)
         }
         Command::Events(args) => {
             let mut out = std::io::stdout().lock();

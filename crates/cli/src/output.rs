@@ -12,11 +12,17 @@ pub enum Format {
     Table,
     Json,
     Yaml,
+    /// Comma-separated values, for spreadsheets (`ytsched usage`).
+    Csv,
 }
 
 /// Something that also knows how to look as a table.
 pub trait Tabular: Serialize {
     fn table(&self) -> Table;
+    /// Its rows as CSV, where that means something (a report's rows).
+    fn csv(&self) -> Option<String> {
+        None
+    }
 }
 
 pub fn print<T: Tabular>(value: &T, format: Format) -> anyhow::Result<()> {
@@ -24,8 +30,14 @@ pub fn print<T: Tabular>(value: &T, format: Format) -> anyhow::Result<()> {
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
         Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
         Format::Table => println!("{}", value.table()),
+        Format::Csv => print!("{}", value.csv().ok_or_else(no_csv)?),
     }
     Ok(())
+}
+
+/// `--format csv` where there are no rows to give.
+pub fn no_csv() -> anyhow::Error {
+    anyhow::anyhow!("--format csv is for reports of rows (ytsched usage); use json or yaml here")
 }
 
 /// Tables wrap their cells to fit the terminal they are printed on (80 columns is the
@@ -38,6 +50,7 @@ pub fn print_words<T: Serialize>(value: &T, words: String, format: Format) -> an
         Format::Table => print!("{words}"),
         Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        Format::Csv => return Err(no_csv()),
     }
     Ok(())
 }

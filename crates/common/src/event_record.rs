@@ -132,6 +132,21 @@ pub enum Event {
         tree: String,
         pool: String,
     },
+    /// Each pool's shares in a tree, about once a minute.
+    PoolShares {
+        tree: String,
+        pools: Vec<PoolShares>,
+    },
+}
+
+/// One pool's fair share, usage and demand as fractions of its tree, at their largest
+/// resource (as the orchid's `*_ratio`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolShares {
+    pub pool: String,
+    pub fair_share_ratio: f64,
+    pub usage_ratio: f64,
+    pub demand_ratio: f64,
 }
 
 impl Event {
@@ -153,7 +168,8 @@ impl Event {
             | Event::NodeRestarted { .. }
             | Event::NodeOffline { .. }
             | Event::NodeMaintenance { .. }
-            | Event::PoolRemoved { .. } => None,
+            | Event::PoolRemoved { .. }
+            | Event::PoolShares { .. } => None,
         }
     }
 
@@ -166,6 +182,10 @@ impl Event {
                 .map(|(t, p)| (t.as_str(), p.as_str()))
                 .collect(),
             (None, Event::PoolRemoved { tree, pool }) => vec![(tree.as_str(), pool.as_str())],
+            (None, Event::PoolShares { tree, pools }) => pools
+                .iter()
+                .map(|p| (tree.as_str(), p.pool.as_str()))
+                .collect(),
             (None, _) => vec![],
         }
     }

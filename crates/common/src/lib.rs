@@ -31,6 +31,7 @@ pub mod tag_filter;
 pub mod transport;
 pub mod tree_config;
 pub mod units;
+pub mod usage;
 pub mod yson;
 
 pub use ids::{IdempotencyToken, IncarnationId, JobId, NodeId, OperationId};

@@ -10,6 +10,16 @@ use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
+/// One pool's shares as fractions of its tree, at their largest resource (as the
+/// orchid's `*_ratio`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PoolShareSample {
+    pub pool: TreePoolName,
+    pub fair_share_ratio: f64,
+    pub usage_ratio: f64,
+    pub demand_ratio: f64,
+}
+
 /// An attempt as it was when its event happened: what the event log keeps of it, as
 /// the attempt itself may leave memory within the same call (settled and released).
 #[derive(Clone, Debug, PartialEq)]
@@ -113,6 +123,13 @@ pub enum CoreEvent {
     },
     OperationResumed {
         id: OperationId,
+    },
+    /// Each pool's fair share, usage and demand in a tree, about once a minute: what the
+    /// event log's usage accounting measures attainment against. Not in the
+    /// simulator's output (its snapshots show the same).
+    PoolShares {
+        tree: TreeName,
+        pools: Vec<PoolShareSample>,
     },
     /// An ephemeral pool lost its last operation.
     PoolRemoved {

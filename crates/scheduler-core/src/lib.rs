@@ -23,7 +23,7 @@ mod trees;
 pub use admin::path::AdminPath;
 pub use admin::{config_file, delegation_budget};
 pub use effects::Effects;
-pub use events::{AttemptFacts, CoreEvent};
+pub use events::{AttemptFacts, CoreEvent, PoolShareSample};
 pub use nodes::membership;
 pub use nodes::node::Node;
 pub use operations::access::{authorize_operation_of, controls_operation_of};

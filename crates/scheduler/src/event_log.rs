@@ -17,6 +17,8 @@ pub fn log_events(events: &[CoreEvent]) {
             | CoreEvent::NodeRestarted { .. }
             | CoreEvent::NodeOverApproval { .. }
             | CoreEvent::NodeOffline { .. } => log_node_event(e),
+            // For the event log only: a line a minute per tree would say nothing new.
+            CoreEvent::PoolShares { .. } => {}
             CoreEvent::OperationStarted { .. }
             | CoreEvent::OperationPending { .. }
             | CoreEvent::OperationRunning { .. }

@@ -189,6 +189,18 @@ impl Context<'_> {
                 node: id.clone(),
                 maintenance: maintenance.summary(),
             },
+            CoreEvent::PoolShares { tree, pools } => Event::PoolShares {
+                tree: tree.as_str().to_string(),
+                pools: pools
+                    .iter()
+                    .map(|p| ytsched_common::event_record::PoolShares {
+                        pool: p.pool.as_str().to_string(),
+                        fair_share_ratio: p.fair_share_ratio,
+                        usage_ratio: p.usage_ratio,
+                        demand_ratio: p.demand_ratio,
+                    })
+                    .collect(),
+            },
             CoreEvent::PoolRemoved { tree, pool } => Event::PoolRemoved {
                 tree: tree.as_str().to_string(),
                 pool: pool.as_str().to_string(),

@@ -201,3 +201,118 @@ fn the_standby_continues_the_event_log_with_no_gap_and_no_duplicate() {
         assert!(first_time, "{id} finished twice in one epoch");
     }
 }
+
+/// Submits `spec` as `who` and returns the operation id.
+fn submit_as(lab: &Lab, who: &str, spec: &str, name: &str) -> String {
+    let path = lab.job_dir(name).join("spec.yaml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, spec).unwrap();
+    let out = lab.ytsched_as(
+        who,
+        &["run-vanilla", "--async", "--spec", path.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "submit as {who}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn usage_by_pool_equals_the_sums_of_the_jobs_own_times() {
+    let lab = Lab::start(vec![node("4", "8")]).unwrap();
+    for pool in ["research", "prod"] {
+        let out = lab.ytsched(&[
+            "create",
+            "scheduler_pool",
+            "--name",
+            pool,
+            "--pool-tree",
+            "default",
+            "--attributes",
+            "{}",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut ops: Vec<(String, &str)> = Vec::new();
+    for (i, (user, pool)) in [
+        ("alice", "research"),
+        ("bob", "research"),
+        ("carol", "prod"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        lab.add_user(user, false).unwrap();
+        for k in 0..2 {
+            let spec = format!(
+                "pool: {pool}\ntasks: {{t: {{command: 'sleep 0.{}', job_count: 3, cpu_limit: 1}}}}",
+                3 + i + k
+            );
+            ops.push((submit_as(&lab, user, &spec, &format!("{user}-{k}")), pool));
+        }
+    }
+    // The jobs' own times, as list-jobs gives them, summed per pool.
+    let mut expected: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    for (op, pool) in &ops {
+        assert_eq!(
+            lab.wait_finished(op, Duration::from_secs(60)).unwrap()["state"],
+            "completed"
+        );
+        let row = expected.entry(format!("default/{pool}")).or_default();
+        for j in lab.jobs(op).unwrap() {
+            let ms = j["finish_time"].as_u64().unwrap() - j["start_time"].as_u64().unwrap();
+            row.0 += ms as f64 / 3_600_000.0;
+            row.1 += 1;
+        }
+    }
+    let rows = wait_until(Duration::from_secs(10), || {
+        let report: serde_json::Value = lab.json(&["usage", "--by", "pool"]).ok()?;
+        let rows = report["rows"].as_array()?.clone();
+        let done: u64 = rows
+            .iter()
+            .filter_map(|r| r["jobs_completed"].as_u64())
+            .sum();
+        (done == 18).then_some(rows)
+    })
+    .expect("all 18 jobs in the usage report");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        let group = r["group"].as_str().unwrap();
+        let (hours, jobs) = expected[group];
+        let reported = r["cpu_hours"].as_f64().unwrap();
+        assert!(
+            (reported - hours).abs() < 1e-9,
+            "{group}: usage says {reported} cpu-hours, the jobs' own times {hours}"
+        );
+        assert_eq!(r["jobs_completed"].as_u64(), Some(jobs), "{r}");
+        assert_eq!(
+            r["operations"].as_u64(),
+            Some(if group.ends_with("research") { 4 } else { 2 })
+        );
+        assert!(r["wait_p95_s"].as_f64().is_some(), "{r}");
+    }
+    let users: serde_json::Value = lab.json(&["usage", "--by", "user"]).unwrap();
+    let names: Vec<&str> = users["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["alice", "bob", "carol"]);
+    let csv = lab.ok(&["--format", "csv", "usage", "--by", "tree"]);
+    let mut lines = csv.lines();
+    assert!(
+        lines.next().unwrap().starts_with("group,cpu_hours,"),
+        "{csv}"
+    );
+    assert!(lines.next().unwrap().starts_with("default,"), "{csv}");
+    let out = lab.ytsched(&["usage", "--by", "team"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'team'"));
+}

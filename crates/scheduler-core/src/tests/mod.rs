@@ -936,10 +936,16 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     let (reply, joined) = core.run(|c| c.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 0));
     assert!(reply.jobs_to_start.is_empty());
-    assert!(matches!(
-        joined.events[..],
-        [CoreEvent::NodeRegistered { .. }]
-    ));
+    // (The tree's first fair-share update also tells its pools' shares to the log.)
+    let told: Vec<&CoreEvent> = joined
+        .events
+        .iter()
+        .filter(|e| !matches!(e, CoreEvent::PoolShares { .. }))
+        .collect();
+    assert!(
+        matches!(told[..], [CoreEvent::NodeRegistered { .. }]),
+        "{told:?}"
+    );
     assert!(joined.changes.is_empty() && !joined.config_changed);
 
     let (started, submitted) =
@@ -984,3 +990,32 @@ mod revival;
 mod security;
 mod time_limits;
 mod trees;
+
+#[test]
+fn pools_shares_are_told_to_the_event_log_about_once_a_minute_per_tree() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let _ = core.run(|c| c.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 0));
+    let _ = core.run(|c| c.start_operation(OperationId("o".into()), "u", spec(1, 1.0), 1));
+    let mut told = Vec::new();
+    for t in [1_000, 30_000, 59_000, 61_500, 90_000, 122_000] {
+        let (_, effects) = core.run(|c| {
+            for u in c.share_updates_due(t) {
+                let _ = c.apply_share_update(u.compute());
+            }
+        });
+        for e in effects.events {
+            if let CoreEvent::PoolShares { tree, pools } = e {
+                told.push((t, tree.to_string(), pools));
+            }
+        }
+    }
+    let at: Vec<u64> = told.iter().map(|(t, ..)| *t).collect();
+    assert_eq!(at, vec![61_500, 122_000], "{told:?}");
+    let (_, tree, pools) = &told[0];
+    assert_eq!(tree, "default");
+    let root = pools
+        .iter()
+        .find(|p| p.pool.as_str() == ytsched_common::names::ROOT_POOL)
+        .expect("the root is sampled");
+    assert!(root.demand_ratio > 0.0, "{root:?}");
+}

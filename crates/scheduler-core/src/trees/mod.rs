@@ -8,6 +8,7 @@ pub(crate) mod live_usage;
 pub(crate) mod placement;
 pub(crate) mod pool_lines;
 mod pool_rules;
+pub(crate) mod pool_samples;
 pub mod pool_tree;
 pub(crate) mod preemption;
 pub(crate) mod share_inputs;

@@ -345,6 +345,7 @@ impl SchedulerCore {
         for id in arrived {
             self.nudge_for(&id);
         }
+        self.sample_pools(&tree_name, now);
         superseded
     }
 

@@ -56,6 +56,8 @@ pub(crate) struct TreeState {
     /// Where the preemptive stage's rotating share of the starving list starts next
     /// (see `preemption::starving_to_try`).
     pub preemption_cursor: usize,
+    /// When its pools' shares were last told to the event log (`pool_samples.rs`).
+    pub pool_sample_at: Option<UnixMillis>,
 }
 
 impl TreeState {

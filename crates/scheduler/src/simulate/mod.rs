@@ -260,8 +260,14 @@ impl Simulation {
                 }
             }
         });
-        self.pending_events
-            .extend(effects.events.into_iter().map(|e| event_json(t, e)));
+        self.pending_events.extend(
+            effects
+                .events
+                .into_iter()
+                // The snapshots show the pools' shares; these are the event log's.
+                .filter(|e| !matches!(e, CoreEvent::PoolShares { .. }))
+                .map(|e| event_json(t, e)),
+        );
         // What the service would store, archive and send: a long scenario keeps none of
         // it (simulated nodes heartbeat on their period, nudged or not).
         drop((effects.changes, effects.retired, effects.nudges));

@@ -1,0 +1,53 @@
+//! About once a minute per tree, each pool's fair share, usage and demand go to the
+//! event log (SPEC 5.16), taken from the fair-share update just applied: what usage
+//! accounting measures a pool's attainment (usage ÷ fair share over time) against, and
+//! what a replay compares with.
+
+use crate::events::{CoreEvent, PoolShareSample};
+use crate::queries::orchid::max_component;
+use crate::trees::fair_share::ElementKind;
+use ytsched_common::protocol::UnixMillis;
+
+/// How often a tree's pools are sampled.
+pub const POOL_SAMPLE_EVERY_MS: UnixMillis = 60_000;
+
+impl crate::SchedulerCore {
+    /// Tells the pools' shares of `tree` if a sample is due.
+    pub(crate) fn sample_pools(&mut self, tree: &str, now: UnixMillis) {
+        let Some(state) = self.trees.get_mut(tree) else {
+            return;
+        };
+        if state
+            .pool_sample_at
+            .is_some_and(|at| now < at.saturating_add(POOL_SAMPLE_EVERY_MS))
+        {
+            return;
+        }
+        let Some(shares) = state.shares() else {
+            return;
+        };
+        let pools: Vec<PoolShareSample> = shares
+            .elements
+            .iter()
+            .filter_map(|e| match &e.kind {
+                ElementKind::Pool { name, .. } => Some(PoolShareSample {
+                    pool: name.clone(),
+                    fair_share_ratio: max_component(&e.fair_share.total),
+                    usage_ratio: max_component(&e.usage_share),
+                    demand_ratio: max_component(&e.demand_share),
+                }),
+                _ => None,
+            })
+            .collect();
+        state.pool_sample_at = Some(now);
+        let Some(tree) = self
+            .cluster
+            .trees
+            .get_key_value(tree)
+            .map(|(t, _)| t.clone())
+        else {
+            return;
+        };
+        self.outbox.event(CoreEvent::PoolShares { tree, pools });
+    }
+}
