@@ -237,6 +237,25 @@ pub struct EventBatch {
     pub events: Vec<EventRecord>,
 }
 
+/// An `EventBatch` message made of records already encoded one by one (`encode` of an
+/// `EventRecord`): the scheduler encodes each event once, when it is queued, and cuts
+/// messages by their sizes without encoding anything again.
+pub fn batch_message(records: &[&[u8]]) -> Vec<u8> {
+    let body: usize = records.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(body + 16);
+    // Writing to a Vec cannot fail.
+    let _ = rmp::encode::write_map_len(&mut out, 1);
+    let _ = rmp::encode::write_str(&mut out, "events");
+    let _ = rmp::encode::write_array_len(&mut out, records.len() as u32);
+    for r in records {
+        out.extend_from_slice(r);
+    }
+    out
+}
+
+/// Bytes a message adds around its records (`batch_message`), at most.
+pub const BATCH_ENVELOPE_BYTES: usize = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +331,19 @@ mod tests {
         assert!(json.contains(r#""type":"job_finished""#), "{json}");
         let again: EventRecord = serde_json::from_str(&json).unwrap();
         assert_eq!(again, batch.events[1]);
+    }
+
+    #[test]
+    fn a_message_of_records_encoded_one_by_one_reads_as_a_batch() {
+        for n in [0usize, 1, 15, 16, 70_000] {
+            let records: Vec<EventRecord> = (0..n as u64)
+                .map(|i| finished(i + 1, 1_000 + i, op("a", "alice", "research")))
+                .collect();
+            let encoded: Vec<Vec<u8>> = records.iter().map(|r| encode(r).unwrap()).collect();
+            let parts: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
+            let back: EventBatch = decode(&batch_message(&parts)).unwrap();
+            assert_eq!(back.events, records, "{n} records");
+        }
     }
 
     #[test]

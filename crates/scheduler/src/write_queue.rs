@@ -11,6 +11,7 @@
 use crate::store::{phase, Write};
 use bytes::Bytes;
 use std::collections::BTreeMap;
+use ytsched_common::codec::encode;
 use ytsched_common::event_record::{Event, EventRecord, EVENT_SCHEMA_VERSION};
 use ytsched_common::protocol::UnixMillis;
 
@@ -33,7 +34,7 @@ pub struct PendingWrites {
     position: u64,
     /// Events for the event log, numbered as queued (`seq` of this leader's `epoch`), in
     /// the order the core made them; unlike writes they are appended, never folded.
-    events: Vec<EventRecord>,
+    events: Vec<QueuedEvent>,
     epoch: u64,
     last_seq: u64,
     dropped_events: u64,
@@ -67,13 +68,24 @@ impl PendingWrites {
                 self.dropped_events += 1;
                 continue;
             }
-            self.last_seq += 1;
-            self.events.push(EventRecord {
+            let record = EventRecord {
                 version: EVENT_SCHEMA_VERSION,
                 epoch: self.epoch,
-                seq: self.last_seq,
+                seq: self.last_seq + 1,
                 at,
                 event,
+            };
+            // Encoded once, here: the record's parts go back to the allocator at once
+            // and a round only cuts bytes into messages.
+            let Ok(bytes) = encode(&record) else {
+                self.dropped_events += 1;
+                continue;
+            };
+            self.last_seq += 1;
+            self.events.push(QueuedEvent {
+                epoch: self.epoch,
+                seq: self.last_seq,
+                bytes,
             });
         }
     }
@@ -129,10 +141,18 @@ impl PendingWrites {
     }
 }
 
+/// An event as queued: numbered and encoded (`EventRecord`).
+#[derive(Debug)]
+pub struct QueuedEvent {
+    pub epoch: u64,
+    pub seq: u64,
+    pub bytes: Vec<u8>,
+}
+
 /// What one round of the writer stores: events first, then each key's last value.
 pub struct Round {
     pub writes: BTreeMap<RoundKey, Latest>,
-    pub events: Vec<EventRecord>,
+    pub events: Vec<QueuedEvent>,
     /// The position of the last call it covers.
     pub position: u64,
 }
@@ -202,7 +222,14 @@ mod tests {
         q.push_events(5, vec![restarted(1), restarted(2)]);
         q.push_events(6, vec![restarted(3)]);
         let events = q.take().events;
-        let seqs: Vec<(u64, u64, u64)> = events.iter().map(|e| (e.epoch, e.seq, e.at)).collect();
+        let seqs: Vec<(u64, u64, u64)> = events
+            .iter()
+            .map(|e| {
+                let r: EventRecord = ytsched_common::codec::decode(&e.bytes).unwrap();
+                assert_eq!((r.epoch, r.seq), (e.epoch, e.seq));
+                (r.epoch, r.seq, r.at)
+            })
+            .collect();
         assert_eq!(seqs, vec![(9, 1, 5), (9, 2, 5), (9, 3, 6)]);
         // Numbering goes on across rounds.
         q.push_events(7, (0..MAX_QUEUED_EVENTS + 2).map(restarted).collect());

@@ -22,7 +22,7 @@
 //! the cluster.
 
 use crate::store::{Write, EPOCH_KEY};
-use crate::write_queue::{Latest, PendingWrites, Round, RoundKey};
+use crate::write_queue::{Latest, PendingWrites, QueuedEvent, Round, RoundKey};
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -31,8 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
-use ytsched_common::codec::encode;
-use ytsched_common::event_record::{Event, EventBatch, EventRecord};
+use ytsched_common::event_record::{batch_message, Event, BATCH_ENVELOPE_BYTES};
 use ytsched_common::protocol::UnixMillis;
 
 /// What the `Writer` handles and the writer task share.
@@ -397,7 +396,7 @@ impl RoundWriter {
     /// `Err(reason)` when this leader has been deposed.
     async fn write_round(
         &mut self,
-        events: Vec<EventRecord>,
+        events: Vec<QueuedEvent>,
         round: BTreeMap<RoundKey, Latest>,
         shared: &Shared,
     ) -> Result<(), String> {
@@ -425,21 +424,16 @@ impl RoundWriter {
     /// Stores events in the event log in order, as few messages as fit, each retried
     /// until the stream takes it (its message id, `<epoch>-<first seq>`, makes a retry of
     /// one the stream already took a no-op).
-    async fn publish_events(&mut self, events: Vec<EventRecord>, shared: &Shared) {
+    async fn publish_events(&mut self, events: Vec<QueuedEvent>, shared: &Shared) {
         let Some(sink) = &self.events else { return };
-        for batch in event_batches(events, sink.max_message_bytes) {
-            let Some(first) = batch.events.first() else {
+        for batch in event_batches(&events, sink.max_message_bytes) {
+            let Some(first) = batch.first() else {
                 continue;
             };
             let id = format!("{}-{}", first.epoch, first.seq);
-            let count = batch.events.len() as u64;
-            let payload: Bytes = match encode(&batch) {
-                Ok(b) => b.into(),
-                Err(e) => {
-                    error!(error = %e, events = count, "ALERT: events cannot be encoded; not written");
-                    continue;
-                }
-            };
+            let count = batch.len() as u64;
+            let parts: Vec<&[u8]> = batch.iter().map(|e| e.bytes.as_slice()).collect();
+            let payload: Bytes = batch_message(&parts).into();
             let mut backoff = Duration::from_millis(50);
             loop {
                 let mut headers = async_nats::HeaderMap::new();
@@ -551,35 +545,65 @@ impl RoundWriter {
     }
 }
 
-/// Events cut into batches of at most `max_bytes` encoded. An event larger than that
-/// (it cannot be: its texts are bounded) is left out with an alert, not retried forever
-/// in front of every later one.
-fn event_batches(events: Vec<EventRecord>, max_bytes: usize) -> Vec<EventBatch> {
+/// Events cut into batches of at most `max_bytes` encoded, in order. An event larger
+/// than that (it cannot be: its texts are bounded) is left out with an alert, not
+/// retried forever in front of every later one.
+fn event_batches(events: &[QueuedEvent], max_bytes: usize) -> Vec<&[QueuedEvent]> {
+    let room = max_bytes.saturating_sub(BATCH_ENVELOPE_BYTES);
     let mut batches = Vec::new();
-    let mut current = Vec::new();
+    let mut start = 0;
     let mut bytes = 0usize;
-    for e in events {
-        let size = encode(&e).map_or(usize::MAX, |b| b.len());
-        if size > max_bytes {
+    for (i, e) in events.iter().enumerate() {
+        if e.bytes.len() > room {
             error!(
                 epoch = e.epoch,
                 seq = e.seq,
-                bytes = size,
+                bytes = e.bytes.len(),
                 "ALERT: an event too large for the event log; not written"
             );
+            if start < i {
+                batches.push(&events[start..i]);
+            }
+            start = i + 1;
+            bytes = 0;
             continue;
         }
-        if !current.is_empty() && bytes.saturating_add(size) > max_bytes {
-            batches.push(EventBatch {
-                events: std::mem::take(&mut current),
-            });
+        if start < i && bytes + e.bytes.len() > room {
+            batches.push(&events[start..i]);
+            start = i;
             bytes = 0;
         }
-        bytes = bytes.saturating_add(size);
-        current.push(e);
+        bytes += e.bytes.len();
     }
-    if !current.is_empty() {
-        batches.push(EventBatch { events: current });
+    if start < events.len() {
+        batches.push(&events[start..]);
     }
     batches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(seq: u64, len: usize) -> QueuedEvent {
+        QueuedEvent {
+            epoch: 1,
+            seq,
+            bytes: vec![0; len],
+        }
+    }
+
+    #[test]
+    fn events_are_cut_into_messages_in_order_and_an_oversized_one_left_out() {
+        let events: Vec<QueuedEvent> = [40, 40, 40, 200, 10, 60]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| queued(i as u64 + 1, len))
+            .collect();
+        let cut: Vec<Vec<u64>> = event_batches(&events, 100 + BATCH_ENVELOPE_BYTES)
+            .iter()
+            .map(|b| b.iter().map(|e| e.seq).collect())
+            .collect();
+        assert_eq!(cut, vec![vec![1, 2], vec![3], vec![5, 6]]);
+    }
 }
