@@ -257,11 +257,12 @@ pub fn batch_message(records: &[&[u8]]) -> Vec<u8> {
 pub const BATCH_ENVELOPE_BYTES: usize = 16;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::codec::{decode, encode};
 
-    fn op(id: &str, user: &str, pool: &str) -> OperationRef {
+    /// An operation of `user` in `pool` of tree `physical`.
+    pub(crate) fn op(id: &str, user: &str, pool: &str) -> OperationRef {
         OperationRef {
             id: OperationId(id.into()),
             user: user.into(),

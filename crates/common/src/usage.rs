@@ -235,16 +235,9 @@ fn group_of(by: GroupBy, op: &OperationRef, job: Option<&JobRef>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event_record::tests::op;
     use crate::event_record::EVENT_SCHEMA_VERSION;
-    use crate::{NodeId, OperationId, ResourceVector};
-
-    fn op(id: &str, user: &str, pool: &str) -> OperationRef {
-        OperationRef {
-            id: OperationId(id.into()),
-            user: user.into(),
-            pools: [("physical".to_string(), pool.to_string())].into(),
-        }
-    }
+    use crate::{NodeId, ResourceVector};
 
     fn job(id: &str, cpu: f64, start: UnixMillis) -> JobRef {
         JobRef {

@@ -119,27 +119,25 @@ impl Context<'_> {
                 operation,
                 node,
                 attempt,
-            } => {
-                let (operation, job, _) = self.job(operation, id, node, attempt)?;
-                Event::JobStarted { operation, job }
             }
-            CoreEvent::JobAdopted {
+            | CoreEvent::JobAdopted {
+                id,
+                operation,
+                node,
+                attempt,
+            }
+            | CoreEvent::JobInterrupted {
                 id,
                 operation,
                 node,
                 attempt,
             } => {
                 let (operation, job, _) = self.job(operation, id, node, attempt)?;
-                Event::JobAdopted { operation, job }
-            }
-            CoreEvent::JobInterrupted {
-                id,
-                operation,
-                node,
-                attempt,
-            } => {
-                let (operation, job, _) = self.job(operation, id, node, attempt)?;
-                Event::JobInterrupted { operation, job }
+                match e {
+                    CoreEvent::JobStarted { .. } => Event::JobStarted { operation, job },
+                    CoreEvent::JobAdopted { .. } => Event::JobAdopted { operation, job },
+                    _ => Event::JobInterrupted { operation, job },
+                }
             }
             CoreEvent::JobFinished {
                 id,

@@ -517,6 +517,16 @@ impl Lab {
         }
     }
 
+    /// Waits until scheduler `index` says it waits as a standby.
+    pub fn wait_standby(&self, index: usize) -> anyhow::Result<()> {
+        wait_until(Duration::from_secs(10), || {
+            self.scheduler_log_of(index)
+                .contains("standby")
+                .then_some(())
+        })
+        .context("the scheduler waits as a standby")
+    }
+
     pub fn scheduler_pid(&self, index: usize) -> Option<u32> {
         self.schedulers[index].as_ref().map(|c| c.id())
     }

@@ -239,12 +239,7 @@ fn a_nats_outage_loses_nothing() {
 fn standby_takes_over_when_the_leader_dies() {
     let mut lab = Lab::start(vec![node("2", "4"), node("2", "4")]).unwrap();
     let standby = lab.start_scheduler().unwrap();
-    wait_until(Duration::from_secs(10), || {
-        lab.scheduler_log_of(standby)
-            .contains("standby")
-            .then_some(())
-    })
-    .expect("the second scheduler waits as a standby");
+    lab.wait_standby(standby).unwrap();
 
     // A synchronous run-vanilla started before the leader dies.
     let follower = std::process::Command::new(binary("ytsched"))

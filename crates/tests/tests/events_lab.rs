@@ -136,12 +136,7 @@ fn the_standby_continues_the_event_log_with_no_gap_and_no_duplicate() {
     let mut lab =
         Lab::start_with(&["--lease-ttl", "1s"], vec![node("2", "4"), node("2", "4")]).unwrap();
     let standby = lab.start_scheduler().unwrap();
-    wait_until(Duration::from_secs(10), || {
-        lab.scheduler_log_of(standby)
-            .contains("standby")
-            .then_some(())
-    })
-    .expect("the second scheduler waits as a standby");
+    lab.wait_standby(standby).unwrap();
     let spec = "tasks: {t: {command: 'sleep 0.3', job_count: 3, cpu_limit: 1}}";
     let mut ops = Vec::new();
     for i in 0..8 {
