@@ -94,6 +94,9 @@ pub enum Event {
     JobInterrupted {
         operation: OperationRef,
         job: JobRef,
+        /// The starving operation it makes room for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preempted_by: Option<OperationId>,
     },
     JobFinished {
         operation: OperationRef,
@@ -108,6 +111,9 @@ pub enum Event {
         job: JobRef,
         reason: AbortReason,
         finish_time: UnixMillis,
+        /// For `preempted` at once: the starving operation it made room for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preempted_by: Option<OperationId>,
     },
     NodeRegistered {
         node: NodeId,
@@ -131,6 +137,14 @@ pub enum Event {
     PoolRemoved {
         tree: String,
         pool: String,
+    },
+    /// An admin or delegate changed the configuration: the value at `path` before and
+    /// after, as JSON text (absent: none).
+    AdminChanged {
+        who: String,
+        path: String,
+        old: Option<String>,
+        new: Option<String>,
     },
     /// Each pool's shares in a tree, about once a minute.
     PoolShares {
@@ -169,6 +183,7 @@ impl Event {
             | Event::NodeOffline { .. }
             | Event::NodeMaintenance { .. }
             | Event::PoolRemoved { .. }
+            | Event::AdminChanged { .. }
             | Event::PoolShares { .. } => None,
         }
     }
@@ -218,10 +233,10 @@ impl EventFilter {
                 .operation
                 .as_ref()
                 .is_none_or(|id| op.is_some_and(|o| &o.id == id))
-            && self
-                .user
-                .as_deref()
-                .is_none_or(|u| op.is_some_and(|o| o.user == u))
+            && self.user.as_deref().is_none_or(|u| {
+                op.is_some_and(|o| o.user == u)
+                    || matches!(&r.event, Event::AdminChanged { who, .. } if who == u)
+            })
             && self
                 .pool
                 .as_deref()

@@ -122,6 +122,7 @@ pub fn usage(
                 job,
                 reason,
                 finish_time,
+                ..
             } => (operation, job, Some((End::Aborted(*reason), *finish_time))),
             _ => continue,
         };
@@ -237,7 +238,7 @@ mod tests {
     use super::*;
     use crate::event_record::tests::op;
     use crate::event_record::EVENT_SCHEMA_VERSION;
-    use crate::{NodeId, ResourceVector};
+    use crate::{NodeId, OperationId, ResourceVector};
 
     fn job(id: &str, cpu: f64, start: UnixMillis) -> JobRef {
         JobRef {
@@ -321,6 +322,7 @@ mod tests {
                     job: job("b-0-0", 1.0, H + 30_000),
                     reason: AbortReason::Preempted,
                     finish_time: H + 30_000 + H / 2,
+                    preempted_by: Some(OperationId("a".into())),
                 },
             ),
             at(
@@ -331,6 +333,7 @@ mod tests {
                     job: job("b-0-0", 1.0, H + 30_000),
                     reason: AbortReason::Preempted,
                     finish_time: H + 30_000 + H / 2 + 5,
+                    preempted_by: Some(OperationId("a".into())),
                 },
             ),
             at(

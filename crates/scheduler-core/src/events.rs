@@ -33,6 +33,22 @@ pub struct AttemptFacts {
 }
 
 impl crate::SchedulerCore {
+    /// Tells the event log of an admin change the driver made on `who`'s behalf.
+    pub fn note_admin_change(
+        &mut self,
+        who: &str,
+        path: &str,
+        old: Option<serde_json::Value>,
+        new: Option<serde_json::Value>,
+    ) {
+        self.outbox.event(CoreEvent::AdminChanged {
+            who: who.to_string(),
+            path: path.to_string(),
+            old: old.map(|v| v.to_string()),
+            new: new.map(|v| v.to_string()),
+        });
+    }
+
     /// The facts of attempt `job` of operation `op`, if the core still holds it.
     pub(crate) fn attempt_facts(&self, op: &OperationId, job: &JobId) -> Option<AttemptFacts> {
         self.operations
@@ -131,6 +147,14 @@ pub enum CoreEvent {
         tree: TreeName,
         pools: Vec<PoolShareSample>,
     },
+    /// An admin (or a delegate) changed the configuration: who, the path, and its value
+    /// before and after as JSON (absent: there was none, or there is none now).
+    AdminChanged {
+        who: String,
+        path: String,
+        old: Option<String>,
+        new: Option<String>,
+    },
     /// An ephemeral pool lost its last operation.
     PoolRemoved {
         tree: TreeName,
@@ -157,6 +181,10 @@ pub enum CoreEvent {
         id: JobId,
         operation: OperationId,
         node: NodeId,
+        /// The starving operation it was preempted for (not in the simulator's output,
+        /// whose preemption messages name it).
+        #[serde(skip)]
+        preempted_by: Option<OperationId>,
         /// Not in the simulator's output: the event log's.
         #[serde(skip)]
         attempt: Option<AttemptFacts>,
@@ -184,6 +212,10 @@ pub enum CoreEvent {
         operation: OperationId,
         node: NodeId,
         reason: AbortReason,
+        /// The starving operation it was preempted for (not in the simulator's output,
+        /// whose preemption messages name it).
+        #[serde(skip)]
+        preempted_by: Option<OperationId>,
         /// Not in the simulator's output: the event log's.
         #[serde(skip)]
         attempt: Option<AttemptFacts>,

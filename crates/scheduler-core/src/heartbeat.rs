@@ -322,6 +322,7 @@ impl SchedulerCore {
                 operation: op_id.clone(),
                 node: node_id.clone(),
                 reason,
+                preempted_by: None,
                 attempt: Some(crate::AttemptFacts::of(job)),
             },
             _ => CoreEvent::JobFinished {
@@ -474,6 +475,7 @@ impl SchedulerCore {
                 operation: op_id.clone(),
                 node: node_id.clone(),
                 reason: AbortReason::NodeLost,
+                preempted_by: None,
                 attempt,
             });
             self.settle_gang_lost(&op_id);

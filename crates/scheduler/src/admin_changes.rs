@@ -56,17 +56,24 @@ pub fn apply(
         api::AdminChange::Set(set) => {
             core.authorize_change(caller, &set.path)?;
             let value = json_value(&set.value)?;
+            let old = core.admin_get(&set.path).ok();
             within_record_limit(
                 core,
                 caller,
                 max_record,
                 |core| core.admin_set(&set.path, value).map_err(admin_error),
                 |core| core.pool_scope_of(&set.path),
-            )
+            )?;
+            let new = core.admin_get(&set.path).ok();
+            core.note_admin_change(caller.user.as_str(), &set.path, old, new);
+            Ok(())
         }
         api::AdminChange::Remove(remove) => {
             core.authorize_change(caller, &remove.path)?;
-            core.admin_remove(&remove.path).map_err(admin_error)
+            let old = core.admin_get(&remove.path).ok();
+            core.admin_remove(&remove.path).map_err(admin_error)?;
+            core.note_admin_change(caller.user.as_str(), &remove.path, old, None);
+            Ok(())
         }
         api::AdminChange::Create(b) => {
             core.authorize_create(
@@ -106,9 +113,28 @@ pub fn apply(
                         .map_err(admin_error)
                 }
             };
-            within_record_limit(core, caller, max_record, create, |_| scope)
+            within_record_limit(core, caller, max_record, create, |_| scope)?;
+            let path = match &b.pool_tree {
+                Some(tree) => format!("//sys/pool_trees/{tree}"),
+                None => "//sys/pool_trees".to_string(),
+            };
+            let created = serde_json::json!({
+                "create": b.object_type,
+                "name": b.name,
+                "parent": b.parent_name,
+                "attributes": attributes_text(&b.attributes),
+            });
+            core.note_admin_change(caller.user.as_str(), &path, None, Some(created));
+            Ok(())
         }
     }
+}
+
+/// A create's attributes as the event log tells them: the JSON given, or none.
+fn attributes_text(text: &Option<String>) -> serde_json::Value {
+    text.as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(serde_json::Value::Null)
 }
 
 pub fn admin_error(e: crate::core::ConfigError) -> ApiError {

@@ -19,6 +19,9 @@ pub fn log_events(events: &[CoreEvent]) {
             | CoreEvent::NodeOffline { .. } => log_node_event(e),
             // For the event log only: a line a minute per tree would say nothing new.
             CoreEvent::PoolShares { .. } => {}
+            CoreEvent::AdminChanged { who, path, .. } => {
+                info!(who = %who, path = %path, "configuration changed")
+            }
             CoreEvent::OperationStarted { .. }
             | CoreEvent::OperationPending { .. }
             | CoreEvent::OperationRunning { .. }

@@ -125,18 +125,25 @@ impl Context<'_> {
                 operation,
                 node,
                 attempt,
-            }
-            | CoreEvent::JobInterrupted {
-                id,
-                operation,
-                node,
-                attempt,
             } => {
                 let (operation, job, _) = self.job(operation, id, node, attempt)?;
                 match e {
                     CoreEvent::JobStarted { .. } => Event::JobStarted { operation, job },
-                    CoreEvent::JobAdopted { .. } => Event::JobAdopted { operation, job },
-                    _ => Event::JobInterrupted { operation, job },
+                    _ => Event::JobAdopted { operation, job },
+                }
+            }
+            CoreEvent::JobInterrupted {
+                id,
+                operation,
+                node,
+                attempt,
+                preempted_by,
+            } => {
+                let (operation, job, _) = self.job(operation, id, node, attempt)?;
+                Event::JobInterrupted {
+                    operation,
+                    job,
+                    preempted_by: preempted_by.clone(),
                 }
             }
             CoreEvent::JobFinished {
@@ -161,6 +168,7 @@ impl Context<'_> {
                 node,
                 reason,
                 attempt,
+                preempted_by,
             } => {
                 let (operation, job, facts) = self.job(operation, id, node, attempt)?;
                 Event::JobAborted {
@@ -168,6 +176,7 @@ impl Context<'_> {
                     job,
                     reason: *reason,
                     finish_time: facts.finish_time.unwrap_or(self.now),
+                    preempted_by: preempted_by.clone(),
                 }
             }
             CoreEvent::NodeRegistered { id, registration } => Event::NodeRegistered {
@@ -186,6 +195,17 @@ impl Context<'_> {
             CoreEvent::NodeMaintenance { id, maintenance } => Event::NodeMaintenance {
                 node: id.clone(),
                 maintenance: maintenance.summary(),
+            },
+            CoreEvent::AdminChanged {
+                who,
+                path,
+                old,
+                new,
+            } => Event::AdminChanged {
+                who: who.clone(),
+                path: path.clone(),
+                old: old.clone(),
+                new: new.clone(),
             },
             CoreEvent::PoolShares { tree, pools } => Event::PoolShares {
                 tree: tree.as_str().to_string(),

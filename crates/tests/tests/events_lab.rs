@@ -234,6 +234,22 @@ fn usage_by_pool_equals_the_sums_of_the_jobs_own_times() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    lab.ok(&["set", "//sys/pool_trees/default/research/@weight", "2"]);
+    // Admin changes are in the log: who, where, before and after.
+    let changes: Vec<serde_json::Value> = events_as(&lab, "admin", &["--filter-user", "admin"])
+        .into_iter()
+        .filter(|e| kind(e) == "admin_changed")
+        .collect();
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    assert!(changes[0]["event"]["new"]
+        .as_str()
+        .unwrap()
+        .contains("research"));
+    assert!(changes[0]["event"]["old"].is_null());
+    let weight = &changes[2]["event"];
+    assert_eq!(weight["who"], "admin");
+    assert_eq!(weight["path"], "//sys/pool_trees/default/research/@weight");
+    assert_eq!(weight["new"], "2.0", "{weight}");
     let mut ops: Vec<(String, &str)> = Vec::new();
     for (i, (user, pool)) in [
         ("alice", "research"),

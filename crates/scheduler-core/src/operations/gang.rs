@@ -163,6 +163,7 @@ impl crate::SchedulerCore {
                 operation: op_id.clone(),
                 node: node.clone(),
                 reason: AbortReason::GangMemberLost,
+                preempted_by: None,
                 attempt,
             });
             if self.nodes.contains_key(node) {

@@ -61,6 +61,7 @@ impl SchedulerCore {
                 operation: id.clone(),
                 node: node.clone(),
                 reason: AbortReason::Suspended,
+                preempted_by: None,
                 attempt,
             });
             if self.nodes.contains_key(node) {

@@ -395,6 +395,44 @@ fn preempting_harness() -> Harness {
     h
 }
 
+/// The event log names what a preemption made room for (SPEC 5.16), with the victim's
+/// facts as they were when it was taken.
+#[test]
+fn a_preemption_names_the_operation_it_made_room_for() {
+    let mut h = preempting_harness();
+    let victim_op = h.submit("u", spec(4, 1.0));
+    h.advance(1).heartbeat("n1");
+    assert_eq!(h.running_of(&victim_op), 4);
+    let starving = h.submit("v", spec(4, 1.0));
+    let mut named = vec![];
+    for _ in 0..10 {
+        h.advance(500);
+        let t = h.now;
+        h.run(|c| c.tick(t));
+        h.heartbeat("n1");
+        for e in &h.last_effects().events {
+            if let crate::CoreEvent::JobAborted {
+                operation,
+                reason: AbortReason::Preempted,
+                preempted_by,
+                attempt,
+                ..
+            } = e
+            {
+                named.push((operation.clone(), preempted_by.clone(), attempt.clone()));
+            }
+        }
+    }
+    assert!(!named.is_empty(), "the starving operation preempts");
+    for (op, by, attempt) in &named {
+        assert_eq!(op, &victim_op);
+        assert_eq!(by.as_ref(), Some(&starving));
+        let attempt = attempt.as_ref().expect("the victim's facts");
+        assert_eq!(attempt.resources.cpu, 1.0);
+        assert!(attempt.finish_time.is_some_and(|f| f >= attempt.start_time));
+    }
+}
+
 /// Graceful preemption (SPEC 5.3): the victim is told to stop with the tree's timeout
 /// and keeps its room (nothing starts in its place, nothing more is preempted for the
 /// same need) until it has exited; then it waits again as `preempted` and the starving

@@ -311,7 +311,7 @@ impl SchedulerCore {
                 continue;
             };
             at_once &= coming == ResourceVector::ZERO;
-            let (graceful, _) = self.take_victims(node, victims, &message, now);
+            let (graceful, _) = self.take_victims(node, victims, id, &message, now);
             at_once &= !graceful;
         }
         at_once

@@ -425,7 +425,7 @@ impl SchedulerCore {
             .map_or("", |s| s.pool.as_str());
         let message =
             format!("preempted to make room for starving operation {op_id} in pool {pool}");
-        let (graceful, aborts) = self.take_victims(node_id, victims, &message, now);
+        let (graceful, aborts) = self.take_victims(node_id, victims, op_id, &message, now);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
         }
@@ -454,6 +454,22 @@ impl SchedulerCore {
         message: &str,
         now: UnixMillis,
     ) -> Vec<(JobId, NodeId)> {
+        self.abort_running_job_for(node_id, op_id, job_id, reason, message, now, None)
+    }
+
+    /// `abort_running_job` for a preemption: the event names the starving operation
+    /// `preempted_by` it made room for.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn abort_running_job_for(
+        &mut self,
+        node_id: &NodeId,
+        op_id: &OperationId,
+        job_id: &JobId,
+        reason: AbortReason,
+        message: &str,
+        now: UnixMillis,
+        preempted_by: Option<&OperationId>,
+    ) -> Vec<(JobId, NodeId)> {
         let Some(mut op) = self.operations.edit(op_id) else {
             return vec![];
         };
@@ -471,6 +487,7 @@ impl SchedulerCore {
             operation: op_id.clone(),
             node: node_id.clone(),
             reason,
+            preempted_by: preempted_by.cloned(),
             attempt,
         });
         self.settle_gang_lost(op_id)

@@ -19,6 +19,7 @@ impl SchedulerCore {
         &mut self,
         node_id: &NodeId,
         victims: Vec<(JobId, OperationId)>,
+        preemptor: &OperationId,
         message: &str,
         now: UnixMillis,
     ) -> (bool, Vec<JobAbort>) {
@@ -43,12 +44,19 @@ impl SchedulerCore {
                         .collect();
                 }
                 for j in jobs {
-                    aborts.push(self.interrupt_job(node_id, &owner, &j, message, now));
+                    aborts.push(self.interrupt_job(node_id, &owner, &j, preemptor, message, now));
                 }
                 continue;
             }
-            let members =
-                self.abort_running_job(node_id, &owner, &job, AbortReason::Preempted, message, now);
+            let members = self.abort_running_job_for(
+                node_id,
+                &owner,
+                &job,
+                AbortReason::Preempted,
+                message,
+                now,
+                Some(preemptor),
+            );
             aborts.push(JobAbort {
                 job_id: job,
                 reason: AbortReason::Preempted,
@@ -77,6 +85,7 @@ impl SchedulerCore {
         node_id: &NodeId,
         op_id: &OperationId,
         job_id: &JobId,
+        preemptor: &OperationId,
         message: &str,
         now: UnixMillis,
     ) -> JobAbort {
@@ -92,6 +101,7 @@ impl SchedulerCore {
             id: job_id.clone(),
             operation: op_id.clone(),
             node: node_id.clone(),
+            preempted_by: Some(preemptor.clone()),
             attempt,
         });
         let job = &self.operations[op_id].jobs[job_id];
