@@ -26,6 +26,16 @@ fn events_as(lab: &Lab, who: &str, args: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A child process killed (and reaped) when the test is done with it, pass or fail.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn kind(e: &serde_json::Value) -> &str {
     e["event"]["type"].as_str().unwrap_or_default()
 }
@@ -34,6 +44,31 @@ fn kind(e: &serde_json::Value) -> &str {
 fn an_operation_tells_its_whole_story_in_the_event_log() {
     let lab = Lab::start(vec![node("2", "4")]).unwrap();
     lab.add_user("alice", false).unwrap();
+    // A follower started before anything happens prints events as they are written.
+    let mut follower = KillOnDrop(
+        std::process::Command::new(binary("ytsched"))
+            .args(["--nats", &lab.nats_url, "--subject-prefix", &lab.prefix])
+            .arg("--creds")
+            .arg(lab.creds("alice"))
+            .args(["events", "--follow", "--since", "10s"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = follower.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let op = lab
         .submit_spec("title: story\ntasks: {t: {command: 'sleep 0.2', job_count: 2, cpu_limit: 1}}")
         .unwrap();
@@ -53,6 +88,19 @@ fn an_operation_tells_its_whole_story_in_the_event_log() {
     })
     .expect("the operation's finish is in the log");
     let kinds: Vec<&str> = story.iter().map(kind).collect();
+    // The follower saw the same story as it happened.
+    let mut followed = Vec::new();
+    while !followed.iter().any(|k: &String| k == "operation_finished") {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the follower prints the operation's finish");
+        let e: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if e["event"]["operation"]["id"] == op.as_str() {
+            followed.push(kind(&e).to_string());
+        }
+    }
+    drop(follower);
+    assert_eq!(followed, kinds, "followed as it happened");
     assert_eq!(kinds.first(), Some(&"operation_started"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"operation_finished"), "{kinds:?}");
     assert_eq!(
