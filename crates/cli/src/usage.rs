@@ -7,9 +7,9 @@ use clap::Args;
 use comfy_table::Table;
 use serde::Serialize;
 use ytsched_common::api::{EventPage, ListEvents};
-use ytsched_common::event_record::{EventFilter, EventRecord};
+use ytsched_common::event_record::EventFilter;
 use ytsched_common::protocol::{unix_now, UnixMillis};
-use ytsched_common::usage::{usage, GroupBy, UsageRow};
+use ytsched_common::usage::{GroupBy, UsageRow, UsageSum};
 
 #[derive(Args, Debug)]
 pub struct UsageArgs {
@@ -56,10 +56,13 @@ impl UsageArgs {
                 ..Default::default()
             },
         };
-        let mut events: Vec<EventRecord> = Vec::new();
+        // Summed page by page: what is held is per attempt, not per event.
+        let mut sum = UsageSum::new(self.by, self.since, until);
         loop {
             let page = fetch(request.clone()).await?;
-            events.extend(page.events);
+            for e in &page.events {
+                sum.add(e);
+            }
             if !page.more {
                 break;
             }
@@ -69,7 +72,7 @@ impl UsageArgs {
             by: self.by,
             since: self.since,
             until,
-            rows: usage(&events, self.by, self.since, until),
+            rows: sum.rows(),
         })
     }
 }

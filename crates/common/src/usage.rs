@@ -86,26 +86,60 @@ pub fn usage(
     since: UnixMillis,
     until: UnixMillis,
 ) -> Vec<UsageRow> {
-    let mut attempts: HashMap<&JobId, Attempt> = HashMap::new();
-    let mut submitted: HashMap<&crate::OperationId, (&OperationRef, UnixMillis)> = HashMap::new();
-    let mut first_start: HashMap<&crate::OperationId, UnixMillis> = HashMap::new();
-    // Per pool (`<tree>/<pool>`): summed usage and fair share ratios of its samples.
-    let mut attainment: HashMap<String, (f64, f64)> = HashMap::new();
+    let mut sum = UsageSum::new(by, since, until);
     for r in events {
+        sum.add(r);
+    }
+    sum.rows()
+}
+
+/// Usage summed as events are read, page by page: it holds what each attempt and
+/// operation of the window needs, not the events.
+pub struct UsageSum {
+    by: GroupBy,
+    since: UnixMillis,
+    until: UnixMillis,
+    attempts: HashMap<JobId, Attempt>,
+    submitted: HashMap<crate::OperationId, (OperationRef, UnixMillis)>,
+    first_start: HashMap<crate::OperationId, UnixMillis>,
+    /// Per pool (`<tree>/<pool>`): summed usage and fair share ratios of its samples.
+    attainment: HashMap<String, (f64, f64)>,
+}
+
+impl UsageSum {
+    pub fn new(by: GroupBy, since: UnixMillis, until: UnixMillis) -> Self {
+        UsageSum {
+            by,
+            since,
+            until,
+            attempts: HashMap::new(),
+            submitted: HashMap::new(),
+            first_start: HashMap::new(),
+            attainment: HashMap::new(),
+        }
+    }
+
+    /// Takes the next event of the log.
+    pub fn add(&mut self, r: &EventRecord) {
         let (operation, job, end) = match &r.event {
             Event::PoolShares { tree, pools } => {
-                if (since..until).contains(&r.at) {
+                if (self.since..self.until).contains(&r.at) {
                     for p in pools {
-                        let sums = attainment.entry(format!("{tree}/{}", p.pool)).or_default();
+                        let sums = self
+                            .attainment
+                            .entry(format!("{tree}/{}", p.pool))
+                            .or_default();
                         sums.0 += p.usage_ratio;
                         sums.1 += p.fair_share_ratio;
                     }
                 }
-                continue;
+                return;
             }
             Event::OperationStarted { operation, .. } => {
-                submitted.entry(&operation.id).or_insert((operation, r.at));
-                continue;
+                self.submitted
+                    .entry(operation.id.clone())
+                    .or_insert_with(|| (operation.clone(), r.at));
+                return;
             }
             Event::JobStarted { operation, job } | Event::JobAdopted { operation, job } => {
                 (operation, job, None)
@@ -124,15 +158,21 @@ pub fn usage(
                 finish_time,
                 ..
             } => (operation, job, Some((End::Aborted(*reason), *finish_time))),
-            _ => continue,
+            _ => return,
         };
-        let first = first_start.entry(&operation.id).or_insert(job.start_time);
+        let first = self
+            .first_start
+            .entry(operation.id.clone())
+            .or_insert(job.start_time);
         *first = (*first).min(job.start_time);
-        let a = attempts.entry(&job.id).or_insert_with(|| Attempt {
-            operation: operation.clone(),
-            job: job.clone(),
-            end: None,
-        });
+        let a = self
+            .attempts
+            .entry(job.id.clone())
+            .or_insert_with(|| Attempt {
+                operation: operation.clone(),
+                job: job.clone(),
+                end: None,
+            });
         // The first end told counts, with the attempt as its end tells it (the times
         // its node reported); a later telling (a successor's) does not.
         if a.end.is_none() && end.is_some() {
@@ -140,69 +180,76 @@ pub fn usage(
             a.job = job.clone();
         }
     }
-    let mut rows: BTreeMap<String, UsageRow> = BTreeMap::new();
-    let mut waits: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for a in attempts.values() {
-        let end_at = a.end.map_or(until, |(_, t)| t);
-        let from = a.job.start_time.max(since);
-        let to = end_at.min(until);
-        let hours = to.saturating_sub(from) as f64 / HOUR_MS;
-        // An attempt's outcome counts in the window it ended in.
-        let ended = a.end.filter(|(_, t)| (since..until).contains(t));
-        if hours == 0.0 && ended.is_none() {
-            continue;
-        }
-        let row = rows
-            .entry(group_of(by, &a.operation, Some(&a.job)))
-            .or_default();
-        let r = &a.job.resources;
-        row.cpu_hours += r.cpu * hours;
-        row.memory_gib_hours += r.memory / GIB * hours;
-        row.gpu_hours += r.gpu * hours;
-        let Some((end, t)) = ended else { continue };
-        match end {
-            End::Finished(JobState::Completed) => row.jobs_completed += 1,
-            End::Finished(JobState::Failed) => row.jobs_failed += 1,
-            End::Aborted(AbortReason::Preempted) => {
-                row.jobs_preempted += 1;
-                row.hours_lost_to_preemption += t.saturating_sub(a.job.start_time) as f64 / HOUR_MS;
+
+    /// The rows, sorted by group.
+    pub fn rows(&self) -> Vec<UsageRow> {
+        let (by, since, until) = (self.by, self.since, self.until);
+        let mut rows: BTreeMap<String, UsageRow> = BTreeMap::new();
+        let mut waits: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for a in self.attempts.values() {
+            let end_at = a.end.map_or(until, |(_, t)| t);
+            let from = a.job.start_time.max(since);
+            let to = end_at.min(until);
+            let hours = to.saturating_sub(from) as f64 / HOUR_MS;
+            // An attempt's outcome counts in the window it ended in.
+            let ended = a.end.filter(|(_, t)| (since..until).contains(t));
+            if hours == 0.0 && ended.is_none() {
+                continue;
             }
-            End::Finished(_) | End::Aborted(_) => row.jobs_aborted += 1,
+            let row = rows
+                .entry(group_of(by, &a.operation, Some(&a.job)))
+                .or_default();
+            let r = &a.job.resources;
+            row.cpu_hours += r.cpu * hours;
+            row.memory_gib_hours += r.memory / GIB * hours;
+            row.gpu_hours += r.gpu * hours;
+            let Some((end, t)) = ended else { continue };
+            match end {
+                End::Finished(JobState::Completed) => row.jobs_completed += 1,
+                End::Finished(JobState::Failed) => row.jobs_failed += 1,
+                End::Aborted(AbortReason::Preempted) => {
+                    row.jobs_preempted += 1;
+                    row.hours_lost_to_preemption +=
+                        t.saturating_sub(a.job.start_time) as f64 / HOUR_MS;
+                }
+                End::Finished(_) | End::Aborted(_) => row.jobs_aborted += 1,
+            }
         }
-    }
-    for (id, (operation, at)) in &submitted {
-        if *at < since || *at >= until {
-            continue;
+        for (id, (operation, at)) in &self.submitted {
+            if *at < since || *at >= until {
+                continue;
+            }
+            let group = group_of(by, operation, None);
+            rows.entry(group.clone()).or_default().operations += 1;
+            if let Some(start) = self.first_start.get(id) {
+                waits
+                    .entry(group)
+                    .or_default()
+                    .push(start.saturating_sub(*at) as f64 / 1000.0);
+            }
         }
-        let group = group_of(by, operation, None);
-        rows.entry(group.clone()).or_default().operations += 1;
-        if let Some(start) = first_start.get(id) {
-            waits
-                .entry(group)
-                .or_default()
-                .push(start.saturating_sub(*at) as f64 / 1000.0);
+        for (group, mut w) in waits {
+            w.sort_by(f64::total_cmp);
+            let row = rows.entry(group).or_default();
+            row.wait_p50_s = percentile(&w, 0.50);
+            row.wait_p95_s = percentile(&w, 0.95);
         }
+        for (group, row) in rows.iter_mut() {
+            let pool = match by {
+                GroupBy::Pool => group.clone(),
+                GroupBy::Tree => format!("{group}/{ROOT_POOL}"),
+                GroupBy::User | GroupBy::Operation => continue,
+            };
+            row.fair_share_attainment = self
+                .attainment
+                .get(&pool)
+                .filter(|(_, fair)| *fair > 0.0)
+                .map(|(used, fair)| used / fair);
+        }
+        rows.into_iter()
+            .map(|(group, row)| UsageRow { group, ..row })
+            .collect()
     }
-    for (group, mut w) in waits {
-        w.sort_by(f64::total_cmp);
-        let row = rows.entry(group).or_default();
-        row.wait_p50_s = percentile(&w, 0.50);
-        row.wait_p95_s = percentile(&w, 0.95);
-    }
-    for (group, row) in rows.iter_mut() {
-        let pool = match by {
-            GroupBy::Pool => group.clone(),
-            GroupBy::Tree => format!("{group}/{ROOT_POOL}"),
-            GroupBy::User | GroupBy::Operation => continue,
-        };
-        row.fair_share_attainment = attainment
-            .get(&pool)
-            .filter(|(_, fair)| *fair > 0.0)
-            .map(|(used, fair)| used / fair);
-    }
-    rows.into_iter()
-        .map(|(group, row)| UsageRow { group, ..row })
-        .collect()
 }
 
 /// The nearest-rank percentile of sorted values.

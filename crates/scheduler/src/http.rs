@@ -30,6 +30,10 @@ pub struct Face {
     pub writer: crate::writer::Writer,
     /// Requests turned away on the bus and here, for `/metrics`.
     pub refusals: Arc<Refusals>,
+    /// The event log, which the usage page sums.
+    pub event_log: async_nats::jetstream::stream::Stream,
+    /// One usage report at a time (each reads up to a million events).
+    pub usage_reports: Arc<tokio::sync::Semaphore>,
 }
 
 /// Most bytes of one JSON page (jobs, operations, nodes).
@@ -50,6 +54,7 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
         .route("/api/operations/{id}/history", get(api_history))
         .route("/api/nodes", get(api_nodes))
         .route("/api/orchid", get(api_orchid))
+        .route("/api/usage", get(api_usage))
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
             access,
@@ -61,6 +66,7 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
         .route("/pools", get(shell))
         .route("/operations", get(shell))
         .route("/nodes", get(shell))
+        .route("/usage", get(shell))
         .route("/operations/{id}", get(shell))
         .route("/assets/app.js", get(app_js))
         .route("/assets/app.css", get(app_css))
@@ -372,5 +378,61 @@ async fn api_history(State(face): State<Face>, Path(id): Path<String>) -> Respon
     {
         Ok(samples) => Json(samples).into_response(),
         Err(why) => busy(&face, why),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct UsageParams {
+    by: Option<String>,
+    /// Unix ms, or how long ago (`7d`).
+    since: Option<String>,
+    until: Option<String>,
+}
+
+/// A time as the usage page gives it: unix ms, or how long ago (`7d`, `90m`).
+fn page_time(s: &str, now: u64) -> Result<u64, ApiError> {
+    if let Ok(ms) = s.parse::<u64>() {
+        return Ok(ms);
+    }
+    s.parse::<ytsched_common::DurationMs>()
+        .map(|ago| now.saturating_sub(ago.0))
+        .map_err(|_| {
+            ApiError::new(format!(
+                "'{s}' is not a time: give unix ms or how long ago (7d)"
+            ))
+        })
+}
+
+/// `ytsched usage`'s report for the web UI's usage page (everyone's: it is metadata).
+async fn api_usage(State(face): State<Face>, UrlQuery(q): UrlQuery<UsageParams>) -> Response {
+    let now = ytsched_common::protocol::unix_now();
+    let parsed = (|| {
+        let by =
+            q.by.as_deref()
+                .unwrap_or("pool")
+                .parse::<ytsched_common::usage::GroupBy>()
+                .map_err(ApiError::new)?;
+        let since = page_time(q.since.as_deref().unwrap_or("7d"), now)?;
+        let until = q.until.as_deref().map_or(Ok(now), |u| page_time(u, now))?;
+        Ok::<_, ApiError>((by, since, until))
+    })();
+    let (by, since, until) = match parsed {
+        Ok(p) => p,
+        Err(e) => return error_response(e),
+    };
+    let Ok(_one) = face.usage_reports.clone().try_acquire_owned() else {
+        face.refusals.count(Refusal::HttpBusy, || {
+            "usage report: another is being made".to_string()
+        });
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "2")],
+            "another usage report is being made; retry",
+        )
+            .into_response();
+    };
+    match crate::usage_report::report(&face.event_log, by, since, until).await {
+        Ok(page) => Json(page).into_response(),
+        Err(e) => error_response(e),
     }
 }

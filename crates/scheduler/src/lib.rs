@@ -25,6 +25,7 @@ pub mod refusals;
 pub mod service;
 pub mod simulate;
 pub mod store;
+pub mod usage_report;
 pub mod web_view;
 pub mod write_queue;
 pub mod writer;

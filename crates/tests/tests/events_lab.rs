@@ -264,7 +264,7 @@ fn submit_as(lab: &Lab, who: &str, spec: &str, name: &str) -> String {
 
 #[test]
 fn usage_by_pool_equals_the_sums_of_the_jobs_own_times() {
-    let lab = Lab::start(vec![node("4", "8")]).unwrap();
+    let lab = Lab::start_with(&["--http", "127.0.0.1:0"], vec![node("4", "8")]).unwrap();
     for pool in ["research", "prod"] {
         let out = lab.ytsched(&[
             "create",
@@ -356,6 +356,28 @@ fn usage_by_pool_equals_the_sums_of_the_jobs_own_times() {
         );
         assert!(r["wait_p95_s"].as_f64().is_some(), "{r}");
     }
+    // The web UI's usage page sums the same.
+    let (status, body) = lab.http_admin_get("/api/usage?by=pool&since=1h").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let web_rows = page["rows"].as_array().unwrap();
+    assert_eq!(web_rows.len(), 2, "{page}");
+    for (web, cli) in web_rows.iter().zip(&rows) {
+        assert_eq!(web["group"], cli["group"]);
+        assert_eq!(web["jobs_completed"], cli["jobs_completed"]);
+        let (a, b) = (
+            web["cpu_hours"].as_f64().unwrap(),
+            cli["cpu_hours"].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+    }
+    assert!(page["series"].is_object(), "{page}");
+    let (status, body) = lab.http_admin_get("/api/usage?by=team").unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("'team'"), "{body}");
+    let (status, body) = lab.http_admin_get("/usage").unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains("/assets/app.js"), "the UI shell: {body}");
     let users: serde_json::Value = lab.json(&["usage", "--by", "user"]).unwrap();
     let names: Vec<&str> = users["rows"]
         .as_array()

@@ -223,6 +223,13 @@ fn every_page_renders_the_lab_in_a_real_browser() {
             "{n} missing:\n{nodes}"
         );
     }
+    // The usage page sums the event log: the jobs that ran so far, per user.
+    let usage = render(&browser, base, "/usage?by=user&since=1h", "usage");
+    assert!(
+        usage.contains("id=\"usage\"") && usage.contains("fair-share attainment"),
+        "{usage}"
+    );
+    assert!(usage.contains("data-group=\""), "a row per user:\n{usage}");
     let ops = render(&browser, base, "/operations", "operations");
     assert!(ops.contains(&ml) && ops.contains(&other));
     assert!(ops.contains("running (suspended)"), "{ops}");

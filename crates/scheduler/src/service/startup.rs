@@ -69,6 +69,8 @@ pub(super) fn start_http(
         state: driver.state.clone(),
         writer: driver.writer.clone(),
         refusals: refusals.clone(),
+        event_log: driver.event_log.clone(),
+        usage_reports: Arc::new(tokio::sync::Semaphore::new(1)),
     };
     let router = crate::http::router(face, access);
     tokio::spawn(async move {

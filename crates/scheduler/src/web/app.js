@@ -201,12 +201,36 @@ async function nodesView() {
   return h;
 }
 
+// ---- usage --------------------------------------------------------------------------
+// Who used how much over a window, from the event log (`ytsched usage`), with each
+// pool's usage against its fair share over the window.
+async function usageView() {
+  const q = new URLSearchParams(location.search);
+  const by = q.get("by") || "pool", since = q.get("since") || "7d";
+  const r = await json(`/api/usage?by=${encodeURIComponent(by)}&since=${encodeURIComponent(since)}`);
+  const link = (b, s, text, on) => `<a class="${on ? "active" : ""}" href="/usage?by=${b}&since=${s}">${text}</a>`;
+  let h = `<h1>Usage</h1><p class="choices">by ${["pool", "user", "tree", "operation"].map((b) => link(b, since, b, b === by)).join(" ")}` +
+    ` · over the last ${["1h", "24h", "7d", "30d"].map((s) => link(by, s, s, s === since)).join(" ")}</p>`;
+  const f = (v, d = 3) => (v == null ? "" : Number(v).toFixed(d));
+  h += `<table id="usage"><tr><th>${esc(by)}</th><th>cpu-hours</th><th>memory GiB-hours</th><th>gpu-hours</th><th>completed</th><th>failed</th><th>aborted</th><th>preempted</th><th>hours lost to preemption</th><th>operations</th><th>wait p50 s</th><th>wait p95 s</th><th>fair-share attainment</th></tr>`;
+  for (const row of r.rows) {
+    h += `<tr data-group="${esc(row.group)}"><td>${esc(row.group)}</td><td>${f(row.cpu_hours)}</td><td>${f(row.memory_gib_hours)}</td><td>${f(row.gpu_hours)}</td><td>${row.jobs_completed}</td><td>${row.jobs_failed}</td><td>${row.jobs_aborted}</td><td>${row.jobs_preempted}</td><td>${f(row.hours_lost_to_preemption)}</td><td>${row.operations}</td><td>${f(row.wait_p50_s, 1)}</td><td>${f(row.wait_p95_s, 1)}</td><td>${f(row.fair_share_attainment)}</td></tr>`;
+  }
+  h += `</table>`;
+  if (!r.rows.length) h += `<p class="muted">nothing ran in this window</p>`;
+  for (const [pool, points] of Object.entries(r.series || {})) {
+    h += `<h2>${esc(pool)}</h2>${chart(points)}`;
+  }
+  return h;
+}
+
 // ---- routing and refresh ------------------------------------------------------------
 function view() {
   const p = location.pathname;
   if (p.startsWith("/operations/")) return ["operations", () => operationView(decodeURIComponent(p.slice("/operations/".length)))];
   if (p === "/operations") return ["operations", operationsView];
   if (p === "/nodes") return ["nodes", nodesView];
+  if (p === "/usage") return ["usage", usageView];
   return ["pools", poolsView];
 }
 
