@@ -13,6 +13,7 @@ pub use ytsched_scheduler_core as core;
 pub mod event_log;
 pub mod event_pages;
 pub mod event_records;
+pub mod event_sink;
 pub mod followed_file;
 pub mod http;
 pub mod http_access;

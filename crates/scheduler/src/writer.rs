@@ -21,9 +21,10 @@
 //! overwritten with an alert, never taken for another leader, so no stale key can stop
 //! the cluster.
 
+pub use crate::event_sink::EventSink;
 use crate::store::{Write, EPOCH_KEY};
 use crate::write_queue::{Latest, PendingWrites, QueuedEvent, Round, RoundKey};
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream::kv;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
-use ytsched_common::event_record::{batch_message, Event, BATCH_ENVELOPE_BYTES};
+use ytsched_common::event_record::Event;
 use ytsched_common::protocol::UnixMillis;
 
 /// What the `Writer` handles and the writer task share.
@@ -51,16 +52,6 @@ struct Shared {
     events_in_flight: AtomicUsize,
     /// Whether events are kept at all (an event log to write them to).
     keeps_events: bool,
-}
-
-/// Where the event log goes: the `<prefix>_events` stream, through the same fenced
-/// rounds as the state (SPEC 5.16: "written with the state they describe").
-pub struct EventSink {
-    pub js: jetstream::Context,
-    /// The stream's subject.
-    pub subject: String,
-    /// The most bytes one message may carry (the server's payload limit, less room).
-    pub max_message_bytes: usize,
 }
 
 /// How the event log is doing, for `/metrics`.
@@ -408,7 +399,9 @@ impl RoundWriter {
         // Events before the state they tell of: a leader that dies in between leaves
         // events its successor may tell again (as it re-learns the same facts), never
         // stored state that no event tells.
-        self.publish_events(events, shared).await;
+        if let Some(sink) = &self.events {
+            sink.publish(events, &shared.events_written).await;
+        }
         let mut phase = None;
         let mut pending: Pending = Vec::new();
         for ((p, key), latest) in round {
@@ -419,49 +412,6 @@ impl RoundWriter {
             pending.push((key, latest));
         }
         self.write_phase(pending).await
-    }
-
-    /// Stores events in the event log in order, as few messages as fit, each retried
-    /// until the stream takes it (its message id, `<epoch>-<first seq>`, makes a retry of
-    /// one the stream already took a no-op).
-    async fn publish_events(&mut self, events: Vec<QueuedEvent>, shared: &Shared) {
-        let Some(sink) = &self.events else { return };
-        for batch in event_batches(&events, sink.max_message_bytes) {
-            let Some(first) = batch.first() else {
-                continue;
-            };
-            let id = format!("{}-{}", first.epoch, first.seq);
-            let count = batch.len() as u64;
-            let parts: Vec<&[u8]> = batch.iter().map(|e| e.bytes.as_slice()).collect();
-            let payload: Bytes = batch_message(&parts).into();
-            let mut backoff = Duration::from_millis(50);
-            loop {
-                let mut headers = async_nats::HeaderMap::new();
-                headers.insert("Nats-Msg-Id", id.as_str());
-                let stored = match sink
-                    .js
-                    .publish_with_headers(sink.subject.clone(), headers, payload.clone())
-                    .await
-                {
-                    Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                match stored {
-                    Ok(()) => {
-                        shared.events_written.fetch_add(count, Ordering::Relaxed);
-                        break;
-                    }
-                    Err(e) => {
-                        if !self.failing {
-                            warn!(error = %e, "cannot write events to the event log; retrying");
-                            self.failing = true;
-                        }
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
-                    }
-                }
-            }
-        }
     }
 
     /// Writes every key of one phase, retrying with backoff until all are stored;
@@ -542,68 +492,5 @@ impl RoundWriter {
             Outcome::Retry(e) => return Ok(Some(e)),
         }
         Ok(None)
-    }
-}
-
-/// Events cut into batches of at most `max_bytes` encoded, in order. An event larger
-/// than that (it cannot be: its texts are bounded) is left out with an alert, not
-/// retried forever in front of every later one.
-fn event_batches(events: &[QueuedEvent], max_bytes: usize) -> Vec<&[QueuedEvent]> {
-    let room = max_bytes.saturating_sub(BATCH_ENVELOPE_BYTES);
-    let mut batches = Vec::new();
-    let mut start = 0;
-    let mut bytes = 0usize;
-    for (i, e) in events.iter().enumerate() {
-        if e.bytes.len() > room {
-            error!(
-                epoch = e.epoch,
-                seq = e.seq,
-                bytes = e.bytes.len(),
-                "ALERT: an event too large for the event log; not written"
-            );
-            if start < i {
-                batches.push(&events[start..i]);
-            }
-            start = i + 1;
-            bytes = 0;
-            continue;
-        }
-        if start < i && bytes + e.bytes.len() > room {
-            batches.push(&events[start..i]);
-            start = i;
-            bytes = 0;
-        }
-        bytes += e.bytes.len();
-    }
-    if start < events.len() {
-        batches.push(&events[start..]);
-    }
-    batches
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn queued(seq: u64, len: usize) -> QueuedEvent {
-        QueuedEvent {
-            epoch: 1,
-            seq,
-            bytes: vec![0; len],
-        }
-    }
-
-    #[test]
-    fn events_are_cut_into_messages_in_order_and_an_oversized_one_left_out() {
-        let events: Vec<QueuedEvent> = [40, 40, 40, 200, 10, 60]
-            .iter()
-            .enumerate()
-            .map(|(i, &len)| queued(i as u64 + 1, len))
-            .collect();
-        let cut: Vec<Vec<u64>> = event_batches(&events, 100 + BATCH_ENVELOPE_BYTES)
-            .iter()
-            .map(|b| b.iter().map(|e| e.seq).collect())
-            .collect();
-        assert_eq!(cut, vec![vec![1, 2], vec![3], vec![5, 6]]);
     }
 }
