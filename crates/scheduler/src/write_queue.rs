@@ -135,10 +135,6 @@ impl PendingWrites {
             position: self.position,
         }
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.latest.is_empty() && self.events.is_empty()
-    }
 }
 
 /// An event as queued: numbered and encoded (`EventRecord`).
@@ -184,7 +180,8 @@ mod tests {
         assert_eq!(position, 2);
         assert_eq!(round.len(), 2);
         assert_eq!(round[&(phase("op.a"), "op.a".into())].0, Bytes::from("3"));
-        assert!(q.is_empty());
+        let after = q.take();
+        assert!(after.writes.is_empty() && after.events.is_empty());
         // What comes after a take starts a new round at the next position.
         let third = q.push(vec![put("op.a", "4")], 100);
         assert_eq!((third.position, third.new_keys), (3, 1));

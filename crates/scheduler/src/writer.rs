@@ -50,8 +50,6 @@ struct Shared {
     events_written: AtomicU64,
     /// Events in the round being written.
     events_in_flight: AtomicUsize,
-    /// Whether events are kept at all (an event log to write them to).
-    keeps_events: bool,
 }
 
 /// How the event log is doing, for `/metrics`.
@@ -105,12 +103,12 @@ pub struct Revisions {
 
 impl Writer {
     /// Starts the writer of a leader whose epoch is `revisions`' epoch key; its events
-    /// go to `events` (none: not kept).
+    /// go to `events`.
     pub fn spawn(
         store: kv::Store,
         max_value_bytes: usize,
         revisions: Revisions,
-        events: Option<EventSink>,
+        events: EventSink,
     ) -> Writer {
         let epoch = revisions.keys.get(EPOCH_KEY).copied().unwrap_or(0);
         let shared = Arc::new(Shared {
@@ -120,7 +118,6 @@ impl Writer {
             backlog: AtomicUsize::new(0),
             events_written: AtomicU64::new(0),
             events_in_flight: AtomicUsize::new(0),
-            keeps_events: events.is_some(),
         });
         let (stored_tx, stored) = watch::channel(0);
         let (fenced_tx, fenced) = watch::channel(None);
@@ -191,7 +188,7 @@ impl Writer {
         events: Vec<Event>,
         at: UnixMillis,
     ) -> Stored {
-        if !events.is_empty() && self.shared.keeps_events {
+        if !events.is_empty() {
             self.pending().push_events(at, events);
             self.shared.wake.notify_one();
         }
@@ -376,7 +373,7 @@ async fn run(
 struct RoundWriter {
     store: kv::Store,
     revisions: Revisions,
-    events: Option<EventSink>,
+    events: EventSink,
     /// Writes are failing (logged once when they start and once when they stop).
     failing: bool,
 }
@@ -399,9 +396,7 @@ impl RoundWriter {
         // Events before the state they tell of: a leader that dies in between leaves
         // events its successor may tell again (as it re-learns the same facts), never
         // stored state that no event tells.
-        if let Some(sink) = &self.events {
-            sink.publish(events, &shared.events_written).await;
-        }
+        self.events.publish(events, &shared.events_written).await;
         let mut phase = None;
         let mut pending: Pending = Vec::new();
         for ((p, key), latest) in round {

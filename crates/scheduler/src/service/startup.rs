@@ -241,11 +241,11 @@ pub(super) async fn revive(
             },
             holder: holder.clone().into(),
         },
-        Some(crate::writer::EventSink {
+        crate::writer::EventSink {
             js: js.clone(),
             subject: subjects.events(),
             max_message_bytes: max_record_bytes,
-        }),
+        },
     );
     let archive = Archive::open(
         js,
@@ -268,10 +268,11 @@ pub(super) async fn revive(
     });
     // A configuration that was never stored is stored now, with what revival wrote.
     effects.config_changed |= fresh;
+    let now = unix_now();
     let revival_stored = writer.submit_with_events(
         writes_of(&core, &effects),
-        crate::event_records::describe_all(&core, &effects, unix_now()),
-        unix_now(),
+        crate::event_records::describe_all(&core, &effects, now),
+        now,
     );
     Ok(Revived {
         core,
