@@ -6,7 +6,7 @@ use std::time::Duration;
 use ytsched_common::api::{EventPage, ListEvents};
 use ytsched_common::event_record::{EventFilter, EventRecord};
 use ytsched_common::protocol::{unix_now, UnixMillis};
-use ytsched_common::{DurationMs, OperationId};
+use ytsched_common::OperationId;
 
 #[derive(Args, Debug)]
 pub struct EventsArgs {
@@ -35,21 +35,9 @@ pub struct EventsArgs {
 /// How often `--follow` asks again once it has caught up.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
-/// A time as `--since`/`--until` take it, in unix milliseconds.
+/// A time as `--since`/`--until` take it (`common::time_window`), read now.
 pub fn parse_time(s: &str) -> Result<UnixMillis, String> {
-    if let Ok(ms) = s.parse::<u64>() {
-        return Ok(ms);
-    }
-    if let Ok(t) = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339) {
-        let ms = t.unix_timestamp_nanos() / 1_000_000;
-        return u64::try_from(ms).map_err(|_| format!("'{s}' is before 1970"));
-    }
-    match s.parse::<DurationMs>() {
-        Ok(ago) => Ok(unix_now().saturating_sub(ago.0)),
-        Err(_) => Err(format!(
-            "'{s}' is not a time: give unix milliseconds, an RFC 3339 time (2026-11-20T09:00:00Z) or how long ago (7d, 90m)"
-        )),
-    }
+    ytsched_common::time_window::parse_time(s, unix_now())
 }
 
 impl EventsArgs {
@@ -78,12 +66,8 @@ impl EventsArgs {
         F: FnMut(ListEvents) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<EventPage>>,
     {
-        if let (Some(since), Some(until)) = (self.since, self.until) {
-            anyhow::ensure!(
-                until > since,
-                "--until ({until}) must be after --since ({since})"
-            );
-        }
+        ytsched_common::time_window::check_window(self.since, self.until)
+            .map_err(anyhow::Error::msg)?;
         let mut request = self.first_request();
         loop {
             let page = fetch(request.clone()).await?;
@@ -105,20 +89,6 @@ impl EventsArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_are_read_as_milliseconds_rfc3339_or_how_long_ago() {
-        assert_eq!(parse_time("1700000000000").unwrap(), 1_700_000_000_000);
-        assert_eq!(
-            parse_time("2026-11-20T09:00:00Z").unwrap(),
-            1_795_165_200_000
-        );
-        let ago = parse_time("1h").unwrap();
-        let expected = unix_now() - 3_600_000;
-        assert!(ago.abs_diff(expected) < 5_000, "{ago} vs {expected}");
-        let e = parse_time("yesterday").unwrap_err();
-        assert!(e.contains("'yesterday'"), "{e}");
-    }
 
     #[tokio::test]
     async fn pages_are_fetched_from_each_cursor_until_caught_up() {

@@ -41,11 +41,8 @@ impl UsageArgs {
         Fut: std::future::Future<Output = anyhow::Result<EventPage>>,
     {
         let until = self.until.unwrap_or_else(unix_now);
-        anyhow::ensure!(
-            until > self.since,
-            "--until ({until}) must be after --since ({})",
-            self.since
-        );
+        ytsched_common::time_window::check_window(Some(self.since), Some(until))
+            .map_err(anyhow::Error::msg)?;
         let mut request = ListEvents {
             limit: Some(ListEvents::MAX_PAGE),
             cursor: None,

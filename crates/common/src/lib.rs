@@ -27,6 +27,7 @@ pub mod spec;
 pub mod states;
 pub mod subjects;
 pub mod tag_filter;
+pub mod time_window;
 #[cfg(feature = "transport")]
 pub mod transport;
 pub mod tree_config;

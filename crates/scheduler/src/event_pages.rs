@@ -188,12 +188,7 @@ async fn first_written_since(
 /// Whether `filter` is one a page can be asked for: a window that ends before it starts
 /// is a mistake worth naming.
 pub fn check_filter(filter: &EventFilter) -> Result<(), ApiError> {
-    match (filter.since, filter.until) {
-        (Some(since), Some(until)) if until <= since => Err(ApiError::new(format!(
-            "--until ({until}) must be after --since ({since})"
-        ))),
-        _ => Ok(()),
-    }
+    ytsched_common::time_window::check_window(filter.since, filter.until).map_err(ApiError::new)
 }
 
 #[cfg(test)]

@@ -384,23 +384,14 @@ async fn api_history(State(face): State<Face>, Path(id): Path<String>) -> Respon
 #[derive(serde::Deserialize)]
 struct UsageParams {
     by: Option<String>,
-    /// Unix ms, or how long ago (`7d`).
+    /// Unix ms, an RFC 3339 time, or how long ago (`7d`).
     since: Option<String>,
     until: Option<String>,
 }
 
-/// A time as the usage page gives it: unix ms, or how long ago (`7d`, `90m`).
+/// A time as the usage page gives it (`common::time_window`).
 fn page_time(s: &str, now: u64) -> Result<u64, ApiError> {
-    if let Ok(ms) = s.parse::<u64>() {
-        return Ok(ms);
-    }
-    s.parse::<ytsched_common::DurationMs>()
-        .map(|ago| now.saturating_sub(ago.0))
-        .map_err(|_| {
-            ApiError::new(format!(
-                "'{s}' is not a time: give unix ms or how long ago (7d)"
-            ))
-        })
+    ytsched_common::time_window::parse_time(s, now).map_err(ApiError::new)
 }
 
 /// `ytsched usage`'s report for the web UI's usage page (everyone's: it is metadata).

@@ -43,11 +43,7 @@ pub async fn report(
     since: UnixMillis,
     until: UnixMillis,
 ) -> Result<UsagePage, ApiError> {
-    if until <= since {
-        return Err(ApiError::new(format!(
-            "until ({until}) must be after since ({since})"
-        )));
-    }
+    ytsched_common::time_window::check_window(Some(since), Some(until)).map_err(ApiError::new)?;
     let mut sum = UsageSum::new(by, since, until);
     let mut spans = Spans::new(since, until);
     let mut request = ListEvents {
