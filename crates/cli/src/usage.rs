@@ -46,10 +46,11 @@ impl UsageArgs {
         let mut request = ListEvents {
             limit: Some(ListEvents::MAX_PAGE),
             cursor: None,
-            // Everything from the window's start: an attempt that ends after it still
-            // ran inside it, and its end tells how long.
+            // The window's events only: an attempt still running at its end counts up
+            // to it, as one whose end comes later would.
             filter: EventFilter {
                 since: Some(self.since),
+                until: Some(until),
                 ..Default::default()
             },
         };

@@ -47,7 +47,7 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
 pub async fn answer(log: &Stream, payload: &[u8]) -> Vec<u8> {
     let result = match decode::<ApiRequest<ListEvents>>(payload) {
         Ok(req) => match check_filter(&req.body.filter) {
-            Ok(()) => list_events(log, req.body).await,
+            Ok(()) => list_events(log, req.body, Some(MAX_PAGE_BYTES)).await,
             Err(e) => Err(e),
         },
         Err(e) => Err(ApiError::new(format!("malformed list_events request: {e}"))),
@@ -59,8 +59,14 @@ pub async fn answer(log: &Stream, payload: &[u8]) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-/// One page of events matching the request's filter.
-pub async fn list_events(log: &Stream, req: ListEvents) -> Result<EventPage, ApiError> {
+/// One page of events matching the request's filter, of at most `max_bytes` encoded
+/// where it goes out as one message (`None`: read in the scheduler itself, where
+/// measuring each event would only encode it again for nothing).
+pub async fn list_events(
+    log: &Stream,
+    req: ListEvents,
+    max_bytes: Option<usize>,
+) -> Result<EventPage, ApiError> {
     let limit = req
         .limit
         .unwrap_or(ListEvents::DEFAULT_PAGE)
@@ -114,15 +120,16 @@ pub async fn list_events(log: &Stream, req: ListEvents) -> Result<EventPage, Api
                 if !req.filter.admits(&e) {
                     continue;
                 }
-                let size = encode(&e).map_or(usize::MAX, |b| b.len());
-                if events.len() == limit || (!events.is_empty() && bytes + size > MAX_PAGE_BYTES) {
+                let size = max_bytes.map_or(0, |_| encode(&e).map_or(usize::MAX, |b| b.len()));
+                let full = max_bytes.is_some_and(|max| bytes.saturating_add(size) > max);
+                if events.len() == limit || (!events.is_empty() && full) {
                     return Ok(EventPage {
                         events,
                         cursor: Cursor { seq, index }.text(),
                         more: true,
                     });
                 }
-                bytes += size;
+                bytes = bytes.saturating_add(size);
                 events.push(e);
             }
             at = Cursor {

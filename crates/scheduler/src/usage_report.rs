@@ -49,14 +49,17 @@ pub async fn report(
     let mut request = ListEvents {
         limit: Some(ListEvents::MAX_PAGE),
         cursor: None,
+        // The window's events only: an attempt still running at its end counts up to
+        // it, as one whose end comes later would.
         filter: EventFilter {
             since: Some(since),
+            until: Some(until),
             ..Default::default()
         },
     };
     let mut read = 0usize;
     loop {
-        let page = list_events(log, request.clone()).await?;
+        let page = list_events(log, request.clone(), None).await?;
         read += page.events.len();
         for e in &page.events {
             sum.add(e);
@@ -66,7 +69,7 @@ pub async fn report(
                 }
             }
         }
-        if !page.more || page.events.first().is_some_and(|e| e.at >= until) {
+        if !page.more {
             break;
         }
         if read >= MAX_REPORT_EVENTS {
