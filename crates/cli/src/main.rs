@@ -9,6 +9,7 @@ mod events;
 mod lab;
 mod list_operations;
 mod output;
+mod replay;
 mod run_vanilla;
 mod secret_files;
 mod tls;
@@ -188,10 +189,20 @@ enum Command {
         /// Any admin path.
         path: String,
     },
-    /// Run a scenario against the real scheduler core in virtual time; prints JSON.
+    /// Run a scenario against the real scheduler core in virtual time (prints JSON), or
+    /// replay an event log (`--replay`) with admin changes (`--set`).
     Simulate {
         /// Scenario file (YAML): nodes, pools, operations, events in virtual time.
-        scenario: std::path::PathBuf,
+        #[arg(required_unless_present = "replay", conflicts_with = "replay")]
+        scenario: Option<std::path::PathBuf>,
+        /// An event log as `ytsched events` prints it (JSON lines): its nodes and
+        /// operations run again; per pool wait and attainment, replayed and observed.
+        #[arg(long, value_name = "EVENTS")]
+        replay: Option<std::path::PathBuf>,
+        /// An admin change for the replay, e.g.
+        /// `//sys/pool_trees/default/research/@weight=2` (JSON or YSON value).
+        #[arg(long = "set", value_name = "PATH=VALUE", requires = "replay")]
+        set: Vec<ytsched_scheduler::simulate::ReplayChange>,
     },
     /// Print a shell completion script, e.g. `source <(ytsched completion bash)`.
     Completion {
@@ -233,8 +244,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let (caller, auth) = caller_of(&cli, tls)?;
     let user = &caller;
-    if let Command::Simulate { scenario } = &cli.command {
-        admin::simulate(scenario);
+    if let Command::Simulate {
+        scenario,
+        replay,
+        set,
+    } = &cli.command
+    {
+        match (scenario, replay) {
+            (_, Some(log)) => replay::run(log, set, cli.format),
+            (Some(scenario), None) => admin::simulate(scenario),
+            (None, None) => {
+                eprintln!("error: give a scenario file or --replay EVENTS");
+                std::process::exit(2);
+            }
+        }
     }
     // Values are parsed before connecting: a typo is the user's to fix (exit 2).
     let set_value = match &cli.command {

@@ -12,6 +12,7 @@
 use crate::ids::{JobId, NodeId, OperationId};
 use crate::protocol::UnixMillis;
 use crate::resources::ResourceVector;
+use crate::spec::VanillaSpec;
 use crate::states::{AbortReason, JobState, OperationState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -47,6 +48,12 @@ pub struct JobRef {
     pub tree: String,
     pub resources: ResourceVector,
     pub start_time: UnixMillis,
+    /// Its task and job index in the operation: which job of the spec it is an attempt
+    /// of, so a replay gives each job its own observed run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_index: Option<u32>,
 }
 
 /// What happened. Never carries a spec's environment or stdin (SPEC 5.11: everyone may
@@ -60,6 +67,11 @@ pub enum Event {
         title: Option<String>,
         jobs: u64,
         pending: bool,
+        /// Its spec as a replay needs it: pools, weight, limits, tasks with job counts
+        /// and resources. Environment and stdin are left out, and each command is cut
+        /// to `SUMMARY_COMMAND_BYTES`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spec: Option<VanillaSpec>,
     },
     /// A pending operation got its slot.
     OperationRunning {
@@ -118,6 +130,12 @@ pub enum Event {
     NodeRegistered {
         node: NodeId,
         registration: String,
+        /// What the node offers, and its agent-set and detected tags: a replay rebuilds
+        /// the cluster from them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resources: Option<ResourceVector>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tags: Vec<String>,
     },
     NodeMembership {
         node: NodeId,
@@ -151,6 +169,50 @@ pub enum Event {
         tree: String,
         pools: Vec<PoolShares>,
     },
+    /// The whole pool configuration (trees, pools, node tags and maintenance) as JSON
+    /// text, as the store keeps it: told when a leader starts, after each admin change
+    /// and once an hour, so that a window of the log can be replayed on its own.
+    Configuration {
+        configuration: String,
+        /// The period the scheduler asks nodes to heartbeat at.
+        heartbeat_period_ms: u64,
+        /// How often `pool_shares` are told.
+        pool_sample_period_ms: u64,
+        /// The nodes online, grouped by what they offer: a window of the log that
+        /// starts after they registered still knows the cluster.
+        #[serde(default)]
+        nodes: Vec<NodeGroup>,
+    },
+}
+
+/// Nodes that offer the same resources and carry the same tags.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeGroup {
+    pub resources: ResourceVector,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    pub ids: Vec<NodeId>,
+}
+
+/// Bytes of each task's command an `operation_started` keeps.
+pub const SUMMARY_COMMAND_BYTES: usize = 256;
+
+/// A spec as the event log keeps it (`operation_started.spec`): no environment, no
+/// stdin (SPEC 5.11), commands cut short.
+pub fn spec_summary(spec: &VanillaSpec) -> VanillaSpec {
+    let mut s = spec.clone();
+    for (_, task) in s.tasks.iter_mut() {
+        task.environment.clear();
+        task.stdin = None;
+        if task.command.len() > SUMMARY_COMMAND_BYTES {
+            let mut end = SUMMARY_COMMAND_BYTES;
+            while !task.command.is_char_boundary(end) {
+                end -= 1;
+            }
+            task.command.truncate(end);
+        }
+    }
+    s
 }
 
 /// One pool's fair share, usage and demand as fractions of its tree, at their largest
@@ -184,7 +246,8 @@ impl Event {
             | Event::NodeMaintenance { .. }
             | Event::PoolRemoved { .. }
             | Event::AdminChanged { .. }
-            | Event::PoolShares { .. } => None,
+            | Event::PoolShares { .. }
+            | Event::Configuration { .. } => None,
         }
     }
 
@@ -302,6 +365,8 @@ pub(crate) mod tests {
             tree: "physical".into(),
             resources: ResourceVector::new(1.0, 1024.0, 0.0, 1.0),
             start_time: at - 10,
+            task: Some("main".into()),
+            job_index: Some(0),
         };
         record(
             seq,
@@ -328,6 +393,7 @@ pub(crate) mod tests {
                         title: Some("t".into()),
                         jobs: 3,
                         pending: false,
+                        spec: None,
                     },
                 ),
                 finished(2, 200, op("a", "alice", "research")),

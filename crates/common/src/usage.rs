@@ -58,6 +58,8 @@ pub struct UsageRow {
     pub operations: u64,
     pub wait_p50_s: Option<f64>,
     pub wait_p95_s: Option<f64>,
+    #[serde(default)]
+    pub wait_mean_s: Option<f64>,
     /// Usage ÷ fair share over the window, from the pools' samples (about one a
     /// minute; per pool, or a tree's root): below 1, it got less than its share.
     pub fair_share_attainment: Option<f64>,
@@ -117,6 +119,12 @@ impl UsageSum {
             first_start: HashMap::new(),
             attainment: HashMap::new(),
         }
+    }
+
+    /// Sets the window after the events are read (a replay learns it from the log).
+    pub fn set_window(&mut self, since: UnixMillis, until: UnixMillis) {
+        self.since = since;
+        self.until = until;
     }
 
     /// Takes the next event of the log.
@@ -233,6 +241,7 @@ impl UsageSum {
             let row = rows.entry(group).or_default();
             row.wait_p50_s = percentile(&w, 0.50);
             row.wait_p95_s = percentile(&w, 0.95);
+            row.wait_mean_s = (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64);
         }
         for (group, row) in rows.iter_mut() {
             let pool = match by {
@@ -294,6 +303,8 @@ mod tests {
             tree: "physical".into(),
             resources: ResourceVector::new(cpu, 2.0 * GIB, 0.0, 1.0),
             start_time: start,
+            task: None,
+            job_index: None,
         }
     }
 
@@ -321,6 +332,7 @@ mod tests {
                     title: None,
                     jobs: 2,
                     pending: false,
+                    spec: None,
                 },
             ),
             at(
@@ -350,6 +362,7 @@ mod tests {
                     title: None,
                     jobs: 1,
                     pending: false,
+                    spec: None,
                 },
             ),
             at(

@@ -25,6 +25,9 @@ pub struct PoolShareSample {
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttemptFacts {
     pub tree: TreeName,
+    /// Its task (by number in the spec) and job index.
+    pub task: usize,
+    pub index: u32,
     pub resources: ResourceVector,
     pub start_time: UnixMillis,
     pub finish_time: Option<UnixMillis>,
@@ -47,6 +50,21 @@ impl crate::SchedulerCore {
             old: old.map(|v| v.to_string()),
             new: new.map(|v| v.to_string()),
         });
+        let now = self.latest_now;
+        self.note_configuration(now);
+    }
+
+    /// Tells the event log the whole configuration as it is now: at a leader's start,
+    /// after each admin change and once an hour, so a replay starts from what was
+    /// configured rather than from defaults.
+    pub fn note_configuration(&mut self, now: UnixMillis) {
+        self.configuration_told_at = Some(now);
+        self.outbox.event(CoreEvent::Configuration);
+    }
+
+    /// A node as the core holds it (for the event log's `node_registered`).
+    pub fn node(&self, id: &NodeId) -> Option<&crate::Node> {
+        self.nodes.get(id)
     }
 
     /// The facts of attempt `job` of operation `op`, if the core still holds it.
@@ -63,6 +81,8 @@ impl AttemptFacts {
     pub fn of(job: &crate::Job) -> AttemptFacts {
         AttemptFacts {
             tree: job.tree.clone(),
+            task: job.task,
+            index: job.index,
             resources: job.resources,
             start_time: job.start_time,
             finish_time: job.finish_time,
@@ -155,6 +175,9 @@ pub enum CoreEvent {
         old: Option<String>,
         new: Option<String>,
     },
+    /// The configuration should go to the event log as it is at the end of this call
+    /// (`note_configuration`). Not in the simulator's output.
+    Configuration,
     /// An ephemeral pool lost its last operation.
     PoolRemoved {
         tree: TreeName,

@@ -55,6 +55,8 @@ pub struct CoreConfig {
     /// inline in `tick` and before placement: heartbeats never wait for one. The service
     /// sets it; the simulator and tests compute inline, deterministically.
     pub background_share_updates: bool,
+    /// How often each tree's pool shares go to the event log (SPEC 5.16: a minute).
+    pub pool_sample_period_ms: u64,
 }
 
 impl Default for CoreConfig {
@@ -63,6 +65,7 @@ impl Default for CoreConfig {
             heartbeat_period_ms: 1000,
             node_heartbeat_timeout_ms: 30_000,
             background_share_updates: false,
+            pool_sample_period_ms: trees::pool_samples::POOL_SAMPLE_EVERY_MS,
         }
     }
 }
@@ -132,6 +135,9 @@ pub struct SchedulerCore {
     /// What each node was approved to offer; a node's limits are the smaller of this
     /// and its report.
     approvals: ytsched_common::node_approval::NodeApprovals,
+    /// When the whole configuration last went to the event log (`None`: never, as in
+    /// the simulator, which tells it only when a replay asks).
+    configuration_told_at: Option<UnixMillis>,
 }
 
 impl SchedulerCore {
@@ -169,6 +175,7 @@ impl SchedulerCore {
             share_history: Default::default(),
             idempotency: BTreeMap::new(),
             approvals: Default::default(),
+            configuration_told_at: None,
         };
         core.sync_tree_states();
         core

@@ -18,7 +18,7 @@ pub fn log_events(events: &[CoreEvent]) {
             | CoreEvent::NodeOverApproval { .. }
             | CoreEvent::NodeOffline { .. } => log_node_event(e),
             // For the event log only: a line a minute per tree would say nothing new.
-            CoreEvent::PoolShares { .. } => {}
+            CoreEvent::PoolShares { .. } | CoreEvent::Configuration => {}
             CoreEvent::AdminChanged { who, path, .. } => {
                 info!(who = %who, path = %path, "configuration changed")
             }

@@ -6,7 +6,7 @@
 
 use crate::core::retention::Archived;
 use crate::core::{AttemptFacts, CoreEvent, Effects, Operation, SchedulerCore};
-use ytsched_common::event_record::{Event, JobRef, OperationRef};
+use ytsched_common::event_record::{spec_summary, Event, JobRef, NodeGroup, OperationRef};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::states::OperationState;
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -46,14 +46,41 @@ fn operation_ref(op: &Operation) -> OperationRef {
     }
 }
 
-fn job_ref(id: &JobId, node: &NodeId, facts: &AttemptFacts) -> JobRef {
+fn job_ref(id: &JobId, node: &NodeId, facts: &AttemptFacts, task: Option<String>) -> JobRef {
     JobRef {
         id: id.clone(),
         node: node.clone(),
         tree: facts.tree.as_str().to_string(),
         resources: facts.resources,
         start_time: facts.start_time,
+        task,
+        job_index: Some(facts.index),
     }
+}
+
+/// The online nodes, grouped by resources and tags (for `configuration`).
+fn node_groups(core: &SchedulerCore) -> Vec<NodeGroup> {
+    let mut groups: Vec<NodeGroup> = Vec::new();
+    for n in core.list_nodes() {
+        if n.state != "online" && n.state != "idle" {
+            continue;
+        }
+        let mut tags: Vec<String> = n.tags.into_iter().chain(n.system_tags).collect();
+        tags.sort();
+        tags.dedup();
+        match groups
+            .iter_mut()
+            .find(|g| g.resources == n.resource_limits && g.tags == tags)
+        {
+            Some(g) => g.ids.push(n.id),
+            None => groups.push(NodeGroup {
+                resources: n.resource_limits,
+                tags,
+                ids: vec![n.id],
+            }),
+        }
+    }
+    groups
 }
 
 impl Context<'_> {
@@ -69,6 +96,15 @@ impl Context<'_> {
         })
     }
 
+    /// The name of task number `task` of operation `id`.
+    fn task_name(&self, id: &OperationId, task: usize) -> Option<String> {
+        if let Ok(op) = self.core.operation(id) {
+            return op.spec.tasks.iter().nth(task).map(|(name, _)| name.clone());
+        }
+        let a = self.retired.iter().find(|a| &a.info.id == id)?;
+        a.task_names.get(task).cloned()
+    }
+
     /// The operation and attempt of a job event, with the attempt's facts.
     fn job<'e>(
         &self,
@@ -78,7 +114,8 @@ impl Context<'_> {
         attempt: &'e Option<AttemptFacts>,
     ) -> Option<(OperationRef, JobRef, &'e AttemptFacts)> {
         let facts = attempt.as_ref()?;
-        Some((self.operation_ref(op)?, job_ref(job, node, facts), facts))
+        let task = self.task_name(op, facts.task);
+        Some((self.operation_ref(op)?, job_ref(job, node, facts, task), facts))
     }
 
     fn describe(&self, e: &CoreEvent) -> Option<Event> {
@@ -91,6 +128,7 @@ impl Context<'_> {
                     title: op.spec.title.clone(),
                     jobs: *jobs,
                     pending: op.state == OperationState::Pending,
+                    spec: Some(spec_summary(&op.spec)),
                 }
             }
             CoreEvent::OperationRunning { id } => Event::OperationRunning {
@@ -179,10 +217,20 @@ impl Context<'_> {
                     preempted_by: preempted_by.clone(),
                 }
             }
-            CoreEvent::NodeRegistered { id, registration } => Event::NodeRegistered {
-                node: id.clone(),
-                registration: registration.to_string(),
-            },
+            CoreEvent::NodeRegistered { id, registration } => {
+                let node = core.node(id);
+                let mut tags: Vec<String> = node
+                    .map(|n| n.tags.iter().chain(&n.system_tags).cloned().collect())
+                    .unwrap_or_default();
+                tags.sort();
+                tags.dedup();
+                Event::NodeRegistered {
+                    node: id.clone(),
+                    registration: registration.to_string(),
+                    resources: node.map(|n| n.resource_limits),
+                    tags,
+                }
+            }
             CoreEvent::NodeMembership { id, registration } => Event::NodeMembership {
                 node: id.clone(),
                 registration: registration.to_string(),
@@ -218,6 +266,12 @@ impl Context<'_> {
                         demand_ratio: p.demand_ratio,
                     })
                     .collect(),
+            },
+            CoreEvent::Configuration => Event::Configuration {
+                configuration: serde_json::to_string(core.cluster_config()).ok()?,
+                heartbeat_period_ms: core.config().heartbeat_period_ms,
+                pool_sample_period_ms: core.config().pool_sample_period_ms,
+                nodes: node_groups(core),
             },
             CoreEvent::PoolRemoved { tree, pool } => Event::PoolRemoved {
                 tree: tree.as_str().to_string(),

@@ -90,6 +90,10 @@ struct Args {
     /// The most the event log may hold; past it the oldest events go.
     #[arg(long, default_value = "1GiB")]
     event_log_max_bytes: ytsched_common::ByteSize,
+    /// How often each pool's fair share, usage and demand go to the event log (what
+    /// usage attainment and replays measure against); at least 1s.
+    #[arg(long, default_value = "1m")]
+    pool_sample_period: DurationMs,
     /// Requests per second each identity (user, admin) may make; more are answered
     /// "busy, retry" (a few a second) or dropped, and counted.
     #[arg(long, default_value_t = 1000.0)]
@@ -158,6 +162,7 @@ async fn main() -> anyhow::Result<()> {
             heartbeat_period_ms: args.heartbeat_period.0.max(1),
             node_heartbeat_timeout_ms: args.node_heartbeat_timeout.0,
             background_share_updates: true,
+            pool_sample_period_ms: args.pool_sample_period.0.max(1000),
         },
         tick_period: Duration::from_millis(50),
         initial_config,

@@ -8,18 +8,30 @@ use crate::queries::orchid::max_component;
 use crate::trees::fair_share::ElementKind;
 use ytsched_common::protocol::UnixMillis;
 
-/// How often a tree's pools are sampled.
+/// How often a tree's pools are sampled unless the driver says otherwise
+/// (`CoreConfig::pool_sample_period_ms`).
 pub const POOL_SAMPLE_EVERY_MS: UnixMillis = 60_000;
+
+/// How often the whole configuration is told again without a change: a window of the
+/// log that starts after the leader did still carries one to replay from.
+pub const CONFIGURATION_EVERY_MS: UnixMillis = 3_600_000;
 
 impl crate::SchedulerCore {
     /// Tells the pools' shares of `tree` if a sample is due.
     pub(crate) fn sample_pools(&mut self, tree: &str, now: UnixMillis) {
+        if self
+            .configuration_told_at
+            .is_some_and(|at| now >= at.saturating_add(CONFIGURATION_EVERY_MS))
+        {
+            self.note_configuration(now);
+        }
+        let every = self.config.pool_sample_period_ms.max(1);
         let Some(state) = self.trees.get_mut(tree) else {
             return;
         };
         if state
             .pool_sample_at
-            .is_some_and(|at| now < at.saturating_add(POOL_SAMPLE_EVERY_MS))
+            .is_some_and(|at| now < at.saturating_add(every))
         {
             return;
         }

@@ -259,12 +259,16 @@ pub(super) async fn revive(
     .await?;
     core.set_integral_volumes(snapshot.volumes);
     let (summary, mut effects) = core.run(|core| {
-        core.restore(
+        let now = unix_now();
+        let summary = core.restore(
             snapshot.operations,
             snapshot.jobs,
-            unix_now(),
+            now,
             config.revival_window.as_millis() as u64,
-        )
+        );
+        // Each leader's log starts with the configuration it schedules by.
+        core.note_configuration(now);
+        summary
     });
     // A configuration that was never stored is stored now, with what revival wrote.
     effects.config_changed |= fresh;

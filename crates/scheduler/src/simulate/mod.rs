@@ -6,8 +6,12 @@
 //! completions, the core's tick (fair share updates that are due), node heartbeats due
 //! at `t` (in node id order), then a snapshot if one is due: a fresh update, the orchid.
 
+mod replay;
+mod replay_log;
 mod scenario;
 
+pub use replay::{replay, ReplayChange};
+pub use replay_log::{read as read_log, LogError, RecordedRun};
 pub use scenario::{Scenario, ScenarioError};
 
 use crate::core::config_file::ConfigFile;
@@ -15,7 +19,9 @@ use crate::core::{CoreConfig, CoreEvent, SchedulerCore};
 use scenario::{seconds_to_ms, SimNodeSpec, SimOperation};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use ytsched_common::protocol::{FinishedJob, HeartbeatRequest, JobStatistics, RunningJob};
+use ytsched_common::protocol::{
+    FinishedJob, HeartbeatRequest, JobStartSpec, JobStatistics, RunningJob,
+};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::JobState;
 use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
@@ -179,6 +185,7 @@ impl Simulation {
             node_heartbeat_timeout_ms: 30_000,
             // Virtual time: updates happen inline, deterministically.
             background_share_updates: false,
+            ..CoreConfig::default()
         });
         core.set_cluster_config(config)
             .map_err(|e| invalid(e.message))?;
@@ -255,8 +262,13 @@ impl Simulation {
             }
             core.tick(t);
             if t.is_multiple_of(plan.period) {
+                let duration_of = |start: &JobStartSpec| {
+                    durations
+                        .get(&start.operation_id)
+                        .and_then(|d| d.get(&start.task_name).copied().flatten())
+                };
                 for node in sim_nodes.iter_mut() {
-                    heartbeat(core, node, durations, t);
+                    heartbeat(core, node, &duration_of, t);
                 }
             }
         });
@@ -265,7 +277,7 @@ impl Simulation {
                 .events
                 .into_iter()
                 // The snapshots show the pools' shares; these are the event log's.
-                .filter(|e| !matches!(e, CoreEvent::PoolShares { .. }))
+                .filter(|e| !matches!(e, CoreEvent::PoolShares { .. } | CoreEvent::Configuration))
                 .map(|e| event_json(t, e)),
         );
         // What the service would store, archive and send: a long scenario keeps none of
@@ -355,10 +367,12 @@ fn finish_due_jobs(node: &mut SimNode, t: u64) {
     }
 }
 
+/// One heartbeat of a simulated node at `t`: what it runs and what ended, then the
+/// reply's aborts and starts (each start runs for `duration_of` it, or until aborted).
 fn heartbeat(
     core: &mut SchedulerCore,
     node: &mut SimNode,
-    durations: &BTreeMap<OperationId, TaskDurations>,
+    duration_of: &dyn Fn(&JobStartSpec) -> Option<u64>,
     t: u64,
 ) {
     let usage: ResourceVector = node.running.values().map(|j| j.resources).sum();
@@ -406,9 +420,7 @@ fn heartbeat(
         }
     }
     for start in reply.jobs_to_start {
-        let duration = durations
-            .get(&start.operation_id)
-            .and_then(|d| d.get(&start.task_name).copied().flatten());
+        let duration = duration_of(&start);
         node.running.insert(
             start.job_id.clone(),
             SimJob {

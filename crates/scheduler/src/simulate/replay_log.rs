@@ -1,0 +1,348 @@
+//! An event log (`ytsched events` JSON lines) read back as what a replay needs: the
+//! cluster and its configuration over time, each operation's submission and spec, each
+//! job's observed run time, what admins did to operations, and the figures observed.
+//!
+//! Every line becomes a checked `EventRecord` here or the read stops with the line's
+//! number; nothing unchecked goes on to the simulation.
+
+use crate::core::ClusterConfig;
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use ytsched_common::event_record::{Event, EventRecord, EVENT_SCHEMA_VERSION};
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::spec::VanillaSpec;
+use ytsched_common::states::{JobState, OperationState};
+use ytsched_common::usage::{GroupBy, UsageSum};
+use ytsched_common::{NodeId, OperationId, ResourceVector};
+
+/// Bounds on what one replay reads: a log past them is refused, not half read.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+pub const MAX_OPERATIONS: usize = 1_000_000;
+pub const MAX_NODES: usize = 100_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("cannot read the event log: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("line {line}: {message}")]
+    Line { line: usize, message: String },
+    #[error("{0}")]
+    Unusable(String),
+}
+
+/// A node as the log told it, from when it was first seen.
+#[derive(Clone, Debug)]
+pub struct RecordedNode {
+    pub first_at: UnixMillis,
+    pub resources: ResourceVector,
+    pub tags: Vec<String>,
+}
+
+/// An operation submitted within the log.
+#[derive(Clone, Debug)]
+pub struct RecordedOperation {
+    pub id: OperationId,
+    pub user: String,
+    pub at: UnixMillis,
+    pub spec: VanillaSpec,
+    /// Run time of each job (task, job index) that completed, from its completing
+    /// attempt; a job that never did runs until the replay ends.
+    pub durations: HashMap<(String, u32), u64>,
+}
+
+/// What an admin or user did to an operation, replayed at its time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RecordedAction {
+    /// It ended otherwise than by completing (aborted, or failed): its jobs stop then.
+    End(OperationId),
+    Suspend {
+        operation: OperationId,
+        abort_running_jobs: bool,
+    },
+    Resume(OperationId),
+}
+
+/// What the log says happened, ready to replay.
+pub struct RecordedRun {
+    /// The first and last record's times.
+    pub from: UnixMillis,
+    pub to: UnixMillis,
+    /// Configurations in time order; the first is what the replay starts from.
+    pub configurations: Vec<(UnixMillis, ClusterConfig)>,
+    pub heartbeat_period_ms: u64,
+    pub pool_sample_period_ms: u64,
+    pub nodes: BTreeMap<NodeId, RecordedNode>,
+    /// In submission order.
+    pub operations: Vec<RecordedOperation>,
+    pub actions: Vec<(UnixMillis, RecordedAction)>,
+    /// The figures as observed, per pool.
+    pub observed: UsageSum,
+    /// Things the log holds that the replay leaves out, said in its output.
+    pub notes: Vec<String>,
+}
+
+/// Per attempt, until its end is read: which job it is an attempt of.
+struct OpenAttempt {
+    operation: OperationId,
+    key: (String, u32),
+}
+
+/// Reads a whole log. `observed` sums the figures as they are read, so the records are
+/// never all held.
+pub fn read(input: impl BufRead) -> Result<RecordedRun, LogError> {
+    let mut records = Reader {
+        input,
+        line: 0,
+        buf: String::new(),
+    };
+    let mut first: Option<UnixMillis> = None;
+    let mut last: UnixMillis = 0;
+    let mut configurations = Vec::new();
+    let (mut heartbeat_period_ms, mut pool_sample_period_ms) = (None, None);
+    let mut nodes: BTreeMap<NodeId, RecordedNode> = BTreeMap::new();
+    let mut operations: Vec<RecordedOperation> = Vec::new();
+    let mut index: HashMap<OperationId, usize> = HashMap::new();
+    let mut attempts: HashMap<ytsched_common::JobId, OpenAttempt> = HashMap::new();
+    let mut failed: HashMap<(OperationId, String, u32), u64> = HashMap::new();
+    let mut actions = Vec::new();
+    let mut seen_before: std::collections::HashSet<OperationId> = Default::default();
+    let mut unreadable_configurations = 0usize;
+    let mut parameter_updates = 0usize;
+    // The window is known only at the end; usage sums everything read.
+    let mut observed = UsageSum::new(GroupBy::Pool, 0, UnixMillis::MAX);
+    while let Some((line, r)) = records.next_record()? {
+        if r.version > EVENT_SCHEMA_VERSION {
+            return Err(LogError::Line {
+                line,
+                message: format!(
+                    "schema version {} is newer than this ytsched reads ({EVENT_SCHEMA_VERSION})",
+                    r.version
+                ),
+            });
+        }
+        if first.is_none() {
+            first = Some(r.at);
+        }
+        last = last.max(r.at);
+        observed.add(&r);
+        let mut node_seen = |id: &NodeId, resources: ResourceVector, tags: &[String]| {
+            if nodes.len() >= MAX_NODES && !nodes.contains_key(id) {
+                return Err(LogError::Line {
+                    line,
+                    message: format!("more than {MAX_NODES} nodes: replay a shorter window"),
+                });
+            }
+            nodes.entry(id.clone()).or_insert_with(|| RecordedNode {
+                first_at: r.at,
+                resources,
+                tags: tags.to_vec(),
+            });
+            Ok(())
+        };
+        match &r.event {
+            Event::Configuration {
+                configuration,
+                heartbeat_period_ms: hb,
+                pool_sample_period_ms: sample,
+                nodes: groups,
+            } => {
+                match serde_json::from_str::<ClusterConfig>(configuration) {
+                    Ok(c) => configurations.push((r.at, c)),
+                    Err(_) => unreadable_configurations += 1,
+                }
+                heartbeat_period_ms.get_or_insert(*hb);
+                pool_sample_period_ms.get_or_insert(*sample);
+                for g in groups {
+                    for id in &g.ids {
+                        node_seen(id, g.resources, &g.tags)?;
+                    }
+                }
+            }
+            Event::NodeRegistered {
+                node,
+                resources: Some(resources),
+                tags,
+                ..
+            } => node_seen(node, *resources, tags)?,
+            Event::OperationStarted {
+                operation,
+                spec: Some(spec),
+                ..
+            } => {
+                if index.contains_key(&operation.id) {
+                    continue; // told again by a successor leader
+                }
+                if operations.len() >= MAX_OPERATIONS {
+                    return Err(LogError::Line {
+                        line,
+                        message: format!(
+                            "more than {MAX_OPERATIONS} operations: replay a shorter window"
+                        ),
+                    });
+                }
+                index.insert(operation.id.clone(), operations.len());
+                operations.push(RecordedOperation {
+                    id: operation.id.clone(),
+                    user: operation.user.clone(),
+                    at: r.at,
+                    spec: spec.clone(),
+                    durations: HashMap::new(),
+                });
+            }
+            Event::JobStarted { operation, job } | Event::JobAdopted { operation, job } => {
+                if !index.contains_key(&operation.id) {
+                    seen_before.insert(operation.id.clone());
+                    continue;
+                }
+                if let (Some(task), Some(i)) = (&job.task, job.job_index) {
+                    attempts.insert(
+                        job.id.clone(),
+                        OpenAttempt {
+                            operation: operation.id.clone(),
+                            key: (task.clone(), i),
+                        },
+                    );
+                }
+            }
+            Event::JobFinished {
+                job,
+                state,
+                finish_time,
+                ..
+            } => {
+                let Some(a) = attempts.remove(&job.id) else {
+                    continue;
+                };
+                let took = finish_time.saturating_sub(job.start_time);
+                let op = &mut operations[index[&a.operation]];
+                match state {
+                    JobState::Completed => {
+                        op.durations.entry(a.key).or_insert(took);
+                    }
+                    _ => {
+                        failed.insert((a.operation, a.key.0, a.key.1), took);
+                    }
+                }
+            }
+            Event::JobAborted { job, .. } => {
+                attempts.remove(&job.id);
+            }
+            Event::OperationFinished {
+                operation, state, ..
+            } if *state != OperationState::Completed && index.contains_key(&operation.id) => {
+                actions.push((r.at, RecordedAction::End(operation.id.clone())));
+            }
+            Event::OperationSuspended {
+                operation,
+                aborted_jobs,
+            } if index.contains_key(&operation.id) => actions.push((
+                r.at,
+                RecordedAction::Suspend {
+                    operation: operation.id.clone(),
+                    abort_running_jobs: *aborted_jobs > 0,
+                },
+            )),
+            Event::OperationResumed { operation } if index.contains_key(&operation.id) => {
+                actions.push((r.at, RecordedAction::Resume(operation.id.clone())))
+            }
+            Event::OperationParametersUpdated { .. } => parameter_updates += 1,
+            _ => {}
+        }
+    }
+    let Some(from) = first else {
+        return Err(LogError::Unusable("the event log is empty".into()));
+    };
+    if configurations.is_empty() {
+        return Err(LogError::Unusable(
+            "the event log has no readable `configuration` event (a leader tells one when it starts, after each admin change and once an hour): export a window that holds one".into(),
+        ));
+    }
+    // A job that only ever failed runs as long as its last attempt did.
+    for ((op, task, i), took) in failed {
+        operations[index[&op]]
+            .durations
+            .entry((task, i))
+            .or_insert(took);
+    }
+    let mut notes = Vec::new();
+    if !seen_before.is_empty() {
+        notes.push(format!(
+            "{} operations submitted before the log's first event are left out (their jobs' usage is not replayed)",
+            seen_before.len()
+        ));
+    }
+    if unreadable_configurations > 0 {
+        notes.push(format!(
+            "{unreadable_configurations} configuration events could not be read and were skipped"
+        ));
+    }
+    if parameter_updates > 0 {
+        notes.push(format!(
+            "{parameter_updates} operation parameter updates are not replayed"
+        ));
+    }
+    if nodes.is_empty() {
+        return Err(LogError::Unusable(
+            "the event log names no node with its resources: nothing to replay on".into(),
+        ));
+    }
+    actions.sort_by_key(|(at, _)| *at);
+    let mut observed = observed;
+    observed.set_window(from, last.saturating_add(1));
+    Ok(RecordedRun {
+        from,
+        to: last,
+        configurations,
+        heartbeat_period_ms: heartbeat_period_ms.unwrap_or(1000).max(1),
+        pool_sample_period_ms: pool_sample_period_ms.unwrap_or(60_000).max(1),
+        nodes,
+        operations,
+        actions,
+        observed,
+        notes,
+    })
+}
+
+/// Lines to records, each one bounded and checked.
+struct Reader<R> {
+    input: R,
+    line: usize,
+    buf: String,
+}
+
+impl<R: BufRead> Reader<R> {
+    fn next_record(&mut self) -> Result<Option<(usize, EventRecord)>, LogError> {
+        loop {
+            self.buf.clear();
+            self.line += 1;
+            let read = std::io::Read::take(self.input.by_ref(), MAX_LINE_BYTES as u64 + 1)
+                .read_line(&mut self.buf)
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::InvalidData => LogError::Line {
+                        line: self.line,
+                        message: "not UTF-8 text".into(),
+                    },
+                    _ => LogError::Io(e),
+                })?;
+            if read == 0 {
+                return Ok(None);
+            }
+            if self.buf.len() > MAX_LINE_BYTES {
+                return Err(LogError::Line {
+                    line: self.line,
+                    message: format!("longer than {MAX_LINE_BYTES} bytes"),
+                });
+            }
+            let text = self.buf.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let record: EventRecord =
+                serde_json::from_str(text).map_err(|e| LogError::Line {
+                    line: self.line,
+                    message: format!("not an event record ({e})"),
+                })?;
+            return Ok(Some((self.line, record)));
+        }
+    }
+}
