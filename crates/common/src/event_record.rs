@@ -71,7 +71,7 @@ pub enum Event {
         /// and resources. Environment and stdin are left out, and each command is cut
         /// to `SUMMARY_COMMAND_BYTES`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        spec: Option<VanillaSpec>,
+        spec: Option<Box<VanillaSpec>>,
     },
     /// A pending operation got its slot.
     OperationRunning {

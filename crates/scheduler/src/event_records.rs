@@ -115,7 +115,11 @@ impl Context<'_> {
     ) -> Option<(OperationRef, JobRef, &'e AttemptFacts)> {
         let facts = attempt.as_ref()?;
         let task = self.task_name(op, facts.task);
-        Some((self.operation_ref(op)?, job_ref(job, node, facts, task), facts))
+        Some((
+            self.operation_ref(op)?,
+            job_ref(job, node, facts, task),
+            facts,
+        ))
     }
 
     fn describe(&self, e: &CoreEvent) -> Option<Event> {
@@ -128,7 +132,7 @@ impl Context<'_> {
                     title: op.spec.title.clone(),
                     jobs: *jobs,
                     pending: op.state == OperationState::Pending,
-                    spec: Some(spec_summary(&op.spec)),
+                    spec: Some(Box::new(spec_summary(&op.spec))),
                 }
             }
             CoreEvent::OperationRunning { id } => Event::OperationRunning {

@@ -725,12 +725,20 @@ impl Lab {
 
     /// Submits a spec file's text with `run-vanilla --async` and returns the id.
     pub fn submit_spec(&self, yaml: &str) -> anyhow::Result<String> {
+        self.submit_spec_as("admin", yaml)
+    }
+
+    /// Submits a spec file's text as identity `who` and returns the id.
+    pub fn submit_spec_as(&self, who: &str, yaml: &str) -> anyhow::Result<String> {
         let path = self.dir.path().join(format!(
             "spec-{}.yaml",
             LAB_SEQ.fetch_add(1, Ordering::SeqCst)
         ));
         std::fs::write(&path, yaml)?;
-        let out = self.ytsched(&["run-vanilla", "--async", "--spec", path.to_str().unwrap()]);
+        let out = self.ytsched_as(
+            who,
+            &["run-vanilla", "--async", "--spec", path.to_str().unwrap()],
+        );
         if !out.status.success() {
             bail!("submit failed: {}", String::from_utf8_lossy(&out.stderr));
         }

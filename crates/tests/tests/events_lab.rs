@@ -245,23 +245,6 @@ fn the_standby_continues_the_event_log_with_no_gap_and_no_duplicate() {
     }
 }
 
-/// Submits `spec` as `who` and returns the operation id.
-fn submit_as(lab: &Lab, who: &str, spec: &str, name: &str) -> String {
-    let path = lab.job_dir(name).join("spec.yaml");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, spec).unwrap();
-    let out = lab.ytsched_as(
-        who,
-        &["run-vanilla", "--async", "--spec", path.to_str().unwrap()],
-    );
-    assert!(
-        out.status.success(),
-        "submit as {who}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 #[test]
 fn usage_by_pool_equals_the_sums_of_the_jobs_own_times() {
     let lab = Lab::start_with(&["--http", "127.0.0.1:0"], vec![node("4", "8")]).unwrap();
@@ -313,7 +296,7 @@ fn usage_by_pool_equals_the_sums_of_the_jobs_own_times() {
                 "pool: {pool}\ntasks: {{t: {{command: 'sleep 0.{}', job_count: 3, cpu_limit: 1}}}}",
                 3 + i + k
             );
-            ops.push((submit_as(&lab, user, &spec, &format!("{user}-{k}")), pool));
+            ops.push((lab.submit_spec_as(user, &spec).unwrap(), pool));
         }
     }
     // The jobs' own times, as list-jobs gives them, summed per pool.

@@ -64,10 +64,12 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
     let (_, first) = &run.configurations[0];
     core.set_cluster_config(first.clone())
         .map_err(|e| format!("the log's configuration: {}", e.message))?;
-    for c in changes {
-        core.admin_set(&c.path, c.value.clone())
-            .map_err(|e| format!("--set {}: {}", c.path, e.message))?;
-    }
+    // Each change holds from the start, or from when its path first exists (a pool
+    // created during the log); one that never applies is an error.
+    let mut never_applied: Vec<Option<String>> = changes
+        .iter()
+        .map(|c| apply_change(&mut core, c).err())
+        .collect();
     let mut due: Vec<(u64, Due)> = run.configurations[1..]
         .iter()
         .map(|(at, c)| (rel(*at), Due::Configuration(c)))
@@ -122,15 +124,23 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
         let ((), effects) = core.run(|core| {
             while let Some(op) = run.operations.get(next_op).filter(|o| rel(o.at) <= t) {
                 next_op += 1;
-                if let Err(e) = core.start_operation(op.id.clone(), &op.user, op.spec.clone(), t)
-                {
+                if let Err(e) = core.start_operation(op.id.clone(), &op.user, op.spec.clone(), t) {
                     errors.push(json!({"time": secs(t), "operation": op.id, "error": e.message}));
                 }
             }
             while let Some((_, d)) = due.get(next_due).filter(|(at, _)| *at <= t) {
                 next_due += 1;
-                if let Err(e) = apply(core, d, changes, t) {
-                    errors.push(json!({"time": secs(t), "error": e}));
+                match apply(core, d, t) {
+                    Err(e) => errors.push(json!({"time": secs(t), "error": e})),
+                    Ok(configured) if configured => {
+                        for (c, never) in changes.iter().zip(never_applied.iter_mut()) {
+                            let result = apply_change(core, c);
+                            if never.is_some() {
+                                *never = result.err();
+                            }
+                        }
+                    }
+                    Ok(_) => {}
                 }
             }
             for (joins, node) in nodes.iter_mut() {
@@ -181,17 +191,21 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
         }
         t = next;
     }
+    if let Some(e) = never_applied.into_iter().flatten().next() {
+        return Err(e);
+    }
     Ok(report(run, changes, &replayed, until, errors))
 }
 
-/// Tells the core one recorded change: a later configuration keeps the replay's own
-/// ephemeral pools (the log's are those of the live run) and gets `changes` again.
-fn apply(
-    core: &mut SchedulerCore,
-    due: &Due,
-    changes: &[ReplayChange],
-    t: u64,
-) -> Result<(), String> {
+fn apply_change(core: &mut SchedulerCore, c: &ReplayChange) -> Result<(), String> {
+    core.admin_set(&c.path, c.value.clone())
+        .map_err(|e| format!("--set: {}", e.message))
+}
+
+/// Tells the core one recorded change; true for a configuration, which the replay's
+/// own changes go over again. A later configuration keeps the replay's own ephemeral
+/// pools (the log's are those of the live run).
+fn apply(core: &mut SchedulerCore, due: &Due, t: u64) -> Result<bool, String> {
     match due {
         Due::Configuration(c) => {
             let mut next = (*c).clone();
@@ -207,19 +221,16 @@ fn apply(
             }
             core.set_cluster_config(next)
                 .map_err(|e| format!("configuration: {}", e.message))?;
-            for c in changes {
-                core.admin_set(&c.path, c.value.clone())
-                    .map_err(|e| format!("--set {}: {}", c.path, e.message))?;
-            }
-            Ok(())
+            Ok(true)
         }
         Due::Action(RecordedAction::End(id)) => {
             // It may have completed sooner in the replay: nothing left to end.
             match core.operation(id) {
                 Ok(op) if !op.state.is_finished() => core
                     .abort_operation(id, t)
+                    .map(|_| false)
                     .map_err(|e| format!("abort {id}: {}", e.message)),
-                _ => Ok(()),
+                _ => Ok(false),
             }
         }
         Due::Action(RecordedAction::Suspend {
@@ -228,14 +239,16 @@ fn apply(
         }) => match core.operation(operation) {
             Ok(op) if !op.state.is_finished() => core
                 .suspend_operation(operation, *abort_running_jobs, t)
+                .map(|_| false)
                 .map_err(|e| format!("suspend {operation}: {}", e.message)),
-            _ => Ok(()),
+            _ => Ok(false),
         },
         Due::Action(RecordedAction::Resume(id)) => match core.operation(id) {
             Ok(op) if !op.state.is_finished() => core
                 .resume_operation(id, t)
+                .map(|_| false)
                 .map_err(|e| format!("resume {id}: {}", e.message)),
-            _ => Ok(()),
+            _ => Ok(false),
         },
     }
 }
@@ -295,4 +308,107 @@ fn report(
         "notes": run.notes,
         "errors": errors,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::replay_log::{read, tests::LogText};
+    use ytsched_common::event_record::Event;
+
+    fn pool<'v>(report: &'v Value, name: &str) -> &'v Value {
+        report["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pool"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {report:#}"))
+    }
+
+    /// One two-cpu node; pool a's two 10 s jobs, then pool b's two 1 s jobs.
+    fn log() -> LogText {
+        let mut log = LogText::new();
+        log.node(0, "n1", 2.0)
+            .operation(0, "op1", "a", 2)
+            .job("op1", "a", 0, 0, (100, Some(10_100)), None)
+            .job("op1", "a", 1, 0, (100, Some(10_100)), None)
+            .operation(1_000, "op2", "b", 2)
+            .job("op2", "b", 0, 0, (10_200, Some(11_200)), None)
+            .job("op2", "b", 1, 0, (10_200, Some(11_200)), None);
+        log
+    }
+
+    fn replayed(log: &LogText, changes: &[ReplayChange]) -> Result<Value, String> {
+        let run = read(std::io::Cursor::new(log.text().into_bytes())).unwrap();
+        replay(&run, changes)
+    }
+
+    #[test]
+    fn each_job_runs_as_long_as_it_was_observed_to() {
+        let report = replayed(&log(), &[]).unwrap();
+        assert_eq!(report["errors"], json!([]), "{report:#}");
+        let hours = |p: &str| pool(&report, p)["replayed"]["cpu_hours"].as_f64().unwrap();
+        assert!(
+            (hours("default/a") - 20.0 / 3600.0).abs() < 1e-9,
+            "{report:#}"
+        );
+        assert!(
+            (hours("default/b") - 2.0 / 3600.0).abs() < 1e-9,
+            "{report:#}"
+        );
+        for p in ["default/a", "default/b"] {
+            assert_eq!(pool(&report, p)["replayed"]["operations"], 1, "{report:#}");
+            assert_eq!(pool(&report, p)["observed"]["operations"], 1, "{report:#}");
+        }
+        // Pool b waits for a's jobs to end (at 10 s, then the next heartbeat).
+        let wait = pool(&report, "default/b")["replayed"]["wait_p50_s"]
+            .as_f64()
+            .unwrap();
+        assert!((9.0..=10.5).contains(&wait), "{report:#}");
+        // The same log replays the same, to the byte.
+        assert_eq!(report, replayed(&log(), &[]).unwrap());
+    }
+
+    #[test]
+    fn a_change_holds_from_when_its_path_exists_and_one_that_never_does_is_refused() {
+        let mut later = log();
+        let mut core = SchedulerCore::new(Default::default());
+        for p in ["a", "b", "c"] {
+            core.create_pool("default", p, None, Value::Null).unwrap();
+        }
+        later.add(
+            2_000,
+            Event::Configuration {
+                configuration: serde_json::to_string(core.cluster_config()).unwrap(),
+                heartbeat_period_ms: 1000,
+                pool_sample_period_ms: 1000,
+                nodes: vec![],
+            },
+        );
+        let change = |s: &str| s.parse::<ReplayChange>().unwrap();
+        let ok = replayed(&later, &[change("//sys/pool_trees/default/c/@weight=2")]).unwrap();
+        assert_eq!(ok["errors"], json!([]), "{ok:#}");
+        assert_eq!(ok["changes"][0]["value"], json!(2));
+        let e = replayed(&later, &[change("//sys/pool_trees/default/zzz/@weight=2")]).unwrap_err();
+        assert!(e.contains("zzz"), "{e}");
+        let e = replayed(&later, &[change("//sys/pool_trees/default/a/@weight=-1")]).unwrap_err();
+        assert!(e.contains("weight"), "{e}");
+    }
+
+    #[test]
+    fn a_change_is_path_equals_value() {
+        let c: ReplayChange = "//sys/pool_trees/t/p/@strong_guarantee_resources={cpu=20}"
+            .parse()
+            .unwrap();
+        assert_eq!(c.path, "//sys/pool_trees/t/p/@strong_guarantee_resources");
+        assert_eq!(c.value, json!({"cpu": 20}));
+        for (bad, says) in [
+            ("weight", "PATH=VALUE"),
+            ("weight=2", "starts with //"),
+            ("//sys/pool_trees/t/p/@weight={cpu=", "the value of"),
+        ] {
+            let e = bad.parse::<ReplayChange>().unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 }

@@ -1,0 +1,153 @@
+//! `ytsched simulate --replay` (SPEC 5.16) against a log recorded from a live lab: real
+//! nats-server, scheduler, agents and job processes; three users in two pools keep a
+//! four-cpu cluster full for a while, with preemption, and the log they leave is run
+//! again through the core in virtual time.
+
+use std::time::Duration;
+use ytsched_tests::*;
+
+fn node() -> NodeOpts {
+    NodeOpts::args(&["--cpu", "2", "--user-slots", "4"])
+}
+
+/// A pool's figure on one side of a replay report.
+fn figure(report: &serde_json::Value, pool: &str, side: &str, field: &str) -> f64 {
+    report["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pool"] == pool)
+        .and_then(|p| p[side][field].as_f64())
+        .unwrap_or_else(|| panic!("no {side} {field} for {pool} in {report:#}"))
+}
+
+#[test]
+fn a_replay_of_a_recorded_log_matches_what_was_observed() {
+    let lab = Lab::start_with(&["--pool-sample-period", "1s"], vec![node(), node()]).unwrap();
+    for (path, value) in [
+        ("fair_share_starvation_timeout", "1s"),
+        ("preemptive_scheduling_backoff", "1s"),
+    ] {
+        lab.ok(&[
+            "set",
+            &format!("//sys/pool_trees/default/@config/{path}"),
+            value,
+        ]);
+    }
+    for pool in ["a", "b"] {
+        lab.ok(&[
+            "create",
+            "scheduler_pool",
+            "--name",
+            pool,
+            "--pool-tree",
+            "default",
+        ]);
+    }
+    for user in ["alice", "bob", "carol"] {
+        lab.add_user(user, false).unwrap();
+    }
+    let spec = |pool: &str, jobs: u32, secs: f64| {
+        format!("pool: {pool}\ntasks: {{t: {{command: 'sleep {secs}', job_count: {jobs}, cpu_limit: 1}}}}")
+    };
+    // Bob fills the cluster; Alice's pool starves and takes its share back by
+    // preemption; then all three keep both pools' demand above their shares.
+    let mut ops = vec![lab.submit_spec_as("bob", &spec("b", 8, 5.0)).unwrap()];
+    std::thread::sleep(Duration::from_millis(1500));
+    ops.push(lab.submit_spec_as("alice", &spec("a", 4, 3.0)).unwrap());
+    for i in 0..10 {
+        std::thread::sleep(Duration::from_millis(1500));
+        let (who, pool) = [("alice", "a"), ("carol", "b")][i % 2];
+        ops.push(
+            lab.submit_spec_as(who, &spec(pool, 3, 1.5 + (i % 3) as f64 * 0.5))
+                .unwrap(),
+        );
+        if i % 2 == 0 {
+            ops.push(lab.submit_spec_as("bob", &spec("b", 2, 2.0)).unwrap());
+        }
+    }
+    for op in &ops {
+        assert_eq!(
+            lab.wait_finished(op, Duration::from_secs(120)).unwrap()["state"],
+            "completed"
+        );
+    }
+    // Some of Bob's first jobs were preempted for Alice.
+    let usage: serde_json::Value = lab.json(&["usage", "--by", "pool"]).unwrap();
+    let preempted: u64 = usage["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["jobs_preempted"].as_u64())
+        .sum();
+    assert!(preempted > 0, "no preemption: {usage:#}");
+    // A last pool sample after the last job ended, then the log as a file.
+    std::thread::sleep(Duration::from_millis(2500));
+    let log = lab.ok(&["events"]);
+    let path = lab.job_dir("replay").join("events.jsonl");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &log).unwrap();
+    let path = path.to_str().unwrap();
+
+    let plain: serde_json::Value = lab
+        .json(&["simulate", "--replay", path])
+        .expect("replay with no change");
+    assert_eq!(plain["errors"], serde_json::json!([]), "{plain:#}");
+    assert_eq!(plain["operations"].as_u64(), Some(ops.len() as u64));
+    assert_eq!(plain["nodes"].as_u64(), Some(2));
+    for pool in ["default/a", "default/b"] {
+        let observed = figure(&plain, pool, "observed", "fair_share_attainment");
+        let replayed = figure(&plain, pool, "replayed", "fair_share_attainment");
+        assert!(
+            (replayed - observed).abs() <= 0.10 * observed,
+            "{pool}: attainment replayed {replayed}, observed {observed}: {plain:#}"
+        );
+        assert_eq!(
+            figure(&plain, pool, "observed", "operations"),
+            figure(&plain, pool, "replayed", "operations")
+        );
+    }
+    // Doubling pool a's weight shortens its operations' wait.
+    let doubled: serde_json::Value = lab
+        .json(&[
+            "simulate",
+            "--replay",
+            path,
+            "--set",
+            "//sys/pool_trees/default/a/@weight=2",
+        ])
+        .expect("replay with pool a's weight doubled");
+    let before = figure(&plain, "default/a", "replayed", "wait_mean_s");
+    let after = figure(&doubled, "default/a", "replayed", "wait_mean_s");
+    assert!(
+        after < before,
+        "pool a waits {after} s with weight 2, {before} s with weight 1: {doubled:#}"
+    );
+    assert_eq!(
+        doubled["changes"][0]["path"],
+        "//sys/pool_trees/default/a/@weight"
+    );
+    // The table people read names both pools, observed beside replayed.
+    let table = lab.ok(&["simulate", "--replay", path]);
+    eprintln!("{table}");
+    let _ = std::fs::copy(path, "/tmp/replay-lab-events.jsonl");
+    assert!(
+        table.contains("default/a") && table.contains("→"),
+        "{table}"
+    );
+    // Refusals name what is wrong.
+    for (args, says) in [
+        (
+            vec!["--set", "//sys/pool_trees/default/nope/@weight=2"],
+            "nope",
+        ),
+        (vec!["--set", "weight"], "PATH=VALUE"),
+    ] {
+        let mut all = vec!["simulate", "--replay", path];
+        all.extend(args);
+        let out = lab.ytsched(&all);
+        assert_eq!(out.status.code(), Some(2), "{all:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{all:?}: {err}");
+    }
+}
