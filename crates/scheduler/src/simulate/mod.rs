@@ -35,6 +35,19 @@ struct SimJob {
     interrupted_at: Option<u64>,
 }
 
+impl SimJob {
+    /// When and how it ends, if it does: its duration, or its graceful preemption's
+    /// timeout if that comes first.
+    fn end(&self) -> Option<(u64, JobState)> {
+        match (self.finish, self.interrupted_at) {
+            (Some(f), Some(i)) if i < f => Some((i, JobState::Aborted)),
+            (None, Some(i)) => Some((i, JobState::Aborted)),
+            (Some(f), _) => Some((f, JobState::Completed)),
+            (None, None) => None,
+        }
+    }
+}
+
 type TaskDurations = BTreeMap<String, Option<u64>>;
 
 struct SimNode {
@@ -333,12 +346,7 @@ impl Simulation {
 /// Jobs whose time is up at `t` finish (successfully, or aborted when a graceful
 /// preemption's timeout ended first), to be reported at the node's next heartbeat.
 fn finish_due_jobs(node: &mut SimNode, t: u64) {
-    let ends = |j: &SimJob| match (j.finish, j.interrupted_at) {
-        (Some(f), Some(i)) if i < f => Some((i, JobState::Aborted)),
-        (None, Some(i)) => Some((i, JobState::Aborted)),
-        (Some(f), _) => Some((f, JobState::Completed)),
-        (None, None) => None,
-    };
+    let ends = SimJob::end;
     let done: Vec<JobId> = node
         .running
         .iter()

@@ -146,6 +146,10 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
             for (joins, node) in nodes.iter_mut() {
                 if *joins <= t {
                     finish_due_jobs(node, t);
+                    // An agent heartbeats as soon as a job of its ends.
+                    if !node.finished.is_empty() {
+                        nudged.entry(NodeId(node.spec.id.clone())).or_insert(t);
+                    }
                 }
             }
             core.tick(t);
@@ -188,6 +192,13 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
         }
         if let Some(joins) = nodes.iter().map(|(j, _)| *j).filter(|j| *j > t).min() {
             next = next.min(joins);
+        }
+        let job_ends = nodes
+            .iter()
+            .flat_map(|(_, n)| n.running.values())
+            .filter_map(|j| j.end().map(|(at, _)| at));
+        if let Some(end) = job_ends.min() {
+            next = next.min(end.max(t + 1));
         }
         t = next;
     }
