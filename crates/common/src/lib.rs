@@ -23,6 +23,8 @@ pub mod pool_config;
 pub mod protocol;
 pub mod quote;
 pub mod resources;
+#[cfg(feature = "transport")]
+pub mod settings_file;
 pub mod spec;
 pub mod states;
 pub mod subjects;

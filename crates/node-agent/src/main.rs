@@ -103,6 +103,8 @@ struct Args {
     gpu_device_dir: PathBuf,
     #[command(flatten)]
     bus: BusArgs,
+    #[command(flatten)]
+    settings: ytsched_common::settings_file::SettingsArgs,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -114,7 +116,12 @@ fn main() -> anyhow::Result<()> {
 
 async fn agent_main() -> anyhow::Result<()> {
     ytsched_common::logging::init("info");
-    let args = Args::parse();
+    let parsed = ytsched_common::settings_file::parse_or_exit::<Args>();
+    if let Some(settings) = parsed.printed {
+        print!("{settings}");
+        return Ok(());
+    }
+    let args = parsed.args;
     let auth = args
         .bus
         .daemon_auth(&args.nats, &[Role::Node], "ytsched-node")?;

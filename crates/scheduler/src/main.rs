@@ -115,6 +115,8 @@ struct Args {
     node_approvals: Option<std::path::PathBuf>,
     #[command(flatten)]
     bus: BusArgs,
+    #[command(flatten)]
+    settings: ytsched_common::settings_file::SettingsArgs,
     /// Credentials of the scheduler's answering identity (role scheduler_bus): the
     /// connection that hears heartbeats and requests, which may publish only to inboxes
     /// and nudges. Default: `scheduler-bus.creds` beside --creds.
@@ -126,7 +128,12 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     purge_freed_memory_at_once();
     ytsched_common::logging::init("info");
-    let args = Args::parse();
+    let parsed = ytsched_common::settings_file::parse_or_exit::<Args>();
+    if let Some(settings) = parsed.printed {
+        print!("{settings}");
+        return Ok(());
+    }
+    let args = parsed.args;
     if args.node_heartbeat_timeout.0 < ytsched_common::pool_config::MIN_NODE_HEARTBEAT_TIMEOUT_MS {
         anyhow::bail!(
             "--node-heartbeat-timeout {} is shorter than the minimum of {} ms",
