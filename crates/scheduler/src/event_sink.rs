@@ -22,49 +22,97 @@ pub struct EventSink {
     pub max_message_bytes: usize,
 }
 
+/// Messages sent before the first of them is acknowledged: a round's events are not held
+/// up by one round trip to the stream per message.
+const IN_FLIGHT: usize = 16;
+
+/// A message's id in the stream (`<epoch>-<first seq>`), for deduplication and chaining.
+fn message_id(batch: &[QueuedEvent]) -> String {
+    batch
+        .first()
+        .map(|e| format!("{}-{}", e.epoch, e.seq))
+        .unwrap_or_default()
+}
+
 impl EventSink {
     /// Stores events in the event log in order, as few messages as fit, each retried
     /// until the stream takes it (its message id, `<epoch>-<first seq>`, makes a retry of
     /// one the stream already took a no-op).
+    ///
+    /// Up to `IN_FLIGHT` messages are sent before their acknowledgements are awaited.
+    /// Each after the first of a window names the one before it as the stream's last
+    /// (`Nats-Expected-Last-Msg-Id`), so the stream refuses it unless that one is stored:
+    /// when one fails, none after it is stored, and the log keeps its order. The first
+    /// of a window names none: either the message before it is stored (acknowledged),
+    /// or, on a retry, it is itself already stored (deduplicated) or nothing after it is.
     pub async fn publish(&self, events: Vec<QueuedEvent>, written: &AtomicU64) {
+        let batches = event_batches(&events, self.max_message_bytes);
         // Logged once per stretch of failures, not once per retry.
         let mut failing = false;
-        for batch in event_batches(&events, self.max_message_bytes) {
-            let Some(first) = batch.first() else {
-                continue;
-            };
-            let id = format!("{}-{}", first.epoch, first.seq);
-            let count = batch.len() as u64;
-            let parts: Vec<&[u8]> = batch.iter().map(|e| e.bytes.as_slice()).collect();
-            let payload: Bytes = batch_message(&parts).into();
-            let mut backoff = Duration::from_millis(50);
-            loop {
+        let mut backoff = Duration::from_millis(50);
+        let mut next = 0;
+        while next < batches.len() {
+            let window = &batches[next..(next + IN_FLIGHT).min(batches.len())];
+            let mut acks = Vec::with_capacity(window.len());
+            let mut sent_error = None;
+            for (i, batch) in window.iter().enumerate() {
                 let mut headers = async_nats::HeaderMap::new();
-                headers.insert("Nats-Msg-Id", id.as_str());
-                let stored = match self
+                headers.insert("Nats-Msg-Id", message_id(batch).as_str());
+                if i > 0 {
+                    headers.insert(
+                        "Nats-Expected-Last-Msg-Id",
+                        message_id(window[i - 1]).as_str(),
+                    );
+                }
+                let parts: Vec<&[u8]> = batch.iter().map(|e| e.bytes.as_slice()).collect();
+                let payload: Bytes = batch_message(&parts).into();
+                match self
                     .js
-                    .publish_with_headers(self.subject.clone(), headers, payload.clone())
+                    .publish_with_headers(self.subject.clone(), headers, payload)
                     .await
                 {
-                    Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                match stored {
-                    Ok(()) => {
-                        written.fetch_add(count, Ordering::Relaxed);
-                        if failing {
-                            info!("writing events to the event log again");
-                        }
+                    Ok(ack) => acks.push(ack),
+                    Err(e) => {
+                        sent_error = Some(e.to_string());
                         break;
                     }
-                    Err(e) => {
-                        if !failing {
-                            warn!(error = %e, "cannot write events to the event log; retrying");
-                            failing = true;
-                        }
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+            // Acknowledged in order up to the first failure; those after it are
+            // refused by the stream (or, if it was stored after all, retried as
+            // duplicates), so only the ones before count.
+            let mut failed = None;
+            let mut stored = 0;
+            for ack in acks {
+                let result = ack.await;
+                if failed.is_some() {
+                    continue;
+                }
+                match result {
+                    Ok(_) => {
+                        written.fetch_add(window[stored].len() as u64, Ordering::Relaxed);
+                        stored += 1;
                     }
+                    Err(e) => failed = Some(e.to_string()),
+                }
+            }
+            let error = failed.or(sent_error);
+            next += stored;
+            match error {
+                None => {
+                    if failing {
+                        info!("writing events to the event log again");
+                        failing = false;
+                    }
+                    backoff = Duration::from_millis(50);
+                }
+                Some(e) => {
+                    if !failing {
+                        warn!(error = %e, "cannot write events to the event log; retrying");
+                        failing = true;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }
         }

@@ -1,0 +1,82 @@
+//! The event sink against a real stream (nats-server, the lab's `<prefix>_events`, the
+//! scheduler's own identity): a round's messages sent many at a time still land in
+//! order, and the stream refuses a message whose predecessor it does not hold, which
+//! is what keeps the order when one of them fails.
+
+use nix::sys::signal::Signal;
+use std::sync::atomic::AtomicU64;
+use ytsched_common::codec::{decode, encode};
+use ytsched_common::event_record::{Event, EventBatch, EventRecord, EVENT_SCHEMA_VERSION};
+use ytsched_common::NodeId;
+use ytsched_scheduler::event_sink::EventSink;
+use ytsched_scheduler::write_queue::QueuedEvent;
+use ytsched_tests::*;
+
+fn queued(epoch: u64, seq: u64) -> QueuedEvent {
+    let record = EventRecord {
+        version: EVENT_SCHEMA_VERSION,
+        epoch,
+        seq,
+        at: seq,
+        event: Event::NodeRestarted {
+            node: NodeId(format!("node-{seq:04}")),
+        },
+    };
+    QueuedEvent {
+        epoch,
+        seq,
+        bytes: encode(&record).unwrap(),
+    }
+}
+
+#[test]
+fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
+    let mut lab = Lab::start(vec![]).unwrap();
+    // The stream is the lab's; its writer is stopped so nothing else writes there.
+    lab.kill_scheduler(0, Signal::SIGKILL);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = lab.client_as("scheduler").await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let subject = format!("{}.events", lab.prefix);
+        let mut stream = js
+            .get_stream(format!("{}_events", lab.prefix))
+            .await
+            .unwrap();
+        let before = stream.info().await.unwrap().state.last_sequence;
+        // Messages of about two events each: 500 events in about 250 messages, sent 16
+        // at a time.
+        let sink = EventSink {
+            js: js.clone(),
+            subject: subject.clone(),
+            max_message_bytes: 2 * queued(99, 1).bytes.len() + 40,
+        };
+        let written = AtomicU64::new(0);
+        sink.publish((1..=500).map(|s| queued(99, s)).collect(), &written)
+            .await;
+        assert_eq!(written.load(std::sync::atomic::Ordering::Relaxed), 500);
+        let last = stream.info().await.unwrap().state.last_sequence;
+        let mut seqs = Vec::new();
+        for n in before + 1..=last {
+            let m = stream.get_raw_message(n).await.unwrap();
+            let batch: EventBatch = decode(&m.payload).unwrap();
+            seqs.extend(batch.events.iter().filter(|r| r.epoch == 99).map(|r| r.seq));
+        }
+        assert_eq!(seqs, (1..=500).collect::<Vec<u64>>(), "in order, once each");
+        // Sent again (a retried round): every message is a duplicate, nothing is added.
+        sink.publish((1..=500).map(|s| queued(99, s)).collect(), &written)
+            .await;
+        assert_eq!(stream.info().await.unwrap().state.last_sequence, last);
+        // A message naming a predecessor the stream does not end with is refused.
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", "99-1000");
+        headers.insert("Nats-Expected-Last-Msg-Id", "99-998");
+        let refused = js
+            .publish_with_headers(subject.clone(), headers, "x".into())
+            .await
+            .unwrap()
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(stream.info().await.unwrap().state.last_sequence, last);
+    });
+}
