@@ -14,6 +14,7 @@ use ytsched_common::event_record::{batch_message, BATCH_ENVELOPE_BYTES};
 
 /// Where the event log goes: the `<prefix>_events` stream, through the same fenced
 /// rounds as the state (SPEC 5.16: "written with the state they describe").
+#[derive(Clone)]
 pub struct EventSink {
     pub js: jetstream::Context,
     /// The stream's subject.

@@ -128,6 +128,12 @@ impl PendingWrites {
     }
 
     /// Everything queued so far, and the position it covers; the queue starts empty.
+    /// Takes only the events queued so far (their writes come in a later round): what
+    /// the writer stores while a round's state is being written.
+    pub fn take_events(&mut self) -> Vec<QueuedEvent> {
+        std::mem::take(&mut self.events)
+    }
+
     pub fn take(&mut self) -> Round {
         Round {
             writes: std::mem::take(&mut self.latest),

@@ -369,6 +369,39 @@ async fn run(
     }
 }
 
+/// How often events queued during a round are looked for.
+const EVENTS_MEANWHILE_EVERY: Duration = Duration::from_millis(5);
+
+/// Stores the events queued while a round's state is written, until `stop` says the
+/// state is done (what is queued after that goes with the next round).
+async fn store_events_meanwhile(
+    sink: &EventSink,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let events = shared
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take_events();
+        if events.is_empty() {
+            tokio::select! {
+                _ = tokio::time::sleep(EVENTS_MEANWHILE_EVERY) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        }
+        let count = events.len();
+        shared.events_in_flight.fetch_add(count, Ordering::Relaxed);
+        sink.publish(events, &shared.events_written).await;
+        shared.events_in_flight.fetch_sub(count, Ordering::Relaxed);
+    }
+}
+
 /// What the writer keeps between rounds.
 struct RoundWriter {
     store: kv::Store,
@@ -397,6 +430,25 @@ impl RoundWriter {
         // events its successor may tell again (as it re-learns the same facts), never
         // stored state that no event tells.
         self.events.publish(events, &shared.events_written).await;
+        // While the state is written, events made meanwhile are stored as they come:
+        // their writes are in the next round, which then finds them stored rather
+        // than storing them first (a burst's events held up every round, and with it
+        // the store, until starts paused on the backlog). One writer of events at a
+        // time, in order; a leader deposed during this round may so store the events
+        // of its last moments after its successor's first ones.
+        let (done, stop) = watch::channel(false);
+        let sink = self.events.clone();
+        let state = async {
+            let result = self.write_state(round).await;
+            let _ = done.send(true);
+            result
+        };
+        let (result, ()) = futures::join!(state, store_events_meanwhile(&sink, shared, stop));
+        result
+    }
+
+    /// The round's keys, phase by phase.
+    async fn write_state(&mut self, round: BTreeMap<RoundKey, Latest>) -> Result<(), String> {
         let mut phase = None;
         let mut pending: Pending = Vec::new();
         for ((p, key), latest) in round {

@@ -242,7 +242,11 @@ pub(super) async fn revive(
             holder: holder.clone().into(),
         },
         crate::writer::EventSink {
-            js: js.clone(),
+            // A connection of its own: a round's megabyte messages of events never
+            // queue ahead of the state's small writes on one socket.
+            js: async_nats::jetstream::new(
+                connect_as(config, "ytsched-scheduler events", &config.auth).await?,
+            ),
             subject: subjects.events(),
             max_message_bytes: max_record_bytes,
         },
