@@ -107,11 +107,11 @@ fn file_flags(
         .map_err(|e: toml::de::Error| fail(e.message().to_string() + &located(&text, &e)))?;
     let mut flags = Vec::new();
     for (key, value) in &table {
-        let id = key.replace('-', "_");
+        let wanted = key.replace('_', "-");
         let arg = command
             .get_arguments()
-            .find(|a| a.get_id() == id.as_str() && a.get_long().is_some())
-            .filter(|_| !NOT_SETTINGS.contains(&id.as_str()))
+            .find(|a| a.get_long() == Some(wanted.as_str()))
+            .filter(|a| !NOT_SETTINGS.contains(&a.get_id().as_str()))
             .ok_or_else(|| {
                 fail(format!(
                     "unknown setting '{key}' (settings are the long flags of --help)"
@@ -119,7 +119,7 @@ fn file_flags(
             })?;
         let long = arg.get_long().unwrap_or_default();
         if matches!(
-            given.value_source(&id),
+            given.value_source(arg.get_id().as_str()),
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
         ) {
             continue;
@@ -186,20 +186,24 @@ fn print(command: &Command, matches: &ArgMatches, given: &ArgMatches, file_ids: 
     let mut out = String::new();
     for arg in command.get_arguments() {
         let id = arg.get_id().as_str();
-        if NOT_SETTINGS.contains(&id) || arg.get_long().is_none() {
+        let Some(long) = arg.get_long() else {
+            continue;
+        };
+        if NOT_SETTINGS.contains(&id) {
             continue;
         }
+        let key = long.replace('-', "_");
         let source = match given.value_source(id) {
             Some(ValueSource::CommandLine) => "flag",
             Some(ValueSource::EnvVariable) => "environment",
-            _ if file_ids.contains(&arg.get_long().unwrap_or_default()) => "file",
+            _ if file_ids.contains(&long) => "file",
             _ => "default",
         };
         let value = if matches!(arg.get_action(), ArgAction::SetTrue) {
             toml::Value::Boolean(matches.get_flag(id))
         } else {
             let Some(raw) = matches.get_raw(id) else {
-                out.push_str(&format!("# {id}: not set\n"));
+                out.push_str(&format!("# {key}: not set\n"));
                 continue;
             };
             let texts: Vec<toml::Value> = raw
@@ -213,7 +217,7 @@ fn print(command: &Command, matches: &ArgMatches, given: &ArgMatches, file_ids: 
                     .unwrap_or(toml::Value::String(String::new())),
             }
         };
-        out.push_str(&format!("{id} = {value}  # {source}\n"));
+        out.push_str(&format!("{key} = {value}  # {source}\n"));
     }
     out
 }
@@ -235,6 +239,9 @@ mod tests {
         insecure: bool,
         #[arg(long)]
         http: Option<std::net::SocketAddr>,
+        /// A flag whose long name is not its field's.
+        #[arg(long = "tls-ca")]
+        ca: Option<String>,
         #[command(flatten)]
         settings: SettingsArgs,
     }
@@ -251,7 +258,7 @@ mod tests {
     #[test]
     fn the_file_sets_flags_and_the_command_line_overrides_it() {
         let p = with_file(
-            "heartbeat_period = \"400ms\"\nkv-replicas = 3\ntag = [\"gpu\", \"ssd\"]\ninsecure = true\n",
+            "heartbeat_period = \"400ms\"\nkv-replicas = 3\ntag = [\"gpu\", \"ssd\"]\ninsecure = true\ntls_ca = \"/etc/ca.pem\"\n",
             &[],
         )
         .unwrap();
@@ -259,6 +266,7 @@ mod tests {
         assert_eq!(p.args.kv_replicas, 3);
         assert_eq!(p.args.tag, ["gpu", "ssd"]);
         assert!(p.args.insecure);
+        assert_eq!(p.args.ca.as_deref(), Some("/etc/ca.pem"));
         assert!(p.printed.is_none());
         let p = with_file(
             "heartbeat_period = \"400ms\"\ntag = [\"gpu\"]\ninsecure = false\n",
@@ -286,6 +294,7 @@ mod tests {
         assert!(printed.contains("tag = [\"gpu\"]  # file"), "{printed}");
         assert!(printed.contains("insecure = false  # default"), "{printed}");
         assert!(printed.contains("# http: not set"), "{printed}");
+        assert!(printed.contains("# tls_ca: not set"), "{printed}");
         // What it prints reads back as a settings file that means the same.
         let again: String = printed
             .lines()

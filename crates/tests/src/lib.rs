@@ -785,7 +785,6 @@ impl Lab {
             .unwrap_or_default()
     }
 
-    /// Agent `index` as `list-nodes` shows it.
     /// The admin's web token (`ytsched auth token admin`), made with the lab.
     pub fn web_token(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("auth").join(ADMIN_WEB_TOKEN))
