@@ -63,7 +63,9 @@ struct Args {
     /// Directory for job sandboxes (default: /tmp/ytsched-node/<node-id>).
     #[arg(long)]
     work_dir: Option<PathBuf>,
-    /// Cgroup directory (relative to each hierarchy's mount) holding <node-id>/<job-id>.
+    /// Cgroup directory (relative to each hierarchy's mount) holding <node-id>/<job-id>;
+    /// `@self`: the agent's own cgroup, as a systemd unit with Delegate=yes gets it
+    /// (cgroup v2; the agent moves itself into its `agent` leaf).
     #[arg(long, default_value = "ytsched")]
     cgroup_root: String,
     #[arg(long, value_enum, default_value = "cgroup")]

@@ -5,6 +5,7 @@
 //! The version-specific file names and formats live in `v1` and `v2`; everything else
 //! (creating, joining, killing, removing) is shared here.
 
+pub mod delegated;
 mod mountinfo;
 mod v1;
 mod v2;
@@ -22,6 +23,9 @@ pub enum CgroupError {
     NotFound,
     #[error("cgroup path {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    /// `cgroup_root = "@self"` cannot be honoured here.
+    #[error("cgroup_root = \"@self\": {0}")]
+    Delegation(String),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> CgroupError + '_ {
@@ -85,8 +89,18 @@ impl CgroupManager {
     pub fn open(cgroup_root: &str, node_id: &str) -> Result<Self, CgroupError> {
         let mounts =
             mountinfo::cgroup_mounts().map_err(io_err(Path::new("/proc/self/mountinfo")))?;
-        let relative = Path::new(cgroup_root.trim_matches('/')).join(node_id);
-        let manager = if let Some(unified) = v2::usable_mount(&mounts) {
+        let unified = v2::usable_mount(&mounts);
+        let root = match (cgroup_root, &unified) {
+            (delegated::SELF_ROOT, Some(mount)) => delegated::claim(mount)?,
+            (delegated::SELF_ROOT, None) => {
+                return Err(CgroupError::Delegation(
+                    "needs cgroup v2 (systemd's delegation); on cgroup v1 give a directory, e.g. ytsched".into(),
+                ))
+            }
+            (dir, _) => PathBuf::from(dir.trim_matches('/')),
+        };
+        let relative = root.join(node_id);
+        let manager = if let Some(unified) = unified {
             v2::enable_controllers(&unified, &relative)?;
             CgroupManager {
                 version: Version::V2,
