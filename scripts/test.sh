@@ -12,5 +12,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
 
+# The Debian packages: contents, systemd units, dpkg -i in a fresh Debian container (the
+# container part skips, saying so, without a Docker engine).
+bash packaging/test-packages.sh
+
 # The docker-compose lab, end to end (skips, saying so, without a Docker engine).
 YTSCHED_LAB_PROFILE=debug bash compose/lab-test.sh
