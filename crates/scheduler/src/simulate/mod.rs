@@ -202,14 +202,7 @@ impl Simulation {
         });
         core.set_cluster_config(config)
             .map_err(|e| invalid(e.message))?;
-        let tick_period = core
-            .cluster_config()
-            .trees
-            .values()
-            .map(|t| t.config.fair_share_update_period.0)
-            .min()
-            .unwrap_or(200)
-            .max(1);
+        let tick_period = tick_period(&core);
         Ok(Self {
             core,
             sim_nodes: plan
@@ -341,6 +334,18 @@ impl Simulation {
         }
         next
     }
+}
+
+/// How often the core's clock ticks in virtual time: the shortest fair-share update
+/// period of its trees.
+fn tick_period(core: &SchedulerCore) -> u64 {
+    core.cluster_config()
+        .trees
+        .values()
+        .map(|t| t.config.fair_share_update_period.0)
+        .min()
+        .unwrap_or(200)
+        .max(1)
 }
 
 /// Jobs whose time is up at `t` finish (successfully, or aborted when a graceful

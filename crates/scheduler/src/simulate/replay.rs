@@ -105,14 +105,7 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
             .get(&(start.task_name.clone(), start.job_index))
             .copied()
     };
-    let tick_period = core
-        .cluster_config()
-        .trees
-        .values()
-        .map(|t| t.config.fair_share_update_period.0)
-        .min()
-        .unwrap_or(200)
-        .max(1);
+    let tick_period = super::tick_period(&core);
     let period = run.heartbeat_period_ms;
     let mut replayed = UsageSum::new(GroupBy::Pool, 0, until.saturating_add(1));
     let mut seq = 0u64;
