@@ -78,5 +78,8 @@ fn table(report: &Value) -> String {
     for e in report["errors"].as_array().into_iter().flatten() {
         out.push_str(&format!("error at {} s: {}\n", e["time"], e["error"]));
     }
+    if let Some(more) = report["errors_not_listed"].as_u64().filter(|n| *n > 0) {
+        out.push_str(&format!("... and {more} more errors\n"));
+    }
     out
 }

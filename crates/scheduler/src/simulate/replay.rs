@@ -15,6 +15,27 @@ use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::usage::{GroupBy, UsageRow, UsageSum};
 use ytsched_common::{NodeId, OperationId};
 
+/// Refusals the report lists; past these it only counts them (a week's log replayed
+/// under a tighter limit can be refused a submission a second).
+const MAX_LISTED_ERRORS: usize = 100;
+
+/// What the core refused during the replay, the first `MAX_LISTED_ERRORS` of them.
+#[derive(Default)]
+struct Refusals {
+    listed: Vec<Value>,
+    more: u64,
+}
+
+impl Refusals {
+    fn push(&mut self, error: Value) {
+        if self.listed.len() < MAX_LISTED_ERRORS {
+            self.listed.push(error);
+        } else {
+            self.more += 1;
+        }
+    }
+}
+
 /// A nudged node heartbeats this long after the nudge, as an agent answers one.
 const NUDGE_DELAY_MS: u64 = 5;
 
@@ -109,7 +130,7 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
     let period = run.heartbeat_period_ms;
     let mut replayed = UsageSum::new(GroupBy::Pool, 0, until.saturating_add(1));
     let mut seq = 0u64;
-    let mut errors: Vec<Value> = Vec::new();
+    let mut errors = Refusals::default();
     let mut nudged: BTreeMap<NodeId, u64> = BTreeMap::new();
     let (mut next_op, mut next_due) = (0usize, 0usize);
     let mut t = 0u64;
@@ -279,7 +300,7 @@ fn report(
     changes: &[ReplayChange],
     replayed: &UsageSum,
     until: u64,
-    errors: Vec<Value>,
+    errors: Refusals,
 ) -> Value {
     let observed: BTreeMap<String, UsageRow> = run
         .observed
@@ -310,7 +331,8 @@ fn report(
         "changes": changes.iter().map(|c| json!({"path": c.path, "value": c.value})).collect::<Vec<_>>(),
         "pools": pools,
         "notes": run.notes,
-        "errors": errors,
+        "errors": errors.listed,
+        "errors_not_listed": errors.more,
     })
 }
 
@@ -397,6 +419,27 @@ mod tests {
         assert!(e.contains("zzz"), "{e}");
         let e = replayed(&later, &[change("//sys/pool_trees/default/a/@weight=-1")]).unwrap_err();
         assert!(e.contains("weight"), "{e}");
+    }
+
+    #[test]
+    fn refusals_past_a_hundred_are_counted_not_listed() {
+        let mut log = LogText::new();
+        log.node(0, "n1", 2.0);
+        // 160 submissions to a pool that admits 50.
+        for i in 0..160 {
+            log.operation(10 + i, &format!("op{i}"), "a", 1);
+        }
+        let report = replayed(&log, &[]).unwrap();
+        assert_eq!(
+            report["errors"].as_array().unwrap().len(),
+            100,
+            "{report:#}"
+        );
+        assert_eq!(report["errors_not_listed"], 10);
+        assert!(report["errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("max_operation_count"));
     }
 
     #[test]
