@@ -153,7 +153,9 @@ op_after=$(yt run-vanilla --async --command true --job-count 2 --pool developmen
 wait_for 60 finished "$op_after" || fail "new work did not run with nats3 down"
 compose start nats3 >/dev/null 2>&1
 rejoined() {
-    [[ $(compose exec -T nats3 busybox wget -qO- http://127.0.0.1:8222/routez | json_field "len({r['remote_id'] for r in d.get('routes') or []})") == 2 ]]
+    # The image is a minimal Debian: bash's /dev/tcp asks nats3's monitoring port.
+    [[ $(compose exec -T nats3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/8222 && printf "GET /routez HTTP/1.0\r\n\r\n" >&3 && cat <&3' \
+        | sed '1,/^\r$/d' | json_field "len({r['remote_id'] for r in d.get('routes') or []})") == 2 ]]
 }
 wait_for 60 rejoined || fail "nats3 did not rejoin the cluster"
 echo "lab-test: nats3 came back and rejoined (routes to both others); each job ran once"

@@ -50,14 +50,7 @@ if ! docker info >/dev/null 2>&1; then
     exit 0
 fi
 image=ytsched-debian:bookworm
-if ! docker image inspect "$image" >/dev/null 2>&1; then
-    command -v debootstrap >/dev/null 2>&1 || apt-get install -y -q debootstrap >/dev/null
-    rootfs=$(mktemp -d)
-    echo "test-packages: making $image with debootstrap" >&2
-    debootstrap --variant=minbase --include=adduser bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
-    tar -C "$rootfs" -c . | docker import - "$image" >/dev/null
-    rm -rf "$rootfs"
-fi
+packaging/debian-image.sh
 docker run --rm -v "$PWD/target/debian:/pkgs:ro" "$image" sh -euc '
     dpkg -i /pkgs/*.deb >/dev/null
     id ytsched >/dev/null

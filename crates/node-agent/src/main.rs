@@ -66,7 +66,7 @@ struct Args {
     /// Cgroup directory (relative to each hierarchy's mount) holding <node-id>/<job-id>;
     /// `@self`: the agent's own cgroup, as a systemd unit with Delegate=yes gets it
     /// (cgroup v2; the agent moves itself into its `agent` leaf).
-    #[arg(long, default_value = "ytsched")]
+    #[arg(long, env = "YTSCHED_CGROUP_ROOT", default_value = "ytsched")]
     cgroup_root: String,
     #[arg(long, value_enum, default_value = "cgroup")]
     sandbox: SandboxKind,

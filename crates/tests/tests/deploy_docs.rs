@@ -1,6 +1,7 @@
 //! The deployment guide and the packaged files, checked against the real binaries so
 //! that the documented path is one that works: every settings file in
-//! `docs/deploy.md` and `packaging/config/` is read by the daemon it is for, and every
+//! `docs/deploy.md`, `packaging/config/` and `compose/config/` is read by the daemon it
+//! is for, and every
 //! metric the Grafana dashboard plots is one a live scheduler serves.
 
 use std::process::Command;
@@ -80,6 +81,22 @@ fn every_settings_file_shown_or_packaged_is_read_by_its_daemon() {
     // The README's example too.
     for block in toml_blocks(&repo_file("README.md")) {
         print_config("ytsched-node", &block);
+    }
+    // And the compose lab's, which its services start from.
+    let lab = print_config(
+        "ytsched-scheduler",
+        &repo_file("compose/config/scheduler.toml"),
+    );
+    assert!(lab.contains("kv_replicas = \"3\"  # file"), "{lab}");
+    for n in 1..=3 {
+        let node = print_config(
+            "ytsched-node",
+            &repo_file(&format!("compose/config/node{n}.toml")),
+        );
+        assert!(
+            node.contains(&format!("creds = \"/auth/node{n}.creds\"  # file")),
+            "{node}"
+        );
     }
 }
 
