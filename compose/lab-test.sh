@@ -165,6 +165,25 @@ wait_for 60 finished "$op_nats" || fail "the restarted scheduler lost $op_nats"
 wait_for 60 finished "$op_after" || fail "the restarted scheduler lost $op_after"
 echo "lab-test: a restarted scheduler revived both operations from the 3-replica store"
 
+# The deployment guide's commands (docs/deploy.md, sections 2, 3, 6 and 7) on this lab: a
+# user added and NATS reloaded, pool trees shaped, operations listed as that user.
+# In nats1, as compose.yaml says: its nats.pid is a pid of that container's.
+compose exec -T nats1 ytsched auth add-user alice --dir /auth >/dev/null 2>&1 \
+    || fail "ytsched auth add-user in nats1"
+compose kill -s HUP nats1 nats2 nats3 >/dev/null 2>&1
+as_alice() { "$cli" --nats "nats://127.0.0.1:$port" --creds "$auth_dir/alice.creds" "$@"; }
+wait_for 30 as_alice list-operations || fail "alice, added by ytsched auth add-user, was not let in after the reload"
+yt list-operations >/dev/null
+yt set //sys/pool_trees/default/@config/nodes_filter '"!custom_tag & !gpu"' >/dev/null
+yt create scheduler_pool_tree --name gpu --attributes '{nodes_filter=gpu}' >/dev/null
+yt create scheduler_pool --name guide --parent-name '<Root>' --pool-tree default --attributes '{weight=2}' >/dev/null
+# node2 was killed above; the others stay in their trees.
+trees=$(yt --format json list-nodes | json_field "' '.join(n['id']+'='+str(n['tree']) for n in sorted(d, key=lambda n: n['id']) if n['state']=='online')")
+[[ "$trees" == "node1=default node3=other" ]] || fail "after the guide's pool tree commands: $trees"
+op_guide=$(as_alice run-vanilla --async --command 'sleep 1; cat' --job-count 2 --pool guide)
+wait_for 60 finished "$op_guide" || fail "the guide's first operation did not complete"
+echo "lab-test: the deployment guide's commands ran (a user added and let in, a tree and a pool made, an operation as that user)"
+
 compose down -v --remove-orphans >/dev/null 2>&1
 left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \
        docker network ls -q --filter "label=com.docker.compose.project=$project"; \

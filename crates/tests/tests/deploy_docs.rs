@@ -1,7 +1,8 @@
 //! The deployment guide and the packaged files, checked against the real binaries so
 //! that the documented path is one that works: every settings file in
 //! `docs/deploy.md`, `packaging/config/` and `compose/config/` is read by the daemon it
-//! is for, and every
+//! is for, every command of the guide is one the compose lab runs (or the guide says
+//! why the lab cannot), and every
 //! metric the Grafana dashboard plots is one a live scheduler serves.
 
 use std::process::Command;
@@ -14,11 +15,17 @@ fn repo_file(path: &str) -> String {
 
 /// The ```toml blocks of a Markdown text.
 fn toml_blocks(markdown: &str) -> Vec<String> {
+    code_blocks(markdown, "toml")
+}
+
+/// The blocks of one language of a Markdown text.
+fn code_blocks(markdown: &str, language: &str) -> Vec<String> {
+    let fence = format!("```{language}");
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;
     for line in markdown.lines() {
         match (&mut current, line.trim_start()) {
-            (None, "```toml") => current = Some(String::new()),
+            (None, l) if l == fence => current = Some(String::new()),
             (Some(_), "```") => blocks.push(current.take().unwrap_or_default()),
             (Some(text), _) => {
                 text.push_str(line);
@@ -145,4 +152,116 @@ fn the_dashboard_plots_only_metrics_a_scheduler_serves() {
             );
         }
     }
+}
+
+/// Guide commands the compose lab does not run as written, each with what the lab runs
+/// instead (a text its files must hold) or, where it runs nothing, why.
+const LAB_RUNS_INSTEAD: &[(&str, &str, &str)] = &[
+    (
+        "apt",
+        "dpkg -i",
+        "the lab's image installs the same packages with dpkg -i",
+    ),
+    (
+        "systemctl",
+        "\"--config-file\", \"/etc/ytsched/",
+        "the lab has no systemd: each service runs its unit's command line",
+    ),
+    (
+        "ytsched-scheduler",
+        "[\"ytsched-scheduler\", \"--config-file\"",
+        "started as its unit starts it",
+    ),
+    (
+        "ytsched-node",
+        "[\"ytsched-node\", \"--config-file\"",
+        "started as its unit starts it",
+    ),
+    (
+        "scripts/build-packages.sh",
+        "scripts/build-packages.sh",
+        "the image is built from the packages",
+    ),
+    ("nats-server", "nats-server", "the lab's three NATS servers"),
+    (
+        "export",
+        "",
+        "sets the environment of the commands that follow",
+    ),
+    (
+        "kill",
+        "kill -s HUP nats1 nats2 nats3",
+        "NATS reloads its identities",
+    ),
+    (
+        "nats",
+        "",
+        "backups are not part of the lab: the durability tests revive the state instead",
+    ),
+];
+
+/// What a `ytsched` command line runs: its subcommand words (`auth init`, `list-nodes`).
+fn subcommand(words: &[&str]) -> String {
+    words
+        .iter()
+        .skip(1)
+        .take_while(|w| {
+            !w.is_empty()
+                && !w.starts_with('-')
+                && w.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '-' || c == '_')
+        })
+        .take(2)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn every_command_of_the_guide_is_one_the_lab_runs_or_says_why_not() {
+    let lab: String = [
+        "compose/compose.yaml",
+        "compose/lab-test.sh",
+        "compose/Dockerfile",
+        "compose/build-image.sh",
+    ]
+    .iter()
+    .map(|f| repo_file(f))
+    .collect::<Vec<_>>()
+    .join("\n");
+    let mut checked = 0;
+    for block in code_blocks(&repo_file("docs/deploy.md"), "sh") {
+        for line in block.lines() {
+            let line = line.split(" #").next().unwrap_or_default().trim();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let Some(program) = words.first() else {
+                continue;
+            };
+            checked += 1;
+            if *program == "ytsched" {
+                let sub = subcommand(&words);
+                // lab-test.sh runs the CLI as `yt` (the admin) or `"$cli"`.
+                let ran = [
+                    format!("ytsched {sub}"),
+                    format!("yt {sub}"),
+                    format!("yt --format json {sub}"),
+                    format!("\"$cli\" {sub}"),
+                ];
+                assert!(
+                    ran.iter().any(|r| lab.contains(r.as_str())),
+                    "the guide's `{line}` (ytsched {sub}) is not run by the compose lab"
+                );
+                continue;
+            }
+            let Some((_, instead, why)) = LAB_RUNS_INSTEAD.iter().find(|(p, _, _)| p == program)
+            else {
+                panic!("the guide's `{line}`: the lab neither runs `{program}` nor says why not");
+            };
+            assert!(
+                lab.contains(instead),
+                "`{line}`: the lab should hold `{instead}` ({why})"
+            );
+        }
+    }
+    assert!(checked >= 15, "{checked} commands in the guide");
 }

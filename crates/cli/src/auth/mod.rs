@@ -353,6 +353,12 @@ impl AuthDir {
             .trim()
             .parse()
             .with_context(|| format!("{} does not hold a pid", pid_file.display()))?;
+        // The pid file may be stale, or written in another pid namespace (a container's
+        // nats-server, its pid 1 here a different process): only a nats-server is told.
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() != "nats-server" {
+            return Ok(false);
+        }
         match nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGHUP,
