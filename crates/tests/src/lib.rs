@@ -709,6 +709,18 @@ impl Lab {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Creates pool `name` under the root of `tree`, as the admin, with no attributes.
+    pub fn create_pool(&self, tree: &str, name: &str) {
+        self.ok(&[
+            "create",
+            "scheduler_pool",
+            "--name",
+            name,
+            "--pool-tree",
+            tree,
+        ]);
+    }
+
     /// Runs the CLI with `--format json` and parses what it prints.
     pub fn json<T: DeserializeOwned>(&self, args: &[&str]) -> anyhow::Result<T> {
         let mut all = vec!["--format", "json"];

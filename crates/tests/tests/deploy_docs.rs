@@ -121,14 +121,7 @@ fn the_dashboard_plots_only_metrics_a_scheduler_serves() {
     assert!(exprs.len() >= 6, "{exprs:?}");
     let lab = Lab::start_with(&["--http", "127.0.0.1:0"], vec![NodeOpts::default()]).unwrap();
     lab.wait_for_nodes(1).unwrap();
-    lab.ok(&[
-        "create",
-        "scheduler_pool",
-        "--name",
-        "research",
-        "--pool-tree",
-        "default",
-    ]);
+    lab.create_pool("default", "research");
     let (status, metrics) = lab.http_admin_get("/metrics").unwrap();
     assert_eq!(status, 200);
     for expr in &exprs {

@@ -38,14 +38,7 @@ fn a_replay_of_a_recorded_log_matches_what_was_observed() {
         ]);
     }
     for pool in ["a", "b"] {
-        lab.ok(&[
-            "create",
-            "scheduler_pool",
-            "--name",
-            pool,
-            "--pool-tree",
-            "default",
-        ]);
+        lab.create_pool("default", pool);
     }
     for user in ["alice", "bob", "carol"] {
         lab.add_user(user, false).unwrap();
