@@ -72,22 +72,27 @@ pub fn parse_from<T: clap::Parser>(argv: Vec<OsString>) -> Result<Parsed<T>, Set
         .try_get_matches_from(&argv)?;
     let from_file = match given.get_one::<PathBuf>("config_file") {
         Some(path) => file_flags(&command, path, &given)?,
-        None => vec![],
+        None => FromFile::default(),
     };
     let mut all: Vec<OsString> = argv.iter().take(1).cloned().collect();
-    all.extend(from_file.iter().map(OsString::from));
+    all.extend(from_file.flags.iter().map(OsString::from));
     all.extend(argv.iter().skip(1).cloned());
     let matches = command.clone().try_get_matches_from(all)?;
-    let file_ids: Vec<&str> = from_file
-        .iter()
-        .filter_map(|f| f.strip_prefix("--"))
-        .filter_map(|f| f.split('=').next())
-        .collect();
     let printed = matches
         .get_flag("print_config")
-        .then(|| print(&command, &matches, &given, &file_ids));
+        .then(|| print(&command, &matches, &given, &from_file.settings));
     let args = T::from_arg_matches(&matches)?;
     Ok(Parsed { args, printed })
+}
+
+/// What a settings file contributes once the command line and environment have had
+/// their say.
+#[derive(Default)]
+struct FromFile {
+    /// The flags it stands for.
+    flags: Vec<String>,
+    /// The long names it set, a switch set to false included (it stands for no flag).
+    settings: Vec<String>,
 }
 
 /// The flags the file stands for, leaving out those the command line or the
@@ -96,7 +101,7 @@ fn file_flags(
     command: &Command,
     path: &Path,
     given: &ArgMatches,
-) -> Result<Vec<String>, SettingsError> {
+) -> Result<FromFile, SettingsError> {
     let fail = |message: String| SettingsError::File {
         path: path.to_path_buf(),
         message,
@@ -106,6 +111,7 @@ fn file_flags(
         .parse()
         .map_err(|e: toml::de::Error| fail(e.message().to_string() + &located(&text, &e)))?;
     let mut flags = Vec::new();
+    let mut settings = Vec::new();
     for (key, value) in &table {
         let wanted = key.replace('_', "-");
         let arg = command
@@ -124,6 +130,7 @@ fn file_flags(
         ) {
             continue;
         }
+        settings.push(long.to_string());
         let scalar = |v: &toml::Value| -> Result<String, SettingsError> {
             match v {
                 toml::Value::String(s) => Ok(s.clone()),
@@ -158,7 +165,7 @@ fn file_flags(
             (_, v) => flags.push(format!("--{long}={}", scalar(v)?)),
         }
     }
-    Ok(flags)
+    Ok(FromFile { flags, settings })
 }
 
 fn read_bounded(path: &Path) -> Result<String, String> {
@@ -182,7 +189,12 @@ fn located(text: &str, e: &toml::de::Error) -> String {
 }
 
 /// The settings in effect as TOML, each line saying where its value came from.
-fn print(command: &Command, matches: &ArgMatches, given: &ArgMatches, file_ids: &[&str]) -> String {
+fn print(
+    command: &Command,
+    matches: &ArgMatches,
+    given: &ArgMatches,
+    from_file: &[String],
+) -> String {
     let mut out = String::new();
     for arg in command.get_arguments() {
         let id = arg.get_id().as_str();
@@ -196,7 +208,7 @@ fn print(command: &Command, matches: &ArgMatches, given: &ArgMatches, file_ids: 
         let source = match given.value_source(id) {
             Some(ValueSource::CommandLine) => "flag",
             Some(ValueSource::EnvVariable) => "environment",
-            _ if file_ids.contains(&long) => "file",
+            _ if from_file.iter().any(|s| s == long) => "file",
             _ => "default",
         };
         let value = if matches!(arg.get_action(), ArgAction::SetTrue) {
@@ -281,7 +293,7 @@ mod tests {
     #[test]
     fn print_config_says_each_value_and_where_it_came_from() {
         let p = with_file(
-            "kv_replicas = 3\ntag = [\"gpu\"]\n",
+            "kv_replicas = 3\ntag = [\"gpu\"]\ninsecure = false\n",
             &["--print-config", "--heartbeat-period", "2s"],
         )
         .unwrap();
@@ -292,7 +304,7 @@ mod tests {
         );
         assert!(printed.contains("kv_replicas = \"3\"  # file"), "{printed}");
         assert!(printed.contains("tag = [\"gpu\"]  # file"), "{printed}");
-        assert!(printed.contains("insecure = false  # default"), "{printed}");
+        assert!(printed.contains("insecure = false  # file"), "{printed}");
         assert!(printed.contains("# http: not set"), "{printed}");
         assert!(printed.contains("# tls_ca: not set"), "{printed}");
         // What it prints reads back as a settings file that means the same.
