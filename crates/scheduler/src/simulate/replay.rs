@@ -131,7 +131,14 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
     let mut replayed = UsageSum::new(GroupBy::Pool, 0, until.saturating_add(1));
     let mut seq = 0u64;
     let mut errors = Refusals::default();
-    let mut nudged: BTreeMap<NodeId, u64> = BTreeMap::new();
+    // When each node (by its place in `nodes`) heartbeats next out of its period.
+    let mut nudged: BTreeMap<usize, u64> = BTreeMap::new();
+    let place: HashMap<NodeId, usize> = run
+        .nodes
+        .keys()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), i))
+        .collect();
     let (mut next_op, mut next_due) = (0usize, 0usize);
     let mut t = 0u64;
     loop {
@@ -157,28 +164,27 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
                     Ok(_) => {}
                 }
             }
-            for (joins, node) in nodes.iter_mut() {
+            for (i, (joins, node)) in nodes.iter_mut().enumerate() {
                 if *joins <= t {
                     finish_due_jobs(node, t);
                     // An agent heartbeats as soon as a job of its ends.
                     if !node.finished.is_empty() {
-                        nudged.entry(NodeId(node.spec.id.clone())).or_insert(t);
+                        nudged.entry(i).or_insert(t);
                     }
                 }
             }
             core.tick(t);
             let on_period = t.is_multiple_of(period);
-            for (joins, node) in nodes.iter_mut() {
-                let id = NodeId(node.spec.id.clone());
-                let nudge_due = nudged.get(&id).is_some_and(|at| *at <= t);
+            for (i, (joins, node)) in nodes.iter_mut().enumerate() {
+                let nudge_due = nudged.get(&i).is_some_and(|at| *at <= t);
                 if *joins <= t && (on_period || nudge_due) {
-                    nudged.remove(&id);
+                    nudged.remove(&i);
                     heartbeat(core, node, &duration_of, t);
                 }
             }
         });
-        for id in &effects.nudges {
-            nudged.entry(id.clone()).or_insert(t + NUDGE_DELAY_MS);
+        for i in effects.nudges.iter().filter_map(|id| place.get(id)) {
+            nudged.entry(*i).or_insert(t + NUDGE_DELAY_MS);
         }
         for event in crate::event_records::describe_all(&core, &effects, t) {
             seq += 1;
@@ -248,33 +254,29 @@ fn apply(core: &mut SchedulerCore, due: &Due, t: u64) -> Result<bool, String> {
                 .map_err(|e| format!("configuration: {}", e.message))?;
             Ok(true)
         }
-        Due::Action(RecordedAction::End(id)) => {
-            // It may have completed sooner in the replay: nothing left to end.
-            match core.operation(id) {
-                Ok(op) if !op.state.is_finished() => core
-                    .abort_operation(id, t)
-                    .map(|_| false)
-                    .map_err(|e| format!("abort {id}: {}", e.message)),
-                _ => Ok(false),
+        Due::Action(action) => {
+            let id = match action {
+                RecordedAction::End(id) | RecordedAction::Resume(id) => id,
+                RecordedAction::Suspend { operation, .. } => operation,
+            };
+            // It may have completed sooner in the replay: nothing left to do to it.
+            if core.operation(id).map_or(true, |op| op.state.is_finished()) {
+                return Ok(false);
             }
+            let (what, result) = match action {
+                RecordedAction::End(_) => ("abort", core.abort_operation(id, t)),
+                RecordedAction::Suspend {
+                    abort_running_jobs, ..
+                } => (
+                    "suspend",
+                    core.suspend_operation(id, *abort_running_jobs, t),
+                ),
+                RecordedAction::Resume(_) => ("resume", core.resume_operation(id, t)),
+            };
+            result
+                .map(|_| false)
+                .map_err(|e| format!("{what} {id}: {}", e.message))
         }
-        Due::Action(RecordedAction::Suspend {
-            operation,
-            abort_running_jobs,
-        }) => match core.operation(operation) {
-            Ok(op) if !op.state.is_finished() => core
-                .suspend_operation(operation, *abort_running_jobs, t)
-                .map(|_| false)
-                .map_err(|e| format!("suspend {operation}: {}", e.message)),
-            _ => Ok(false),
-        },
-        Due::Action(RecordedAction::Resume(id)) => match core.operation(id) {
-            Ok(op) if !op.state.is_finished() => core
-                .resume_operation(id, t)
-                .map(|_| false)
-                .map_err(|e| format!("resume {id}: {}", e.message)),
-            _ => Ok(false),
-        },
     }
 }
 
