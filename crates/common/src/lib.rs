@@ -35,6 +35,7 @@ pub mod transport;
 pub mod tree_config;
 pub mod units;
 pub mod usage;
+pub mod weight;
 pub mod yson;
 
 pub use ids::{IdempotencyToken, IncarnationId, JobId, NodeId, OperationId};

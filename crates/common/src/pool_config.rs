@@ -226,9 +226,7 @@ impl PoolConfig {
             message,
         };
         if let Some(w) = self.weight {
-            if !w.is_finite() || w <= 0.0 {
-                return Err(err("weight", format!("must be a positive number, got {w}")));
-            }
+            crate::weight::check(w).map_err(|m| err("weight", m))?;
         }
         if let Some(acl) = &self.acl {
             crate::acl::validate(acl).map_err(|m| err("acl", m))?;

@@ -9,6 +9,9 @@ use crate::piecewise::{Plf, COMPRESS_EPSILON};
 use crate::vector::{self, EPSILON};
 use ytsched_common::resources::ResourceVector;
 
+/// The largest speed ratio between siblings the solver tells apart (`weight_ratio`).
+const MAX_WEIGHT_RATIO: f64 = 1e6;
+
 /// Per-element working state.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Node {
@@ -160,12 +163,26 @@ impl Update<'_> {
         n.by_suggestion = None;
     }
 
+    /// The weight a pool's slowest children go at: the lightest child's, but never below
+    /// the heaviest's over `MAX_WEIGHT_RATIO` (see `weight_ratio`).
     fn min_child_weight(&self, children: &[usize]) -> f64 {
-        children
+        let weights = children
             .iter()
             .map(|&c| self.nodes[c].weight)
-            .filter(|&w| w > EPSILON)
-            .fold(f64::MAX, f64::min)
+            .filter(|&w| w > EPSILON);
+        let (min, max) = weights.fold((f64::MAX, 0.0f64), |(lo, hi), w| (lo.min(w), hi.max(w)));
+        min.max(max / MAX_WEIGHT_RATIO)
+    }
+
+    /// How much faster than the slowest sibling child `c` goes along its parent's path.
+    /// Users may set weights that span 1/ε of an f64 (YTsaurus's bounds); at such a ratio
+    /// the heaviest child's whole path would lie within the functions' compression
+    /// epsilon near 0 and be lost, leaving the pool nothing. So a child lighter than the
+    /// heaviest over `MAX_WEIGHT_RATIO` goes as if it were that light: its share is under
+    /// 1e-6 of the heaviest's either way, below what placement can tell, and the ratios
+    /// between the others stay exact.
+    fn weight_ratio(&self, c: usize, min_w: f64) -> f64 {
+        (self.nodes[c].weight.max(min_w) / min_w).max(EPSILON)
     }
 
     fn by_suggestion(&self, i: usize) -> &Plf<ResourceVector> {
@@ -181,10 +198,7 @@ impl Update<'_> {
         let min_w = self.min_child_weight(children);
         let parts: Vec<(&Plf<ResourceVector>, f64)> = children
             .iter()
-            .map(|&c| {
-                let k = (self.nodes[c].weight / min_w).max(EPSILON);
-                (self.by_suggestion(c), k)
-            })
+            .map(|&c| (self.by_suggestion(c), self.weight_ratio(c, min_w)))
             .collect();
         Plf::sum_scaled(&parts, 1.0)
     }
@@ -216,7 +230,7 @@ impl Update<'_> {
             }
         } else {
             let c = self.nodes[i].children[k];
-            (fit_factor * self.nodes[c].weight / min_w).min(1.0)
+            (fit_factor * self.weight_ratio(c, min_w)).min(1.0)
         }
     }
 

@@ -108,12 +108,7 @@ impl VanillaSpec {
     /// Weight, ratios and limits: finite and in range.
     fn validate_numbers(&self) -> Result<(), SpecError> {
         if let Some(w) = self.weight {
-            if !w.is_finite() || w <= 0.0 {
-                return Err(SpecError::new(
-                    "weight",
-                    format!("must be positive, got {w}"),
-                ));
-            }
+            crate::weight::check(w).map_err(|m| SpecError::new("weight", m))?;
         }
         if let Some(r) = self.max_share_ratio {
             if !r.is_finite() || !(0.0..=1.0).contains(&r) {
@@ -162,12 +157,8 @@ impl VanillaSpec {
         for (tree, opts) in &self.scheduling_options_per_pool_tree {
             let field = format!("scheduling_options_per_pool_tree.{tree}");
             if let Some(w) = opts.weight {
-                if !w.is_finite() || w <= 0.0 {
-                    return Err(SpecError::new(
-                        format!("{field}.weight"),
-                        format!("must be positive, got {w}"),
-                    ));
-                }
+                crate::weight::check(w)
+                    .map_err(|m| SpecError::new(format!("{field}.weight"), m))?;
             }
             if let Some(l) = &opts.resource_limits {
                 l.validate(&format!("{field}.resource_limits"))?;

@@ -199,6 +199,11 @@ impl SchedulerCore {
         let counts = counts.unwrap_or(&no_counts);
         if let Some(c) = caller {
             check_pool_use(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
+            if c.user.as_str() != user {
+                // Someone else's operation (an owner or admin moving it): the pool must
+                // also admit the user it runs as, or a move would launder that user in.
+                check_operation_user(tree, tree_name, &pool, new_pool.as_ref(), user)?;
+            }
         }
         // The pool and its ancestors up to the root, a pool still to be created first.
         let chain: Vec<&TreePoolName> = match &new_pool {
@@ -500,6 +505,33 @@ fn check_pool_use(
         ));
     }
     Ok(())
+}
+
+/// `use` for the user an operation runs as (YTsaurus checks the operation's user, not
+/// whoever moves it). Admin rights are the caller's, not carried by the operation, so
+/// its user is judged as an ordinary user.
+fn check_operation_user(
+    tree: &PoolTree,
+    tree_name: &str,
+    pool: &TreePoolName,
+    new_pool: Option<&NewPool>,
+    user: &str,
+) -> Result<(), ApiError> {
+    let Ok(name) = ytsched_common::identity::UserName::parse(user) else {
+        return Err(ApiError::permission_denied(format!(
+            "the operation's user '{user}' is not a valid user name"
+        )));
+    };
+    let as_user = Caller {
+        user: name,
+        admin: false,
+    };
+    check_pool_use(tree, tree_name, pool, new_pool, user, &as_user).map_err(|e| {
+        ApiError::permission_denied(format!(
+            "the operation's own user is refused: {}",
+            e.message
+        ))
+    })
 }
 
 /// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing

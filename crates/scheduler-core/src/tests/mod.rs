@@ -983,6 +983,7 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
 
 mod bursts;
 mod gangs;
+mod hostile;
 mod inline_attempts;
 mod lifecycle;
 mod pools;
