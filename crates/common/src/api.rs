@@ -176,6 +176,8 @@ impl ApiMethod for ListOperations {
 impl ListOperations {
     pub const DEFAULT_PAGE: u32 = 100;
     pub const MAX_PAGE: u32 = 1000;
+    /// A page's entries come to at most about this many bytes, however many were asked.
+    pub const MAX_PAGE_BYTES: usize = 512 * 1024;
 }
 
 /// A page of the scheduler's event log (SPEC 5.16), oldest first. Everyone may read it:
@@ -411,6 +413,14 @@ pub struct OperationInfo {
 }
 
 impl OperationInfo {
+    /// The operation as a list shows it: the spec's summary (no environment or stdin,
+    /// commands cut short) and no history; `get-operation` has them whole.
+    pub fn brief(mut self) -> Self {
+        self.spec = crate::event_record::spec_summary(&self.spec);
+        self.history = Vec::new();
+        self
+    }
+
     /// The operation as anyone may see it: its jobs' environment values and stdin,
     /// which often carry secrets, are replaced by a marker.
     pub fn redacted(mut self) -> Self {

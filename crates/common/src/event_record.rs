@@ -197,20 +197,30 @@ pub struct NodeGroup {
 /// Bytes of each task's command an `operation_started` keeps.
 pub const SUMMARY_COMMAND_BYTES: usize = 256;
 
-/// A spec as the event log keeps it (`operation_started.spec`): no environment, no
-/// stdin (SPEC 5.11), commands cut short.
+/// A spec as the event log and list pages keep it (`operation_started.spec`, a
+/// `list_operations` entry): no environment, no stdin (SPEC 5.11), commands cut short.
+/// Made without copying what it leaves out, so a brief of a large spec costs little.
 pub fn spec_summary(spec: &VanillaSpec) -> VanillaSpec {
-    let mut s = spec.clone();
-    for (_, task) in s.tasks.iter_mut() {
-        task.environment.clear();
-        task.stdin = None;
-        if task.command.len() > SUMMARY_COMMAND_BYTES {
-            let mut end = SUMMARY_COMMAND_BYTES;
-            while !task.command.is_char_boundary(end) {
-                end -= 1;
-            }
-            task.command.truncate(end);
+    let mut s = spec.clone_without_tasks();
+    for (name, t) in spec.tasks.iter() {
+        let mut end = t.command.len().min(SUMMARY_COMMAND_BYTES);
+        while !t.command.is_char_boundary(end) {
+            end -= 1;
         }
+        let task = crate::spec::TaskSpec {
+            command: t.command[..end].to_string(),
+            environment: Default::default(),
+            stdin: None,
+            job_count: t.job_count,
+            cpu_limit: t.cpu_limit,
+            memory_limit: t.memory_limit,
+            gpu_limit: t.gpu_limit,
+            job_speculation_timeout: t.job_speculation_timeout,
+            disk_request: t.disk_request.clone(),
+            interruption_signal: t.interruption_signal,
+            restart_exit_code: t.restart_exit_code,
+        };
+        s.tasks.insert(name.clone(), task);
     }
     s
 }

@@ -167,6 +167,7 @@ impl Archive {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         for info in self.handed_over(filter, limit) {
+            let info = info.brief();
             let size = encode(&info).map_or(usize::MAX, |b| b.len());
             if out.len() == limit || (!out.is_empty() && bytes + size > max_bytes) {
                 return (out, bytes, true);
@@ -250,6 +251,7 @@ impl Archive {
                 if !filter.admits_info(&info) || !seen.insert(info.id.clone()) {
                     continue;
                 }
+                let info = info.brief();
                 let size = encode(&info).map_or(usize::MAX, |b| b.len());
                 if !out.is_empty() && bytes + size > max_bytes {
                     return Ok(ArchivedPage {

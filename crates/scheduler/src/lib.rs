@@ -8,12 +8,14 @@ pub mod ack_ledger;
 pub mod admin_changes;
 pub mod approvals_file;
 pub mod archive;
+pub mod cost_budgets;
 /// The pure core, in its own crate so that the compiler keeps it free of I/O and async.
 pub use ytsched_scheduler_core as core;
 pub mod event_log;
 pub mod event_pages;
 pub mod event_records;
 pub mod event_sink;
+pub mod fair_gate;
 pub mod followed_file;
 pub mod http;
 pub mod http_access;

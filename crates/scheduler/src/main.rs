@@ -101,6 +101,13 @@ struct Args {
     /// Requests an identity may send at once after a quiet spell.
     #[arg(long, default_value_t = 2000.0)]
     api_burst: f64,
+    /// Core time each identity's API calls may take per second, kept up (4 s of it at
+    /// once after a quiet spell); past it the identity is answered "busy, retry".
+    #[arg(long, default_value = "250ms")]
+    api_core_budget: DurationMs,
+    /// Answer bytes each identity may receive per second, kept up (4 s of it at once).
+    #[arg(long, default_value = "8M")]
+    api_byte_budget: ytsched_common::ByteSize,
     /// API requests served at once; past it callers are answered "busy, retry".
     #[arg(long, default_value_t = 512)]
     max_api_in_flight: usize,
@@ -185,6 +192,11 @@ async fn main() -> anyhow::Result<()> {
         api_rate: ytsched_scheduler::rate_limits::RateLimit {
             per_second: args.api_rate,
             burst: args.api_burst.max(1.0),
+        },
+        api_cost: ytsched_scheduler::cost_budgets::CostBudget {
+            core_per_second: Duration::from_millis(args.api_core_budget.0.max(1)),
+            bytes_per_second: args.api_byte_budget.0.max(64 << 10),
+            ..Default::default()
         },
         max_api_in_flight: args.max_api_in_flight,
         max_write_backlog: args.max_write_backlog,

@@ -29,9 +29,13 @@ pub enum Refusal {
     HttpBusy,
     /// A request that would add writes while the store is `MAX_WRITE_BACKLOG` behind.
     StoreBehind,
+    /// The caller's calls cost more core time or answer bytes than its budget.
+    OverBudget,
+    /// An HTTP connection past the cap for one address.
+    HttpAddressConnections,
 }
 
-const ALL: [Refusal; 8] = [
+const ALL: [Refusal; 10] = [
     Refusal::ForeignReply,
     Refusal::NoReply,
     Refusal::MalformedSubject,
@@ -40,6 +44,8 @@ const ALL: [Refusal; 8] = [
     Refusal::HttpConnections,
     Refusal::HttpBusy,
     Refusal::StoreBehind,
+    Refusal::OverBudget,
+    Refusal::HttpAddressConnections,
 ];
 
 impl Refusal {
@@ -53,6 +59,8 @@ impl Refusal {
             Refusal::HttpConnections => "http_connections",
             Refusal::HttpBusy => "http_busy",
             Refusal::StoreBehind => "store_behind",
+            Refusal::OverBudget => "over_budget",
+            Refusal::HttpAddressConnections => "http_address_connections",
         }
     }
 

@@ -402,6 +402,29 @@ where
 }
 
 impl VanillaSpec {
+    /// Every field but the tasks (left empty): the small part of a spec, copied without
+    /// its commands, environments and stdin.
+    pub fn clone_without_tasks(&self) -> Self {
+        VanillaSpec {
+            pool: self.pool.clone(),
+            pool_trees: self.pool_trees.clone(),
+            weight: self.weight,
+            resource_limits: self.resource_limits.clone(),
+            max_share_ratio: self.max_share_ratio,
+            scheduling_tag_filter: self.scheduling_tag_filter.clone(),
+            title: self.title.clone(),
+            max_failed_job_count: self.max_failed_job_count,
+            scheduling_options_per_pool_tree: self.scheduling_options_per_pool_tree.clone(),
+            fair_share_starvation_timeout: self.fair_share_starvation_timeout,
+            fair_share_starvation_tolerance: self.fair_share_starvation_tolerance,
+            time_limit: self.time_limit,
+            preemption_mode: self.preemption_mode,
+            is_gang: self.is_gang,
+            owners: self.owners.clone(),
+            tasks: LiteMap::new(),
+        }
+    }
+
     /// A one-task spec, as `run-vanilla --command` builds it.
     pub fn single_task(task: TaskSpec) -> Self {
         let mut tasks = LiteMap::new();

@@ -69,11 +69,30 @@ impl SchedulerCore {
             matching.truncate(limit);
         }
         matching.sort_by_key(|o| std::cmp::Reverse(o.seq));
+        // Brief entries, as many as fit the page's bytes: whatever its operations' specs
+        // and histories, a page costs the core about the same to make and the bus the
+        // same to carry (one `get-operation` has the whole of one).
+        let max_bytes = ytsched_common::api::ListOperations::MAX_PAGE_BYTES;
+        let mut operations = Vec::with_capacity(matching.len());
+        let mut bytes = 0;
+        for o in &matching {
+            let info = describe_brief(o);
+            bytes += ytsched_common::codec::encode(&info).map_or(max_bytes, |b| b.len());
+            if bytes > max_bytes && !operations.is_empty() {
+                break;
+            }
+            operations.push(info);
+        }
+        let cut = operations.len() < matching.len();
         Ok(ytsched_common::api::OperationPage {
-            next_cursor: more
-                .then(|| matching.last().map(|o| o.seq.to_string()))
+            next_cursor: (more || cut)
+                .then(|| {
+                    matching
+                        .get(operations.len() - 1)
+                        .map(|o| o.seq.to_string())
+                })
                 .flatten(),
-            operations: matching.into_iter().map(describe).collect(),
+            operations,
         })
     }
 
@@ -170,7 +189,25 @@ impl SchedulerCore {
     }
 }
 
+/// An operation as a list shows it: its spec's summary (no environment or stdin,
+/// commands cut short) and no history, both of which `get-operation` gives whole.
+fn describe_brief(op: &Operation) -> OperationInfo {
+    describe_with(
+        op,
+        ytsched_common::event_record::spec_summary(&op.spec),
+        vec![],
+    )
+}
+
 fn describe(op: &Operation) -> OperationInfo {
+    describe_with(op, op.spec.clone(), op.history.clone())
+}
+
+fn describe_with(
+    op: &Operation,
+    spec: ytsched_common::spec::VanillaSpec,
+    history: Vec<ytsched_common::api::HistoryEntry>,
+) -> OperationInfo {
     let mut jobs = JobCounts {
         total: op.total_job_count(),
         waiting: op.tasks.iter().map(|t| t.waiting.len() as u64).sum(),
@@ -199,8 +236,8 @@ fn describe(op: &Operation) -> OperationInfo {
         jobs,
         resource_usage: op.usage(),
         resource_demand: op.demand_in(op.main_tree()),
-        spec: op.spec.clone(),
-        history: op.history.clone(),
+        spec,
+        history,
         suspended: op.suspended,
         unschedulable_reason: (!op.state.is_finished())
             .then(|| op.unschedulable_reason())

@@ -95,6 +95,13 @@ impl Driver {
             }
             return None;
         }
+        if let Err(over) = self
+            .cost_budgets
+            .check(caller.user.as_str(), std::time::Instant::now())
+        {
+            self.refused_over_budget(&caller, over, reply_to).await;
+            return None;
+        }
         if method == api::StartOperation::METHOD && self.refused_as_store_behind(&reply_to).await {
             return None;
         }
@@ -114,6 +121,41 @@ impl Driver {
             reply_to,
             permit,
         })
+    }
+
+    /// An identity whose calls cost more than its budget waits until it refills; the
+    /// answer names the budget and when to retry.
+    async fn refused_over_budget(
+        &self,
+        caller: &ytsched_common::identity::Caller,
+        over: crate::cost_budgets::OverBudget,
+        reply_to: async_nats::Subject,
+    ) {
+        let budget = self.cost_budgets.budget();
+        let limit = match over.what {
+            "core time" => format!(
+                "{} ms of scheduler time per second",
+                budget.core_per_second.as_millis()
+            ),
+            _ => format!("{} bytes of answers per second", budget.bytes_per_second),
+        };
+        self.refusals.count(Refusal::OverBudget, || {
+            format!("user '{}' is over its {} budget", caller.user, over.what)
+        });
+        self.busy(
+            reply_to,
+            format!(
+                "busy: user '{}' has spent its budget of {limit} (--api-{}-budget); retry in {} ms",
+                caller.user,
+                if over.what == "core time" {
+                    "core"
+                } else {
+                    "byte"
+                },
+                over.retry_after.as_millis().max(1)
+            ),
+        )
+        .await;
     }
 
     /// New work waits while the store is far behind: answered "busy" (the CLI retries
@@ -151,19 +193,33 @@ impl Driver {
         if method == api::ListEvents::METHOD {
             // The event log is read from its stream; the core is not asked.
             let bytes = crate::event_pages::answer(&self.event_log, &payload).await;
+            let now = std::time::Instant::now();
+            self.cost_budgets
+                .charge(caller.user.as_str(), now, Default::default(), bytes.len());
             self.api_reply(reply_to, bytes).await;
             return;
         }
         let max_record = self.max_record_bytes;
-        let answered = self
-            .with_core(|core| {
-                (!names_archived_operation(core, &method, &payload)).then(|| {
-                    let mut then = None;
-                    let bytes = dispatch(core, &caller, &method, &payload, max_record, &mut then);
-                    (bytes, then)
-                })
-            })
-            .await;
+        let mut held = std::time::Duration::ZERO;
+        // Through the gate to the core, one user call at a time, in turn by identity.
+        let pass = self.api_gate.enter(caller.user.as_str()).await;
+        let Queued {
+            result: answered,
+            effects,
+            stored,
+            ..
+        } = self.queue_core(|core| {
+            let started = std::time::Instant::now();
+            let answered = (!names_archived_operation(core, &method, &payload)).then(|| {
+                let mut then = None;
+                let bytes = dispatch(core, &caller, &method, &payload, max_record, &mut then);
+                (bytes, then)
+            });
+            held = started.elapsed();
+            answered
+        });
+        drop(pass);
+        self.carry_out(effects, stored).await;
         if method == api::StartOperation::METHOD {
             self.share_updates.notify_one();
         }
@@ -192,6 +248,12 @@ impl Driver {
         } else {
             bytes
         };
+        self.cost_budgets.charge(
+            caller.user.as_str(),
+            std::time::Instant::now(),
+            held,
+            bytes.len(),
+        );
         self.api_reply(reply_to, bytes).await;
     }
 }

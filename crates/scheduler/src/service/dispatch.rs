@@ -51,9 +51,9 @@ pub(super) fn dispatch(
                 req.body.pool.as_str(),
             )
         }),
-        api::ListOperations::METHOD => respond::<api::ListOperations>(payload, |req| {
-            list_operations(core, caller, req.body, then)
-        }),
+        api::ListOperations::METHOD => {
+            respond::<api::ListOperations>(payload, |req| list_operations(core, req.body, then))
+        }
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "abort")?;
             core.abort_operation(&req.body.operation_id, now)
@@ -133,8 +133,7 @@ fn start_operation(
 /// archive, read outside the core lock.
 fn list_operations(
     core: &SchedulerCore,
-    caller: &Caller,
-    mut body: api::ListOperations,
+    body: api::ListOperations,
     then: &mut Option<Continuation>,
 ) -> Result<api::OperationPage, ApiError> {
     let limit = crate::core::page_limit(body.limit)?;
@@ -149,16 +148,9 @@ fn list_operations(
             });
             return Ok(api::OperationPage::default());
         }
-        None => fitting_page(body.limit, |limit| {
-            body.limit = limit;
-            let mut page = core.list_operations_page(&body)?;
-            page.operations = page
-                .operations
-                .into_iter()
-                .map(|info| visible_to(core, caller, info))
-                .collect();
-            Ok(page)
-        })?,
+        // Brief entries, bounded in bytes by the core (no environment or stdin in them
+        // to redact).
+        None => core.list_operations_page(&body)?,
     };
     let room = limit.saturating_sub(page.operations.len());
     match (&page.next_cursor, room) {
@@ -488,22 +480,4 @@ pub(super) fn respond<M: ApiMethod>(
         result,
     })
     .unwrap_or_default()
-}
-
-/// A page that fits one NATS message: one of large items is asked for again with half
-/// the limit (its cursor still says where the next page starts).
-pub(super) fn fitting_page<P: serde::Serialize>(
-    limit: Option<u32>,
-    mut page: impl FnMut(Option<u32>) -> Result<P, ApiError>,
-) -> Result<P, ApiError> {
-    let mut limit = limit;
-    loop {
-        let p = page(limit)?;
-        let size = encode(&p).map(|b| b.len()).unwrap_or(usize::MAX);
-        let asked = limit.unwrap_or(api::ListOperations::DEFAULT_PAGE);
-        if size <= MAX_PAGE_BYTES || asked <= 1 {
-            return Ok(p);
-        }
-        limit = Some(asked / 2);
-    }
 }

@@ -61,6 +61,8 @@ pub struct ServiceConfig {
     pub event_log: EventLogConfig,
     /// Requests per second each identity may make (admission control).
     pub api_rate: RateLimit,
+    /// What each identity's calls may cost (core time, answer bytes) per second.
+    pub api_cost: crate::cost_budgets::CostBudget,
     /// API requests being served at once; past it callers are told "busy, retry".
     pub max_api_in_flight: usize,
     /// Store writes behind past which `start_operation` is answered "busy, retry".
@@ -104,6 +106,11 @@ struct Driver {
     api_client: async_nats::Client,
     /// Each identity's request rate.
     rate_limits: RateLimits,
+    /// What each identity's calls have cost, against its budget.
+    cost_budgets: crate::cost_budgets::CostBudgets,
+    /// API calls reach the core through it, one at a time and in turn across
+    /// identities; heartbeats do not.
+    api_gate: crate::fair_gate::FairGate,
     /// API requests in flight; a request that finds none free is answered "busy".
     api_slots: Arc<tokio::sync::Semaphore>,
     /// Store writes behind past which new operations are turned away.
@@ -303,6 +310,8 @@ pub async fn run(
         client: bus,
         api_client: api_bus,
         rate_limits: RateLimits::new(config.api_rate),
+        cost_budgets: crate::cost_budgets::CostBudgets::new(config.api_cost),
+        api_gate: Default::default(),
         api_slots: Arc::new(tokio::sync::Semaphore::new(config.max_api_in_flight.max(1))),
         max_write_backlog: config.max_write_backlog,
         refusals: refusals.clone(),
