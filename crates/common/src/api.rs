@@ -404,6 +404,9 @@ pub struct OperationInfo {
     /// What happened to it, oldest first (submission, revivals, the end).
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// History entries dropped (the history keeps its first and latest ones).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history_dropped: u64,
     /// Given no new jobs until resumed (SPEC 5.14).
     #[serde(default)]
     pub suspended: bool,
@@ -597,4 +600,8 @@ pub struct ShareChange {
     /// `fair_share_ratio` as the orchid shows it; `None`: not there.
     pub before: Option<f64>,
     pub after: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

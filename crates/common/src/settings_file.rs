@@ -219,7 +219,7 @@ fn print(
                 continue;
             };
             let texts: Vec<toml::Value> = raw
-                .map(|v| toml::Value::String(v.to_string_lossy().into_owned()))
+                .map(|v| toml::Value::String(redact_url_passwords(&v.to_string_lossy())))
                 .collect();
             match arg.get_action() {
                 ArgAction::Append => toml::Value::Array(texts),
@@ -232,6 +232,36 @@ fn print(
         out.push_str(&format!("{key} = {value}  # {source}\n"));
     }
     out
+}
+
+/// `value` with the password of every URL in it (`scheme://user:password@host`, as in
+/// a NATS URL list; a lone `token@host` whole) shown as `<redacted>`: `--print-config` output gets pasted into
+/// tickets and chats.
+fn redact_url_passwords(value: &str) -> String {
+    value
+        .split(',')
+        .map(|part| {
+            let Some(scheme_end) = part.find("://") else {
+                return part.to_string();
+            };
+            let rest = &part[scheme_end + 3..];
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let Some(at) = rest[..authority_end].rfind('@') else {
+                return part.to_string();
+            };
+            match rest[..at].find(':') {
+                Some(colon) => format!(
+                    "{}{}:<redacted>{}",
+                    &part[..scheme_end + 3],
+                    &rest[..colon],
+                    &rest[at..]
+                ),
+                // A NATS URL's lone userinfo is a token.
+                None => format!("{}<redacted>{}", &part[..scheme_end + 3], &rest[at..]),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
@@ -288,6 +318,31 @@ mod tests {
         assert_eq!(p.args.heartbeat_period, "2s");
         assert_eq!(p.args.tag, ["cpu"], "the flag's list replaces the file's");
         assert!(!p.args.insecure);
+    }
+
+    #[test]
+    fn print_config_hides_a_urls_password() {
+        let p = with_file(
+            "heartbeat_period = \"nats://alice:s3cret@h1:4222,nats://h2:4222,tls://bob:pw@h3/x\"\n",
+            &["--print-config"],
+        )
+        .unwrap();
+        let printed = p.printed.unwrap();
+        assert!(
+            !printed.contains("s3cret") && !printed.contains(":pw@"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains(
+                "nats://alice:<redacted>@h1:4222,nats://h2:4222,tls://bob:<redacted>@h3/x"
+            ),
+            "{printed}"
+        );
+        assert_eq!(
+            redact_url_passwords("nats://t0ken@h:1"),
+            "nats://<redacted>@h:1"
+        );
+        assert_eq!(redact_url_passwords("/etc/ytsched"), "/etc/ytsched");
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct OperationRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspended: bool,
     pub history: Vec<HistoryEntry>,
+    /// History entries dropped from the ring (`Operation::record`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history_dropped: u64,
     /// The submitter's idempotency token, so a restarted scheduler still answers a retry.
     #[serde(default)]
     pub idempotency_token: Option<ytsched_common::IdempotencyToken>,
@@ -136,7 +139,7 @@ pub enum StateChange {
 }
 
 impl OperationRecord {
-    fn of(op: &Operation) -> Self {
+    pub(crate) fn of(op: &Operation) -> Self {
         OperationRecord {
             id: op.id.clone(),
             user: op.user.clone(),
@@ -149,6 +152,7 @@ impl OperationRecord {
             trees: op.trees.clone(),
             suspended: op.suspended,
             history: op.history.clone(),
+            history_dropped: op.history_dropped,
             idempotency_token: op.idempotency_token.clone(),
             reserved_attempts: op.reserved_attempts,
             settled_jobs: op.inline_jobs().cloned().collect(),
@@ -399,6 +403,7 @@ impl Operation {
         op.finish_time = record.finish_time;
         op.error = record.error;
         op.history = record.history;
+        op.history_dropped = record.history_dropped;
         op.suspended = record.suspended;
         op.idempotency_token = record.idempotency_token;
         op.reserved_attempts = record.reserved_attempts;
@@ -417,4 +422,8 @@ impl Operation {
         op.take_changes();
         op
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

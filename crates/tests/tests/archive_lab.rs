@@ -263,7 +263,7 @@ fn list_operations_goes_on_from_memory_into_the_archive() {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
-    // The archived views are redacted for those who do not own them.
+    // Archived entries in a list are brief, as live ones are: no environment at all.
     let p = page(
         &lab,
         ListOperations {
@@ -277,10 +277,7 @@ fn list_operations_goes_on_from_memory_into_the_archive() {
         .iter()
         .filter(|o| done.contains(&o.id.to_string()))
     {
-        assert_eq!(
-            o.spec.tasks.get("t").unwrap().environment["SECRET"],
-            "<redacted>"
-        );
+        assert!(o.spec.tasks.get("t").unwrap().environment.is_empty());
     }
 }
 

@@ -19,6 +19,13 @@ use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::tag_filter::TagFilter;
 use ytsched_common::{JobId, NodeId, OperationId};
 
+/// History entries an operation keeps (its submission and the latest): a user may
+/// change her operation as often as her rate allows, and each change is a line, so an
+/// unbounded history would grow its record past what the store takes.
+pub const MAX_HISTORY_ENTRIES: usize = 64;
+/// Bytes of one history entry kept (a longer one is cut, saying how long it was).
+pub const MAX_HISTORY_EVENT_BYTES: usize = 1024;
+
 #[derive(Clone, Debug)]
 pub struct Task {
     pub name: String,
@@ -107,7 +114,10 @@ pub struct Operation {
     /// `suspend_operation` (SPEC 5.14): it keeps its place and running jobs but is given
     /// no new ones, and it wants no more than it uses.
     pub suspended: bool,
+    /// A bounded ring (`record`): the submission, then the latest entries.
     pub history: Vec<HistoryEntry>,
+    /// Entries dropped from the ring, counted rather than kept.
+    pub history_dropped: u64,
     /// The submitter's token for this submission, if it sent one (see
     /// `start_operation_as`).
     pub idempotency_token: Option<ytsched_common::IdempotencyToken>,
@@ -244,6 +254,7 @@ impl Operation {
             tally: AttemptTally::default(),
             failed_job_count: 0,
             suspended: false,
+            history_dropped: 0,
             history: vec![HistoryEntry {
                 time: now,
                 event: if placement.pending {
@@ -324,6 +335,12 @@ impl Operation {
 
     /// Adds a history line (and marks the operation for the store).
     pub fn record(&mut self, now: UnixMillis, event: String) {
+        let event = cut(event, MAX_HISTORY_EVENT_BYTES);
+        if self.history.len() >= MAX_HISTORY_ENTRIES {
+            // The submission stays first; the oldest after it goes, counted.
+            self.history.remove(1);
+            self.history_dropped += 1;
+        }
         self.history.push(HistoryEntry { time: now, event });
         self.header_changed = true;
     }
@@ -501,4 +518,19 @@ impl Operation {
             t.waiting.clear();
         }
     }
+}
+
+/// `s` cut to at most `max` bytes (on a character boundary), saying how long it was.
+fn cut(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let len = s.len();
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push_str(&format!("… ({len} bytes)"));
+    s
 }

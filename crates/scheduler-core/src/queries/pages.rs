@@ -238,6 +238,7 @@ fn describe_with(
         resource_demand: op.demand_in(op.main_tree()),
         spec,
         history,
+        history_dropped: op.history_dropped,
         suspended: op.suspended,
         unschedulable_reason: (!op.state.is_finished())
             .then(|| op.unschedulable_reason())

@@ -93,3 +93,34 @@ fn weights_are_bounded_on_submission_update_and_pools() {
         .unwrap_err();
     assert!(e.to_string().contains("weight"), "{e}");
 }
+
+/// Two hundred changes of a long `owners` list keep the operation's history, and so its
+/// stored record, bounded: the submission and the latest entries, the rest counted.
+#[test]
+fn an_operations_history_is_a_bounded_ring() {
+    use crate::operations::operation::{MAX_HISTORY_ENTRIES, MAX_HISTORY_EVENT_BYTES};
+    let mut h = Harness::new();
+    let op = h.submit("alice", spec(1, 1.0));
+    let first = h.core.operation(&op).unwrap().history[0].clone();
+    let now = h.now;
+    for i in 0..200 {
+        let owners: Vec<String> = (0..100).map(|k| format!("user-{i}-{k:0>50}")).collect();
+        let p = params(json!({ "owners": owners }));
+        h.run(|c| c.update_operation_parameters(&op, None, &p, now + i))
+            .unwrap();
+    }
+    let o = h.core.operation(&op).unwrap();
+    assert_eq!(o.history.len(), MAX_HISTORY_ENTRIES);
+    assert_eq!(o.history[0], first, "the submission stays first");
+    assert_eq!(o.history_dropped, 201 - MAX_HISTORY_ENTRIES as u64);
+    assert!(o.history.last().unwrap().event.contains("user-199-"));
+    assert!(o
+        .history
+        .iter()
+        .all(|e| e.event.len() <= MAX_HISTORY_EVENT_BYTES + 32));
+    let info = h.core.operation_info(&op).unwrap();
+    assert_eq!(info.history_dropped, o.history_dropped);
+    let record = crate::records::OperationRecord::of(o);
+    let bytes = ytsched_common::codec::encode(&record).unwrap().len();
+    assert!(bytes < 128 * 1024, "a record of {bytes} bytes");
+}
