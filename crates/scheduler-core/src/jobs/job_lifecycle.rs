@@ -3,7 +3,9 @@
 //! or lost jobs go back to waiting). Each step keeps the attempt tally and the tree's
 //! usage in step with the job.
 
-use crate::operations::operation::{set_attempt, slot_mut, Job, Operation, ResultEffect};
+use crate::operations::operation::{
+    set_attempt, slot_mut, Job, Operation, ResultEffect, MAX_REQUESTED_RESTARTS,
+};
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{AttemptOf, FinishedJob, JobStartSpec, UnixMillis};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
@@ -268,6 +270,23 @@ impl Operation {
             job.abort_reason = Some(reason);
             job.error = error;
             let index = job.index;
+            if reason == AbortReason::RestartRequested {
+                self.requested_restarts += 1;
+                if self.requested_restarts > MAX_REQUESTED_RESTARTS {
+                    return ResultEffect::OperationFailed(format!(
+                        "its jobs asked to run again (restart_exit_code {}) {} times, more than the limit of {MAX_REQUESTED_RESTARTS} per operation; last: job {} of task '{}'",
+                        restart_code.unwrap_or_default(),
+                        self.requested_restarts,
+                        result.job_id,
+                        self.tasks[task].name,
+                    ));
+                }
+                // Behind the task's other waiting jobs, not ahead of them.
+                if !copy_runs && !self.state.is_finished() {
+                    self.tasks[task].waiting.push_back(index);
+                }
+                return ResultEffect::Recorded;
+            }
             if !copy_runs && !self.state.is_finished() {
                 self.tasks[task].waiting.push_front(index);
             }

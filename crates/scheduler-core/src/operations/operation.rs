@@ -19,6 +19,11 @@ use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::tag_filter::TagFilter;
 use ytsched_common::{JobId, NodeId, OperationId};
 
+/// Restarts by `restart_exit_code` one operation may ask for: a job that always exits
+/// with it would otherwise run again forever, each attempt a record and events that
+/// every user's history shares the store and the event log with.
+pub const MAX_REQUESTED_RESTARTS: u32 = 1000;
+
 /// History entries an operation keeps (its submission and the latest): a user may
 /// change her operation as often as her rate allows, and each change is a line, so an
 /// unbounded history would grow its record past what the store takes.
@@ -111,6 +116,9 @@ pub struct Operation {
     /// Attempts per state, kept with `attempts`.
     pub(crate) tally: AttemptTally,
     pub failed_job_count: u32,
+    /// Jobs that asked to run again by their task's `restart_exit_code`, since this
+    /// scheduler took the operation (held to `MAX_REQUESTED_RESTARTS`).
+    pub requested_restarts: u32,
     /// `suspend_operation` (SPEC 5.14): it keeps its place and running jobs but is given
     /// no new ones, and it wants no more than it uses.
     pub suspended: bool,
@@ -253,6 +261,7 @@ impl Operation {
             attempts: Vec::new(),
             tally: AttemptTally::default(),
             failed_job_count: 0,
+            requested_restarts: 0,
             suspended: false,
             history_dropped: 0,
             history: vec![HistoryEntry {

@@ -124,3 +124,36 @@ fn an_operations_history_is_a_bounded_ring() {
     let bytes = ytsched_common::codec::encode(&record).unwrap().len();
     assert!(bytes < 128 * 1024, "a record of {bytes} bytes");
 }
+
+/// A job that always exits with its restart code runs again only up to the
+/// per-operation limit; then the operation fails, saying why.
+#[test]
+fn restart_exit_code_restarts_stop_at_the_operations_limit() {
+    use crate::operations::operation::MAX_REQUESTED_RESTARTS;
+    use ytsched_common::states::OperationState;
+    let mut h = Harness::new();
+    h.node("n1", 4.0, &[]);
+    let mut s = spec(1, 1.0);
+    for (_, t) in s.tasks.iter_mut() {
+        t.restart_exit_code = Some(42);
+    }
+    let op = h.submit("u", s);
+    let mut started = 0;
+    for _ in 0..MAX_REQUESTED_RESTARTS + 5 {
+        let r = h.advance(1).heartbeat("n1");
+        let Some(job) = r.jobs_to_start.first() else {
+            break;
+        };
+        started += 1;
+        h.exit_job("n1", &job.job_id.clone(), 42);
+    }
+    h.advance(1).heartbeat("n1");
+    let info = h.core.operation_info(&op).unwrap();
+    assert_eq!(started, MAX_REQUESTED_RESTARTS + 1, "the first run and its restarts");
+    assert_eq!(info.state, OperationState::Failed);
+    let error = info.error.unwrap_or_default();
+    assert!(
+        error.contains("restart_exit_code 42") && error.contains("limit of 1000"),
+        "{error}"
+    );
+}
