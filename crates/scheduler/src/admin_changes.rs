@@ -272,6 +272,65 @@ mod tests {
         apply(&mut core, &root, set, MAX_RECORD).expect("an admin's change has the record's room");
     }
 
+    /// Bob grants `administer` on a pool of his to dave: dave's pools count toward the
+    /// one budget of bob's delegation, not a fresh one of dave's.
+    #[test]
+    fn a_sub_delegate_spends_the_budget_of_the_delegation_it_lies_in() {
+        let mut core = delegated();
+        let (bob, dave) = (Caller::user("bob"), Caller::user("dave"));
+        let acl = r#"{"acl": [{"action": "allow", "subjects": ["dave"], "permissions": ["administer"]}]}"#;
+        apply(
+            &mut core,
+            &bob,
+            create("default", "d", Some("team"), Some(acl)),
+            MAX_RECORD,
+        )
+        .unwrap();
+        for i in 0..MAX_DELEGATED_POOLS - 3 {
+            apply(
+                &mut core,
+                &bob,
+                create("default", &format!("b{i}"), Some("team"), None),
+                MAX_RECORD,
+            )
+            .unwrap_or_else(|e| panic!("pool {i}: {e}"));
+        }
+        // team, d and bob's pools: one left in the delegation's budget.
+        apply(
+            &mut core,
+            &dave,
+            create("default", "d0", Some("d"), None),
+            MAX_RECORD,
+        )
+        .unwrap();
+        let e = apply(
+            &mut core,
+            &dave,
+            create("default", "d1", Some("d"), None),
+            MAX_RECORD,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitReached);
+        assert!(e.message.contains("subtree of pool 'team'"), "{e}");
+    }
+
+    /// Delegates cannot fill a tree to its pool limit: the last pools are kept for
+    /// users' ephemeral pools and admins.
+    #[test]
+    fn delegates_leave_room_in_the_tree_for_ephemeral_pools() {
+        use crate::core::delegation_budget::{tree_room_refusal, POOLS_KEPT_FROM_DELEGATES};
+        let room = crate::core::pool_tree::MAX_POOLS_PER_TREE - POOLS_KEPT_FROM_DELEGATES;
+        let tree = TreeName::parse("default").unwrap();
+        assert!(tree_room_refusal(&tree, room).is_none());
+        let e = tree_room_refusal(&tree, room + 1).unwrap();
+        assert_eq!(e.kind, ErrorKind::LimitReached);
+        assert!(
+            e.message
+                .contains("kept for users' ephemeral pools and admins"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn delegates_together_leave_a_quarter_of_the_record_to_admins() {
         let core = delegated();

@@ -16,6 +16,9 @@ use ytsched_common::names::{TreeName, TreePoolName};
 
 /// Pools one delegated subtree may hold (its top pool included).
 pub const MAX_DELEGATED_POOLS: usize = 200;
+/// Pools of a tree's limit that delegates may not fill: room for users' ephemeral
+/// pools (without which they could not submit) and for admins.
+pub const POOLS_KEPT_FROM_DELEGATES: usize = 1_000;
 /// One delegated subtree may take at most 1/`SUBTREE_PARTS` of the record.
 pub const SUBTREE_PARTS: usize = 16;
 /// Delegates' changes may leave the record at most this many quarters full.
@@ -59,6 +62,9 @@ impl SchedulerCore {
         }
         let (tree_name, pool) = scope?;
         let tree = self.cluster.tree(tree_name).ok()?;
+        if let Some(e) = tree_room_refusal(tree_name, tree.pools.len()) {
+            return Some(e);
+        }
         let top = delegation_top(tree, pool, caller)?;
         let (pools, bytes) = subtree_size(tree, top);
         let subtree_bytes = max_record / SUBTREE_PARTS;
@@ -80,17 +86,49 @@ impl SchedulerCore {
     }
 }
 
-/// The topmost pool at or above `pool` that `caller` administers: where the grant
-/// begins, so nested grants share one budget instead of each bringing another.
+/// A delegate's change that leaves a tree with `pools` pools, more than delegates may
+/// fill of its limit.
+pub fn tree_room_refusal(tree_name: &TreeName, pools: usize) -> Option<ApiError> {
+    let room = crate::trees::pool_tree::MAX_POOLS_PER_TREE - POOLS_KEPT_FROM_DELEGATES;
+    (pools > room).then(|| {
+        ApiError::limit_reached(format!(
+            "refused: pool tree '{tree_name}' would hold {pools} pools; delegates may fill it up to {room}, the last {POOLS_KEPT_FROM_DELEGATES} are kept for users' ephemeral pools and admins"
+        ))
+    })
+}
+
+/// Where the delegation `pool` lies in begins: the topmost pool at or above it whose own
+/// ACL grants `administer` to anyone, else the topmost `caller` administers. Every
+/// grant below that one, sub-delegates' included, shares its one budget: granting
+/// `administer` on sub-pools to another identity brings no fresh budget.
 fn delegation_top<'a>(
     tree: &'a PoolTree,
     pool: &'a TreePoolName,
     caller: &Caller,
 ) -> Option<&'a TreePoolName> {
-    tree.lineage(pool)
-        .into_iter()
+    let lineage = tree.lineage(pool);
+    let grants_administer = |p: &TreePoolName| {
+        tree.pools
+            .get(p)
+            .and_then(|pool| pool.config.acl.as_deref())
+            .is_some_and(|acl| {
+                acl.iter().any(|ace| {
+                    ace.action == ytsched_common::acl::AceAction::Allow
+                        && ace.permissions.contains(&Permission::Administer)
+                })
+            })
+    };
+    lineage
+        .iter()
         .rev()
-        .find(|p| pool_allows(tree, p, caller, Permission::Administer))
+        .find(|p| !p.is_root() && grants_administer(p))
+        .or_else(|| {
+            lineage
+                .iter()
+                .rev()
+                .find(|p| pool_allows(tree, p, caller, Permission::Administer))
+        })
+        .copied()
 }
 
 /// Pools in the subtree under `top` (itself included unless it is the root), and the

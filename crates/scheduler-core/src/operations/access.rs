@@ -145,8 +145,12 @@ impl SchedulerCore {
             .is_some_and(|op| controls(caller, op))
     }
 
-    /// `set` and `remove`: `administer` on the pool for a pool or its attributes; the
-    /// admin role for trees, tree configuration, the default tree and nodes.
+    /// `set` and `remove`: `administer` on the pool's parent for a pool or its
+    /// attributes (the root's for a top pool: the admin role unless the root's ACL
+    /// grants it); the admin role for trees, tree configuration, the default tree and
+    /// nodes. As in YTsaurus, `administer` on a pool lets a delegate shape what is below
+    /// it; the pool's own guarantee, weight, limits, preemption settings and ACL (so
+    /// who else administers it) are its parent's administrator's to give.
     pub fn authorize_change(&self, caller: &Caller, path: &str) -> Result<(), ApiError> {
         if caller.admin {
             return Ok(());
@@ -167,15 +171,25 @@ impl SchedulerCore {
         let tree = self.cluster.tree(&tree_name).map_err(ApiError::from)?;
         let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
         let pool = tree.resolve_path(&segs).map_err(ApiError::from)?;
-        if pool_allows(tree, &pool, caller, Permission::Administer) {
-            Ok(())
-        } else {
-            Err(refusal(
-                caller,
-                Permission::Administer,
-                &format!("pool '{pool}' of pool tree '{tree_name}'"),
-            ))
+        let parent = tree
+            .pools
+            .get(&pool)
+            .map_or_else(TreePoolName::root, |p| p.parent.clone());
+        if pool_allows(tree, &parent, caller, Permission::Administer) {
+            return Ok(());
         }
+        let what = if parent.is_root() {
+            format!("pool tree '{tree_name}' (the root, parent of pool '{pool}')")
+        } else {
+            format!("pool '{parent}' of pool tree '{tree_name}', the parent of pool '{pool}'")
+        };
+        let mut refused = refusal(caller, Permission::Administer, &what);
+        if pool_allows(tree, &pool, caller, Permission::Administer) {
+            refused.message.push_str(&format!(
+                "; 'administer' on '{pool}' lets you shape the pools below it, while its own attributes and ACL are its parent's administrator's to set"
+            ));
+        }
+        Err(refused)
     }
 
     /// `create`: a pool needs `administer` on its parent, a pool tree the admin role.

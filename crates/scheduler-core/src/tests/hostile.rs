@@ -149,11 +149,65 @@ fn restart_exit_code_restarts_stop_at_the_operations_limit() {
     }
     h.advance(1).heartbeat("n1");
     let info = h.core.operation_info(&op).unwrap();
-    assert_eq!(started, MAX_REQUESTED_RESTARTS + 1, "the first run and its restarts");
+    assert_eq!(
+        started,
+        MAX_REQUESTED_RESTARTS + 1,
+        "the first run and its restarts"
+    );
     assert_eq!(info.state, OperationState::Failed);
     let error = info.error.unwrap_or_default();
     assert!(
         error.contains("restart_exit_code 42") && error.contains("limit of 1000"),
         "{error}"
     );
+}
+
+/// A delegate (`administer` on `team-alice` only) shapes what is below her pool, and
+/// nothing of the pool itself: its guarantee, weight, preemption settings and ACL are
+/// for whoever administers its parent, as is granting `administer` onward.
+#[test]
+fn a_delegate_shapes_her_subtree_but_not_her_own_pool() {
+    let mut h = Harness::new();
+    h.pool(
+        "team-alice",
+        None,
+        json!({"strong_guarantee_resources": {"cpu": 1}, "acl": [{"action": "allow", "subjects": ["alice"], "permissions": ["administer"]}]}),
+    );
+    h.pool("team-alice-sub", Some("team-alice"), json!({}));
+    let alice = Caller::user("alice");
+    for own in [
+        "//sys/pool_trees/default/team-alice/@strong_guarantee_resources",
+        "//sys/pool_trees/default/team-alice/@weight",
+        "//sys/pool_trees/default/team-alice/@allow_regular_preemption",
+        "//sys/pool_trees/default/team-alice/@acl",
+        "//sys/pool_trees/default/team-alice",
+    ] {
+        let e = h.core.authorize_change(&alice, own).unwrap_err();
+        assert!(
+            e.message.contains("parent of pool 'team-alice'")
+                && e.message.contains("its parent's administrator"),
+            "{own}: {e}"
+        );
+    }
+    // Below her pool she may do as she likes, within the pool (validated against it).
+    for below in [
+        "//sys/pool_trees/default/team-alice/team-alice-sub/@weight",
+        "//sys/pool_trees/default/team-alice/team-alice-sub/@acl",
+        "//sys/pool_trees/default/team-alice/team-alice-sub",
+    ] {
+        h.core.authorize_change(&alice, below).unwrap();
+    }
+    h.core
+        .authorize_create(
+            &alice,
+            ytsched_common::api::ObjectType::SchedulerPool,
+            Some("default"),
+            Some(&PoolName::parse("team-alice").unwrap()),
+        )
+        .unwrap();
+    // An admin still sets her pool's own attributes.
+    let admin = Caller::admin("root");
+    h.core
+        .authorize_change(&admin, "//sys/pool_trees/default/team-alice/@weight")
+        .unwrap();
 }

@@ -89,8 +89,9 @@ fn acls_and_ownership_refuse_naming_user_permission_and_object() {
         .authorize_change(&bob, "//sys/pool_trees/default/team/@weight")
         .unwrap_err();
     assert!(
-        e.message
-            .contains("no 'administer' permission on pool 'team'"),
+        e.message.contains(
+            "no 'administer' permission on pool tree 'default' (the root, parent of pool 'team')"
+        ),
         "{e}"
     );
     assert!(core
