@@ -1,4 +1,4 @@
-//! A job's own PID and mount namespaces (SPEC 5.11, isolation between jobs of different
+//! A job's own PID, mount and IPC namespaces (SPEC 5.11, isolation between jobs of different
 //! users on one host): its `/proc` shows only its own processes (no agent command line,
 //! no other job), and `/tmp`, `/var/tmp` and `/dev/shm` are private tmpfs mounts sized
 //! to its memory limit (their pages count against its memory cgroup) that vanish with
@@ -16,7 +16,7 @@
 use nix::errno::Errno;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Directories a job gets its own empty tmpfs on.
@@ -32,10 +32,14 @@ pub struct NamespacePlan {
     sandbox_ancestors: Vec<CString>,
     /// Which private directory the sandbox lies under, if any.
     sandbox_under: Option<usize>,
+    /// The host read-only but these (`read_only_host`); None: left as it is.
+    writable: Option<crate::read_only_host::WritablePaths>,
 }
 
 impl NamespacePlan {
-    pub fn new(sandbox: &Path, memory_bytes: u64) -> Option<Self> {
+    /// `writable`: with the host made read-only, the site's paths left writable; None
+    /// leaves the host's mounts as they are.
+    pub fn new(sandbox: &Path, memory_bytes: u64, writable: Option<&[PathBuf]>) -> Option<Self> {
         let tmpfs_options =
             CString::new(format!("size={},mode=1777", memory_bytes.max(1 << 20))).ok()?;
         let under = PRIVATE_DIRS.iter().position(|d| {
@@ -54,11 +58,21 @@ impl NamespacePlan {
                 ancestors.push(CString::new(a.as_os_str().as_bytes()).ok()?);
             }
         }
+        let writable = match writable {
+            Some(extra) => Some(crate::read_only_host::WritablePaths::new(
+                sandbox,
+                under.is_some(),
+                &PRIVATE_DIRS,
+                extra,
+            )?),
+            None => None,
+        };
         Some(Self {
             tmpfs_options,
             sandbox: CString::new(sandbox.as_os_str().as_bytes()).ok()?,
             sandbox_ancestors: ancestors,
             sandbox_under: under,
+            writable,
         })
     }
 
@@ -69,7 +83,11 @@ impl NamespacePlan {
     /// # Safety
     /// Only async-signal-safe system calls on memory allocated before the fork.
     pub unsafe fn enter(&self) -> std::io::Result<()> {
-        Errno::result(libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS))?;
+        // Its own IPC namespace too: SysV shared memory, semaphores and message queues
+        // it leaves die with it instead of waiting for the slot's next job.
+        Errno::result(libc::unshare(
+            libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC,
+        ))?;
         make_mounts_private()?;
         let sandbox_fd = match self.sandbox_under {
             Some(_) => Errno::result(libc::open(
@@ -135,6 +153,12 @@ impl NamespacePlan {
         }
         if sandbox_fd >= 0 {
             libc::close(sandbox_fd);
+        }
+        if let Some(w) = &self.writable {
+            w.apply()?;
+            // The working directory was entered before these mounts, on the host's
+            // (now read-only) mount: enter it again, through the sandbox's own.
+            Errno::result(libc::chdir(w.work_dir().as_ptr()))?;
         }
         let job = Errno::result(libc::fork())?;
         if job > 0 {
@@ -287,7 +311,7 @@ unsafe fn wait_and_mirror(init: libc::pid_t, status_in: i32) -> ! {
 /// container without the rights to mount a fresh `/proc` cannot.
 pub fn probe() -> Result<(), String> {
     use std::os::unix::process::CommandExt;
-    let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20)
+    let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20, None)
         .ok_or("cannot prepare the probe")?;
     let mut cmd = std::process::Command::new("/bin/sh");
     cmd.args(["-c", "[ $$ -eq 2 ] && test -d /proc/1"]);
@@ -317,7 +341,8 @@ mod tests {
 
     #[test]
     fn a_sandbox_under_tmp_is_made_again_inside_the_private_tmp() {
-        let plan = NamespacePlan::new(Path::new("/tmp/lab/node0/sandboxes/j1"), 1 << 30).unwrap();
+        let plan =
+            NamespacePlan::new(Path::new("/tmp/lab/node0/sandboxes/j1"), 1 << 30, None).unwrap();
         assert_eq!(plan.sandbox_under, Some(0));
         let names: Vec<_> = plan
             .sandbox_ancestors
@@ -332,7 +357,7 @@ mod tests {
             plan.tmpfs_options.to_str().unwrap(),
             "size=1073741824,mode=1777"
         );
-        let plan = NamespacePlan::new(Path::new("/var/lib/ytsched/j1"), 0).unwrap();
+        let plan = NamespacePlan::new(Path::new("/var/lib/ytsched/j1"), 0, None).unwrap();
         assert_eq!(plan.sandbox_under, None);
     }
 }

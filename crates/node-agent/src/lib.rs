@@ -11,6 +11,7 @@ pub mod gpu;
 pub mod guardian;
 pub mod job;
 pub mod job_namespaces;
+pub mod read_only_host;
 pub mod sandbox;
 pub mod slot_range;
 pub mod tags;

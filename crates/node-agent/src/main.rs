@@ -93,6 +93,10 @@ struct Args {
     /// with an alert when not), on (refuse to start without), off.
     #[arg(long, value_enum, default_value = "auto")]
     job_namespaces: JobNamespaces,
+    /// A path jobs may write to besides their sandbox and private /tmp, /var/tmp,
+    /// /dev/shm and /dev; everything else of the host is read-only to them (repeatable).
+    #[arg(long = "job-writable-path")]
+    job_writable_paths: Vec<PathBuf>,
     /// Where agents on this host claim their slot uid ranges (one file per range, held
     /// locked while the agent runs); an overlapping claim is refused, naming its holder.
     #[arg(long, default_value = "/run/ytsched/slot-uids")]
@@ -295,6 +299,7 @@ fn prepare_sandbox(
         Isolation::Process => None,
     };
     let guardian = Guardian::spawn(cgroups).context("cannot start the job guardian")?;
+    let namespaces = job_namespaces(slot_uid_base, args.job_namespaces)?;
     let sandbox = SandboxConfig {
         guardian,
         isolation,
@@ -305,7 +310,9 @@ fn prepare_sandbox(
             .unwrap_or_else(|| default_pids_limit(limits.user_slots)),
         slot_uid_base,
         devices,
-        namespaces: job_namespaces(slot_uid_base, args.job_namespaces)?,
+        namespaces,
+        read_only_host: namespaces && read_only_host(),
+        job_writable_paths: args.job_writable_paths.clone(),
         default_disk_space: args
             .job_disk_space
             .0
@@ -401,6 +408,17 @@ fn job_namespaces(slot_uid_base: Option<u32>, mode: JobNamespaces) -> anyhow::Re
             }
         },
     })
+}
+
+/// Whether jobs see the host read-only (`read_only_host`): said once at start.
+fn read_only_host() -> bool {
+    let supported = ytsched_node::read_only_host::supported();
+    if supported {
+        info!("jobs see the host's filesystem read-only but their sandbox, private directories, /dev and --job-writable-path");
+    } else {
+        warn!("ALERT: this kernel has no mount_setattr (Linux 5.12): jobs can write wherever the host's permissions let their slot user");
+    }
+    supported
 }
 
 /// 10,000 processes per job, lowered so that a full node's jobs together stay below half

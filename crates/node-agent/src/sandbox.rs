@@ -51,6 +51,11 @@ pub struct SandboxConfig {
     /// Each job (of a slot user) in its own PID and mount namespaces with private
     /// `/tmp`, `/var/tmp` and `/dev/shm` (`job_namespaces`).
     pub namespaces: bool,
+    /// With `namespaces`: the host's filesystem read-only to jobs but their sandbox,
+    /// private directories, `/dev` and `job_writable_paths` (`read_only_host`).
+    pub read_only_host: bool,
+    /// Paths a site needs writable by jobs (`--job-writable-path`).
+    pub job_writable_paths: Vec<PathBuf>,
     /// Bytes a job's sandbox may hold when its task asks for no `disk_request`.
     pub default_disk_space: u64,
 }
@@ -106,7 +111,12 @@ impl SandboxConfig {
         let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
         let hide = self.devices.plan(gpus);
         let namespaces = if self.namespaces && uid.is_some() {
-            crate::job_namespaces::NamespacePlan::new(&dir, spec.resources.memory.max(0.0) as u64)
+            crate::job_namespaces::NamespacePlan::new(
+                &dir,
+                spec.resources.memory.max(0.0) as u64,
+                self.read_only_host
+                    .then_some(self.job_writable_paths.as_slice()),
+            )
         } else {
             None
         };

@@ -599,6 +599,9 @@ impl Lab {
             .arg(self.node_work_dir(index))
             .args(["--cgroup-root", &self.cgroup_root])
             .args(["--kill-grace", "1s"])
+            // The host is read-only to jobs but for this; tests' jobs leave what they
+            // are checked by there (`job_writable_dir`).
+            .args(["--job-writable-path", JOB_WRITABLE_ROOT])
             .args([
                 "--slot-uid-base",
                 &(self.slot_uid_base + index as u32 * 256).to_string(),
@@ -913,11 +916,14 @@ fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
+/// Where `job_writable_dir` makes its directories; the lab's agents leave it writable.
+pub const JOB_WRITABLE_ROOT: &str = "/run/ytsched-tests";
+
 /// A temporary directory jobs may write into (they run as slot users, not as the test).
 /// Jobs have private `/tmp` and `/var/tmp` (their own mount namespace), so as root it
 /// lies under `/run`, which they share with the host.
 pub fn job_writable_dir() -> tempfile::TempDir {
-    let shared = Path::new("/run/ytsched-tests");
+    let shared = Path::new(JOB_WRITABLE_ROOT);
     let dir = if is_root() && std::fs::create_dir_all(shared).is_ok() {
         tempfile::tempdir_in(shared).expect("temporary directory")
     } else {

@@ -169,3 +169,53 @@ fn a_job_past_its_disk_space_fails_as_disk_limit_exceeded() {
         .to_string();
     assert!(e.contains("disk_request.disk_space"), "{e}");
 }
+
+/// Issue 38 point 6: the host's filesystem is read-only to a job but its sandbox,
+/// private directories and the node's `--job-writable-path`; its SysV IPC objects are
+/// its own, so the slot's next job finds neither files in world-writable host
+/// directories nor shared memory left for it.
+#[test]
+fn a_job_writes_only_its_own_places_and_leaves_no_ipc_to_the_next() {
+    if !is_root() {
+        eprintln!("skipped: needs a root agent");
+        return;
+    }
+    let lab = Lab::start(vec![NodeOpts::args(&[
+        "--cpu",
+        "2",
+        "--memory",
+        "2G",
+        "--user-slots",
+        "1",
+        "--job-namespaces",
+        "on",
+    ])])
+    .unwrap();
+    if lab.node_log(0).contains("no mount_setattr") {
+        eprintln!("skipped: this kernel has no mount_setattr (Linux 5.12)");
+        return;
+    }
+    let shared = ytsched_tests::job_writable_dir();
+    let marker = format!("leak-{}", lab.prefix);
+    let first = stdout_of(
+        &lab,
+        &format!(
+            "for d in /run/lock /var/lock /var/crash /etc; do touch $d/{marker} 2>/dev/null && echo wrote $d; done; \
+             echo x > work-file && echo sandbox ok; echo x > /tmp/x && echo tmp ok; \
+             echo x > {}/from-job && echo site ok; ipcmk -M 4096 >/dev/null && ipcs -m | grep -c '^0x'",
+            shared.path().display()
+        ),
+    );
+    assert!(!first.contains("wrote"), "a job wrote to the host: {first}");
+    for ok in ["sandbox ok", "tmp ok", "site ok"] {
+        assert!(first.contains(ok), "{ok} missing: {first}");
+    }
+    assert!(first.ends_with('1'), "its own segment: {first}");
+    for d in ["/run/lock", "/var/lock", "/var/crash", "/etc"] {
+        assert!(!std::path::Path::new(d).join(&marker).exists(), "{d}");
+    }
+    assert!(shared.path().join("from-job").exists());
+    // The slot's next job (the same slot user) sees no segment of the first.
+    let next = stdout_of(&lab, "ipcs -m | grep -c '^0x' || true");
+    assert_eq!(next, "0", "the next job found shared memory: {next}");
+}

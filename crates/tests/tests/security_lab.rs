@@ -196,12 +196,14 @@ fn users_are_who_their_keys_say_and_pool_acls_and_ownership_decide() {
     );
     lab.wait_finished(&op3, Duration::from_secs(30)).unwrap();
 
-    // administer: alice may shape research and create under it, bob may not; neither
-    // may touch the root, trees or nodes.
-    ok_as(
+    // administer: alice may shape what is below research and create under it, bob may
+    // not; research's own attributes are its parent's (the root's) administrator's;
+    // neither may touch the root, trees or nodes.
+    refused(
         &lab,
         "alice",
         &["set", "//sys/pool_trees/default/research/@weight", "3"],
+        "parent of pool 'research'",
     );
     ok_as(
         &lab,
@@ -217,11 +219,16 @@ fn users_are_who_their_keys_say_and_pool_acls_and_ownership_decide() {
             "default",
         ],
     );
+    ok_as(
+        &lab,
+        "alice",
+        &["set", "//sys/pool_trees/default/research/nlp/@weight", "3"],
+    );
     refused(
         &lab,
         "bob",
         &["set", "//sys/pool_trees/default/research/ml/@weight", "5"],
-        "access denied: user 'bob' has no 'administer' permission on pool 'ml'",
+        "access denied: user 'bob' has no 'administer' permission on pool 'research' of pool tree 'default', the parent of pool 'ml'",
     );
     refused(
         &lab,
@@ -750,7 +757,10 @@ fn others_see_an_operations_metadata_but_not_its_secrets() {
         ("bob", vec!["--format", "json", "list-operations"]),
     ] {
         let seen = ok_as(&lab, who, &args);
-        assert!(seen.contains(&op) && seen.contains("<redacted>"), "{seen}");
+        // A whole operation shows what it hides; a list's brief entries carry neither
+        // environment nor stdin at all.
+        let marked = args.contains(&"list-operations") || seen.contains("<redacted>");
+        assert!(seen.contains(&op) && marked, "{seen}");
         assert!(
             !seen.contains("hunter2") && !seen.contains("password"),
             "{seen}"
