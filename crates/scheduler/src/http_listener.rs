@@ -15,6 +15,9 @@ use tokio::net::TcpListener;
 pub struct Bounds {
     /// Connections open at once; more are answered 503 and closed.
     pub max_connections: usize,
+    /// Connections one client address may hold open at once: one address reopening
+    /// connections as fast as they close cannot take every slot from the others.
+    pub max_per_address: usize,
     /// How long a client may take to send a request's header, and may stay idle.
     pub header_timeout: Duration,
 }
@@ -54,8 +57,9 @@ pub async fn serve(
         "HTTP listening"
     );
     let slots = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections.max(1)));
+    let addresses = AddressCounts::default();
     loop {
-        let (mut stream, _) = match listener.accept().await {
+        let (mut stream, peer) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
                 // Out of descriptors or memory for a moment: the clients already in are
@@ -64,6 +68,19 @@ pub async fn serve(
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+        };
+        let Some(per_address) = addresses.take(peer.ip(), bounds.max_per_address) else {
+            refusals.count(crate::refusals::Refusal::HttpAddressConnections, || {
+                format!(
+                    "HTTP connection from {} refused: it has {} open already",
+                    peer.ip(),
+                    bounds.max_per_address
+                )
+            });
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+            });
+            continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             refusals.count(crate::refusals::Refusal::HttpConnections, || {
@@ -99,6 +116,67 @@ pub async fn serve(
                 tracing::debug!(error = %e, "HTTP connection ended");
             }
             drop(slot);
+            drop(per_address);
         });
+    }
+}
+
+/// Connections open per client address (bounded by the connection cap itself: an
+/// address is forgotten when its last connection closes).
+#[derive(Clone, Default)]
+struct AddressCounts(Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>);
+
+/// One connection of an address, counted until dropped.
+struct AddressSlot {
+    counts: AddressCounts,
+    ip: std::net::IpAddr,
+}
+
+impl AddressCounts {
+    fn take(&self, ip: std::net::IpAddr, max: usize) -> Option<AddressSlot> {
+        let mut counts = self.0.lock().ok()?;
+        let n = counts.entry(ip).or_insert(0);
+        if *n >= max.max(1) {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            counts: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        if let Ok(mut counts) = self.counts.0.lock() {
+            if let Some(n) = counts.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_address_holds_at_most_its_share_and_is_forgotten_when_done() {
+        let counts = AddressCounts::default();
+        let (a, b): (std::net::IpAddr, std::net::IpAddr) =
+            ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let held: Vec<_> = (0..3).map(|_| counts.take(a, 3).unwrap()).collect();
+        assert!(
+            counts.take(a, 3).is_none(),
+            "a fourth from the same address"
+        );
+        assert!(counts.take(b, 3).is_some(), "another address is let in");
+        drop(held);
+        assert!(counts.0.lock().unwrap().is_empty());
+        assert!(counts.take(a, 3).is_some());
     }
 }

@@ -76,6 +76,10 @@ struct Args {
     /// the process's file descriptor limit).
     #[arg(long, default_value_t = 4096)]
     http_max_connections: usize,
+    /// HTTP connections one client address may hold open at once; more are answered
+    /// 503 and closed, so one address cannot shut the others out.
+    #[arg(long, default_value_t = 64)]
+    http_max_connections_per_address: usize,
     /// How long an HTTP client may take to send a request header, or stay idle between
     /// requests, before its connection is closed.
     #[arg(long, default_value = "10s")]
@@ -267,6 +271,7 @@ fn http_config(args: &Args) -> anyhow::Result<Option<HttpConfig>> {
                 access,
                 bounds: ytsched_scheduler::http_listener::Bounds {
                     max_connections: fitting_connection_cap(args.http_max_connections),
+                    max_per_address: args.http_max_connections_per_address.max(1),
                     header_timeout: Duration::from_millis(args.http_header_timeout.0.max(100)),
                 },
             })

@@ -248,6 +248,9 @@ fn idle_connections_neither_shut_out_the_ui_nor_stay() {
             "127.0.0.1:0",
             "--http-max-connections",
             "3100",
+            // This test is of the whole face's cap: one address may take it all.
+            "--http-max-connections-per-address",
+            "4000",
             "--http-header-timeout",
             "5s",
         ],
@@ -330,6 +333,60 @@ fn idle_connections_neither_shut_out_the_ui_nor_stay() {
         open.is_empty(),
         "idle connections still open 8 s after a 5 s header timeout: {open:?}"
     );
+    let (status, _) = get_as(&addr, &token, "/api/orchid");
+    assert_eq!(status, 200);
+}
+
+/// Issue 38 point 1 (web): one address holding its share of connections (a slowloris
+/// that keeps reopening them) is told "busy" for more, while another address is served.
+#[test]
+fn one_address_cannot_hold_every_web_connection() {
+    let lab = Lab::start_with(
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--http-max-connections-per-address",
+            "8",
+            "--http-header-timeout",
+            "20s",
+        ],
+        vec![NodeOpts::args(&["--cpu", "2", "--memory", "2G"])],
+    )
+    .unwrap();
+    let addr = lab.http_addr().unwrap();
+    let token = lab.web_token();
+    let idle: Vec<_> = (0..8)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut ninth = std::net::TcpStream::connect(&addr).unwrap();
+    ninth
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = ninth.read(&mut buf).unwrap_or(0);
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 503"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    // Another address (all of 127/8 is this host) is served meanwhile.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let answer = rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut s = socket.connect(addr.parse().unwrap()).await.unwrap();
+        let req = format!("GET /api/orchid HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(idle);
+    // Once its connections close, the first address is served again.
+    std::thread::sleep(Duration::from_millis(300));
     let (status, _) = get_as(&addr, &token, "/api/orchid");
     assert_eq!(status, 200);
 }
