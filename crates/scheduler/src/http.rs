@@ -33,7 +33,8 @@ pub struct Face {
     /// The event log, which the usage page sums.
     pub event_log: async_nats::jetstream::stream::Stream,
     /// One usage report at a time (each reads up to a million events).
-    pub usage_reports: Arc<tokio::sync::Semaphore>,
+    /// Usage reports, one at a time, users in turn (`report_slots`).
+    pub usage_reports: crate::report_slots::ReportSlots,
 }
 
 /// Most bytes of one JSON page (jobs, operations, nodes).
@@ -395,7 +396,11 @@ fn page_time(s: &str, now: u64) -> Result<u64, ApiError> {
 }
 
 /// `ytsched usage`'s report for the web UI's usage page (everyone's: it is metadata).
-async fn api_usage(State(face): State<Face>, UrlQuery(q): UrlQuery<UsageParams>) -> Response {
+async fn api_usage(
+    State(face): State<Face>,
+    Extension(reader): Extension<Reader>,
+    UrlQuery(q): UrlQuery<UsageParams>,
+) -> Response {
     let now = ytsched_common::protocol::unix_now();
     let parsed = (|| {
         let by =
@@ -411,14 +416,15 @@ async fn api_usage(State(face): State<Face>, UrlQuery(q): UrlQuery<UsageParams>)
         Ok(p) => p,
         Err(e) => return error_response(e),
     };
-    let Ok(_one) = face.usage_reports.clone().try_acquire_owned() else {
+    let who = reader.0.as_ref().map_or("", |c| c.user.as_str());
+    let Some(_turn) = face.usage_reports.take(who).await else {
         face.refusals.count(Refusal::HttpBusy, || {
-            "usage report: another is being made".to_string()
+            format!("usage report: user '{who}' has one being made already")
         });
         return (
-            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::TOO_MANY_REQUESTS,
             [(header::RETRY_AFTER, "2")],
-            "another usage report is being made; retry",
+            "your usage report is still being made; one at a time per user, retry when it is done",
         )
             .into_response();
     };

@@ -25,6 +25,7 @@ pub mod lease;
 pub mod lease_thread;
 pub mod rate_limits;
 pub mod refusals;
+pub mod report_slots;
 pub mod service;
 pub mod simulate;
 pub mod store;

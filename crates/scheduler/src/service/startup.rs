@@ -70,7 +70,7 @@ pub(super) fn start_http(
         writer: driver.writer.clone(),
         refusals: refusals.clone(),
         event_log: driver.event_log.clone(),
-        usage_reports: Arc::new(tokio::sync::Semaphore::new(1)),
+        usage_reports: Default::default(),
     };
     let router = crate::http::router(face, access);
     tokio::spawn(async move {
