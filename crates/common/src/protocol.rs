@@ -81,6 +81,11 @@ pub struct RunningJob {
 pub struct AttemptOf {
     pub task_name: String,
     pub job_index: u32,
+    /// The token the scheduler gave this attempt's start (`JobStartSpec::start_token`),
+    /// echoed back: a restarted scheduler adopts only an attempt whose token proves a
+    /// scheduler started it on this node, so no node can claim jobs it never got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_token: Option<String>,
 }
 
 impl AttemptOf {
@@ -88,6 +93,7 @@ impl AttemptOf {
         AttemptOf {
             task_name: spec.task_name.clone(),
             job_index: spec.job_index,
+            start_token: spec.start_token.clone(),
         }
     }
 }
@@ -306,6 +312,10 @@ pub struct JobStartSpec {
     /// Sent first when the job is aborted or preempted (None: SIGTERM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interruption_signal: Option<crate::spec::InterruptionSignal>,
+    /// A keyed digest of the attempt and its node, which the node echoes in `AttemptOf`
+    /// (see there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_token: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

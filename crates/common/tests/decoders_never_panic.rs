@@ -66,6 +66,7 @@ fn job_start() -> JobStartSpec {
         resources: ResourceVector::ZERO,
         disk_space: Some(1 << 30),
         interruption_signal: Some(ytsched_common::spec::InterruptionSignal::Usr1),
+        start_token: Some("00".repeat(16)),
     }
 }
 

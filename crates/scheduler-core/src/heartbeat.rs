@@ -55,11 +55,12 @@ impl SchedulerCore {
             }
         }
         // Starts resent go first, as the node would have run them had it read the reply.
-        let jobs_to_start = if resent.is_empty() {
+        let mut jobs_to_start: Vec<JobStartSpec> = if resent.is_empty() {
             jobs_to_start
         } else {
             resent.into_iter().chain(jobs_to_start).collect()
         };
+        self.stamp_starts(&node_id, &mut jobs_to_start);
 
         let node = &self.nodes[&node_id];
         HeartbeatReply {

@@ -24,6 +24,7 @@ pub use admin::path::AdminPath;
 pub use admin::{config_file, delegation_budget};
 pub use effects::Effects;
 pub use events::{AttemptFacts, CoreEvent, PoolShareSample};
+pub use jobs::start_tokens::StartKey;
 pub use nodes::membership;
 pub use nodes::node::Node;
 pub use operations::access::{authorize_operation_of, controls_operation_of};
@@ -138,6 +139,9 @@ pub struct SchedulerCore {
     /// When the whole configuration last went to the event log (`None`: never, as in
     /// the simulator, which tells it only when a replay asks).
     configuration_told_at: Option<UnixMillis>,
+    /// The key of start tokens (`jobs/start_tokens.rs`), set by the service from the
+    /// store before it takes heartbeats.
+    start_key: jobs::start_tokens::StartKey,
 }
 
 impl SchedulerCore {
@@ -176,6 +180,7 @@ impl SchedulerCore {
             idempotency: BTreeMap::new(),
             approvals: Default::default(),
             configuration_told_at: None,
+            start_key: Default::default(),
         };
         core.sync_tree_states();
         core

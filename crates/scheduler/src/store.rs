@@ -164,6 +164,41 @@ impl Snapshot {
     }
 }
 
+/// Where the key of start tokens is kept (`core::StartKey`).
+pub const START_KEY_KEY: &str = "start_key";
+
+/// The cluster's key for start tokens: read from the state bucket, or made from the
+/// operating system's random source and stored by the first leader. Every later leader
+/// reads the same one, so a failover adopts what its predecessor started.
+pub async fn start_key(store: &kv::Store) -> anyhow::Result<[u8; 32]> {
+    for _ in 0..3 {
+        if let Some(v) = store
+            .get(START_KEY_KEY)
+            .await
+            .context("cannot read the start token key")?
+        {
+            return <[u8; 32]>::try_from(v.as_ref()).map_err(|_| {
+                anyhow::anyhow!(
+                    "the stored '{START_KEY_KEY}' is {} bytes, not 32: the store is damaged",
+                    v.len()
+                )
+            });
+        }
+        let mut key = [0u8; 32];
+        getrandom::getrandom(&mut key)
+            .map_err(|e| anyhow::anyhow!("no random source for the start token key: {e}"))?;
+        // Two leaders at once are fenced elsewhere; whichever stores first wins here.
+        if store
+            .create(START_KEY_KEY, key.to_vec().into())
+            .await
+            .is_ok()
+        {
+            return Ok(key);
+        }
+    }
+    anyhow::bail!("cannot store or read the start token key '{START_KEY_KEY}'")
+}
+
 /// A stored value this version cannot read.
 pub struct Damaged {
     pub key: String,

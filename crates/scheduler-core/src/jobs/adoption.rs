@@ -13,7 +13,8 @@
 //! a loaded machine an agent came back later than that and one job started twice.
 
 use crate::{CoreEvent, SchedulerCore};
-use ytsched_common::protocol::{AttemptOf, UnixMillis};
+use ytsched_common::names::TreeName;
+use ytsched_common::protocol::{AttemptOf, JobStartSpec, UnixMillis};
 use ytsched_common::{JobId, NodeId, OperationId};
 
 /// A revived scheduler's pause of starts while nodes report what they run.
@@ -35,6 +36,37 @@ impl StartHold {
 }
 
 impl SchedulerCore {
+    /// The key start tokens are made and checked with: the same for every leader of a
+    /// cluster (the service keeps it in the store).
+    pub fn set_start_key(&mut self, key: crate::StartKey) {
+        self.start_key = key;
+    }
+
+    /// Stamps each start going to `node` with its token.
+    pub(crate) fn stamp_starts(&self, node: &NodeId, starts: &mut [JobStartSpec]) {
+        for s in starts {
+            s.start_token = Some(self.start_key.token(node, &s.job_id));
+        }
+    }
+
+    /// Whether the node a claimed attempt comes from is one its operation may run on:
+    /// in one of its trees, and admitted by its and its pools' tag filters there.
+    fn may_run_on(&self, node_id: &NodeId, op_id: &OperationId, tree: &TreeName) -> bool {
+        let (Some(node), Some(op)) = (self.nodes.get(node_id), self.operations.get(op_id)) else {
+            return false;
+        };
+        let tags = &node.all_tags;
+        let Some(slot) = op.slot(tree.as_str()) else {
+            return false;
+        };
+        op.tag_filter().matches(tags)
+            && self
+                .cluster
+                .pool_filters(tree.as_str(), &slot.pool)
+                .iter()
+                .all(|f| f.matches(tags))
+    }
+
     /// Whether starts are held now; ends the hold when it is over.
     pub(crate) fn starts_held(&mut self, now: UnixMillis) -> bool {
         let Some(hold) = self.start_hold else {
@@ -64,6 +96,14 @@ impl SchedulerCore {
         let Some(of) = of else {
             return false;
         };
+        // Only what a scheduler started on this very node, for a node the operation
+        // may run on; anything else it claims is aborted there, the operation untouched.
+        if !self
+            .start_key
+            .verifies(node_id, job_id, of.start_token.as_deref())
+        {
+            return false;
+        }
         let Some(seq) = job_id.attempt_seq(op_id) else {
             return false;
         };
@@ -75,6 +115,9 @@ impl SchedulerCore {
         else {
             return false;
         };
+        if !self.may_run_on(node_id, op_id, &tree) {
+            return false;
+        }
         // Checked before the edit: an edit marks the operation changed, and results of
         // settled attempts (sent again until acknowledged) come this way every time.
         let may = self

@@ -174,6 +174,8 @@ impl Operation {
             resources: job.resources,
             disk_space: t.spec.disk_request.map(|d| d.disk_space.0),
             interruption_signal: t.spec.interruption_signal,
+            // Stamped for its node as the reply is made (`stamp_starts`).
+            start_token: None,
         })
     }
 

@@ -5,3 +5,4 @@ pub(crate) mod adoption;
 pub(crate) mod job_index;
 pub(crate) mod job_lifecycle;
 pub(crate) mod speculation;
+pub mod start_tokens;

@@ -88,6 +88,7 @@ mod tests {
             resources: cpu(2.0),
             disk_space: None,
             interruption_signal: None,
+            start_token: None,
         });
         assert_eq!(ctx.free(), cpu(2.0));
         ctx.abort(JobAbort {

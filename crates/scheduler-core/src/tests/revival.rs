@@ -471,3 +471,44 @@ fn a_time_limit_counts_from_the_stored_start_after_a_restart() {
         .unwrap()
         .contains("operation time limit exceeded"));
 }
+
+/// Issue 38 point 10: after a restart, a node that never got an attempt (a new node
+/// key, or one replaying another node's token) cannot have it adopted, running or
+/// "completed": the claim is aborted on it and the operation is untouched; a start
+/// token is good only for its own node and key. The real node's report is adopted.
+#[test]
+fn only_attempts_started_on_the_claiming_node_are_adopted() {
+    let (store, started) = running_two();
+    let mut core = store.revive(100);
+    let stranger = core.process_heartbeat(heartbeat("n9", 2.0, &started, vec![]), 105);
+    assert_eq!(stranger.jobs_to_abort.len(), 2, "{stranger:?}");
+    let forged: Vec<_> = started
+        .iter()
+        .map(|s| done(s, JobState::Completed))
+        .collect();
+    // Acknowledged so that it stops sending them, and dropped.
+    core.process_heartbeat(heartbeat("n9", 2.0, &[], forged), 106);
+    let info = core.operation_info(&op()).unwrap();
+    assert_eq!((info.jobs.running, info.jobs.completed), (0, 0));
+    // Without a token (or with a made-up one) n1 itself is not believed either.
+    let mut tokenless = started.clone();
+    for s in &mut tokenless {
+        s.start_token = Some("0".repeat(32));
+    }
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &tokenless, vec![]), 107);
+    assert_eq!(r.jobs_to_abort.len(), 2, "{r:?}");
+    let info = core.operation_info(&op()).unwrap();
+    assert_eq!(
+        (info.jobs.running, info.jobs.completed, info.jobs.waiting),
+        (0, 0, 4)
+    );
+    // A scheduler with another key believes none of them.
+    let mut other = store.revive(100);
+    other.set_start_key(crate::StartKey::new([9; 32]));
+    let r = other.process_heartbeat(heartbeat("n1", 2.0, &started, vec![]), 110);
+    assert_eq!(r.jobs_to_abort.len(), 2, "{r:?}");
+    // The real starts, on their node, are adopted.
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &started, vec![]), 110);
+    assert!(r.jobs_to_abort.is_empty(), "{r:?}");
+    assert_eq!(core.operation_info(&op()).unwrap().jobs.running, 2);
+}

@@ -208,6 +208,7 @@ pub(super) async fn revive(
     let started = std::time::Instant::now();
     let mut snapshot = read_state(&state).await;
     let mut core = SchedulerCore::new(config.core.clone());
+    core.set_start_key(crate::core::StartKey::new(store::start_key(&state).await?));
     let approvals_seen = load_approvals(config, &mut core)?;
     let stored_config = restore_configuration(
         &mut core,
