@@ -105,6 +105,11 @@ impl NamespacePlan {
             wait_and_mirror(pid, status_pipe[0]);
         }
         libc::close(status_pipe[0]);
+        // PID 1 dies with the waiter (which dies with the agent), and the kernel then
+        // kills everything in the namespace. Its parent is outside its namespace, so
+        // `getppid` says 0 and cannot tell whether the waiter died before this call;
+        // that window of microseconds is the guardian's to cover.
+        Errno::result(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
         // hidepid=2: the job (a slot user) does not see PID 1, which runs as root and,
         // being a fork of the agent, carries the agent's command line.
         Errno::result(libc::mount(

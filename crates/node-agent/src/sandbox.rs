@@ -123,8 +123,14 @@ impl SandboxConfig {
         // SAFETY: the closure only makes async-signal-safe system calls (write, unshare,
         // mount, setgroups, setgid, setuid, prctl) on fds that stay open until spawn
         // returns and on memory allocated before the fork; it does not allocate.
+        let agent = std::process::id() as libc::pid_t;
         unsafe {
             cmd.pre_exec(move || {
+                // Tied to the agent by the kernel: when the thread that forked this (a
+                // runtime worker, which lives as long as the agent) dies, so does this
+                // process, and with it the job's PID namespace (`job_namespaces`). The
+                // guardian then only cleans up; no job outlives its agent without it.
+                tie_to_parent(agent)?;
                 // Join the cgroup while still privileged, then drop to the slot user.
                 for fd in &fds {
                     Errno::result(libc::write(*fd, b"0".as_ptr().cast(), 1))?;
@@ -141,6 +147,8 @@ impl SandboxConfig {
                     Errno::result(libc::setgroups(0, std::ptr::null()))?;
                     Errno::result(libc::setgid(uid))?;
                     Errno::result(libc::setuid(uid))?;
+                    // A change of credentials clears the parent-death signal.
+                    Errno::result(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
                 }
                 // Nothing the job execs (setuid binaries included) gains privileges.
                 Errno::result(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
@@ -230,6 +238,22 @@ impl SandboxConfig {
             stderr,
         })
     }
+}
+
+/// Asks the kernel to kill the calling process (just forked) when its parent dies, and
+/// ends it at once if that already happened between the fork and this call.
+///
+/// # Safety-relevant
+/// Async-signal-safe: two system calls and `_exit`.
+pub(crate) fn tie_to_parent(parent: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: prctl, getppid and _exit are async-signal-safe and touch no memory.
+    unsafe {
+        Errno::result(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+        if libc::getppid() != parent {
+            libc::_exit(137);
+        }
+    }
+    Ok(())
 }
 
 /// Every `cgroup.procs` of the job's cgroup, opened for writing before the fork.

@@ -191,3 +191,30 @@ fn an_agent_refused_as_stale_registers_again_and_keeps_its_jobs() {
     assert_eq!(info["jobs"]["running"], 1, "{info}");
     assert_eq!(starts(dir.path(), 0), 1);
 }
+
+/// Issue 38 point 8: the agent and its guardian killed together (an OOM kill of both,
+/// `kill -9` of the process group): the kernel ends the job with its agent, so it never
+/// runs on beside its re-run elsewhere.
+#[test]
+fn a_job_dies_with_its_agent_even_without_its_guardian() {
+    let mut lab = lab();
+    let dir = ytsched_tests::job_writable_dir();
+    let (_, n, first) = submit_long_job(&lab, dir.path());
+    let agent = lab.node_pid(n).unwrap();
+    let guardian = guardian_of(agent).expect("a guardian");
+    let kill = |pid: i32| {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    };
+    // Guardian first, then at once the agent: no guardian lives to clean up.
+    kill(guardian);
+    kill(agent as i32);
+    lab.kill_node(n, nix::sys::signal::Signal::SIGKILL);
+    wait_until(Duration::from_secs(5), || {
+        first.iter().all(|p| !is_alive(*p)).then_some(())
+    })
+    .unwrap_or_else(|_| panic!("the job outlived its agent and guardian: {first:?}"));
+    assert_rerun_without_overlap(&lab, dir.path(), 0, n, &first);
+}
