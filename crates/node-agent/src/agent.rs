@@ -207,6 +207,10 @@ impl Agent {
                     reply.node_heartbeat_timeout_ms,
                     std::sync::atomic::Ordering::Relaxed,
                 );
+                // The guardian knows its deadline before any job of this reply starts.
+                let timeout = Duration::from_millis(reply.node_heartbeat_timeout_ms);
+                let fence_at = fence_after(timeout, self.config.sandbox.kill_grace);
+                self.config.sandbox.guardian.alive_for(fence_at);
             }
         }
         let period = Duration::from_millis(reply.heartbeat_period_ms.clamp(10, 60_000));
@@ -246,7 +250,10 @@ impl Agent {
             }
             let timeout = Duration::from_millis(timeout);
             let silent = self.last_answer.lock().expect("answer lock").elapsed();
-            if silent < fence_after(timeout, self.config.sandbox.kill_grace) {
+            let fence_at = fence_after(timeout, self.config.sandbox.kill_grace);
+            if silent < fence_at {
+                // The guardian fences in this agent's stead should it stop saying so.
+                self.config.sandbox.guardian.alive_for(fence_at - silent);
                 fenced = false;
                 continue;
             }

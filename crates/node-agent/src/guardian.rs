@@ -18,7 +18,9 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The flag that makes `ytsched-node` a guardian.
 pub const GUARDIAN_FLAG: &str = "--guardian";
@@ -149,6 +151,14 @@ impl Guardian {
         }
     }
 
+    /// The agent heard the scheduler recently enough for its jobs to run another
+    /// `remaining`: past that without a word from the agent (stopped, hung, starved of
+    /// CPU), the guardian stops the jobs itself, as the agent's own fencing would.
+    pub fn alive_for(&self, remaining: std::time::Duration) {
+        let mut inner = self.lock();
+        inner.send(&format!("alive {}", remaining.as_millis()));
+    }
+
     pub fn forget(&self, pgid: i32) {
         if pgid > 0 {
             let mut inner = self.lock();
@@ -158,7 +168,9 @@ impl Guardian {
     }
 }
 
-/// The guardian process: waits for the agent to go, then kills what it left.
+/// The guardian process: waits for the agent to go, then kills what it left; and kills
+/// the jobs meanwhile when the agent stops saying it is alive (`alive_for`) before its
+/// last word runs out, whether it is dead, cut off or stopped (`kill -STOP`).
 pub fn run() -> ! {
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         // SAFETY: setting a signal to "ignore" before any other thread exists.
@@ -169,24 +181,64 @@ pub fn run() -> ! {
     let mut version = None;
     let mut node_dirs: Vec<PathBuf> = vec![];
     let mut groups: BTreeSet<i32> = BTreeSet::new();
-    let stdin = std::io::stdin();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
+    let lines = read_lines();
+    let mut deadline: Option<Instant> = None;
+    loop {
+        let line = match deadline {
+            Some(d) => lines.recv_timeout(d.saturating_duration_since(Instant::now())),
+            None => lines.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let line = match line {
+            Ok(line) => line,
+            // EOF: the agent is gone.
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                deadline = None;
+                if !groups.is_empty() {
+                    eprintln!(
+                        "ytsched-node guardian: the agent has said nothing past its fence deadline (stopped or hung): stopping its {} job(s), as its own fencing would",
+                        groups.len()
+                    );
+                }
+                kill_groups(&groups);
+                continue;
+            }
+        };
         if let Some((v, dir)) = line.strip_prefix("cgroup ").and_then(|r| r.split_once(' ')) {
             version = Version::parse(v);
             node_dirs.push(PathBuf::from(dir));
+        } else if let Some(ms) = line.strip_prefix("alive ").and_then(|m| m.parse().ok()) {
+            deadline = Some(Instant::now() + Duration::from_millis(ms));
         } else if let Some(g) = line.strip_prefix('+').and_then(|g| g.parse().ok()) {
             groups.insert(g);
         } else if let Some(g) = line.strip_prefix('-').and_then(|g| g.parse::<i32>().ok()) {
             groups.remove(&g);
         }
     }
-    // EOF: the agent is gone.
-    for g in &groups {
-        let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
-    }
+    kill_groups(&groups);
     if let Some(version) = version {
         CgroupManager::adopt(version, node_dirs).remove_stale();
     }
     std::process::exit(0);
+}
+
+fn kill_groups(groups: &BTreeSet<i32>) {
+    for g in groups {
+        let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
+    }
+}
+
+/// The agent's lines, read on a thread of their own so that silence can be timed; the
+/// channel disconnects at EOF.
+fn read_lines() -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }

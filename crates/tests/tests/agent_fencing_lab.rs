@@ -218,3 +218,24 @@ fn a_job_dies_with_its_agent_even_without_its_guardian() {
     .unwrap_or_else(|_| panic!("the job outlived its agent and guardian: {first:?}"));
     assert_rerun_without_overlap(&lab, dir.path(), 0, n, &first);
 }
+
+/// Issue 38 point 11: an agent stopped mid-job (`kill -STOP`) cannot fence itself; its
+/// guardian, hearing nothing past the fence deadline, stops the job before the scheduler
+/// declares the node lost, so the re-run elsewhere never overlaps it.
+#[test]
+fn a_stopped_agents_guardian_fences_its_jobs() {
+    let mut lab = lab();
+    let dir = ytsched_tests::job_writable_dir();
+    let (_, n, first) = submit_long_job(&lab, dir.path());
+    let agent = lab.node_pid(n).unwrap();
+    let pid = nix::unistd::Pid::from_raw(agent as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    assert_rerun_without_overlap(&lab, dir.path(), 0, n, &first);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert!(
+        lab.node_log(n).contains("past its fence deadline"),
+        "{}",
+        lab.node_log(n)
+    );
+    lab.kill_node(n, nix::sys::signal::Signal::SIGKILL);
+}
