@@ -26,7 +26,10 @@ struct Cursor {
 
 impl Cursor {
     fn parse(text: &str) -> Result<Cursor, ApiError> {
-        let bad = || ApiError::new(format!("cursor '{text}' is not one this scheduler gave"));
+        let bad = || {
+            let shown = ytsched_common::quote::quote(text, ytsched_common::quote::QUOTE_CHARS);
+            ApiError::new(format!("cursor '{shown}' is not one this scheduler gave"))
+        };
         let (seq, index) = text.split_once(':').ok_or_else(bad)?;
         Ok(Cursor {
             seq: seq.parse().map_err(|_| bad())?,

@@ -185,6 +185,21 @@ async fn api_operations(
     Json(serde_json::json!({"operations": operations, "next_cursor": next_cursor})).into_response()
 }
 
+/// An operation id from a URL, as the core will look it up: one that is not a valid id
+/// (too long, odd characters) becomes a short one that names no operation, so the "no
+/// such operation" answer quotes at most a short prefix of what was sent.
+fn checked_id(id: String) -> OperationId {
+    OperationId::parse(&id).unwrap_or_else(|_| {
+        OperationId(format!(
+            "{}(invalid)",
+            ytsched_common::quote::quote(&id, 40)
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect::<String>()
+        ))
+    })
+}
+
 fn parse_operation_cursor(
     c: &str,
 ) -> Result<(ytsched_common::protocol::UnixMillis, String), ApiError> {
@@ -205,7 +220,7 @@ async fn api_operation(
 ) -> Response {
     match face
         .view
-        .ask(|tx| Query::Operation(OperationId(id), tx))
+        .ask(|tx| Query::Operation(checked_id(id), tx))
         .await
     {
         Ok(Ok(info)) => Json(visible(&reader, info)).into_response(),
@@ -228,7 +243,7 @@ async fn api_jobs(
     UrlQuery(q): UrlQuery<JobsQuery>,
 ) -> Response {
     let req = ListJobs {
-        operation_id: OperationId(id),
+        operation_id: checked_id(id),
         limit: q.limit,
         cursor: q.cursor,
         state: q.state,
@@ -353,11 +368,7 @@ async fn app_css() -> Response {
 
 /// `explain` as JSON, with its words (what the CLI prints) as `text`.
 async fn api_explain(State(face): State<Face>, Path(id): Path<String>) -> Response {
-    match face
-        .view
-        .ask(|tx| Query::Explain(OperationId(id), tx))
-        .await
-    {
+    match face.view.ask(|tx| Query::Explain(checked_id(id), tx)).await {
         Ok(Ok(why)) => {
             let text = why.text();
             let mut v = serde_json::to_value(&why).unwrap_or(Value::Null);
@@ -372,11 +383,7 @@ async fn api_explain(State(face): State<Face>, Path(id): Path<String>) -> Respon
 }
 
 async fn api_history(State(face): State<Face>, Path(id): Path<String>) -> Response {
-    match face
-        .view
-        .ask(|tx| Query::History(OperationId(id), tx))
-        .await
-    {
+    match face.view.ask(|tx| Query::History(checked_id(id), tx)).await {
         Ok(samples) => Json(samples).into_response(),
         Err(why) => busy(&face, why),
     }

@@ -41,7 +41,10 @@ pub enum AdminPath {
 
 impl AdminPath {
     pub fn parse(path: &str) -> Result<Self, ConfigError> {
-        let bad = |why: &str| ConfigError::invalid(format!("bad path '{path}': {why}"));
+        let bad = |why: &str| {
+            let shown = ytsched_common::quote::quote(path, ytsched_common::quote::QUOTE_CHARS);
+            ConfigError::invalid(format!("bad path '{shown}': {why}"))
+        };
         let rest = path
             .strip_prefix("//")
             .ok_or_else(|| bad("paths start with '//', e.g. //sys/pool_trees/default"))?;

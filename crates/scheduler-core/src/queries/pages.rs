@@ -265,8 +265,10 @@ pub fn parse_cursor<T: std::str::FromStr>(cursor: &Option<String>) -> Result<Opt
     cursor
         .as_ref()
         .map(|c| {
-            c.parse::<T>()
-                .map_err(|_| ApiError::new(format!("cursor: not one this scheduler gave: '{c}'")))
+            c.parse::<T>().map_err(|_| {
+                let shown = ytsched_common::quote::quote(c, ytsched_common::quote::QUOTE_CHARS);
+                ApiError::new(format!("cursor: not one this scheduler gave: '{shown}'"))
+            })
         })
         .transpose()
 }

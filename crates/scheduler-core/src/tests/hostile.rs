@@ -211,3 +211,35 @@ fn a_delegate_shapes_her_subtree_but_not_her_own_pool() {
         .authorize_change(&admin, "//sys/pool_trees/default/team-alice/@weight")
         .unwrap();
 }
+
+/// Errors quote at most a short prefix of what they name: a 500 KB path or cursor
+/// gives a short error, not one as long as the input.
+#[test]
+fn errors_quote_only_a_short_prefix_of_hostile_input() {
+    use ytsched_common::api::ListOperations;
+    let mut h = Harness::new();
+    let huge = "x".repeat(500 * 1024);
+    for path in [
+        format!("//sys/pool_trees/default/{huge}"),
+        format!("//sys/pool_trees/default/{huge}/@weight"),
+        format!("//sys/{huge}"),
+        format!("//sys/pool_trees/{huge}"),
+        format!("//sys/cluster_nodes/{huge}/@user_tags"),
+    ] {
+        let e = h.core.admin_get(&path).unwrap_err().to_string();
+        assert!(e.len() < 1024, "{} bytes: {}", e.len(), &e[..200]);
+        let e = h
+            .run(|c| c.admin_set(&path, json!(1)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 1024, "{} bytes: {}", e.len(), &e[..200]);
+    }
+    let e = h
+        .core
+        .list_operations_page(&ListOperations {
+            cursor: Some(huge.clone()),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(e.message.len() < 1024, "{}", e.message.len());
+}

@@ -34,7 +34,7 @@ impl ConfigError {
     pub fn invalid(message: impl Into<String>) -> Self {
         ConfigError {
             kind: ytsched_common::api::ErrorKind::InvalidArgument,
-            message: message.into(),
+            message: bounded(message.into()),
         }
     }
 
@@ -42,7 +42,11 @@ impl ConfigError {
     pub fn at(self, path: &str) -> Self {
         ConfigError {
             kind: self.kind,
-            message: format!("{path}: {}", self.message),
+            message: format!(
+                "{}: {}",
+                ytsched_common::quote::quote(path, ytsched_common::quote::QUOTE_CHARS),
+                self.message
+            ),
         }
     }
 
@@ -50,9 +54,21 @@ impl ConfigError {
     pub fn not_found(message: impl Into<String>) -> Self {
         ConfigError {
             kind: ytsched_common::api::ErrorKind::NotFound,
-            message: message.into(),
+            message: bounded(message.into()),
         }
     }
+}
+
+/// Characters an admin error may take: those that quote what a caller sent (a name, a
+/// path) would otherwise be as long as what was sent.
+const MAX_ERROR_CHARS: usize = 512;
+
+/// `message`, cut to `MAX_ERROR_CHARS` characters (with a mark where it was cut).
+fn bounded(message: String) -> String {
+    if message.len() <= MAX_ERROR_CHARS {
+        return message;
+    }
+    ytsched_common::quote::quote(&message, MAX_ERROR_CHARS)
 }
 
 impl From<ConfigError> for ytsched_common::api::ApiError {
@@ -235,6 +251,7 @@ impl PoolTree {
                 .get_key_value(*seg)
                 .filter(|(_, p)| p.parent == parent);
             let Some((name, _)) = found else {
+                let seg = ytsched_common::quote::quote(seg, ytsched_common::quote::QUOTE_CHARS);
                 return Err(ConfigError::not_found(format!(
                     "no pool '{seg}' under '{parent}'"
                 )));

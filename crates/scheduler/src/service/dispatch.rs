@@ -279,9 +279,10 @@ pub(super) fn archive_cursor(cursor: &Option<String>) -> Result<Option<Option<u6
     if rest.is_empty() {
         return Ok(Some(None));
     }
-    rest.parse::<u64>()
-        .map(|s| Some(Some(s)))
-        .map_err(|_| ApiError::new(format!("cursor 'a{rest}' is not one this scheduler gave")))
+    rest.parse::<u64>().map(|s| Some(Some(s))).map_err(|_| {
+        let shown = ytsched_common::quote::quote(rest, ytsched_common::quote::QUOTE_CHARS);
+        ApiError::new(format!("cursor 'a{shown}' is not one this scheduler gave"))
+    })
 }
 
 /// What an API answer still needs from the store or the archive once the core has
