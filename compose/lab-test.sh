@@ -113,17 +113,22 @@ cgroups=$(yt get-job-stdout "$op_default" "$first_job")
 grep -q "$project/node[12]/$first_job" <<<"$cgroups" || fail "job did not run in its cgroup: $cgroups"
 echo "lab-test: job $first_job ran in cgroup $(grep -o "/$project/[^ ]*" <<<"$cgroups" | head -1)"
 
-# The scheduler's HTTP port, published on localhost.
+# The scheduler's HTTPS port, published on localhost, with the lab CA's certificate.
 # Without a web token the face answers 401; with the admin's (made by the auth service) it reads.
+ca="$auth_dir/tls/ca.pem"
 code=$(python3 -c "
-import urllib.request, urllib.error
-try: urllib.request.urlopen('http://127.0.0.1:$http_port/metrics'); print(200)
+import ssl, urllib.request, urllib.error
+ctx = ssl.create_default_context(cafile='$ca')
+try: urllib.request.urlopen('https://127.0.0.1:$http_port/metrics', context=ctx); print(200)
 except urllib.error.HTTPError as e: print(e.code)")
-[[ "$code" == 401 ]] || fail "the HTTP face answered $code without a token"
+[[ "$code" == 401 ]] || fail "the HTTPS face answered $code without a token"
 token=$(cat "$auth_dir/admin.web-token")
-metrics=$(python3 -c "import urllib.request; print(urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:$http_port/metrics', headers={'Authorization': 'Bearer $token'})).read().decode())")
-grep -q 'ytsched_nodes{state="online"} 3' <<<"$metrics" || fail "metrics on the HTTP port: $metrics"
-echo "lab-test: http://127.0.0.1:$http_port/metrics refuses anonymous readers and reports 3 online nodes to the admin's token"
+metrics=$(python3 -c "
+import ssl, urllib.request
+ctx = ssl.create_default_context(cafile='$ca')
+print(urllib.request.urlopen(urllib.request.Request('https://127.0.0.1:$http_port/metrics', headers={'Authorization': 'Bearer $token'}), context=ctx).read().decode())")
+grep -q 'ytsched_nodes{state="online"} 3' <<<"$metrics" || fail "metrics on the HTTPS port: $metrics"
+echo "lab-test: https://127.0.0.1:$http_port/metrics refuses anonymous readers and reports 3 online nodes to the admin's token"
 
 # A machine dies: its jobs run again on the other default node.
 op_long=$(yt run-vanilla --async --command 'sleep 6' --job-count 4 --pool development --cpu-limit 1)

@@ -39,6 +39,14 @@ if command -v systemd-analyze >/dev/null 2>&1; then
         || fail "systemd-analyze verify: $out"
     [[ -z "$out" ]] || fail "systemd-analyze verify: $out"
     echo "test-packages: systemd-analyze verify ok" >&2
+    # Their hardening never slips (issue 38: 7.3 and 9.6 before; 1.4 and 6.8 now).
+    for unit_limit in ytsched-scheduler:15 ytsched-node:70; do
+        unit=${unit_limit%%:*} limit=${unit_limit##*:}
+        score=$(systemd-analyze security --offline=yes --threshold="$limit" \
+            "$root/usr/lib/systemd/system/$unit.service" 2>&1 | tail -1) \
+            || fail "$unit.service is less hardened than before: $score"
+        echo "test-packages: $score" >&2
+    done
 else
     echo "test-packages: SKIPPED systemd-analyze verify (no systemd-analyze here)" >&2
 fi

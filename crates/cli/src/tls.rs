@@ -1,5 +1,6 @@
-//! `auth init --tls`: a private CA, a server certificate for nats-server and a client
-//! certificate for mutual TLS, so a lab can encrypt its bus without outside tooling.
+//! `auth init --tls`: a private CA, a server certificate for nats-server, one for the
+//! scheduler's web face (`http.pem`, `http-key.pem`) and a client certificate for mutual
+//! TLS, so a lab can encrypt its bus and its web tokens without outside tooling.
 
 use anyhow::Context;
 use rcgen::{BasicConstraints, Certificate, CertificateParams, DnType, IsCa, KeyPair};
@@ -45,6 +46,8 @@ pub fn make_ca_and_server_cert(dir: &Path, hosts: &[String]) -> anyhow::Result<(
     let ca = (&ca, &ca_key);
     leaf(dir, "server", "ytsched nats-server", hosts, ca)
         .context("--tls-host: not a valid host name or IP")?;
+    // The scheduler's web face (`--http-tls-cert`/`--http-tls-key`), for the same hosts.
+    leaf(dir, "http", "ytsched web face", hosts, ca)?;
     leaf(dir, "client", "ytsched client", &[], ca)
 }
 

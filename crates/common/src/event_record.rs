@@ -216,7 +216,7 @@ pub fn spec_summary(spec: &VanillaSpec) -> VanillaSpec {
             memory_limit: t.memory_limit,
             gpu_limit: t.gpu_limit,
             job_speculation_timeout: t.job_speculation_timeout,
-            disk_request: t.disk_request.clone(),
+            disk_request: t.disk_request,
             interruption_signal: t.interruption_signal,
             restart_exit_code: t.restart_exit_code,
         };

@@ -39,30 +39,30 @@ pub enum AccessChoice {
 }
 
 /// Decides the face's access at start. Tokens whenever the bus authenticates or a tokens
-/// file is named; an open face only on loopback or with `--http-insecure`.
+/// file is named, and then, off loopback, only over HTTPS (`tls`) unless
+/// `--http-insecure` says otherwise: tokens in clear text are anyone's on the path. An
+/// open face only on loopback or with `--http-insecure`.
 pub fn choose(
     addr: SocketAddr,
     insecure: bool,
+    tls: bool,
     tokens_file: Option<PathBuf>,
     bus_creds: Option<&Path>,
 ) -> Result<AccessChoice, String> {
-    if insecure {
-        return Ok(AccessChoice::Open);
+    let tokens = tokens_file.or_else(|| {
+        bus_creds.map(|c| c.with_file_name(ytsched_common::http_tokens::HTTP_TOKENS_FILE))
+    });
+    let local = addr.ip().is_loopback();
+    match tokens {
+        Some(_) if !local && !tls && !insecure => Err(format!(
+            "--http {addr} is off loopback without HTTPS: web tokens (an admin's among them) would cross the network in clear text; give --http-tls-cert and --http-tls-key (`ytsched auth init --tls` makes tls/http.pem and tls/http-key.pem), or say --http-insecure (e.g. behind a TLS-terminating proxy)"
+        )),
+        Some(path) => Ok(AccessChoice::Tokens(path)),
+        None if local || insecure => Ok(AccessChoice::Open),
+        None => Err(format!(
+            "--http {addr} is off loopback and no one would be authenticated there: run with --creds (web tokens come from `ytsched auth token`), name --http-tokens FILE, or say --http-insecure"
+        )),
     }
-    if let Some(path) = tokens_file {
-        return Ok(AccessChoice::Tokens(path));
-    }
-    if let Some(creds) = bus_creds {
-        return Ok(AccessChoice::Tokens(
-            creds.with_file_name(ytsched_common::http_tokens::HTTP_TOKENS_FILE),
-        ));
-    }
-    if addr.ip().is_loopback() {
-        return Ok(AccessChoice::Open);
-    }
-    Err(format!(
-        "--http {addr} is off loopback and no one would be authenticated there: run with --creds (web tokens come from `ytsched auth token`), name --http-tokens FILE, or say --http-insecure"
-    ))
 }
 
 /// Reads and checks a tokens file; the error names it and what is wrong. A file that
@@ -174,25 +174,45 @@ mod tests {
     fn an_open_face_needs_loopback_or_saying_so() {
         let lo: SocketAddr = "127.0.0.1:8080".parse().unwrap();
         let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
-        assert_eq!(choose(lo, false, None, None), Ok(AccessChoice::Open));
-        let err = choose(any, false, None, None).unwrap_err();
+        assert_eq!(choose(lo, false, false, None, None), Ok(AccessChoice::Open));
+        let err = choose(any, false, false, None, None).unwrap_err();
         assert!(
             err.contains("--http-insecure") && err.contains("0.0.0.0:8080"),
             "{err}"
         );
-        assert_eq!(choose(any, true, None, None), Ok(AccessChoice::Open));
+        assert_eq!(choose(any, true, false, None, None), Ok(AccessChoice::Open));
         // A bus with identities means tokens, beside its credentials, even on loopback.
         let creds = Path::new("/etc/ytsched/auth/scheduler.creds");
         assert_eq!(
-            choose(lo, false, None, Some(creds)),
+            choose(lo, false, false, None, Some(creds)),
             Ok(AccessChoice::Tokens(
                 "/etc/ytsched/auth/http-tokens.json".into()
             ))
         );
         assert_eq!(
-            choose(any, false, Some("/t.json".into()), None),
+            choose(any, false, true, Some("/t.json".into()), None),
             Ok(AccessChoice::Tokens("/t.json".into()))
         );
+    }
+
+    /// Issue 38 point 14: tokens off loopback go over HTTPS, or the scheduler refuses
+    /// to start, naming the flags, unless told `--http-insecure`.
+    #[test]
+    fn tokens_off_loopback_need_https_or_saying_so() {
+        let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let creds = Path::new("/etc/ytsched/auth/scheduler.creds");
+        let err = choose(any, false, false, None, Some(creds)).unwrap_err();
+        assert!(
+            err.contains("clear text")
+                && err.contains("--http-tls-cert")
+                && err.contains("--http-insecure"),
+            "{err}"
+        );
+        let tokens = Ok(AccessChoice::Tokens(
+            "/etc/ytsched/auth/http-tokens.json".into(),
+        ));
+        assert_eq!(choose(any, false, true, None, Some(creds)), tokens);
+        assert_eq!(choose(any, true, false, None, Some(creds)), tokens);
     }
 
     #[test]

@@ -48,10 +48,12 @@ pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     bounds: Bounds,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     refusals: Arc<crate::refusals::Refusals>,
 ) -> anyhow::Result<()> {
     tracing::info!(
         addr = %listener.local_addr()?,
+        https = tls.is_some(),
         max_connections = bounds.max_connections,
         header_timeout_ms = bounds.header_timeout.as_millis() as u64,
         "HTTP listening"
@@ -95,29 +97,48 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
+        let (router, tls) = (router.clone(), tls.clone());
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let mut router = router.clone();
-                async move {
-                    Ok::<_, Infallible>(
-                        tower_service::Service::call(&mut router, req)
-                            .await
-                            .unwrap_or_else(|never| match never {}),
-                    )
+            match tls {
+                None => serve_connection(stream, router, bounds).await,
+                // The handshake is held to the header timeout too: a client that
+                // opens a connection and never speaks TLS goes as an idle one does.
+                Some(tls) => {
+                    match tokio::time::timeout(bounds.header_timeout, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => serve_connection(stream, router, bounds).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
                 }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(bounds.header_timeout)
-                .max_buf_size(64 * 1024)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "HTTP connection ended");
             }
             drop(slot);
             drop(per_address);
         });
+    }
+}
+
+/// Serves one connection (plain or TLS) until it closes.
+async fn serve_connection<I>(io: I, router: axum::Router, bounds: Bounds)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let mut router = router.clone();
+        async move {
+            Ok::<_, Infallible>(
+                tower_service::Service::call(&mut router, req)
+                    .await
+                    .unwrap_or_else(|never| match never {}),
+            )
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(bounds.header_timeout)
+        .max_buf_size(64 * 1024)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "HTTP connection ended");
     }
 }
 

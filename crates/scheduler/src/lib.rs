@@ -20,6 +20,7 @@ pub mod followed_file;
 pub mod http;
 pub mod http_access;
 pub mod http_listener;
+pub mod http_tls;
 pub mod job_pages;
 pub mod lease;
 pub mod lease_thread;

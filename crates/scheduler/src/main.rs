@@ -68,10 +68,19 @@ struct Args {
     /// must then be on loopback.
     #[arg(long, env = "YTSCHED_HTTP_TOKENS", value_name = "FILE")]
     http_tokens: Option<std::path::PathBuf>,
-    /// Serve --http without tokens, whatever the address: every operation shows
-    /// redacted, but anyone who reaches the port reads pools, users and commands.
+    /// Serve --http insecurely off loopback: without tokens where none are configured
+    /// (every operation shows redacted, but anyone who reaches the port reads pools,
+    /// users and commands), or with tokens over plain HTTP (they cross the network in
+    /// clear text: for a TLS-terminating proxy in front).
     #[arg(long)]
     http_insecure: bool,
+    /// Serve --http as HTTPS with this PEM certificate (chain); with --http-tls-key.
+    /// `ytsched auth init --tls` makes `tls/http.pem`.
+    #[arg(long, value_name = "FILE", requires = "http_tls_key")]
+    http_tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --http-tls-cert (`tls/http-key.pem`).
+    #[arg(long, value_name = "FILE", requires = "http_tls_cert")]
+    http_tls_key: Option<std::path::PathBuf>,
     /// HTTP connections open at once; more are answered 503 and closed (lowered to fit
     /// the process's file descriptor limit).
     #[arg(long, default_value_t = 4096)]
@@ -259,9 +268,17 @@ fn http_config(args: &Args) -> anyhow::Result<Option<HttpConfig>> {
     Ok(match args.http {
         None => None,
         Some(addr) => {
+            let tls = match (&args.http_tls_cert, &args.http_tls_key) {
+                (Some(cert), Some(key)) => Some(ytsched_scheduler::http_tls::TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            };
             let access = ytsched_scheduler::http_access::choose(
                 addr,
                 args.http_insecure,
+                tls.is_some(),
                 args.http_tokens.clone(),
                 args.bus.creds.as_deref(),
             )
@@ -269,6 +286,7 @@ fn http_config(args: &Args) -> anyhow::Result<Option<HttpConfig>> {
             Some(HttpConfig {
                 addr,
                 access,
+                tls,
                 bounds: ytsched_scheduler::http_listener::Bounds {
                     max_connections: fitting_connection_cap(args.http_max_connections),
                     max_per_address: args.http_max_connections_per_address.max(1),

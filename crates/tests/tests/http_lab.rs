@@ -390,3 +390,75 @@ fn one_address_cannot_hold_every_web_connection() {
     let (status, _) = get_as(&addr, &token, "/api/orchid");
     assert_eq!(status, 200);
 }
+
+/// Issue 38 point 14: the web face over HTTPS with the certificate `ytsched auth init
+/// --tls` makes: a client that trusts the lab's CA reads with its token; plain HTTP on
+/// the same port gets no answer.
+#[test]
+fn the_web_face_serves_https_with_the_certificate_auth_init_makes() {
+    let certs = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(binary("ytsched"))
+        .args(["auth", "init", "--tls"])
+        .arg(certs.path().join("auth"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--http-tls-cert"));
+    let tls = certs.path().join("auth").join("tls");
+    let (cert, key) = (tls.join("http.pem"), tls.join("http-key.pem"));
+    let lab = Lab::start_with(
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--http-tls-cert",
+            cert.to_str().unwrap(),
+            "--http-tls-key",
+            key.to_str().unwrap(),
+        ],
+        vec![NodeOpts::args(&["--cpu", "2", "--memory", "2G"])],
+    )
+    .unwrap();
+    let addr = lab.http_addr().unwrap();
+    let token = lab.web_token();
+    let answer = https_get(&addr, &tls.join("ca.pem"), "/api/orchid", &token);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("pool_trees") || answer.contains("default"),
+        "{answer}"
+    );
+    // Plain HTTP is not spoken there.
+    assert!(http_request(&addr, "/api/orchid", Some(&token)).is_err());
+}
+
+/// A GET over TLS trusting only `ca`, as raw text (status line, headers, body).
+fn https_get(addr: &str, ca: &std::path::Path, path: &str, token: &str) -> String {
+    use rustls_pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = connector.connect(name, tcp).await.expect("TLS handshake");
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    })
+}

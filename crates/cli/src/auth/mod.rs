@@ -56,7 +56,7 @@ pub enum AuthCommand {
         /// Name of the first admin.
         #[arg(long, default_value = "admin")]
         admin: String,
-        /// Also make a CA and a server certificate for nats-server (DIR/tls).
+        /// Also make a CA and server certificates for nats-server and the web face (DIR/tls).
         #[arg(long)]
         tls: bool,
         /// Host names and IPs the server certificate is valid for.
@@ -447,6 +447,12 @@ fn init(dir: &Path, prefix: &str, admin: &str, tls_hosts: Option<&[String]>) -> 
             "TLS: server cert {}, clients pass --tls-ca {}",
             server_cert.display(),
             client.ca.unwrap_or_default().display()
+        );
+        let tls = dir.join("tls");
+        println!(
+            "HTTPS: scheduler --http-tls-cert {} --http-tls-key {}",
+            tls.join("http.pem").display(),
+            tls.join("http-key.pem").display()
         );
     }
     Ok(())

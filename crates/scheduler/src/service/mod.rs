@@ -93,6 +93,8 @@ pub struct HttpConfig {
     pub addr: std::net::SocketAddr,
     pub access: crate::http_access::AccessChoice,
     pub bounds: crate::http_listener::Bounds,
+    /// HTTPS: the certificate and key the face serves with (`--http-tls-cert/-key`).
+    pub tls: Option<crate::http_tls::TlsFiles>,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes

@@ -64,6 +64,10 @@ pub(super) fn start_http(
     let listener = crate::http_listener::listen(addr)
         .with_context(|| format!("--http {addr}: cannot listen"))?;
     let access = crate::http_access::HttpAccess::start(http.access)?;
+    let tls = match &http.tls {
+        Some(files) => Some(crate::http_tls::acceptor(files)?),
+        None => None,
+    };
     let face = crate::http::Face {
         view: crate::web_view::WebView::start(driver.core.clone()),
         state: driver.state.clone(),
@@ -74,7 +78,8 @@ pub(super) fn start_http(
     };
     let router = crate::http::router(face, access);
     tokio::spawn(async move {
-        if let Err(e) = crate::http_listener::serve(listener, router, http.bounds, refusals).await {
+        let served = crate::http_listener::serve(listener, router, http.bounds, tls, refusals);
+        if let Err(e) = served.await {
             error!(error = %e, "HTTP server stopped");
         }
     });
