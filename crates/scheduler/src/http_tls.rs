@@ -68,13 +68,13 @@ mod tests {
             cert: dir.path().join("none.pem"),
             key: dir.path().join("none-key.pem"),
         };
-        let e = format!("{:#}", acceptor(&files).unwrap_err());
+        let e = format!("{:#}", acceptor(&files).err().expect("refused"));
         assert!(
             e.contains("--http-tls-cert") && e.contains("none.pem"),
             "{e}"
         );
         std::fs::write(&files.cert, "not pem").unwrap();
-        let e = format!("{:#}", acceptor(&files).unwrap_err());
+        let e = format!("{:#}", acceptor(&files).err().expect("refused"));
         assert!(e.contains("holds no certificate"), "{e}");
     }
 }
