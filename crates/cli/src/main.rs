@@ -8,6 +8,7 @@ mod drain;
 mod events;
 mod lab;
 mod list_operations;
+mod node;
 mod output;
 mod replay;
 mod run_vanilla;
@@ -154,6 +155,10 @@ enum Command {
     ListNodes,
     /// Decommission a node (no new jobs; running ones finish); --wait until it is empty.
     Drain(drain::DrainArgs),
+    /// Nodes: `approve NODE [--max-resources …]` lets a node offer more than at its
+    /// first registration (admins).
+    #[command(subcommand)]
+    Node(node::NodeCommand),
     /// Create a pool (`scheduler_pool`) or a pool tree (`scheduler_pool_tree`).
     Create(admin::CreateArgs),
     /// Print the value at a path (//sys/pool_trees/..., //sys/scheduler/orchid/...).
@@ -276,6 +281,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let format = cli.format;
     match cli.command {
         Command::Drain(args) => admin.drain(args).await,
+        Command::Node(command) => admin.node(command).await,
         Command::Create(args) => admin.create(args, format).await,
         Command::Get { path } => admin.get(path, format).await,
         Command::Set {

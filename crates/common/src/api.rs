@@ -155,6 +155,19 @@ impl ApiMethod for ExplainPool {
     type Response = crate::explain::PoolExplanation;
 }
 
+/// `ytsched node approve` (admins only): what a node may offer from now on; None: what it
+/// reports now. Answers what it was approved for.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApproveNode {
+    pub node_id: crate::NodeId,
+    #[serde(default)]
+    pub max_resources: Option<ResourceVector>,
+}
+impl ApiMethod for ApproveNode {
+    const METHOD: &'static str = "approve_node";
+    type Response = ResourceVector;
+}
+
 /// One page of operations, newest first, as YTsaurus's `list_operations` pages: no answer
 /// grows with the number of operations stored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -100,6 +100,11 @@ impl NodeApprovals {
     pub fn of(&self, node: &NodeId) -> ResourceVector {
         self.nodes.get(node).copied().unwrap_or(DEFAULT_APPROVAL)
     }
+
+    /// What an approval of `node` names, if one does.
+    pub fn explicit(&self, node: &NodeId) -> Option<ResourceVector> {
+        self.nodes.get(node).copied()
+    }
 }
 
 /// The first resource `reported` claims beyond `approved`, with both amounts.

@@ -342,6 +342,11 @@ fn open_isolation(args: &Args, node_id: &NodeId) -> anyhow::Result<Isolation> {
             } else {
                 warn!("no pids controller on the node's cgroup: no node-wide pids limit");
             }
+            // Every agent under this root on the host shares one budget (not with
+            // `@self`: that root is the unit's own, whose TasksMax is systemd's).
+            if args.cgroup_root != "@self" && manager.limit_host_pids(node_pids)? {
+                info!(max = node_pids, root = %args.cgroup_root, "host-wide pids limit set for every agent under this cgroup root");
+            }
             let stale = manager.remove_stale();
             if stale > 0 {
                 info!(count = stale, "removed stale job cgroups of a previous run");

@@ -45,6 +45,7 @@ struct Stored {
     config: Option<Vec<u8>>,
     operations: BTreeMap<OperationId, Vec<u8>>,
     jobs: BTreeMap<JobId, Vec<u8>>,
+    trust: BTreeMap<ytsched_common::NodeId, crate::nodes::trust::TrustRecord>,
 }
 
 /// A one-task spec: `jobs` jobs of `cpu` cores and 1 GiB each.
@@ -115,6 +116,9 @@ impl Harness {
                 }
                 // Revival never reads outputs back.
                 StateChange::Output(_) => {}
+                StateChange::NodeTrust(node, record) => {
+                    self.stored.trust.insert(node.clone(), *record);
+                }
             }
         }
     }
@@ -137,6 +141,7 @@ impl Harness {
         }
         let operations: Vec<OperationRecord> = decode_all(&self.stored.operations);
         let jobs: Vec<JobRecord> = decode_all(&self.stored.jobs);
+        core.restore_node_trust(self.stored.trust.clone());
         self.core = core;
         let now = self.now;
         self.run(|c| c.restore(operations, jobs, now, window_ms));

@@ -212,16 +212,14 @@ impl SchedulerCore {
         let returning = !node.online;
         let tags_changed = node.system_tags != req.system_tags || node.tags != req.tags;
         // A node offers no more than it was approved for, whatever it reports.
-        let approved = self.approvals.of(&req.node_id);
-        let limits = req.resource_limits.component_min(&approved);
-        let alert = ytsched_common::node_approval::excess(&req.resource_limits, &approved).map(
-            |(r, reported, allowed)| {
-                format!(
-                    "node reports {} = {reported}, more than the {allowed} it is approved for; it is used as {allowed}",
-                    r.name()
-                )
-            },
-        );
+        let bound = self
+            .trust
+            .bound(&self.approvals, &req.node_id, &req.resource_limits);
+        let limits = req.resource_limits.component_min(&bound.resources);
+        let alert = ytsched_common::node_approval::excess(&req.resource_limits, &bound.resources)
+            .map(|(r, reported, allowed)| {
+                over_bound_alert(&req.node_id, r, reported, allowed, bound.source)
+            });
         if alert != node.approval_alert {
             node.approval_alert = alert.clone();
             self.outbox.event(CoreEvent::NodeOverApproval {
@@ -234,6 +232,7 @@ impl SchedulerCore {
         node.system_tags = req.system_tags.clone();
         node.tags = req.tags.clone();
         node.resource_limits = limits;
+        node.reported_limits = req.resource_limits;
         node.reported_usage = req.resource_usage;
         node.last_heartbeat = now;
         // Evaluated while still offline, so that joining is one event, not two.
@@ -534,4 +533,24 @@ impl SchedulerCore {
             self.nudge_all_online();
         }
     }
+}
+
+/// The alert of a node that reports more than its bound allows.
+fn over_bound_alert(
+    node: &ytsched_common::NodeId,
+    r: ytsched_common::resources::Resource,
+    reported: f64,
+    allowed: f64,
+    source: crate::nodes::trust::BoundSource,
+) -> String {
+    use crate::nodes::trust::BoundSource;
+    let raise = match source {
+        BoundSource::File => format!("raise it with `ytsched auth add-node {node} --max-resources …`"),
+        _ => format!("an admin may approve more: `ytsched node approve {node}` (what it reports) or `--max-resources …`"),
+    };
+    format!(
+        "node reports {} = {reported}, more than the {allowed} {}; it is used as {allowed}; {raise}",
+        r.name(),
+        source.words()
+    )
 }

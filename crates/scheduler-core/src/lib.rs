@@ -12,7 +12,7 @@ mod events;
 pub mod harness;
 mod heartbeat;
 mod jobs;
-mod nodes;
+pub mod nodes;
 mod operations;
 mod outbox;
 mod queries;
@@ -136,6 +136,8 @@ pub struct SchedulerCore {
     /// What each node was approved to offer; a node's limits are the smaller of this
     /// and its report.
     approvals: ytsched_common::node_approval::NodeApprovals,
+    /// What nodes without an approval were trusted with (`nodes/trust.rs`).
+    trust: nodes::trust::NodeTrust,
     /// When the whole configuration last went to the event log (`None`: never, as in
     /// the simulator, which tells it only when a replay asks).
     configuration_told_at: Option<UnixMillis>,
@@ -179,6 +181,7 @@ impl SchedulerCore {
             share_history: Default::default(),
             idempotency: BTreeMap::new(),
             approvals: Default::default(),
+            trust: Default::default(),
             configuration_told_at: None,
             start_key: Default::default(),
         };

@@ -136,6 +136,8 @@ pub enum StateChange {
     Job(Box<JobRecord>),
     /// Written once, when the attempt's result arrives.
     Output(Box<JobOutputRecord>),
+    /// What a node without an approval was trusted with (`nodes/trust.rs`).
+    NodeTrust(NodeId, crate::nodes::trust::TrustRecord),
 }
 
 impl OperationRecord {
@@ -219,7 +221,21 @@ impl SchedulerCore {
                 .into_values()
                 .map(|o| StateChange::Output(Box::new(o))),
         );
+        out.extend(
+            self.trust
+                .take_changes()
+                .into_iter()
+                .map(|(node, record)| StateChange::NodeTrust(node, record)),
+        );
         out
+    }
+
+    /// What nodes were trusted with, as stored (at revival, before any heartbeat).
+    pub fn restore_node_trust(
+        &mut self,
+        records: impl IntoIterator<Item = (NodeId, crate::nodes::trust::TrustRecord)>,
+    ) {
+        self.trust.restore(records);
     }
 
     /// Rebuilds operations from the store at start (before any heartbeat). Jobs recorded

@@ -23,6 +23,8 @@ pub const JOB_PREFIX: &str = "job.";
 /// A finished job attempt's output tails (`JobOutputRecord`): read on demand, never
 /// loaded at revival.
 pub const OUTPUT_PREFIX: &str = "out.";
+/// `trust.<node>`: what a node without an approval was trusted with (`core::nodes::trust`).
+pub const TRUST_PREFIX: &str = "trust.";
 const DAMAGED_PREFIX: &str = "damaged.";
 
 /// A bucket name for this installation: its subject prefix, made safe for bucket names.
@@ -135,6 +137,11 @@ pub struct Snapshot {
     pub volumes: IntegralVolumes,
     pub operations: Vec<OperationRecord>,
     pub jobs: Vec<JobRecord>,
+    /// What each node without an approval was trusted with.
+    pub trust: Vec<(
+        ytsched_common::NodeId,
+        crate::core::nodes::trust::TrustRecord,
+    )>,
     /// Values that could not be decoded: set aside by the service, never fatal.
     pub damaged: Vec<Damaged>,
     /// The revision of every key read: where this leader's compare-and-set writes start.
@@ -159,6 +166,10 @@ impl Snapshot {
             return Ok(!settled);
         } else if key.starts_with(OUTPUT_PREFIX) {
             return Ok(false);
+        } else if let Some(node) = key.strip_prefix(TRUST_PREFIX) {
+            if let Ok(node) = ytsched_common::NodeId::parse(node) {
+                self.trust.push((node, decode(value)?));
+            }
         }
         Ok(true)
     }
@@ -299,6 +310,9 @@ pub fn writes_of(changes: &[StateChange]) -> Result<Vec<Write>, CodecError> {
                     last: true,
                     ..Write::of(format!("{OUTPUT_PREFIX}{}", out.job), encode(out.as_ref())?)
                 },
+                StateChange::NodeTrust(node, record) => {
+                    Write::of(format!("{TRUST_PREFIX}{node}"), encode(record)?)
+                }
             })
         })
         .collect()

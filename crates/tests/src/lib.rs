@@ -587,6 +587,13 @@ impl Lab {
         Ok(index)
     }
 
+    /// Restarts agent `index` with other options (a machine upgraded, or lying).
+    pub fn restart_node_with(&mut self, index: usize, opts: NodeOpts) -> anyhow::Result<()> {
+        self.kill_node(index, nix::sys::signal::Signal::SIGTERM);
+        self.node_opts[index] = opts;
+        self.restart_node(index)
+    }
+
     /// (Re)starts agent `index` with the options it was added with.
     pub fn restart_node(&mut self, index: usize) -> anyhow::Result<()> {
         let opts = self.node_opts[index].clone();

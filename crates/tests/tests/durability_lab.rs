@@ -158,7 +158,8 @@ fn lost_agent_jobs_run_elsewhere_and_nothing_stale_survives_its_return() {
     };
     let (stalled_pids, killed_pids) = (pids_on(stalled), pids_on(killed));
 
-    // One agent stalls (its jobs go on), one dies (its jobs go on, orphaned).
+    // One agent stalls (its guardian stops its jobs at the fence deadline), one dies
+    // (the kernel ends its jobs with it).
     let stalled_pid = nix::unistd::Pid::from_raw(lab.node_pid(stalled).unwrap() as i32);
     nix::sys::signal::kill(stalled_pid, Signal::SIGSTOP).unwrap();
     lab.kill_node(killed, Signal::SIGKILL);
@@ -175,11 +176,14 @@ fn lost_agent_jobs_run_elsewhere_and_nothing_stale_survives_its_return() {
         stalled_pids.iter().all(|p| !is_alive(*p)).then_some(())
     })
     .expect("the returning node killed the jobs the scheduler gave away");
-    // Told by the scheduler, or, having heard nothing for nearly the node timeout,
-    // on its own (agents fence themselves).
+    // Stopped by its guardian while the agent stalled (issue 38: it heard nothing past
+    // the fence deadline), told by the scheduler, or, having heard nothing for nearly
+    // the node timeout, by the agent on its own (agents fence themselves).
     let log = lab.node_log(stalled);
     assert!(
-        log.contains("aborting job") || log.contains("this node's jobs are stopped"),
+        log.contains("past its fence deadline")
+            || log.contains("aborting job")
+            || log.contains("this node's jobs are stopped"),
         "{log}"
     );
     // The dead agent comes back: it removes its stale jobs and runs nothing old.

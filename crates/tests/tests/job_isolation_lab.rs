@@ -219,3 +219,33 @@ fn a_job_writes_only_its_own_places_and_leaves_no_ipc_to_the_next() {
     let next = stdout_of(&lab, "ipcs -m | grep -c '^0x' || true");
     assert_eq!(next, "0", "the next job found shared memory: {next}");
 }
+
+/// Issue 38 point 9: two agents on one host share one pids budget: the cgroup root they
+/// share carries it (the kernel counts all their jobs' processes together), not each
+/// agent a budget of its own.
+#[test]
+fn agents_on_one_host_share_one_pids_budget() {
+    if !is_root() {
+        eprintln!("skipped: cgroups need a root agent");
+        return;
+    }
+    let node = || NodeOpts::args(&["--cpu", "1", "--memory", "1G", "--node-pids-limit", "3000"]);
+    let lab = Lab::start(vec![node(), node()]).unwrap();
+    let root = lab.cgroup_root.trim_matches('/');
+    let shared = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
+        .iter()
+        .map(|m| std::path::Path::new(m).join(root).join("pids.max"))
+        .find(|p| p.exists());
+    let Some(shared) = shared else {
+        eprintln!("skipped: no pids controller here");
+        return;
+    };
+    assert_eq!(std::fs::read_to_string(&shared).unwrap().trim(), "3000");
+    for n in 0..2 {
+        assert!(
+            lab.node_log(n).contains("host-wide pids limit set"),
+            "{}",
+            lab.node_log(n)
+        );
+    }
+}

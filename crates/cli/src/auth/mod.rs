@@ -24,7 +24,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use ytsched_common::http_tokens::{HttpTokens, TokenEntry};
 use ytsched_common::identity::{Credentials, Role, UserName};
-use ytsched_common::node_approval::{parse_max_resources, NodeApprovals, DEFAULT_APPROVAL};
+use ytsched_common::node_approval::{parse_max_resources, NodeApprovals};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::subjects::Subjects;
 use ytsched_common::NodeId;
@@ -303,19 +303,17 @@ impl AuthDir {
         )
     }
 
-    /// What the scheduler's `--node-approvals` reads: every node identity's approval.
+    /// What the scheduler's `--node-approvals` reads: the approval of every node
+    /// identity added with `--max-resources`. The others are trusted on first use by
+    /// the scheduler (what they offer at their first registration).
     fn node_approvals(&self) -> anyhow::Result<String> {
         let nodes = self
             .registry
             .identities
             .iter()
             .filter(|i| i.role == Role::Node)
-            .map(|i| {
-                Ok((
-                    NodeId::parse(i.name.as_str())?,
-                    i.max_resources.unwrap_or(DEFAULT_APPROVAL),
-                ))
-            })
+            .filter_map(|i| Some((i, i.max_resources?)))
+            .map(|(i, max)| Ok((NodeId::parse(i.name.as_str())?, max)))
             .collect::<anyhow::Result<_>>()?;
         Ok(serde_json::to_string_pretty(&NodeApprovals { nodes })?)
     }
@@ -476,6 +474,13 @@ fn add_nodes(
     let reloaded = auth.reload_server()?;
     for (name, path) in names.iter().zip(&paths) {
         println!("added node '{name}': --creds {}", path.display());
+    }
+    // Which bound the scheduler holds these nodes to.
+    match max_resources {
+        Some(max) => println!("approved for at most {max} (the scheduler's --node-approvals file)"),
+        None => println!(
+            "trusted on first use: each is used for at most what it offers when it first registers; `ytsched node approve NODE [--max-resources …]` allows more"
+        ),
     }
     reload_note(reloaded);
     Ok(())

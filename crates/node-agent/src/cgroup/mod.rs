@@ -187,6 +187,29 @@ impl CgroupManager {
         Ok(set)
     }
 
+    /// Caps the processes of every agent's jobs on this host together: `pids.max` of the
+    /// directory the nodes' directories share (`--cgroup-root`), the kernel's own count
+    /// over all of them, so two agents on one host cannot each take half of the pids. A
+    /// lower cap already there (another agent's, an admin's) stays. Returns whether one
+    /// is in force.
+    pub fn limit_host_pids(&self, max: u64) -> Result<bool, CgroupError> {
+        let mut set = false;
+        for dir in &self.node_dirs {
+            let Some(file) = dir.parent().map(|p| p.join("pids.max")) else {
+                continue;
+            };
+            let Ok(current) = fs::read_to_string(&file) else {
+                continue;
+            };
+            let lower = current.trim().parse::<u64>().is_ok_and(|c| c <= max);
+            if !lower {
+                fs::write(&file, max.to_string()).map_err(io_err(&file))?;
+            }
+            set = true;
+        }
+        Ok(set)
+    }
+
     /// Removes the node's own directories (on clean shutdown, after every job is gone).
     pub fn remove_node_dirs(&self) {
         for dir in &self.node_dirs {

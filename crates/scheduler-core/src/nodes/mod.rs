@@ -5,3 +5,4 @@ pub(crate) mod heartbeat_context;
 pub mod membership;
 pub(crate) mod node;
 pub(crate) mod nudges;
+pub mod trust;

@@ -24,6 +24,8 @@ pub struct Node {
     pub resource_limits: ResourceVector,
     /// Usage as the node last reported it (includes jobs being killed).
     pub reported_usage: ResourceVector,
+    /// Resources as the node last reported them, before its bound (`nodes/trust.rs`).
+    pub reported_limits: ResourceVector,
     pub last_heartbeat: UnixMillis,
     pub online: bool,
     pub registration: Registration,
@@ -53,6 +55,7 @@ impl Node {
             all_tags: BTreeSet::new(),
             resource_limits: ResourceVector::ZERO,
             reported_usage: ResourceVector::ZERO,
+            reported_limits: ResourceVector::ZERO,
             last_heartbeat: 0,
             online: false,
             registration: Registration::Idle,

@@ -243,3 +243,51 @@ fn errors_quote_only_a_short_prefix_of_hostile_input() {
         .unwrap_err();
     assert!(e.message.len() < 1024, "{}", e.message.len());
 }
+
+/// Issue 38 point 7: a node without an approval is used for at most what it offered at
+/// its first registration; a later claim above that is used as that, with an alert
+/// saying how to approve more, until an admin does; a restarted scheduler holds the
+/// same; the approvals file, where it names the node, still decides.
+#[test]
+fn a_node_is_trusted_with_what_it_first_offered_until_an_admin_approves_more() {
+    use ytsched_common::NodeId;
+    let mut h = Harness::new();
+    h.node("n1", 4.0, &[]);
+    h.set_cpu("n1", 1024.0);
+    h.advance(1).heartbeat("n1");
+    let n1 = NodeId::parse("n1").unwrap();
+    let node = |h: &Harness| {
+        h.core
+            .list_nodes()
+            .into_iter()
+            .find(|n| n.id == n1)
+            .unwrap()
+    };
+    assert_eq!(node(&h).resource_limits.cpu, 4.0, "held to its first offer");
+    let alert = node(&h).alert.unwrap_or_default();
+    assert!(
+        alert.contains("cpu = 1024")
+            && alert.contains("first registration")
+            && alert.contains("ytsched node approve n1"),
+        "{alert}"
+    );
+    // It stays so across a restart of the scheduler.
+    h.restart_scheduler(0).advance(1).heartbeat("n1");
+    assert_eq!(node(&h).resource_limits.cpu, 4.0, "the trust was stored");
+    // An admin approves what it reports now, or names a cap.
+    h.run(|c| c.approve_node(&n1, None)).unwrap();
+    h.advance(1).heartbeat("n1");
+    assert_eq!(node(&h).resource_limits.cpu, 1024.0);
+    assert!(node(&h).alert.is_none());
+    h.run(|c| c.approve_node(&n1, Some(crate::harness::limits(8.0))))
+        .unwrap();
+    h.advance(1).heartbeat("n1");
+    assert_eq!(node(&h).resource_limits.cpu, 8.0);
+    assert!(node(&h)
+        .alert
+        .unwrap_or_default()
+        .contains("an admin approved"));
+    // Nothing to approve for a node never heard from, without a cap.
+    let ghost = NodeId::parse("ghost").unwrap();
+    assert!(h.run(|c| c.approve_node(&ghost, None)).is_err());
+}

@@ -946,7 +946,13 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
         matches!(told[..], [CoreEvent::NodeRegistered { .. }]),
         "{told:?}"
     );
-    assert!(joined.changes.is_empty() && !joined.config_changed);
+    // Its first offer is what it is trusted with from now on: stored (`nodes/trust.rs`).
+    assert!(
+        matches!(&joined.changes[..], [StateChange::NodeTrust(n, r)] if n.as_str() == "n1" && r.resources.cpu == 2.0),
+        "{:?}",
+        joined.changes
+    );
+    assert!(!joined.config_changed);
 
     let (started, submitted) =
         core.run(|c| c.start_operation(OperationId("o".into()), "u", spec(1, 1.0), 1));

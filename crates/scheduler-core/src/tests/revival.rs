@@ -32,8 +32,8 @@ impl Store {
                     self.jobs
                         .insert(j.job.id.clone(), encode(j.as_ref()).unwrap());
                 }
-                // Revival never reads outputs back.
-                StateChange::Output(_) => {}
+                // Revival never reads outputs back; these nodes offer the same again.
+                StateChange::Output(_) | StateChange::NodeTrust(..) => {}
             }
         }
     }

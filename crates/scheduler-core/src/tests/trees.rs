@@ -429,8 +429,12 @@ fn tree_totals_follow_each_node_joining_changing_and_leaving() {
     let mut h = scenario_13();
     let timeout = h.core.config().node_heartbeat_timeout_ms;
     assert_eq!(h.core.tree_resources("default").cpu, 8.0);
-    // A node that grows counts its new limits, in its tree only.
+    // A node that grows (and an admin approved for more than its first offer) counts
+    // its new limits, in its tree only.
     h.set_cpu("n1", 6.0);
+    let n1 = ytsched_common::NodeId::parse("n1").unwrap();
+    h.run(|c| c.approve_node(&n1, Some(crate::harness::limits(6.0))))
+        .unwrap();
     h.at(10).heartbeat("n1");
     assert_eq!(h.core.tree_resources("default").cpu, 10.0);
     assert_eq!(h.core.tree_resources("other").cpu, 4.0);

@@ -215,6 +215,15 @@ fn dispatch_admin(
                 max_record,
             )
         }),
+        api::ApproveNode::METHOD => respond::<api::ApproveNode>(payload, |req| {
+            if !caller.admin {
+                return Err(ApiError::permission_denied(format!(
+                    "access denied: user '{}' may not approve nodes: only admins may",
+                    caller.user
+                )));
+            }
+            core.approve_node(&req.body.node_id, req.body.max_resources)
+        }),
         // The same checks and the same code as the change itself, on a copy.
         api::AdminWhatIf::METHOD => respond::<api::AdminWhatIf>(payload, |req| {
             core.what_if(now, |copy| {

@@ -268,6 +268,7 @@ pub(super) async fn revive(
     )
     .await?;
     core.set_integral_volumes(snapshot.volumes);
+    core.restore_node_trust(snapshot.trust);
     let (summary, mut effects) = core.run(|core| {
         let now = unix_now();
         let summary = core.restore(

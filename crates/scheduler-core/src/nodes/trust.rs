@@ -1,0 +1,159 @@
+//! What a node may offer when no approval file names it (issue 38 point 7): trust on
+//! first use. A node key is a claim to capacity, and the generous defaults of
+//! `node_approval` let a rogue key claim 1,024 cpu and take most of a cluster's next
+//! jobs. So a node is used for at most what it reported when it first registered; a
+//! later claim above that is used as that, and alerted, until an admin approves more
+//! (`ytsched node approve NODE [--max-resources …]`). An approvals file entry
+//! (`auth add-node --max-resources`) still decides where it exists. What each node was
+//! trusted with is stored (`trust.<node>`), so a restarted scheduler holds the same.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use ytsched_common::node_approval::{NodeApprovals, DEFAULT_APPROVAL};
+use ytsched_common::resources::ResourceVector;
+use ytsched_common::NodeId;
+
+/// A node's trusted offer, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrustRecord {
+    pub resources: ResourceVector,
+    /// Set by an admin (`node approve`), not taken from the first registration.
+    #[serde(default)]
+    pub approved: bool,
+}
+
+/// What bounds a node's offer, and who said so (for its alert).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bound {
+    pub resources: ResourceVector,
+    pub source: BoundSource,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoundSource {
+    /// The approvals file (`auth add-node --max-resources`).
+    File,
+    /// What it offered at its first registration.
+    FirstOffer,
+    /// An admin's `node approve`.
+    Approved,
+}
+
+impl BoundSource {
+    /// How an alert says where the bound comes from.
+    pub fn words(self) -> &'static str {
+        match self {
+            BoundSource::File => "it is approved for",
+            BoundSource::FirstOffer => "it offered at its first registration (trust on first use)",
+            BoundSource::Approved => "an admin approved",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct NodeTrust {
+    offers: BTreeMap<NodeId, TrustRecord>,
+    /// Records changed since the driver last took them, for the store.
+    changed: Vec<(NodeId, TrustRecord)>,
+}
+
+impl NodeTrust {
+    /// The bound of `node`, which reports `reported`: its approval file entry, else its
+    /// trusted offer, else (its first registration) what it reports now, within the
+    /// defaults, which is then remembered.
+    pub fn bound(
+        &mut self,
+        approvals: &NodeApprovals,
+        node: &NodeId,
+        reported: &ResourceVector,
+    ) -> Bound {
+        if let Some(resources) = approvals.explicit(node) {
+            return Bound {
+                resources,
+                source: BoundSource::File,
+            };
+        }
+        let record = match self.offers.get(node) {
+            Some(r) => *r,
+            None => {
+                let first = TrustRecord {
+                    resources: reported.component_min(&DEFAULT_APPROVAL),
+                    approved: false,
+                };
+                self.set(node, first);
+                first
+            }
+        };
+        Bound {
+            resources: record.resources,
+            source: if record.approved {
+                BoundSource::Approved
+            } else {
+                BoundSource::FirstOffer
+            },
+        }
+    }
+
+    /// An admin approves `node` for `resources`.
+    pub fn approve(&mut self, node: &NodeId, resources: ResourceVector) {
+        self.set(
+            node,
+            TrustRecord {
+                resources,
+                approved: true,
+            },
+        );
+    }
+
+    fn set(&mut self, node: &NodeId, record: TrustRecord) {
+        self.offers.insert(node.clone(), record);
+        self.changed.push((node.clone(), record));
+    }
+
+    /// What changed since the last call, for the store.
+    pub fn take_changes(&mut self) -> Vec<(NodeId, TrustRecord)> {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// The stored records, at revival.
+    pub fn restore(&mut self, records: impl IntoIterator<Item = (NodeId, TrustRecord)>) {
+        self.offers.extend(records);
+    }
+}
+
+impl crate::SchedulerCore {
+    /// `ytsched node approve NODE [--max-resources …]`: the node may offer `max`, or
+    /// (none given) what it reports now. Refused for a node the approvals file names
+    /// (that file decides), and, without `max`, for a node never heard from.
+    pub fn approve_node(
+        &mut self,
+        node: &NodeId,
+        max: Option<ResourceVector>,
+    ) -> Result<ResourceVector, ytsched_common::api::ApiError> {
+        use ytsched_common::api::ApiError;
+        if let Some(file) = self.approvals.explicit(node) {
+            return Err(ApiError::conflict(format!(
+                "node '{node}' is approved for {file:?} in the approvals file; change it there with `ytsched auth add-node {node} --max-resources …`"
+            )));
+        }
+        let resources = match max {
+            Some(m) => m,
+            None => self
+                .nodes
+                .get(node)
+                .map(|n| n.reported_limits)
+                .filter(|r| *r != ResourceVector::ZERO)
+                .ok_or_else(|| {
+                    ApiError::not_found(format!(
+                        "node '{node}' has not registered: name what it may offer with --max-resources"
+                    ))
+                })?,
+        };
+        resources
+            .check_within(&ResourceVector::NODE_MAXIMUM)
+            .map_err(|(r, x)| ApiError::new(format!("{} = {x} is out of range", r.name())))?;
+        self.trust.approve(node, resources);
+        tracing::info!(node = %node, resources = ?resources, "node approved");
+        Ok(resources)
+    }
+}
