@@ -417,6 +417,7 @@ impl Agent {
         if !removable.is_empty() {
             tokio::task::spawn_blocking(move || {
                 for dir in removable {
+                    crate::disk_image::release(&dir);
                     let _ = std::fs::remove_dir_all(dir);
                 }
             });

@@ -88,6 +88,13 @@ pub async fn watch(dir: PathBuf, limit: u64) -> String {
         if let Some(why) = exceeded(usage, limit) {
             return why;
         }
+        // On its own filesystem (`disk_image`), a full sandbox is one at its limit,
+        // counting what no walk sees (files unlinked and held open).
+        if crate::disk_image::is_full(&dir) {
+            return format!(
+                "disk limit exceeded: the sandbox's disk space of {limit} bytes (disk_request.disk_space) is full"
+            );
+        }
         period = MIN_PERIOD.max(started.elapsed() * DUTY_DIVISOR);
     }
 }

@@ -69,6 +69,17 @@ pub async fn run(
             sandbox.wait().await
         }
     };
+    // A job that failed on a full sandbox filesystem (its image: writes past its disk
+    // space fail at once) failed for its disk limit.
+    let failed = status.as_ref().map_or(true, |s| !s.success());
+    if over_disk.is_none() && aborted.is_none() && failed {
+        let dir = config.job_dir(spec.job_id.as_str());
+        if crate::disk_image::is_full(&dir) {
+            over_disk = Some(format!(
+                "disk limit exceeded: the sandbox's disk space of {disk_space} bytes (disk_request.disk_space) is full; writes past it failed with 'No space left on device'"
+            ));
+        }
+    }
     let outcome = sandbox.finish().await;
     config.guardian.forget(pgid);
     result.finish_time = unix_now();

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod detect;
 pub mod device_access;
+pub mod disk_image;
 pub mod disk_quota;
 pub mod gpu;
 pub mod guardian;

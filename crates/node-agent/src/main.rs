@@ -300,6 +300,7 @@ fn prepare_sandbox(
     };
     let guardian = Guardian::spawn(cgroups).context("cannot start the job guardian")?;
     let namespaces = job_namespaces(slot_uid_base, args.job_namespaces)?;
+    let disk_images = slot_uid_base.is_some() && disk_images(&sandboxes_dir);
     let sandbox = SandboxConfig {
         guardian,
         isolation,
@@ -311,6 +312,7 @@ fn prepare_sandbox(
         slot_uid_base,
         devices,
         namespaces,
+        disk_images,
         read_only_host: namespaces && read_only_host(),
         job_writable_paths: args.job_writable_paths.clone(),
         default_disk_space: args
@@ -413,6 +415,21 @@ fn job_namespaces(slot_uid_base: Option<u32>, mode: JobNamespaces) -> anyhow::Re
             }
         },
     })
+}
+
+/// Whether sandboxes get filesystem images of their disk space (said once at start).
+fn disk_images(sandboxes_dir: &std::path::Path) -> bool {
+    let _ = std::fs::create_dir_all(sandboxes_dir);
+    match ytsched_node::disk_image::probe(sandboxes_dir) {
+        Ok(()) => {
+            info!("each job's sandbox is a filesystem of its disk space (a loop-mounted image): writes past it fail at once");
+            true
+        }
+        Err(e) => {
+            warn!(error = %e, "ALERT: no loop-mounted filesystem images here: a sandbox's disk space is only measured, about once a second");
+            false
+        }
+    }
 }
 
 /// Whether jobs see the host read-only (`read_only_host`): said once at start.

@@ -58,6 +58,9 @@ pub struct SandboxConfig {
     pub job_writable_paths: Vec<PathBuf>,
     /// Bytes a job's sandbox may hold when its task asks for no `disk_request`.
     pub default_disk_space: u64,
+    /// Each sandbox of a slot user's job on its own filesystem image of that size
+    /// (`disk_image`), when loop devices can be had here.
+    pub disk_images: bool,
 }
 
 pub struct Sandbox {
@@ -81,14 +84,24 @@ impl SandboxConfig {
         self.sandboxes_dir.join(job_id)
     }
 
-    /// Removes sandbox directories a previous incarnation left behind.
+    /// Removes sandbox directories (and their images) a previous incarnation left.
     pub fn remove_stale_dirs(&self) -> usize {
         let Ok(entries) = fs::read_dir(&self.sandboxes_dir) else {
             return 0;
         };
+        let entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        for dir in entries.iter().filter(|p| p.is_dir()) {
+            crate::disk_image::release(dir);
+        }
         entries
-            .flatten()
-            .filter(|e| fs::remove_dir_all(e.path()).is_ok())
+            .iter()
+            .filter(|p| {
+                if p.is_dir() {
+                    fs::remove_dir_all(p).is_ok()
+                } else {
+                    p.extension().is_some_and(|e| e == "img") && fs::remove_file(p).is_ok()
+                }
+            })
             .count()
     }
 
@@ -212,6 +225,12 @@ impl SandboxConfig {
             path: dir.clone(),
             source,
         };
+        fs::create_dir_all(&dir).map_err(dir_err)?;
+        if self.disk_images && uid.is_some() {
+            // A filesystem of its own, of its disk space: the kernel bounds it.
+            let bytes = spec.disk_space.unwrap_or(self.default_disk_space);
+            crate::disk_image::mount(&dir, bytes).map_err(dir_err)?;
+        }
         fs::create_dir_all(&work).map_err(dir_err)?;
         if let Some(uid) = uid {
             // The job's own, private directory: no other slot user can look in.

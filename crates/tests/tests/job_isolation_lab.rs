@@ -249,3 +249,46 @@ fn agents_on_one_host_share_one_pids_budget() {
         );
     }
 }
+
+/// Issue 38 point 5: a sandbox is a filesystem of its disk space: an open, unlinked file
+/// counts (the walk never saw it), and a write past the limit fails at once, so the job
+/// fails as "disk limit exceeded" having written no more than its limit.
+#[test]
+fn an_unlinked_file_cannot_take_more_than_the_disk_space() {
+    if !is_root() {
+        eprintln!("skipped: filesystem images need a root agent");
+        return;
+    }
+    let lab = Lab::start(vec![NodeOpts::args(&["--cpu", "2", "--memory", "2G"])]).unwrap();
+    if lab
+        .node_log(0)
+        .contains("no loop-mounted filesystem images")
+    {
+        eprintln!("skipped: no loop devices here");
+        return;
+    }
+    let id = lab
+        .submit_spec(
+            "max_failed_job_count: 0\ntasks: {t: {command: 'exec 3>hidden; rm hidden; head -c 200M /dev/zero >&3; sleep 30', cpu_limit: 0.5, memory_limit: 128M, disk_request: {disk_space: 10M}}}",
+        )
+        .unwrap();
+    let t = std::time::Instant::now();
+    let done = lab.wait_finished(&id, Duration::from_secs(60)).unwrap();
+    assert_eq!(done["state"], "failed", "{done}");
+    // Its write past the limit failed at once, and the full sandbox (the unlinked file
+    // still held open, which no walk sees) stopped it within a second or so, not after
+    // its 30 s sleep.
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    let jobs = lab.jobs(&id).unwrap();
+    let error = jobs[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("disk limit exceeded") && error.contains("10485760"),
+        "{jobs:?}"
+    );
+    let stderr = lab.ytsched(&["get-job-stderr", &id, jobs[0]["id"].as_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&stderr.stdout).contains("No space left on device"),
+        "{}",
+        String::from_utf8_lossy(&stderr.stdout)
+    );
+}
