@@ -141,6 +141,8 @@ pub struct SchedulerCore {
     /// When the whole configuration last went to the event log (`None`: never, as in
     /// the simulator, which tells it only when a replay asks).
     configuration_told_at: Option<UnixMillis>,
+    /// Operations holding jobs back after a `restart_exit_code` (`release_restarts`).
+    restart_holds: BTreeSet<OperationId>,
     /// The key of start tokens (`jobs/start_tokens.rs`), set by the service from the
     /// store before it takes heartbeats.
     start_key: jobs::start_tokens::StartKey,
@@ -184,6 +186,7 @@ impl SchedulerCore {
             trust: Default::default(),
             configuration_told_at: None,
             start_key: Default::default(),
+            restart_holds: BTreeSet::new(),
         };
         core.sync_tree_states();
         core
@@ -245,12 +248,43 @@ impl SchedulerCore {
         self.expire_silent_nodes(now);
         self.end_revival_if_due(now);
         self.enforce_time_limits(now);
+        self.release_restarts(now);
         if std::mem::take(&mut self.placeability_stale) {
             self.fail_unplaceable_if_offer_changed(now);
         }
         self.update_due_shares(now);
         self.place_gangs(now);
         self.retire_finished(now);
+    }
+
+    /// Jobs whose restart back-off is over wait again, and nodes hear of them.
+    fn release_restarts(&mut self, now: UnixMillis) {
+        let holds: Vec<OperationId> = self.restart_holds.iter().cloned().collect();
+        for id in holds {
+            // Looked at first without an edit, which would mark it for the store.
+            let due = self
+                .operations
+                .get(&id)
+                .map(|op| op.held_restarts.iter().any(|h| h.0 <= now) || op.state.is_finished());
+            match due {
+                None => {
+                    self.restart_holds.remove(&id);
+                    continue;
+                }
+                Some(false) => continue,
+                Some(true) => {}
+            }
+            let (released, left) = match self.operations.edit(&id) {
+                Some(mut op) => (op.release_restarts(now), !op.held_restarts.is_empty()),
+                None => (false, false),
+            };
+            if !left {
+                self.restart_holds.remove(&id);
+            }
+            if released {
+                self.announce_new_work(&id);
+            }
+        }
     }
 
     fn observe(&mut self, now: UnixMillis) {

@@ -4,7 +4,7 @@
 //! usage in step with the job.
 
 use crate::operations::operation::{
-    set_attempt, slot_mut, Job, Operation, ResultEffect, MAX_REQUESTED_RESTARTS,
+    restart_backoff_ms, set_attempt, slot_mut, Job, Operation, ResultEffect, MAX_REQUESTED_RESTARTS,
 };
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{AttemptOf, FinishedJob, JobStartSpec, UnixMillis};
@@ -222,7 +222,12 @@ impl Operation {
     }
 
     /// Applies a result a node reported for one of this operation's jobs.
-    pub fn apply_result(&mut self, node: &NodeId, result: &FinishedJob) -> ResultEffect {
+    pub fn apply_result(
+        &mut self,
+        node: &NodeId,
+        result: &FinishedJob,
+        now: UnixMillis,
+    ) -> ResultEffect {
         let copy_runs = self.running_copy(&result.job_id).is_some();
         let Some(job) = self.jobs.get_mut(&result.job_id) else {
             return ResultEffect::Ignored;
@@ -283,9 +288,11 @@ impl Operation {
                         self.tasks[task].name,
                     ));
                 }
-                // Behind the task's other waiting jobs, not ahead of them.
+                // Back to waiting after a back-off (`restart_backoff_ms`), behind the
+                // task's other waiting jobs.
                 if !copy_runs && !self.state.is_finished() {
-                    self.tasks[task].waiting.push_back(index);
+                    let wait = restart_backoff_ms(self.requested_restarts, self.total_job_count());
+                    self.held_restarts.push((now + wait, task, index));
                 }
                 return ResultEffect::Recorded;
             }
@@ -339,5 +346,28 @@ impl Operation {
                 ResultEffect::Recorded
             }
         }
+    }
+}
+
+impl Operation {
+    /// Puts the held restarts due by `now` back to waiting; returns whether any went.
+    pub(crate) fn release_restarts(&mut self, now: UnixMillis) -> bool {
+        let before = self.held_restarts.len();
+        let mut due = Vec::new();
+        self.held_restarts.retain(|&(at, task, index)| {
+            let ready = at <= now;
+            if ready {
+                due.push((task, index));
+            }
+            !ready
+        });
+        if self.state.is_finished() {
+            self.held_restarts.clear();
+            return false;
+        }
+        for (task, index) in due {
+            self.tasks[task].waiting.push_back(index);
+        }
+        self.held_restarts.len() < before
     }
 }

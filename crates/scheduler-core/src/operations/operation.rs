@@ -24,6 +24,14 @@ use ytsched_common::{JobId, NodeId, OperationId};
 /// every user's history shares the store and the event log with.
 pub const MAX_REQUESTED_RESTARTS: u32 = 1000;
 
+/// How long a job that asked to run again waits first: 100 ms, doubling with each round
+/// of restarts the operation's jobs asked for (restarts per job), up to a minute. A job
+/// that restarts once (a checkpoint) barely waits; one that always does backs off.
+pub fn restart_backoff_ms(requested_restarts: u32, job_count: u64) -> u64 {
+    let rounds = (requested_restarts as u64).saturating_sub(1) / job_count.max(1);
+    (100u64 << rounds.min(10)).min(60_000)
+}
+
 /// History entries an operation keeps (its submission and the latest): a user may
 /// change her operation as often as her rate allows, and each change is a line, so an
 /// unbounded history would grow its record past what the store takes.
@@ -119,6 +127,9 @@ pub struct Operation {
     /// Jobs that asked to run again by their task's `restart_exit_code`, since this
     /// scheduler took the operation (held to `MAX_REQUESTED_RESTARTS`).
     pub requested_restarts: u32,
+    /// Jobs that asked to run again, held back until the time given (a back-off), as
+    /// (due, task, index); the core's tick puts them back to waiting.
+    pub(crate) held_restarts: Vec<(UnixMillis, usize, u32)>,
     /// `suspend_operation` (SPEC 5.14): it keeps its place and running jobs but is given
     /// no new ones, and it wants no more than it uses.
     pub suspended: bool,
@@ -262,6 +273,7 @@ impl Operation {
             tally: AttemptTally::default(),
             failed_job_count: 0,
             requested_restarts: 0,
+            held_restarts: Vec::new(),
             suspended: false,
             history_dropped: 0,
             history: vec![HistoryEntry {

@@ -139,8 +139,19 @@ fn restart_exit_code_restarts_stop_at_the_operations_limit() {
     }
     let op = h.submit("u", s);
     let mut started = 0;
+    let mut waits = vec![];
     for _ in 0..MAX_REQUESTED_RESTARTS + 5 {
-        let r = h.advance(1).heartbeat("n1");
+        // Heartbeats every 100 ms for the first second, then every 5 s, until the
+        // held restart is let go.
+        let asked = h.now;
+        let mut r = h.advance(1).heartbeat("n1");
+        while r.jobs_to_start.is_empty() && h.now < asked + 120_000 && started > 0 {
+            let step = if h.now < asked + 1_000 { 100 } else { 5_000 };
+            let now = h.now + step;
+            h.at(now).run(|c| c.tick(now));
+            r = h.heartbeat("n1");
+        }
+        waits.push(h.now - asked);
         let Some(job) = r.jobs_to_start.first() else {
             break;
         };
@@ -154,6 +165,15 @@ fn restart_exit_code_restarts_stop_at_the_operations_limit() {
         MAX_REQUESTED_RESTARTS + 1,
         "the first run and its restarts"
     );
+    // Each restart waited longer than the one before, up to a minute.
+    assert!(
+        waits[3] >= 400 && waits[6] >= 3200 && waits[20] >= 60_000,
+        "{:?}",
+        &waits[..21]
+    );
+    // (The last waited for nothing: the operation had failed.)
+    let restarts = &waits[..waits.len() - 1];
+    assert!(restarts.iter().all(|w| *w <= 65_100), "{restarts:?}");
     assert_eq!(info.state, OperationState::Failed);
     let error = info.error.unwrap_or_default();
     assert!(

@@ -545,13 +545,18 @@ fn a_job_exiting_with_its_restart_exit_code_runs_again() {
     let first = r.jobs_to_start[0].job_id.clone();
     h.exit_job("n1", &first, 42);
     let r = h.advance(1).heartbeat("n1");
-    assert_eq!(r.jobs_to_start.len(), 1, "it runs again: {r:?}");
-    let info = h.core.operation_info(&op).unwrap();
-    assert_eq!((info.jobs.failed, info.jobs.aborted), (0, 1));
+    assert!(r.jobs_to_start.is_empty(), "not before its back-off: {r:?}");
     assert_eq!(
         stored_abort_reason(&h, &first),
         Some(AbortReason::RestartRequested)
     );
+    // After its back-off (100 ms for a first restart) it waits again and runs.
+    let now = h.now + 100;
+    h.at(now).run(|c| c.tick(now));
+    let r = h.heartbeat("n1");
+    assert_eq!(r.jobs_to_start.len(), 1, "it runs again: {r:?}");
+    let info = h.core.operation_info(&op).unwrap();
+    assert_eq!((info.jobs.failed, info.jobs.aborted), (0, 1));
     let second = r.jobs_to_start[0].job_id.clone();
     h.exit_job("n1", &second, 3);
     h.advance(1).heartbeat("n1");
