@@ -141,6 +141,8 @@ pub struct SchedulerCore {
     /// When the whole configuration last went to the event log (`None`: never, as in
     /// the simulator, which tells it only when a replay asks).
     configuration_told_at: Option<UnixMillis>,
+    /// The largest record the store takes (`set_max_record_bytes`).
+    max_record_bytes: usize,
     /// Operations holding jobs back after a `restart_exit_code` (`release_restarts`).
     restart_holds: BTreeSet<OperationId>,
     /// The key of start tokens (`jobs/start_tokens.rs`), set by the service from the
@@ -187,6 +189,8 @@ impl SchedulerCore {
             configuration_told_at: None,
             start_key: Default::default(),
             restart_holds: BTreeSet::new(),
+            // NATS's default payload limit less the service's margin.
+            max_record_bytes: (1 << 20) - 16 * 1024,
         };
         core.sync_tree_states();
         core

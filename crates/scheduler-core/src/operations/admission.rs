@@ -45,6 +45,11 @@ pub(crate) struct NewPool {
     pub(crate) config: PoolConfig,
 }
 
+/// Bytes of an operation's record kept for what is not its spec: a history of at most
+/// 64 entries of at most 1 KiB, up to 16 inline attempts with 1 KiB of output each, and
+/// its header.
+const RECORD_MARGIN: usize = 160 * 1024;
+
 impl SchedulerCore {
     /// Admits a validated spec: resolves its pool in each of its trees, checks operation
     /// count limits, and starts it as `running` or queues it as `pending` (pending while
@@ -109,6 +114,7 @@ impl SchedulerCore {
     ) -> Result<OperationId, ApiError> {
         self.observe(now);
         spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
+        self.check_record_room(&spec)?;
         if self.operations.contains_key(&id) {
             return Err(ApiError::conflict(format!("operation {id} already exists")));
         }
@@ -158,6 +164,26 @@ impl SchedulerCore {
             self.announce_new_work(&id);
         }
         Ok(id)
+    }
+
+    /// Refuses a spec whose operation's record could not be stored (the store's limit,
+    /// less room for the rest of the record: its bounded history and inline attempts),
+    /// before anything is answered: "not written" must never follow an acknowledgement.
+    pub(crate) fn check_record_room(&self, spec: &VanillaSpec) -> Result<(), ApiError> {
+        let bytes = ytsched_common::codec::encode(spec).map_or(usize::MAX, |b| b.len());
+        let room = self.max_record_bytes.saturating_sub(RECORD_MARGIN);
+        if bytes > room {
+            return Err(ApiError::limit_reached(format!(
+                "the spec takes {bytes} bytes encoded; an operation's record may take at most {} bytes (the store's limit), of which {RECORD_MARGIN} are kept for its history and attempts",
+                self.max_record_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// The largest record the store takes (the bus's payload limit less a margin).
+    pub fn set_max_record_bytes(&mut self, bytes: usize) {
+        self.max_record_bytes = bytes;
     }
 
     /// Ephemeral pools admission decided to create, each under its parent.

@@ -311,3 +311,39 @@ fn a_node_is_trusted_with_what_it_first_offered_until_an_admin_approves_more() {
     let ghost = NodeId::parse("ghost").unwrap();
     assert!(h.run(|c| c.approve_node(&ghost, None)).is_err());
 }
+
+/// Issue 38 point 12: a submission or a change whose operation record could not be
+/// stored is refused before it is answered, naming the limit, and changes nothing.
+#[test]
+fn a_record_the_store_could_not_take_is_refused_before_it_is_answered() {
+    let mut h = Harness::new();
+    // A bus whose payload limit leaves 10 KiB for a spec.
+    h.core.set_max_record_bytes(170 * 1024);
+    let mut big = spec(1, 1.0);
+    for (_, t) in big.tasks.iter_mut() {
+        t.command = "x".repeat(12 * 1024);
+    }
+    let e = h
+        .run(|c| c.start_operation(crate::OperationId::random(), "u", big, 0))
+        .unwrap_err();
+    assert!(
+        e.message.contains("174080 bytes (the store's limit)"),
+        "{e}"
+    );
+    let mut fits = spec(1, 1.0);
+    for (_, t) in fits.tasks.iter_mut() {
+        t.command = "x".repeat(6 * 1024);
+    }
+    let op = h.submit("alice", fits);
+    let owners: Vec<String> = (0..100).map(|k| format!("owner-{k:0>50}")).collect();
+    let now = h.now;
+    let p = params(json!({ "owners": owners }));
+    let e = h
+        .run(|c| c.update_operation_parameters(&op, None, &p, now))
+        .unwrap_err();
+    assert!(e.message.contains("store's limit"), "{e}");
+    assert!(
+        h.core.operation(&op).unwrap().spec.owners.is_empty(),
+        "unchanged"
+    );
+}

@@ -224,6 +224,7 @@ pub(super) async fn revive(
     .await?;
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
+    core.set_max_record_bytes(max_record_bytes);
     let subjects = ytsched_common::subjects::Subjects::new(prefix);
     let events_stream = subjects.bucket("events");
     let event_log = store::open_event_log(
