@@ -22,14 +22,10 @@ fn stdout_of(lab: &Lab, command: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-#[test]
-fn a_job_sees_only_its_own_processes_and_its_tmp_is_its_own() {
-    if !is_root() {
-        eprintln!("skipped: jobs get their own namespaces only under a root agent");
-        return;
-    }
-    // One slot: the second job runs as the same slot user as the first.
-    let lab = Lab::start(vec![NodeOpts::args(&[
+/// A node of one slot (each job after the first runs as the same slot user as the one
+/// before), its jobs in their own namespaces or the agent refuses to start.
+fn one_slot_lab() -> Lab {
+    Lab::start(vec![NodeOpts::args(&[
         "--cpu",
         "2",
         "--memory",
@@ -39,7 +35,17 @@ fn a_job_sees_only_its_own_processes_and_its_tmp_is_its_own() {
         "--job-namespaces",
         "on",
     ])])
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn a_job_sees_only_its_own_processes_and_its_tmp_is_its_own() {
+    if !is_root() {
+        eprintln!("skipped: jobs get their own namespaces only under a root agent");
+        return;
+    }
+    // One slot: the second job runs as the same slot user as the first.
+    let lab = one_slot_lab();
     let marker = format!("leak-{}", lab.prefix);
     let seen = stdout_of(
         &lab,
@@ -180,17 +186,7 @@ fn a_job_writes_only_its_own_places_and_leaves_no_ipc_to_the_next() {
         eprintln!("skipped: needs a root agent");
         return;
     }
-    let lab = Lab::start(vec![NodeOpts::args(&[
-        "--cpu",
-        "2",
-        "--memory",
-        "2G",
-        "--user-slots",
-        "1",
-        "--job-namespaces",
-        "on",
-    ])])
-    .unwrap();
+    let lab = one_slot_lab();
     if lab.node_log(0).contains("no mount_setattr") {
         eprintln!("skipped: this kernel has no mount_setattr (Linux 5.12)");
         return;
