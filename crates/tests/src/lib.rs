@@ -390,10 +390,11 @@ impl Lab {
     }
 
     /// Waits until cluster server `i` has routes to both others and reports JetStream
-    /// healthy.
+    /// healthy (a minute: on two cores, beside the other labs' clusters, 30 s was once
+    /// not enough).
     fn wait_nats_server_ready(&self, i: usize) -> anyhow::Result<()> {
         let server = &self.cluster[i];
-        wait_until(Duration::from_secs(30), || {
+        wait_until(Duration::from_secs(60), || {
             server.routed_to_both()?;
             server.jetstream_healthy()
         })
