@@ -294,7 +294,6 @@ impl SchedulerCore {
             .get(&result.job_id)
             .is_some_and(|j| j.statistics.is_none());
         let effect = op.apply_result(node_id, result, now);
-        let holds_restarts = !op.held_restarts.is_empty();
         if effect == ResultEffect::Recorded {
             op.break_gang(&result.job_id, now);
         }
@@ -307,9 +306,6 @@ impl SchedulerCore {
             });
         }
         drop(op);
-        if holds_restarts {
-            self.restart_holds.insert(op_id.clone());
-        }
         if effect == ResultEffect::Ignored {
             return true;
         }

@@ -58,6 +58,10 @@ pub struct CoreConfig {
     pub background_share_updates: bool,
     /// How often each tree's pool shares go to the event log (SPEC 5.16: a minute).
     pub pool_sample_period_ms: u64,
+    /// The largest record the store takes (the bus's payload limit less a margin): a
+    /// spec whose operation's record could not be stored is refused
+    /// (`operations/record_room.rs`).
+    pub max_record_bytes: usize,
 }
 
 impl Default for CoreConfig {
@@ -67,6 +71,8 @@ impl Default for CoreConfig {
             node_heartbeat_timeout_ms: 30_000,
             background_share_updates: false,
             pool_sample_period_ms: trees::pool_samples::POOL_SAMPLE_EVERY_MS,
+            // NATS's default payload limit less the service's margin.
+            max_record_bytes: (1 << 20) - 16 * 1024,
         }
     }
 }
@@ -141,10 +147,6 @@ pub struct SchedulerCore {
     /// When the whole configuration last went to the event log (`None`: never, as in
     /// the simulator, which tells it only when a replay asks).
     configuration_told_at: Option<UnixMillis>,
-    /// The largest record the store takes (`set_max_record_bytes`).
-    max_record_bytes: usize,
-    /// Operations holding jobs back after a `restart_exit_code` (`release_restarts`).
-    restart_holds: BTreeSet<OperationId>,
     /// The key of start tokens (`jobs/start_tokens.rs`), set by the service from the
     /// store before it takes heartbeats.
     start_key: jobs::start_tokens::StartKey,
@@ -188,9 +190,6 @@ impl SchedulerCore {
             trust: Default::default(),
             configuration_told_at: None,
             start_key: Default::default(),
-            restart_holds: BTreeSet::new(),
-            // NATS's default payload limit less the service's margin.
-            max_record_bytes: (1 << 20) - 16 * 1024,
         };
         core.sync_tree_states();
         core
@@ -263,31 +262,8 @@ impl SchedulerCore {
 
     /// Jobs whose restart back-off is over wait again, and nodes hear of them.
     fn release_restarts(&mut self, now: UnixMillis) {
-        let holds: Vec<OperationId> = self.restart_holds.iter().cloned().collect();
-        for id in holds {
-            // Looked at first without an edit, which would mark it for the store.
-            let due = self
-                .operations
-                .get(&id)
-                .map(|op| op.held_restarts.iter().any(|h| h.0 <= now) || op.state.is_finished());
-            match due {
-                None => {
-                    self.restart_holds.remove(&id);
-                    continue;
-                }
-                Some(false) => continue,
-                Some(true) => {}
-            }
-            let (released, left) = match self.operations.edit(&id) {
-                Some(mut op) => (op.release_restarts(now), !op.held_restarts.is_empty()),
-                None => (false, false),
-            };
-            if !left {
-                self.restart_holds.remove(&id);
-            }
-            if released {
-                self.announce_new_work(&id);
-            }
+        for id in self.operations.release_restarts(now) {
+            self.announce_new_work(&id);
         }
     }
 

@@ -190,6 +190,7 @@ async fn main() -> anyhow::Result<()> {
             node_heartbeat_timeout_ms: args.node_heartbeat_timeout.0,
             background_share_updates: true,
             pool_sample_period_ms: args.pool_sample_period.0.max(1000),
+            ..Default::default()
         },
         tick_period: Duration::from_millis(50),
         initial_config,

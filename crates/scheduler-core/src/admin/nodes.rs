@@ -8,6 +8,17 @@ use ytsched_common::tag_filter::validate_tag;
 use ytsched_common::NodeId;
 
 impl SchedulerCore {
+    /// `ytsched node approve` (admins): routed to what owns the nodes' bounds
+    /// (`nodes/trust.rs`), with what the node reported last.
+    pub fn approve_node(
+        &mut self,
+        node: &NodeId,
+        max: Option<ytsched_common::ResourceVector>,
+    ) -> Result<ytsched_common::ResourceVector, ytsched_common::api::ApiError> {
+        let reported = self.nodes.get(node).map(|n| n.reported_limits);
+        self.trust.approve(&self.approvals, node, reported, max)
+    }
+
     /// `set //sys/cluster_nodes/<node>/@user_tags`: a list of tags, or null to clear.
     pub(crate) fn set_user_tags(&mut self, node: &str, value: Value) -> Result<(), ConfigError> {
         let id = self.known_node(node)?;

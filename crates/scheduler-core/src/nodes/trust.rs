@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use ytsched_common::api::ApiError;
 use ytsched_common::node_approval::{NodeApprovals, DEFAULT_APPROVAL};
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::NodeId;
@@ -94,15 +95,38 @@ impl NodeTrust {
         }
     }
 
-    /// An admin approves `node` for `resources`.
-    pub fn approve(&mut self, node: &NodeId, resources: ResourceVector) {
-        self.set(
-            node,
-            TrustRecord {
-                resources,
-                approved: true,
-            },
-        );
+    /// `ytsched node approve NODE [--max-resources …]`: `node` may offer `max`, or (none
+    /// given) what it `reported` last. Refused for a node the approvals file names (that
+    /// file decides), and, without `max`, for a node never heard from.
+    pub fn approve(
+        &mut self,
+        approvals: &NodeApprovals,
+        node: &NodeId,
+        reported: Option<ResourceVector>,
+        max: Option<ResourceVector>,
+    ) -> Result<ResourceVector, ApiError> {
+        if let Some(file) = approvals.explicit(node) {
+            return Err(ApiError::conflict(format!(
+                "node '{node}' is approved for {file} in the approvals file; change it there with `ytsched auth add-node {node} --max-resources …`"
+            )));
+        }
+        let resources = max
+            .or(reported.filter(|r| *r != ResourceVector::ZERO))
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "node '{node}' has not registered: name what it may offer with --max-resources"
+                ))
+            })?;
+        resources
+            .check_within(&ResourceVector::NODE_MAXIMUM)
+            .map_err(|(r, x)| ApiError::new(format!("{} = {x} is out of range", r.name())))?;
+        let record = TrustRecord {
+            resources,
+            approved: true,
+        };
+        self.set(node, record);
+        tracing::info!(node = %node, resources = %resources, "node approved");
+        Ok(resources)
     }
 
     fn set(&mut self, node: &NodeId, record: TrustRecord) {
@@ -118,42 +142,5 @@ impl NodeTrust {
     /// The stored records, at revival.
     pub fn restore(&mut self, records: impl IntoIterator<Item = (NodeId, TrustRecord)>) {
         self.offers.extend(records);
-    }
-}
-
-impl crate::SchedulerCore {
-    /// `ytsched node approve NODE [--max-resources …]`: the node may offer `max`, or
-    /// (none given) what it reports now. Refused for a node the approvals file names
-    /// (that file decides), and, without `max`, for a node never heard from.
-    pub fn approve_node(
-        &mut self,
-        node: &NodeId,
-        max: Option<ResourceVector>,
-    ) -> Result<ResourceVector, ytsched_common::api::ApiError> {
-        use ytsched_common::api::ApiError;
-        if let Some(file) = self.approvals.explicit(node) {
-            return Err(ApiError::conflict(format!(
-                "node '{node}' is approved for {file:?} in the approvals file; change it there with `ytsched auth add-node {node} --max-resources …`"
-            )));
-        }
-        let resources = match max {
-            Some(m) => m,
-            None => self
-                .nodes
-                .get(node)
-                .map(|n| n.reported_limits)
-                .filter(|r| *r != ResourceVector::ZERO)
-                .ok_or_else(|| {
-                    ApiError::not_found(format!(
-                        "node '{node}' has not registered: name what it may offer with --max-resources"
-                    ))
-                })?,
-        };
-        resources
-            .check_within(&ResourceVector::NODE_MAXIMUM)
-            .map_err(|(r, x)| ApiError::new(format!("{} = {x} is out of range", r.name())))?;
-        self.trust.approve(node, resources);
-        tracing::info!(node = %node, resources = ?resources, "node approved");
-        Ok(resources)
     }
 }

@@ -88,6 +88,77 @@ pub(crate) fn ephemeral_pool_refusal(
     })
 }
 
+/// Whether an operation of `user` may run in `pool` on `caller`'s request: `caller` needs
+/// `use` there, and so, when it is someone else's operation (an owner or admin moving
+/// it), does the user it runs as, or a move would launder that user into the pool.
+pub(crate) fn check_run_access(
+    tree: &PoolTree,
+    tree_name: &str,
+    pool: &TreePoolName,
+    new_pool: Option<&crate::operations::admission::NewPool>,
+    user: &str,
+    caller: &Caller,
+) -> Result<(), ApiError> {
+    check_pool_use(tree, tree_name, pool, new_pool, user, caller)?;
+    if caller.user.as_str() != user {
+        check_operation_user(tree, tree_name, pool, new_pool, user)?;
+    }
+    Ok(())
+}
+
+/// Whether `caller` may run an operation in `pool` (or create it, when it is an
+/// ephemeral pool still to be made): the `use` permission on the nearest existing pool,
+/// except in the caller's own ephemeral pool.
+fn check_pool_use(
+    tree: &PoolTree,
+    tree_name: &str,
+    pool: &TreePoolName,
+    new_pool: Option<&crate::operations::admission::NewPool>,
+    user: &str,
+    caller: &Caller,
+) -> Result<(), ApiError> {
+    if let Some(e) = ephemeral_pool_refusal(tree, tree_name, pool, new_pool.is_some(), caller) {
+        return Err(e);
+    }
+    let first_existing = new_pool.map_or(pool, |np| &np.parent);
+    let own_ephemeral = new_pool.is_some() && *pool == user;
+    if !own_ephemeral && !pool_allows(tree, first_existing, caller, Permission::Use) {
+        return Err(refusal(
+            caller,
+            Permission::Use,
+            &format!("pool '{first_existing}' of pool tree '{tree_name}'"),
+        ));
+    }
+    Ok(())
+}
+
+/// `use` for the user an operation runs as (YTsaurus checks the operation's user, not
+/// whoever moves it). Admin rights are the caller's, not carried by the operation, so
+/// its user is judged as an ordinary user.
+fn check_operation_user(
+    tree: &PoolTree,
+    tree_name: &str,
+    pool: &TreePoolName,
+    new_pool: Option<&crate::operations::admission::NewPool>,
+    user: &str,
+) -> Result<(), ApiError> {
+    let Ok(name) = ytsched_common::identity::UserName::parse(user) else {
+        return Err(ApiError::permission_denied(format!(
+            "the operation's user '{user}' is not a valid user name"
+        )));
+    };
+    let as_user = Caller {
+        user: name,
+        admin: false,
+    };
+    check_pool_use(tree, tree_name, pool, new_pool, user, &as_user).map_err(|e| {
+        ApiError::permission_denied(format!(
+            "the operation's own user is refused: {}",
+            e.message
+        ))
+    })
+}
+
 /// Owner, a user of the spec's `owners`, or an admin.
 fn controls(caller: &Caller, op: &Operation) -> bool {
     controls_operation_of(caller, &op.user, &op.spec.owners)

@@ -2,13 +2,12 @@
 //! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
 //! lightweight operations (5.6), and what happens when an operation ends.
 
-use crate::operations::access::{ephemeral_pool_refusal, pool_allows, refusal};
+use crate::operations::access::check_run_access;
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::operations::operation_counts::PoolCountMap;
 use crate::trees::pool_tree::PoolTree;
 use crate::{CoreEvent, Operation, SchedulerCore};
 use std::collections::HashMap;
-use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{PoolName, TreeName, TreePoolName};
@@ -44,11 +43,6 @@ pub(crate) struct NewPool {
     pub(crate) parent: TreePoolName,
     pub(crate) config: PoolConfig,
 }
-
-/// Bytes of an operation's record kept for what is not its spec: a history of at most
-/// 64 entries of at most 1 KiB, up to 16 inline attempts with 1 KiB of output each, and
-/// its header.
-const RECORD_MARGIN: usize = 160 * 1024;
 
 impl SchedulerCore {
     /// Admits a validated spec: resolves its pool in each of its trees, checks operation
@@ -114,7 +108,7 @@ impl SchedulerCore {
     ) -> Result<OperationId, ApiError> {
         self.observe(now);
         spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
-        self.check_record_room(&spec)?;
+        crate::operations::record_room::check(&spec, self.config.max_record_bytes)?;
         if self.operations.contains_key(&id) {
             return Err(ApiError::conflict(format!("operation {id} already exists")));
         }
@@ -166,26 +160,6 @@ impl SchedulerCore {
         Ok(id)
     }
 
-    /// Refuses a spec whose operation's record could not be stored (the store's limit,
-    /// less room for the rest of the record: its bounded history and inline attempts),
-    /// before anything is answered: "not written" must never follow an acknowledgement.
-    pub(crate) fn check_record_room(&self, spec: &VanillaSpec) -> Result<(), ApiError> {
-        let bytes = ytsched_common::codec::encode(spec).map_or(usize::MAX, |b| b.len());
-        let room = self.max_record_bytes.saturating_sub(RECORD_MARGIN);
-        if bytes > room {
-            return Err(ApiError::limit_reached(format!(
-                "the spec takes {bytes} bytes encoded; an operation's record may take at most {} bytes (the store's limit), of which {RECORD_MARGIN} are kept for its history and attempts",
-                self.max_record_bytes
-            )));
-        }
-        Ok(())
-    }
-
-    /// The largest record the store takes (the bus's payload limit less a margin).
-    pub fn set_max_record_bytes(&mut self, bytes: usize) {
-        self.max_record_bytes = bytes;
-    }
-
     /// Ephemeral pools admission decided to create, each under its parent.
     pub(crate) fn create_ephemeral_pools(
         &mut self,
@@ -224,12 +198,7 @@ impl SchedulerCore {
         let check_counts = counts.is_some();
         let counts = counts.unwrap_or(&no_counts);
         if let Some(c) = caller {
-            check_pool_use(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
-            if c.user.as_str() != user {
-                // Someone else's operation (an owner or admin moving it): the pool must
-                // also admit the user it runs as, or a move would launder that user in.
-                check_operation_user(tree, tree_name, &pool, new_pool.as_ref(), user)?;
-            }
+            check_run_access(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
         }
         // The pool and its ancestors up to the root, a pool still to be created first.
         let chain: Vec<&TreePoolName> = match &new_pool {
@@ -505,59 +474,6 @@ pub(crate) fn requested_pool(spec: &VanillaSpec, tree_name: &str, user: &str) ->
         .or(spec.pool.as_ref())
         .map(|p| p.to_string())
         .unwrap_or_else(|| user.to_string())
-}
-
-/// Whether `caller` may run an operation in `pool` (or create it, when it is an
-/// ephemeral pool still to be made): the `use` permission on the nearest existing pool,
-/// except in the caller's own ephemeral pool.
-fn check_pool_use(
-    tree: &PoolTree,
-    tree_name: &str,
-    pool: &TreePoolName,
-    new_pool: Option<&NewPool>,
-    user: &str,
-    caller: &Caller,
-) -> Result<(), ApiError> {
-    if let Some(e) = ephemeral_pool_refusal(tree, tree_name, pool, new_pool.is_some(), caller) {
-        return Err(e);
-    }
-    let first_existing = new_pool.map_or(pool, |np| &np.parent);
-    let own_ephemeral = new_pool.is_some() && *pool == user;
-    if !own_ephemeral && !pool_allows(tree, first_existing, caller, Permission::Use) {
-        return Err(refusal(
-            caller,
-            Permission::Use,
-            &format!("pool '{first_existing}' of pool tree '{tree_name}'"),
-        ));
-    }
-    Ok(())
-}
-
-/// `use` for the user an operation runs as (YTsaurus checks the operation's user, not
-/// whoever moves it). Admin rights are the caller's, not carried by the operation, so
-/// its user is judged as an ordinary user.
-fn check_operation_user(
-    tree: &PoolTree,
-    tree_name: &str,
-    pool: &TreePoolName,
-    new_pool: Option<&NewPool>,
-    user: &str,
-) -> Result<(), ApiError> {
-    let Ok(name) = ytsched_common::identity::UserName::parse(user) else {
-        return Err(ApiError::permission_denied(format!(
-            "the operation's user '{user}' is not a valid user name"
-        )));
-    };
-    let as_user = Caller {
-        user: name,
-        admin: false,
-    };
-    check_pool_use(tree, tree_name, pool, new_pool, user, &as_user).map_err(|e| {
-        ApiError::permission_denied(format!(
-            "the operation's own user is refused: {}",
-            e.message
-        ))
-    })
 }
 
 /// Where an operation that asked for `requested` goes in `tree` (SPEC 5.5): an existing

@@ -14,6 +14,7 @@ pub(crate) mod operation_index;
 pub(crate) mod parameters;
 pub(crate) mod pending_queue;
 pub(crate) mod placeability;
+pub(crate) mod record_room;
 pub mod retention;
 pub(crate) mod suspension;
 pub(crate) mod table;

@@ -45,7 +45,7 @@ impl SchedulerCore {
         let spec = params
             .apply_to(&op.spec)
             .map_err(|e| ApiError::new(e.to_string()))?;
-        self.check_record_room(&spec)?;
+        crate::operations::record_room::check(&spec, self.config.max_record_bytes)?;
         let user = op.user.clone();
         let running = op.state == OperationState::Running;
         let mut slots: Vec<(TreeName, TreeSlot)> = Vec::with_capacity(op.trees.len());

@@ -31,6 +31,9 @@ struct ChangeMarks {
     /// Sums over operations, refreshed lazily on reads that take `&self` (hence the
     /// `RefCell`); see `operation_index.rs`.
     indexes: RefCell<Indexes>,
+    /// Operations holding jobs back after a `restart_exit_code`, noted as they are
+    /// edited (`release_restarts` lets them go).
+    holding_restarts: BTreeSet<OperationId>,
 }
 
 impl ChangeMarks {
@@ -62,6 +65,9 @@ impl DerefMut for OperationEdit<'_> {
 impl Drop for OperationEdit<'_> {
     fn drop(&mut self) {
         self.marks.mark(&self.op.id);
+        if !self.op.held_restarts.is_empty() {
+            self.marks.holding_restarts.insert(self.op.id.clone());
+        }
     }
 }
 
@@ -116,6 +122,38 @@ impl OperationTable {
             op,
             marks: &mut self.marks,
         })
+    }
+
+    /// Puts back to waiting the jobs whose restart back-off is over by `now`; returns the
+    /// operations that got some. An operation is edited (and so written) only when one
+    /// of its jobs is due.
+    pub(crate) fn release_restarts(
+        &mut self,
+        now: ytsched_common::protocol::UnixMillis,
+    ) -> Vec<OperationId> {
+        let holding: Vec<OperationId> = self.marks.holding_restarts.iter().cloned().collect();
+        let mut released = Vec::new();
+        for id in holding {
+            let due = self.get(&id).map(|op| {
+                op.state.is_finished() || op.held_restarts.iter().any(|&(at, ..)| at <= now)
+            });
+            match due {
+                Some(true) => {}
+                Some(false) => continue,
+                None => {
+                    self.marks.holding_restarts.remove(&id);
+                    continue;
+                }
+            }
+            self.marks.holding_restarts.remove(&id);
+            if self
+                .edit(&id)
+                .is_some_and(|mut op| op.release_restarts(now))
+            {
+                released.push(id);
+            }
+        }
+        released
     }
 
     /// A new (or revived) operation; `changed` says whether the store must write it.

@@ -316,9 +316,12 @@ fn a_node_is_trusted_with_what_it_first_offered_until_an_admin_approves_more() {
 /// stored is refused before it is answered, naming the limit, and changes nothing.
 #[test]
 fn a_record_the_store_could_not_take_is_refused_before_it_is_answered() {
-    let mut h = Harness::new();
     // A bus whose payload limit leaves 10 KiB for a spec.
-    h.core.set_max_record_bytes(170 * 1024);
+    let mut h = Harness::new();
+    h.core = crate::SchedulerCore::new(crate::CoreConfig {
+        max_record_bytes: 170 * 1024,
+        ..Default::default()
+    });
     let mut big = spec(1, 1.0);
     for (_, t) in big.tasks.iter_mut() {
         t.command = "x".repeat(12 * 1024);

@@ -212,6 +212,7 @@ pub(super) async fn revive(
     let prefix = &config.subject_prefix;
     let started = std::time::Instant::now();
     let mut snapshot = read_state(&state).await;
+    config.core.max_record_bytes = record_limit(client.server_info().max_payload);
     let mut core = SchedulerCore::new(config.core.clone());
     core.set_start_key(crate::core::StartKey::new(store::start_key(&state).await?));
     let approvals_seen = load_approvals(config, &mut core)?;
@@ -224,7 +225,6 @@ pub(super) async fn revive(
     .await?;
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
-    core.set_max_record_bytes(max_record_bytes);
     let subjects = ytsched_common::subjects::Subjects::new(prefix);
     let events_stream = subjects.bucket("events");
     let event_log = store::open_event_log(
