@@ -176,10 +176,4 @@ mod tests {
         let w = WritablePaths::new(Path::new("/tmp/sb/j1"), true, &[c"/tmp"], &[]).unwrap();
         assert!(w.bound.is_empty());
     }
-
-    #[test]
-    fn this_kernel_is_asked_without_changing_anything() {
-        // Whatever the answer, asking changes nothing and does not fail.
-        let _ = supported();
-    }
 }

@@ -185,17 +185,13 @@ async fn api_operations(
     Json(serde_json::json!({"operations": operations, "next_cursor": next_cursor})).into_response()
 }
 
-/// An operation id from a URL, as the core will look it up: one that is not a valid id
-/// (too long, odd characters) becomes a short one that names no operation, so the "no
-/// such operation" answer quotes at most a short prefix of what was sent.
-fn checked_id(id: String) -> OperationId {
-    OperationId::parse(&id).unwrap_or_else(|_| {
-        OperationId(format!(
-            "{}(invalid)",
-            ytsched_common::quote::quote(&id, 40)
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-                .collect::<String>()
+/// An operation id from a URL; one that is not a valid id is answered 404 here, quoting a
+/// short prefix of it (the core is not asked).
+fn checked_id(id: String) -> Result<OperationId, ApiError> {
+    OperationId::parse(&id).map_err(|_| {
+        ApiError::not_found(format!(
+            "no such operation: '{}'",
+            ytsched_common::quote::quote(&id, ytsched_common::quote::QUOTE_CHARS)
         ))
     })
 }
@@ -218,11 +214,11 @@ async fn api_operation(
     Extension(reader): Extension<Reader>,
     Path(id): Path<String>,
 ) -> Response {
-    match face
-        .view
-        .ask(|tx| Query::Operation(checked_id(id), tx))
-        .await
-    {
+    let id = match checked_id(id) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
+    match face.view.ask(|tx| Query::Operation(id, tx)).await {
         Ok(Ok(info)) => Json(visible(&reader, info)).into_response(),
         Ok(Err(e)) => error_response(e),
         Err(why) => busy(&face, why),
@@ -242,8 +238,12 @@ async fn api_jobs(
     Path(id): Path<String>,
     UrlQuery(q): UrlQuery<JobsQuery>,
 ) -> Response {
+    let id = match checked_id(id) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
     let req = ListJobs {
-        operation_id: checked_id(id),
+        operation_id: id,
         limit: q.limit,
         cursor: q.cursor,
         state: q.state,
@@ -368,7 +368,11 @@ async fn app_css() -> Response {
 
 /// `explain` as JSON, with its words (what the CLI prints) as `text`.
 async fn api_explain(State(face): State<Face>, Path(id): Path<String>) -> Response {
-    match face.view.ask(|tx| Query::Explain(checked_id(id), tx)).await {
+    let id = match checked_id(id) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
+    match face.view.ask(|tx| Query::Explain(id, tx)).await {
         Ok(Ok(why)) => {
             let text = why.text();
             let mut v = serde_json::to_value(&why).unwrap_or(Value::Null);
@@ -383,7 +387,11 @@ async fn api_explain(State(face): State<Face>, Path(id): Path<String>) -> Respon
 }
 
 async fn api_history(State(face): State<Face>, Path(id): Path<String>) -> Response {
-    match face.view.ask(|tx| Query::History(checked_id(id), tx)).await {
+    let id = match checked_id(id) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
+    match face.view.ask(|tx| Query::History(id, tx)).await {
         Ok(samples) => Json(samples).into_response(),
         Err(why) => busy(&face, why),
     }

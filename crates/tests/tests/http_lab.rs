@@ -389,6 +389,11 @@ fn one_address_cannot_hold_every_web_connection() {
     std::thread::sleep(Duration::from_millis(300));
     let (status, _) = get_as(&addr, &token, "/api/orchid");
     assert_eq!(status, 200);
+    // An id of 4,000 characters is answered "not found", quoting a short prefix of it.
+    let long = format!("/api/operations/{}", "x".repeat(4000));
+    let (status, body) = get_as(&addr, &token, &long);
+    assert_eq!(status, 404, "{body}");
+    assert!(body.len() < 512, "{} bytes", body.len());
 }
 
 /// Issue 38 point 14: the web face over HTTPS with the certificate `ytsched auth init
