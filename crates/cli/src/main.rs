@@ -403,6 +403,39 @@ async fn operation_command(
             .await?;
             output::print(&info, format)
         }
+        command @ Command::Explain { .. } => explain_command(c, s, user, command, format).await,
+        command @ (Command::AbortOperation { .. }
+        | Command::UpdateOpParameters { .. }
+        | Command::SuspendOperation { .. }
+        | Command::ResumeOperation { .. }) => control_command(c, s, user, command).await,
+        Command::ListJobs {
+            operation,
+            limit,
+            state,
+        } => {
+            let jobs = list_jobs(c, s, user, operation, limit, state).await?;
+            output::print(&jobs, format)
+        }
+        Command::GetJobStdout { operation, job } => {
+            print_output(c, s, user, operation, job, OutputStream::Stdout).await
+        }
+        Command::GetJobStderr { operation, job } => {
+            print_output(c, s, user, operation, job, OutputStream::Stderr).await
+        }
+        Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, format),
+        _ => unreachable!("handled by run"),
+    }
+}
+
+/// `ytsched explain`: an operation's or a pool's place, in words.
+async fn explain_command(
+    c: &async_nats::Client,
+    s: &Subjects,
+    user: &Caller,
+    command: Command,
+    format: Format,
+) -> anyhow::Result<()> {
+    match command {
         Command::Explain {
             operation: Some(operation),
             ..
@@ -425,6 +458,18 @@ async fn operation_command(
             let why = call(c, s, user, ExplainPool { pool, pool_tree }).await?;
             output::print_words(&why, why.text(), format)
         }
+        _ => unreachable!("routed by operation_command"),
+    }
+}
+
+/// The commands that change an operation's state or parameters.
+async fn control_command(
+    c: &async_nats::Client,
+    s: &Subjects,
+    user: &Caller,
+    command: Command,
+) -> anyhow::Result<()> {
+    match command {
         Command::AbortOperation { operation } => {
             let operation_id = operation.clone();
             call(c, s, user, AbortOperation { operation_id }).await?;
@@ -474,22 +519,7 @@ async fn operation_command(
             eprintln!("operation {operation} resumed");
             Ok(())
         }
-        Command::ListJobs {
-            operation,
-            limit,
-            state,
-        } => {
-            let jobs = list_jobs(c, s, user, operation, limit, state).await?;
-            output::print(&jobs, format)
-        }
-        Command::GetJobStdout { operation, job } => {
-            print_output(c, s, user, operation, job, OutputStream::Stdout).await
-        }
-        Command::GetJobStderr { operation, job } => {
-            print_output(c, s, user, operation, job, OutputStream::Stderr).await
-        }
-        Command::ListNodes => output::print(&call(c, s, user, ListNodes {}).await?, format),
-        _ => unreachable!("handled by run"),
+        _ => unreachable!("routed by operation_command"),
     }
 }
 

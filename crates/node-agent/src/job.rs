@@ -73,30 +73,14 @@ pub async fn run(
     // space fail at once) failed for its disk limit.
     let failed = status.as_ref().map_or(true, |s| !s.success());
     if over_disk.is_none() && aborted.is_none() && failed {
-        let dir = config.job_dir(spec.job_id.as_str());
-        if crate::disk_image::is_full(&dir) {
-            over_disk = Some(format!(
-                "disk limit exceeded: the sandbox's disk space of {disk_space} bytes (disk_request.disk_space) is full; writes past it failed with 'No space left on device'"
-            ));
-        }
+        over_disk = disk_full_error(config, spec, disk_space);
     }
     let outcome = sandbox.finish().await;
     config.guardian.forget(pgid);
     result.finish_time = unix_now();
     result.stdout_tail = outcome.stdout_tail;
     result.stderr_tail = outcome.stderr_tail;
-    result.statistics = JobStatistics {
-        wall_time_ms: started.elapsed().as_millis() as u64,
-        user_cpu_seconds: outcome.stats.user_cpu_seconds,
-        system_cpu_seconds: outcome.stats.system_cpu_seconds,
-        peak_memory_bytes: outcome.stats.peak_memory_bytes,
-        exit_code: status.as_ref().ok().and_then(|s| s.code()),
-        signal: status.as_ref().ok().and_then(|s| s.signal()).map(|n| {
-            Signal::try_from(n)
-                .map(|s| s.as_str().to_string())
-                .unwrap_or_else(|_| n.to_string())
-        }),
-    };
+    result.statistics = statistics(started, &outcome.stats, &status);
     let (state, error) = why_it_ended(
         aborted.as_ref(),
         over_disk,
@@ -108,6 +92,36 @@ pub async fn run(
     result.error = error;
     tracing::info!(job = %spec.job_id, state = %state, error = result.error.as_deref().unwrap_or(""), "job finished");
     result
+}
+
+/// The error of a job that failed on a full sandbox filesystem (its image: writes past
+/// its disk space fail at once), if that is why.
+fn disk_full_error(config: &SandboxConfig, spec: &JobStartSpec, disk_space: u64) -> Option<String> {
+    let dir = config.job_dir(spec.job_id.as_str());
+    crate::disk_image::is_full(&dir).then(|| {
+        format!(
+            "disk limit exceeded: the sandbox's disk space of {disk_space} bytes (disk_request.disk_space) is full; writes past it failed with 'No space left on device'"
+        )
+    })
+}
+
+fn statistics(
+    started: Instant,
+    stats: &crate::cgroup::CgroupStats,
+    status: &std::io::Result<std::process::ExitStatus>,
+) -> JobStatistics {
+    JobStatistics {
+        wall_time_ms: started.elapsed().as_millis() as u64,
+        user_cpu_seconds: stats.user_cpu_seconds,
+        system_cpu_seconds: stats.system_cpu_seconds,
+        peak_memory_bytes: stats.peak_memory_bytes,
+        exit_code: status.as_ref().ok().and_then(|s| s.code()),
+        signal: status.as_ref().ok().and_then(|s| s.signal()).map(|n| {
+            Signal::try_from(n)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| n.to_string())
+        }),
+    }
 }
 
 /// How a job ended and the error that says why, in order of precedence: over its disk

@@ -299,7 +299,7 @@ impl SchedulerCore {
         }
         // What the job printed goes to the store with its first result, not into memory.
         if first_result && !(result.stdout_tail.is_empty() && result.stderr_tail.is_empty()) {
-            self.outbox.output(crate::records::JobOutputRecord {
+            self.outbox.output(crate::jobs::job_output::JobOutput {
                 job: result.job_id.clone(),
                 stdout: result.stdout_tail.clone(),
                 stderr: result.stderr_tail.clone(),
@@ -392,32 +392,24 @@ impl SchedulerCore {
                     }
                     continue;
                 }
-                Some(j) => JobAbort {
-                    job_id: running.job_id.clone(),
-                    reason: j.abort_reason.unwrap_or(AbortReason::OperationAborted),
-                    message: match j.abort_reason {
-                        Some(AbortReason::NodeLost) => {
-                            "the scheduler lost contact with this node and ran the job elsewhere"
-                                .into()
-                        }
-                        Some(r) => j
-                            .error
-                            .clone()
-                            .unwrap_or_else(|| format!("job was aborted: {r}")),
-                        None => "job is not running on this node".into(),
-                    },
-                    graceful_timeout_ms: None,
-                },
-                None => JobAbort {
-                    job_id: running.job_id.clone(),
-                    reason: AbortReason::OperationAborted,
-                    message: "the scheduler knows no such job".into(),
-                    graceful_timeout_ms: None,
-                },
+                j => stale_job_abort(&running.job_id, j.map(|j| &**j)),
             };
             dying += running.resource_usage;
             aborts.push(abort);
         }
+        let resent = self.resend_or_lose(req, &reported, now);
+        (aborts, dying, resent)
+    }
+
+    /// The jobs placed on the node that it does not report: a start no reply the node
+    /// read has carried is sent again (returned); any other is lost.
+    fn resend_or_lose(
+        &mut self,
+        req: &HeartbeatRequest,
+        reported: &HashSet<JobId>,
+        now: UnixMillis,
+    ) -> Vec<JobStartSpec> {
+        let node_id = &req.node_id;
         let mut resent = Vec::new();
         let read_up_to = req.last_reply_seq;
         // A start no reply has carried yet (a gang's, booked by `tick`) goes in this one.
@@ -455,7 +447,7 @@ impl SchedulerCore {
                 None => self.lose_job(node_id, &job_id, now),
             }
         }
-        (aborts, dying, resent)
+        resent
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(job = %job_id, node = %node_id))]
@@ -553,4 +545,34 @@ fn over_bound_alert(
         r.name(),
         source.words()
     )
+}
+
+/// The abort of a job a node runs that the scheduler does not run there: aborted (saying
+/// why), placed elsewhere, or unknown.
+fn stale_job_abort(job_id: &JobId, job: Option<&crate::Job>) -> JobAbort {
+    let (reason, message) = match job {
+        Some(j) => (
+            j.abort_reason.unwrap_or(AbortReason::OperationAborted),
+            match j.abort_reason {
+                Some(AbortReason::NodeLost) => {
+                    "the scheduler lost contact with this node and ran the job elsewhere".into()
+                }
+                Some(r) => j
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| format!("job was aborted: {r}")),
+                None => "job is not running on this node".into(),
+            },
+        ),
+        None => (
+            AbortReason::OperationAborted,
+            "the scheduler knows no such job".into(),
+        ),
+    };
+    JobAbort {
+        job_id: job_id.clone(),
+        reason,
+        message,
+        graceful_timeout_ms: None,
+    }
 }

@@ -24,6 +24,7 @@ pub use admin::path::AdminPath;
 pub use admin::{config_file, delegation_budget};
 pub use effects::Effects;
 pub use events::{AttemptFacts, CoreEvent, PoolShareSample};
+pub use jobs::job_output::JobOutput;
 pub use jobs::start_tokens::StartKey;
 pub use nodes::membership;
 pub use nodes::node::Node;

@@ -4,8 +4,8 @@
 //! drain one early.
 
 use crate::events::CoreEvent;
+use crate::jobs::job_output::JobOutput;
 use crate::operations::retention::Archived;
-use crate::records::JobOutputRecord;
 use std::collections::BTreeSet;
 use ytsched_common::NodeId;
 
@@ -15,7 +15,7 @@ pub(crate) struct Outbox {
     nudges: BTreeSet<NodeId>,
     events: Vec<CoreEvent>,
     /// Output tails of job attempts finished since, for the store only.
-    outputs: Vec<JobOutputRecord>,
+    outputs: Vec<JobOutput>,
     /// Operations retired from memory, for the driver to archive.
     retired: Vec<Archived>,
     /// The call's answer waits until its changes are stored (see `Effects`).
@@ -35,7 +35,7 @@ impl Outbox {
         self.events.push(event);
     }
 
-    pub(crate) fn output(&mut self, output: JobOutputRecord) {
+    pub(crate) fn output(&mut self, output: JobOutput) {
         self.outputs.push(output);
     }
 
@@ -43,7 +43,7 @@ impl Outbox {
         self.retired.push(archived);
     }
 
-    pub(crate) fn take_outputs(&mut self) -> Vec<JobOutputRecord> {
+    pub(crate) fn take_outputs(&mut self) -> Vec<JobOutput> {
         std::mem::take(&mut self.outputs)
     }
 

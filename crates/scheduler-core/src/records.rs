@@ -8,6 +8,7 @@
 //! before they count as lost.
 
 use crate::jobs::adoption::StartHold;
+use crate::jobs::job_output::JobOutput;
 use crate::operations::operation::{Job, Operation, TreeSlot};
 use crate::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
@@ -52,7 +53,7 @@ pub struct OperationRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub settled_jobs: Vec<Job>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub outputs: Vec<JobOutputRecord>,
+    pub outputs: Vec<JobOutput>,
 }
 
 impl OperationRecord {
@@ -111,31 +112,12 @@ pub struct JobRecord {
     pub job: Job,
 }
 
-/// The output tails a finished job attempt left (up to 64 KB each), stored once under
-/// their own key and never held in the core: memory per finished attempt does not
-/// grow with what its job printed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobOutputRecord {
-    pub job: JobId,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl JobOutputRecord {
-    pub fn stream(&self, stream: ytsched_common::api::OutputStream) -> &str {
-        match stream {
-            ytsched_common::api::OutputStream::Stdout => &self.stdout,
-            ytsched_common::api::OutputStream::Stderr => &self.stderr,
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub enum StateChange {
     Operation(Box<OperationRecord>),
     Job(Box<JobRecord>),
     /// Written once, when the attempt's result arrives.
-    Output(Box<JobOutputRecord>),
+    Output(Box<JobOutput>),
     /// What a node without an approval was trusted with (`nodes/trust.rs`).
     NodeTrust(NodeId, crate::nodes::trust::TrustRecord),
 }
@@ -176,7 +158,7 @@ impl SchedulerCore {
     /// Settled finished attempts leave memory here, once their last record is taken.
     pub(super) fn take_changes(&mut self) -> Vec<StateChange> {
         let mut out = Vec::new();
-        let mut outputs: BTreeMap<JobId, JobOutputRecord> = self
+        let mut outputs: BTreeMap<JobId, JobOutput> = self
             .outbox
             .take_outputs()
             .into_iter()

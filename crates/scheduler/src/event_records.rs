@@ -156,6 +156,18 @@ impl Context<'_> {
                 state: *state,
                 error: error.clone(),
             },
+            CoreEvent::JobStarted { .. }
+            | CoreEvent::JobAdopted { .. }
+            | CoreEvent::JobInterrupted { .. }
+            | CoreEvent::JobFinished { .. }
+            | CoreEvent::JobAborted { .. } => return self.describe_job(e),
+            _ => return self.describe_cluster(e),
+        })
+    }
+
+    /// A job's event, with its operation and attempt as the event log names them.
+    fn describe_job(&self, e: &CoreEvent) -> Option<Event> {
+        Some(match e {
             CoreEvent::JobStarted {
                 id,
                 operation,
@@ -221,6 +233,14 @@ impl Context<'_> {
                     preempted_by: preempted_by.clone(),
                 }
             }
+            _ => return None,
+        })
+    }
+
+    /// An event about nodes, pools or the configuration.
+    fn describe_cluster(&self, e: &CoreEvent) -> Option<Event> {
+        let core = self.core;
+        Some(match e {
             CoreEvent::NodeRegistered { id, registration } => {
                 let node = core.node(id);
                 let mut tags: Vec<String> = node
@@ -287,7 +307,18 @@ impl Context<'_> {
             CoreEvent::OperationPending { .. }
             | CoreEvent::NodeOverApproval { .. }
             | CoreEvent::RevivalEnded { .. }
-            | CoreEvent::StartsResumed { .. } => return None,
+            | CoreEvent::StartsResumed { .. }
+            | CoreEvent::OperationStarted { .. }
+            | CoreEvent::OperationRunning { .. }
+            | CoreEvent::OperationParametersUpdated { .. }
+            | CoreEvent::OperationSuspended { .. }
+            | CoreEvent::OperationResumed { .. }
+            | CoreEvent::OperationFinished { .. }
+            | CoreEvent::JobStarted { .. }
+            | CoreEvent::JobAdopted { .. }
+            | CoreEvent::JobInterrupted { .. }
+            | CoreEvent::JobFinished { .. }
+            | CoreEvent::JobAborted { .. } => return None,
         })
     }
 }

@@ -5,7 +5,8 @@
 //! with named fields, like the wire. The bucket keeps one revision per key; a revived
 //! scheduler reads the latest value of every key with one ordered consumer.
 
-use crate::core::records::{JobOutputRecord, JobRecord, OperationRecord, StateChange};
+use crate::core::records::{JobRecord, OperationRecord, StateChange};
+use crate::core::JobOutput;
 use crate::core::{ClusterConfig, IntegralVolumes};
 use anyhow::Context;
 use async_nats::jetstream::{self, kv};
@@ -20,7 +21,7 @@ pub const VOLUMES_KEY: &str = "volumes";
 pub const EPOCH_KEY: &str = "epoch";
 pub const OPERATION_PREFIX: &str = "op.";
 pub const JOB_PREFIX: &str = "job.";
-/// A finished job attempt's output tails (`JobOutputRecord`): read on demand, never
+/// A finished job attempt's output tails (`JobOutput`): read on demand, never
 /// loaded at revival.
 pub const OUTPUT_PREFIX: &str = "out.";
 /// `trust.<node>`: what a node without an approval was trusted with (`core::nodes::trust`).
@@ -345,7 +346,7 @@ pub async fn job_record(
 pub async fn job_output(
     state: &kv::Store,
     job: &ytsched_common::JobId,
-) -> Result<Option<JobOutputRecord>, String> {
+) -> Result<Option<JobOutput>, String> {
     match state
         .get(format!("{OUTPUT_PREFIX}{job}"))
         .await

@@ -256,51 +256,65 @@ impl Operation {
         // killed at its timeout) was preempted: it runs again, no failure (one that
         // completed or failed on its own before its node got the word counts as such).
         // So does a job that asked to by its task's `restart_exit_code`.
-        let requeued = if job.interrupting.take().is_some() && result.state == JobState::Aborted {
-            Some((AbortReason::Preempted, job.error.clone()))
-        } else if result.state == JobState::Failed
-            && restart_code.is_some_and(|c| result.statistics.exit_code == Some(c as i32))
-        {
-            Some((
-                AbortReason::RestartRequested,
-                Some(format!(
-                    "exited with its task's restart_exit_code {}: it runs again",
-                    restart_code.unwrap_or_default()
-                )),
-            ))
-        } else {
-            None
+        let interrupted = job.interrupting.take().is_some();
+        match requeue_reason(interrupted, result, restart_code, &job.error) {
+            Some((reason, error)) => self.requeue(result, reason, error, copy_runs, now),
+            None => self.settle_by_result(result, copy_runs),
+        }
+    }
+
+    /// A job that runs again, no failure: a graceful preemption ended, or it asked to
+    /// by its task's `restart_exit_code` (held for a back-off, within a limit).
+    fn requeue(
+        &mut self,
+        result: &FinishedJob,
+        reason: AbortReason,
+        error: Option<String>,
+        copy_runs: bool,
+        now: UnixMillis,
+    ) -> ResultEffect {
+        let Some(job) = self.jobs.get_mut(&result.job_id) else {
+            return ResultEffect::Ignored;
         };
-        if let Some((reason, error)) = requeued {
-            job.state = JobState::Aborted;
-            set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
-            job.abort_reason = Some(reason);
-            job.error = error;
-            let index = job.index;
-            if reason == AbortReason::RestartRequested {
-                self.requested_restarts += 1;
-                if self.requested_restarts > MAX_REQUESTED_RESTARTS {
-                    return ResultEffect::OperationFailed(format!(
-                        "its jobs asked to run again (restart_exit_code {}) {} times, more than the limit of {MAX_REQUESTED_RESTARTS} per operation; last: job {} of task '{}'",
-                        restart_code.unwrap_or_default(),
-                        self.requested_restarts,
-                        result.job_id,
-                        self.tasks[task].name,
-                    ));
-                }
-                // Back to waiting after a back-off (`restart_backoff_ms`), behind the
-                // task's other waiting jobs.
-                if !copy_runs && !self.state.is_finished() {
-                    let wait = restart_backoff_ms(self.requested_restarts, self.total_job_count());
-                    self.held_restarts.push((now + wait, task, index));
-                }
-                return ResultEffect::Recorded;
+        let task = job.task;
+        let restart_code = self.tasks[task].spec.restart_exit_code;
+        job.state = JobState::Aborted;
+        set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
+        job.abort_reason = Some(reason);
+        job.error = error;
+        let index = job.index;
+        if reason == AbortReason::RestartRequested {
+            self.requested_restarts += 1;
+            if self.requested_restarts > MAX_REQUESTED_RESTARTS {
+                return ResultEffect::OperationFailed(format!(
+                    "its jobs asked to run again (restart_exit_code {}) {} times, more than the limit of {MAX_REQUESTED_RESTARTS} per operation; last: job {} of task '{}'",
+                    restart_code.unwrap_or_default(),
+                    self.requested_restarts,
+                    result.job_id,
+                    self.tasks[task].name,
+                ));
             }
+            // Back to waiting after a back-off (`restart_backoff_ms`), behind the
+            // task's other waiting jobs.
             if !copy_runs && !self.state.is_finished() {
-                self.tasks[task].waiting.push_front(index);
+                let wait = restart_backoff_ms(self.requested_restarts, self.total_job_count());
+                self.held_restarts.push((now + wait, task, index));
             }
             return ResultEffect::Recorded;
         }
+        if !copy_runs && !self.state.is_finished() {
+            self.tasks[task].waiting.push_front(index);
+        }
+        ResultEffect::Recorded
+    }
+
+    /// A job settled by its own result: completed, failed (within
+    /// `max_failed_job_count`), or given up by its node.
+    fn settle_by_result(&mut self, result: &FinishedJob, copy_runs: bool) -> ResultEffect {
+        let Some(job) = self.jobs.get_mut(&result.job_id) else {
+            return ResultEffect::Ignored;
+        };
+        let task = job.task;
         match result.state {
             JobState::Completed => {
                 job.state = JobState::Completed;
@@ -346,6 +360,32 @@ impl Operation {
                 ResultEffect::Recorded
             }
         }
+    }
+}
+
+/// Why a job whose result came in runs again instead of settling, with the error it
+/// keeps: its node stopped it after a graceful preemption, or it exited with its task's
+/// `restart_exit_code`.
+fn requeue_reason(
+    interrupted: bool,
+    result: &FinishedJob,
+    restart_code: Option<u8>,
+    error: &Option<String>,
+) -> Option<(AbortReason, Option<String>)> {
+    if interrupted && result.state == JobState::Aborted {
+        Some((AbortReason::Preempted, error.clone()))
+    } else if result.state == JobState::Failed
+        && restart_code.is_some_and(|c| result.statistics.exit_code == Some(c as i32))
+    {
+        Some((
+            AbortReason::RestartRequested,
+            Some(format!(
+                "exited with its task's restart_exit_code {}: it runs again",
+                restart_code.unwrap_or_default()
+            )),
+        ))
+    } else {
+        None
     }
 }
 

@@ -4,5 +4,6 @@
 pub(crate) mod adoption;
 pub(crate) mod job_index;
 pub(crate) mod job_lifecycle;
+pub mod job_output;
 pub(crate) mod speculation;
 pub mod start_tokens;

@@ -95,7 +95,7 @@ pub(crate) fn check_run_access(
     tree: &PoolTree,
     tree_name: &str,
     pool: &TreePoolName,
-    new_pool: Option<&crate::operations::admission::NewPool>,
+    new_pool: Option<&crate::operations::new_pool::NewPool>,
     user: &str,
     caller: &Caller,
 ) -> Result<(), ApiError> {
@@ -113,7 +113,7 @@ fn check_pool_use(
     tree: &PoolTree,
     tree_name: &str,
     pool: &TreePoolName,
-    new_pool: Option<&crate::operations::admission::NewPool>,
+    new_pool: Option<&crate::operations::new_pool::NewPool>,
     user: &str,
     caller: &Caller,
 ) -> Result<(), ApiError> {
@@ -139,7 +139,7 @@ fn check_operation_user(
     tree: &PoolTree,
     tree_name: &str,
     pool: &TreePoolName,
-    new_pool: Option<&crate::operations::admission::NewPool>,
+    new_pool: Option<&crate::operations::new_pool::NewPool>,
     user: &str,
 ) -> Result<(), ApiError> {
     let Ok(name) = ytsched_common::identity::UserName::parse(user) else {

@@ -3,6 +3,7 @@
 //! lightweight operations (5.6), and what happens when an operation ends.
 
 use crate::operations::access::check_run_access;
+use crate::operations::new_pool::NewPool;
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::operations::operation_counts::PoolCountMap;
 use crate::trees::pool_tree::PoolTree;
@@ -18,16 +19,6 @@ use ytsched_common::spec::{validate_pool_name, VanillaSpec};
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{IdempotencyToken, JobId, OperationId};
 
-/// Operations counted in a pool and all its descendants.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolCounts {
-    /// Running and pending.
-    pub total: u32,
-    /// Running, lightweight ones excluded.
-    pub running: u32,
-    pub lightweight_running: u32,
-}
-
 /// What admission decided for one tree of an operation.
 pub(crate) struct TreeAdmission {
     pub(crate) slot: TreeSlot,
@@ -35,13 +26,6 @@ pub(crate) struct TreeAdmission {
     /// A running-operation count limit is reached: the operation waits as pending.
     /// The first such pool up from the operation's, with its running count and limit.
     pub(crate) blocked: Option<(TreePoolName, u32, u32)>,
-}
-
-/// An ephemeral pool admission would create.
-/// Its name is the pool admission resolved to.
-pub(crate) struct NewPool {
-    pub(crate) parent: TreePoolName,
-    pub(crate) config: PoolConfig,
 }
 
 impl SchedulerCore {

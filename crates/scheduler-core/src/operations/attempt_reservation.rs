@@ -15,16 +15,16 @@ const FIRST_SPARE: u64 = 1;
 /// The least a further block reserves.
 const MIN_BLOCK: u64 = 2;
 
-/// The reservation a new operation of `total_jobs` jobs starts with.
-pub(crate) fn first_reservation(total_jobs: u64) -> u64 {
-    total_jobs + FIRST_SPARE
-}
-
 fn block(total_jobs: u64) -> u64 {
     (total_jobs / 8).max(MIN_BLOCK)
 }
 
 impl Operation {
+    /// The reservation a new operation of `total_jobs` jobs starts with.
+    pub(crate) fn first_reservation(total_jobs: u64) -> u64 {
+        total_jobs + FIRST_SPARE
+    }
+
     /// Makes sure attempt number `seq` is reserved, reserving a further block if not;
     /// the record then changes, and the store must have it before the attempt is
     /// announced.

@@ -9,8 +9,8 @@
 //! `release_settled`). Every later write of the operation's record carries them again,
 //! so a finished operation whose record changes once more never drops them.
 
+use crate::jobs::job_output::JobOutput;
 use crate::operations::operation::{Job, Operation};
-use crate::records::JobOutputRecord;
 use std::collections::BTreeMap;
 use ytsched_common::JobId;
 
@@ -31,7 +31,7 @@ impl Operation {
     pub(crate) fn take_in_settled(
         &mut self,
         changed: &[JobId],
-        outputs: &mut BTreeMap<JobId, JobOutputRecord>,
+        outputs: &mut BTreeMap<JobId, JobOutput>,
     ) -> Vec<JobId> {
         if !self.state.is_finished() {
             return vec![];
@@ -72,11 +72,11 @@ impl Operation {
     }
 
     /// The output an inline attempt left, when its record holds it.
-    pub fn inline_output(&self, job: &JobId) -> Option<&JobOutputRecord> {
+    pub fn inline_output(&self, job: &JobId) -> Option<&JobOutput> {
         self.inline_outputs.iter().find(|o| &o.job == job)
     }
 }
 
-fn output_bytes(o: &JobOutputRecord) -> usize {
+fn output_bytes(o: &JobOutput) -> usize {
     o.stdout.len() + o.stderr.len()
 }

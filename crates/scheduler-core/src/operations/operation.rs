@@ -150,11 +150,11 @@ pub struct Operation {
     header_changed: bool,
     pub(crate) changed_jobs: Vec<JobId>,
     /// Outputs kept in the operation's own record (`inline_attempts.rs`).
-    pub(crate) inline_outputs: Vec<crate::records::JobOutputRecord>,
+    pub(crate) inline_outputs: Vec<crate::jobs::job_output::JobOutput>,
     /// Gang members `break_gang` aborted whose nodes the core has yet to hear of.
     pub(crate) gang_lost: Vec<(JobId, NodeId)>,
     /// Why a gang waits whole, as its last placement attempt found (`gang.rs`).
-    pub gang_shortfall: Option<crate::operations::gang::GangShortfall>,
+    pub gang_shortfall: Option<crate::operations::gang_shortfall::GangShortfall>,
 }
 
 /// How many attempts are in each state.
@@ -250,8 +250,7 @@ impl Operation {
                 completed: 0,
             })
             .collect();
-        let first_reservation =
-            crate::operations::attempt_reservation::first_reservation(spec.total_job_count());
+        let first_reservation = Self::first_reservation(spec.total_job_count());
         Self {
             id,
             user,

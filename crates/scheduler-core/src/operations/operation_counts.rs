@@ -4,7 +4,6 @@
 //! remembered with the pool chain it was counted under, so taking it back never depends
 //! on how the pools look now.
 
-use crate::operations::admission::PoolCounts;
 use crate::operations::operation_index::Aggregate;
 use crate::SchedulerCore;
 use std::collections::HashMap;
@@ -12,6 +11,16 @@ use ytsched_common::names::TreeName;
 use ytsched_common::names::TreePoolName;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
+
+/// Operations counted in a pool and all its descendants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Running and pending.
+    pub total: u32,
+    /// Running, lightweight ones excluded.
+    pub running: u32,
+    pub lightweight_running: u32,
+}
 
 /// How one operation counts in one tree: its pool chain and whether it runs (and how).
 #[derive(Clone, Debug, PartialEq)]

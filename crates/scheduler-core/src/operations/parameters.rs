@@ -5,7 +5,8 @@
 //! fair-share update counts the operation in its new place, and limits lowered below
 //! its usage are taken back there as `resource_limits_violation`.
 
-use crate::operations::admission::{requested_pool, resolve_pool, NewPool};
+use crate::operations::admission::{requested_pool, resolve_pool};
+use crate::operations::new_pool::NewPool;
 use crate::operations::operation::TreeSlot;
 use crate::{CoreEvent, SchedulerCore};
 use ytsched_common::api::ApiError;
@@ -48,58 +49,11 @@ impl SchedulerCore {
         crate::operations::record_room::check(&spec, self.config.max_record_bytes)?;
         let user = op.user.clone();
         let running = op.state == OperationState::Running;
-        let mut slots: Vec<(TreeName, TreeSlot)> = Vec::with_capacity(op.trees.len());
-        let mut new_pools: Vec<(TreeName, TreePoolName, NewPool)> = vec![];
-        let mut moved: Vec<(TreeName, TreePoolName)> = vec![];
-        for (tree_name, old) in &op.trees {
-            let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
-            let (pool, _) = resolve_pool(
-                tree,
-                tree_name,
-                &requested_pool(&spec, tree_name, &user),
-                &user,
-            )?;
-            let moves = pool != old.pool;
-            // Counted without this operation, which is already counted in its old pool.
-            let counts = moves.then(|| {
-                let mut counts = self.pool_counts(tree_name);
-                for p in tree.lineage(&old.pool) {
-                    if let Some(c) = counts.get_mut(p) {
-                        c.total = c.total.saturating_sub(1);
-                        if running && !old.lightweight {
-                            c.running = c.running.saturating_sub(1);
-                        }
-                    }
-                }
-                counts
-            });
-            let admitted = self.admit_in_tree(
-                tree_name,
-                &user,
-                caller.filter(|_| moves),
-                &spec,
-                counts.as_ref(),
-            )?;
-            if let (true, Some((pool, count, max))) = (running, &admitted.blocked) {
-                let what = if pool.is_root() {
-                    format!("pool tree '{tree_name}'")
-                } else {
-                    format!("pool '{pool}' of pool tree '{tree_name}'")
-                };
-                return Err(ApiError::limit_reached(format!(
-                    "cannot move running operation {id}: {what} already runs {count} operations, its max_running_operation_count is {max}"
-                )));
-            }
-            if moves {
-                moved.push((tree_name.clone(), old.pool.clone()));
-            }
-            if let Some(np) = admitted.new_pool {
-                new_pools.push((tree_name.clone(), admitted.slot.pool.clone(), np));
-            }
-            let mut slot = admitted.slot;
-            slot.usage = old.usage;
-            slots.push((tree_name.clone(), slot));
-        }
+        let Readmission {
+            slots,
+            new_pools,
+            moved,
+        } = self.readmit(id, caller, &spec)?;
         self.create_ephemeral_pools(new_pools, &user)?;
         let summary = params.summary();
         if let Some(mut op) = self.operations.edit(id) {
@@ -129,4 +83,77 @@ impl SchedulerCore {
         }
         Ok(())
     }
+    /// The operation admitted again in each of its trees with `spec`: where a pool
+    /// changes, `use` there and count limits (not counting the operation itself).
+    fn readmit(
+        &self,
+        id: &OperationId,
+        caller: Option<&Caller>,
+        spec: &ytsched_common::spec::VanillaSpec,
+    ) -> Result<Readmission, ApiError> {
+        let op = &self.operations[id];
+        let user = op.user.clone();
+        let running = op.state == OperationState::Running;
+        let mut done = Readmission::default();
+        for (tree_name, old) in &op.trees {
+            let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
+            let (pool, _) = resolve_pool(
+                tree,
+                tree_name,
+                &requested_pool(spec, tree_name, &user),
+                &user,
+            )?;
+            let moves = pool != old.pool;
+            // Counted without this operation, which is already counted in its old pool.
+            let counts = moves.then(|| {
+                let mut counts = self.pool_counts(tree_name);
+                for p in tree.lineage(&old.pool) {
+                    if let Some(c) = counts.get_mut(p) {
+                        c.total = c.total.saturating_sub(1);
+                        if running && !old.lightweight {
+                            c.running = c.running.saturating_sub(1);
+                        }
+                    }
+                }
+                counts
+            });
+            let admitted = self.admit_in_tree(
+                tree_name,
+                &user,
+                caller.filter(|_| moves),
+                spec,
+                counts.as_ref(),
+            )?;
+            if let (true, Some((pool, count, max))) = (running, &admitted.blocked) {
+                let what = if pool.is_root() {
+                    format!("pool tree '{tree_name}'")
+                } else {
+                    format!("pool '{pool}' of pool tree '{tree_name}'")
+                };
+                return Err(ApiError::limit_reached(format!(
+                    "cannot move running operation {id}: {what} already runs {count} operations, its max_running_operation_count is {max}"
+                )));
+            }
+            if moves {
+                done.moved.push((tree_name.clone(), old.pool.clone()));
+            }
+            if let Some(np) = admitted.new_pool {
+                done.new_pools
+                    .push((tree_name.clone(), admitted.slot.pool.clone(), np));
+            }
+            let mut slot = admitted.slot;
+            slot.usage = old.usage;
+            done.slots.push((tree_name.clone(), slot));
+        }
+        Ok(done)
+    }
+}
+
+/// An operation's place in each tree after a change of its parameters.
+#[derive(Default)]
+struct Readmission {
+    slots: Vec<(TreeName, TreeSlot)>,
+    new_pools: Vec<(TreeName, TreePoolName, NewPool)>,
+    /// The trees it left a pool in, with that pool (emptied ephemeral pools go).
+    moved: Vec<(TreeName, TreePoolName)>,
 }

@@ -2,9 +2,9 @@
 //! operation, under YTsaurus's names. Share vectors are fractions of the tree's
 //! `resource_limits`; resource vectors are absolute.
 
-use crate::operations::admission::PoolCounts;
+use crate::operations::operation_counts::PoolCounts;
 use crate::trees::fair_share::{Element, ElementKind, IntegralView, TreeShares};
-use crate::trees::placement::satisfaction;
+use crate::trees::pool_lines::satisfaction;
 use crate::trees::starvation::ElementKey;
 use crate::SchedulerCore;
 use serde_json::{json, Map, Value};

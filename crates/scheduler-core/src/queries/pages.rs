@@ -1,7 +1,7 @@
 //! Read-only views for the client API.
 
+use crate::jobs::job_output::JobOutput;
 use crate::operations::operation::Job;
-use crate::records::JobOutputRecord;
 use crate::{Operation, SchedulerCore};
 use ytsched_common::api::{ApiError, JobCounts, JobInfo, ListJobs, NodeInfo, OperationInfo};
 use ytsched_common::states::JobState;
@@ -147,12 +147,12 @@ impl SchedulerCore {
 
     /// Whether a job's output can be read (it exists and has finished), and the output
     /// itself where the operation's record keeps it (`inline_attempts.rs`); otherwise it
-    /// is in the store (`records::JobOutputRecord`), not in the core.
+    /// is in the store (`records::JobOutput`), not in the core.
     pub fn job_output_ready(
         &self,
         op: &OperationId,
         job: &JobId,
-    ) -> Result<Option<&JobOutputRecord>, ApiError> {
+    ) -> Result<Option<&JobOutput>, ApiError> {
         let o = self.operation(op)?;
         let missing = || ApiError::not_found(format!("operation {op} has no job {job}"));
         match o.jobs.get(job) {

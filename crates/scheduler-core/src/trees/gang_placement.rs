@@ -10,7 +10,7 @@
 //! the whole gang be placed; then it takes the fewest jobs per node (latest started
 //! first) and starts at once, or, with graceful victims among them, once they exit.
 
-use crate::operations::gang::GangShortfall;
+use crate::operations::gang_shortfall::GangShortfall;
 use crate::trees::fair_share::TreeShares;
 use crate::trees::preemption::JobClasses;
 use crate::trees::starvation::StarvationStatus;

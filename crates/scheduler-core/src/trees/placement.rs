@@ -11,37 +11,9 @@ use crate::trees::live_usage::LiveTree;
 use crate::{CoreEvent, SchedulerCore};
 use std::collections::{BTreeSet, HashSet};
 use ytsched_common::protocol::JobStartSpec;
-use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
+use ytsched_common::resources::{ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
-
-/// How satisfied an element is: how far along its fair share its usage is, on the
-/// resources it needs (the largest ratio). Zero fair share with demand is never satisfied
-/// enough to go first: it sorts last.
-pub fn satisfaction(
-    usage: &ResourceVector,
-    fair_share: &ResourceVector,
-    demand: &ResourceVector,
-) -> f64 {
-    let mut ratio: f64 = 0.0;
-    let mut any = false;
-    for r in Resource::ALL {
-        if demand.get(r) <= EPSILON {
-            continue;
-        }
-        any = true;
-        let fs = fair_share.get(r);
-        if fs <= EPSILON {
-            return f64::INFINITY;
-        }
-        ratio = ratio.max(usage.get(r) / fs);
-    }
-    if any {
-        ratio
-    } else {
-        f64::INFINITY
-    }
-}
 
 impl SchedulerCore {
     /// Fills what the node has free with jobs, starting them in `ctx`.

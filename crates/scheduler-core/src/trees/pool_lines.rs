@@ -10,9 +10,36 @@
 //! thousands of operations that run their one job cost placement nothing.
 
 use crate::trees::fair_share::TreeShares;
-use crate::trees::placement::satisfaction;
 use std::collections::{BTreeSet, HashMap};
-use ytsched_common::resources::ResourceVector;
+use ytsched_common::resources::{Resource, ResourceVector, EPSILON};
+
+/// How satisfied an element is: how far along its fair share its usage is, on the
+/// resources it needs (the largest ratio). Zero fair share with demand is never satisfied
+/// enough to go first: it sorts last.
+pub fn satisfaction(
+    usage: &ResourceVector,
+    fair_share: &ResourceVector,
+    demand: &ResourceVector,
+) -> f64 {
+    let mut ratio: f64 = 0.0;
+    let mut any = false;
+    for r in Resource::ALL {
+        if demand.get(r) <= EPSILON {
+            continue;
+        }
+        any = true;
+        let fs = fair_share.get(r);
+        if fs <= EPSILON {
+            return f64::INFINITY;
+        }
+        ratio = ratio.max(usage.get(r) / fs);
+    }
+    if any {
+        ratio
+    } else {
+        f64::INFINITY
+    }
+}
 
 /// A child's place in its pool's line.
 #[derive(Clone, Copy, Debug)]
@@ -106,6 +133,7 @@ impl PoolLines {
     }
 
     /// Whether the lines are those the live arrays make (debug builds check it).
+    #[cfg(debug_assertions)]
     pub(crate) fn agrees_with(
         &self,
         shares: &TreeShares,

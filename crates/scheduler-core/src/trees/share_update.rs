@@ -116,15 +116,6 @@ impl ShareUpdate {
     }
 }
 
-/// Time one element of a tree is allowed to add between updates brought forward by
-/// changes: an update of 10,000 operations (≈ 20–30 ms) then runs at most every 100 ms
-/// on changes, a small tree's at once.
-const STALE_UPDATE_MICROS_PER_ELEMENT: u64 = 10;
-
-pub(crate) fn min_stale_update_interval_ms(elements: usize) -> u64 {
-    elements as u64 * STALE_UPDATE_MICROS_PER_ELEMENT / 1000
-}
-
 impl SchedulerCore {
     /// Runs the updates that are due by their period. Stale trees are not updated here:
     /// placement updates them right before it needs them, and a stream of submissions

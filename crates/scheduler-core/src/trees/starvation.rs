@@ -231,7 +231,7 @@ pub fn starving_order(
                 return None;
             }
             let e = &shares.elements[*shares.operation_index.get(&o.id)?];
-            let sat = crate::trees::placement::satisfaction(
+            let sat = crate::trees::pool_lines::satisfaction(
                 &o.usage.share_of(&shares.total),
                 &e.fair_share.total,
                 &e.demand_share,

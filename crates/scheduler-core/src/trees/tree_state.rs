@@ -14,6 +14,15 @@ use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::{NodeId, OperationId};
 
+/// Time one element of a tree is allowed to add between updates brought forward by
+/// changes: an update of 10,000 operations (≈ 20–30 ms) then runs at most every 100 ms
+/// on changes, a small tree's at once.
+const STALE_UPDATE_MICROS_PER_ELEMENT: u64 = 10;
+
+pub(crate) fn min_stale_update_interval_ms(elements: usize) -> u64 {
+    elements as u64 * STALE_UPDATE_MICROS_PER_ELEMENT / 1000
+}
+
 /// The result of one fair-share update, never changed after it is made: placement
 /// and preemption hold it by `Arc` while they change the core around it, as
 /// YTsaurus's heartbeats read their tree's snapshot.
@@ -95,9 +104,7 @@ impl TreeStates {
             Some((stale, snap)) => {
                 stale
                     && now.saturating_sub(snap.taken_at)
-                        >= crate::trees::share_update::min_stale_update_interval_ms(
-                            snap.shares.elements.len(),
-                        )
+                        >= min_stale_update_interval_ms(snap.shares.elements.len())
             }
             None => true,
         }

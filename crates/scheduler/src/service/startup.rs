@@ -204,7 +204,6 @@ pub(super) async fn revive(
         client,
         js,
         state,
-        holder,
         epoch,
         ..
     } = leader;
@@ -226,38 +225,14 @@ pub(super) async fn revive(
     let fresh = !stored_config;
     let max_record_bytes = record_limit(client.server_info().max_payload);
     let subjects = ytsched_common::subjects::Subjects::new(prefix);
-    let events_stream = subjects.bucket("events");
-    let event_log = store::open_event_log(
-        js,
-        &events_stream,
-        &subjects.events(),
-        config.kv_replicas,
-        config.event_log.max_age,
-        config.event_log.max_bytes,
-    )
-    .await?;
-    let writer = Writer::spawn(
-        state.clone(),
-        max_record_bytes,
-        crate::writer::Revisions {
-            keys: {
-                let mut keys = std::mem::take(&mut snapshot.revisions);
-                // The epoch as this leader claimed it, before the read.
-                keys.insert(store::EPOCH_KEY.to_string(), epoch);
-                keys
-            },
-            holder: holder.clone().into(),
-        },
-        crate::writer::EventSink {
-            // A connection of its own: a round's megabyte messages of events never
-            // queue ahead of the state's small writes on one socket.
-            js: async_nats::jetstream::new(
-                connect_as(config, "ytsched-scheduler events", &config.auth).await?,
-            ),
-            subject: subjects.events(),
-            max_message_bytes: max_record_bytes,
-        },
-    );
+    let event_log = open_event_log(config, js, &subjects).await?;
+    let revisions = {
+        let mut keys = std::mem::take(&mut snapshot.revisions);
+        // The epoch as this leader claimed it, before the read.
+        keys.insert(store::EPOCH_KEY.to_string(), epoch);
+        keys
+    };
+    let writer = spawn_writer(config, leader, &subjects, revisions, max_record_bytes).await?;
     let archive = Archive::open(
         js,
         &store::bucket_name(prefix, "archive"),
@@ -302,4 +277,47 @@ pub(super) async fn revive(
         max_record_bytes,
         started,
     })
+}
+
+/// The state's one writer, with the revisions the read found and a connection of its
+/// own for events: a round's megabyte messages of events never queue ahead of the
+/// state's small writes on one socket.
+async fn spawn_writer(
+    config: &ServiceConfig,
+    leader: &Leadership,
+    subjects: &ytsched_common::subjects::Subjects,
+    keys: std::collections::HashMap<String, u64>,
+    max_record_bytes: usize,
+) -> anyhow::Result<Writer> {
+    let events = connect_as(config, "ytsched-scheduler events", &config.auth).await?;
+    Ok(Writer::spawn(
+        leader.state.clone(),
+        max_record_bytes,
+        crate::writer::Revisions {
+            keys,
+            holder: leader.holder.clone().into(),
+        },
+        crate::writer::EventSink {
+            js: async_nats::jetstream::new(events),
+            subject: subjects.events(),
+            max_message_bytes: max_record_bytes,
+        },
+    ))
+}
+
+/// The event log's stream, made or brought to the configured retention.
+async fn open_event_log(
+    config: &ServiceConfig,
+    js: &async_nats::jetstream::Context,
+    subjects: &ytsched_common::subjects::Subjects,
+) -> anyhow::Result<async_nats::jetstream::stream::Stream> {
+    store::open_event_log(
+        js,
+        &subjects.bucket("events"),
+        &subjects.events(),
+        config.kv_replicas,
+        config.event_log.max_age,
+        config.event_log.max_bytes,
+    )
+    .await
 }

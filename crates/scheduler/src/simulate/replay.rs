@@ -75,34 +75,188 @@ enum Due<'r> {
 /// configuration the log tells). A change the core refuses at the start is an error;
 /// later refusals go into the output's `errors`.
 pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, String> {
-    let rel = |at: u64| at.saturating_sub(run.from);
-    let until = rel(run.to);
-    let mut core = SchedulerCore::new(CoreConfig {
-        heartbeat_period_ms: run.heartbeat_period_ms,
-        pool_sample_period_ms: run.pool_sample_period_ms,
-        ..CoreConfig::default()
-    });
-    let (_, first) = &run.configurations[0];
-    core.set_cluster_config(first.clone())
-        .map_err(|e| format!("the log's configuration: {}", e.message))?;
-    // Each change holds from the start, or from when its path first exists (a pool
-    // created during the log); one that never applies is an error.
-    let mut never_applied: Vec<Option<String>> = changes
-        .iter()
-        .map(|c| apply_change(&mut core, c).err())
-        .collect();
-    let mut due: Vec<(u64, Due)> = run.configurations[1..]
-        .iter()
-        .map(|(at, c)| (rel(*at), Due::Configuration(c)))
-        .chain(run.actions.iter().map(|(at, a)| (rel(*at), Due::Action(a))))
-        .collect();
-    due.sort_by_key(|(at, _)| *at);
-    let mut nodes: Vec<(u64, SimNode)> = run
-        .nodes
+    let mut replay = Replay::new(run, changes)?;
+    let mut t = 0u64;
+    loop {
+        replay.step(t);
+        if t >= replay.until {
+            break;
+        }
+        t = replay.next_instant(t);
+    }
+    if let Some(e) = replay.never_applied.into_iter().flatten().next() {
+        return Err(e);
+    }
+    Ok(report(
+        run,
+        changes,
+        &replay.replayed,
+        replay.until,
+        replay.errors,
+    ))
+}
+
+/// The core and the recorded world around it, as virtual time moves.
+struct Replay<'r> {
+    run: &'r RecordedRun,
+    changes: &'r [ReplayChange],
+    core: SchedulerCore,
+    /// Per change, why it has not applied yet (`None` once it has).
+    never_applied: Vec<Option<String>>,
+    /// Configurations and actions of the log, by their time from the start.
+    due: Vec<(u64, Due<'r>)>,
+    /// Each node with the time it joins.
+    nodes: Vec<(u64, SimNode)>,
+    durations: HashMap<&'r OperationId, &'r HashMap<(String, u32), u64>>,
+    tick_period: u64,
+    until: u64,
+    replayed: UsageSum,
+    seq: u64,
+    errors: Refusals,
+    /// When each node (by its place in `nodes`) heartbeats next out of its period.
+    nudged: BTreeMap<usize, u64>,
+    place: HashMap<NodeId, usize>,
+    next_op: usize,
+    next_due: usize,
+}
+
+impl<'r> Replay<'r> {
+    fn new(run: &'r RecordedRun, changes: &'r [ReplayChange]) -> Result<Self, String> {
+        let rel = |at: u64| at.saturating_sub(run.from);
+        let until = rel(run.to);
+        let mut core = SchedulerCore::new(CoreConfig {
+            heartbeat_period_ms: run.heartbeat_period_ms,
+            pool_sample_period_ms: run.pool_sample_period_ms,
+            ..CoreConfig::default()
+        });
+        let (_, first) = &run.configurations[0];
+        core.set_cluster_config(first.clone())
+            .map_err(|e| format!("the log's configuration: {}", e.message))?;
+        // Each change holds from the start, or from when its path first exists (a pool
+        // created during the log); one that never applies is an error.
+        let never_applied = changes
+            .iter()
+            .map(|c| apply_change(&mut core, c).err())
+            .collect();
+        let mut due: Vec<(u64, Due)> = run.configurations[1..]
+            .iter()
+            .map(|(at, c)| (rel(*at), Due::Configuration(c)))
+            .chain(run.actions.iter().map(|(at, a)| (rel(*at), Due::Action(a))))
+            .collect();
+        due.sort_by_key(|(at, _)| *at);
+        Ok(Self {
+            tick_period: super::tick_period(&core),
+            run,
+            changes,
+            core,
+            never_applied,
+            due,
+            nodes: recorded_nodes(run),
+            durations: run
+                .operations
+                .iter()
+                .map(|o| (&o.id, &o.durations))
+                .collect(),
+            until,
+            replayed: UsageSum::new(GroupBy::Pool, 0, until.saturating_add(1)),
+            seq: 0,
+            errors: Refusals::default(),
+            nudged: BTreeMap::new(),
+            place: run
+                .nodes
+                .keys()
+                .enumerate()
+                .map(|(i, id)| (id.clone(), i))
+                .collect(),
+            next_op: 0,
+            next_due: 0,
+        })
+    }
+
+    fn rel(&self, at: u64) -> u64 {
+        at.saturating_sub(self.run.from)
+    }
+
+    /// Everything due at `t`, as one core call; its events summed as the log's are.
+    fn step(&mut self, t: u64) {
+        let ((), effects) = self.core.run(|core| {
+            submit_due(core, self.run, &mut self.next_op, &mut self.errors, t);
+            while let Some((_, d)) = self.due.get(self.next_due).filter(|(at, _)| *at <= t) {
+                self.next_due += 1;
+                match apply(core, d, t) {
+                    Err(e) => self.errors.push(json!({"time": secs(t), "error": e})),
+                    Ok(true) => {
+                        for (c, never) in self.changes.iter().zip(self.never_applied.iter_mut()) {
+                            let result = apply_change(core, c);
+                            if never.is_some() {
+                                *never = result.err();
+                            }
+                        }
+                    }
+                    Ok(false) => {}
+                }
+            }
+            let durations = &self.durations;
+            let duration_of = |start: &JobStartSpec| {
+                durations
+                    .get(&start.operation_id)?
+                    .get(&(start.task_name.clone(), start.job_index))
+                    .copied()
+            };
+            heartbeat_due(core, &mut self.nodes, &mut self.nudged, &duration_of, t);
+        });
+        for i in effects.nudges.iter().filter_map(|id| self.place.get(id)) {
+            self.nudged.entry(*i).or_insert(t + NUDGE_DELAY_MS);
+        }
+        for event in crate::event_records::describe_all(&self.core, &effects, t) {
+            self.seq += 1;
+            self.replayed.add(&EventRecord {
+                version: EVENT_SCHEMA_VERSION,
+                epoch: 1,
+                seq: self.seq,
+                at: t,
+                event,
+            });
+        }
+    }
+
+    /// The next instant anything can happen: a heartbeat or tick, a submission, a
+    /// recorded change, a nudged heartbeat, a node joining or a job ending.
+    fn next_instant(&self, t: u64) -> u64 {
+        let period = self.run.heartbeat_period_ms;
+        let mut next = self.until.min((t / period + 1) * period);
+        next = next.min((t / self.tick_period + 1) * self.tick_period);
+        if let Some(op) = self.run.operations.get(self.next_op) {
+            next = next.min(self.rel(op.at).max(t + 1));
+        }
+        if let Some((at, _)) = self.due.get(self.next_due) {
+            next = next.min((*at).max(t + 1));
+        }
+        if let Some(at) = self.nudged.values().min() {
+            next = next.min((*at).max(t + 1));
+        }
+        if let Some(joins) = self.nodes.iter().map(|(j, _)| *j).filter(|j| *j > t).min() {
+            next = next.min(joins);
+        }
+        let job_ends = self
+            .nodes
+            .iter()
+            .flat_map(|(_, n)| n.running.values())
+            .filter_map(|j| j.end().map(|(at, _)| at));
+        if let Some(end) = job_ends.min() {
+            next = next.min(end.max(t + 1));
+        }
+        next
+    }
+}
+
+/// The log's nodes, each with the time it joins.
+fn recorded_nodes(run: &RecordedRun) -> Vec<(u64, SimNode)> {
+    run.nodes
         .iter()
         .map(|(id, n)| {
             (
-                rel(n.first_at),
+                n.first_at.saturating_sub(run.from),
                 SimNode {
                     spec: super::scenario::SimNodeSpec {
                         id: id.to_string(),
@@ -114,118 +268,55 @@ pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, Stri
                 },
             )
         })
-        .collect();
-    let durations: HashMap<&OperationId, &HashMap<(String, u32), u64>> = run
+        .collect()
+}
+
+/// The log's submissions due by `t`, submitted again.
+fn submit_due(
+    core: &mut SchedulerCore,
+    run: &RecordedRun,
+    next_op: &mut usize,
+    errors: &mut Refusals,
+    t: u64,
+) {
+    while let Some(op) = run
         .operations
-        .iter()
-        .map(|o| (&o.id, &o.durations))
-        .collect();
-    let duration_of = |start: &JobStartSpec| {
-        durations
-            .get(&start.operation_id)?
-            .get(&(start.task_name.clone(), start.job_index))
-            .copied()
-    };
-    let tick_period = super::tick_period(&core);
-    let period = run.heartbeat_period_ms;
-    let mut replayed = UsageSum::new(GroupBy::Pool, 0, until.saturating_add(1));
-    let mut seq = 0u64;
-    let mut errors = Refusals::default();
-    // When each node (by its place in `nodes`) heartbeats next out of its period.
-    let mut nudged: BTreeMap<usize, u64> = BTreeMap::new();
-    let place: HashMap<NodeId, usize> = run
-        .nodes
-        .keys()
-        .enumerate()
-        .map(|(i, id)| (id.clone(), i))
-        .collect();
-    let (mut next_op, mut next_due) = (0usize, 0usize);
-    let mut t = 0u64;
-    loop {
-        let ((), effects) = core.run(|core| {
-            while let Some(op) = run.operations.get(next_op).filter(|o| rel(o.at) <= t) {
-                next_op += 1;
-                if let Err(e) = core.start_operation(op.id.clone(), &op.user, op.spec.clone(), t) {
-                    errors.push(json!({"time": secs(t), "operation": op.id, "error": e.message}));
-                }
-            }
-            while let Some((_, d)) = due.get(next_due).filter(|(at, _)| *at <= t) {
-                next_due += 1;
-                match apply(core, d, t) {
-                    Err(e) => errors.push(json!({"time": secs(t), "error": e})),
-                    Ok(configured) if configured => {
-                        for (c, never) in changes.iter().zip(never_applied.iter_mut()) {
-                            let result = apply_change(core, c);
-                            if never.is_some() {
-                                *never = result.err();
-                            }
-                        }
-                    }
-                    Ok(_) => {}
-                }
-            }
-            for (i, (joins, node)) in nodes.iter_mut().enumerate() {
-                if *joins <= t {
-                    finish_due_jobs(node, t);
-                    // An agent heartbeats as soon as a job of its ends.
-                    if !node.finished.is_empty() {
-                        nudged.entry(i).or_insert(t);
-                    }
-                }
-            }
-            core.tick(t);
-            let on_period = t.is_multiple_of(period);
-            for (i, (joins, node)) in nodes.iter_mut().enumerate() {
-                let nudge_due = nudged.get(&i).is_some_and(|at| *at <= t);
-                if *joins <= t && (on_period || nudge_due) {
-                    nudged.remove(&i);
-                    heartbeat(core, node, &duration_of, t);
-                }
-            }
-        });
-        for i in effects.nudges.iter().filter_map(|id| place.get(id)) {
-            nudged.entry(*i).or_insert(t + NUDGE_DELAY_MS);
+        .get(*next_op)
+        .filter(|o| o.at.saturating_sub(run.from) <= t)
+    {
+        *next_op += 1;
+        if let Err(e) = core.start_operation(op.id.clone(), &op.user, op.spec.clone(), t) {
+            errors.push(json!({"time": secs(t), "operation": op.id, "error": e.message}));
         }
-        for event in crate::event_records::describe_all(&core, &effects, t) {
-            seq += 1;
-            replayed.add(&EventRecord {
-                version: EVENT_SCHEMA_VERSION,
-                epoch: 1,
-                seq,
-                at: t,
-                event,
-            });
-        }
-        if t >= until {
-            break;
-        }
-        let mut next = until.min((t / period + 1) * period);
-        next = next.min((t / tick_period + 1) * tick_period);
-        if let Some(op) = run.operations.get(next_op) {
-            next = next.min(rel(op.at).max(t + 1));
-        }
-        if let Some((at, _)) = due.get(next_due) {
-            next = next.min((*at).max(t + 1));
-        }
-        if let Some(at) = nudged.values().min() {
-            next = next.min((*at).max(t + 1));
-        }
-        if let Some(joins) = nodes.iter().map(|(j, _)| *j).filter(|j| *j > t).min() {
-            next = next.min(joins);
-        }
-        let job_ends = nodes
-            .iter()
-            .flat_map(|(_, n)| n.running.values())
-            .filter_map(|j| j.end().map(|(at, _)| at));
-        if let Some(end) = job_ends.min() {
-            next = next.min(end.max(t + 1));
-        }
-        t = next;
     }
-    if let Some(e) = never_applied.into_iter().flatten().next() {
-        return Err(e);
+}
+
+/// Jobs due to end by `t` end; a node heartbeats on its period, as soon as a job of
+/// its ends, and shortly after it was nudged, as an agent does.
+fn heartbeat_due(
+    core: &mut SchedulerCore,
+    nodes: &mut [(u64, SimNode)],
+    nudged: &mut BTreeMap<usize, u64>,
+    duration_of: &dyn Fn(&JobStartSpec) -> Option<u64>,
+    t: u64,
+) {
+    for (i, (joins, node)) in nodes.iter_mut().enumerate() {
+        if *joins <= t {
+            finish_due_jobs(node, t);
+            if !node.finished.is_empty() {
+                nudged.entry(i).or_insert(t);
+            }
+        }
     }
-    Ok(report(run, changes, &replayed, until, errors))
+    core.tick(t);
+    let on_period = t.is_multiple_of(core.config().heartbeat_period_ms);
+    for (i, (joins, node)) in nodes.iter_mut().enumerate() {
+        let nudge_due = nudged.get(&i).is_some_and(|at| *at <= t);
+        if *joins <= t && (on_period || nudge_due) {
+            nudged.remove(&i);
+            heartbeat(core, node, duration_of, t);
+        }
+    }
 }
 
 fn apply_change(core: &mut SchedulerCore, c: &ReplayChange) -> Result<(), String> {

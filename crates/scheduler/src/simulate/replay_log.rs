@@ -8,7 +8,7 @@
 use crate::core::ClusterConfig;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
-use ytsched_common::event_record::{Event, EventRecord, EVENT_SCHEMA_VERSION};
+use ytsched_common::event_record::{Event, EventRecord, OperationRef, EVENT_SCHEMA_VERSION};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::{JobState, OperationState};
@@ -95,22 +95,57 @@ pub fn read(input: impl BufRead) -> Result<RecordedRun, LogError> {
         line: 0,
         buf: String::new(),
     };
-    let mut first: Option<UnixMillis> = None;
-    let mut last: UnixMillis = 0;
-    let mut configurations = Vec::new();
-    let (mut heartbeat_period_ms, mut pool_sample_period_ms) = (None, None);
-    let mut nodes: BTreeMap<NodeId, RecordedNode> = BTreeMap::new();
-    let mut operations: Vec<RecordedOperation> = Vec::new();
-    let mut index: HashMap<OperationId, usize> = HashMap::new();
-    let mut attempts: HashMap<ytsched_common::JobId, OpenAttempt> = HashMap::new();
-    let mut failed: HashMap<(OperationId, String, u32), u64> = HashMap::new();
-    let mut actions = Vec::new();
-    let mut seen_before: std::collections::HashSet<OperationId> = Default::default();
-    let mut unreadable_configurations = 0usize;
-    let mut parameter_updates = 0usize;
-    // The window is known only at the end; usage sums everything read.
-    let mut observed = UsageSum::new(GroupBy::Pool, 0, UnixMillis::MAX);
+    let mut reading = Reading::default();
     while let Some((line, r)) = records.next_record()? {
+        reading.take(line, &r)?;
+    }
+    reading.finish()
+}
+
+/// What has been read of a log so far.
+struct Reading {
+    first: Option<UnixMillis>,
+    last: UnixMillis,
+    configurations: Vec<(UnixMillis, ClusterConfig)>,
+    heartbeat_period_ms: Option<u64>,
+    pool_sample_period_ms: Option<u64>,
+    nodes: BTreeMap<NodeId, RecordedNode>,
+    operations: Vec<RecordedOperation>,
+    index: HashMap<OperationId, usize>,
+    attempts: HashMap<ytsched_common::JobId, OpenAttempt>,
+    failed: HashMap<(OperationId, String, u32), u64>,
+    actions: Vec<(UnixMillis, RecordedAction)>,
+    seen_before: std::collections::HashSet<OperationId>,
+    unreadable_configurations: usize,
+    parameter_updates: usize,
+    /// The window is known only at the end; usage sums everything read.
+    observed: UsageSum,
+}
+
+impl Default for Reading {
+    fn default() -> Self {
+        Self {
+            first: None,
+            last: 0,
+            configurations: Vec::new(),
+            heartbeat_period_ms: None,
+            pool_sample_period_ms: None,
+            nodes: BTreeMap::new(),
+            operations: Vec::new(),
+            index: HashMap::new(),
+            attempts: HashMap::new(),
+            failed: HashMap::new(),
+            actions: Vec::new(),
+            seen_before: Default::default(),
+            unreadable_configurations: 0,
+            parameter_updates: 0,
+            observed: UsageSum::new(GroupBy::Pool, 0, UnixMillis::MAX),
+        }
+    }
+}
+
+impl Reading {
+    fn take(&mut self, line: usize, r: &EventRecord) -> Result<(), LogError> {
         if r.version > EVENT_SCHEMA_VERSION {
             return Err(LogError::Line {
                 line,
@@ -120,25 +155,37 @@ pub fn read(input: impl BufRead) -> Result<RecordedRun, LogError> {
                 ),
             });
         }
-        if first.is_none() {
-            first = Some(r.at);
+        self.first.get_or_insert(r.at);
+        self.last = self.last.max(r.at);
+        self.observed.add(r);
+        self.take_event(line, r)
+    }
+
+    fn node_seen(
+        &mut self,
+        line: usize,
+        at: UnixMillis,
+        id: &NodeId,
+        resources: ResourceVector,
+        tags: &[String],
+    ) -> Result<(), LogError> {
+        if self.nodes.len() >= MAX_NODES && !self.nodes.contains_key(id) {
+            return Err(LogError::Line {
+                line,
+                message: format!("more than {MAX_NODES} nodes: replay a shorter window"),
+            });
         }
-        last = last.max(r.at);
-        observed.add(&r);
-        let mut node_seen = |id: &NodeId, resources: ResourceVector, tags: &[String]| {
-            if nodes.len() >= MAX_NODES && !nodes.contains_key(id) {
-                return Err(LogError::Line {
-                    line,
-                    message: format!("more than {MAX_NODES} nodes: replay a shorter window"),
-                });
-            }
-            nodes.entry(id.clone()).or_insert_with(|| RecordedNode {
-                first_at: r.at,
+        self.nodes
+            .entry(id.clone())
+            .or_insert_with(|| RecordedNode {
+                first_at: at,
                 resources,
                 tags: tags.to_vec(),
             });
-            Ok(())
-        };
+        Ok(())
+    }
+
+    fn take_event(&mut self, line: usize, r: &EventRecord) -> Result<(), LogError> {
         match &r.event {
             Event::Configuration {
                 configuration,
@@ -147,14 +194,14 @@ pub fn read(input: impl BufRead) -> Result<RecordedRun, LogError> {
                 nodes: groups,
             } => {
                 match serde_json::from_str::<ClusterConfig>(configuration) {
-                    Ok(c) => configurations.push((r.at, c)),
-                    Err(_) => unreadable_configurations += 1,
+                    Ok(c) => self.configurations.push((r.at, c)),
+                    Err(_) => self.unreadable_configurations += 1,
                 }
-                heartbeat_period_ms.get_or_insert(*hb);
-                pool_sample_period_ms.get_or_insert(*sample);
+                self.heartbeat_period_ms.get_or_insert(*hb);
+                self.pool_sample_period_ms.get_or_insert(*sample);
                 for g in groups {
                     for id in &g.ids {
-                        node_seen(id, g.resources, &g.tags)?;
+                        self.node_seen(line, r.at, id, g.resources, &g.tags)?;
                     }
                 }
             }
@@ -163,39 +210,30 @@ pub fn read(input: impl BufRead) -> Result<RecordedRun, LogError> {
                 resources: Some(resources),
                 tags,
                 ..
-            } => node_seen(node, *resources, tags)?,
+            } => self.node_seen(line, r.at, node, *resources, tags)?,
+            _ => return self.take_operation_event(line, r),
+        }
+        Ok(())
+    }
+
+    /// An event of an operation or its jobs: what the replay submits, how long each job
+    /// ran, and what was done to operations.
+    fn take_operation_event(&mut self, line: usize, r: &EventRecord) -> Result<(), LogError> {
+        match &r.event {
             Event::OperationStarted {
                 operation,
                 spec: Some(spec),
                 ..
             } => {
-                if index.contains_key(&operation.id) {
-                    continue; // told again by a successor leader
-                }
-                if operations.len() >= MAX_OPERATIONS {
-                    return Err(LogError::Line {
-                        line,
-                        message: format!(
-                            "more than {MAX_OPERATIONS} operations: replay a shorter window"
-                        ),
-                    });
-                }
-                index.insert(operation.id.clone(), operations.len());
-                operations.push(RecordedOperation {
-                    id: operation.id.clone(),
-                    user: operation.user.clone(),
-                    at: r.at,
-                    spec: (**spec).clone(),
-                    durations: HashMap::new(),
-                });
+                self.take_submission(line, r.at, operation, spec)?;
             }
             Event::JobStarted { operation, job } | Event::JobAdopted { operation, job } => {
-                if !index.contains_key(&operation.id) {
-                    seen_before.insert(operation.id.clone());
-                    continue;
+                if !self.index.contains_key(&operation.id) {
+                    self.seen_before.insert(operation.id.clone());
+                    return Ok(());
                 }
                 if let (Some(task), Some(i)) = (&job.task, job.job_index) {
-                    attempts.insert(
+                    self.attempts.insert(
                         job.id.clone(),
                         OpenAttempt {
                             operation: operation.id.clone(),
@@ -210,96 +248,133 @@ pub fn read(input: impl BufRead) -> Result<RecordedRun, LogError> {
                 finish_time,
                 ..
             } => {
-                let Some(a) = attempts.remove(&job.id) else {
-                    continue;
+                let Some(a) = self.attempts.remove(&job.id) else {
+                    return Ok(());
                 };
                 let took = finish_time.saturating_sub(job.start_time);
-                let op = &mut operations[index[&a.operation]];
+                let op = &mut self.operations[self.index[&a.operation]];
                 match state {
                     JobState::Completed => {
                         op.durations.entry(a.key).or_insert(took);
                     }
                     _ => {
-                        failed.insert((a.operation, a.key.0, a.key.1), took);
+                        self.failed.insert((a.operation, a.key.0, a.key.1), took);
                     }
                 }
             }
             Event::JobAborted { job, .. } => {
-                attempts.remove(&job.id);
+                self.attempts.remove(&job.id);
             }
             Event::OperationFinished {
                 operation, state, ..
-            } if *state != OperationState::Completed && index.contains_key(&operation.id) => {
-                actions.push((r.at, RecordedAction::End(operation.id.clone())));
+            } if *state != OperationState::Completed && self.index.contains_key(&operation.id) => {
+                self.actions
+                    .push((r.at, RecordedAction::End(operation.id.clone())));
             }
             Event::OperationSuspended {
                 operation,
                 aborted_jobs,
-            } if index.contains_key(&operation.id) => actions.push((
+            } if self.index.contains_key(&operation.id) => self.actions.push((
                 r.at,
                 RecordedAction::Suspend {
                     operation: operation.id.clone(),
                     abort_running_jobs: *aborted_jobs > 0,
                 },
             )),
-            Event::OperationResumed { operation } if index.contains_key(&operation.id) => {
-                actions.push((r.at, RecordedAction::Resume(operation.id.clone())))
-            }
-            Event::OperationParametersUpdated { .. } => parameter_updates += 1,
+            Event::OperationResumed { operation } if self.index.contains_key(&operation.id) => self
+                .actions
+                .push((r.at, RecordedAction::Resume(operation.id.clone()))),
+            Event::OperationParametersUpdated { .. } => self.parameter_updates += 1,
             _ => {}
         }
+        Ok(())
     }
-    let Some(from) = first else {
-        return Err(LogError::Unusable("the event log is empty".into()));
-    };
-    if configurations.is_empty() {
-        return Err(LogError::Unusable(
-            "the event log has no readable `configuration` event (a leader tells one when it starts, after each admin change and once an hour): export a window that holds one".into(),
-        ));
+
+    /// An operation submitted within the log: it is submitted again at the same time
+    /// (once, however many leaders told it).
+    fn take_submission(
+        &mut self,
+        line: usize,
+        at: UnixMillis,
+        operation: &OperationRef,
+        spec: &VanillaSpec,
+    ) -> Result<(), LogError> {
+        if self.index.contains_key(&operation.id) {
+            return Ok(()); // told again by a successor leader
+        }
+        if self.operations.len() >= MAX_OPERATIONS {
+            return Err(LogError::Line {
+                line,
+                message: format!("more than {MAX_OPERATIONS} operations: replay a shorter window"),
+            });
+        }
+        self.index
+            .insert(operation.id.clone(), self.operations.len());
+        self.operations.push(RecordedOperation {
+            id: operation.id.clone(),
+            user: operation.user.clone(),
+            at,
+            spec: spec.clone(),
+            durations: HashMap::new(),
+        });
+        Ok(())
     }
-    // A job that only ever failed runs as long as its last attempt did.
-    for ((op, task, i), took) in failed {
-        operations[index[&op]]
-            .durations
-            .entry((task, i))
-            .or_insert(took);
+
+    fn finish(mut self) -> Result<RecordedRun, LogError> {
+        let Some(from) = self.first else {
+            return Err(LogError::Unusable("the event log is empty".into()));
+        };
+        if self.configurations.is_empty() {
+            return Err(LogError::Unusable(
+        "the event log has no readable `configuration` event (a leader tells one when it starts, after each admin change and once an hour): export a window that holds one".into(),
+    ));
+        }
+        // A job that only ever failed runs as long as its last attempt did.
+        for ((op, task, i), took) in self.failed {
+            self.operations[self.index[&op]]
+                .durations
+                .entry((task, i))
+                .or_insert(took);
+        }
+        let mut notes = Vec::new();
+        if !self.seen_before.is_empty() {
+            notes.push(format!(
+        "{} operations submitted before the log's first event are left out (their jobs' usage is not replayed)",
+        self.seen_before.len()
+    ));
+        }
+        if self.unreadable_configurations > 0 {
+            notes.push(format!(
+                "{} configuration events could not be read and were skipped",
+                self.unreadable_configurations
+            ));
+        }
+        if self.parameter_updates > 0 {
+            notes.push(format!(
+                "{} operation parameter updates are not replayed",
+                self.parameter_updates
+            ));
+        }
+        if self.nodes.is_empty() {
+            return Err(LogError::Unusable(
+                "the event log names no node with its resources: nothing to replay on".into(),
+            ));
+        }
+        self.actions.sort_by_key(|(at, _)| *at);
+        self.observed.set_window(from, self.last.saturating_add(1));
+        Ok(RecordedRun {
+            from,
+            to: self.last,
+            configurations: self.configurations,
+            heartbeat_period_ms: self.heartbeat_period_ms.unwrap_or(1000).max(1),
+            pool_sample_period_ms: self.pool_sample_period_ms.unwrap_or(60_000).max(1),
+            nodes: self.nodes,
+            operations: self.operations,
+            actions: self.actions,
+            observed: self.observed,
+            notes,
+        })
     }
-    let mut notes = Vec::new();
-    if !seen_before.is_empty() {
-        notes.push(format!(
-            "{} operations submitted before the log's first event are left out (their jobs' usage is not replayed)",
-            seen_before.len()
-        ));
-    }
-    if unreadable_configurations > 0 {
-        notes.push(format!(
-            "{unreadable_configurations} configuration events could not be read and were skipped"
-        ));
-    }
-    if parameter_updates > 0 {
-        notes.push(format!(
-            "{parameter_updates} operation parameter updates are not replayed"
-        ));
-    }
-    if nodes.is_empty() {
-        return Err(LogError::Unusable(
-            "the event log names no node with its resources: nothing to replay on".into(),
-        ));
-    }
-    actions.sort_by_key(|(at, _)| *at);
-    observed.set_window(from, last.saturating_add(1));
-    Ok(RecordedRun {
-        from,
-        to: last,
-        configurations,
-        heartbeat_period_ms: heartbeat_period_ms.unwrap_or(1000).max(1),
-        pool_sample_period_ms: pool_sample_period_ms.unwrap_or(60_000).max(1),
-        nodes,
-        operations,
-        actions,
-        observed,
-        notes,
-    })
 }
 
 /// Lines to records, each one bounded and checked.

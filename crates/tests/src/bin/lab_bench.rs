@@ -79,28 +79,8 @@ fn proc_stat(pid: u32) -> anyhow::Result<(u64, u64)> {
     Ok((ticks, rss_kib))
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let lab = tokio::task::spawn_blocking(|| {
-        Lab::start(vec![NodeOpts::args(&[
-            "--cpu",
-            "2",
-            "--memory",
-            "4G",
-            "--user-slots",
-            "32",
-        ])])
-    })
-    .await??;
-    let s = Subjects::new(&lab.prefix);
-    let client = lab.client_as("admin").await?;
-    println!(
-        "lab: 1 node (cpu 2, memory 4G, user_slots 32), nats {}, {} cores on this machine",
-        lab.nats_url,
-        std::thread::available_parallelism()?.get()
-    );
-
-    // 1. Submit → first job process running. The job prints the time it started running
+/// 1. Submit → first job process running.
+async fn submit_latency(client: &async_nats::Client, s: &Subjects) -> anyhow::Result<()> {
     //    (date inside the job's own shell), compared with the time just before submit.
     let mut hist = Histogram::<u64>::new(3)?;
     for _ in 0..LATENCY_SAMPLES {
@@ -109,8 +89,8 @@ async fn main() -> anyhow::Result<()> {
         )?;
         let t0 = unix_nanos();
         let id = call(
-            &client,
-            &s,
+            client,
+            s,
             &bench(),
             StartOperation {
                 spec: sp,
@@ -118,10 +98,10 @@ async fn main() -> anyhow::Result<()> {
             },
         )
         .await?;
-        wait_done(&client, &s, &id, Duration::from_millis(5)).await?;
+        wait_done(client, s, &id, Duration::from_millis(5)).await?;
         let jobs = call(
-            &client,
-            &s,
+            client,
+            s,
             &bench(),
             ListJobs {
                 operation_id: id.clone(),
@@ -133,8 +113,8 @@ async fn main() -> anyhow::Result<()> {
         .await?
         .jobs;
         let out = call(
-            &client,
-            &s,
+            client,
+            s,
             &bench(),
             GetJobOutput {
                 operation_id: id.clone(),
@@ -156,14 +136,18 @@ async fn main() -> anyhow::Result<()> {
         hist.max() as f64 / 1000.0
     );
 
-    // 2. Throughput: one operation of 1,000 jobs of `true`.
+    Ok(())
+}
+
+/// 2. Throughput: one operation of many jobs of `true`.
+async fn throughput(client: &async_nats::Client, s: &Subjects) -> anyhow::Result<()> {
     let sp = spec(&format!(
         r#"{{"tasks": {{"t": {{"command": "true", "job_count": {THROUGHPUT_JOBS}, "cpu_limit": 0.05, "memory_limit": "16M"}}}}}}"#
     ))?;
     let t0 = Instant::now();
     let id = call(
-        &client,
-        &s,
+        client,
+        s,
         &bench(),
         StartOperation {
             spec: sp,
@@ -171,14 +155,18 @@ async fn main() -> anyhow::Result<()> {
         },
     )
     .await?;
-    wait_done(&client, &s, &id, Duration::from_millis(20)).await?;
+    wait_done(client, s, &id, Duration::from_millis(20)).await?;
     let secs = t0.elapsed().as_secs_f64();
     println!(
         "{THROUGHPUT_JOBS} jobs of `true` (cpu_limit 0.05 → up to 32 concurrent): {secs:.2} s, {:.0} jobs/s",
         THROUGHPUT_JOBS as f64 / secs
     );
 
-    // 3. Agent idle footprint at 1 heartbeat/s.
+    Ok(())
+}
+
+/// 3. Agent idle footprint at 1 heartbeat/s.
+async fn idle_footprint(lab: &Lab) -> anyhow::Result<()> {
     let pid = lab.node_pid(0).context("agent pid")?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (t_before, _) = proc_stat(pid)?;
@@ -192,6 +180,33 @@ async fn main() -> anyhow::Result<()> {
         rss_kib as f64 / 1024.0,
         window.as_secs()
     );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let lab = tokio::task::spawn_blocking(|| {
+        Lab::start(vec![NodeOpts::args(&[
+            "--cpu",
+            "2",
+            "--memory",
+            "4G",
+            "--user-slots",
+            "32",
+        ])])
+    })
+    .await??;
+    let s = Subjects::new(&lab.prefix);
+    let client = lab.client_as("admin").await?;
+    println!(
+        "lab: 1 node (cpu 2, memory 4G, user_slots 32), nats {}, {} cores on this machine",
+        lab.nats_url,
+        std::thread::available_parallelism()?.get()
+    );
+
+    submit_latency(&client, &s).await?;
+    throughput(&client, &s).await?;
+    idle_footprint(&lab).await?;
     drop(client);
     tokio::task::spawn_blocking(move || drop(lab)).await?;
     Ok(())

@@ -39,6 +39,7 @@ use ytsched_tests::Lab;
 
 mod audit;
 mod figures;
+mod phases;
 mod sim_node;
 use figures::*;
 use sim_node::*;
@@ -305,6 +306,22 @@ async fn scheduler_aborts(target: &Target) -> anyhow::Result<u64> {
     }
 }
 
+impl Args {
+    /// Options that make no run together.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.ops == 0 && self.jobs > 0 {
+            bail!(
+                "--jobs {} needs --ops (how many operations hold them)",
+                self.jobs
+            );
+        }
+        if self.nodes == 0 {
+            bail!("--nodes must be at least 1");
+        }
+        Ok(())
+    }
+}
+
 /// Raises this process's open-file limit to the hard limit, for `--idle-http`.
 fn raise_nofile() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
@@ -316,15 +333,7 @@ fn raise_nofile() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    if args.ops == 0 && args.jobs > 0 {
-        bail!(
-            "--jobs {} needs --ops (how many operations hold them)",
-            args.jobs
-        );
-    }
-    if args.nodes == 0 {
-        bail!("--nodes must be at least 1");
-    }
+    args.check()?;
     let target = {
         let a = args.clone();
         tokio::task::spawn_blocking(move || prepare(&a)).await??
@@ -351,102 +360,20 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // Connect every simulated node before any heartbeats, so connecting is not measured.
-    let connected: Vec<anyhow::Result<async_nats::Client>> = futures::stream::iter(0..args.nodes)
-        .map(|i| {
-            let (nats, dir) = (&target.nats, &target.auth_dir);
-            async move {
-                let name = node_name(i);
-                let auth = creds(dir, &name)?;
-                // nats-server takes new identities on a reload it does in the background.
-                let mut tries = 0;
-                loop {
-                    match connect(nats, &name, false, &auth).await {
-                        Ok(c) => return Ok(c),
-                        Err(e) if tries >= 50 => return Err(anyhow::Error::from(e)),
-                        Err(_) => {
-                            tries += 1;
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                    }
-                }
-            }
-        })
-        .buffered(32)
-        .collect()
-        .await;
+    let connected = phases::connect_nodes(&target, args.nodes).await;
     let counters = Arc::new(Counters::default());
     let stop = stop::Stop::new();
-    let limits = ResourceVector {
-        cpu: args.node_cpu as f64,
-        memory: args.node_cpu as f64 * 1024.0 * 1024.0 * 1024.0,
-        gpu: 0.0,
-        user_slots: args.node_cpu as f64,
-    };
-    let job_time = Duration::from_millis(args.job_time_ms);
-    let mut tasks = Vec::new();
     let start = Instant::now();
     let start_ms = unix_now();
-    for (i, client) in connected.into_iter().enumerate() {
-        let node = SimNode {
-            id: NodeId::parse(&node_name(i))?,
-            incarnation: IncarnationId::random(),
-            seq: 0,
-            last_reply_seq: 0,
-            limits,
-            running: HashMap::new(),
-            finished: HashMap::new(),
-            seen: HashSet::new(),
-        };
-        tasks.push(tokio::spawn(run_node(
-            client?,
-            target.subjects.clone(),
-            node,
-            job_time,
-            counters.clone(),
-            stop.clone(),
-        )));
-    }
+    let tasks = phases::start_nodes(&args, &target, connected, &counters, &stop)?;
 
     let ui_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ui = match (&target.lab, args.idle_http) {
-        (Some(lab), n) if n > 0 => {
-            raise_nofile();
-            let (addr, token) = (lab.http_addr()?, lab.web_token());
-            let stop = ui_stop.clone();
-            Some(std::thread::spawn(move || {
-                ytsched_tests::idle_http::run(addr, token, n, stop)
-            }))
-        }
-        (None, n) if n > 0 => bail!("--idle-http needs --lab"),
-        _ => None,
-    };
+    let ui = phases::start_idle_http(&target, args.idle_http, &ui_stop)?;
     let hz = clock_ticks();
     let me = std::process::id();
     let first_sched = target.scheduler_pid.and_then(proc_stat);
     let first_me = proc_stat(me);
-    let mut prev = Snapshot {
-        heartbeats: 0,
-        placements: 0,
-        completions: 0,
-        scheduler_ticks: first_sched.map(|s| s.0),
-        at: Instant::now(),
-    };
-    let deadline = start + Duration::from_secs(args.duration);
-    let mut ticker = tokio::time::interval_at(
-        (Instant::now() + Duration::from_secs(5)).into(),
-        Duration::from_secs(5),
-    );
-    loop {
-        let reached = tokio::select! {
-            _ = ticker.tick() => false,
-            _ = tokio::time::sleep_until(deadline.into()) => true,
-            _ = counters.all_completed(args.jobs) => true,
-        };
-        prev = report(&counters, &prev, target.scheduler_pid, hz, start);
-        if reached {
-            break;
-        }
-    }
+    phases::watch(&args, &target, &counters, first_sched, hz, start).await;
     let elapsed = start.elapsed().as_secs_f64();
     stop.set();
     ui_stop.store(true, Relaxed);
@@ -468,100 +395,16 @@ async fn main() -> anyhow::Result<()> {
             Err(e) => eprintln!("simulated node panicked: {e}"),
         }
     }
-    let sched = target.scheduler_pid.and_then(proc_stat);
-    let mine = proc_stat(me);
-    let list = match measure_list_pages(&target, args.list_pages).await {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("cannot measure list_operations pages: {e:#}");
-            ListFigures::default()
-        }
-    };
-    let store_writes = match (first_write, audit::store_sequences(&target).await) {
-        (Some(a), Some(b)) => Some(a.writes_until(&b)),
-        _ => None,
-    };
-    let audit = audit::audit(&target, &submitted).await.unwrap_or_else(|e| {
-        eprintln!("cannot audit the submitted operations: {e:#}");
-        Default::default()
-    });
-    if let Some(first) = &audit.first_missing {
-        eprintln!(
-            "AUDIT: {} operation(s) not found, first {first}",
-            audit.missing
-        );
-    }
-    let placed = counters.placements.load(Relaxed);
-    let placement_window = (counters
-        .last_placement_ms
-        .load(Relaxed)
-        .saturating_sub(start_ms) as f64
-        / 1000.0)
-        .max(0.001);
-    let (p50, p99, max) = {
-        let l = counters.latency.lock().unwrap();
-        (
-            l.total.value_at_quantile(0.5),
-            l.total.value_at_quantile(0.99),
-            l.total.max(),
-        )
-    };
-    let heartbeats = counters.heartbeats.load(Relaxed);
-    let completed = counters.completions.load(Relaxed);
-    let cpu_pct = |a: Option<(u64, u64, u64)>, b: Option<(u64, u64, u64)>| {
-        Some((b?.0 - a?.0) as f64 / hz / elapsed * 100.0)
-    };
-    let summary = Summary {
-        nodes: args.nodes,
-        ops: args.ops,
-        jobs: args.jobs,
-        duration_s: elapsed,
+    let window = phases::Window {
+        start_ms,
+        elapsed,
+        hz,
+        first_sched,
+        first_me,
         submissions_per_s,
-        heartbeats,
-        heartbeats_per_s: heartbeats as f64 / elapsed,
-        reply_p50_ms: p50 as f64 / 1000.0,
-        reply_p99_ms: p99 as f64 / 1000.0,
-        reply_max_ms: max as f64 / 1000.0,
-        timeouts: counters.timeouts.load(Relaxed),
-        errors: counters.errors.load(Relaxed),
-        jobs_placed: placed,
-        placements_per_s: if placed > 0 {
-            placed as f64 / placement_window
-        } else {
-            0.0
-        },
-        jobs_completed: completed,
-        completions_per_s: completed as f64 / elapsed,
-        jobs_aborted_on_nodes: counters.aborts.load(Relaxed),
-        jobs_aborted_by_scheduler: if args.ops > 0 {
-            match scheduler_aborts(&target).await {
-                Ok(n) => Some(n),
-                Err(e) => {
-                    eprintln!("cannot count the scheduler's aborted jobs: {e:#}");
-                    None
-                }
-            }
-        } else {
-            None
-        },
-        scheduler_rss_mib: sched.map(|s| s.1 as f64 / 1024.0),
-        scheduler_rss_peak_mib: sched.map(|s| s.2 as f64 / 1024.0),
-        scheduler_cpu_pct: cpu_pct(first_sched, sched),
-        load_tool_cpu_pct: cpu_pct(first_me, mine),
-        archived_operations: list.archived,
-        list_page_p50_ms: list.p50_ms,
-        list_page_max_ms: list.max_ms,
-        operations_listed: list.listed,
-        state_writes: store_writes.map(|w| w.0),
-        state_writes_per_operation: store_writes
-            .filter(|_| args.ops > 0)
-            .map(|w| w.0 as f64 / args.ops as f64),
-        store_writes: store_writes.map(|w| w.1),
-        store_writes_per_operation: store_writes
-            .filter(|_| args.ops > 0)
-            .map(|w| w.1 as f64 / args.ops as f64),
-        audit,
+        first_write,
     };
+    let summary = phases::summarize(&args, &target, &counters, &submitted, window).await;
     println!("{}", serde_json::to_string(&summary)?);
     if let Some(lab) = target.lab {
         tokio::task::spawn_blocking(move || drop(lab)).await?;
