@@ -63,6 +63,10 @@ pub struct CoreConfig {
     /// spec whose operation's record could not be stored is refused
     /// (`operations/record_room.rs`).
     pub max_record_bytes: usize,
+    /// Nodes are declared by the driver (the simulator: a scenario's or an event log's
+    /// nodes), not claimed by a node key: approvals and trust on first use do not bound
+    /// them, so a scenario's node with 100,000 user slots has them.
+    pub nodes_declared: bool,
 }
 
 impl Default for CoreConfig {
@@ -74,6 +78,7 @@ impl Default for CoreConfig {
             pool_sample_period_ms: trees::pool_samples::POOL_SAMPLE_EVERY_MS,
             // NATS's default payload limit less the service's margin.
             max_record_bytes: (1 << 20) - 16 * 1024,
+            nodes_declared: false,
         }
     }
 }
@@ -156,6 +161,11 @@ pub struct SchedulerCore {
 impl SchedulerCore {
     pub fn new(config: CoreConfig) -> Self {
         let timeout = config.node_heartbeat_timeout_ms.max(1);
+        let trust = if config.nodes_declared {
+            nodes::trust::NodeTrust::declared()
+        } else {
+            nodes::trust::NodeTrust::default()
+        };
         let mut core = Self {
             config,
             nodes: BTreeMap::new(),
@@ -188,7 +198,7 @@ impl SchedulerCore {
             share_history: Default::default(),
             idempotency: BTreeMap::new(),
             approvals: Default::default(),
-            trust: Default::default(),
+            trust,
             configuration_told_at: None,
             start_key: Default::default(),
         };

@@ -977,3 +977,37 @@ fn scenario_18_gang() {
     );
     assert_eq!(op(snapshot_tree(&out, 8.0), "g")["running_job_count"], 4);
 }
+
+/// A scenario's node is declared, not claimed by a node key: approvals and trust on
+/// first use (which would hold it to 1,024 user slots) do not bound it.
+#[test]
+fn a_declared_node_has_every_user_slot_it_declares() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big-node.yaml");
+    std::fs::write(
+        &path,
+        r#"
+nodes:
+  - {id: big, resources: {cpu: 100000, memory: 1000T, user_slots: 100000}}
+pool_trees:
+  default:
+    pools:
+      research: {}
+operations:
+  - {id: one, spec: {pool: research, tasks: {task: {job_count: 1, cpu_limit: 1}}}}
+snapshots: [5]
+until: 5
+"#,
+    )
+    .unwrap();
+    let (out, _) = simulate_file(&path);
+    let tree = &out["snapshots"][0]["pool_trees"]["default"];
+    assert_eq!(tree["resource_limits"]["user_slots"], 100_000.0);
+    let one = op(tree, "one");
+    assert_eq!(one["running_job_count"], 1);
+    let share = one["usage_share"]["user_slots"].as_f64().unwrap();
+    assert!(
+        (share - 1.0 / 100_000.0).abs() < 1e-12,
+        "user-slot share {share}, not 1/100,000"
+    );
+}

@@ -402,6 +402,24 @@ where
 }
 
 impl VanillaSpec {
+    /// The operation's `resource_limits` in `tree` (SPEC 4.3): its per-tree option
+    /// there, else the spec's own.
+    pub fn resource_limits_in(&self, tree: &str) -> Option<&ResourceAmounts> {
+        self.scheduling_options_per_pool_tree
+            .get(tree)
+            .and_then(|o| o.resource_limits.as_ref())
+            .or(self.resource_limits.as_ref())
+    }
+
+    /// The operation's weight in `tree`: its per-tree option there, else the spec's own.
+    pub fn weight_in(&self, tree: &str) -> f64 {
+        self.scheduling_options_per_pool_tree
+            .get(tree)
+            .and_then(|o| o.weight)
+            .or(self.weight)
+            .unwrap_or(1.0)
+    }
+
     /// Every field but the tasks (left empty): the small part of a spec, copied without
     /// its commands, environments and stdin.
     pub fn clone_without_tasks(&self) -> Self {

@@ -38,6 +38,8 @@ pub enum BoundSource {
     FirstOffer,
     /// An admin's `node approve`.
     Approved,
+    /// Its driver declared it (a simulated node): what it reports is what it has.
+    Declared,
 }
 
 impl BoundSource {
@@ -47,18 +49,30 @@ impl BoundSource {
             BoundSource::File => "it is approved for",
             BoundSource::FirstOffer => "it offered at its first registration (trust on first use)",
             BoundSource::Approved => "an admin approved",
+            BoundSource::Declared => "its simulation declared",
         }
     }
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct NodeTrust {
+    /// Nodes are declared by their driver, not claimed by a key (the simulator's, from
+    /// a scenario or an event log): no bound applies but the protocol's own.
+    declared: bool,
     offers: BTreeMap<NodeId, TrustRecord>,
     /// Records changed since the driver last took them, for the store.
     changed: Vec<(NodeId, TrustRecord)>,
 }
 
 impl NodeTrust {
+    /// Trust for nodes the driver declares itself (`CoreConfig::nodes_declared`).
+    pub fn declared() -> Self {
+        Self {
+            declared: true,
+            ..Self::default()
+        }
+    }
+
     /// The bound of `node`, which reports `reported`: its approval file entry, else its
     /// trusted offer, else (its first registration) what it reports now, within the
     /// defaults, which is then remembered.
@@ -68,6 +82,12 @@ impl NodeTrust {
         node: &NodeId,
         reported: &ResourceVector,
     ) -> Bound {
+        if self.declared {
+            return Bound {
+                resources: *reported,
+                source: BoundSource::Declared,
+            };
+        }
         if let Some(resources) = approvals.explicit(node) {
             return Bound {
                 resources,

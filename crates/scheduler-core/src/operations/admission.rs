@@ -226,18 +226,11 @@ impl SchedulerCore {
                 let max = limit_of(p).1;
                 (running >= max).then(|| (p.clone(), running, max))
             });
-        let options = spec.scheduling_options_per_pool_tree.get(tree_name);
-        let limits = options
-            .and_then(|o| o.resource_limits.as_ref())
-            .or(spec.resource_limits.as_ref());
         Ok(TreeAdmission {
             slot: TreeSlot {
                 pool,
-                weight: options
-                    .and_then(|o| o.weight)
-                    .or(spec.weight)
-                    .unwrap_or(1.0),
-                resource_limits: limits_vector(limits),
+                weight: spec.weight_in(tree_name),
+                resource_limits: limits_vector(spec.resource_limits_in(tree_name)),
                 lightweight,
                 usage: ResourceVector::ZERO,
             },

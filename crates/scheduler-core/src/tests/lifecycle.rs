@@ -562,3 +562,35 @@ fn a_job_exiting_with_its_restart_exit_code_runs_again() {
     h.advance(1).heartbeat("n1");
     assert_eq!(h.core.operation_info(&op).unwrap().jobs.failed, 1);
 }
+
+/// A per-tree `resource_limits` set by `update-op-parameters` is the operation's limit
+/// in that tree, and the orchid shows it, not the spec's own.
+#[test]
+fn the_orchid_shows_a_per_tree_limit_set_by_an_update() {
+    let mut h = Harness::new();
+    h.node("n1", 8.0, &[]);
+    let mut s = spec(8, 1.0);
+    s.resource_limits = Some(ytsched_common::spec::ResourceAmounts {
+        cpu: Some(6.0),
+        ..Default::default()
+    });
+    let op = h.submit("u", s);
+    let now = h.now;
+    h.core.update_all_shares(now);
+    assert_eq!(
+        orchid_op(&h.core, &op)["resource_limits"]["cpu"],
+        json!(6.0)
+    );
+    update(
+        &mut h,
+        &op,
+        json!({"scheduling_options_per_pool_tree": {"default": {"resource_limits": {"cpu": 2}}}}),
+    )
+    .unwrap();
+    h.advance(1).heartbeat("n1");
+    assert_eq!(h.running_of(&op), 2, "the per-tree limit holds");
+    let now = h.now;
+    h.core.update_all_shares(now);
+    let shown = orchid_op(&h.core, &op);
+    assert_eq!(shown["resource_limits"]["cpu"], json!(2.0), "{shown}");
+}

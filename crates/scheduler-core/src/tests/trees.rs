@@ -279,6 +279,9 @@ fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
     assert_eq!(default["pool"], json!("p"));
     assert_eq!(other["pool"], json!("research"));
     assert_eq!(other["weight"], json!(3.0));
+    // Each tree's orchid shows the operation's limit there (SPEC 4.3).
+    assert_eq!(other["resource_limits"]["cpu"], json!(3.0), "{other}");
+    assert!(default.get("resource_limits").is_none(), "{default}");
     let cpu = |v: &serde_json::Value| v["resource_usage"]["cpu"].as_f64().unwrap();
     assert!((cpu(&default) - 8.0).abs() < 1e-6, "{default}");
     assert!((cpu(&other) - 3.0).abs() < 1e-6, "{other}");

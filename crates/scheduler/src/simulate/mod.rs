@@ -198,6 +198,8 @@ impl Simulation {
             node_heartbeat_timeout_ms: 30_000,
             // Virtual time: updates happen inline, deterministically.
             background_share_updates: false,
+            // A scenario's nodes have what it declares.
+            nodes_declared: true,
             ..CoreConfig::default()
         });
         core.set_cluster_config(config)

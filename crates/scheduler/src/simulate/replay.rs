@@ -127,6 +127,8 @@ impl<'r> Replay<'r> {
         let mut core = SchedulerCore::new(CoreConfig {
             heartbeat_period_ms: run.heartbeat_period_ms,
             pool_sample_period_ms: run.pool_sample_period_ms,
+            // The log's nodes had what the log says they had.
+            nodes_declared: true,
             ..CoreConfig::default()
         });
         let (_, first) = &run.configurations[0];
