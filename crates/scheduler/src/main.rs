@@ -126,7 +126,7 @@ struct Args {
     max_api_in_flight: usize,
     /// Store writes queued and not yet stored past which new operations are answered
     /// "busy, retry" instead of queued in memory.
-    #[arg(long, default_value_t = ytsched_scheduler::writer::MAX_WRITE_BACKLOG)]
+    #[arg(long, default_value_t = ytsched_scheduler::store::writer::MAX_WRITE_BACKLOG)]
     max_write_backlog: usize,
     /// Node approvals (`node-approvals.json` in the `ytsched auth` directory): a node
     /// offers no more than it was approved for (default: 1,024 cpu, 64 TiB, 64 gpu,
@@ -203,11 +203,11 @@ async fn main() -> anyhow::Result<()> {
             max_age: Duration::from_millis(args.event_log_max_age.0.max(1000)),
             max_bytes: args.event_log_max_bytes.0.max(1 << 20),
         },
-        api_rate: ytsched_scheduler::rate_limits::RateLimit {
+        api_rate: ytsched_scheduler::gates::rate_limits::RateLimit {
             per_second: args.api_rate,
             burst: args.api_burst.max(1.0),
         },
-        api_cost: ytsched_scheduler::cost_budgets::CostBudget {
+        api_cost: ytsched_scheduler::gates::cost_budgets::CostBudget {
             core_per_second: Duration::from_millis(args.api_core_budget.0.max(1)),
             bytes_per_second: args.api_byte_budget.0.max(64 << 10),
             ..Default::default()
@@ -270,13 +270,13 @@ fn http_config(args: &Args) -> anyhow::Result<Option<HttpConfig>> {
         None => None,
         Some(addr) => {
             let tls = match (&args.http_tls_cert, &args.http_tls_key) {
-                (Some(cert), Some(key)) => Some(ytsched_scheduler::http_tls::TlsFiles {
+                (Some(cert), Some(key)) => Some(ytsched_scheduler::http::tls::TlsFiles {
                     cert: cert.clone(),
                     key: key.clone(),
                 }),
                 _ => None,
             };
-            let access = ytsched_scheduler::http_access::choose(
+            let access = ytsched_scheduler::http::access::choose(
                 addr,
                 args.http_insecure,
                 tls.is_some(),
@@ -288,7 +288,7 @@ fn http_config(args: &Args) -> anyhow::Result<Option<HttpConfig>> {
                 addr,
                 access,
                 tls,
-                bounds: ytsched_scheduler::http_listener::Bounds {
+                bounds: ytsched_scheduler::http::listener::Bounds {
                     max_connections: fitting_connection_cap(args.http_max_connections),
                     max_per_address: args.http_max_connections_per_address.max(1),
                     header_timeout: Duration::from_millis(args.http_header_timeout.0.max(100)),

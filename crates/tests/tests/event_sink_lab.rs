@@ -8,8 +8,8 @@ use std::sync::atomic::AtomicU64;
 use ytsched_common::codec::{decode, encode};
 use ytsched_common::event_record::{Event, EventBatch, EventRecord, EVENT_SCHEMA_VERSION};
 use ytsched_common::NodeId;
-use ytsched_scheduler::event_sink::EventSink;
-use ytsched_scheduler::write_queue::QueuedEvent;
+use ytsched_scheduler::events::sink::EventSink;
+use ytsched_scheduler::store::write_queue::QueuedEvent;
 use ytsched_tests::*;
 
 fn queued(epoch: u64, seq: u64) -> QueuedEvent {

@@ -2,8 +2,8 @@
 //! the archive for each request, each in its own task.
 
 use super::*;
-use crate::rate_limits::Verdict;
-use crate::refusals::Refusal;
+use crate::gates::rate_limits::Verdict;
+use crate::gates::refusals::Refusal;
 use futures::StreamExt;
 use std::sync::Arc;
 use tracing::warn;
@@ -128,7 +128,7 @@ impl Driver {
     async fn refused_over_budget(
         &self,
         caller: &ytsched_common::identity::Caller,
-        over: crate::cost_budgets::OverBudget,
+        over: crate::gates::cost_budgets::OverBudget,
         reply_to: async_nats::Subject,
     ) {
         let budget = self.cost_budgets.budget();
@@ -192,7 +192,7 @@ impl Driver {
         let _permit = permit;
         if method == api::ListEvents::METHOD {
             // The event log is read from its stream; the core is not asked.
-            let bytes = crate::event_pages::answer(&self.event_log, &payload).await;
+            let bytes = crate::events::pages::answer(&self.event_log, &payload).await;
             let now = std::time::Instant::now();
             self.cost_budgets
                 .charge(caller.user.as_str(), now, Default::default(), bytes.len());

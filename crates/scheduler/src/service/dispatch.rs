@@ -2,10 +2,10 @@
 //! still needs from the store or the archive once the core has decided it.
 
 use super::*;
-use crate::archive::{Archive, ArchivedOperation};
 use crate::core::{authorize_operation_of, controls_operation_of, JobPagePlan, SchedulerCore};
-use crate::job_pages::{fitting_job_page, read_job_page};
+use crate::service::job_pages::{fitting_job_page, read_job_page};
 use crate::store;
+use crate::store::archive::{Archive, ArchivedOperation};
 use tracing::warn;
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
 use ytsched_common::codec::{decode, encode};
@@ -186,21 +186,26 @@ fn dispatch_admin(
         api::AdminGet::METHOD => respond::<api::AdminGet>(payload, |req| {
             core.admin_get(&req.body.path)
                 .map(|v| v.to_string())
-                .map_err(crate::admin_changes::admin_error)
+                .map_err(crate::service::admin_changes::admin_error)
         }),
         api::AdminList::METHOD => respond::<api::AdminList>(payload, |req| {
             core.admin_list(&req.body.path)
-                .map_err(crate::admin_changes::admin_error)
+                .map_err(crate::service::admin_changes::admin_error)
         }),
         api::AdminExists::METHOD => respond::<api::AdminExists>(payload, |req| {
             core.admin_exists(&req.body.path)
-                .map_err(crate::admin_changes::admin_error)
+                .map_err(crate::service::admin_changes::admin_error)
         }),
         api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
-            crate::admin_changes::apply(core, caller, api::AdminChange::Set(req.body), max_record)
+            crate::service::admin_changes::apply(
+                core,
+                caller,
+                api::AdminChange::Set(req.body),
+                max_record,
+            )
         }),
         api::AdminRemove::METHOD => respond::<api::AdminRemove>(payload, |req| {
-            crate::admin_changes::apply(
+            crate::service::admin_changes::apply(
                 core,
                 caller,
                 api::AdminChange::Remove(req.body),
@@ -208,7 +213,7 @@ fn dispatch_admin(
             )
         }),
         api::AdminCreate::METHOD => respond::<api::AdminCreate>(payload, |req| {
-            crate::admin_changes::apply(
+            crate::service::admin_changes::apply(
                 core,
                 caller,
                 api::AdminChange::Create(req.body),
@@ -227,7 +232,7 @@ fn dispatch_admin(
         // The same checks and the same code as the change itself, on a copy.
         api::AdminWhatIf::METHOD => respond::<api::AdminWhatIf>(payload, |req| {
             core.what_if(now, |copy| {
-                crate::admin_changes::apply(copy, caller, req.body.change, max_record)
+                crate::service::admin_changes::apply(copy, caller, req.body.change, max_record)
             })
         }),
         other => {

@@ -2,7 +2,7 @@
 //! and answered on the node's own inbox.
 
 use super::*;
-use crate::refusals::Refusal;
+use crate::gates::refusals::Refusal;
 use futures::StreamExt;
 use std::sync::Arc;
 use tracing::{debug, info, warn};

@@ -2,23 +2,25 @@
 //! out, a clock tick for housekeeping. Malformed messages are logged and answered with
 //! an error; they never reach the core.
 
+pub mod admin_changes;
 mod api_calls;
 mod background;
 mod dispatch;
 mod heartbeats;
+pub mod job_pages;
 mod startup;
 
 use api_calls::given_up;
 use dispatch::*;
 use startup::{become_leader, revive, start_http, Leadership, Revived};
 
-use crate::archive::Archive;
 use crate::core::{ClusterConfig, CoreConfig, Effects, SchedulerCore};
-use crate::lease_thread::LeaseThread;
-use crate::rate_limits::{RateLimit, RateLimits};
-use crate::refusals::Refusals;
+use crate::gates::rate_limits::{RateLimit, RateLimits};
+use crate::gates::refusals::Refusals;
+use crate::leadership::lease_thread::LeaseThread;
 use crate::store;
-use crate::writer::Writer;
+use crate::store::archive::Archive;
+use crate::store::writer::Writer;
 use anyhow::Context;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
@@ -62,7 +64,7 @@ pub struct ServiceConfig {
     /// Requests per second each identity may make (admission control).
     pub api_rate: RateLimit,
     /// What each identity's calls may cost (core time, answer bytes) per second.
-    pub api_cost: crate::cost_budgets::CostBudget,
+    pub api_cost: crate::gates::cost_budgets::CostBudget,
     /// API requests being served at once; past it callers are told "busy, retry".
     pub max_api_in_flight: usize,
     /// Store writes behind past which `start_operation` is answered "busy, retry".
@@ -91,10 +93,10 @@ impl Default for EventLogConfig {
 /// The HTTP face: its address, who may read it, and its connection bounds.
 pub struct HttpConfig {
     pub addr: std::net::SocketAddr,
-    pub access: crate::http_access::AccessChoice,
-    pub bounds: crate::http_listener::Bounds,
+    pub access: crate::http::access::AccessChoice,
+    pub bounds: crate::http::listener::Bounds,
     /// HTTPS: the certificate and key the face serves with (`--http-tls-cert/-key`).
-    pub tls: Option<crate::http_tls::TlsFiles>,
+    pub tls: Option<crate::http::tls::TlsFiles>,
 }
 
 /// The core behind its lock plus the bus it answers on. Every way into the core goes
@@ -109,10 +111,10 @@ struct Driver {
     /// Each identity's request rate.
     rate_limits: RateLimits,
     /// What each identity's calls have cost, against its budget.
-    cost_budgets: crate::cost_budgets::CostBudgets,
+    cost_budgets: crate::gates::cost_budgets::CostBudgets,
     /// API calls reach the core through it, one at a time and in turn across
     /// identities; heartbeats do not.
-    api_gate: crate::fair_gate::FairGate,
+    api_gate: crate::gates::fair_gate::FairGate,
     /// API requests in flight; a request that finds none free is answered "busy".
     api_slots: Arc<tokio::sync::Semaphore>,
     /// Store writes behind past which new operations are turned away.
@@ -129,7 +131,7 @@ struct Driver {
     /// The state bucket: finished jobs' outputs are read from it on demand.
     state: async_nats::jetstream::kv::Store,
     /// Results taken and acknowledged once stored, in a later reply.
-    acks: crate::ack_ledger::AckLedger,
+    acks: crate::store::ack_ledger::AckLedger,
     /// Wakes the fair-share updater early (a new operation waits for its first update).
     share_updates: Arc<tokio::sync::Notify>,
     /// For replies to heartbeats rejected before they reach the core.
@@ -142,7 +144,7 @@ struct Driver {
 struct Queued<R> {
     result: R,
     effects: Effects,
-    stored: crate::writer::Stored,
+    stored: crate::store::writer::Stored,
     /// The writer's position once they were queued: everything the call changed, and
     /// everything before it, is stored when the writer is through it.
     position: u64,
@@ -189,7 +191,7 @@ impl Driver {
         let (result, effects) = core.run(f);
         let writes = writes_of(&core, &effects);
         let now = unix_now();
-        let events = crate::event_records::describe_all(&core, &effects, now);
+        let events = crate::events::records::describe_all(&core, &effects, now);
         // Retired operations' last writes (outputs among them) may be in an earlier
         // call's batch: the archive reads them only once those are stored. So may what
         // a reply that waits for the store depends on (a gang's attempt numbers, booked
@@ -215,14 +217,14 @@ impl Driver {
     /// What a core call leaves to do once its writes are queued: log its events, wait
     /// until they are stored, hand retired operations to the archive, nudge the nodes the
     /// core asked for. Every core call's effects go this one way, revival's included.
-    async fn carry_out(&self, effects: Effects, stored: crate::writer::Stored) {
+    async fn carry_out(&self, effects: Effects, stored: crate::store::writer::Stored) {
         let Effects {
             retired,
             nudges,
             events,
             ..
         } = effects;
-        crate::event_log::log_events(&events);
+        crate::events::log_lines::log_events(&events);
         stored.wait().await;
         if !retired.is_empty() {
             // The archive writes in the background, then the state keys go; several
@@ -312,7 +314,7 @@ pub async fn run(
         client: bus,
         api_client: api_bus,
         rate_limits: RateLimits::new(config.api_rate),
-        cost_budgets: crate::cost_budgets::CostBudgets::new(config.api_cost),
+        cost_budgets: crate::gates::cost_budgets::CostBudgets::new(config.api_cost),
         api_gate: Default::default(),
         api_slots: Arc::new(tokio::sync::Semaphore::new(config.max_api_in_flight.max(1))),
         max_write_backlog: config.max_write_backlog,
@@ -369,9 +371,11 @@ impl Driver {
     /// Reloads `--node-approvals` whenever the file changes.
     fn follow_approvals(&self, path: std::path::PathBuf, seen: Option<std::time::SystemTime>) {
         let core = self.core.clone();
-        tokio::spawn(crate::approvals_file::follow(path, seen, move |a| {
-            core.lock().expect("core lock").set_node_approvals(a)
-        }));
+        tokio::spawn(crate::watched_files::approvals_file::follow(
+            path,
+            seen,
+            move |a| core.lock().expect("core lock").set_node_approvals(a),
+        ));
     }
 }
 

@@ -3,7 +3,7 @@
 //! beside the bus.
 
 use super::*;
-use crate::refusals::Refusals;
+use crate::gates::refusals::Refusals;
 
 /// Sets aside the damaged records `snapshot` found and loads the stored configuration
 /// into `core` (or `initial`, `--config`, when none was stored or it no longer
@@ -61,15 +61,15 @@ pub(super) fn start_http(
     refusals: Arc<Refusals>,
 ) -> anyhow::Result<()> {
     let addr = http.addr;
-    let listener = crate::http_listener::listen(addr)
+    let listener = crate::http::listener::listen(addr)
         .with_context(|| format!("--http {addr}: cannot listen"))?;
-    let access = crate::http_access::HttpAccess::start(http.access)?;
+    let access = crate::http::access::HttpAccess::start(http.access)?;
     let tls = match &http.tls {
-        Some(files) => Some(crate::http_tls::acceptor(files)?),
+        Some(files) => Some(crate::http::tls::acceptor(files)?),
         None => None,
     };
     let face = crate::http::Face {
-        view: crate::web_view::WebView::start(driver.core.clone()),
+        view: crate::http::web_view::WebView::start(driver.core.clone()),
         state: driver.state.clone(),
         writer: driver.writer.clone(),
         refusals: refusals.clone(),
@@ -78,7 +78,7 @@ pub(super) fn start_http(
     };
     let router = crate::http::router(face, access);
     tokio::spawn(async move {
-        let served = crate::http_listener::serve(listener, router, http.bounds, tls, refusals);
+        let served = crate::http::listener::serve(listener, router, http.bounds, tls, refusals);
         if let Err(e) = served.await {
             error!(error = %e, "HTTP server stopped");
         }
@@ -137,7 +137,7 @@ pub(super) async fn become_leader(config: &ServiceConfig) -> anyhow::Result<Lead
     };
     let lease = LeaseThread::acquire(open, holder.clone(), config.lease_ttl).await?;
     // Claimed before the state is read: a previous leader's next write round fails.
-    let epoch = crate::writer::claim_epoch(&state, &holder).await?;
+    let epoch = crate::store::writer::claim_epoch(&state, &holder).await?;
 
     Ok(Leadership {
         client,
@@ -159,7 +159,7 @@ pub(super) struct Revived {
     pub(super) archive: Archive,
     pub(super) summary: crate::core::records::RevivalSummary,
     pub(super) effects: Effects,
-    pub(super) stored: crate::writer::Stored,
+    pub(super) stored: crate::store::writer::Stored,
     pub(super) approvals_seen: Option<std::time::SystemTime>,
     pub(super) max_record_bytes: usize,
     pub(super) started: std::time::Instant,
@@ -188,7 +188,7 @@ fn load_approvals(
     let Some(path) = &config.node_approvals else {
         return Ok(None);
     };
-    let (approvals, seen) = crate::approvals_file::read(path)?;
+    let (approvals, seen) = crate::watched_files::approvals_file::read(path)?;
     info!(nodes = approvals.nodes.len(), "node approvals loaded");
     core.set_node_approvals(approvals);
     Ok(seen)
@@ -262,7 +262,7 @@ pub(super) async fn revive(
     let now = unix_now();
     let revival_stored = writer.submit_with_events(
         writes_of(&core, &effects),
-        crate::event_records::describe_all(&core, &effects, now),
+        crate::events::records::describe_all(&core, &effects, now),
         now,
     );
     Ok(Revived {
@@ -293,11 +293,11 @@ async fn spawn_writer(
     Ok(Writer::spawn(
         leader.state.clone(),
         max_record_bytes,
-        crate::writer::Revisions {
+        crate::store::writer::Revisions {
             keys,
             holder: leader.holder.clone().into(),
         },
-        crate::writer::EventSink {
+        crate::store::writer::EventSink {
             js: async_nats::jetstream::new(events),
             subject: subjects.events(),
             max_message_bytes: max_record_bytes,

@@ -210,7 +210,7 @@ impl<'r> Replay<'r> {
         for i in effects.nudges.iter().filter_map(|id| self.place.get(id)) {
             self.nudged.entry(*i).or_insert(t + NUDGE_DELAY_MS);
         }
-        for event in crate::event_records::describe_all(&self.core, &effects, t) {
+        for event in crate::events::records::describe_all(&self.core, &effects, t) {
             self.seq += 1;
             self.replayed.add(&EventRecord {
                 version: EVENT_SCHEMA_VERSION,

@@ -21,9 +21,9 @@
 //! overwritten with an alert, never taken for another leader, so no stale key can stop
 //! the cluster.
 
-pub use crate::event_sink::EventSink;
+pub use crate::events::sink::EventSink;
+use crate::store::write_queue::{Latest, PendingWrites, QueuedEvent, Round, RoundKey};
 use crate::store::{Write, EPOCH_KEY};
-use crate::write_queue::{Latest, PendingWrites, QueuedEvent, Round, RoundKey};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};

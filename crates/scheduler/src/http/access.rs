@@ -103,7 +103,7 @@ impl HttpAccess {
         }
         let shared = Arc::new(RwLock::new(Arc::new(tokens)));
         let book = shared.clone();
-        tokio::spawn(crate::followed_file::follow(
+        tokio::spawn(crate::watched_files::followed_file::follow(
             path,
             seen,
             read_tokens,

@@ -6,9 +6,16 @@
 //! to the core (`web_view`), never from the core lock; every list is paged; nothing
 //! here changes state.
 
-use crate::http_access::{HttpAccess, Reader};
-use crate::refusals::{Refusal, Refusals};
-use crate::web_view::{Query, ViewBusy, WebView};
+pub mod access;
+pub mod listener;
+pub mod report_slots;
+pub mod tls;
+pub mod usage_report;
+pub mod web_view;
+
+use crate::gates::refusals::{Refusal, Refusals};
+use crate::http::access::{HttpAccess, Reader};
+use crate::http::web_view::{Query, ViewBusy, WebView};
 use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -27,14 +34,14 @@ pub struct Face {
     pub view: WebView,
     pub state: async_nats::jetstream::kv::Store,
     /// What `list-jobs` pages wait on before they read released attempts.
-    pub writer: crate::writer::Writer,
+    pub writer: crate::store::writer::Writer,
     /// Requests turned away on the bus and here, for `/metrics`.
     pub refusals: Arc<Refusals>,
     /// The event log, which the usage page sums.
     pub event_log: async_nats::jetstream::stream::Stream,
     /// One usage report at a time (each reads up to a million events).
     /// Usage reports, one at a time, users in turn (`report_slots`).
-    pub usage_reports: crate::report_slots::ReportSlots,
+    pub usage_reports: crate::http::report_slots::ReportSlots,
 }
 
 /// Most bytes of one JSON page (jobs, operations, nodes).
@@ -59,7 +66,7 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
             access,
-            crate::http_access::require_reader,
+            crate::http::access::require_reader,
         ));
     // The page and its assets hold no data: they load without a token and ask for one.
     Router::new()
@@ -254,7 +261,8 @@ async fn api_jobs(
         Err(why) => return busy(&face, why),
     };
     let page: Result<JobPage, ApiError> =
-        crate::job_pages::read_job_page(&face.state, &face.writer, plan, MAX_PAGE_BYTES).await;
+        crate::service::job_pages::read_job_page(&face.state, &face.writer, plan, MAX_PAGE_BYTES)
+            .await;
     match page {
         Ok(page) => Json(page).into_response(),
         Err(e) => error_response(e),
@@ -443,7 +451,7 @@ async fn api_usage(
         )
             .into_response();
     };
-    match crate::usage_report::report(&face.event_log, by, since, until).await {
+    match crate::http::usage_report::report(&face.event_log, by, since, until).await {
         Ok(page) => Json(page).into_response(),
         Err(e) => error_response(e),
     }

@@ -5,6 +5,11 @@
 //! with named fields, like the wire. The bucket keeps one revision per key; a revived
 //! scheduler reads the latest value of every key with one ordered consumer.
 
+pub mod ack_ledger;
+pub mod archive;
+pub mod write_queue;
+pub mod writer;
+
 use crate::core::records::{JobRecord, OperationRecord, StateChange};
 use crate::core::JobOutput;
 use crate::core::{ClusterConfig, IntegralVolumes};

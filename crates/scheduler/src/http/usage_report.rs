@@ -4,7 +4,7 @@
 //! each reads a bounded number of events, so the page cannot be made to hold the
 //! scheduler busy with a year of log.
 
-use crate::event_pages::list_events;
+use crate::events::pages::list_events;
 use async_nats::jetstream::stream::Stream;
 use serde::Serialize;
 use std::collections::BTreeMap;

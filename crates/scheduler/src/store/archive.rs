@@ -18,8 +18,8 @@
 //! written, and empties as its entries reach the archive's age.)
 
 use crate::core::retention::{Archived, ArchivedJob};
+use crate::store::writer::Writer;
 use crate::store::{self, JOB_PREFIX, OPERATION_PREFIX, OUTPUT_PREFIX};
-use crate::writer::Writer;
 use async_nats::jetstream::{self, kv, stream};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};

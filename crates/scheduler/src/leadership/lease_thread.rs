@@ -4,7 +4,7 @@
 //! and a renewal that cannot run for a lease time loses a healthy leader its lease.
 //! Here nothing else runs on the thread that renews it.
 
-use crate::lease::Lease;
+use crate::leadership::lease::Lease;
 use async_nats::jetstream::kv;
 use std::future::Future;
 use std::time::Duration;

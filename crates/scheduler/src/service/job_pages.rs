@@ -40,7 +40,7 @@ pub fn fitting_job_page(
 /// so a record still on its way is read, never reported missing.
 pub async fn read_job_page(
     state: &kv::Store,
-    writer: &crate::writer::Writer,
+    writer: &crate::store::writer::Writer,
     plan: JobPagePlan,
     max_bytes: usize,
 ) -> Result<JobPage, ApiError> {

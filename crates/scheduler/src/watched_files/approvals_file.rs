@@ -27,7 +27,7 @@ pub fn read(path: &Path) -> anyhow::Result<(NodeApprovals, Option<SystemTime>)> 
 
 /// Calls `apply` with the file's approvals each time it changes after `seen`.
 pub async fn follow(path: PathBuf, seen: Option<SystemTime>, apply: impl Fn(NodeApprovals)) {
-    crate::followed_file::follow(
+    crate::watched_files::followed_file::follow(
         path,
         seen,
         read,

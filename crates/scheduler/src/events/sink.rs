@@ -4,7 +4,7 @@
 //! the epoch step and before the state, so events are "written with the state they
 //! describe" and a leader that dies leaves a prefix of its events.
 
-use crate::write_queue::QueuedEvent;
+use crate::store::write_queue::QueuedEvent;
 use async_nats::jetstream;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};

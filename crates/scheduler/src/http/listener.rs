@@ -49,7 +49,7 @@ pub async fn serve(
     router: axum::Router,
     bounds: Bounds,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    refusals: Arc<crate::refusals::Refusals>,
+    refusals: Arc<crate::gates::refusals::Refusals>,
 ) -> anyhow::Result<()> {
     tracing::info!(
         addr = %listener.local_addr()?,
@@ -72,20 +72,23 @@ pub async fn serve(
             }
         };
         let Some(per_address) = addresses.take(peer.ip(), bounds.max_per_address) else {
-            refusals.count(crate::refusals::Refusal::HttpAddressConnections, || {
-                format!(
-                    "HTTP connection from {} refused: it has {} open already",
-                    peer.ip(),
-                    bounds.max_per_address
-                )
-            });
+            refusals.count(
+                crate::gates::refusals::Refusal::HttpAddressConnections,
+                || {
+                    format!(
+                        "HTTP connection from {} refused: it has {} open already",
+                        peer.ip(),
+                        bounds.max_per_address
+                    )
+                },
+            );
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
             });
             continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refusals.count(crate::refusals::Refusal::HttpConnections, || {
+            refusals.count(crate::gates::refusals::Refusal::HttpConnections, || {
                 format!(
                     "HTTP connection refused: {} open already",
                     bounds.max_connections

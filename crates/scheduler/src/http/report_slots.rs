@@ -3,7 +3,7 @@
 //! take their turns in order (`FairGate`), so one user looping on `/api/usage` waits
 //! behind every other user's next report instead of holding the slot.
 
-use crate::fair_gate::{FairGate, Pass};
+use crate::gates::fair_gate::{FairGate, Pass};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
