@@ -12,7 +12,7 @@ use ytsched_scheduler::core::CoreConfig;
 use ytsched_scheduler::service::{run, HttpConfig, ServiceConfig};
 
 /// mimalloc, purging freed memory at once, gives a burst's memory back where glibc's
-/// malloc kept its peak resident, and allocates faster under load (README, Performance,
+/// malloc kept its peak resident, and allocates faster under load (docs/performance.md,
 /// has the figures measured with either).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
