@@ -66,15 +66,6 @@ impl crate::SchedulerCore {
     pub fn node(&self, id: &NodeId) -> Option<&crate::Node> {
         self.nodes.get(id)
     }
-
-    /// The facts of attempt `job` of operation `op`, if the core still holds it.
-    pub(crate) fn attempt_facts(&self, op: &OperationId, job: &JobId) -> Option<AttemptFacts> {
-        self.operations
-            .get(op)?
-            .jobs
-            .get(job)
-            .map(|j| AttemptFacts::of(j))
-    }
 }
 
 impl AttemptFacts {

@@ -172,7 +172,7 @@ impl SchedulerCore {
             node_id.clone(),
             now,
             node.resource_limits,
-            self.node_running(node_id),
+            self.jobs.running_on(node_id, &self.operations),
             dying,
             jobs_to_abort,
         );
@@ -388,7 +388,7 @@ impl SchedulerCore {
                 // Told to exit gracefully: told again until it has (a reply may be lost).
                 Some(j) if j.state == JobState::Running && &j.node == node_id => {
                     if j.interrupting.is_some() {
-                        aborts.push(self.graceful_abort(j, now));
+                        aborts.push(crate::trees::victims::graceful_abort(&self.cluster, j, now));
                     }
                     continue;
                 }
@@ -461,7 +461,7 @@ impl SchedulerCore {
             .edit(&op_id)
             .is_some_and(|mut op| op.abort_job(job_id, AbortReason::NodeLost, now).is_some());
         if aborted {
-            let attempt = self.attempt_facts(&op_id, job_id);
+            let attempt = self.operations.attempt_facts(&op_id, job_id);
             self.outbox.event(CoreEvent::JobAborted {
                 id: job_id.clone(),
                 operation: op_id.clone(),
@@ -489,7 +489,8 @@ impl SchedulerCore {
     /// The `node_heartbeat_timeout` of a node's tree (the scheduler's default without
     /// one): the silence after which its jobs run elsewhere.
     fn node_timeout_ms(&self, n: &Node) -> u64 {
-        self.node_tree(n)
+        self.cluster
+            .tree_of(n)
             .and_then(|t| self.cluster.trees.get(t))
             .map(|t| t.config.node_heartbeat_timeout.0)
             .unwrap_or(self.config.node_heartbeat_timeout_ms)

@@ -110,7 +110,7 @@ impl SchedulerCore {
         let Some(tree) = self
             .nodes
             .get(node_id)
-            .and_then(|n| self.node_tree(n))
+            .and_then(|n| self.cluster.tree_of(n))
             .cloned()
         else {
             return false;
@@ -138,7 +138,7 @@ impl SchedulerCore {
         if let Some(hold) = self.start_hold.as_mut() {
             hold.adopted += 1;
         }
-        let attempt = self.attempt_facts(op_id, job_id);
+        let attempt = self.operations.attempt_facts(op_id, job_id);
         self.outbox.event(CoreEvent::JobAdopted {
             id: job_id.clone(),
             operation: op_id.clone(),

@@ -4,7 +4,9 @@
 //! Only these methods change it, so the owner, the node's set and the unconfirmed
 //! starts cannot drift apart.
 
+use crate::operations::table::OperationTable;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::{JobId, NodeId, OperationId};
 
 /// `sent_in` of a start booked outside a heartbeat (a gang's): no reply has carried it,
@@ -123,6 +125,27 @@ impl JobIndex {
     /// Nodes the index has jobs on.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeId> + '_ {
         self.nodes.keys()
+    }
+
+    /// What the jobs the scheduler believes run on a node hold.
+    pub(crate) fn running_on(&self, node: &NodeId, operations: &OperationTable) -> ResourceVector {
+        self.on(node)
+            .filter_map(|j| Some(operations.get(self.owner(j)?)?.jobs.get(j)?.resources))
+            .sum()
+    }
+
+    /// What the jobs told to exit gracefully on this node hold.
+    pub(crate) fn interrupting_on(
+        &self,
+        node: &NodeId,
+        operations: &OperationTable,
+    ) -> ResourceVector {
+        self.on(node)
+            .filter_map(|j| {
+                let job = operations.get(self.owner(j)?)?.jobs.get(j)?;
+                job.interrupting.map(|_| job.resources)
+            })
+            .sum()
     }
 }
 

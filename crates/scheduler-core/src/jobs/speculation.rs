@@ -19,7 +19,7 @@ impl SchedulerCore {
         let Some(node) = self.nodes.get(node_id) else {
             return;
         };
-        let Some(tree) = self.node_tree(node).cloned() else {
+        let Some(tree) = self.cluster.tree_of(node).cloned() else {
             return;
         };
         let tree = &tree;

@@ -108,7 +108,7 @@ impl SchedulerCore {
         }
         let node = &self.nodes[node_id];
         let banned = node.maintenance.banned;
-        let current = self.node_tree(node).cloned();
+        let current = self.cluster.tree_of(node).cloned();
         let strays: Vec<(OperationId, JobId, TreeName)> = self
             .jobs
             .on(node_id)

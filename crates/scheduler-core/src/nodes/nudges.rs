@@ -63,7 +63,7 @@ impl SchedulerCore {
             if (self.jobs.count_on(node_id) as f64) + 1.0 > node.resource_limits.user_slots + 1e-9 {
                 continue;
             }
-            let Some(tree) = self.node_tree(node) else {
+            let Some(tree) = self.cluster.tree_of(node) else {
                 continue;
             };
             let admitted = trees.iter().any(|(t, filters)| {

@@ -98,7 +98,7 @@ impl crate::SchedulerCore {
         };
         for (job, node) in &lost {
             self.jobs.ended(node, job);
-            let attempt = self.attempt_facts(op_id, job);
+            let attempt = self.operations.attempt_facts(op_id, job);
             self.outbox.event(crate::CoreEvent::JobAborted {
                 id: job.clone(),
                 operation: op_id.clone(),

@@ -55,7 +55,7 @@ impl SchedulerCore {
         drop(op);
         for (job_id, node) in &aborted {
             self.jobs.ended(node, job_id);
-            let attempt = self.attempt_facts(id, job_id);
+            let attempt = self.operations.attempt_facts(id, job_id);
             self.outbox.event(CoreEvent::JobAborted {
                 id: job_id.clone(),
                 operation: id.clone(),

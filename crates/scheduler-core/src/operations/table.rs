@@ -72,6 +72,18 @@ impl Drop for OperationEdit<'_> {
 }
 
 impl OperationTable {
+    /// The facts of attempt `job` of operation `op`, if the table still holds it.
+    pub(crate) fn attempt_facts(
+        &self,
+        op: &OperationId,
+        job: &ytsched_common::JobId,
+    ) -> Option<crate::AttemptFacts> {
+        self.get(op)?
+            .jobs
+            .get(job)
+            .map(|j| crate::AttemptFacts::of(j))
+    }
+
     /// Unfinished operations in a tree, or in one pool of it.
     pub(crate) fn unfinished_in(&self, tree: &str, pool: Option<&str>) -> usize {
         self.values()

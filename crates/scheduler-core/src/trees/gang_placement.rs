@@ -106,7 +106,10 @@ impl SchedulerCore {
                     .map(|n| {
                         // What its jobs hold, or what it last reported (jobs aborted and
                         // not yet gone), whichever is more.
-                        let held = self.node_running(&n.id).component_max(&n.reported_usage);
+                        let held = self
+                            .jobs
+                            .running_on(&n.id, &self.operations)
+                            .component_max(&n.reported_usage);
                         Room {
                             node: n.id.clone(),
                             tags: n.all_tags.clone(),
@@ -227,7 +230,7 @@ impl SchedulerCore {
                 })
                 .map(|(c, _)| c.resources)
                 .sum::<ResourceVector>()
-                + self.interrupting_on(&node);
+                + self.jobs.interrupting_on(&node, &self.operations);
         }
         let offer = |r: &Room| r.free + r.takeable;
         let Ok(packing) = pack(&jobs, &t.rooms, &usable, offer, tree, &t.shares.total) else {
@@ -298,7 +301,7 @@ impl SchedulerCore {
             if need.fits_in(free) {
                 continue;
             }
-            let coming = self.interrupting_on(node);
+            let coming = self.jobs.interrupting_on(node, &self.operations);
             if need.fits_in(&(*free + coming)) {
                 at_once = false;
                 continue;

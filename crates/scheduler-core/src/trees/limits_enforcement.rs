@@ -34,7 +34,7 @@ impl SchedulerCore {
         let Some(node) = self.nodes.get(node_id) else {
             return (taken.aborts, taken.freed);
         };
-        let Some(tree_name) = self.node_tree(node).cloned() else {
+        let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
             return (taken.aborts, taken.freed);
         };
         let jobs = self.jobs_newest_first(node_id);

@@ -24,7 +24,7 @@ impl SchedulerCore {
         if !node.is_schedulable() {
             return;
         }
-        let Some(tree) = self.node_tree(node).cloned() else {
+        let Some(tree) = self.cluster.tree_of(node).cloned() else {
             return;
         };
         // Every job takes one user slot: without one free the node is full, whatever
@@ -104,7 +104,7 @@ impl SchedulerCore {
         op_id: &OperationId,
         spec: &JobStartSpec,
     ) {
-        let attempt = self.attempt_facts(op_id, &spec.job_id);
+        let attempt = self.operations.attempt_facts(op_id, &spec.job_id);
         book_start(
             &mut self.jobs,
             &mut self.outbox,
@@ -113,17 +113,6 @@ impl SchedulerCore {
             spec,
             attempt,
         );
-    }
-
-    /// What the jobs the scheduler believes run on a node hold.
-    pub(crate) fn node_running(&self, node_id: &NodeId) -> ResourceVector {
-        self.jobs
-            .on(node_id)
-            .filter_map(|j| {
-                let op = self.jobs.owner(j)?;
-                Some(self.operations.get(op)?.jobs.get(j)?.resources)
-            })
-            .sum()
     }
 
     /// What element `idx` may still take given its limits and those of every pool above

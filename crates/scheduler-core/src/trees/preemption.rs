@@ -199,7 +199,7 @@ impl SchedulerCore {
         }
         let usage = self.live_usage(&tree_name, &shares);
         // Once per stage, not per starving operation tried: O(the node's jobs).
-        let coming = self.interrupting_on(node_id);
+        let coming = self.jobs.interrupting_on(node_id, &self.operations);
         for (op_id, status) in starving_to_try(&starving, cursor) {
             let (op_id, status) = (op_id.clone(), *status);
             let Some(op) = self.operations.get(&op_id) else {
@@ -256,7 +256,7 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> Option<(TreeName, StarvingOrder)> {
         let node = self.nodes.get(node_id)?;
-        let tree_name = self.node_tree(node)?.clone();
+        let tree_name = self.cluster.tree_of(node)?.clone();
         let tree = self.cluster.trees.get(tree_name.as_str())?;
         let backoff = tree.config.preemptive_scheduling_backoff.0;
         if node

@@ -370,13 +370,6 @@ impl SchedulerCore {
             .unwrap_or(0.0)
     }
 
-    /// The tree a node is registered in, if any.
-    /// The configured tree an online node is in (its name as the configuration holds it).
-    pub(crate) fn node_tree(&self, node: &crate::Node) -> Option<&TreeName> {
-        let name = node.registered_tree().filter(|_| node.online)?;
-        self.cluster.tree_name(name).ok()
-    }
-
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
     pub fn tree_resources(&self, tree: &str) -> ResourceVector {
         self.trees

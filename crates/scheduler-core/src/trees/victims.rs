@@ -4,9 +4,9 @@
 //! (marked `interrupting`) and is told again at each heartbeat until its node reports it
 //! stopped; what such victims hold on a node is room coming, not room to take again.
 
+use crate::ClusterConfig;
 use crate::{CoreEvent, Job, SchedulerCore};
 use ytsched_common::protocol::{JobAbort, UnixMillis};
-use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::PreemptionMode;
 use ytsched_common::states::{AbortReason, JobState};
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -96,7 +96,7 @@ impl SchedulerCore {
             }
             op.changed_jobs.push(job_id.clone());
         }
-        let attempt = self.attempt_facts(op_id, job_id);
+        let attempt = self.operations.attempt_facts(op_id, job_id);
         self.outbox.event(CoreEvent::JobInterrupted {
             id: job_id.clone(),
             operation: op_id.clone(),
@@ -105,35 +105,22 @@ impl SchedulerCore {
             attempt,
         });
         let job = &self.operations[op_id].jobs[job_id];
-        self.graceful_abort(job, now)
+        crate::trees::victims::graceful_abort(&self.cluster, job, now)
     }
+}
 
-    /// The abort a gracefully preempted job is sent (again, while its node still reports
-    /// it): the time it has left to exit.
-    pub(crate) fn graceful_abort(&self, job: &Job, now: UnixMillis) -> JobAbort {
-        let timeout = self
-            .cluster
-            .trees
-            .get(job.tree.as_str())
-            .map_or(60_000, |t| t.config.job_graceful_interrupt_timeout.0);
-        let since = job.interrupting.unwrap_or(now);
-        JobAbort {
-            job_id: job.id.clone(),
-            reason: AbortReason::Preempted,
-            message: job.error.clone().unwrap_or_default(),
-            graceful_timeout_ms: Some(timeout.saturating_sub(now.saturating_sub(since))),
-        }
-    }
-
-    /// What the jobs told to exit gracefully on this node hold.
-    pub(crate) fn interrupting_on(&self, node_id: &NodeId) -> ResourceVector {
-        self.jobs
-            .on(node_id)
-            .filter_map(|j| {
-                let op = self.operations.get(self.jobs.owner(j)?)?;
-                let job = op.jobs.get(j)?;
-                job.interrupting.map(|_| job.resources)
-            })
-            .sum()
+/// The abort a gracefully preempted job is sent (again, while its node still reports
+/// it): the time it has left to exit, by its tree's `job_graceful_interrupt_timeout`.
+pub(crate) fn graceful_abort(cluster: &ClusterConfig, job: &Job, now: UnixMillis) -> JobAbort {
+    let timeout = cluster
+        .trees
+        .get(job.tree.as_str())
+        .map_or(60_000, |t| t.config.job_graceful_interrupt_timeout.0);
+    let since = job.interrupting.unwrap_or(now);
+    JobAbort {
+        job_id: job.id.clone(),
+        reason: AbortReason::Preempted,
+        message: job.error.clone().unwrap_or_default(),
+        graceful_timeout_ms: Some(timeout.saturating_sub(now.saturating_sub(since))),
     }
 }
