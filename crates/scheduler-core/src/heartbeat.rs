@@ -1,15 +1,13 @@
 //! A node heartbeat: register or refresh the node, take in finished jobs, reconcile
 //! what the node runs with what the scheduler believes, then fill the node with work.
 
+use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
-use crate::operations::operation::ResultEffect;
 use crate::{CoreEvent, Node, SchedulerCore};
-use std::collections::HashSet;
 use ytsched_common::protocol::{
     HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId};
 
 /// How far one heartbeat's sequence number may run ahead of the last one taken from the
@@ -32,13 +30,17 @@ impl SchedulerCore {
 
         let mut acknowledged = Vec::with_capacity(req.finished_jobs.len());
         for result in &req.finished_jobs {
-            if self.apply_result(&node_id, result, now) {
+            let taken = job_life!(self).apply_result(&node_id, result, now);
+            if taken.acknowledge {
                 acknowledged.push(result.job_id.clone());
+            }
+            if let Some((op_id, state, error)) = taken.ends {
+                self.finish_operation(&op_id, state, error, now);
             }
         }
 
         self.evict_jobs_it_may_not_run(&node_id, now);
-        let (mut jobs_to_abort, mut dying, resent) = self.reconcile_running(&req, now);
+        let (mut jobs_to_abort, mut dying, resent) = job_life!(self).reconcile_running(&req, now);
         let (limit_aborts, freed) = self.enforce_limits(&node_id, now);
         jobs_to_abort.extend(limit_aborts);
         // Jobs being killed hold their resources until the node reports them gone.
@@ -60,7 +62,7 @@ impl SchedulerCore {
         } else {
             resent.into_iter().chain(jobs_to_start).collect()
         };
-        self.stamp_starts(&node_id, &mut jobs_to_start);
+        job_life!(self).stamp_starts(&node_id, &mut jobs_to_start);
 
         let node = &self.nodes[&node_id];
         HeartbeatReply {
@@ -252,228 +254,6 @@ impl SchedulerCore {
         }
     }
 
-    /// Takes one result; returns whether to acknowledge it. Only a result of a job placed
-    /// on this very node is taken (the agent deletes the job's sandbox on the
-    /// acknowledgement); a repeated one is acknowledged again and counted once. A result
-    /// of a job the scheduler no longer holds (settled and released to the store, or its
-    /// operation retired) is acknowledged and not taken: the node would otherwise keep
-    /// it and send it forever.
-    #[tracing::instrument(level = "debug", skip_all, fields(job = %result.job_id, operation = %result.operation_id))]
-    fn apply_result(
-        &mut self,
-        node_id: &NodeId,
-        result: &ytsched_common::protocol::FinishedJob,
-        now: UnixMillis,
-    ) -> bool {
-        if self.jobs.owner(&result.job_id).is_none() {
-            // An attempt started by a scheduler that crashed before storing anything of
-            // it: taken as if it had been reported running, if its job still waits.
-            self.adopt_attempt(
-                node_id,
-                &result.job_id,
-                &result.operation_id,
-                result.attempt_of.as_ref(),
-                result.start_time,
-            );
-        }
-        let Some(op_id) = self.jobs.owner(&result.job_id).cloned() else {
-            return true;
-        };
-        let Some(mut op) = self.operations.edit(&op_id) else {
-            return true;
-        };
-        if op
-            .jobs
-            .get(&result.job_id)
-            .is_none_or(|j| &j.node != node_id)
-        {
-            return false;
-        }
-        let first_result = op
-            .jobs
-            .get(&result.job_id)
-            .is_some_and(|j| j.statistics.is_none());
-        let effect = op.apply_result(node_id, result, now);
-        if effect == ResultEffect::Recorded {
-            op.break_gang(&result.job_id, now);
-        }
-        // What the job printed goes to the store with its first result, not into memory.
-        if first_result && !(result.stdout_tail.is_empty() && result.stderr_tail.is_empty()) {
-            self.outbox.output(crate::jobs::job_output::JobOutput {
-                job: result.job_id.clone(),
-                stdout: result.stdout_tail.clone(),
-                stderr: result.stderr_tail.clone(),
-            });
-        }
-        drop(op);
-        if effect == ResultEffect::Ignored {
-            return true;
-        }
-        self.jobs.ended(node_id, &result.job_id);
-        self.settle_gang_lost(&op_id);
-        let op = &self.operations[&op_id];
-        let job = &op.jobs[&result.job_id];
-        let won = job.state == JobState::Completed;
-        // A result that sent the job back to waiting (a graceful preemption ended, a
-        // restart_exit_code, a node giving the job up) says why, as an abort does.
-        self.outbox.event(match job.abort_reason {
-            Some(reason) if job.state == JobState::Aborted => CoreEvent::JobAborted {
-                id: result.job_id.clone(),
-                operation: op_id.clone(),
-                node: node_id.clone(),
-                reason,
-                preempted_by: None,
-                attempt: Some(crate::AttemptFacts::of(job)),
-            },
-            _ => CoreEvent::JobFinished {
-                id: result.job_id.clone(),
-                operation: op_id.clone(),
-                node: node_id.clone(),
-                state: job.state.name(),
-                error: job.error.clone(),
-                attempt: Some(crate::AttemptFacts::of(job)),
-            },
-        });
-        if won {
-            self.abort_losing_copy(&op_id, &result.job_id, now);
-        }
-        match effect {
-            ResultEffect::OperationCompleted => {
-                self.finish_operation(&op_id, OperationState::Completed, None, now)
-            }
-            ResultEffect::OperationFailed(error) => {
-                self.finish_operation(&op_id, OperationState::Failed, Some(error), now)
-            }
-            ResultEffect::Recorded | ResultEffect::Ignored => {}
-        }
-        true
-    }
-
-    /// Jobs the node runs that the scheduler does not (aborted, unknown, given away)
-    /// are aborted. A job the scheduler placed here that the node does not report is
-    /// sent again if its start went out in a reply the node has not yet read (the node
-    /// says which replies it read: `last_reply_seq`); otherwise it died or its start was
-    /// lost for good: it is lost and runs again elsewhere. (Results were applied first,
-    /// so finished jobs are no longer among the node's jobs.) Also returns what the jobs
-    /// being aborted still hold: their resources stay taken until the node reports them
-    /// gone.
-    fn reconcile_running(
-        &mut self,
-        req: &HeartbeatRequest,
-        now: UnixMillis,
-    ) -> (Vec<JobAbort>, ResourceVector, Vec<JobStartSpec>) {
-        let node_id = &req.node_id;
-        let mut aborts = Vec::new();
-        let mut dying = ResourceVector::ZERO;
-        let mut reported = HashSet::with_capacity(req.running_jobs.len());
-        for running in &req.running_jobs {
-            reported.insert(running.job_id.clone());
-            if self.jobs.owner(&running.job_id).is_none()
-                && self.adopt_attempt(
-                    node_id,
-                    &running.job_id,
-                    &running.operation_id,
-                    running.attempt_of.as_ref(),
-                    running.start_time,
-                )
-            {
-                continue;
-            }
-            let job = self
-                .jobs
-                .owner(&running.job_id)
-                .and_then(|op| self.operations.get(op))
-                .and_then(|op| op.jobs.get(&running.job_id));
-            let abort = match job {
-                // Told to exit gracefully: told again until it has (a reply may be lost).
-                Some(j) if j.state == JobState::Running && &j.node == node_id => {
-                    if j.interrupting.is_some() {
-                        aborts.push(crate::trees::victims::graceful_abort(&self.cluster, j, now));
-                    }
-                    continue;
-                }
-                j => stale_job_abort(&running.job_id, j.map(|j| &**j)),
-            };
-            dying += running.resource_usage;
-            aborts.push(abort);
-        }
-        let resent = self.resend_or_lose(req, &reported, now);
-        (aborts, dying, resent)
-    }
-
-    /// The jobs placed on the node that it does not report: a start no reply the node
-    /// read has carried is sent again (returned); any other is lost.
-    fn resend_or_lose(
-        &mut self,
-        req: &HeartbeatRequest,
-        reported: &HashSet<JobId>,
-        now: UnixMillis,
-    ) -> Vec<JobStartSpec> {
-        let node_id = &req.node_id;
-        let mut resent = Vec::new();
-        let read_up_to = req.last_reply_seq;
-        // A start no reply has carried yet (a gang's, booked by `tick`) goes in this one.
-        self.jobs.confirm(node_id, |job, sent_in| {
-            !reported.contains(job)
-                && (sent_in == crate::jobs::job_index::NEVER_SENT
-                    || read_up_to.is_some_and(|r| r < sent_in))
-        });
-        let missing: Vec<JobId> = self
-            .jobs
-            .on(node_id)
-            .filter(|j| !reported.contains(*j))
-            .cloned()
-            .collect();
-        for job_id in missing {
-            let unread = self.jobs.is_unconfirmed(node_id, &job_id);
-            let spec = unread
-                .then(|| {
-                    self.jobs
-                        .owner(&job_id)
-                        .and_then(|op| self.operations.get(op))
-                        .and_then(|op| op.start_spec(&job_id))
-                })
-                .flatten();
-            match spec {
-                Some(spec) => {
-                    // A gang's start, booked by `tick`: its attempt number is in a
-                    // record that must be stored before the number goes out.
-                    if self.jobs.never_sent(node_id, &job_id) {
-                        self.outbox.reply_after_store();
-                    }
-                    self.jobs.sent_in(node_id, &job_id, req.seq);
-                    resent.push(spec);
-                }
-                None => self.lose_job(node_id, &job_id, now),
-            }
-        }
-        resent
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(job = %job_id, node = %node_id))]
-    pub(super) fn lose_job(&mut self, node_id: &NodeId, job_id: &JobId, now: UnixMillis) {
-        self.jobs.ended(node_id, job_id);
-        let Some(op_id) = self.jobs.owner(job_id).cloned() else {
-            return;
-        };
-        let aborted = self
-            .operations
-            .edit(&op_id)
-            .is_some_and(|mut op| op.abort_job(job_id, AbortReason::NodeLost, now).is_some());
-        if aborted {
-            let attempt = self.operations.attempt_facts(&op_id, job_id);
-            self.outbox.event(CoreEvent::JobAborted {
-                id: job_id.clone(),
-                operation: op_id.clone(),
-                node: node_id.clone(),
-                reason: AbortReason::NodeLost,
-                preempted_by: None,
-                attempt,
-            });
-            self.settle_gang_lost(&op_id);
-        }
-    }
-
     /// The scheduler itself was cut off from the bus (a NATS outage): nodes could not
     /// reach it either, so their silence so far is not theirs. Their timeouts restart now.
     pub fn bus_restored(&mut self, now: UnixMillis) {
@@ -509,7 +289,7 @@ impl SchedulerCore {
         for node_id in silent {
             let jobs: Vec<JobId> = self.jobs.on(&node_id).cloned().collect();
             for job_id in &jobs {
-                self.lose_job(&node_id, job_id, now);
+                job_life!(self).lose_job(&node_id, job_id, now);
             }
             if let Some(node) = self.nodes.get_mut(&node_id) {
                 node.online = false;
@@ -546,34 +326,4 @@ fn over_bound_alert(
         r.name(),
         source.words()
     )
-}
-
-/// The abort of a job a node runs that the scheduler does not run there: aborted (saying
-/// why), placed elsewhere, or unknown.
-fn stale_job_abort(job_id: &JobId, job: Option<&crate::Job>) -> JobAbort {
-    let (reason, message) = match job {
-        Some(j) => (
-            j.abort_reason.unwrap_or(AbortReason::OperationAborted),
-            match j.abort_reason {
-                Some(AbortReason::NodeLost) => {
-                    "the scheduler lost contact with this node and ran the job elsewhere".into()
-                }
-                Some(r) => j
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| format!("job was aborted: {r}")),
-                None => "job is not running on this node".into(),
-            },
-        ),
-        None => (
-            AbortReason::OperationAborted,
-            "the scheduler knows no such job".into(),
-        ),
-    };
-    JobAbort {
-        job_id: job_id.clone(),
-        reason,
-        message,
-        graceful_timeout_ms: None,
-    }
 }

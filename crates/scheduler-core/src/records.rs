@@ -8,6 +8,7 @@
 //! before they count as lost.
 
 use crate::jobs::adoption::StartHold;
+use crate::jobs::job_life::job_life;
 use crate::jobs::job_output::JobOutput;
 use crate::operations::operation::{Job, Operation, TreeSlot};
 use crate::{CoreEvent, Node, SchedulerCore};
@@ -354,7 +355,7 @@ impl SchedulerCore {
         for (node, jobs) in &silent {
             for job in jobs {
                 lost += 1;
-                self.lose_job(node, job, now);
+                job_life!(self).lose_job(node, job, now);
                 if let Some(op) = self.jobs.owner(job).cloned() {
                     if let Some(mut o) = self.operations.edit(&op) {
                         o.record(

@@ -13,9 +13,7 @@
 //! a loaded machine an agent came back later than that and one job started twice.
 
 use crate::{CoreEvent, SchedulerCore};
-use ytsched_common::names::TreeName;
-use ytsched_common::protocol::{AttemptOf, JobStartSpec, UnixMillis};
-use ytsched_common::{JobId, NodeId, OperationId};
+use ytsched_common::protocol::UnixMillis;
 
 /// A revived scheduler's pause of starts while nodes report what they run.
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +31,11 @@ impl StartHold {
             adopted: 0,
         }
     }
+
+    /// An attempt was adopted while starts are held (counted for the log line).
+    pub(crate) fn note_adopted(&mut self) {
+        self.adopted += 1;
+    }
 }
 
 impl SchedulerCore {
@@ -40,31 +43,6 @@ impl SchedulerCore {
     /// cluster (the service keeps it in the store).
     pub fn set_start_key(&mut self, key: crate::StartKey) {
         self.start_key = key;
-    }
-
-    /// Stamps each start going to `node` with its token.
-    pub(crate) fn stamp_starts(&self, node: &NodeId, starts: &mut [JobStartSpec]) {
-        for s in starts {
-            s.start_token = Some(self.start_key.token(node, &s.job_id));
-        }
-    }
-
-    /// Whether the node a claimed attempt comes from is one its operation may run on:
-    /// in one of its trees, and admitted by its and its pools' tag filters there.
-    fn may_run_on(&self, node_id: &NodeId, op_id: &OperationId, tree: &TreeName) -> bool {
-        let (Some(node), Some(op)) = (self.nodes.get(node_id), self.operations.get(op_id)) else {
-            return false;
-        };
-        let tags = &node.all_tags;
-        let Some(slot) = op.slot(tree.as_str()) else {
-            return false;
-        };
-        op.tag_filter().matches(tags)
-            && self
-                .cluster
-                .pool_filters(tree.as_str(), &slot.pool)
-                .iter()
-                .all(|f| f.matches(tags))
     }
 
     /// Whether starts are held now; ends the hold when it is over.
@@ -81,70 +59,5 @@ impl SchedulerCore {
         });
         self.nudge_all_online();
         false
-    }
-
-    /// Takes in attempt `job_id` of operation `op_id` that `node_id` reports and nothing
-    /// recorded; returns whether it now runs there as that job's attempt.
-    pub(crate) fn adopt_attempt(
-        &mut self,
-        node_id: &NodeId,
-        job_id: &JobId,
-        op_id: &OperationId,
-        of: Option<&AttemptOf>,
-        start_time: UnixMillis,
-    ) -> bool {
-        let Some(of) = of else {
-            return false;
-        };
-        // Only what a scheduler started on this very node, for a node the operation
-        // may run on; anything else it claims is aborted there, the operation untouched.
-        if !self
-            .start_key
-            .verifies(node_id, job_id, of.start_token.as_deref())
-        {
-            return false;
-        }
-        let Some(seq) = job_id.attempt_seq(op_id) else {
-            return false;
-        };
-        let Some(tree) = self
-            .nodes
-            .get(node_id)
-            .and_then(|n| self.cluster.tree_of(n))
-            .cloned()
-        else {
-            return false;
-        };
-        if !self.may_run_on(node_id, op_id, &tree) {
-            return false;
-        }
-        // Checked before the edit: an edit marks the operation changed, and results of
-        // settled attempts (sent again until acknowledged) come this way every time.
-        let may = self
-            .operations
-            .get(op_id)
-            .is_some_and(|o| o.adoptable(seq, of, &tree).is_some());
-        if !may {
-            return false;
-        }
-        let Some(mut op) = self.operations.edit(op_id) else {
-            return false;
-        };
-        if !op.adopt_attempt(seq, of, node_id, &tree, start_time) {
-            return false;
-        }
-        drop(op);
-        self.jobs.started(job_id, op_id, node_id);
-        if let Some(hold) = self.start_hold.as_mut() {
-            hold.adopted += 1;
-        }
-        let attempt = self.operations.attempt_facts(op_id, job_id);
-        self.outbox.event(CoreEvent::JobAdopted {
-            id: job_id.clone(),
-            operation: op_id.clone(),
-            node: node_id.clone(),
-            attempt,
-        });
-        true
     }
 }

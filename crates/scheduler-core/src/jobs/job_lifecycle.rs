@@ -78,7 +78,7 @@ impl Operation {
     /// not stored). It becomes the running attempt of its job when that job still
     /// waits; otherwise the job was given to another attempt, and the caller aborts
     /// this one. Returns whether it was adopted.
-    pub fn adopt_attempt(
+    pub fn adopt_as_attempt(
         &mut self,
         seq: u64,
         of: &AttemptOf,
@@ -222,7 +222,7 @@ impl Operation {
     }
 
     /// Applies a result a node reported for one of this operation's jobs.
-    pub fn apply_result(
+    pub fn record_result(
         &mut self,
         node: &NodeId,
         result: &FinishedJob,

@@ -3,7 +3,9 @@
 
 pub(crate) mod adoption;
 pub(crate) mod job_index;
+pub(crate) mod job_life;
 pub(crate) mod job_lifecycle;
 pub mod job_output;
+pub(crate) mod node_reports;
 pub(crate) mod speculation;
 pub mod start_tokens;

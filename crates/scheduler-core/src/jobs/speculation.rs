@@ -2,12 +2,12 @@
 //! run longer than that gets one copy on a different node. The first attempt to finish
 //! wins; the other is aborted as `speculative_lost`, and the job counts once.
 
+use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::trees::preemption::JobAge;
 use crate::SchedulerCore;
-use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::{JobId, OperationId};
 
 impl SchedulerCore {
@@ -65,35 +65,8 @@ impl SchedulerCore {
             let spec = (self.operations.edit(&op_id).expect("listed"))
                 .start_copy(&job_id, node_id, tree, now);
             free -= resources;
-            self.record_start(node_id, &op_id, &spec);
+            job_life!(self).record_start(node_id, &op_id, &spec);
             ctx.start(spec);
         }
-    }
-
-    /// After `winner` completed: its other attempt, if still running, loses. Its node is
-    /// told on its next heartbeat (nudged to come soon).
-    pub(crate) fn abort_losing_copy(
-        &mut self,
-        op_id: &OperationId,
-        winner: &JobId,
-        now: UnixMillis,
-    ) {
-        let Some(op) = self.operations.get(op_id) else {
-            return;
-        };
-        let Some(loser) = op.running_copy(winner) else {
-            return;
-        };
-        let (loser_id, loser_node) = (loser.id.clone(), loser.node.clone());
-        let message = format!("job {winner} (the other attempt of this job) finished first");
-        self.abort_running_job(
-            &loser_node,
-            op_id,
-            &loser_id,
-            AbortReason::SpeculativeLost,
-            &message,
-            now,
-        );
-        self.outbox.nudge(loser_node);
     }
 }

@@ -4,6 +4,7 @@
 //! moment tags or filters change; jobs a node still runs for a tree it left are aborted
 //! at its next heartbeat (nudged to come at once), where the abort travels to the agent.
 
+use crate::jobs::job_life::job_life;
 use crate::{ClusterConfig, CoreEvent, Node, SchedulerCore};
 use std::collections::BTreeSet;
 use ytsched_common::names::TreeName;
@@ -131,7 +132,7 @@ impl SchedulerCore {
                     self.tree_change_message(node_id, &tree, current.as_deref()),
                 )
             };
-            self.abort_running_job(node_id, &op, &job, reason, &message, now);
+            job_life!(self).abort_running_job(node_id, &op, &job, reason, &message, now);
             self.trees.mark_stale(&tree);
         }
     }

@@ -84,33 +84,4 @@ impl Operation {
     }
 }
 
-impl crate::SchedulerCore {
-    /// Tells the job index and the log about the members `break_gang` aborted in
-    /// operation `op_id`; their nodes hear at their next heartbeat (nudged to make it
-    /// soon), which aborts what they still run. Returns them.
-    pub(crate) fn settle_gang_lost(
-        &mut self,
-        op_id: &ytsched_common::OperationId,
-    ) -> Vec<(JobId, NodeId)> {
-        let lost = match self.operations.edit(op_id) {
-            Some(mut op) if !op.gang_lost.is_empty() => op.take_gang_lost(),
-            _ => return vec![],
-        };
-        for (job, node) in &lost {
-            self.jobs.ended(node, job);
-            let attempt = self.operations.attempt_facts(op_id, job);
-            self.outbox.event(crate::CoreEvent::JobAborted {
-                id: job.clone(),
-                operation: op_id.clone(),
-                node: node.clone(),
-                reason: AbortReason::GangMemberLost,
-                preempted_by: None,
-                attempt,
-            });
-            if self.nodes.contains_key(node) {
-                self.outbox.nudge(node.clone());
-            }
-        }
-        lost
-    }
-}
+impl crate::SchedulerCore {}

@@ -10,6 +10,7 @@
 //! the whole gang be placed; then it takes the fewest jobs per node (latest started
 //! first) and starts at once, or, with graceful victims among them, once they exit.
 
+use crate::jobs::job_life::job_life;
 use crate::operations::gang_shortfall::GangShortfall;
 use crate::trees::fair_share::TreeShares;
 use crate::trees::preemption::JobClasses;
@@ -314,7 +315,7 @@ impl SchedulerCore {
                 continue;
             };
             at_once &= coming == ResourceVector::ZERO;
-            let (graceful, _) = self.take_victims(node, victims, id, &message, now);
+            let (graceful, _) = job_life!(self).take_victims(node, victims, id, &message, now);
             at_once &= !graceful;
         }
         at_once
@@ -351,7 +352,7 @@ impl SchedulerCore {
         }
         t.total_free = t.rooms.iter().map(|r| r.free).sum();
         for (node, spec) in &placed {
-            self.record_start(node, id, spec);
+            job_life!(self).record_start(node, id, spec);
             self.jobs
                 .sent_in(node, &spec.job_id, crate::jobs::job_index::NEVER_SENT);
             self.outbox.nudge(node.clone());

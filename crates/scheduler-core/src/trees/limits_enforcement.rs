@@ -2,6 +2,7 @@
 //! (`resource_overcommit`), and operations or pools over `resource_limits` lowered at
 //! run time (`resource_limits_violation`). Newest jobs on the node go first.
 
+use crate::jobs::job_life::job_life;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::preemption::JobAge;
 use crate::SchedulerCore;
@@ -80,7 +81,7 @@ impl SchedulerCore {
                 break;
             }
             let message = format!("node {node_id} now offers {node_limits} and its jobs use more");
-            self.abort_running_job(
+            job_life!(self).abort_running_job(
                 node_id,
                 owner,
                 job,
@@ -147,7 +148,7 @@ impl SchedulerCore {
                 ElementKind::Pool { name, .. } => format!("pool {name}"),
             };
             let message = format!("{what} is over its resource_limits");
-            self.abort_running_job(
+            job_life!(self).abort_running_job(
                 node_id,
                 owner,
                 job,

@@ -97,24 +97,6 @@ impl SchedulerCore {
         self.placement_walks
     }
 
-    /// Books a job just started on a node (see `book_start`).
-    pub(crate) fn record_start(
-        &mut self,
-        node_id: &NodeId,
-        op_id: &OperationId,
-        spec: &JobStartSpec,
-    ) {
-        let attempt = self.operations.attempt_facts(op_id, &spec.job_id);
-        book_start(
-            &mut self.jobs,
-            &mut self.outbox,
-            node_id,
-            op_id,
-            spec,
-            attempt,
-        );
-    }
-
     /// What element `idx` may still take given its limits and those of every pool above
     /// it: the same narrowing placement applies on its way down.
     pub(crate) fn room_along_path(
@@ -212,7 +194,7 @@ fn pick(
 
 /// Books a job just started on a node: its owner, the node's job set, the event (the
 /// operation itself was marked changed by the edit that started the job).
-fn book_start(
+pub(crate) fn book_start(
     jobs: &mut JobIndex,
     outbox: &mut Outbox,
     node_id: &NodeId,

@@ -7,16 +7,17 @@
 //! threshold` × fair share aggressively preemptible, beyond that preemptible. So the
 //! newest jobs beyond fair share go first.
 
+use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::trees::starvation::StarvationStatus;
-use crate::{CoreEvent, SchedulerCore};
+use crate::SchedulerCore;
 use serde::Serialize;
 use std::collections::HashMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::limits_vector;
 use ytsched_common::protocol::{JobAbort, JobStartSpec, UnixMillis};
 use ytsched_common::resources::{ResourceVector, EPSILON};
-use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
 /// Starving operations in the order the preemptive stage tries them.
@@ -425,7 +426,8 @@ impl SchedulerCore {
             .map_or("", |s| s.pool.as_str());
         let message =
             format!("preempted to make room for starving operation {op_id} in pool {pool}");
-        let (graceful, aborts) = self.take_victims(node_id, victims, op_id, &message, now);
+        let (graceful, aborts) =
+            job_life!(self).take_victims(node_id, victims, op_id, &message, now);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.last_preemptive_stage = Some(now);
         }
@@ -437,60 +439,8 @@ impl SchedulerCore {
         }
         let spec = (self.operations.edit(op_id).expect("starving operation"))
             .start_job(task, node_id, tree, now);
-        self.record_start(node_id, op_id, &spec);
+        job_life!(self).record_start(node_id, op_id, &spec);
         (Some(spec), aborts)
-    }
-
-    /// Takes a running job away: it goes back to waiting (never a failure), the node
-    /// is told on this heartbeat, and the event says why. Returns the other members of
-    /// its gang this aborted, with their nodes.
-    #[tracing::instrument(level = "debug", skip_all, fields(job = %job_id, operation = %op_id, reason = %reason))]
-    pub(crate) fn abort_running_job(
-        &mut self,
-        node_id: &NodeId,
-        op_id: &OperationId,
-        job_id: &JobId,
-        reason: AbortReason,
-        message: &str,
-        now: UnixMillis,
-    ) -> Vec<(JobId, NodeId)> {
-        self.abort_running_job_for(node_id, op_id, job_id, reason, message, now, None)
-    }
-
-    /// `abort_running_job` for a preemption: the event names the starving operation
-    /// `preempted_by` it made room for.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn abort_running_job_for(
-        &mut self,
-        node_id: &NodeId,
-        op_id: &OperationId,
-        job_id: &JobId,
-        reason: AbortReason,
-        message: &str,
-        now: UnixMillis,
-        preempted_by: Option<&OperationId>,
-    ) -> Vec<(JobId, NodeId)> {
-        let Some(mut op) = self.operations.edit(op_id) else {
-            return vec![];
-        };
-        if op.abort_job(job_id, reason, now).is_none() {
-            return vec![];
-        }
-        if let Some(j) = op.jobs.get_mut(job_id) {
-            j.error = Some(message.to_string());
-        }
-        let attempt = op.jobs.get(job_id).map(|j| crate::AttemptFacts::of(j));
-        drop(op);
-        self.jobs.ended(node_id, job_id);
-        self.outbox.event(CoreEvent::JobAborted {
-            id: job_id.clone(),
-            operation: op_id.clone(),
-            node: node_id.clone(),
-            reason,
-            preempted_by: preempted_by.cloned(),
-            attempt,
-        });
-        self.settle_gang_lost(op_id)
     }
 }
 
