@@ -5,7 +5,7 @@ use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::{CoreEvent, Node, SchedulerCore};
 use ytsched_common::protocol::{
-    HeartbeatReply, HeartbeatRequest, JobAbort, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
+    FinishedJob, HeartbeatReply, HeartbeatRequest, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::{JobId, NodeId};
@@ -15,64 +15,75 @@ use ytsched_common::{JobId, NodeId};
 const MAX_SEQ_JUMP: u64 = 1_000_000;
 
 impl SchedulerCore {
+    /// A node's heartbeat, as a pipeline over one context made first: refusal →
+    /// refresh → results → reconcile → limits → placement → preemption → speculation →
+    /// reply.
     pub fn process_heartbeat(
         &mut self,
         mut req: HeartbeatRequest,
         now: UnixMillis,
     ) -> HeartbeatReply {
         self.observe(now);
-        let period = self.config.heartbeat_period_ms;
         if let Some(refusal) = self.refusal_of(&mut req) {
             return refusal;
         }
-        let node_id = req.node_id.clone();
         self.refresh_node(&req, now);
+        let mut ctx = HeartbeatContext::new(req.node_id.clone(), now, req.seq, req.last_reply_seq);
+        self.take_results(&mut ctx, &req.finished_jobs);
+        self.evict_jobs_it_may_not_run(&ctx.node, now);
+        job_life!(self).reconcile_running(&mut ctx, &req.running_jobs);
+        self.enforce_limits(&mut ctx);
+        self.schedule_on(&mut ctx);
+        self.reply(ctx)
+    }
 
-        let mut acknowledged = Vec::with_capacity(req.finished_jobs.len());
-        for result in &req.finished_jobs {
-            let taken = job_life!(self).apply_result(&node_id, result, now);
+    /// Results stage: each result taken into its job's life; an operation it ends
+    /// finishes.
+    fn take_results(&mut self, ctx: &mut HeartbeatContext, results: &[FinishedJob]) {
+        for result in results {
+            let taken = job_life!(self).apply_result(&ctx.node, result, ctx.now);
             if taken.acknowledge {
-                acknowledged.push(result.job_id.clone());
+                ctx.acknowledged.push(result.job_id.clone());
             }
             if let Some((op_id, state, error)) = taken.ends {
-                self.finish_operation(&op_id, state, error, now);
+                self.finish_operation(&op_id, state, error, ctx.now);
             }
         }
+    }
 
-        self.evict_jobs_it_may_not_run(&node_id, now);
-        let (mut jobs_to_abort, mut dying, resent) = job_life!(self).reconcile_running(&req, now);
-        let (limit_aborts, freed) = self.enforce_limits(&node_id, now);
-        jobs_to_abort.extend(limit_aborts);
-        // Jobs being killed hold their resources until the node reports them gone.
-        dying += freed;
-        let ctx = self.schedule_on(&node_id, now, dying, jobs_to_abort);
+    /// Reply stage: starts resent first (the node would have run them had it read the
+    /// reply), each start stamped with its token and noted as sent in this reply.
+    fn reply(&mut self, ctx: HeartbeatContext) -> HeartbeatReply {
         let HeartbeatContext {
-            starts: jobs_to_start,
-            aborts: jobs_to_abort,
+            node: node_id,
+            seq,
+            last_reply_seq,
+            starts,
+            aborts,
+            acknowledged,
+            resent,
             ..
         } = ctx;
-        if req.last_reply_seq.is_some() {
-            for start in &jobs_to_start {
-                self.jobs.sent_in(&node_id, &start.job_id, req.seq);
+        if last_reply_seq.is_some() {
+            for start in &starts {
+                self.jobs.sent_in(&node_id, &start.job_id, seq);
             }
         }
-        // Starts resent go first, as the node would have run them had it read the reply.
         let mut jobs_to_start: Vec<JobStartSpec> = if resent.is_empty() {
-            jobs_to_start
+            starts
         } else {
-            resent.into_iter().chain(jobs_to_start).collect()
+            resent.into_iter().chain(starts).collect()
         };
         job_life!(self).stamp_starts(&node_id, &mut jobs_to_start);
-
         let node = &self.nodes[&node_id];
         HeartbeatReply {
             protocol_version: PROTOCOL_VERSION,
             registration: node.registration.clone(),
             jobs_to_start,
-            jobs_to_abort,
+            jobs_to_abort: aborts,
             acknowledged_jobs: acknowledged,
             user_tags: self.cluster.user_tags(&node_id).to_vec(),
-            heartbeat_period_ms: period,
+            heartbeat_period_ms: self.config.heartbeat_period_ms,
             node_heartbeat_timeout_ms: self.node_timeout_ms(node),
         }
     }
@@ -162,35 +173,15 @@ impl SchedulerCore {
     /// starving operation, then speculate. A node that takes no new job (in
     /// maintenance, or in no tree) also preempts and speculates nothing for one; nor does
     /// any while a revived scheduler holds starts (`adoption.rs`) or the store is behind.
-    fn schedule_on(
-        &mut self,
-        node_id: &NodeId,
-        now: UnixMillis,
-        dying: ResourceVector,
-        jobs_to_abort: Vec<JobAbort>,
-    ) -> HeartbeatContext {
-        let node = &self.nodes[node_id];
-        let mut ctx = HeartbeatContext::new(
-            node_id.clone(),
-            now,
-            node.resource_limits,
-            self.jobs.running_on(node_id, &self.operations),
-            dying,
-            jobs_to_abort,
-        );
-        if self.nodes[node_id].is_schedulable() && !self.starts_held(now) && !self.store_behind {
-            self.fill_node(&mut ctx);
-            if let Some((start, aborts)) = self.preemptive_stage(&ctx) {
-                if let Some(start) = start {
-                    ctx.start(start);
-                }
-                for a in aborts {
-                    ctx.abort(a);
-                }
-            }
-            self.speculative_stage(&mut ctx);
+    fn schedule_on(&mut self, ctx: &mut HeartbeatContext) {
+        let node = &self.nodes[&ctx.node];
+        let running = self.jobs.running_on(&ctx.node, &self.operations);
+        ctx.begin_placement(node.resource_limits, running);
+        if node.is_schedulable() && !self.starts_held(ctx.now) && !self.store_behind {
+            self.fill_node(ctx);
+            self.preemptive_stage(ctx);
+            self.speculative_stage(ctx);
         }
-        ctx
     }
 
     /// Records what the node reported; a node seen for the first time, back online, or

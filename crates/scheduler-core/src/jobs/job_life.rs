@@ -259,14 +259,7 @@ impl JobLife<'_> {
         spec: &JobStartSpec,
     ) {
         let attempt = self.operations.attempt_facts(op_id, &spec.job_id);
-        book_start(
-            &mut self.jobs,
-            &mut self.outbox,
-            node_id,
-            op_id,
-            spec,
-            attempt,
-        );
+        book_start(self.jobs, self.outbox, node_id, op_id, spec, attempt);
     }
 
     /// Preempts `victims` on the node: at once, or gracefully where their operation
@@ -362,7 +355,7 @@ impl JobLife<'_> {
             attempt,
         });
         let job = &self.operations[op_id].jobs[job_id];
-        crate::trees::victims::graceful_abort(&self.cluster, job, now)
+        crate::trees::victims::graceful_abort(self.cluster, job, now)
     }
 
     /// After `winner` completed: its other attempt, if still running, loses. Its node is

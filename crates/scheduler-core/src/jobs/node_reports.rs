@@ -4,11 +4,11 @@
 //! again; any other is lost).
 
 use crate::jobs::job_life::JobLife;
+use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::operations::operation::ResultEffect;
 use crate::CoreEvent;
 use std::collections::HashSet;
-use ytsched_common::protocol::{HeartbeatRequest, JobAbort, JobStartSpec, UnixMillis};
-use ytsched_common::resources::ResourceVector;
+use ytsched_common::protocol::{JobAbort, JobStartSpec, RunningJob, UnixMillis};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
@@ -138,14 +138,12 @@ impl JobLife<'_> {
     /// gone.
     pub(crate) fn reconcile_running(
         &mut self,
-        req: &HeartbeatRequest,
-        now: UnixMillis,
-    ) -> (Vec<JobAbort>, ResourceVector, Vec<JobStartSpec>) {
-        let node_id = &req.node_id;
-        let mut aborts = Vec::new();
-        let mut dying = ResourceVector::ZERO;
-        let mut reported = HashSet::with_capacity(req.running_jobs.len());
-        for running in &req.running_jobs {
+        ctx: &mut HeartbeatContext,
+        running_jobs: &[RunningJob],
+    ) {
+        let (node_id, now) = (&ctx.node.clone(), ctx.now);
+        let mut reported = HashSet::with_capacity(running_jobs.len());
+        for running in running_jobs {
             reported.insert(running.job_id.clone());
             if self.jobs.owner(&running.job_id).is_none()
                 && self.adopt_attempt(
@@ -167,30 +165,27 @@ impl JobLife<'_> {
                 // Told to exit gracefully: told again until it has (a reply may be lost).
                 Some(j) if j.state == JobState::Running && &j.node == node_id => {
                     if j.interrupting.is_some() {
-                        aborts.push(crate::trees::victims::graceful_abort(&self.cluster, j, now));
+                        ctx.abort(crate::trees::victims::graceful_abort(self.cluster, j, now));
                     }
                     continue;
                 }
                 j => stale_job_abort(&running.job_id, j.map(|j| &**j)),
             };
-            dying += running.resource_usage;
-            aborts.push(abort);
+            ctx.abort_dying(abort, running.resource_usage);
         }
-        let resent = self.resend_or_lose(req, &reported, now);
-        (aborts, dying, resent)
+        ctx.resent = self.resend_or_lose(ctx, &reported);
     }
 
     /// The jobs placed on the node that it does not report: a start no reply the node
     /// read has carried is sent again (returned); any other is lost.
     pub(crate) fn resend_or_lose(
         &mut self,
-        req: &HeartbeatRequest,
+        ctx: &HeartbeatContext,
         reported: &HashSet<JobId>,
-        now: UnixMillis,
     ) -> Vec<JobStartSpec> {
-        let node_id = &req.node_id;
+        let (node_id, now) = (&ctx.node, ctx.now);
         let mut resent = Vec::new();
-        let read_up_to = req.last_reply_seq;
+        let read_up_to = ctx.last_reply_seq;
         // A start no reply has carried yet (a gang's, booked by `tick`) goes in this one.
         self.jobs.confirm(node_id, |job, sent_in| {
             !reported.contains(job)
@@ -220,7 +215,7 @@ impl JobLife<'_> {
                     if self.jobs.never_sent(node_id, &job_id) {
                         self.outbox.reply_after_store();
                     }
-                    self.jobs.sent_in(node_id, &job_id, req.seq);
+                    self.jobs.sent_in(node_id, &job_id, ctx.seq);
                     resent.push(spec);
                 }
                 None => self.lose_job(node_id, &job_id, now),

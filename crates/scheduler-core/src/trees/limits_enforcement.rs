@@ -3,6 +3,7 @@
 //! run time (`resource_limits_violation`). Newest jobs on the node go first.
 
 use crate::jobs::job_life::job_life;
+use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::preemption::JobAge;
 use crate::SchedulerCore;
@@ -26,22 +27,24 @@ struct Taken {
 
 impl SchedulerCore {
     /// Aborts what must go from this node now; returns the aborts and what they held.
-    pub(crate) fn enforce_limits(
-        &mut self,
-        node_id: &NodeId,
-        now: UnixMillis,
-    ) -> (Vec<JobAbort>, ResourceVector) {
+    pub(crate) fn enforce_limits(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node, ctx.now);
         let mut taken = Taken::default();
         let Some(node) = self.nodes.get(node_id) else {
-            return (taken.aborts, taken.freed);
+            return;
         };
         let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
-            return (taken.aborts, taken.freed);
+            return;
         };
         let jobs = self.jobs_newest_first(node_id);
         self.take_back_overcommit(node_id, &jobs, now, &mut taken);
         self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);
-        (taken.aborts, taken.freed)
+        // Jobs being killed hold their resources until the node reports them gone.
+        let Taken { aborts, freed, .. } = taken;
+        for a in aborts {
+            ctx.abort(a);
+        }
+        ctx.abort_dying_resources(freed);
     }
 
     fn jobs_newest_first(&self, node_id: &NodeId) -> Vec<NodeJob> {

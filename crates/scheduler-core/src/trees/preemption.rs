@@ -173,13 +173,11 @@ impl SchedulerCore {
 
     /// The preemptive stage: if an operation of this node's tree is starving and the
     /// node's backoff has passed, place at most one of its jobs here, preempting the
-    /// fewest jobs needed (latest-started first). Returns the start and the aborts; no
-    /// start when a victim is preempted gracefully (it starts once they have exited).
-    pub(crate) fn preemptive_stage(
-        &mut self,
-        ctx: &HeartbeatContext,
-    ) -> Option<(Option<JobStartSpec>, Vec<JobAbort>)> {
-        let (node_id, free, now) = (&ctx.node, ctx.free(), ctx.now);
+    /// fewest jobs needed (latest-started first). The start and the aborts go into the
+    /// context; no start when a victim is preempted gracefully (it starts once they
+    /// have exited). `None`: the stage had nothing to do on this node.
+    pub(crate) fn preemptive_stage(&mut self, ctx: &mut HeartbeatContext) -> Option<()> {
+        let (node_id, free, now) = (&ctx.node.clone(), ctx.free(), ctx.now);
         let (tree_name, starving) = self.preemptive_stage_due(node_id, now)?;
         self.refresh_live();
         let cursor = self
@@ -241,7 +239,10 @@ impl SchedulerCore {
             ) else {
                 continue;
             };
-            return Some(self.preempt_and_start(node_id, &tree_name, &op_id, task, victims, now));
+            let (start, aborts) =
+                self.preempt_and_start(node_id, &tree_name, &op_id, task, victims, now);
+            ctx.start_and_abort(start, aborts);
+            return Some(());
         }
         self.preemptive_stage_done(node_id, now);
         None
