@@ -84,7 +84,9 @@ impl SchedulerCore {
             acknowledged_jobs: acknowledged,
             user_tags: self.cluster.user_tags(&node_id).to_vec(),
             heartbeat_period_ms: self.config.heartbeat_period_ms,
-            node_heartbeat_timeout_ms: self.node_timeout_ms(node),
+            node_heartbeat_timeout_ms: self
+                .cluster
+                .node_timeout_ms(node, self.config.node_heartbeat_timeout_ms),
         }
     }
 
@@ -257,23 +259,19 @@ impl SchedulerCore {
         }
     }
 
-    /// The `node_heartbeat_timeout` of a node's tree (the scheduler's default without
-    /// one): the silence after which its jobs run elsewhere.
-    fn node_timeout_ms(&self, n: &Node) -> u64 {
-        self.cluster
-            .tree_of(n)
-            .and_then(|t| self.cluster.trees.get(t))
-            .map(|t| t.config.node_heartbeat_timeout.0)
-            .unwrap_or(self.config.node_heartbeat_timeout_ms)
-    }
-
     /// Nodes silent for longer than `node_heartbeat_timeout` go offline; their jobs are
     /// lost and become waiting again.
     pub(super) fn expire_silent_nodes(&mut self, now: UnixMillis) {
         let silent: Vec<NodeId> = self
             .nodes
             .values()
-            .filter(|n| n.online && now.saturating_sub(n.last_heartbeat) > self.node_timeout_ms(n))
+            .filter(|n| {
+                n.online
+                    && now.saturating_sub(n.last_heartbeat)
+                        > self
+                            .cluster
+                            .node_timeout_ms(n, self.config.node_heartbeat_timeout_ms)
+            })
             .map(|n| n.id.clone())
             .collect();
         let mut went_offline = false;

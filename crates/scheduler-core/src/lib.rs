@@ -202,7 +202,7 @@ impl SchedulerCore {
             configuration_told_at: None,
             start_key: Default::default(),
         };
-        core.sync_tree_states();
+        core.trees.sync(core.cluster.trees.keys());
         core
     }
 

@@ -79,7 +79,10 @@ impl SchedulerCore {
                 attribute,
                 sub,
             } => {
-                let attrs = self.node_attributes(&node).map_err(here)?;
+                let attrs = self
+                    .cluster
+                    .node_attributes(&self.nodes, &node)
+                    .map_err(here)?;
                 match attribute {
                     None if sub.is_empty() => Ok(json!({})),
                     None => Err(here(ConfigError::invalid("nothing may follow '@'"))),
@@ -194,14 +197,14 @@ impl SchedulerCore {
                 attribute: Some(a),
                 sub,
             } if a == "user_tags" && sub.is_empty() => {
-                self.set_user_tags(&node, value).map_err(here)?;
+                self.cluster.set_user_tags(&self.nodes, &node, value).map_err(here)?;
             }
             AdminPath::Node {
                 node,
                 attribute: Some(a),
                 sub,
             } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
-                self.set_maintenance(&node, &a, value).map_err(here)?;
+                self.cluster.set_maintenance(&self.nodes, &node, &a, value).map_err(here)?;
             }
             AdminPath::ClusterNodes | AdminPath::Node { .. } => {
                 return Err(here(ConfigError::invalid(
@@ -272,14 +275,14 @@ impl SchedulerCore {
                 attribute: Some(a),
                 sub,
             } if a == "user_tags" && sub.is_empty() => {
-                self.set_user_tags(&node, Value::Null).map_err(here)?;
+                self.cluster.set_user_tags(&self.nodes, &node, Value::Null).map_err(here)?;
             }
             AdminPath::Node {
                 node,
                 attribute: Some(a),
                 sub,
             } if sub.is_empty() && MaintenanceFlag::parse(&a).is_some() => {
-                self.set_maintenance(&node, &a, Value::Null).map_err(here)?;
+                self.cluster.set_maintenance(&self.nodes, &node, &a, Value::Null).map_err(here)?;
             }
             _ => {
                 return Err(here(ConfigError::invalid(

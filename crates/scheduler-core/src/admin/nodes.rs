@@ -1,11 +1,15 @@
 //! Admin changes to nodes (`//sys/cluster_nodes/<node>/@…`): user tags and the
 //! maintenance flags (banned, decommissioned, disable_scheduler_jobs).
 
-use crate::{ConfigError, SchedulerCore};
+use crate::{ClusterConfig, ConfigError, Node, SchedulerCore};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use ytsched_common::maintenance::MaintenanceFlag;
 use ytsched_common::tag_filter::validate_tag;
 use ytsched_common::NodeId;
+
+/// The nodes the core holds.
+type Nodes = BTreeMap<NodeId, Node>;
 
 impl SchedulerCore {
     /// `ytsched node approve` (admins): routed to what owns the nodes' bounds
@@ -18,10 +22,18 @@ impl SchedulerCore {
         let reported = self.nodes.get(node).map(|n| n.reported_limits);
         self.trust.approve(&self.approvals, node, reported, max)
     }
+}
 
+/// Admin edits of the nodes' attributes the configuration keeps.
+impl ClusterConfig {
     /// `set //sys/cluster_nodes/<node>/@user_tags`: a list of tags, or null to clear.
-    pub(crate) fn set_user_tags(&mut self, node: &str, value: Value) -> Result<(), ConfigError> {
-        let id = self.known_node(node)?;
+    pub(crate) fn set_user_tags(
+        &mut self,
+        nodes: &Nodes,
+        node: &str,
+        value: Value,
+    ) -> Result<(), ConfigError> {
+        let id = known_node(nodes, node)?;
         let tags: Vec<String> = match value {
             Value::Null => vec![],
             Value::Array(items) => items
@@ -46,9 +58,9 @@ impl SchedulerCore {
             }
         }
         if unique.is_empty() {
-            self.cluster.node_user_tags.remove(&id);
+            self.node_user_tags.remove(&id);
         } else {
-            self.cluster.node_user_tags.insert(id, unique);
+            self.node_user_tags.insert(id, unique);
         }
         Ok(())
     }
@@ -58,6 +70,7 @@ impl SchedulerCore {
     /// scheduler restarts.
     pub(crate) fn set_maintenance(
         &mut self,
+        nodes: &Nodes,
         node: &str,
         attribute: &str,
         value: Value,
@@ -75,30 +88,20 @@ impl SchedulerCore {
                 )))
             }
         };
-        let id = self.known_node(node)?;
-        let mut m = self.cluster.maintenance(&id);
+        let id = known_node(nodes, node)?;
+        let mut m = self.maintenance(&id);
         m.set(flag, on);
         if m.is_in_service() {
-            self.cluster.node_maintenance.remove(&id);
+            self.node_maintenance.remove(&id);
         } else {
-            self.cluster.node_maintenance.insert(id, m);
+            self.node_maintenance.insert(id, m);
         }
         Ok(())
     }
 
-    pub(crate) fn known_node(&self, node: &str) -> Result<NodeId, ConfigError> {
-        let id = NodeId(node.to_string());
-        if self.nodes.contains_key(&id) {
-            Ok(id)
-        } else {
-            Err(ConfigError::not_found(format!("no such node: '{node}'")))
-        }
-    }
-
     /// A node's attributes as `//sys/cluster_nodes/NODE/@` shows them.
-    pub(crate) fn node_attributes(&self, node: &str) -> Result<Value, ConfigError> {
-        let n = self
-            .nodes
+    pub(crate) fn node_attributes(&self, nodes: &Nodes, node: &str) -> Result<Value, ConfigError> {
+        let n = nodes
             .values()
             .find(|n| n.id.as_str() == node)
             .ok_or_else(|| ConfigError::not_found(format!("no such node: '{node}'")))?;
@@ -106,7 +109,7 @@ impl SchedulerCore {
             "tags": n.all_tags,
             "system_tags": n.system_tags,
             "configured_tags": n.tags,
-            "user_tags": self.cluster.user_tags(&n.id),
+            "user_tags": self.user_tags(&n.id),
             "resource_limits": n.resource_limits,
             "resource_usage": n.reported_usage,
             "state": n.state_name(),
@@ -116,5 +119,15 @@ impl SchedulerCore {
             "decommissioned": n.maintenance.decommissioned,
             "disable_scheduler_jobs": n.maintenance.disable_scheduler_jobs,
         }))
+    }
+}
+
+/// A node the scheduler has heard from, by name.
+fn known_node(nodes: &Nodes, node: &str) -> Result<NodeId, ConfigError> {
+    let id = NodeId(node.to_string());
+    if nodes.contains_key(&id) {
+        Ok(id)
+    } else {
+        Err(ConfigError::not_found(format!("no such node: '{node}'")))
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::jobs::job_life::job_life;
 use crate::{ClusterConfig, CoreEvent, Node, SchedulerCore};
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{Registration, UnixMillis};
@@ -129,26 +130,11 @@ impl SchedulerCore {
             } else {
                 (
                     AbortReason::NodeFairShareTreeChanged,
-                    self.tree_change_message(node_id, &tree, current.as_deref()),
+                    tree_change_message(&self.nodes, node_id, &tree, current.as_deref()),
                 )
             };
             job_life!(self).abort_running_job(node_id, &op, &job, reason, &message, now);
             self.trees.mark_stale(&tree);
-        }
-    }
-
-    fn tree_change_message(&self, node_id: &NodeId, tree: &str, current: Option<&str>) -> String {
-        match current {
-            Some(now_in) => format!(
-                "node {node_id} moved from pool tree '{tree}' to '{now_in}'; the job runs again in '{tree}'"
-            ),
-            None => format!(
-                "node {node_id} left pool tree '{tree}' ({}); the job runs again in '{tree}'",
-                match &self.nodes[node_id].registration {
-                    Registration::Refused { error } => error.clone(),
-                    _ => "no tree's nodes_filter matches it".to_string(),
-                }
-            ),
         }
     }
 
@@ -167,5 +153,43 @@ impl SchedulerCore {
                     .then(|| format!("{} (would match {})", n.id, now_matches.join(" and ")))
             })
             .collect()
+    }
+}
+
+/// Why a job runs again elsewhere when its node left the tree it ran in.
+fn tree_change_message(
+    nodes: &BTreeMap<NodeId, Node>,
+    node_id: &NodeId,
+    tree: &str,
+    current: Option<&str>,
+) -> String {
+    match current {
+        Some(now_in) => format!(
+            "node {node_id} moved from pool tree '{tree}' to '{now_in}'; the job runs again in '{tree}'"
+        ),
+        None => format!(
+            "node {node_id} left pool tree '{tree}' ({}); the job runs again in '{tree}'",
+            match &nodes[node_id].registration {
+                Registration::Refused { error } => error.clone(),
+                _ => "no tree's nodes_filter matches it".to_string(),
+            }
+        ),
+    }
+}
+
+/// Which tree a node is in, as the configuration says.
+impl crate::ClusterConfig {
+    /// The configured tree an online node is in (its name as the configuration holds it).
+    pub(crate) fn tree_of(&self, node: &crate::Node) -> Option<&TreeName> {
+        let name = node.registered_tree().filter(|_| node.online)?;
+        self.tree_name(name).ok()
+    }
+
+    /// The `node_heartbeat_timeout` of a node's tree (`default` without one): the
+    /// silence after which its jobs run elsewhere.
+    pub(crate) fn node_timeout_ms(&self, n: &crate::Node, default: u64) -> u64 {
+        self.tree_of(n)
+            .and_then(|t| self.trees.get(t))
+            .map_or(default, |t| t.config.node_heartbeat_timeout.0)
     }
 }

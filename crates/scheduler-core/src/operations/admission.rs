@@ -101,7 +101,7 @@ impl SchedulerCore {
         let mut new_pools = Vec::new();
         let mut pending = false;
         for tree_name in &tree_names {
-            let counts = self.pool_counts(tree_name);
+            let counts = self.operations.pool_counts(&self.cluster, tree_name);
             let admitted = self.admit_in_tree(tree_name, user, caller, &spec, Some(&counts))?;
             pending |= admitted.blocked.is_some();
             if let Some(np) = admitted.new_pool {
@@ -317,7 +317,7 @@ impl SchedulerCore {
 
     /// Starts pending operations, oldest first, while their pools have room.
     pub(crate) fn promote_pending(&mut self, now: UnixMillis) {
-        let pending = self.pending_operations();
+        let pending = self.operations.pending_operations();
         if pending.is_empty() {
             return;
         }
@@ -337,7 +337,7 @@ impl SchedulerCore {
                 };
                 let counts = counts_by_tree
                     .entry(tree_name.clone())
-                    .or_insert_with(|| self.pool_counts(tree_name));
+                    .or_insert_with(|| self.operations.pool_counts(&self.cluster, tree_name));
                 let chain: Vec<TreePoolName> = tree.lineage(pool).into_iter().cloned().collect();
                 blocked |= !lightweight
                     && chain.iter().any(|p| {
@@ -420,7 +420,11 @@ impl SchedulerCore {
     ) {
         let mut current = pool.clone();
         loop {
-            let busy = self.pool_count(tree_name, &current).total > 0;
+            let busy = self
+                .operations
+                .pool_count(&self.cluster, tree_name, &current)
+                .total
+                > 0;
             let Ok(tree) = self.cluster.tree_mut(tree_name) else {
                 return;
             };

@@ -12,6 +12,24 @@ use ytsched_common::states::{AbortReason, JobState};
 use ytsched_common::{JobId, NodeId};
 
 impl Operation {
+    /// Every waiting job of the gang: (task, resources), largest first.
+    pub(crate) fn gang_jobs(&self) -> Vec<(usize, ytsched_common::resources::ResourceVector)> {
+        let op = self;
+        let mut jobs: Vec<(usize, ytsched_common::resources::ResourceVector)> = op
+            .tasks
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| std::iter::repeat_n((i, t.spec.job_resources()), t.waiting.len()))
+            .collect();
+        jobs.sort_by(|a, b| {
+            let key = |r: &ytsched_common::resources::ResourceVector| (r.cpu, r.memory, r.gpu);
+            key(&b.1)
+                .partial_cmp(&key(&a.1))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        jobs
+    }
+
     pub fn is_gang(&self) -> bool {
         self.spec.is_gang
     }

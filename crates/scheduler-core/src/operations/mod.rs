@@ -8,6 +8,7 @@ pub(crate) mod attempt_reservation;
 pub(crate) mod core_indexes;
 pub mod gang;
 pub mod gang_shortfall;
+pub(crate) mod index_reads;
 pub(crate) mod inline_attempts;
 pub(crate) mod new_pool;
 pub(crate) mod operation;

@@ -106,7 +106,7 @@ impl SchedulerCore {
             let moves = pool != old.pool;
             // Counted without this operation, which is already counted in its old pool.
             let counts = moves.then(|| {
-                let mut counts = self.pool_counts(tree_name);
+                let mut counts = self.operations.pool_counts(&self.cluster, tree_name);
                 for p in tree.lineage(&old.pool) {
                     if let Some(c) = counts.get_mut(p) {
                         c.total = c.total.saturating_sub(1);

@@ -41,7 +41,8 @@ impl SchedulerCore {
             .keys()
             .map(|tree| {
                 let kinds = self
-                    .tree_members(tree)
+                    .trees
+                    .members(tree, &self.nodes)
                     .map(|n| {
                         let l = n.resource_limits;
                         // Deterministic (fixed keys): the same tags give the same digest.
@@ -106,7 +107,8 @@ impl SchedulerCore {
                 let maximal = offered.entry(key).or_insert_with(|| {
                     let pool_filters = self.cluster.pool_filters(tree, &slot.pool);
                     maximal_limits(
-                        self.tree_members(tree)
+                        self.trees
+                            .members(tree, &self.nodes)
                             .filter(|n| pool_filters.iter().all(|f| f.matches(&n.all_tags)))
                             .filter(|n| op.tag_filter().matches(&n.all_tags))
                             .map(|n| n.resource_limits),

@@ -9,7 +9,7 @@
 
 use crate::operations::operation_index::Aggregate;
 use crate::resource_minimum::ResourceMinimum;
-use crate::{Operation, SchedulerCore};
+use crate::Operation;
 use std::collections::HashMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::resources::ResourceVector;
@@ -20,7 +20,7 @@ use ytsched_common::states::OperationState;
 pub(crate) struct SmallestWaiting(HashMap<TreeName, ResourceMinimum>);
 
 impl SmallestWaiting {
-    fn smallest(&self, tree: &str) -> Option<ResourceVector> {
+    pub(crate) fn smallest(&self, tree: &str) -> Option<ResourceVector> {
         self.0.get(tree)?.smallest()
     }
 }
@@ -42,7 +42,7 @@ impl Aggregate for SmallestWaiting {
 
 /// An operation's smallest waiting job per resource, in each tree it runs in: what it
 /// contributes to the index (nothing unless it runs).
-fn waiting_of(op: Option<&Operation>) -> Vec<(TreeName, ResourceVector)> {
+pub(crate) fn waiting_of(op: Option<&Operation>) -> Vec<(TreeName, ResourceVector)> {
     let Some(op) = op.filter(|o| o.state == OperationState::Running) else {
         return vec![];
     };
@@ -53,34 +53,4 @@ fn waiting_of(op: Option<&Operation>) -> Vec<(TreeName, ResourceVector)> {
         .iter()
         .map(|(t, _)| (t.clone(), smallest))
         .collect()
-}
-
-impl SchedulerCore {
-    /// The per-resource minimum over every job waiting in `tree` (None: none waits).
-    pub(crate) fn smallest_waiting_job(&self, tree: &str) -> Option<ResourceVector> {
-        let mut indexes = self.operations.indexes();
-        let smallest = indexes
-            .waiting
-            .refresh(
-                || self.operations.keys().cloned().collect(),
-                |id| waiting_of(self.operations.get(id)),
-            )
-            .smallest(tree);
-        drop(indexes);
-        debug_assert_eq!(
-            smallest,
-            self.smallest_waiting_by_scan(tree),
-            "smallest waiting job in tree {tree}"
-        );
-        smallest
-    }
-
-    fn smallest_waiting_by_scan(&self, tree: &str) -> Option<ResourceVector> {
-        self.operations
-            .keys()
-            .flat_map(|id| waiting_of(self.operations.get(id)))
-            .filter(|(t, _)| t == tree)
-            .map(|(_, v)| v)
-            .reduce(|a, b| a.map(|r, x| x.min(b.get(r))))
-    }
 }

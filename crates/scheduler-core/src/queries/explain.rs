@@ -102,13 +102,13 @@ impl SchedulerCore {
     /// The pools whose `max_running_operation_count` keeps a pending operation waiting,
     /// with its place in the queue behind each.
     fn pending_reasons(&self, op: &Operation) -> Vec<Reason> {
-        let pending = self.pending_operations();
+        let pending = self.operations.pending_operations();
         let mut out = Vec::new();
         for (tree_name, slot) in op.trees.iter().filter(|(_, s)| !s.lightweight) {
             let Ok(tree) = self.cluster.tree(tree_name) else {
                 continue;
             };
-            let counts = self.pool_counts(tree_name);
+            let counts = self.operations.pool_counts(&self.cluster, tree_name);
             let chain = tree.lineage(&slot.pool);
             for (depth, &pool) in chain.iter().enumerate() {
                 let running = counts.get(pool).map_or(0, |c| c.running);
@@ -153,7 +153,7 @@ impl SchedulerCore {
         tree: &str,
         place: Option<&TreePlace>,
     ) -> Vec<Reason> {
-        let members: Vec<_> = self.tree_members(tree).collect();
+        let members: Vec<_> = self.trees.members(tree, &self.nodes).collect();
         if members.is_empty() {
             return vec![Reason::TreeHasNoNodes { tree: tree.into() }];
         }
@@ -317,7 +317,8 @@ impl SchedulerCore {
             ApiError::not_found(format!("no pool '{pool}' in tree '{tree_name}'"))
         })?;
         let counts = self
-            .pool_counts(&tree_name)
+            .operations
+            .pool_counts(&self.cluster, &tree_name)
             .get(pool)
             .copied()
             .unwrap_or_default();

@@ -152,7 +152,7 @@ impl SchedulerCore {
             name: tree_name.to_string(),
             tree: tree.clone(),
             shares: self.trees.shares(tree_name).unwrap_or_default(),
-            counts: self.pool_counts(tree_name),
+            counts: self.operations.pool_counts(&self.cluster, tree_name),
             starvation: self.trees.get(tree_name).map(|t| t.starvation.clone()),
             ops: std::collections::HashMap::new(),
             pending: Vec::new(),

@@ -102,7 +102,8 @@ impl SchedulerCore {
                 let shares = self.trees.shares(tree)?;
                 let usage = self.live_usage(tree, &shares).into_owned();
                 let rooms: Vec<Room> = self
-                    .tree_members(tree)
+                    .trees
+                    .members(tree, &self.nodes)
                     .filter(|n| n.is_schedulable())
                     .map(|n| {
                         // What its jobs hold, or what it last reported (jobs aborted and
@@ -172,9 +173,9 @@ impl SchedulerCore {
         trees: &mut BTreeMap<TreeName, Option<TreeRooms>>,
         now: UnixMillis,
     ) -> Result<(), Option<GangShortfall>> {
-        let jobs = self.gang_jobs(id);
+        let jobs = self.operations[id].gang_jobs();
         let demand: ResourceVector = jobs.iter().map(|(_, r)| *r).sum();
-        let status = self.starvation_status_of(tree, id);
+        let status = self.trees.starvation_status(tree, id);
         let aggressive = status == StarvationStatus::AggressivelyStarving;
         let Some(t) = self.tree_rooms(tree, trees) else {
             return Err(None);
@@ -182,7 +183,8 @@ impl SchedulerCore {
         let Some(&idx) = t.shares.operation_index.get(id) else {
             return Err(None);
         };
-        let room = self.room_along_path(&t.shares, &t.usage, idx);
+        let room =
+            crate::trees::placement::room_along_path(&self.operations, &t.shares, &t.usage, idx);
         if !demand.fits_in(&room) {
             return Err(Some(whole_shortfall(
                 tree,
@@ -247,32 +249,6 @@ impl SchedulerCore {
         let t = self.tree_rooms(tree, trees).expect("made above");
         self.start_gang(id, tree, &plan, t, now);
         Ok(())
-    }
-
-    /// Every waiting job of the gang: (task, resources), largest first.
-    fn gang_jobs(&self, id: &OperationId) -> Vec<(usize, ResourceVector)> {
-        let op = &self.operations[id];
-        let mut jobs: Vec<(usize, ResourceVector)> = op
-            .tasks
-            .iter()
-            .enumerate()
-            .flat_map(|(i, t)| std::iter::repeat_n((i, t.spec.job_resources()), t.waiting.len()))
-            .collect();
-        jobs.sort_by(|a, b| {
-            let key = |r: &ResourceVector| (r.cpu, r.memory, r.gpu);
-            key(&b.1)
-                .partial_cmp(&key(&a.1))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
-        jobs
-    }
-
-    fn starvation_status_of(&self, tree: &str, id: &OperationId) -> StarvationStatus {
-        self.trees
-            .get(tree)
-            .and_then(|t| t.snapshot.as_ref())
-            .and_then(|s| s.starving_order.iter().find(|(o, _)| o == id))
-            .map_or(StarvationStatus::NonStarving, |(_, s)| *s)
     }
 
     /// Preempts, on each node the packing uses, the fewest jobs that make room for the

@@ -34,7 +34,7 @@ impl SchedulerCore {
             return;
         }
         // Not even the smallest job waiting in the tree fits: nothing to walk for.
-        match self.smallest_waiting_job(&tree) {
+        match self.operations.smallest_waiting_job(&tree) {
             Some(smallest) if smallest.fits_in(&free) => {}
             _ => return,
         }
@@ -95,24 +95,6 @@ impl SchedulerCore {
     /// How many placement walks have run (see `placement_walks`).
     pub fn placement_walks(&self) -> u64 {
         self.placement_walks
-    }
-
-    /// What element `idx` may still take given its limits and those of every pool above
-    /// it: the same narrowing placement applies on its way down.
-    pub(crate) fn room_along_path(
-        &self,
-        shares: &TreeShares,
-        usage: &[ResourceVector],
-        idx: usize,
-    ) -> ResourceVector {
-        let inf = f64::INFINITY;
-        let mut room = ResourceVector::new(inf, inf, inf, inf);
-        let mut cur = Some(idx);
-        while let Some(i) = cur {
-            room = element_room(&self.operations, shares, usage, i, room);
-            cur = shares.elements[i].parent;
-        }
-        room
     }
 }
 
@@ -209,4 +191,22 @@ pub(crate) fn book_start(
         attempt,
     });
     jobs.started(&spec.job_id, op_id, node_id);
+}
+
+/// What element `idx` may still take given its limits and those of every pool above
+/// it: the same narrowing placement applies on its way down.
+pub(crate) fn room_along_path(
+    operations: &OperationTable,
+    shares: &TreeShares,
+    usage: &[ResourceVector],
+    idx: usize,
+) -> ResourceVector {
+    let inf = f64::INFINITY;
+    let mut room = ResourceVector::new(inf, inf, inf, inf);
+    let mut cur = Some(idx);
+    while let Some(i) = cur {
+        room = element_room(operations, shares, usage, i, room);
+        cur = shares.elements[i].parent;
+    }
+    room
 }

@@ -137,12 +137,6 @@ impl Default for ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// The configured tree an online node is in (its name as the configuration holds it).
-    pub(crate) fn tree_of(&self, node: &crate::Node) -> Option<&TreeName> {
-        let name = node.registered_tree().filter(|_| node.online)?;
-        self.tree_name(name).ok()
-    }
-
     pub fn user_tags(&self, node: &NodeId) -> &[String] {
         self.node_user_tags.get(node).map_or(&[], Vec::as_slice)
     }

@@ -193,7 +193,9 @@ impl SchedulerCore {
             .iter()
             .all(|(_, class)| *class == Preemptibility::NonPreemptible)
         {
-            self.preemptive_stage_done(node_id, now);
+            if let Some(n) = self.nodes.get_mut(node_id) {
+                n.last_preemptive_stage = Some(now);
+            }
             return None;
         }
         let usage = self.live_usage(&tree_name, &shares);
@@ -219,7 +221,8 @@ impl SchedulerCore {
             if !shares.admits(idx, &node.all_tags) {
                 continue;
             }
-            let room = self.room_along_path(&shares, &usage, idx);
+            let room =
+                crate::trees::placement::room_along_path(&self.operations, &shares, &usage, idx);
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;
             };
@@ -244,7 +247,9 @@ impl SchedulerCore {
             ctx.start_and_abort(start, aborts);
             return Some(());
         }
-        self.preemptive_stage_done(node_id, now);
+        if let Some(n) = self.nodes.get_mut(node_id) {
+            n.last_preemptive_stage = Some(now);
+        }
         None
     }
 
@@ -270,13 +275,6 @@ impl SchedulerCore {
         let state = self.trees.get(&tree_name)?;
         let starving = state.snapshot.as_ref()?.starving_order.clone();
         (!starving.is_empty()).then_some((tree_name, starving))
-    }
-
-    /// The node's stage ran and took nothing: it waits its backoff for the next.
-    fn preemptive_stage_done(&mut self, node_id: &NodeId, now: UnixMillis) {
-        if let Some(n) = self.nodes.get_mut(node_id) {
-            n.last_preemptive_stage = Some(now);
-        }
     }
 
     /// Everything on this node that someone else could take, with its class, latest

@@ -125,24 +125,10 @@ impl SchedulerCore {
             return;
         }
         for tree in self.trees.names() {
-            if self.due_by_period(tree.as_str(), now) {
+            if self.trees.due_by_period(&self.cluster, tree.as_str(), now) {
                 self.update_tree_shares(tree.as_str(), now);
             }
         }
-    }
-
-    /// Whether a tree's `fair_share_update_period` has passed since its last update (or
-    /// it never had one).
-    fn due_by_period(&self, tree: &str, now: UnixMillis) -> bool {
-        let period = self
-            .cluster
-            .trees
-            .get(tree)
-            .map_or(0, |t| t.config.fair_share_update_period.0);
-        self.trees
-            .get(tree)
-            .and_then(|t| t.last_update())
-            .is_none_or(|last| now.saturating_sub(last) >= period)
     }
 
     /// Recomputes every tree now (the simulator's snapshots, admin changes).
@@ -240,7 +226,7 @@ impl SchedulerCore {
             if self.trees.get(tree.as_str()).is_none_or(|t| t.updating) {
                 continue;
             }
-            if self.due_by_period(tree.as_str(), now)
+            if self.trees.due_by_period(&self.cluster, tree.as_str(), now)
                 || self.trees.due_by_change(tree.as_str(), now)
             {
                 out.extend(self.prepare_share_update(tree.as_str(), now));
@@ -352,7 +338,8 @@ impl SchedulerCore {
                 continue;
             };
             let offered: ResourceVector = self
-                .tree_members(tree_name)
+                .trees
+                .members(tree_name, &self.nodes)
                 .filter(|n| filter.matches(&n.all_tags))
                 .map(|n| n.resource_limits)
                 .sum();
@@ -394,7 +381,7 @@ impl SchedulerCore {
         self.config_revision += 1;
         // Pools may have moved or gone: every operation's chain is counted again.
         self.operations.recount();
-        self.sync_tree_states();
+        self.trees.sync(self.cluster.trees.keys());
         self.trees.mark_all_stale();
         self.reassign_nodes();
         self.recompute_tree_resources();

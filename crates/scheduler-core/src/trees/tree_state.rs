@@ -6,7 +6,7 @@
 use crate::trees::fair_share::TreeShares;
 use crate::trees::live_usage::LiveTree;
 use crate::trees::starvation::{StarvationStatus, TreeStarvation};
-use crate::{Node, SchedulerCore};
+use crate::SchedulerCore;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use ytsched_common::names::TreeName;
@@ -84,6 +84,50 @@ impl TreeState {
 pub(crate) struct TreeStates(BTreeMap<TreeName, TreeState>);
 
 impl TreeStates {
+    /// Whether a tree's `fair_share_update_period` has passed since its last update (or
+    /// it never had one).
+    pub(crate) fn due_by_period(
+        &self,
+        cluster: &crate::ClusterConfig,
+        tree: &str,
+        now: UnixMillis,
+    ) -> bool {
+        let period = cluster
+            .trees
+            .get(tree)
+            .map_or(0, |t| t.config.fair_share_update_period.0);
+        self.get(tree)
+            .and_then(|t| t.last_update())
+            .is_none_or(|last| now.saturating_sub(last) >= period)
+    }
+
+    /// An operation's starvation status at its tree's last update.
+    pub(crate) fn starvation_status(
+        &self,
+        tree: &str,
+        id: &ytsched_common::OperationId,
+    ) -> crate::starvation::StarvationStatus {
+        self.get(tree)
+            .and_then(|t| t.snapshot.as_ref())
+            .and_then(|s| s.starving_order.iter().find(|(o, _)| o == id))
+            .map_or(
+                crate::starvation::StarvationStatus::NonStarving,
+                |(_, s)| *s,
+            )
+    }
+
+    /// The nodes a tree schedules onto.
+    pub(crate) fn members<'a>(
+        &'a self,
+        tree: &str,
+        nodes: &'a BTreeMap<NodeId, crate::Node>,
+    ) -> impl Iterator<Item = &'a crate::Node> + 'a {
+        self.get(tree)
+            .into_iter()
+            .flat_map(|t| t.members.keys())
+            .filter_map(|id| nodes.get(id))
+    }
+
     /// Where this stage's rotating window over a tree's starving operations starts; the
     /// next one starts `step` further on.
     pub(crate) fn next_preemption_window(&mut self, tree: &str, step: usize) -> usize {
@@ -170,7 +214,7 @@ impl TreeStates {
     }
 
     /// One state per configured tree: new trees get theirs, removed ones lose it.
-    fn sync<'a>(&mut self, configured: impl Iterator<Item = &'a TreeName> + Clone) {
+    pub(crate) fn sync<'a>(&mut self, configured: impl Iterator<Item = &'a TreeName> + Clone) {
         self.0
             .retain(|name, _| configured.clone().any(|c| c == name));
         for name in configured {
@@ -192,20 +236,5 @@ impl SchedulerCore {
         if self.trees.account(id, counted) {
             self.placeability_stale = true;
         }
-    }
-
-    /// The nodes a tree schedules onto.
-    pub(crate) fn tree_members<'a>(&'a self, tree: &str) -> impl Iterator<Item = &'a Node> + 'a {
-        self.trees
-            .get(tree)
-            .into_iter()
-            .flat_map(|t| t.members.keys())
-            .filter_map(|id| self.nodes.get(id))
-    }
-
-    /// Gives every configured tree its state and drops the state of trees the
-    /// configuration no longer has.
-    pub(crate) fn sync_tree_states(&mut self) {
-        self.trees.sync(self.cluster.trees.keys());
     }
 }
