@@ -896,7 +896,7 @@ fn live_arrays_of_a_background_update_follow_changes_made_while_it_computed() {
     core.abort_operation(&b, 2_320).unwrap();
     core.apply_share_update(due.into_iter().next().unwrap().compute());
     let shares = core.trees.shares("default").unwrap();
-    let scan = core.compute_live(&shares);
+    let scan = crate::trees::live_usage::compute_live(&core.operations, &shares);
     let live = &core.trees.get("default").unwrap().live;
     assert_eq!(live.waiting, scan.waiting);
     assert_eq!(live.usage, scan.usage, "{a} and {b}");

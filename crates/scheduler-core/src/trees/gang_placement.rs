@@ -83,7 +83,7 @@ impl SchedulerCore {
             return;
         }
         due.sort();
-        self.refresh_live();
+        self.trees.refresh_live(&mut self.operations);
         let mut trees: BTreeMap<TreeName, Option<TreeRooms>> = BTreeMap::new();
         for (_, id) in due {
             self.try_place_gang(&id, &mut trees, now);
@@ -100,7 +100,10 @@ impl SchedulerCore {
             .entry(tree.clone())
             .or_insert_with(|| {
                 let shares = self.trees.shares(tree)?;
-                let usage = self.live_usage(tree, &shares).into_owned();
+                let usage = self
+                    .trees
+                    .live_usage(&self.operations, tree, &shares)
+                    .into_owned();
                 let rooms: Vec<Room> = self
                     .trees
                     .members(tree, &self.nodes)

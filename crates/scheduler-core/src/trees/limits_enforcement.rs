@@ -125,12 +125,15 @@ impl SchedulerCore {
         if !over_limit {
             return;
         }
-        self.refresh_live();
+        self.trees.refresh_live(&mut self.operations);
         let Some(shares) = self.trees.shares(tree_name) else {
             return;
         };
         let limits = self.element_limits(tree_name, &shares);
-        let mut usage = self.live_usage(tree_name, &shares).into_owned();
+        let mut usage = self
+            .trees
+            .live_usage(&self.operations, tree_name, &shares)
+            .into_owned();
         for (_, job, owner, res) in jobs {
             if taken.jobs.contains(job) {
                 continue;

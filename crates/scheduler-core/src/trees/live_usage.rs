@@ -8,10 +8,10 @@
 //! Placement updates the arrays itself as it starts jobs. Operations newer than the
 //! snapshot are not in it until the next update, as for the shares themselves.
 
+use crate::operations::table::OperationTable;
 use crate::resource_minimum::ResourceMinimum;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::pool_lines::PoolLines;
-use crate::SchedulerCore;
 use std::collections::HashMap;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
@@ -87,122 +87,48 @@ impl LiveTree {
     }
 }
 
-impl SchedulerCore {
-    /// An operation's own usage in `tree` and its smallest waiting job, as the live
-    /// arrays hold them.
-    fn live_leaf(&self, id: &OperationId, tree: &str) -> (ResourceVector, Option<ResourceVector>) {
-        match self.operations.get(id) {
-            Some(op) => (
-                op.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage),
-                (op.state == OperationState::Running)
-                    .then(|| op.smallest_waiting())
-                    .flatten(),
-            ),
-            None => (ResourceVector::ZERO, None),
-        }
+/// An operation's own usage in `tree` and its smallest waiting job, as the live arrays
+/// hold them.
+pub(crate) fn live_leaf(
+    operations: &OperationTable,
+    id: &OperationId,
+    tree: &str,
+) -> (ResourceVector, Option<ResourceVector>) {
+    match operations.get(id) {
+        Some(op) => (
+            op.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage),
+            (op.state == OperationState::Running)
+                .then(|| op.smallest_waiting())
+                .flatten(),
+        ),
+        None => (ResourceVector::ZERO, None),
     }
+}
 
-    /// The live arrays of a snapshot, computed from every operation in it.
-    pub(crate) fn compute_live(&self, shares: &TreeShares) -> LiveTree {
-        build_live(shares, |id| self.live_leaf(id, &shares.tree))
-    }
+/// The live arrays of a snapshot, computed from every operation in it.
+pub(crate) fn compute_live(operations: &OperationTable, shares: &TreeShares) -> LiveTree {
+    build_live(shares, |id| live_leaf(operations, id, &shares.tree))
+}
 
-    /// The live arrays of a fresh update: as computed with it from its inputs, with
-    /// the operations changed since it was prepared read again (`None`: every one).
-    pub(crate) fn live_after_update(
-        &self,
-        shares: &TreeShares,
-        computed: LiveTree,
-        changed: Option<std::collections::BTreeSet<OperationId>>,
-    ) -> LiveTree {
-        let Some(changed) = changed else {
-            return self.compute_live(shares);
-        };
-        let mut live = computed;
-        for id in &changed {
-            if let Some(&leaf) = shares.operation_index.get(id) {
-                let (usage, waiting) = self.live_leaf(id, &shares.tree);
-                live.set_leaf(shares, leaf, usage, waiting);
-            }
-        }
-        live
-    }
-
-    /// Brings every tree's live arrays up to date with the operations changed since.
-    pub(crate) fn refresh_live(&mut self) {
-        let changed = self.operations.take_live_changes();
-        for tree in self.trees.names() {
-            let Some(shares) = self.trees.shares(tree.as_str()) else {
-                continue;
-            };
-            let Some(state) = self.trees.get_mut(tree.as_str()) else {
-                continue;
-            };
-            let mut live = std::mem::take(&mut state.live);
-            match &changed {
-                None => live = self.compute_live(&shares),
-                Some(ids) => {
-                    for id in ids {
-                        if let Some(&leaf) = shares.operation_index.get(id) {
-                            let (usage, waiting) = self.live_leaf(id, tree.as_str());
-                            live.set_leaf(&shares, leaf, usage, waiting);
-                        }
-                    }
-                }
-            }
-            if let Some(state) = self.trees.get_mut(tree.as_str()) {
-                state.live = live;
-            }
-        }
-        #[cfg(debug_assertions)]
-        for (tree, state) in self.trees.iter() {
-            if let Some(shares) = state.shares() {
-                let live = &state.live;
-                let scan = self.compute_live(shares);
-                assert_eq!(live.waiting, scan.waiting, "live waiting of tree {tree}");
-                assert!(
-                    live.lines.agrees_with(shares, &live.usage, &live.waiting),
-                    "pool lines of tree {tree} differ from the live arrays"
-                );
-                for (a, b) in live.usage.iter().zip(&scan.usage) {
-                    assert!(
-                        a.fits_in(b) && b.fits_in(a),
-                        "live usage of tree {tree}: {a:?} != {b:?}"
-                    );
-                }
-            }
+/// The live arrays of a fresh update: as computed with it from its inputs, with the
+/// operations changed since it was prepared read again (`None`: every one).
+pub(crate) fn live_after_update(
+    operations: &OperationTable,
+    shares: &TreeShares,
+    computed: LiveTree,
+    changed: Option<std::collections::BTreeSet<OperationId>>,
+) -> LiveTree {
+    let Some(changed) = changed else {
+        return compute_live(operations, shares);
+    };
+    let mut live = computed;
+    for id in &changed {
+        if let Some(&leaf) = shares.operation_index.get(id) {
+            let (usage, waiting) = live_leaf(operations, id, &shares.tree);
+            live.set_leaf(shares, leaf, usage, waiting);
         }
     }
-
-    /// The live usage per element of `tree`'s snapshot `shares` (call `refresh_live`
-    /// first): the kept arrays, or computed from every operation if none are kept.
-    pub(crate) fn live_usage(
-        &self,
-        tree: &str,
-        shares: &TreeShares,
-    ) -> std::borrow::Cow<'_, [ResourceVector]> {
-        match self.trees.get(tree).map(|t| &t.live) {
-            Some(live) if live.usage.len() == shares.elements.len() => {
-                std::borrow::Cow::Borrowed(&live.usage)
-            }
-            _ => std::borrow::Cow::Owned(self.compute_live(shares).usage),
-        }
-    }
-
-    /// Makes the tree's live arrays fit its snapshot (rebuilt when the snapshot changed
-    /// shape since they were kept).
-    pub(crate) fn ensure_live(&mut self, tree: &str, shares: &TreeShares) {
-        let fits = self
-            .trees
-            .get(tree)
-            .is_some_and(|t| t.live.usage.len() == shares.elements.len());
-        if !fits {
-            let live = self.compute_live(shares);
-            if let Some(t) = self.trees.get_mut(tree) {
-                t.live = live;
-            }
-        }
-    }
+    live
 }
 
 /// The live arrays of a snapshot, each operation's own values from `leaf`.

@@ -39,11 +39,11 @@ impl SchedulerCore {
             _ => return,
         }
         self.update_if_stale(&tree, now);
-        self.refresh_live();
+        self.trees.refresh_live(&mut self.operations);
         let Some(shares) = self.trees.shares(&tree) else {
             return;
         };
-        self.ensure_live(&tree, &shares);
+        self.trees.ensure_live(&self.operations, &tree, &shares);
         // Placement touches only these parts: it reads the node's tags and the
         // operations, and moves the tree's live arrays, the operations it starts jobs of,
         // the job index and the outbox.

@@ -179,7 +179,7 @@ impl SchedulerCore {
     pub(crate) fn preemptive_stage(&mut self, ctx: &mut HeartbeatContext) -> Option<()> {
         let (node_id, free, now) = (&ctx.node.clone(), ctx.free(), ctx.now);
         let (tree_name, starving) = self.preemptive_stage_due(node_id, now)?;
-        self.refresh_live();
+        self.trees.refresh_live(&mut self.operations);
         let cursor = self
             .trees
             .next_preemption_window(&tree_name, PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2);
@@ -198,7 +198,7 @@ impl SchedulerCore {
             }
             return None;
         }
-        let usage = self.live_usage(&tree_name, &shares);
+        let usage = self.trees.live_usage(&self.operations, &tree_name, &shares);
         // Once per stage, not per starving operation tried: O(the node's jobs).
         let coming = self.jobs.interrupting_on(node_id, &self.operations);
         for (op_id, status) in starving_to_try(&starving, cursor) {

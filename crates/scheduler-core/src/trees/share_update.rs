@@ -302,7 +302,8 @@ impl SchedulerCore {
         } else {
             vec![]
         };
-        let live = self.live_after_update(&shares, live, changed);
+        let live =
+            crate::trees::live_usage::live_after_update(&self.operations, &shares, live, changed);
         let mut superseded = Superseded::default();
         if let Some(state) = self.trees.get_mut(&tree_name) {
             superseded = Superseded {

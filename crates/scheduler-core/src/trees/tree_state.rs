@@ -3,6 +3,7 @@
 //! read, and what changed since. One value per tree, so a tree that is removed takes all
 //! of it away at once, and nothing per tree is kept in step by hand across maps.
 
+use crate::operations::table::OperationTable;
 use crate::trees::fair_share::TreeShares;
 use crate::trees::live_usage::LiveTree;
 use crate::trees::starvation::{StarvationStatus, TreeStarvation};
@@ -235,6 +236,99 @@ impl SchedulerCore {
             .and_then(|n| Some((n.registered_tree()?, n.resource_limits)));
         if self.trees.account(id, counted) {
             self.placeability_stale = true;
+        }
+    }
+}
+
+/// Each tree's live arrays, kept with its snapshot.
+impl TreeStates {
+    /// Brings every tree's live arrays up to date with the operations changed since.
+    pub(crate) fn refresh_live(&mut self, operations: &mut OperationTable) {
+        let changed = operations.take_live_changes();
+        for tree in self.names() {
+            let Some(shares) = self.shares(tree.as_str()) else {
+                continue;
+            };
+            let Some(state) = self.get_mut(tree.as_str()) else {
+                continue;
+            };
+            let mut live = std::mem::take(&mut state.live);
+            match &changed {
+                None => live = crate::trees::live_usage::compute_live(operations, &shares),
+                Some(ids) => {
+                    for id in ids {
+                        if let Some(&leaf) = shares.operation_index.get(id) {
+                            let (usage, waiting) =
+                                crate::trees::live_usage::live_leaf(operations, id, tree.as_str());
+                            live.set_leaf(&shares, leaf, usage, waiting);
+                        }
+                    }
+                }
+            }
+            if let Some(state) = self.get_mut(tree.as_str()) {
+                state.live = live;
+            }
+        }
+        #[cfg(debug_assertions)]
+        self.check_live(operations);
+    }
+
+    /// Debug builds: the kept arrays are what a scan of every operation gives.
+    #[cfg(debug_assertions)]
+    fn check_live(&self, operations: &OperationTable) {
+        for (tree, state) in self.iter() {
+            if let Some(shares) = state.shares() {
+                let live = &state.live;
+                let scan = crate::trees::live_usage::compute_live(operations, shares);
+                assert_eq!(live.waiting, scan.waiting, "live waiting of tree {tree}");
+                assert!(
+                    live.lines.agrees_with(shares, &live.usage, &live.waiting),
+                    "pool lines of tree {tree} differ from the live arrays"
+                );
+                for (a, b) in live.usage.iter().zip(&scan.usage) {
+                    assert!(
+                        a.fits_in(b) && b.fits_in(a),
+                        "live usage of tree {tree}: {a:?} != {b:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The live usage per element of `tree`'s snapshot `shares` (call `refresh_live`
+    /// first): the kept arrays, or computed from every operation if none are kept.
+    pub(crate) fn live_usage<'a>(
+        &'a self,
+        operations: &OperationTable,
+        tree: &str,
+        shares: &TreeShares,
+    ) -> std::borrow::Cow<'a, [ResourceVector]> {
+        match self.get(tree).map(|t| &t.live) {
+            Some(live) if live.usage.len() == shares.elements.len() => {
+                std::borrow::Cow::Borrowed(&live.usage)
+            }
+            _ => std::borrow::Cow::Owned(
+                crate::trees::live_usage::compute_live(operations, shares).usage,
+            ),
+        }
+    }
+
+    /// Makes the tree's live arrays fit its snapshot (rebuilt when the snapshot changed
+    /// shape since they were kept).
+    pub(crate) fn ensure_live(
+        &mut self,
+        operations: &OperationTable,
+        tree: &str,
+        shares: &TreeShares,
+    ) {
+        let fits = self
+            .get(tree)
+            .is_some_and(|t| t.live.usage.len() == shares.elements.len());
+        if !fits {
+            let live = crate::trees::live_usage::compute_live(operations, shares);
+            if let Some(t) = self.get_mut(tree) {
+                t.live = live;
+            }
         }
     }
 }
