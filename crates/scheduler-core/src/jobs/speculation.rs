@@ -4,7 +4,7 @@
 
 use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
-use crate::trees::preemption::JobAge;
+use crate::trees::preemptibility::JobAge;
 use crate::SchedulerCore;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::{JobState, OperationState};

@@ -7,6 +7,7 @@ use crate::operations::new_pool::NewPool;
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::operations::operation_counts::PoolCountMap;
 use crate::trees::pool_tree::PoolTree;
+use crate::ClusterConfig;
 use crate::{CoreEvent, Operation, SchedulerCore};
 use std::collections::HashMap;
 use ytsched_common::api::ApiError;
@@ -96,13 +97,15 @@ impl SchedulerCore {
         if self.operations.contains_key(&id) {
             return Err(ApiError::conflict(format!("operation {id} already exists")));
         }
-        let tree_names = self.operation_trees(&spec)?;
+        let tree_names = self.cluster.operation_trees(&spec)?;
         let mut slots = Vec::with_capacity(tree_names.len());
         let mut new_pools = Vec::new();
         let mut pending = false;
         for tree_name in &tree_names {
             let counts = self.operations.pool_counts(&self.cluster, tree_name);
-            let admitted = self.admit_in_tree(tree_name, user, caller, &spec, Some(&counts))?;
+            let admitted =
+                self.cluster
+                    .admit_in_tree(tree_name, user, caller, &spec, Some(&counts))?;
             pending |= admitted.blocked.is_some();
             if let Some(np) = admitted.new_pool {
                 new_pools.push((tree_name.clone(), admitted.slot.pool.clone(), np));
@@ -159,86 +162,6 @@ impl SchedulerCore {
         Ok(())
     }
 
-    /// How an operation would run in one tree: its pool there (and the ephemeral pool to
-    /// create), weight and limits after per-tree overrides, and whether a running-count
-    /// limit holds it back. Total-count limits refuse it outright. Without `counts`, no
-    /// count limit is looked at (an operation staying in its pool).
-    pub(crate) fn admit_in_tree(
-        &self,
-        tree_name: &str,
-        user: &str,
-        caller: Option<&Caller>,
-        spec: &VanillaSpec,
-        counts: Option<&PoolCountMap>,
-    ) -> Result<TreeAdmission, ApiError> {
-        let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
-        let (pool, new_pool) = resolve_pool(
-            tree,
-            tree_name,
-            &requested_pool(spec, tree_name, user),
-            user,
-        )?;
-        let no_counts = PoolCountMap::new();
-        let check_counts = counts.is_some();
-        let counts = counts.unwrap_or(&no_counts);
-        if let Some(c) = caller {
-            check_run_access(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
-        }
-        // The pool and its ancestors up to the root, a pool still to be created first.
-        let chain: Vec<&TreePoolName> = match &new_pool {
-            Some(np) => std::iter::once(&pool)
-                .chain(tree.lineage(&np.parent))
-                .collect(),
-            None => tree.lineage(&pool),
-        };
-        let limit_of = |p: &TreePoolName| match &new_pool {
-            Some(np) if *p == pool => tree.count_limits_of(&np.config),
-            _ => tree.count_limits(p),
-        };
-        for &p in chain.iter().filter(|_| check_counts) {
-            let c = counts.get(p).copied().unwrap_or_default();
-            let (max, _) = limit_of(p);
-            if c.total >= max {
-                let what = if p.is_root() {
-                    format!("pool tree '{tree_name}'")
-                } else {
-                    format!("pool '{p}' of pool tree '{tree_name}'")
-                };
-                return Err(ApiError::limit_reached(format!(
-                    "{what} already has {} operations, its max_operation_count is {max}",
-                    c.total
-                )));
-            }
-        }
-        let root_config = PoolConfig::default();
-        let pool_config = match &new_pool {
-            Some(np) => &np.config,
-            None if pool == ROOT_POOL => &root_config,
-            None => &tree.pool(&pool).expect("resolved").config,
-        };
-        let lightweight = pool_config.mode() == PoolMode::Fifo
-            && pool_config.enable_lightweight_operations == Some(true);
-        let blocked = chain
-            .iter()
-            .filter(|_| check_counts && !lightweight)
-            .find_map(|&p| {
-                let running = counts.get(p).copied().unwrap_or_default().running;
-                let max = limit_of(p).1;
-                (running >= max).then(|| (p.clone(), running, max))
-            });
-        Ok(TreeAdmission {
-            slot: TreeSlot {
-                pool,
-                weight: spec.weight_in(tree_name),
-                resource_limits: limits_vector(spec.resource_limits_in(tree_name)),
-                lightweight,
-                usage: ResourceVector::ZERO,
-            },
-            new_pool,
-            blocked,
-        })
-    }
-
     #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
     pub fn abort_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
         let op = self
@@ -258,30 +181,6 @@ impl SchedulerCore {
             now,
         );
         Ok(())
-    }
-
-    /// The trees an operation runs in: its `pool_trees`, else the default tree.
-    fn operation_trees(&self, spec: &VanillaSpec) -> Result<Vec<TreeName>, ApiError> {
-        match spec.pool_trees.as_deref() {
-            Some(trees) => {
-                for t in trees {
-                    self.cluster
-                        .tree(t.as_str())
-                        .map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
-                }
-                Ok(trees.to_vec())
-            }
-            None => self
-                .cluster
-                .default_tree
-                .as_ref()
-                .map(|t| vec![t.clone()])
-                .ok_or_else(|| {
-                    ApiError::new(
-                        "no default pool tree is set (//sys/pool_trees/@default_tree); name one in pool_trees",
-                    )
-                }),
-        }
     }
 
     /// Decides afresh, after a configuration change, whether each unfinished operation
@@ -536,4 +435,110 @@ fn ephemeral_pool(
             ..Default::default()
         },
     })
+}
+
+/// Where an operation may run, as the configuration says.
+impl ClusterConfig {
+    /// How an operation would run in one tree: its pool there (and the ephemeral pool to
+    /// create), weight and limits after per-tree overrides, and whether a running-count
+    /// limit holds it back. Total-count limits refuse it outright. Without `counts`, no
+    /// count limit is looked at (an operation staying in its pool).
+    pub(crate) fn admit_in_tree(
+        &self,
+        tree_name: &str,
+        user: &str,
+        caller: Option<&Caller>,
+        spec: &VanillaSpec,
+        counts: Option<&PoolCountMap>,
+    ) -> Result<TreeAdmission, ApiError> {
+        let tree = self.tree(tree_name).map_err(ApiError::from)?;
+        let (pool, new_pool) = resolve_pool(
+            tree,
+            tree_name,
+            &requested_pool(spec, tree_name, user),
+            user,
+        )?;
+        let no_counts = PoolCountMap::new();
+        let check_counts = counts.is_some();
+        let counts = counts.unwrap_or(&no_counts);
+        if let Some(c) = caller {
+            check_run_access(tree, tree_name, &pool, new_pool.as_ref(), user, c)?;
+        }
+        // The pool and its ancestors up to the root, a pool still to be created first.
+        let chain: Vec<&TreePoolName> = match &new_pool {
+            Some(np) => std::iter::once(&pool)
+                .chain(tree.lineage(&np.parent))
+                .collect(),
+            None => tree.lineage(&pool),
+        };
+        let limit_of = |p: &TreePoolName| match &new_pool {
+            Some(np) if *p == pool => tree.count_limits_of(&np.config),
+            _ => tree.count_limits(p),
+        };
+        for &p in chain.iter().filter(|_| check_counts) {
+            let c = counts.get(p).copied().unwrap_or_default();
+            let (max, _) = limit_of(p);
+            if c.total >= max {
+                let what = if p.is_root() {
+                    format!("pool tree '{tree_name}'")
+                } else {
+                    format!("pool '{p}' of pool tree '{tree_name}'")
+                };
+                return Err(ApiError::limit_reached(format!(
+                    "{what} already has {} operations, its max_operation_count is {max}",
+                    c.total
+                )));
+            }
+        }
+        let root_config = PoolConfig::default();
+        let pool_config = match &new_pool {
+            Some(np) => &np.config,
+            None if pool == ROOT_POOL => &root_config,
+            None => &tree.pool(&pool).expect("resolved").config,
+        };
+        let lightweight = pool_config.mode() == PoolMode::Fifo
+            && pool_config.enable_lightweight_operations == Some(true);
+        let blocked = chain
+            .iter()
+            .filter(|_| check_counts && !lightweight)
+            .find_map(|&p| {
+                let running = counts.get(p).copied().unwrap_or_default().running;
+                let max = limit_of(p).1;
+                (running >= max).then(|| (p.clone(), running, max))
+            });
+        Ok(TreeAdmission {
+            slot: TreeSlot {
+                pool,
+                weight: spec.weight_in(tree_name),
+                resource_limits: limits_vector(spec.resource_limits_in(tree_name)),
+                lightweight,
+                usage: ResourceVector::ZERO,
+            },
+            new_pool,
+            blocked,
+        })
+    }
+
+    /// The trees an operation runs in: its `pool_trees`, else the default tree.
+    fn operation_trees(&self, spec: &VanillaSpec) -> Result<Vec<TreeName>, ApiError> {
+        match spec.pool_trees.as_deref() {
+            Some(trees) => {
+                for t in trees {
+                    self
+                        .tree(t.as_str())
+                        .map_err(|e| ApiError::new(format!("pool_trees: {e}")))?;
+                }
+                Ok(trees.to_vec())
+            }
+            None => self
+                .default_tree
+                .as_ref()
+                .map(|t| vec![t.clone()])
+                .ok_or_else(|| {
+                    ApiError::new(
+                        "no default pool tree is set (//sys/pool_trees/@default_tree); name one in pool_trees",
+                    )
+                }),
+        }
+    }
 }

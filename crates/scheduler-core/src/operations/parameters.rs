@@ -117,7 +117,7 @@ impl SchedulerCore {
                 }
                 counts
             });
-            let admitted = self.admit_in_tree(
+            let admitted = self.cluster.admit_in_tree(
                 tree_name,
                 &user,
                 caller.filter(|_| moves),

@@ -13,7 +13,7 @@
 use crate::jobs::job_life::job_life;
 use crate::operations::gang_shortfall::GangShortfall;
 use crate::trees::fair_share::TreeShares;
-use crate::trees::preemption::JobClasses;
+use crate::trees::preemptibility::JobClasses;
 use crate::trees::starvation::StarvationStatus;
 use crate::SchedulerCore;
 use std::collections::BTreeMap;
@@ -228,11 +228,13 @@ impl SchedulerCore {
         let mut classes = JobClasses::new();
         for &i in &usable {
             let node = t.rooms[i].node.clone();
-            t.rooms[i].takeable = self
+            t.rooms[i].takeable = crate::trees::preemptibility::victims!(self)
                 .preemption_candidates_with(&node, tree, &mut classes)
                 .iter()
                 .filter(|(c, class)| {
-                    &c.operation != id && self.may_take(tree, c, *class, aggressive)
+                    &c.operation != id
+                        && crate::trees::preemptibility::victims!(self)
+                            .may_take(tree, c, *class, aggressive)
                 })
                 .map(|(c, _)| c.resources)
                 .sum::<ResourceVector>()
@@ -286,10 +288,16 @@ impl SchedulerCore {
                 at_once = false;
                 continue;
             }
-            let candidates = self.preemption_candidates(node, tree);
-            let Some(victims) =
-                self.choose_victims(tree, id, aggressive, need, *free + coming, &candidates)
-            else {
+            let candidates =
+                crate::trees::preemptibility::victims!(self).preemption_candidates(node, tree);
+            let Some(victims) = crate::trees::preemptibility::victims!(self).choose_victims(
+                tree,
+                id,
+                aggressive,
+                need,
+                *free + coming,
+                &candidates,
+            ) else {
                 at_once = false;
                 continue;
             };

@@ -5,7 +5,7 @@
 use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::trees::fair_share::{ElementKind, TreeShares};
-use crate::trees::preemption::JobAge;
+use crate::trees::preemptibility::JobAge;
 use crate::SchedulerCore;
 use std::collections::HashSet;
 use ytsched_common::pool_config::limits_vector;

@@ -10,6 +10,7 @@ pub(crate) mod pool_lines;
 mod pool_rules;
 pub(crate) mod pool_samples;
 pub mod pool_tree;
+pub(crate) mod preemptibility;
 pub(crate) mod preemption;
 pub(crate) mod share_inputs;
 pub(crate) mod share_update;
