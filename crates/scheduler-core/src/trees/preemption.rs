@@ -195,3 +195,52 @@ impl SchedulerCore {
         (Some(spec), aborts)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stage_tries_a_bounded_share_of_the_starving_and_reaches_every_one_in_turn() {
+        let order: Vec<(OperationId, StarvationStatus)> = (0..100)
+            .map(|i| (OperationId(format!("op{i:03}")), StarvationStatus::Starving))
+            .collect();
+        let tried = |cursor| -> Vec<usize> {
+            starving_to_try(&order, cursor)
+                .map(|(id, _)| id.0[2..].parse().unwrap())
+                .collect()
+        };
+        let first = tried(0);
+        assert_eq!(first.len(), PREEMPTIVE_CHECKS_PER_HEARTBEAT);
+        let half = PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2;
+        assert_eq!(
+            first[..half],
+            (0..half).collect::<Vec<_>>()[..],
+            "the head first"
+        );
+        // The rotating window wraps around the end of the list.
+        let late = tried(80);
+        assert_eq!(late[half], half + 80 % (100 - half));
+        assert!(late.contains(&99) && late.contains(&half));
+        // Successive stages (the cursor moves by half the budget) reach every one.
+        let mut reached = std::collections::BTreeSet::new();
+        for stage in 0..(100 / half + 1) {
+            reached.extend(tried(stage * half));
+        }
+        assert_eq!(reached.len(), 100);
+        assert_eq!(tried(7).len(), PREEMPTIVE_CHECKS_PER_HEARTBEAT);
+        // A short list is tried whole, once.
+        let short = &order[..10];
+        assert_eq!(starving_to_try(short, 3).count(), 10);
+        let medium = &order[..20];
+        let ids: Vec<_> = starving_to_try(medium, 5)
+            .map(|(id, _)| id.clone())
+            .collect();
+        assert_eq!(ids.len(), 20);
+        assert_eq!(
+            ids.iter().collect::<std::collections::BTreeSet<_>>().len(),
+            20,
+            "no one twice"
+        );
+    }
+}
