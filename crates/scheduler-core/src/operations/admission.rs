@@ -140,7 +140,7 @@ impl SchedulerCore {
         for tree in &tree_names {
             self.trees.mark_stale(tree);
         }
-        self.fail_if_unplaceable(&id, now);
+        self.fail_unplaceable(Some(&id), now);
         if !pending {
             self.announce_new_work(&id);
         }

@@ -7,12 +7,16 @@
 //! cost one pass over the operations, not a thousand (issue 26: with 100,000 operations
 //! waiting, each pass held the core for a few hundred ms).
 
+use crate::operations::table::OperationTable;
+use crate::trees::tree_state::TreeStates;
+use crate::{ClusterConfig, Node};
 use crate::{Operation, SchedulerCore};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
+use ytsched_common::NodeId;
 use ytsched_common::OperationId;
 
 /// The limit vectors no other one covers: a request fits one of `limits` exactly when
@@ -33,9 +37,28 @@ fn maximal_limits(limits: impl Iterator<Item = ResourceVector>) -> Vec<ResourceV
 /// distinct pairs of limits and tags of its members. Equal offers give every operation
 /// the same verdict.
 pub(crate) type NodeOffer = BTreeMap<String, BTreeSet<[u64; 5]>>;
+/// What deciding placeability reads, borrowed from the core.
+pub(crate) struct Placeability<'a> {
+    pub(crate) cluster: &'a ClusterConfig,
+    pub(crate) trees: &'a TreeStates,
+    pub(crate) nodes: &'a BTreeMap<NodeId, Node>,
+    pub(crate) operations: &'a OperationTable,
+}
 
-impl SchedulerCore {
-    fn node_offer(&self) -> NodeOffer {
+macro_rules! placeability {
+    ($core:expr) => {
+        Placeability {
+            cluster: &$core.cluster,
+            trees: &$core.trees,
+            nodes: &$core.nodes,
+            operations: &$core.operations,
+        }
+    };
+}
+
+impl Placeability<'_> {
+    /// What each tree's nodes offer, as kinds of node (limits and tags).
+    pub(crate) fn offer(&self) -> NodeOffer {
         self.cluster
             .trees
             .keys()
@@ -62,34 +85,9 @@ impl SchedulerCore {
             .collect()
     }
 
-    /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
-    pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
-        let offer = self.node_offer();
-        if self.placeability_offer.as_ref() != Some(&offer) {
-            self.placeability_passes += 1;
-            self.fail_unplaceable(now);
-            self.placeability_offer = Some(offer);
-        }
-    }
-
-    /// How many full passes `fail_unplaceable_if_offer_changed` made.
-    pub fn placeability_passes(&self) -> u64 {
-        self.placeability_passes
-    }
-
-    /// An operation whose job fits no node it may run on (in its trees, through its tag
-    /// filter) would wait forever: fail it now with the resource that is short. With no
-    /// such node at all it waits, as nodes may still come.
-    pub(crate) fn fail_unplaceable(&mut self, now: UnixMillis) {
-        self.fail_unplaceable_among(None, now);
-    }
-
-    /// As `fail_unplaceable`, for one operation only (a new one: nodes did not change).
-    pub(crate) fn fail_if_unplaceable(&mut self, id: &OperationId, now: UnixMillis) {
-        self.fail_unplaceable_among(Some(id), now);
-    }
-
-    fn fail_unplaceable_among(&mut self, only: Option<&OperationId>, now: UnixMillis) {
+    /// The operations (all, or `only`) with a job no node they may use can hold, each
+    /// with why.
+    pub(crate) fn unplaceable(&self, only: Option<&OperationId>) -> Vec<(OperationId, String)> {
         // What the nodes an operation may use offer depends only on its tree, pool and
         // tag filter: worked out once per such combination, as the few largest limit
         // vectors (a job fits some node exactly when it fits one of them), not per
@@ -149,9 +147,34 @@ impl SchedulerCore {
                 break;
             }
         }
-        for (id, error) in doomed {
+        doomed
+    }
+}
+
+impl SchedulerCore {
+    /// An operation whose job fits no node it may run on (in its trees, through its tag
+    /// filter) would wait forever: fail it now with the resource that is short. With no
+    /// such node at all it waits, as nodes may still come. `only`: one operation (a new
+    /// one: nodes did not change).
+    pub(crate) fn fail_unplaceable(&mut self, only: Option<&OperationId>, now: UnixMillis) {
+        for (id, error) in placeability!(self).unplaceable(only) {
             self.finish_operation(&id, OperationState::Failed, Some(error), now);
         }
+    }
+
+    /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
+    pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
+        let offer = placeability!(self).offer();
+        if self.placeability_offer.as_ref() != Some(&offer) {
+            self.placeability_passes += 1;
+            self.fail_unplaceable(None, now);
+            self.placeability_offer = Some(offer);
+        }
+    }
+
+    /// How many full passes `fail_unplaceable_if_offer_changed` made.
+    pub fn placeability_passes(&self) -> u64 {
+        self.placeability_passes
     }
 }
 

@@ -2,8 +2,11 @@
 //! (`resource_overcommit`), and operations or pools over `resource_limits` lowered at
 //! run time (`resource_limits_violation`). Newest jobs on the node go first.
 
+use crate::jobs::job_index::JobIndex;
 use crate::jobs::job_life::job_life;
+use crate::jobs::job_life::JobLife;
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::preemptibility::JobAge;
 use crate::SchedulerCore;
@@ -36,8 +39,8 @@ impl SchedulerCore {
         let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
             return;
         };
-        let jobs = self.jobs_newest_first(node_id);
-        self.take_back_overcommit(node_id, &jobs, now, &mut taken);
+        let jobs = jobs_newest_first(&self.jobs, &self.operations, node_id);
+        job_life!(self).take_back_overcommit(node_id, &jobs, now, &mut taken);
         self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);
         // Jobs being killed hold their resources until the node reports them gone.
         let Taken { aborts, freed, .. } = taken;
@@ -45,63 +48,6 @@ impl SchedulerCore {
             ctx.abort(a);
         }
         ctx.abort_dying_resources(freed);
-    }
-
-    fn jobs_newest_first(&self, node_id: &NodeId) -> Vec<NodeJob> {
-        let mut jobs: Vec<NodeJob> = self
-            .jobs
-            .on(node_id)
-            .filter_map(|j| {
-                let op_id = self.jobs.owner(j)?;
-                let op = self.operations.get(op_id)?;
-                let job = op.jobs.get(j)?;
-                Some((
-                    (job.start_time, op.seq, job.seq),
-                    j.clone(),
-                    op_id.clone(),
-                    job.resources,
-                ))
-            })
-            .collect();
-        jobs.sort_by_key(|j| std::cmp::Reverse(j.0));
-        jobs
-    }
-
-    /// The node's limits were lowered below what its jobs use: newest go first.
-    fn take_back_overcommit(
-        &mut self,
-        node_id: &NodeId,
-        jobs: &[NodeJob],
-        now: UnixMillis,
-        taken: &mut Taken,
-    ) {
-        let Some(node_limits) = self.nodes.get(node_id).map(|n| n.resource_limits) else {
-            return;
-        };
-        let mut used: ResourceVector = jobs.iter().map(|j| j.3).sum();
-        for (_, job, owner, res) in jobs {
-            if used.fits_in(&node_limits) {
-                break;
-            }
-            let message = format!("node {node_id} now offers {node_limits} and its jobs use more");
-            job_life!(self).abort_running_job(
-                node_id,
-                owner,
-                job,
-                AbortReason::ResourceOvercommit,
-                &message,
-                now,
-            );
-            taken.aborts.push(JobAbort {
-                job_id: job.clone(),
-                reason: AbortReason::ResourceOvercommit,
-                message,
-                graceful_timeout_ms: None,
-            });
-            used -= *res;
-            taken.freed += *res;
-            taken.jobs.insert(job.clone());
-        }
     }
 
     /// An operation or pool whose `resource_limits` were lowered below its usage: its
@@ -129,7 +75,7 @@ impl SchedulerCore {
         let Some(shares) = self.trees.shares(tree_name) else {
             return;
         };
-        let limits = self.element_limits(tree_name, &shares);
+        let limits = limits_of_elements(&self.cluster, &self.operations, tree_name, &shares);
         let mut usage = self
             .trees
             .live_usage(&self.operations, tree_name, &shares)
@@ -174,18 +120,6 @@ impl SchedulerCore {
             taken.freed += *res;
         }
     }
-
-    /// Absolute `resource_limits` of every element of an update (`None` where unset):
-    /// what lowered limits are enforced against. (`max_share_ratio` is not: nodes leaving
-    /// would make it preempt.)
-    fn element_limits(&self, tree_name: &str, shares: &TreeShares) -> Vec<Option<ResourceVector>> {
-        element_limits(self.cluster.trees.get(tree_name), shares, |id| {
-            self.operations
-                .get(id)
-                .and_then(|o| o.slot(tree_name))
-                .map(|s| s.resource_limits)
-        })
-    }
 }
 
 /// Absolute `resource_limits` of every element of `shares` (`None` where unset): pools'
@@ -229,5 +163,85 @@ pub(crate) fn exceeds_limits(
                 .map(|r, v| v * shares.total.get(r))
                 .fits_in(&l)
         })
+    })
+}
+
+/// What a job's life takes back from an overcommitted node.
+impl JobLife<'_> {
+    /// The node's limits were lowered below what its jobs use: newest go first.
+    fn take_back_overcommit(
+        &mut self,
+        node_id: &NodeId,
+        jobs: &[NodeJob],
+        now: UnixMillis,
+        taken: &mut Taken,
+    ) {
+        let Some(node_limits) = self.nodes.get(node_id).map(|n| n.resource_limits) else {
+            return;
+        };
+        let mut used: ResourceVector = jobs.iter().map(|j| j.3).sum();
+        for (_, job, owner, res) in jobs {
+            if used.fits_in(&node_limits) {
+                break;
+            }
+            let message = format!("node {node_id} now offers {node_limits} and its jobs use more");
+            self.abort_running_job(
+                node_id,
+                owner,
+                job,
+                AbortReason::ResourceOvercommit,
+                &message,
+                now,
+            );
+            taken.aborts.push(JobAbort {
+                job_id: job.clone(),
+                reason: AbortReason::ResourceOvercommit,
+                message,
+                graceful_timeout_ms: None,
+            });
+            used -= *res;
+            taken.freed += *res;
+            taken.jobs.insert(job.clone());
+        }
+    }
+}
+
+fn jobs_newest_first(
+    index: &JobIndex,
+    operations: &OperationTable,
+    node_id: &NodeId,
+) -> Vec<NodeJob> {
+    let mut jobs: Vec<NodeJob> = index
+        .on(node_id)
+        .filter_map(|j| {
+            let op_id = index.owner(j)?;
+            let op = operations.get(op_id)?;
+            let job = op.jobs.get(j)?;
+            Some((
+                (job.start_time, op.seq, job.seq),
+                j.clone(),
+                op_id.clone(),
+                job.resources,
+            ))
+        })
+        .collect();
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.0));
+    jobs
+}
+
+/// Absolute `resource_limits` of every element of an update (`None` where unset):
+/// what lowered limits are enforced against. (`max_share_ratio` is not: nodes leaving
+/// would make it preempt.)
+fn limits_of_elements(
+    cluster: &crate::ClusterConfig,
+    operations: &OperationTable,
+    tree_name: &str,
+    shares: &TreeShares,
+) -> Vec<Option<ResourceVector>> {
+    element_limits(cluster.trees.get(tree_name), shares, |id| {
+        operations
+            .get(id)
+            .and_then(|o| o.slot(tree_name))
+            .map(|s| s.resource_limits)
     })
 }
