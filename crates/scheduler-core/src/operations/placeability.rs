@@ -65,7 +65,7 @@ impl Placeability<'_> {
             .map(|tree| {
                 let kinds = self
                     .trees
-                    .members(tree, &self.nodes)
+                    .members(tree, self.nodes)
                     .map(|n| {
                         let l = n.resource_limits;
                         // Deterministic (fixed keys): the same tags give the same digest.
@@ -106,7 +106,7 @@ impl Placeability<'_> {
                     let pool_filters = self.cluster.pool_filters(tree, &slot.pool);
                     maximal_limits(
                         self.trees
-                            .members(tree, &self.nodes)
+                            .members(tree, self.nodes)
                             .filter(|n| pool_filters.iter().all(|f| f.matches(&n.all_tags)))
                             .filter(|n| op.tag_filter().matches(&n.all_tags))
                             .map(|n| n.resource_limits),
