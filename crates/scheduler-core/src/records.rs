@@ -374,11 +374,6 @@ impl SchedulerCore {
         });
         self.nudge_all_online();
     }
-
-    /// Whether jobs restored at start are still waiting for their nodes to report.
-    pub fn reviving(&self) -> bool {
-        self.revival_deadline.is_some()
-    }
 }
 
 impl Operation {

@@ -171,11 +171,6 @@ impl SchedulerCore {
             self.placeability_offer = Some(offer);
         }
     }
-
-    /// How many full passes `fail_unplaceable_if_offer_changed` made.
-    pub fn placeability_passes(&self) -> u64 {
-        self.placeability_passes
-    }
 }
 
 #[cfg(test)]

@@ -240,6 +240,7 @@ impl OperationTable {
     }
 
     /// Operations the fair-share inputs have read so far.
+    #[cfg(test)]
     pub(crate) fn share_input_reads(&self) -> u64 {
         self.marks.indexes.borrow().share_inputs.reads()
     }

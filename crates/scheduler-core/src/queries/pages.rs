@@ -38,13 +38,6 @@ impl SchedulerCore {
         Ok(describe(self.operation(id)?))
     }
 
-    /// Operations in submission order.
-    pub fn list_operations(&self) -> Vec<OperationInfo> {
-        let mut ops: Vec<&Operation> = self.operations.values().collect();
-        ops.sort_by_key(|o| o.seq);
-        ops.into_iter().map(describe).collect()
-    }
-
     /// One page of operations matching `req.filter`, newest first (by submission). The
     /// cursor is the submission number of the last one returned.
     pub fn list_operations_page(
@@ -94,20 +87,6 @@ impl SchedulerCore {
                 .flatten(),
             operations,
         })
-    }
-
-    /// The job attempts held in memory (running ones, and finished ones not yet
-    /// settled), in start order. Settled attempts are in the store: `list_jobs_page`
-    /// names them.
-    pub fn held_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
-        let op = self.operation(id)?;
-        let names = task_names(op);
-        let mut jobs: Vec<&Job> = op.jobs.values().map(|j| &**j).collect();
-        jobs.sort_by_key(|j| j.seq);
-        Ok(jobs
-            .into_iter()
-            .map(|j| job_info(&op.id, &names, j))
-            .collect())
     }
 
     /// One page of an operation's job attempts in start order, each either as held in
@@ -199,7 +178,7 @@ fn describe_brief(op: &Operation) -> OperationInfo {
     )
 }
 
-fn describe(op: &Operation) -> OperationInfo {
+pub(crate) fn describe(op: &Operation) -> OperationInfo {
     describe_with(op, op.spec.clone(), op.history.clone())
 }
 

@@ -992,6 +992,7 @@ mod gangs;
 mod hostile;
 mod inline_attempts;
 mod lifecycle;
+mod observers;
 mod pools;
 mod revival;
 mod security;

@@ -91,11 +91,6 @@ impl SchedulerCore {
             ctx.start(spec);
         }
     }
-
-    /// How many placement walks have run (see `placement_walks`).
-    pub fn placement_walks(&self) -> u64 {
-        self.placement_walks
-    }
 }
 
 /// `room` narrowed by what element `idx` may still take: its limits share of the tree

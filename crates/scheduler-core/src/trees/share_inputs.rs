@@ -117,6 +117,7 @@ impl ShareInputs {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn reads(&self) -> u64 {
         self.reads
     }

@@ -235,13 +235,6 @@ impl SchedulerCore {
         out
     }
 
-    /// Operations read to prepare fair-share updates so far: each update reads those
-    /// changed since the last one, not all (`share_inputs.rs`), counted so tests can
-    /// see it.
-    pub fn share_input_reads(&self) -> u64 {
-        self.operations.share_input_reads()
-    }
-
     /// An update the driver could not compute: the tree is tried again.
     pub fn abandon_share_update(&mut self, tree: &str) {
         self.operations.take_since_prepare(tree);
@@ -347,15 +340,6 @@ impl SchedulerCore {
             out.insert(name.clone(), offered);
         }
         out
-    }
-
-    /// A pool's accumulated integral volume (share × seconds).
-    pub fn integral_volume(&self, tree: &str, pool: &str) -> f64 {
-        self.trees
-            .get(tree)
-            .and_then(|t| t.integral_volumes.get(pool))
-            .copied()
-            .unwrap_or(0.0)
     }
 
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
