@@ -44,9 +44,9 @@ impl SchedulerCore {
     /// Runs one call and returns its answer with its effects: how the service, the
     /// simulator and tests that watch effects drive the core.
     pub fn run<R>(&mut self, call: impl FnOnce(&mut Self) -> R) -> (R, Effects) {
-        let revision = self.config_revision();
+        let revision = self.config_revision;
         let answer = call(self);
-        let config_changed = self.config_revision() != revision;
+        let config_changed = self.config_revision != revision;
         let mut effects = self.take_effects();
         effects.config_changed = config_changed;
         (answer, effects)

@@ -251,10 +251,6 @@ impl SchedulerCore {
         }
     }
 
-    pub fn config_revision(&self) -> u64 {
-        self.config_revision
-    }
-
     /// Periodic housekeeping: nodes that went silent, operations that can never run,
     /// fair share updates that are due.
     pub fn tick(&mut self, now: UnixMillis) {

@@ -157,7 +157,7 @@ impl SchedulerCore {
             ops: std::collections::HashMap::new(),
             pending: Vec::new(),
             node_count: self.trees.get(tree_name).map_or(0, |t| t.members.len()),
-            resources: self.tree_resources(tree_name),
+            resources: self.trees.resources(tree_name),
             progress: FactsProgress::Elements(0),
         })
     }

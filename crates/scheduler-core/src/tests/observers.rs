@@ -4,6 +4,7 @@
 use crate::queries::pages::{describe, task_names};
 use crate::*;
 use ytsched_common::api::*;
+use ytsched_common::resources::ResourceVector;
 
 impl SchedulerCore {
     /// How many full passes `fail_unplaceable_if_offer_changed` made.
@@ -56,5 +57,15 @@ impl SchedulerCore {
     /// see it.
     pub fn share_input_reads(&self) -> u64 {
         self.operations.share_input_reads()
+    }
+    pub fn config_revision(&self) -> u64 {
+        self.config_revision
+    }
+
+    /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
+    pub fn tree_resources(&self, tree: &str) -> ResourceVector {
+        self.trees
+            .get(tree)
+            .map_or(ResourceVector::ZERO, |t| t.resources)
     }
 }

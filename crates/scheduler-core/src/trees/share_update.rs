@@ -2,13 +2,17 @@
 //! right away (before the next placement) when the tree's operations, configuration or
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
+use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
 use crate::trees::live_usage::{build_live, LiveTree};
 use crate::trees::share_inputs::TreeInputs;
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
+use crate::trees::tree_state::TreeStates;
+use crate::{ClusterConfig, Node};
 use crate::{PoolTree, SchedulerCore};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 use ytsched_common::names::{TreeName, TreePoolName};
@@ -116,61 +120,37 @@ impl ShareUpdate {
     }
 }
 
-impl SchedulerCore {
-    /// Runs the updates that are due by their period. Stale trees are not updated here:
-    /// placement updates them right before it needs them, and a stream of submissions
-    /// must not turn every tick into a full update of a large tree.
-    pub(crate) fn update_due_shares(&mut self, now: UnixMillis) {
-        if self.config.background_share_updates {
-            return;
-        }
-        for tree in self.trees.names() {
-            if self.trees.due_by_period(&self.cluster, tree.as_str(), now) {
-                self.update_tree_shares(tree.as_str(), now);
-            }
-        }
-    }
+/// What preparing one tree's update moves and reads, borrowed from the core: the
+/// tree's state (marked as updating) and the operation table (which tracks what
+/// changes while the update computes).
+pub(crate) struct SharePrep<'a> {
+    pub(crate) cluster: &'a ClusterConfig,
+    pub(crate) trees: &'a mut TreeStates,
+    pub(crate) operations: &'a mut OperationTable,
+    pub(crate) nodes: &'a BTreeMap<NodeId, Node>,
+    pub(crate) config_revision: u64,
+}
 
-    /// Recomputes every tree now (the simulator's snapshots, admin changes).
-    pub fn update_all_shares(&mut self, now: UnixMillis) {
-        for tree in self.trees.names() {
-            self.update_tree_shares(tree.as_str(), now);
+macro_rules! share_prep {
+    ($core:expr) => {
+        SharePrep {
+            cluster: &$core.cluster,
+            trees: &mut $core.trees,
+            operations: &mut $core.operations,
+            nodes: &$core.nodes,
+            config_revision: $core.config_revision,
         }
-    }
+    };
+}
 
-    /// Updates a tree whose operations, configuration or nodes changed before a
-    /// placement reads it, but no more often than its size allows: an update costs time
-    /// in proportion to the tree's elements, and thousands of nodes joining, or a stream
-    /// of submissions, must not turn every heartbeat into a full update (placement then
-    /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
-    pub(crate) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
-        let Some(state) = self.trees.get(tree) else {
-            return;
-        };
-        let due = if state.snapshot.is_some() {
-            !self.config.background_share_updates && self.trees.due_by_change(tree, now)
-        } else {
-            // A tree never updated: placement cannot do without it.
-            !state.updating
-        };
-        if due {
-            self.update_tree_shares(tree, now);
-        }
-    }
-
-    pub(crate) fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
-        if let Some(update) = self.prepare_share_update(tree_name, now) {
-            let _ = self.apply_share_update(update.compute());
-        }
-    }
-
+impl SharePrep<'_> {
     /// The input of one tree's update, taken from the core as it is now. The tree counts
     /// as up to date from here: changes made while the update computes mark it stale
     /// again.
-    fn prepare_share_update(&mut self, tree_name: &str, now: UnixMillis) -> Option<ShareUpdate> {
+    pub(crate) fn prepare(&mut self, tree_name: &str, now: UnixMillis) -> Option<ShareUpdate> {
         let (name, tree) = self.cluster.trees.get_key_value(tree_name)?;
         let (name, tree) = (name.clone(), tree.clone());
-        let total = self.tree_resources(tree_name);
+        let total = self.trees.resources(tree_name);
         let inputs = self.operations.share_inputs(tree_name);
         let state = self.trees.get(tree_name)?;
         let previous_starvation = state.starvation.clone();
@@ -215,6 +195,77 @@ impl SchedulerCore {
         })
     }
 
+    /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes
+    /// that match it offer: the most its subtree can ever use.
+    fn pool_filter_resources(&self, tree_name: &str) -> HashMap<TreePoolName, ResourceVector> {
+        let Some(tree) = self.cluster.trees.get(tree_name) else {
+            return HashMap::new();
+        };
+        let mut out = HashMap::new();
+        for (name, pool) in &tree.pools {
+            let Some(filter) = pool.config.tag_filter() else {
+                continue;
+            };
+            let offered: ResourceVector = self
+                .trees
+                .members(tree_name, self.nodes)
+                .filter(|n| filter.matches(&n.all_tags))
+                .map(|n| n.resource_limits)
+                .sum();
+            out.insert(name.clone(), offered);
+        }
+        out
+    }
+}
+
+impl SchedulerCore {
+    /// Runs the updates that are due by their period. Stale trees are not updated here:
+    /// placement updates them right before it needs them, and a stream of submissions
+    /// must not turn every tick into a full update of a large tree.
+    pub(crate) fn update_due_shares(&mut self, now: UnixMillis) {
+        if self.config.background_share_updates {
+            return;
+        }
+        for tree in self.trees.names() {
+            if self.trees.due_by_period(&self.cluster, tree.as_str(), now) {
+                self.update_tree_shares(tree.as_str(), now);
+            }
+        }
+    }
+
+    /// Recomputes every tree now (the simulator's snapshots, admin changes).
+    pub fn update_all_shares(&mut self, now: UnixMillis) {
+        for tree in self.trees.names() {
+            self.update_tree_shares(tree.as_str(), now);
+        }
+    }
+
+    /// Updates a tree whose operations, configuration or nodes changed before a
+    /// placement reads it, but no more often than its size allows: an update costs time
+    /// in proportion to the tree's elements, and thousands of nodes joining, or a stream
+    /// of submissions, must not turn every heartbeat into a full update (placement then
+    /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
+    pub(crate) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
+        let Some(state) = self.trees.get(tree) else {
+            return;
+        };
+        let due = if state.snapshot.is_some() {
+            !self.config.background_share_updates && self.trees.due_by_change(tree, now)
+        } else {
+            // A tree never updated: placement cannot do without it.
+            !state.updating
+        };
+        if due {
+            self.update_tree_shares(tree, now);
+        }
+    }
+
+    pub(crate) fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
+        if let Some(update) = share_prep!(self).prepare(tree_name, now) {
+            let _ = self.apply_share_update(update.compute());
+        }
+    }
+
     /// Updates that are due, for a driver that computes them away from the core
     /// (`CoreConfig::background_share_updates`) and hands each back to
     /// `apply_share_update`: a tree whose period has passed, a changed tree past its
@@ -229,7 +280,7 @@ impl SchedulerCore {
             if self.trees.due_by_period(&self.cluster, tree.as_str(), now)
                 || self.trees.due_by_change(tree.as_str(), now)
             {
-                out.extend(self.prepare_share_update(tree.as_str(), now));
+                out.extend(share_prep!(self).prepare(tree.as_str(), now));
             }
         }
         out
@@ -318,35 +369,6 @@ impl SchedulerCore {
         }
         self.sample_pools(&tree_name, now);
         superseded
-    }
-
-    /// For each pool of a tree with a `scheduling_tag_filter`, what the tree's nodes
-    /// that match it offer: the most its subtree can ever use.
-    fn pool_filter_resources(&self, tree_name: &str) -> HashMap<TreePoolName, ResourceVector> {
-        let Some(tree) = self.cluster.trees.get(tree_name) else {
-            return HashMap::new();
-        };
-        let mut out = HashMap::new();
-        for (name, pool) in &tree.pools {
-            let Some(filter) = pool.config.tag_filter() else {
-                continue;
-            };
-            let offered: ResourceVector = self
-                .trees
-                .members(tree_name, &self.nodes)
-                .filter(|n| filter.matches(&n.all_tags))
-                .map(|n| n.resource_limits)
-                .sum();
-            out.insert(name.clone(), offered);
-        }
-        out
-    }
-
-    /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
-    pub fn tree_resources(&self, tree: &str) -> ResourceVector {
-        self.trees
-            .get(tree)
-            .map_or(ResourceVector::ZERO, |t| t.resources)
     }
 
     /// Every node's membership again (after the configuration changed).

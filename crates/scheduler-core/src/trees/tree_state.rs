@@ -85,6 +85,11 @@ impl TreeState {
 pub(crate) struct TreeStates(BTreeMap<TreeName, TreeState>);
 
 impl TreeStates {
+    /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
+    pub(crate) fn resources(&self, tree: &str) -> ResourceVector {
+        self.get(tree).map_or(ResourceVector::ZERO, |t| t.resources)
+    }
+
     /// Whether a tree's `fair_share_update_period` has passed since its last update (or
     /// it never had one).
     pub(crate) fn due_by_period(
