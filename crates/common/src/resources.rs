@@ -62,6 +62,15 @@ pub struct ResourceVector {
 }
 
 impl ResourceVector {
+    /// The largest component: a vector share read as one ratio (the orchid's
+    /// `*_ratio`, the event log's pool shares).
+    pub fn max_component(&self) -> f64 {
+        Resource::ALL
+            .iter()
+            .map(|&r| self.get(r))
+            .fold(0.0, f64::max)
+    }
+
     pub const ZERO: ResourceVector = ResourceVector {
         cpu: 0.0,
         memory: 0.0,

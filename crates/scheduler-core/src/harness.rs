@@ -441,7 +441,7 @@ mod scenarios {
         for _ in 0..3 {
             h.advance(500).heartbeat_all();
         }
-        let info = h.core.operation_info(&b).unwrap();
+        let info = h.core.reads().operation_info(&b).unwrap();
         assert_eq!(info.state, OperationState::Completed, "{info:?}");
         assert_eq!(h.running_of(&a), 8, "alice's operation takes the node");
     }
@@ -459,7 +459,7 @@ mod scenarios {
             h.advance(500).heartbeat_all();
             h.finish_all("n1", JobState::Failed);
         }
-        let info = h.core.operation_info(&op).unwrap();
+        let info = h.core.reads().operation_info(&op).unwrap();
         assert_eq!(info.state, OperationState::Failed, "{info:?}");
         assert_eq!(info.jobs.failed, 3, "two retried, the third fails it");
         let why = info.error.unwrap_or_default();

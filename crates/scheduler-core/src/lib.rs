@@ -33,6 +33,7 @@ pub use operations::operation::{Job, Operation, Task};
 pub use operations::retention;
 pub use queries::orchid;
 pub use queries::pages::{job_info, page_limit, parse_cursor, JobEntry, JobPagePlan};
+pub use queries::reads::CoreReads;
 pub use queries::share_history::ShareSample;
 pub use trees::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 pub use trees::share_update::{ComputedShares, ShareUpdate};
@@ -204,11 +205,6 @@ impl SchedulerCore {
         };
         core.trees.sync(core.cluster.trees.keys());
         core
-    }
-
-    /// An operation's recent usage and fair share, oldest first (empty if none kept).
-    pub fn share_history(&self, id: &OperationId) -> Vec<ShareSample> {
-        self.share_history.of(id)
     }
 
     pub fn config(&self) -> &CoreConfig {

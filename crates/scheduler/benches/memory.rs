@@ -94,6 +94,7 @@ fn main() {
     let _ = core.run(|c| c.update_all_shares(3));
     let waiting = LIVE.load(Relaxed);
     let still_waiting = core
+        .reads()
         .list_operations_page(&Default::default())
         .expect("list")
         .operations

@@ -100,7 +100,7 @@ impl SchedulerCore {
         let parts: Vec<&str> = sub.iter().map(String::as_str).collect();
         match parts.as_slice() {
             ["scheduler", "pool_trees", tree, ..] => {
-                let orchid = self.tree_orchid(tree).ok_or_else(missing)?;
+                let orchid = self.reads().tree_orchid(tree).ok_or_else(missing)?;
                 navigate(&orchid, &sub[3..], path).cloned()
             }
             ["scheduler", "operations", op, ..] => {
@@ -109,11 +109,11 @@ impl SchedulerCore {
                     .get(&ytsched_common::OperationId(op.to_string()))
                     .map(|o| o.main_tree().to_string())
                     .ok_or_else(missing)?;
-                let orchid = self.tree_orchid(&tree).ok_or_else(missing)?;
+                let orchid = self.reads().tree_orchid(&tree).ok_or_else(missing)?;
                 let operation = orchid["operations"].get(*op).ok_or_else(missing)?;
                 navigate(operation, &sub[3..], path).cloned()
             }
-            _ => navigate(&self.orchid(), sub, path).cloned(),
+            _ => navigate(&self.reads().orchid(), sub, path).cloned(),
         }
     }
 

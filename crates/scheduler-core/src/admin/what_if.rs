@@ -57,7 +57,7 @@ impl SchedulerCore {
         }
         let mut out = BTreeMap::new();
         for tree in self.trees.names() {
-            let Some(orchid) = self.tree_orchid(tree.as_str()) else {
+            let Some(orchid) = self.reads().tree_orchid(tree.as_str()) else {
                 continue;
             };
             for (section, kind) in [("pools", "pool"), ("operations", "operation")] {

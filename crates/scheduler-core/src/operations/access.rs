@@ -204,7 +204,7 @@ impl SchedulerCore {
         id: &OperationId,
         action: &str,
     ) -> Result<(), ApiError> {
-        let op = self.operation(id)?;
+        let op = self.reads().operation(id)?;
         authorize_operation_of(caller, id, &op.user, &op.spec.owners, action)
     }
 

@@ -34,7 +34,9 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> Result<(), ApiError> {
         self.observe(now);
-        let op = self.unfinished_operation(id, "have its parameters changed")?;
+        let op = self
+            .reads()
+            .unfinished_operation(id, "have its parameters changed")?;
         for tree in params.scheduling_options_per_pool_tree.keys() {
             if op.slot(tree.as_str()).is_none() {
                 return Err(ApiError::new(format!(

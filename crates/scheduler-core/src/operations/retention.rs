@@ -120,7 +120,7 @@ impl SchedulerCore {
 
     #[tracing::instrument(level = "debug", skip_all, fields(operation = %id))]
     fn retire(&mut self, id: &OperationId) {
-        let Ok(info) = self.operation_info(id) else {
+        let Ok(info) = self.reads().operation_info(id) else {
             return;
         };
         self.share_history.forget(id);

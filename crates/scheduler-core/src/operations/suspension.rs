@@ -21,7 +21,7 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> Result<(), ApiError> {
         self.observe(now);
-        let op = self.unfinished_operation(id, "be suspended")?;
+        let op = self.reads().unfinished_operation(id, "be suspended")?;
         let was_suspended = op.suspended;
         if was_suspended && !abort_running_jobs {
             return Ok(());
@@ -85,7 +85,7 @@ impl SchedulerCore {
     #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
     pub fn resume_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
         self.observe(now);
-        let op = self.unfinished_operation(id, "be resumed")?;
+        let op = self.reads().unfinished_operation(id, "be resumed")?;
         if !op.suspended {
             return Ok(());
         }

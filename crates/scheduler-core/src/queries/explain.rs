@@ -3,10 +3,11 @@
 //! starvation and preemption rules). It only reads, so it may run on any copy of the
 //! core.
 
+use crate::queries::reads::CoreReads;
 use crate::trees::fair_share::DetailedShare;
 use crate::trees::fair_share::TreeShares;
 use crate::trees::starvation::ElementKey;
-use crate::{Operation, SchedulerCore};
+use crate::Operation;
 use ytsched_common::api::ApiError;
 use ytsched_common::explain::{
     first_shortfall, Explanation, PoolExplanation, Reason, ShareParts, TreePlace,
@@ -18,7 +19,61 @@ use ytsched_common::OperationId;
 /// Operations named as preemption victims, at most.
 const VICTIMS_NAMED: usize = 5;
 
-impl SchedulerCore {
+/// What stops element `idx`'s fair share from growing, in words: its demand, the
+/// `resource_limits` of it or an ancestor, or the weights it shares with.
+fn bound_by(shares: &TreeShares, idx: usize) -> String {
+    let e = &shares.elements[idx];
+    let at = |v: &ResourceVector| v.get(e.dominant_resource);
+    if at(&e.fair_share.total) + EPSILON >= at(&e.demand_share) {
+        return "its demand: it is offered all it asks for".to_string();
+    }
+    let limiting = shares
+        .path(idx)
+        .into_iter()
+        // The root's share is the whole tree: never a limit of its own.
+        .filter(|&i| shares.elements[i].parent.is_some())
+        .find(|&i| {
+            let x = &shares.elements[i];
+            at(&x.fair_share.total) + EPSILON >= at(&x.limits_share)
+        });
+    if let Some(limiting) = limiting {
+        return if limiting == idx {
+            "its own resource_limits".to_string()
+        } else {
+            format!(
+                "the resource_limits of pool '{}'",
+                shares.elements[limiting].name()
+            )
+        };
+    }
+    // The nearest element on the path that shares its parent with others is where the
+    // weights decide.
+    let shared = shares.path(idx).into_iter().find(|&i| {
+        shares.elements[i]
+            .parent
+            .is_some_and(|p| shares.elements[p].children.len() > 1)
+    });
+    match shared {
+        Some(i) => {
+            let x = &shares.elements[i];
+            let parent = &shares.elements[x.parent.expect("found with a parent")];
+            let who = if i == idx {
+                "it".to_string()
+            } else {
+                format!("its pool '{}'", x.name())
+            };
+            format!(
+                "sharing: {who} has weight {} among {} children of '{}'",
+                x.weight,
+                parent.children.len(),
+                parent.name()
+            )
+        }
+        None => "sharing".to_string(),
+    }
+}
+
+impl<'a> CoreReads<'a> {
     pub fn explain_operation(&self, id: &OperationId) -> Result<Explanation, ApiError> {
         let op = self
             .operations
@@ -108,7 +163,7 @@ impl SchedulerCore {
             let Ok(tree) = self.cluster.tree(tree_name) else {
                 continue;
             };
-            let counts = self.operations.pool_counts(&self.cluster, tree_name);
+            let counts = self.operations.pool_counts(self.cluster, tree_name);
             let chain = tree.lineage(&slot.pool);
             for (depth, &pool) in chain.iter().enumerate() {
                 let running = counts.get(pool).map_or(0, |c| c.running);
@@ -153,7 +208,7 @@ impl SchedulerCore {
         tree: &str,
         place: Option<&TreePlace>,
     ) -> Vec<Reason> {
-        let members: Vec<_> = self.trees.members(tree, &self.nodes).collect();
+        let members: Vec<_> = self.trees.members(tree, self.nodes).collect();
         if members.is_empty() {
             return vec![Reason::TreeHasNoNodes { tree: tree.into() }];
         }
@@ -208,7 +263,7 @@ impl SchedulerCore {
             if victims.len() == VICTIMS_NAMED {
                 break;
             }
-            if *other != op.id && self.preemptible_counts(other, tree).0 > 0 {
+            if *other != op.id && self.victims().preemptible_counts(other, tree).0 > 0 {
                 victims.push(other.clone());
             }
         }
@@ -236,63 +291,7 @@ impl SchedulerCore {
             not_in_last_update: false,
         })
     }
-}
 
-/// What stops element `idx`'s fair share from growing, in words: its demand, the
-/// `resource_limits` of it or an ancestor, or the weights it shares with.
-fn bound_by(shares: &TreeShares, idx: usize) -> String {
-    let e = &shares.elements[idx];
-    let at = |v: &ResourceVector| v.get(e.dominant_resource);
-    if at(&e.fair_share.total) + EPSILON >= at(&e.demand_share) {
-        return "its demand: it is offered all it asks for".to_string();
-    }
-    let limiting = shares
-        .path(idx)
-        .into_iter()
-        // The root's share is the whole tree: never a limit of its own.
-        .filter(|&i| shares.elements[i].parent.is_some())
-        .find(|&i| {
-            let x = &shares.elements[i];
-            at(&x.fair_share.total) + EPSILON >= at(&x.limits_share)
-        });
-    if let Some(limiting) = limiting {
-        return if limiting == idx {
-            "its own resource_limits".to_string()
-        } else {
-            format!(
-                "the resource_limits of pool '{}'",
-                shares.elements[limiting].name()
-            )
-        };
-    }
-    // The nearest element on the path that shares its parent with others is where the
-    // weights decide.
-    let shared = shares.path(idx).into_iter().find(|&i| {
-        shares.elements[i]
-            .parent
-            .is_some_and(|p| shares.elements[p].children.len() > 1)
-    });
-    match shared {
-        Some(i) => {
-            let x = &shares.elements[i];
-            let parent = &shares.elements[x.parent.expect("found with a parent")];
-            let who = if i == idx {
-                "it".to_string()
-            } else {
-                format!("its pool '{}'", x.name())
-            };
-            format!(
-                "sharing: {who} has weight {} among {} children of '{}'",
-                x.weight,
-                parent.children.len(),
-                parent.name()
-            )
-        }
-        None => "sharing".to_string(),
-    }
-}
-
-impl SchedulerCore {
     pub fn explain_pool(
         &self,
         tree: Option<&str>,
@@ -318,7 +317,7 @@ impl SchedulerCore {
         })?;
         let counts = self
             .operations
-            .pool_counts(&self.cluster, &tree_name)
+            .pool_counts(self.cluster, &tree_name)
             .get(pool)
             .copied()
             .unwrap_or_default();

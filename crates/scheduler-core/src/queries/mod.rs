@@ -4,4 +4,5 @@
 pub(crate) mod explain;
 pub mod orchid;
 pub(crate) mod pages;
+pub mod reads;
 pub(crate) mod share_history;

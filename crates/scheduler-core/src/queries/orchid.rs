@@ -3,13 +3,13 @@
 //! `resource_limits`; resource vectors are absolute.
 
 use crate::operations::operation_counts::PoolCounts;
+use crate::queries::reads::CoreReads;
 use crate::trees::fair_share::{Element, ElementKind, IntegralView, TreeShares};
 use crate::trees::pool_lines::satisfaction;
 use crate::trees::starvation::ElementKey;
-use crate::SchedulerCore;
 use serde_json::{json, Map, Value};
 use ytsched_common::pool_config::{IntegralGuaranteeType, PoolMode};
-use ytsched_common::resources::{Resource, ResourceVector};
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
@@ -19,10 +19,6 @@ fn share_vector(v: &ResourceVector) -> Value {
 
 fn resource_vector(v: &ResourceVector) -> Value {
     json!({"cpu": v.cpu, "memory": v.memory.round(), "gpu": v.gpu, "user_slots": v.user_slots})
-}
-
-pub(crate) fn max_component(v: &ResourceVector) -> f64 {
-    Resource::ALL.iter().map(|&r| v.get(r)).fold(0.0, f64::max)
 }
 
 /// Satisfaction as the orchid shows it: finite (a large number stands for "none yet").
@@ -39,9 +35,9 @@ fn common_fields(e: &Element, shares: &TreeShares) -> Map<String, Value> {
     let t = &shares.total;
     let fs = &e.fair_share;
     let mut m = Map::new();
-    m.insert("fair_share_ratio".into(), json!(max_component(&fs.total)));
-    m.insert("usage_ratio".into(), json!(max_component(&e.usage_share)));
-    m.insert("demand_ratio".into(), json!(max_component(&e.demand_share)));
+    m.insert("fair_share_ratio".into(), json!(fs.total.max_component()));
+    m.insert("usage_ratio".into(), json!(e.usage_share.max_component()));
+    m.insert("demand_ratio".into(), json!(e.demand_share.max_component()));
     m.insert(
         "dominant_resource".into(),
         json!(e.dominant_resource.name()),
@@ -128,130 +124,6 @@ enum FactsProgress {
     Elements(usize),
     Pending(Option<OperationId>),
     Done,
-}
-
-impl SchedulerCore {
-    /// The orchid of one tree as of its last fair share update.
-    pub fn tree_orchid(&self, tree_name: &str) -> Option<Value> {
-        Some(self.tree_facts(tree_name)?.orchid())
-    }
-
-    /// The facts of one tree's orchid.
-    pub fn tree_facts(&self, tree_name: &str) -> Option<TreeFacts> {
-        let mut facts = self.tree_facts_head(tree_name)?;
-        while self.add_facts(&mut facts, usize::MAX) {}
-        Some(facts)
-    }
-
-    /// A tree's facts without those of its operations, which `add_facts` adds a part
-    /// at a time, so that a caller holding the core behind a lock can let go of it
-    /// between parts (O(operations) in all).
-    pub fn tree_facts_head(&self, tree_name: &str) -> Option<TreeFacts> {
-        let tree = self.cluster.trees.get(tree_name)?;
-        Some(TreeFacts {
-            name: tree_name.to_string(),
-            tree: tree.clone(),
-            shares: self.trees.shares(tree_name).unwrap_or_default(),
-            counts: self.operations.pool_counts(&self.cluster, tree_name),
-            starvation: self.trees.get(tree_name).map(|t| t.starvation.clone()),
-            ops: std::collections::HashMap::new(),
-            pending: Vec::new(),
-            node_count: self.trees.get(tree_name).map_or(0, |t| t.members.len()),
-            resources: self.trees.resources(tree_name),
-            progress: FactsProgress::Elements(0),
-        })
-    }
-
-    /// Adds the facts of up to `limit` more operations as they are now: first those of
-    /// the tree's snapshot, then the pending ones (looking at up to `limit` of the core's
-    /// operations per call). Whether there is more to add.
-    pub fn add_facts(&self, facts: &mut TreeFacts, limit: usize) -> bool {
-        let tree_name = facts.name.clone();
-        facts.progress = match std::mem::replace(&mut facts.progress, FactsProgress::Done) {
-            FactsProgress::Elements(from) => {
-                let shares = facts.shares.clone();
-                let mut next = shares.elements.len();
-                let mut taken = 0;
-                for (i, e) in shares.elements.iter().enumerate().skip(from) {
-                    if taken == limit {
-                        next = i;
-                        break;
-                    }
-                    if let ElementKind::Operation { id } = &e.kind {
-                        taken += 1;
-                        if let Some(f) = self.operation_facts(id, &tree_name) {
-                            facts.ops.insert(id.clone(), f);
-                        }
-                    }
-                }
-                if next < shares.elements.len() {
-                    FactsProgress::Elements(next)
-                } else {
-                    FactsProgress::Pending(None)
-                }
-            }
-            FactsProgress::Pending(after) => {
-                let mut last = None;
-                let mut seen = 0;
-                for op in self.operations.values_after(after.as_ref()).take(limit) {
-                    seen += 1;
-                    last = Some(op.id.clone());
-                    if let Some(p) = pending_facts(op, &tree_name) {
-                        facts.pending.push(p);
-                    }
-                }
-                if seen == limit {
-                    FactsProgress::Pending(last)
-                } else {
-                    FactsProgress::Done
-                }
-            }
-            FactsProgress::Done => FactsProgress::Done,
-        };
-        !matches!(facts.progress, FactsProgress::Done)
-    }
-
-    /// What one operation of a tree's snapshot shows now.
-    fn operation_facts(&self, id: &OperationId, tree_name: &str) -> Option<OpFacts> {
-        let op = self.operations.get(id)?;
-        let slot = op.slot(tree_name);
-        Some(OpFacts {
-            state: op.state,
-            pool: slot.map(|s| s.pool.to_string()),
-            user: op.user.clone(),
-            lightweight: slot.is_some_and(|s| s.lightweight),
-            running: op.running_job_ids().count(),
-            pending: op.waiting_job_count(),
-            preemptible: self.preemptible_counts(id, tree_name),
-            resource_limits: op.spec.resource_limits_in(tree_name).cloned(),
-            suspended: op.suspended,
-            unschedulable_reason: op.unschedulable_reason(),
-            is_gang: op.is_gang(),
-        })
-    }
-
-    /// The facts of every tree's orchid: what `orchid_of` makes the orchid from.
-    pub fn orchid_facts(&self) -> Vec<TreeFacts> {
-        self.cluster
-            .trees
-            .keys()
-            .filter_map(|name| self.tree_facts(name.as_str()))
-            .collect()
-    }
-
-    /// The facts of every tree, without their operations' (`tree_facts_head`).
-    pub fn orchid_facts_heads(&self) -> Vec<TreeFacts> {
-        self.cluster
-            .trees
-            .keys()
-            .filter_map(|name| self.tree_facts_head(name.as_str()))
-            .collect()
-    }
-
-    /// `//sys/scheduler/orchid/scheduler`: every tree, and operations by id.
-    pub fn orchid(&self) -> Value {
-        orchid_of(self.orchid_facts())
-    }
 }
 
 /// A pending operation of the tree, as the orchid lists it (`None`: not one).
@@ -461,7 +333,7 @@ impl TreeFacts {
             m.insert("lightweight".into(), json!(op.lightweight));
             m.insert("fair_share_ratio".into(), json!(0.0));
             m.insert("usage_ratio".into(), json!(0.0));
-            m.insert("demand_ratio".into(), json!(max_component(&demand_share)));
+            m.insert("demand_ratio".into(), json!(demand_share.max_component()));
             m.insert(
                 "dominant_resource".into(),
                 json!(ytsched_fair_share::vector::dominant_resource(&demand, total).name()),
@@ -490,33 +362,6 @@ impl TreeFacts {
             );
             out.insert(op.id.clone(), Value::Object(m));
         }
-    }
-}
-
-impl SchedulerCore {
-    /// Each pool's fair share, usage and demand ratios (as the orchid shows them), per
-    /// tree: what `/metrics` needs, without building the orchid of every operation.
-    pub fn pool_ratios(&self) -> Vec<(String, String, [f64; 3])> {
-        let mut out = vec![];
-        for tree in self.cluster.trees.keys() {
-            let Some(shares) = self.trees.shares(tree.as_str()) else {
-                continue;
-            };
-            for e in &shares.elements {
-                if let ElementKind::Pool { name, .. } = &e.kind {
-                    out.push((
-                        tree.to_string(),
-                        name.to_string(),
-                        [
-                            max_component(&e.fair_share.total),
-                            max_component(&e.usage_share),
-                            max_component(&e.demand_share),
-                        ],
-                    ));
-                }
-            }
-        }
-        out
     }
 }
 
@@ -565,4 +410,153 @@ fn insert_integral(
 
 fn element_satisfaction(e: &Element) -> f64 {
     satisfaction(&e.usage_share, &e.fair_share.total, &e.demand_share)
+}
+
+impl<'a> CoreReads<'a> {
+    /// The orchid of one tree as of its last fair share update.
+    pub fn tree_orchid(&self, tree_name: &str) -> Option<Value> {
+        Some(self.tree_facts(tree_name)?.orchid())
+    }
+
+    /// The facts of one tree's orchid.
+    pub fn tree_facts(&self, tree_name: &str) -> Option<TreeFacts> {
+        let mut facts = self.tree_facts_head(tree_name)?;
+        while self.add_facts(&mut facts, usize::MAX) {}
+        Some(facts)
+    }
+
+    /// A tree's facts without those of its operations, which `add_facts` adds a part
+    /// at a time, so that a caller holding the core behind a lock can let go of it
+    /// between parts (O(operations) in all).
+    pub fn tree_facts_head(&self, tree_name: &str) -> Option<TreeFacts> {
+        let tree = self.cluster.trees.get(tree_name)?;
+        Some(TreeFacts {
+            name: tree_name.to_string(),
+            tree: tree.clone(),
+            shares: self.trees.shares(tree_name).unwrap_or_default(),
+            counts: self.operations.pool_counts(self.cluster, tree_name),
+            starvation: self.trees.get(tree_name).map(|t| t.starvation.clone()),
+            ops: std::collections::HashMap::new(),
+            pending: Vec::new(),
+            node_count: self.trees.get(tree_name).map_or(0, |t| t.members.len()),
+            resources: self.trees.resources(tree_name),
+            progress: FactsProgress::Elements(0),
+        })
+    }
+
+    /// Adds the facts of up to `limit` more operations as they are now: first those of
+    /// the tree's snapshot, then the pending ones (looking at up to `limit` of the core's
+    /// operations per call). Whether there is more to add.
+    pub fn add_facts(&self, facts: &mut TreeFacts, limit: usize) -> bool {
+        let tree_name = facts.name.clone();
+        facts.progress = match std::mem::replace(&mut facts.progress, FactsProgress::Done) {
+            FactsProgress::Elements(from) => {
+                let shares = facts.shares.clone();
+                let mut next = shares.elements.len();
+                let mut taken = 0;
+                for (i, e) in shares.elements.iter().enumerate().skip(from) {
+                    if taken == limit {
+                        next = i;
+                        break;
+                    }
+                    if let ElementKind::Operation { id } = &e.kind {
+                        taken += 1;
+                        if let Some(f) = self.operation_facts(id, &tree_name) {
+                            facts.ops.insert(id.clone(), f);
+                        }
+                    }
+                }
+                if next < shares.elements.len() {
+                    FactsProgress::Elements(next)
+                } else {
+                    FactsProgress::Pending(None)
+                }
+            }
+            FactsProgress::Pending(after) => {
+                let mut last = None;
+                let mut seen = 0;
+                for op in self.operations.values_after(after.as_ref()).take(limit) {
+                    seen += 1;
+                    last = Some(op.id.clone());
+                    if let Some(p) = pending_facts(op, &tree_name) {
+                        facts.pending.push(p);
+                    }
+                }
+                if seen == limit {
+                    FactsProgress::Pending(last)
+                } else {
+                    FactsProgress::Done
+                }
+            }
+            FactsProgress::Done => FactsProgress::Done,
+        };
+        !matches!(facts.progress, FactsProgress::Done)
+    }
+
+    /// What one operation of a tree's snapshot shows now.
+    fn operation_facts(&self, id: &OperationId, tree_name: &str) -> Option<OpFacts> {
+        let op = self.operations.get(id)?;
+        let slot = op.slot(tree_name);
+        Some(OpFacts {
+            state: op.state,
+            pool: slot.map(|s| s.pool.to_string()),
+            user: op.user.clone(),
+            lightweight: slot.is_some_and(|s| s.lightweight),
+            running: op.running_job_ids().count(),
+            pending: op.waiting_job_count(),
+            preemptible: self.victims().preemptible_counts(id, tree_name),
+            resource_limits: op.spec.resource_limits_in(tree_name).cloned(),
+            suspended: op.suspended,
+            unschedulable_reason: op.unschedulable_reason(),
+            is_gang: op.is_gang(),
+        })
+    }
+
+    /// The facts of every tree's orchid: what `orchid_of` makes the orchid from.
+    pub fn orchid_facts(&self) -> Vec<TreeFacts> {
+        self.cluster
+            .trees
+            .keys()
+            .filter_map(|name| self.tree_facts(name.as_str()))
+            .collect()
+    }
+
+    /// The facts of every tree, without their operations' (`tree_facts_head`).
+    pub fn orchid_facts_heads(&self) -> Vec<TreeFacts> {
+        self.cluster
+            .trees
+            .keys()
+            .filter_map(|name| self.tree_facts_head(name.as_str()))
+            .collect()
+    }
+
+    /// `//sys/scheduler/orchid/scheduler`: every tree, and operations by id.
+    pub fn orchid(&self) -> Value {
+        orchid_of(self.orchid_facts())
+    }
+
+    /// Each pool's fair share, usage and demand ratios (as the orchid shows them), per
+    /// tree: what `/metrics` needs, without building the orchid of every operation.
+    pub fn pool_ratios(&self) -> Vec<(String, String, [f64; 3])> {
+        let mut out = vec![];
+        for tree in self.cluster.trees.keys() {
+            let Some(shares) = self.trees.shares(tree.as_str()) else {
+                continue;
+            };
+            for e in &shares.elements {
+                if let ElementKind::Pool { name, .. } = &e.kind {
+                    out.push((
+                        tree.to_string(),
+                        name.to_string(),
+                        [
+                            e.fair_share.total.max_component(),
+                            e.usage_share.max_component(),
+                            e.demand_share.max_component(),
+                        ],
+                    ));
+                }
+            }
+        }
+        out
+    }
 }

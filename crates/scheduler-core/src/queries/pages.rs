@@ -2,171 +2,11 @@
 
 use crate::jobs::job_output::JobOutput;
 use crate::operations::operation::Job;
-use crate::{Operation, SchedulerCore};
+use crate::queries::reads::CoreReads;
+use crate::Operation;
 use ytsched_common::api::{ApiError, JobCounts, JobInfo, ListJobs, NodeInfo, OperationInfo};
 use ytsched_common::states::JobState;
 use ytsched_common::{JobId, OperationId};
-
-impl SchedulerCore {
-    pub fn operation(&self, id: &OperationId) -> Result<&Operation, ApiError> {
-        self.operations.get(id).ok_or_else(|| match self.damaged.get(id) {
-            Some(reason) => ApiError::of(ytsched_common::api::ErrorKind::Internal, format!(
-                "operation {id} failed at revival: its stored record could not be read ({reason}); it is kept aside in the store"
-            )),
-            None => ApiError::not_found(format!("no such operation: {id}")),
-        })
-    }
-
-    /// A pending or running operation, for a change only those take (`what`: "be
-    /// suspended", "have its parameters changed"...); a finished one is a conflict.
-    pub(crate) fn unfinished_operation(
-        &self,
-        id: &OperationId,
-        what: &str,
-    ) -> Result<&Operation, ApiError> {
-        let op = self.operation(id)?;
-        if op.state.is_finished() {
-            return Err(ApiError::conflict(format!(
-                "operation {id} is already {}; only a pending or running operation can {what}",
-                op.state
-            )));
-        }
-        Ok(op)
-    }
-
-    pub fn operation_info(&self, id: &OperationId) -> Result<OperationInfo, ApiError> {
-        Ok(describe(self.operation(id)?))
-    }
-
-    /// One page of operations matching `req.filter`, newest first (by submission). The
-    /// cursor is the submission number of the last one returned.
-    pub fn list_operations_page(
-        &self,
-        req: &ytsched_common::api::ListOperations,
-    ) -> Result<ytsched_common::api::OperationPage, ApiError> {
-        let limit = page_limit(req.limit)?;
-        let before = parse_cursor::<u64>(&req.cursor)?.unwrap_or(u64::MAX);
-        let f = &req.filter;
-        let mut matching: Vec<&Operation> = self
-            .operations
-            .values()
-            .filter(|o| o.seq < before)
-            .filter(|o| {
-                let pools = o.trees.iter().map(|(t, s)| (t.as_str(), s.pool.as_str()));
-                f.admits(&o.user, o.state, o.start_time, pools)
-            })
-            .collect();
-        let more = matching.len() > limit;
-        if more {
-            matching.select_nth_unstable_by_key(limit, |o| std::cmp::Reverse(o.seq));
-            matching.truncate(limit);
-        }
-        matching.sort_by_key(|o| std::cmp::Reverse(o.seq));
-        // Brief entries, as many as fit the page's bytes: whatever its operations' specs
-        // and histories, a page costs the core about the same to make and the bus the
-        // same to carry (one `get-operation` has the whole of one).
-        let max_bytes = ytsched_common::api::ListOperations::MAX_PAGE_BYTES;
-        let mut operations = Vec::with_capacity(matching.len());
-        let mut bytes = 0;
-        for o in &matching {
-            let info = describe_brief(o);
-            bytes += ytsched_common::codec::encode(&info).map_or(max_bytes, |b| b.len());
-            if bytes > max_bytes && !operations.is_empty() {
-                break;
-            }
-            operations.push(info);
-        }
-        let cut = operations.len() < matching.len();
-        Ok(ytsched_common::api::OperationPage {
-            next_cursor: (more || cut)
-                .then(|| {
-                    matching
-                        .get(operations.len() - 1)
-                        .map(|o| o.seq.to_string())
-                })
-                .flatten(),
-            operations,
-        })
-    }
-
-    /// One page of an operation's job attempts in start order, each either as held in
-    /// memory or named for the caller to read from the store. The cursor is the
-    /// sequence number of the next attempt: attempts only ever get added after the ones
-    /// already started, so a reader's place never moves.
-    pub fn list_jobs_page(&self, req: &ListJobs) -> Result<JobPagePlan, ApiError> {
-        let limit = page_limit(req.limit)?;
-        let from = parse_cursor::<u64>(&req.cursor)?.unwrap_or(0);
-        let op = self.operation(&req.operation_id)?;
-        let names = task_names(op);
-        let mut entries = Vec::new();
-        let mut next = None;
-        for seq in from..op.attempt_count() {
-            let state = op.attempt_state(seq);
-            if state == JobState::Waiting || req.state.is_some_and(|s| s != state) {
-                continue;
-            }
-            if entries.len() == limit {
-                next = Some(seq);
-                break;
-            }
-            let id = op.attempt_id(seq);
-            let entry = match op.jobs.get(&id) {
-                Some(job) => JobEntry::Held(Box::new(job_info(&op.id, &names, job))),
-                None => JobEntry::Stored(id),
-            };
-            entries.push((seq, entry));
-        }
-        Ok(JobPagePlan {
-            operation: op.id.clone(),
-            entries,
-            next_cursor: next,
-            task_names: names,
-        })
-    }
-
-    /// Whether a job's output can be read (it exists and has finished), and the output
-    /// itself where the operation's record keeps it (`inline_attempts.rs`); otherwise it
-    /// is in the store (`records::JobOutput`), not in the core.
-    pub fn job_output_ready(
-        &self,
-        op: &OperationId,
-        job: &JobId,
-    ) -> Result<Option<&JobOutput>, ApiError> {
-        let o = self.operation(op)?;
-        let missing = || ApiError::not_found(format!("operation {op} has no job {job}"));
-        match o.jobs.get(job) {
-            Some(j) if j.statistics.is_none() => Err(ApiError::conflict(format!(
-                "job {job} is {}; its output is available once it has finished",
-                j.state
-            ))),
-            Some(_) => Ok(o.inline_output(job)),
-            // Released attempts are settled: finished, with whatever output they left.
-            None => o.attempt_seq(job).map(|_| None).ok_or_else(missing),
-        }
-    }
-
-    pub fn list_nodes(&self) -> Vec<NodeInfo> {
-        self.nodes
-            .values()
-            .map(|n| NodeInfo {
-                id: n.id.clone(),
-                hostname: n.hostname.clone(),
-                state: n.state_name().to_string(),
-                tree: n.registered_tree().map(String::from),
-                error: n.registration_error().map(String::from),
-                alert: n.approval_alert.clone(),
-                system_tags: n.system_tags.clone(),
-                tags: n.tags.clone(),
-                user_tags: self.cluster.user_tags(&n.id).to_vec(),
-                resource_limits: n.resource_limits,
-                resource_usage: n.reported_usage,
-                running_job_count: self.jobs.count_on(&n.id) as u64,
-                last_heartbeat: n.last_heartbeat,
-                maintenance: n.maintenance,
-            })
-            .collect()
-    }
-}
 
 /// An operation as a list shows it: its spec's summary (no environment or stdin,
 /// commands cut short) and no history, both of which `get-operation` gives whole.
@@ -316,5 +156,167 @@ pub fn job_info(op: &OperationId, task_names: &[String], j: &Job) -> JobInfo {
         error: j.error.clone(),
         abort_reason: j.abort_reason,
         statistics: j.statistics.clone(),
+    }
+}
+
+impl<'a> CoreReads<'a> {
+    pub fn operation(&self, id: &OperationId) -> Result<&'a Operation, ApiError> {
+        let operations: &'a crate::operations::table::OperationTable = self.operations;
+        operations.get(id).ok_or_else(|| match self.damaged.get(id) {
+            Some(reason) => ApiError::of(ytsched_common::api::ErrorKind::Internal, format!(
+                "operation {id} failed at revival: its stored record could not be read ({reason}); it is kept aside in the store"
+            )),
+            None => ApiError::not_found(format!("no such operation: {id}")),
+        })
+    }
+
+    /// A pending or running operation, for a change only those take (`what`: "be
+    /// suspended", "have its parameters changed"...); a finished one is a conflict.
+    pub(crate) fn unfinished_operation(
+        &self,
+        id: &OperationId,
+        what: &str,
+    ) -> Result<&'a Operation, ApiError> {
+        let op = self.operation(id)?;
+        if op.state.is_finished() {
+            return Err(ApiError::conflict(format!(
+                "operation {id} is already {}; only a pending or running operation can {what}",
+                op.state
+            )));
+        }
+        Ok(op)
+    }
+
+    pub fn operation_info(&self, id: &OperationId) -> Result<OperationInfo, ApiError> {
+        Ok(describe(self.operation(id)?))
+    }
+
+    /// One page of operations matching `req.filter`, newest first (by submission). The
+    /// cursor is the submission number of the last one returned.
+    pub fn list_operations_page(
+        &self,
+        req: &ytsched_common::api::ListOperations,
+    ) -> Result<ytsched_common::api::OperationPage, ApiError> {
+        let limit = page_limit(req.limit)?;
+        let before = parse_cursor::<u64>(&req.cursor)?.unwrap_or(u64::MAX);
+        let f = &req.filter;
+        let mut matching: Vec<&Operation> = self
+            .operations
+            .values()
+            .filter(|o| o.seq < before)
+            .filter(|o| {
+                let pools = o.trees.iter().map(|(t, s)| (t.as_str(), s.pool.as_str()));
+                f.admits(&o.user, o.state, o.start_time, pools)
+            })
+            .collect();
+        let more = matching.len() > limit;
+        if more {
+            matching.select_nth_unstable_by_key(limit, |o| std::cmp::Reverse(o.seq));
+            matching.truncate(limit);
+        }
+        matching.sort_by_key(|o| std::cmp::Reverse(o.seq));
+        // Brief entries, as many as fit the page's bytes: whatever its operations' specs
+        // and histories, a page costs the core about the same to make and the bus the
+        // same to carry (one `get-operation` has the whole of one).
+        let max_bytes = ytsched_common::api::ListOperations::MAX_PAGE_BYTES;
+        let mut operations = Vec::with_capacity(matching.len());
+        let mut bytes = 0;
+        for o in &matching {
+            let info = describe_brief(o);
+            bytes += ytsched_common::codec::encode(&info).map_or(max_bytes, |b| b.len());
+            if bytes > max_bytes && !operations.is_empty() {
+                break;
+            }
+            operations.push(info);
+        }
+        let cut = operations.len() < matching.len();
+        Ok(ytsched_common::api::OperationPage {
+            next_cursor: (more || cut)
+                .then(|| {
+                    matching
+                        .get(operations.len() - 1)
+                        .map(|o| o.seq.to_string())
+                })
+                .flatten(),
+            operations,
+        })
+    }
+
+    /// One page of an operation's job attempts in start order, each either as held in
+    /// memory or named for the caller to read from the store. The cursor is the
+    /// sequence number of the next attempt: attempts only ever get added after the ones
+    /// already started, so a reader's place never moves.
+    pub fn list_jobs_page(&self, req: &ListJobs) -> Result<JobPagePlan, ApiError> {
+        let limit = page_limit(req.limit)?;
+        let from = parse_cursor::<u64>(&req.cursor)?.unwrap_or(0);
+        let op = self.operation(&req.operation_id)?;
+        let names = task_names(op);
+        let mut entries = Vec::new();
+        let mut next = None;
+        for seq in from..op.attempt_count() {
+            let state = op.attempt_state(seq);
+            if state == JobState::Waiting || req.state.is_some_and(|s| s != state) {
+                continue;
+            }
+            if entries.len() == limit {
+                next = Some(seq);
+                break;
+            }
+            let id = op.attempt_id(seq);
+            let entry = match op.jobs.get(&id) {
+                Some(job) => JobEntry::Held(Box::new(job_info(&op.id, &names, job))),
+                None => JobEntry::Stored(id),
+            };
+            entries.push((seq, entry));
+        }
+        Ok(JobPagePlan {
+            operation: op.id.clone(),
+            entries,
+            next_cursor: next,
+            task_names: names,
+        })
+    }
+
+    /// Whether a job's output can be read (it exists and has finished), and the output
+    /// itself where the operation's record keeps it (`inline_attempts.rs`); otherwise it
+    /// is in the store (`records::JobOutput`), not in the core.
+    pub fn job_output_ready(
+        &self,
+        op: &OperationId,
+        job: &JobId,
+    ) -> Result<Option<&'a JobOutput>, ApiError> {
+        let o = self.operation(op)?;
+        let missing = || ApiError::not_found(format!("operation {op} has no job {job}"));
+        match o.jobs.get(job) {
+            Some(j) if j.statistics.is_none() => Err(ApiError::conflict(format!(
+                "job {job} is {}; its output is available once it has finished",
+                j.state
+            ))),
+            Some(_) => Ok(o.inline_output(job)),
+            // Released attempts are settled: finished, with whatever output they left.
+            None => o.attempt_seq(job).map(|_| None).ok_or_else(missing),
+        }
+    }
+
+    pub fn list_nodes(&self) -> Vec<NodeInfo> {
+        self.nodes
+            .values()
+            .map(|n| NodeInfo {
+                id: n.id.clone(),
+                hostname: n.hostname.clone(),
+                state: n.state_name().to_string(),
+                tree: n.registered_tree().map(String::from),
+                error: n.registration_error().map(String::from),
+                alert: n.approval_alert.clone(),
+                system_tags: n.system_tags.clone(),
+                tags: n.tags.clone(),
+                user_tags: self.cluster.user_tags(&n.id).to_vec(),
+                resource_limits: n.resource_limits,
+                resource_usage: n.reported_usage,
+                running_job_count: self.jobs.count_on(&n.id) as u64,
+                last_heartbeat: n.last_heartbeat,
+                maintenance: n.maintenance,
+            })
+            .collect()
     }
 }

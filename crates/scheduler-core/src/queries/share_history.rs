@@ -5,7 +5,6 @@
 //! operations there are. An operation sampled last more than a window ago (it finished,
 //! or left the tree) is dropped, so finished ones do not hold places new ones need.
 
-use crate::queries::orchid::max_component;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -68,9 +67,9 @@ impl ShareHistory {
             }
             samples.push_back(ShareSample {
                 at: now,
-                usage: max_component(&e.usage_share) as f32,
-                fair_share: max_component(&e.fair_share.total) as f32,
-                demand: max_component(&e.demand_share) as f32,
+                usage: e.usage_share.max_component() as f32,
+                fair_share: e.fair_share.total.max_component() as f32,
+                demand: e.demand_share.max_component() as f32,
             });
         }
     }

@@ -32,9 +32,12 @@ fn nodes_of_one_size_joining_check_waiting_operations_once() {
         core.tick(2 + n);
     }
     assert_eq!(core.placeability_passes(), 1);
-    let failed = core.operation_info(&huge).unwrap();
+    let failed = core.reads().operation_info(&huge).unwrap();
     assert_eq!(failed.state, OperationState::Failed, "{failed:?}");
-    let waiting = core.operation_info(&OperationId("op0".into())).unwrap();
+    let waiting = core
+        .reads()
+        .operation_info(&OperationId("op0".into()))
+        .unwrap();
     assert_eq!(
         waiting.state,
         OperationState::Failed,
@@ -172,11 +175,11 @@ fn the_orchid_taken_in_parts_is_the_orchid_taken_at_once() {
     }
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 1);
     core.update_all_shares(2);
-    let whole = core.orchid();
-    let mut heads = core.orchid_facts_heads();
+    let whole = core.reads().orchid();
+    let mut heads = core.reads().orchid_facts_heads();
     for tree in &mut heads {
         let mut parts = 1;
-        while core.add_facts(tree, 7) {
+        while core.reads().add_facts(tree, 7) {
             parts += 1;
         }
         // The 24 running operations 7 at a time (4 parts, the last ending the

@@ -76,7 +76,7 @@ fn a_gang_starts_whole_across_nodes_or_not_at_all() {
     let o = orchid_op(&h.core, &g);
     assert_eq!(o["is_gang"], true);
     assert_eq!(o["unschedulable_reason"], "gang_does_not_fit", "{o}");
-    let why = h.core.explain_operation(&g).unwrap().text();
+    let why = h.core.reads().explain_operation(&g).unwrap().text();
     assert!(
         why.contains(
             "a gang of 4 job(s) waits to start whole: together they need 4 cpu, and the 2 node(s) of pool tree 'default' it may use have 2 free in all"
@@ -96,7 +96,7 @@ fn a_gang_starts_whole_across_nodes_or_not_at_all() {
     );
     assert_eq!(h.running_of(&g), 4);
     assert!(orchid_op(&h.core, &g).get("unschedulable_reason").is_none());
-    let history = h.core.operation_info(&g).unwrap().history;
+    let history = h.core.reads().operation_info(&g).unwrap().history;
     assert!(
         history
             .iter()
@@ -118,7 +118,7 @@ fn a_lost_member_restarts_the_whole_gang() {
     assert_eq!(lost.len(), 3, "{r1:?} {r2:?}");
     assert!(lost.iter().all(|a| a.reason == AbortReason::GangMemberLost));
     assert_eq!(h.running_of(&g), 0);
-    let info = h.core.operation_info(&g).unwrap();
+    let info = h.core.reads().operation_info(&g).unwrap();
     assert_eq!(
         (info.jobs.failed, info.jobs.aborted, info.jobs.waiting),
         (1, 3, 4)
@@ -212,7 +212,7 @@ fn preempting_one_member_preempts_the_whole_gang() {
     );
     assert_eq!(starts_of(&r, &s), 1, "the preemptor starts: {r:?}");
     assert_eq!(h.running_of(&g), 0);
-    assert!(h.core.operation_info(&g).unwrap().jobs.waiting == 4);
+    assert!(h.core.reads().operation_info(&g).unwrap().jobs.waiting == 4);
 }
 
 /// Bounds and nonsense in a gang spec are refused, naming the field.
@@ -308,7 +308,7 @@ fn a_gang_whose_jobs_fit_no_node_waits_and_explain_counts_the_nodes() {
         h.heartbeat("n2");
     }
     assert_eq!(h.running_of(&g), 0);
-    let why = h.core.explain_operation(&g).unwrap().text();
+    let why = h.core.reads().explain_operation(&g).unwrap().text();
     assert!(
         why.contains("1 of them find no room on the 2 node(s)")
             && why.contains("cpu 2 needed; 2 of the nodes have less free, the most free is 1.5"),
@@ -333,7 +333,7 @@ fn a_running_gang_survives_a_restart_whole() {
         assert_eq!(starts_of(&r1, &g) + starts_of(&r2, &g), 0, "nothing twice");
         tick(&mut h, 1);
     }
-    let info = h.core.operation_info(&g).unwrap();
+    let info = h.core.reads().operation_info(&g).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (4, 0), "{info:?}");
     // After revival a lost member still takes the gang down whole.
     let failing = h.running_on("n2")[0].job_id.clone();
@@ -345,5 +345,5 @@ fn a_running_gang_survives_a_restart_whole() {
         3,
         "{r1:?} {r2:?}"
     );
-    assert_eq!(h.core.operation_info(&g).unwrap().jobs.waiting, 4);
+    assert_eq!(h.core.reads().operation_info(&g).unwrap().jobs.waiting, 4);
 }

@@ -45,7 +45,10 @@ fn a_move_checks_the_operations_user_as_well_as_the_caller() {
             && e.message.contains("secure"),
         "{e}"
     );
-    assert_eq!(h.core.operation(&op).unwrap().main_pool().as_str(), "a");
+    assert_eq!(
+        h.core.reads().operation(&op).unwrap().main_pool().as_str(),
+        "a"
+    );
     // An admin is held to the same rule: the operation still runs as bob.
     let admin = Caller {
         admin: true,
@@ -101,7 +104,7 @@ fn an_operations_history_is_a_bounded_ring() {
     use crate::operations::operation::{MAX_HISTORY_ENTRIES, MAX_HISTORY_EVENT_BYTES};
     let mut h = Harness::new();
     let op = h.submit("alice", spec(1, 1.0));
-    let first = h.core.operation(&op).unwrap().history[0].clone();
+    let first = h.core.reads().operation(&op).unwrap().history[0].clone();
     let now = h.now;
     for i in 0..200 {
         let owners: Vec<String> = (0..100).map(|k| format!("user-{i}-{k:0>50}")).collect();
@@ -109,7 +112,7 @@ fn an_operations_history_is_a_bounded_ring() {
         h.run(|c| c.update_operation_parameters(&op, None, &p, now + i))
             .unwrap();
     }
-    let o = h.core.operation(&op).unwrap();
+    let o = h.core.reads().operation(&op).unwrap();
     assert_eq!(o.history.len(), MAX_HISTORY_ENTRIES);
     assert_eq!(o.history[0], first, "the submission stays first");
     assert_eq!(o.history_dropped, 201 - MAX_HISTORY_ENTRIES as u64);
@@ -118,7 +121,7 @@ fn an_operations_history_is_a_bounded_ring() {
         .history
         .iter()
         .all(|e| e.event.len() <= MAX_HISTORY_EVENT_BYTES + 32));
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(info.history_dropped, o.history_dropped);
     let record = crate::records::OperationRecord::of(o);
     let bytes = ytsched_common::codec::encode(&record).unwrap().len();
@@ -159,7 +162,7 @@ fn restart_exit_code_restarts_stop_at_the_operations_limit() {
         h.exit_job("n1", &job.job_id.clone(), 42);
     }
     h.advance(1).heartbeat("n1");
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(
         started,
         MAX_REQUESTED_RESTARTS + 1,
@@ -256,6 +259,7 @@ fn errors_quote_only_a_short_prefix_of_hostile_input() {
     }
     let e = h
         .core
+        .reads()
         .list_operations_page(&ListOperations {
             cursor: Some(huge.clone()),
             ..Default::default()
@@ -278,6 +282,7 @@ fn a_node_is_trusted_with_what_it_first_offered_until_an_admin_approves_more() {
     let n1 = NodeId::parse("n1").unwrap();
     let node = |h: &Harness| {
         h.core
+            .reads()
             .list_nodes()
             .into_iter()
             .find(|n| n.id == n1)
@@ -346,7 +351,13 @@ fn a_record_the_store_could_not_take_is_refused_before_it_is_answered() {
         .unwrap_err();
     assert!(e.message.contains("store's limit"), "{e}");
     assert!(
-        h.core.operation(&op).unwrap().spec.owners.is_empty(),
+        h.core
+            .reads()
+            .operation(&op)
+            .unwrap()
+            .spec
+            .owners
+            .is_empty(),
         "unchanged"
     );
 }

@@ -13,6 +13,7 @@ use ytsched_common::JobId;
 
 fn list_jobs(core: &SchedulerCore, op: &OperationId) -> Vec<(JobId, JobState)> {
     let plan = core
+        .reads()
         .list_jobs_page(&ListJobs {
             operation_id: op.clone(),
             limit: None,
@@ -61,7 +62,7 @@ fn a_one_job_operation_ends_in_one_record_that_holds_its_attempt_and_output() {
 
     // The same answers from memory, and after a restart from the stored record.
     for round in ["before", "after"] {
-        let out = h.core.job_output_ready(&op, &job).unwrap();
+        let out = h.core.reads().job_output_ready(&op, &job).unwrap();
         assert_eq!(
             out.map(|o| o.stream(OutputStream::Stdout).to_string()),
             Some("out 0".to_string()),
@@ -71,7 +72,7 @@ fn a_one_job_operation_ends_in_one_record_that_holds_its_attempt_and_output() {
             list_jobs(&h.core, &op),
             vec![(job.clone(), JobState::Completed)]
         );
-        let info = h.core.operation_info(&op).unwrap();
+        let info = h.core.reads().operation_info(&op).unwrap();
         assert_eq!(
             (info.state, info.jobs.completed),
             (OperationState::Completed, 1)
@@ -118,7 +119,7 @@ fn an_operation_ending_with_more_attempts_than_fit_stores_each_under_its_own_key
         _ => true,
     }));
     h.restart_scheduler(1_000);
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(info.jobs.completed, u64::from(jobs));
 }
 
@@ -151,6 +152,7 @@ fn a_large_output_keeps_its_own_key_while_its_attempt_rides_in_the_record() {
     assert!(!changes.iter().any(|c| matches!(c, StateChange::Job(_))));
     // Not held: the answer comes from the store.
     assert!(core
+        .reads()
         .job_output_ready(&op, &started[0].job_id)
         .unwrap()
         .is_none());

@@ -48,7 +48,7 @@ fn a_running_operation_moves_pool_and_keeps_its_jobs() {
     h.advance(1).heartbeat("n1");
     assert_eq!(h.running_of(&op), 4);
     update(&mut h, &op, json!({"pool": "b", "weight": 3})).unwrap();
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(info.pool, "b");
     assert_eq!(info.weight, 3.0);
     assert_eq!(info.jobs.running, 4, "running jobs keep running");
@@ -81,7 +81,7 @@ fn a_running_operation_moves_pool_and_keeps_its_jobs() {
     assert_eq!(pool("b")["operation_count"], 1);
     // A restarted scheduler finds it where it was moved.
     h.restart_scheduler(10_000);
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!((info.pool.as_str(), info.weight), ("b", 3.0));
 }
 
@@ -111,7 +111,7 @@ fn a_move_into_a_full_pool_is_refused_naming_pool_and_limit() {
         e.message.contains("pool 'c'") && e.message.contains("max_operation_count is 1"),
         "{e}"
     );
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(info.pool, "a", "nothing changed");
     assert_eq!(info.history.len(), 1, "{:?}", info.history);
 }
@@ -126,7 +126,7 @@ fn a_pending_operation_moved_to_a_pool_with_room_starts() {
     h.submit("u", spec_in("a", 1));
     let second = h.submit("u", spec_in("a", 1));
     assert_eq!(
-        h.core.operation_info(&second).unwrap().state,
+        h.core.reads().operation_info(&second).unwrap().state,
         OperationState::Pending
     );
     assert_eq!(
@@ -135,7 +135,7 @@ fn a_pending_operation_moved_to_a_pool_with_room_starts() {
     );
     update(&mut h, &second, json!({"pool": "b"})).unwrap();
     assert_eq!(
-        h.core.operation_info(&second).unwrap().state,
+        h.core.reads().operation_info(&second).unwrap().state,
         OperationState::Running
     );
     let r = h.advance(1).heartbeat("n1");
@@ -158,7 +158,7 @@ fn a_weight_change_alone_never_checks_count_limits() {
     })
     .unwrap();
     update(&mut h, &first, json!({"weight": 5})).unwrap();
-    assert_eq!(h.core.operation_info(&first).unwrap().weight, 5.0);
+    assert_eq!(h.core.reads().operation_info(&first).unwrap().weight, 5.0);
 }
 
 /// Limits lowered below usage are taken back as `resource_limits_violation`, newest
@@ -278,7 +278,7 @@ fn a_suspended_operation_keeps_its_jobs_starts_none_and_wants_only_its_usage() {
     assert_eq!(o["unschedulable_reason"], "suspended");
     assert_eq!(o["resource_demand"], o["resource_usage"], "{o}");
     assert_eq!(o["pending_job_count"], 4);
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert!(info.suspended);
     assert_eq!(info.state, OperationState::Running);
     // Resumed: the next free room is its again.
@@ -292,6 +292,7 @@ fn a_suspended_operation_keeps_its_jobs_starts_none_and_wants_only_its_usage() {
     assert!(o.get("unschedulable_reason").is_none(), "{o}");
     let history: Vec<String> = h
         .core
+        .reads()
         .operation_info(&op)
         .unwrap()
         .history
@@ -322,10 +323,10 @@ fn suspending_with_abort_running_jobs_aborts_them_as_suspended() {
         .iter()
         .all(|a| a.reason == AbortReason::Suspended));
     assert!(r.jobs_to_start.is_empty(), "{r:?}");
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.waiting, info.jobs.aborted), (3, 3));
     h.restart_scheduler(10_000);
-    assert!(h.core.operation_info(&op).unwrap().suspended);
+    assert!(h.core.reads().operation_info(&op).unwrap().suspended);
     let r = h.advance(20_000).heartbeat("n1");
     assert!(r.jobs_to_start.is_empty(), "still suspended: {r:?}");
     let now = h.now;
@@ -347,6 +348,7 @@ fn suspend_and_resume_are_idempotent_and_refused_for_finished_operations() {
     h.run(|c| c.resume_operation(&op, now)).unwrap();
     let suspends = h
         .core
+        .reads()
         .operation_info(&op)
         .unwrap()
         .history
@@ -482,7 +484,7 @@ fn a_gracefully_preempted_job_holds_its_room_until_it_exits() {
         .filter(|s| s.operation_id == starving)
         .collect();
     assert_eq!(started.len(), 1, "{r:?}");
-    let info = h.core.operation_info(&victim_op).unwrap();
+    let info = h.core.reads().operation_info(&victim_op).unwrap();
     assert_eq!(
         (info.jobs.aborted, info.jobs.waiting, info.jobs.failed),
         (1, 1, 0)
@@ -555,12 +557,12 @@ fn a_job_exiting_with_its_restart_exit_code_runs_again() {
     h.at(now).run(|c| c.tick(now));
     let r = h.heartbeat("n1");
     assert_eq!(r.jobs_to_start.len(), 1, "it runs again: {r:?}");
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.failed, info.jobs.aborted), (0, 1));
     let second = r.jobs_to_start[0].job_id.clone();
     h.exit_job("n1", &second, 3);
     h.advance(1).heartbeat("n1");
-    assert_eq!(h.core.operation_info(&op).unwrap().jobs.failed, 1);
+    assert_eq!(h.core.reads().operation_info(&op).unwrap().jobs.failed, 1);
 }
 
 /// A per-tree `resource_limits` set by `update-op-parameters` is the operation's limit

@@ -31,13 +31,13 @@ fn jobs_fill_node_and_operation_completes() {
     let op = h.submit("alice", spec(6, 1.0));
     let r = h.at(10).heartbeat("n1");
     assert_eq!(r.jobs_to_start.len(), 4, "4 cpus fit 4 one-cpu jobs");
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (4, 2));
     let r = h.finish_at("n1", 20);
     assert_eq!(r.acknowledged_jobs.len(), 4);
     assert_eq!(r.jobs_to_start.len(), 2);
     h.finish_at("n1", 30);
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 6);
     // The last two settled as the operation finished: their outputs ride in its record.
@@ -64,7 +64,10 @@ fn a_job_without_output_writes_no_output_record_and_a_running_one_has_none_to_re
     let started = core
         .process_heartbeat(heartbeat("n1", 1.0, &[], vec![]), 1)
         .jobs_to_start;
-    let e = core.job_output_ready(&op, &started[0].job_id).unwrap_err();
+    let e = core
+        .reads()
+        .job_output_ready(&op, &started[0].job_id)
+        .unwrap_err();
     assert_eq!(e.kind, ytsched_common::api::ErrorKind::Conflict, "{e:?}");
     let mut result = done(&started[0], JobState::Completed);
     result.stdout_tail.clear();
@@ -73,7 +76,9 @@ fn a_job_without_output_writes_no_output_record_and_a_running_one_has_none_to_re
         .take_changes()
         .iter()
         .any(|c| matches!(c, crate::records::StateChange::Output(_))));
-    core.job_output_ready(&op, &started[0].job_id).unwrap();
+    core.reads()
+        .job_output_ready(&op, &started[0].job_id)
+        .unwrap();
 }
 
 #[test]
@@ -95,7 +100,7 @@ fn duplicate_results_count_once() {
         3,
     );
     assert_eq!(again.acknowledged_jobs, vec![s.job_id.clone()]);
-    let info = core.operation_info(&op).unwrap();
+    let info = core.reads().operation_info(&op).unwrap();
     assert_eq!(info.jobs.completed, 1);
     assert_eq!(info.state, OperationState::Running);
 }
@@ -119,7 +124,7 @@ fn failures_past_the_limit_fail_the_operation() {
         h.finish_all("n1", JobState::Failed);
     }
     h.at(3).heartbeat("n1");
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Failed);
     let err = info.error.unwrap();
     assert!(
@@ -135,7 +140,7 @@ fn oversized_job_fails_at_once_naming_the_resource() {
     let op = core
         .start_operation(OperationId("op".into()), "u", spec(1, 100.0), 0)
         .unwrap();
-    let info = core.operation_info(&op).unwrap();
+    let info = core.reads().operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Failed);
     assert!(info.error.unwrap().contains("cpu = 100"));
 }
@@ -148,7 +153,7 @@ fn operation_waits_while_the_tree_is_empty() {
         .unwrap();
     core.tick(10);
     assert_eq!(
-        core.operation_info(&op).unwrap().state,
+        core.reads().operation_info(&op).unwrap().state,
         OperationState::Running
     );
 }
@@ -175,7 +180,7 @@ fn abort_tells_the_node_until_it_stops_reporting_the_job() {
     h.slow_to_kill("n1", false);
     h.at(5).heartbeat("n1");
     assert!(h.at(6).heartbeat("n1").jobs_to_abort.is_empty());
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(info.state, OperationState::Aborted);
     assert_eq!(info.jobs.aborted, 1);
     assert!(h.at(7).run(|c| c.abort_operation(&op, 7)).is_err());
@@ -205,7 +210,7 @@ fn silent_node_loses_its_jobs_and_they_run_elsewhere() {
         back.jobs_to_abort[0].message.contains("knows no such job"),
         "{back:?}"
     );
-    let jobs = h.core.operation_info(&op).unwrap().jobs;
+    let jobs = h.core.reads().operation_info(&op).unwrap().jobs;
     assert_eq!((jobs.aborted, jobs.running), (1, 1));
 }
 
@@ -226,7 +231,7 @@ fn lost_start_reply_requeues_the_job() {
     assert_eq!(second.len(), 1);
     assert_ne!(first[0].job_id, second[0].job_id);
     assert_eq!(second[0].job_index, first[0].job_index);
-    assert_eq!(core.operation_info(&op).unwrap().jobs.running, 1);
+    assert_eq!(core.reads().operation_info(&op).unwrap().jobs.running, 1);
 }
 
 /// A heartbeat numbered `seq` from an agent that has read the replies up to `read`.
@@ -260,12 +265,12 @@ fn a_start_in_an_unread_reply_is_sent_again_not_lost() {
         let again = core.process_heartbeat(numbered(seq, 1, &[]), t);
         assert_eq!(again.jobs_to_start, first, "heartbeat {seq}");
     }
-    let info = core.operation_info(&op).unwrap();
+    let info = core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.aborted), (1, 0));
     // It read reply 4 and runs the job: nothing more is sent, nothing lost.
     let r = core.process_heartbeat(numbered(5, 4, &first), 4);
     assert!(r.jobs_to_start.is_empty());
-    assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 0);
+    assert_eq!(core.reads().operation_info(&op).unwrap().jobs.aborted, 0);
     let n1 = NodeId("n1".into());
     assert!(first
         .iter()
@@ -279,7 +284,7 @@ fn a_start_in_a_read_reply_that_the_node_does_not_run_is_lost() {
     let second = core.process_heartbeat(numbered(3, 2, &[]), 2).jobs_to_start;
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].job_id, first[0].job_id);
-    let info = core.operation_info(&op).unwrap();
+    let info = core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.aborted), (1, 1));
 }
 
@@ -293,7 +298,7 @@ fn a_restarted_agent_gets_no_start_of_its_old_run() {
     let r = core.process_heartbeat(restarted, 2);
     assert_eq!(r.jobs_to_start.len(), 1);
     assert_ne!(r.jobs_to_start[0].job_id, first[0].job_id, "a new attempt");
-    assert_eq!(core.operation_info(&op).unwrap().jobs.aborted, 1);
+    assert_eq!(core.reads().operation_info(&op).unwrap().jobs.aborted, 1);
 }
 
 /// Two equal operations on one node: each start goes to the less satisfied one, so
@@ -307,7 +312,7 @@ fn least_satisfied_operation_goes_first() {
     h.at(2).heartbeat("n1");
     assert_eq!(h.running_of(&a), 2);
     assert_eq!(h.running_of(&b), 2);
-    assert_eq!(h.core.operation_info(&a).unwrap().jobs.running, 2);
+    assert_eq!(h.core.reads().operation_info(&a).unwrap().jobs.running, 2);
 }
 
 #[test]
@@ -331,7 +336,7 @@ fn malformed_heartbeats_are_rejected_without_state_change() {
         core.process_heartbeat(hb, 0).registration,
         Registration::Rejected { .. }
     ));
-    assert!(core.list_nodes().is_empty());
+    assert!(core.reads().list_nodes().is_empty());
 }
 
 /// A tree's total follows its nodes: joining, changing their limits, going silent and
@@ -370,7 +375,10 @@ fn a_heartbeat_delivered_late_is_ignored() {
     // make them look lost.
     let r = core.process_heartbeat(old, 3);
     assert!(matches!(r.registration, Registration::Stale { .. }));
-    let info = core.operation_info(&OperationId("op".into())).unwrap();
+    let info = core
+        .reads()
+        .operation_info(&OperationId("op".into()))
+        .unwrap();
     assert_eq!((info.jobs.running, info.jobs.aborted), (2, 0));
 }
 
@@ -456,18 +464,19 @@ fn operations_are_listed_newest_first_in_pages_with_filters() {
         limit: Some(10),
         ..Default::default()
     };
-    let first = core.list_operations_page(&req).unwrap();
+    let first = core.reads().list_operations_page(&req).unwrap();
     assert_eq!(ids(&first)[..3], ["op24", "op23", "op22"]);
     req.cursor = first.next_cursor.clone();
-    let second = core.list_operations_page(&req).unwrap();
+    let second = core.reads().list_operations_page(&req).unwrap();
     assert_eq!(ids(&second)[0], "op14");
     req.cursor = second.next_cursor.clone();
-    let third = core.list_operations_page(&req).unwrap();
+    let third = core.reads().list_operations_page(&req).unwrap();
     assert_eq!(ids(&third), ["op04", "op03", "op02", "op01", "op00"]);
     assert_eq!(third.next_cursor, None, "the last page says so");
     // Filters: user, state, submission time.
     let only = |filter: OperationFilter| {
         ids(&core
+            .reads()
             .list_operations_page(&ListOperations {
                 filter,
                 ..Default::default()
@@ -506,7 +515,7 @@ fn operations_are_listed_newest_first_in_pages_with_filters() {
         "alice's ephemeral pool: 0, 2, ..., 24"
     );
     // Bad paging input is refused, naming the field.
-    let bad = |req: ListOperations| core.list_operations_page(&req).unwrap_err().message;
+    let bad = |req: ListOperations| core.reads().list_operations_page(&req).unwrap_err().message;
     assert!(bad(ListOperations {
         limit: Some(0),
         ..Default::default()
@@ -556,13 +565,18 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
             })
             .collect()
     };
-    let first = core.list_jobs_page(&request(Some(2), None, None)).unwrap();
+    let first = core
+        .reads()
+        .list_jobs_page(&request(Some(2), None, None))
+        .unwrap();
     assert_eq!(first.entries.len(), 2);
     let cursor = |p: &crate::JobPagePlan| p.next_cursor.map(|c| c.to_string());
     let second = core
+        .reads()
         .list_jobs_page(&request(Some(2), cursor(&first), None))
         .unwrap();
     let third = core
+        .reads()
         .list_jobs_page(&request(Some(2), cursor(&second), None))
         .unwrap();
     assert_eq!(third.entries.len(), 1);
@@ -571,6 +585,7 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
     seen.dedup();
     assert_eq!(seen.len(), 5, "every attempt once");
     let running = core
+        .reads()
         .list_jobs_page(&request(None, None, Some(JobState::Running)))
         .unwrap();
     assert_eq!(running.entries.len(), 3);
@@ -582,6 +597,7 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
         .all(|(_, e)| matches!(e, crate::JobEntry::Held(_))));
     core.take_changes();
     let completed = core
+        .reads()
         .list_jobs_page(&request(None, None, Some(JobState::Completed)))
         .unwrap();
     assert_eq!(
@@ -592,20 +608,28 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
         .entries
         .iter()
         .all(|(_, e)| matches!(e, crate::JobEntry::Stored(_))));
-    let all = core.list_jobs_page(&request(None, None, None)).unwrap();
+    let all = core
+        .reads()
+        .list_jobs_page(&request(None, None, None))
+        .unwrap();
     assert_eq!(ids(&all), seen);
     assert_eq!(
-        core.operation(&op).unwrap().jobs.len(),
+        core.reads().operation(&op).unwrap().jobs.len(),
         3,
         "only running ones held"
     );
-    let counts = core.operation_info(&op).unwrap().jobs;
+    let counts = core.reads().operation_info(&op).unwrap().jobs;
     assert_eq!((counts.completed, counts.running), (2, 3));
     // Their output can still be asked for (the store has it); a made-up id cannot.
-    core.job_output_ready(&op, &started[0].job_id).unwrap();
+    core.reads()
+        .job_output_ready(&op, &started[0].job_id)
+        .unwrap();
     let made_up = JobId(format!("{}-99", op));
     assert_eq!(
-        core.job_output_ready(&op, &made_up).unwrap_err().kind,
+        core.reads()
+            .job_output_ready(&op, &made_up)
+            .unwrap_err()
+            .kind,
         ytsched_common::api::ErrorKind::NotFound
     );
     // A result sent again for a released attempt is acknowledged and changes nothing.
@@ -619,13 +643,15 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
         30,
     );
     assert_eq!(again.acknowledged_jobs, vec![started[0].job_id.clone()]);
-    assert_eq!(core.operation_info(&op).unwrap().jobs.completed, 2);
+    assert_eq!(core.reads().operation_info(&op).unwrap().jobs.completed, 2);
     assert!(core
+        .reads()
         .list_jobs_page(&request(Some(0), None, None))
         .unwrap_err()
         .message
         .contains("limit"));
     assert!(core
+        .reads()
         .list_jobs_page(&request(None, Some("-1".into()), None))
         .unwrap_err()
         .message
@@ -637,6 +663,7 @@ fn errors_say_what_kind_they_are() {
     use ytsched_common::api::ErrorKind;
     let mut core = SchedulerCore::new(CoreConfig::default());
     let missing = core
+        .reads()
         .operation_info(&OperationId("nope".into()))
         .unwrap_err();
     assert_eq!(missing.kind, ErrorKind::NotFound);
@@ -732,7 +759,7 @@ fn run_to_completion(core: &mut SchedulerCore, name: &str, t: u64) -> OperationI
         t,
     );
     assert_eq!(
-        core.operation_info(&op).unwrap().state,
+        core.reads().operation_info(&op).unwrap().state,
         OperationState::Completed
     );
     core.take_changes();
@@ -777,7 +804,7 @@ fn finished_operations_leave_memory_by_count_and_age() {
         retired[0].job_ids().collect::<Vec<_>>(),
         vec![JobId(format!("{a}-0"))]
     );
-    let err = core.operation_info(&a).unwrap_err();
+    let err = core.reads().operation_info(&a).unwrap_err();
     assert_eq!(err.kind, ytsched_common::api::ErrorKind::NotFound);
     // Over the soft count, the oldest waits for its clean delay (b finished at 200).
     core.tick(1_100);
@@ -861,7 +888,7 @@ fn background_updates_are_computed_apart_and_nudge_the_nodes_for_new_work() {
     );
     let r = core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 40);
     assert_eq!(r.jobs_to_start.len(), 2);
-    assert_eq!(core.operation_info(&op).unwrap().jobs.running, 2);
+    assert_eq!(core.reads().operation_info(&op).unwrap().jobs.running, 2);
 }
 
 /// The live arrays of an update are computed with it, off the core's lock, from its
@@ -925,7 +952,7 @@ fn a_background_update_prepared_before_a_configuration_change_is_dropped() {
         "the tree is computed again with the new pools"
     );
     core.apply_share_update(again.into_iter().next().unwrap().compute());
-    assert!(core.tree_orchid("default").unwrap()["pools"]
+    assert!(core.reads().tree_orchid("default").unwrap()["pools"]
         .get("p")
         .is_some());
 }

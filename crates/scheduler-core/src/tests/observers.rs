@@ -21,7 +21,7 @@ impl SchedulerCore {
     /// settled), in start order. Settled attempts are in the store: `list_jobs_page`
     /// names them.
     pub fn held_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
-        let op = self.operation(id)?;
+        let op = self.reads().operation(id)?;
         let names = task_names(op);
         let mut jobs: Vec<&Job> = op.jobs.values().map(|j| &**j).collect();
         jobs.sort_by_key(|j| j.seq);

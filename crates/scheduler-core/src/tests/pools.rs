@@ -26,7 +26,7 @@ fn id(s: &str) -> OperationId {
 }
 
 fn state(core: &SchedulerCore, op: &str) -> OperationState {
-    core.operation(&id(op)).unwrap().state
+    core.reads().operation(&id(op)).unwrap().state
 }
 
 #[test]
@@ -44,7 +44,10 @@ fn fifty_first_operation_is_rejected_and_ninth_waits_in_order() {
         err.message.contains("pool 'p'") && err.message.contains("max_operation_count is 50"),
         "{err}"
     );
-    assert!(core.operation(&id("op50")).is_err(), "nothing was admitted");
+    assert!(
+        core.reads().operation(&id("op50")).is_err(),
+        "nothing was admitted"
+    );
     for i in 0..8 {
         assert_eq!(state(&core, &format!("op{i:02}")), OperationState::Running);
     }
@@ -75,15 +78,21 @@ fn pending_operation_starts_when_a_running_one_completes() {
         .node("n1", 4.0, &[]);
     let a = h.submit("u", spec_in(Some("p"), 1));
     let b = h.submit("u", spec_in(Some("p"), 1));
-    assert_eq!(h.core.operation(&b).unwrap().state, OperationState::Pending);
+    assert_eq!(
+        h.core.reads().operation(&b).unwrap().state,
+        OperationState::Pending
+    );
     let r = h.at(10).heartbeat("n1");
     assert_eq!(r.jobs_to_start.len(), 1, "pending operations get no jobs");
     let r = h.finish_at("n1", 20);
     assert_eq!(
-        h.core.operation(&a).unwrap().state,
+        h.core.reads().operation(&a).unwrap().state,
         OperationState::Completed
     );
-    assert_eq!(h.core.operation(&b).unwrap().state, OperationState::Running);
+    assert_eq!(
+        h.core.reads().operation(&b).unwrap().state,
+        OperationState::Running
+    );
     assert_eq!(r.jobs_to_start.len(), 1);
     assert_eq!(r.jobs_to_start[0].operation_id, b);
 }
@@ -95,7 +104,7 @@ fn ephemeral_user_pool_appears_and_disappears() {
     let mut h = Harness::starting_at(0);
     h.node("n1", 4.0, &[]);
     let a = h.submit("alice", spec_in(None, 1));
-    assert_eq!(h.core.operation(&a).unwrap().main_pool(), "alice");
+    assert_eq!(h.core.reads().operation(&a).unwrap().main_pool(), "alice");
     assert_eq!(
         h.core
             .admin_get("//sys/pool_trees/default/alice/@is_ephemeral")
@@ -131,7 +140,7 @@ fn ephemeral_subpools_per_user_with_their_config() {
     .unwrap();
     core.start_operation(id("a"), "bob", spec_in(Some("research"), 1), 0)
         .unwrap();
-    let op = core.operation(&id("a")).unwrap();
+    let op = core.reads().operation(&id("a")).unwrap();
     assert_eq!(op.main_pool(), "research$bob");
     let attrs = core
         .admin_get("//sys/pool_trees/default/research/research$bob/@")
@@ -163,7 +172,8 @@ fn lightweight_operations_do_not_take_running_slots() {
             .unwrap();
         assert_eq!(state(&core, name), OperationState::Running);
         assert!(
-            core.operation(&id(name))
+            core.reads()
+                .operation(&id(name))
                 .unwrap()
                 .slot("default")
                 .unwrap()
@@ -219,7 +229,7 @@ fn operations_in_the_root_only_when_the_tree_allows_it() {
     })
     .unwrap();
     let b = h.submit("u", spec_in(Some("<Root>"), 1));
-    assert_eq!(h.core.operation(&b).unwrap().main_pool(), "<Root>");
+    assert_eq!(h.core.reads().operation(&b).unwrap().main_pool(), "<Root>");
     h.node("n1", 4.0, &[]);
     h.at(2).heartbeat("n1");
     assert_eq!(h.running_of(&b), 1);
@@ -448,7 +458,7 @@ fn weight_change_takes_effect_at_the_next_update() {
 }
 
 fn status(core: &SchedulerCore, key: starvation::ElementKey) -> (String, String) {
-    let s = core.starvation_of("default", &key).expect("status");
+    let s = core.reads().starvation_of("default", &key).expect("status");
     (
         serde_json::to_value(s.scheduling)
             .unwrap()
@@ -608,7 +618,7 @@ fn a_node_whose_limits_drop_gives_back_its_newest_jobs() {
         "nothing new while the node is full"
     );
     assert_eq!(h.running_on("n1").len(), 2);
-    let info = h.core.operation_info(&a).unwrap();
+    let info = h.core.reads().operation_info(&a).unwrap();
     assert_eq!(
         (info.jobs.running, info.jobs.waiting, info.jobs.failed),
         (2, 2, 0)
@@ -641,7 +651,7 @@ fn a_slow_job_gets_one_speculative_copy_elsewhere_and_counts_once() {
     // The copy finishes first: the original loses.
     h.finish_job("n2", &copy.job_id, JobState::Completed);
     h.at(10_000).heartbeat("n2");
-    let info = h.core.operation_info(&a).unwrap();
+    let info = h.core.reads().operation_info(&a).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!(info.jobs.completed, 1, "the job counts once");
     let r = h.at(11_000).heartbeat("n1");
@@ -712,6 +722,7 @@ fn lightweightness_follows_the_pool_both_ways_and_never_sends_an_operation_back(
         assert_eq!(state(&core, name), OperationState::Running);
         assert!(
             !core
+                .reads()
                 .operation(&id(name))
                 .unwrap()
                 .slot("default")
@@ -747,7 +758,10 @@ fn pending_operations_are_listed_in_the_tree_orchid_with_no_share() {
         .node("n1", 4.0, &[]);
     let a = h.submit("u", spec_in(Some("p"), 2));
     let b = h.submit("u", spec_in(Some("p"), 3));
-    assert_eq!(h.core.operation(&b).unwrap().state, OperationState::Pending);
+    assert_eq!(
+        h.core.reads().operation(&b).unwrap().state,
+        OperationState::Pending
+    );
     h.at(1).run(|c| c.update_all_shares(1));
     let orchid = |h: &Harness, op: &OperationId| {
         h.core

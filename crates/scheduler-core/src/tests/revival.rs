@@ -92,7 +92,7 @@ fn revived_scheduler_adopts_reported_jobs_and_starts_only_the_rest() {
     let op = h.at(1).submit("u", spec(4, 1.0));
     assert_eq!(h.at(2).heartbeat("n1").jobs_to_start.len(), 2);
     h.at(100).restart_scheduler(5_000);
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (0, 4));
     assert!(
         info.history.last().unwrap().event.contains("revived"),
@@ -104,7 +104,7 @@ fn revived_scheduler_adopts_reported_jobs_and_starts_only_the_rest() {
         r.jobs_to_abort.is_empty(),
         "reported jobs keep running: {r:?}"
     );
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (2, 2));
     assert!(h
         .last_effects()
@@ -204,11 +204,11 @@ fn an_unrecorded_attempt_whose_job_runs_elsewhere_is_aborted() {
         2,
         "taken off the node, not counted"
     );
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!((info.jobs.running, info.jobs.completed), (2, 0), "{old:?}");
     h.finish_all("n2", JobState::Completed);
     h.at(300 + WINDOW_MS).heartbeat("n2");
-    let info = h.core.operation_info(&op).unwrap();
+    let info = h.core.reads().operation_info(&op).unwrap();
     assert_eq!(
         (info.state, info.jobs.completed),
         (OperationState::Completed, 2)
@@ -243,12 +243,12 @@ fn only_an_attempt_a_scheduler_could_have_started_is_adopted() {
     }
     let r = core.process_heartbeat(old_agent, 120);
     assert_eq!(r.jobs_to_abort.len(), 2, "{r:?}");
-    let info = core.operation_info(&op()).unwrap();
+    let info = core.reads().operation_info(&op()).unwrap();
     assert_eq!((info.jobs.running, info.jobs.waiting), (0, 4));
     // The real ones, reported as they are, are adopted.
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &started, vec![]), 130);
     assert!(r.jobs_to_abort.is_empty(), "{r:?}");
-    assert_eq!(core.operation_info(&op()).unwrap().jobs.running, 2);
+    assert_eq!(core.reads().operation_info(&op()).unwrap().jobs.running, 2);
 }
 
 /// A job that finished while no scheduler ran: its result is taken as that of an
@@ -265,7 +265,7 @@ fn a_result_of_an_unrecorded_attempt_counts_once() {
     assert_eq!(r.acknowledged_jobs.len(), 2);
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], results), 120);
     assert_eq!(r.acknowledged_jobs.len(), 2);
-    let info = core.operation_info(&op()).unwrap();
+    let info = core.reads().operation_info(&op()).unwrap();
     assert_eq!((info.jobs.completed, info.jobs.waiting), (2, 2));
 }
 
@@ -279,13 +279,13 @@ fn recorded_jobs_no_node_reports_within_the_window_run_again() {
     assert!(core.reviving());
     core.tick(4_000);
     assert_eq!(
-        core.operation_info(&op()).unwrap().jobs.running,
+        core.reads().operation_info(&op()).unwrap().jobs.running,
         2,
         "still in the window"
     );
     core.tick(5_200);
     assert!(!core.reviving());
-    let info = core.operation_info(&op()).unwrap();
+    let info = core.reads().operation_info(&op()).unwrap();
     assert_eq!(
         (info.jobs.running, info.jobs.waiting, info.jobs.aborted),
         (0, 4, 2)
@@ -329,7 +329,10 @@ fn a_result_delivered_again_after_revival_counts_once() {
     let mut core = store.revive(200);
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &started[1..], vec![result]), 210);
     assert_eq!(r.acknowledged_jobs.len(), 1);
-    assert_eq!(core.operation_info(&op()).unwrap().jobs.completed, 1);
+    assert_eq!(
+        core.reads().operation_info(&op()).unwrap().jobs.completed,
+        1
+    );
 }
 
 #[test]
@@ -338,7 +341,7 @@ fn an_operation_whose_every_job_finished_before_the_crash_completes_at_revival()
     let mut core = store.revive(100);
     let mut running = started.clone();
     let mut now = 110;
-    while core.operation_info(&op()).unwrap().jobs.completed < 4 {
+    while core.reads().operation_info(&op()).unwrap().jobs.completed < 4 {
         let finished = running
             .iter()
             .map(|s| done(s, JobState::Completed))
@@ -356,7 +359,7 @@ fn an_operation_whose_every_job_finished_before_the_crash_completes_at_revival()
     store.ops.insert(op(), encode(&stale).unwrap());
     let core = store.revive(1_000);
     assert_eq!(
-        core.operation_info(&op()).unwrap().state,
+        core.reads().operation_info(&op()).unwrap().state,
         OperationState::Completed
     );
 }
@@ -391,18 +394,20 @@ fn invalid_stored_records_fail_their_operation_and_revival_goes_on() {
     core.restore(ops, jobs, 10, 5_000);
 
     for id in [op(), OperationId("huge".into())] {
-        let info = core.operation_info(&id).unwrap();
+        let info = core.reads().operation_info(&id).unwrap();
         assert_eq!(info.state, OperationState::Failed, "{id}");
         let error = info.error.unwrap();
         assert!(error.contains("stored record is invalid"), "{error}");
     }
     assert!(core
+        .reads()
         .operation_info(&op())
         .unwrap()
         .error
         .unwrap()
         .contains("index 0 of task 7"));
     assert!(core
+        .reads()
         .operation_info(&OperationId("huge".into()))
         .unwrap()
         .error
@@ -418,10 +423,12 @@ fn an_unreadable_operation_answers_as_failed() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.note_damaged_operation(OperationId("gone".into()), "malformed message".into());
     let e = core
+        .reads()
         .operation_info(&OperationId("gone".into()))
         .unwrap_err();
     assert!(e.message.contains("failed at revival"), "{e}");
     assert!(core
+        .reads()
         .operation_info(&OperationId("other".into()))
         .unwrap_err()
         .message
@@ -460,11 +467,11 @@ fn a_time_limit_counts_from_the_stored_start_after_a_restart() {
     let mut revived = store.revive(6_000);
     revived.tick(9_999);
     assert_eq!(
-        revived.operation_info(&op()).unwrap().state,
+        revived.reads().operation_info(&op()).unwrap().state,
         OperationState::Running
     );
     revived.tick(10_000);
-    let info = revived.operation_info(&op()).unwrap();
+    let info = revived.reads().operation_info(&op()).unwrap();
     assert_eq!(info.state, OperationState::Failed);
     assert!(info
         .error
@@ -488,7 +495,7 @@ fn only_attempts_started_on_the_claiming_node_are_adopted() {
         .collect();
     // Acknowledged so that it stops sending them, and dropped.
     core.process_heartbeat(heartbeat("n9", 2.0, &[], forged), 106);
-    let info = core.operation_info(&op()).unwrap();
+    let info = core.reads().operation_info(&op()).unwrap();
     assert_eq!((info.jobs.running, info.jobs.completed), (0, 0));
     // Without a token (or with a made-up one) n1 itself is not believed either.
     let mut tokenless = started.clone();
@@ -497,7 +504,7 @@ fn only_attempts_started_on_the_claiming_node_are_adopted() {
     }
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &tokenless, vec![]), 107);
     assert_eq!(r.jobs_to_abort.len(), 2, "{r:?}");
-    let info = core.operation_info(&op()).unwrap();
+    let info = core.reads().operation_info(&op()).unwrap();
     assert_eq!(
         (info.jobs.running, info.jobs.completed, info.jobs.waiting),
         (0, 0, 4)
@@ -510,5 +517,5 @@ fn only_attempts_started_on_the_claiming_node_are_adopted() {
     // The real starts, on their node, are adopted.
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &started, vec![]), 110);
     assert!(r.jobs_to_abort.is_empty(), "{r:?}");
-    assert_eq!(core.operation_info(&op()).unwrap().jobs.running, 2);
+    assert_eq!(core.reads().operation_info(&op()).unwrap().jobs.running, 2);
 }

@@ -118,7 +118,7 @@ fn a_result_counts_only_from_the_node_the_job_was_placed_on() {
         2,
     );
     assert!(forged.acknowledged_jobs.is_empty());
-    assert_eq!(core.operation_info(&op).unwrap().jobs.running, 1);
+    assert_eq!(core.reads().operation_info(&op).unwrap().jobs.running, 1);
     let real = core.process_heartbeat(
         heartbeat("n1", 1.0, &[], vec![done(job, JobState::Completed)]),
         3,
@@ -165,7 +165,7 @@ fn node_reports_must_be_finite_and_plausible() {
             other => panic!("cpu {bad} accepted: {other:?}"),
         }
     }
-    assert!(core.list_nodes().is_empty());
+    assert!(core.reads().list_nodes().is_empty());
 }
 
 #[test]
@@ -277,7 +277,7 @@ fn a_node_offers_no_more_than_it_was_approved_for_and_an_excess_is_an_alert() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     // Without an approval of its own: the generous defaults still bound it.
     core.process_heartbeat(heartbeat("n1", 5000.0, &[], vec![]), 0);
-    let n = core.list_nodes().remove(0);
+    let n = core.reads().list_nodes().remove(0);
     assert_eq!(n.resource_limits.cpu, 1024.0);
     assert!(
         n.alert.as_deref().unwrap().contains("cpu = 5000"),
@@ -299,6 +299,6 @@ fn a_node_offers_no_more_than_it_was_approved_for_and_an_excess_is_an_alert() {
     let mut hb = heartbeat("n1", 1.0, &[], vec![]);
     hb.seq = 3;
     core.process_heartbeat(hb, 2);
-    let n = core.list_nodes().remove(0);
+    let n = core.reads().list_nodes().remove(0);
     assert_eq!((n.resource_limits.cpu, n.alert), (1.0, None));
 }

@@ -27,7 +27,7 @@ fn an_operation_past_its_time_limit_fails_and_its_jobs_are_aborted() {
     let r = h.at(1_001).heartbeat("n1");
     assert_eq!(r.jobs_to_start.len(), 2, "{r:?}");
     h.at(10_999).run(|c| c.tick(10_999));
-    let before = h.core.operation_info(&limited_op).unwrap();
+    let before = h.core.reads().operation_info(&limited_op).unwrap();
     assert_eq!(
         before.state,
         OperationState::Running,
@@ -36,7 +36,7 @@ fn an_operation_past_its_time_limit_fails_and_its_jobs_are_aborted() {
     let running = before.jobs.running;
     assert!(running >= 1, "{before:?}");
     h.at(11_000).run(|c| c.tick(11_000));
-    let info = h.core.operation_info(&limited_op).unwrap();
+    let info = h.core.reads().operation_info(&limited_op).unwrap();
     assert_eq!(info.state, OperationState::Failed);
     let error = info.error.unwrap();
     assert!(
@@ -58,17 +58,17 @@ fn an_operation_past_its_time_limit_fails_and_its_jobs_are_aborted() {
     );
     for op in [&later, &unlimited] {
         assert_eq!(
-            h.core.operation_info(op).unwrap().state,
+            h.core.reads().operation_info(op).unwrap().state,
             OperationState::Running
         );
     }
     h.at(61_000).run(|c| c.tick(61_000));
     assert_eq!(
-        h.core.operation_info(&later).unwrap().state,
+        h.core.reads().operation_info(&later).unwrap().state,
         OperationState::Failed
     );
     assert_eq!(
-        h.core.operation_info(&unlimited).unwrap().state,
+        h.core.reads().operation_info(&unlimited).unwrap().state,
         OperationState::Running
     );
 }
@@ -88,11 +88,11 @@ fn a_pending_operation_fails_at_its_time_limit() {
         .start_operation(OperationId("second".into()), "u", limited(1, 5_000), 0)
         .unwrap();
     assert_eq!(
-        core.operation_info(&second).unwrap().state,
+        core.reads().operation_info(&second).unwrap().state,
         OperationState::Pending
     );
     core.tick(5_000);
-    let info = core.operation_info(&second).unwrap();
+    let info = core.reads().operation_info(&second).unwrap();
     assert_eq!(info.state, OperationState::Failed, "{info:?}");
 }
 

@@ -22,7 +22,8 @@ fn in_trees(trees: &[&str], jobs: u32) -> ytsched_common::spec::VanillaSpec {
 }
 
 fn node_info(core: &SchedulerCore, id: &str) -> ytsched_common::api::NodeInfo {
-    core.list_nodes()
+    core.reads()
+        .list_nodes()
         .into_iter()
         .find(|n| n.id.as_str() == id)
         .unwrap()
@@ -135,7 +136,7 @@ fn untagging_a_busy_node_moves_it_back_and_its_jobs_run_again_in_their_tree() {
         );
     }
     assert!(r.jobs_to_start.is_empty(), "nothing of default waits");
-    let info = h.core.operation_info(&op("o")).unwrap();
+    let info = h.core.reads().operation_info(&op("o")).unwrap();
     assert_eq!((info.jobs.waiting, info.jobs.aborted), (4, 4));
     assert_eq!(info.state, OperationState::Running);
 
@@ -146,7 +147,15 @@ fn untagging_a_busy_node_moves_it_back_and_its_jobs_run_again_in_their_tree() {
     let r = h.at(4).heartbeat("n3");
     assert_eq!(r.user_tags, vec!["custom_tag"]);
     assert_eq!(r.jobs_to_start.len(), 4);
-    assert_eq!(h.core.operation_info(&op("o")).unwrap().jobs.running, 4);
+    assert_eq!(
+        h.core
+            .reads()
+            .operation_info(&op("o"))
+            .unwrap()
+            .jobs
+            .running,
+        4
+    );
 }
 
 #[test]
@@ -285,20 +294,20 @@ fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
     let cpu = |v: &serde_json::Value| v["resource_usage"]["cpu"].as_f64().unwrap();
     assert!((cpu(&default) - 8.0).abs() < 1e-6, "{default}");
     assert!((cpu(&other) - 3.0).abs() < 1e-6, "{other}");
-    let info = h.core.operation_info(&op("both")).unwrap();
+    let info = h.core.reads().operation_info(&op("both")).unwrap();
     assert_eq!(info.resource_usage.cpu, 11.0);
     assert_eq!(info.pool_trees["other"], "research");
 
     // Jobs finished in either tree count toward the same operation, once.
     let mut now = 4;
-    while h.core.operation_info(&op("both")).unwrap().state == OperationState::Running {
+    while h.core.reads().operation_info(&op("both")).unwrap().state == OperationState::Running {
         for n in ["n1", "n2", "n3"] {
             h.finish_at(n, now);
         }
         now += 1;
         assert!(now < 20, "the operation should complete");
     }
-    let info = h.core.operation_info(&op("both")).unwrap();
+    let info = h.core.reads().operation_info(&op("both")).unwrap();
     assert_eq!(info.state, OperationState::Completed);
     assert_eq!((info.jobs.completed, info.jobs.total), (20, 20));
 }
@@ -316,7 +325,15 @@ fn scheduling_tag_filter_keeps_jobs_off_other_nodes() {
     h.core.start_operation(op("f"), "u", s, 1).unwrap();
     assert!(h.at(2).heartbeat("n1").jobs_to_start.is_empty());
     assert_eq!(h.at(2).heartbeat("n2").jobs_to_start.len(), 4);
-    assert_eq!(h.core.operation_info(&op("f")).unwrap().jobs.waiting, 2);
+    assert_eq!(
+        h.core
+            .reads()
+            .operation_info(&op("f"))
+            .unwrap()
+            .jobs
+            .waiting,
+        2
+    );
 }
 
 #[test]
@@ -457,7 +474,7 @@ fn tree_totals_follow_each_node_joining_changing_and_leaving() {
         .unwrap();
     assert_eq!(h.core.tree_resources("default").cpu, 6.0);
     assert_eq!(h.core.tree_resources("other").cpu, 8.0);
-    let orchid = h.core.tree_orchid("other").unwrap();
+    let orchid = h.core.reads().tree_orchid("other").unwrap();
     assert_eq!(orchid["node_count"], json!(2));
 }
 
@@ -499,7 +516,7 @@ fn a_banned_node_gives_its_jobs_back_and_they_run_elsewhere() {
         assert_eq!(a.reason, AbortReason::NodeBanned);
         assert!(a.message.contains("n1 is banned"), "{}", a.message);
     }
-    let info = h.core.operation_info(&op("o")).unwrap();
+    let info = h.core.reads().operation_info(&op("o")).unwrap();
     assert_eq!((info.jobs.waiting, info.jobs.aborted), (4, 4));
     // The aborted jobs run on n2 once it has room; n1 gets none of them.
     h.finish_at("n2", 4);
@@ -531,7 +548,15 @@ fn a_decommissioned_node_finishes_its_jobs_and_takes_no_new_ones() {
             r.jobs_to_start.is_empty(),
             "{flag}: 4 jobs wait, none comes here"
         );
-        assert_eq!(h.core.operation_info(&op("o")).unwrap().jobs.waiting, 4);
+        assert_eq!(
+            h.core
+                .reads()
+                .operation_info(&op("o"))
+                .unwrap()
+                .jobs
+                .waiting,
+            4
+        );
         assert_eq!(node_info(&h.core, "n1").running_job_count, 0);
         assert_eq!(h.finish_at("n2", 5).jobs_to_start.len(), 4);
         assert_eq!(
@@ -618,7 +643,7 @@ fn explain_names_the_pool_that_keeps_an_operation_pending_and_its_place() {
             .unwrap();
     }
     for (name, position) in [("b", 1), ("c", 2)] {
-        let why = h.core.explain_operation(&op(name)).unwrap();
+        let why = h.core.reads().explain_operation(&op(name)).unwrap();
         assert_eq!(why.state, OperationState::Pending);
         assert_eq!(
             why.reasons,
@@ -640,7 +665,7 @@ fn explain_names_the_pool_that_keeps_an_operation_pending_and_its_place() {
             "{text}"
         );
     }
-    assert!(h.core.explain_operation(&op("nope")).is_err());
+    assert!(h.core.reads().explain_operation(&op("nope")).is_err());
 }
 
 #[test]
@@ -650,7 +675,7 @@ fn explain_names_a_tree_without_nodes_and_a_job_no_node_in_service_fits() {
     h.core
         .start_operation(op("lonely"), "u", spec(1, 1.0), 0)
         .unwrap();
-    let why = h.core.explain_operation(&op("lonely")).unwrap();
+    let why = h.core.reads().explain_operation(&op("lonely")).unwrap();
     assert_eq!(
         why.reasons,
         vec![Reason::TreeHasNoNodes {
@@ -675,7 +700,7 @@ fn explain_names_a_tree_without_nodes_and_a_job_no_node_in_service_fits() {
         .start_operation(op("wide"), "u", spec(1, 6.0), 2)
         .unwrap();
     h.at(3).heartbeat("small");
-    let why = h.core.explain_operation(&op("wide")).unwrap();
+    let why = h.core.reads().explain_operation(&op("wide")).unwrap();
     assert!(
         why.reasons.contains(&Reason::NoNodeFits {
             tree: "default".into(),
@@ -721,7 +746,7 @@ fn explain_shows_how_a_fair_share_was_made_and_what_bounds_it() {
         .start_operation(op("o"), "u", in_pool("o", 20, 1.0), 1)
         .unwrap();
     h.at(2).heartbeat_all();
-    let g = h.core.explain_operation(&op("g")).unwrap();
+    let g = h.core.reads().explain_operation(&op("g")).unwrap();
     let place = &g.trees[0];
     assert_eq!(place.dominant_resource, "cpu");
     // 8 cpu: g is guaranteed 4, capped takes its limit of 1, g and o split the other 3.
@@ -751,7 +776,7 @@ fn explain_shows_how_a_fair_share_was_made_and_what_bounds_it() {
     assert!(g.reasons.contains(&Reason::FairShareBelowDemand {
         tree: "default".into()
     }));
-    let capped = h.core.explain_operation(&op("capped")).unwrap();
+    let capped = h.core.reads().explain_operation(&op("capped")).unwrap();
     assert_eq!(
         capped.trees[0].bound_by, "the resource_limits of pool 'capped'",
         "{:?}",
@@ -864,7 +889,7 @@ fn explain_pool_shows_its_counts_share_and_what_bounds_it() {
         .start_operation(op("c"), "u", in_pool("other", 10, 1.0), 1)
         .unwrap();
     h.at(2).heartbeat("n1");
-    let why = h.core.explain_pool(None, "team").unwrap();
+    let why = h.core.reads().explain_pool(None, "team").unwrap();
     assert_eq!((why.running_operations, why.operations), (1, 2));
     assert_eq!(why.max_running_operations, 1);
     assert_eq!(why.bound_by, "its own resource_limits");
@@ -875,6 +900,6 @@ fn explain_pool_shows_its_counts_share_and_what_bounds_it() {
         text.contains("1 running of max_running_operation_count 1; 2 in all"),
         "{text}"
     );
-    assert!(h.core.explain_pool(None, "nope").is_err());
-    assert!(h.core.explain_pool(Some("nope"), "team").is_err());
+    assert!(h.core.reads().explain_pool(None, "nope").is_err());
+    assert!(h.core.reads().explain_pool(Some("nope"), "team").is_err());
 }

@@ -4,7 +4,6 @@
 //! what a replay compares with.
 
 use crate::events::{CoreEvent, PoolShareSample};
-use crate::queries::orchid::max_component;
 use crate::trees::fair_share::ElementKind;
 use ytsched_common::protocol::UnixMillis;
 
@@ -44,9 +43,9 @@ impl crate::SchedulerCore {
             .filter_map(|e| match &e.kind {
                 ElementKind::Pool { name, .. } => Some(PoolShareSample {
                     pool: name.clone(),
-                    fair_share_ratio: max_component(&e.fair_share.total),
-                    usage_ratio: max_component(&e.usage_share),
-                    demand_ratio: max_component(&e.demand_share),
+                    fair_share_ratio: e.fair_share.total.max_component(),
+                    usage_ratio: e.usage_share.max_component(),
+                    demand_ratio: e.demand_share.max_component(),
                 }),
                 _ => None,
             })

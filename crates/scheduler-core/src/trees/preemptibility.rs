@@ -98,6 +98,16 @@ macro_rules! victims {
 pub(crate) use victims;
 
 impl Victims<'_> {
+    /// (preemptible, aggressively preemptible) job counts of an operation in a tree.
+    pub fn preemptible_counts(&self, op_id: &OperationId, tree: &str) -> (usize, usize) {
+        let classes = self.job_classes(op_id, tree);
+        let count = |c| classes.iter().filter(|(_, k)| *k == c).count();
+        (
+            count(Preemptibility::Preemptible),
+            count(Preemptibility::AggressivelyPreemptible),
+        )
+    }
+
     /// Classes of the running jobs of `op` in `tree_name` as of that tree's last update.
     pub(crate) fn job_classes(
         &self,

@@ -48,16 +48,6 @@ fn starving_to_try(
 }
 
 impl SchedulerCore {
-    /// (preemptible, aggressively preemptible) job counts of an operation in a tree.
-    pub fn preemptible_counts(&self, op_id: &OperationId, tree: &str) -> (usize, usize) {
-        let classes = victims!(self).job_classes(op_id, tree);
-        let count = |c| classes.iter().filter(|(_, k)| *k == c).count();
-        (
-            count(Preemptibility::Preemptible),
-            count(Preemptibility::AggressivelyPreemptible),
-        )
-    }
-
     /// The preemptive stage: if an operation of this node's tree is starving and the
     /// node's backoff has passed, place at most one of its jobs here, preempting the
     /// fewest jobs needed (latest-started first). The start and the aborts go into the

@@ -5,7 +5,6 @@
 
 use crate::trees::fair_share::{Element, ElementKind, OperationInput, TreeShares};
 use crate::trees::pool_tree::PoolTree;
-use crate::SchedulerCore;
 use serde::Serialize;
 use std::collections::HashMap;
 use ytsched_common::names::TreePoolName;
@@ -241,13 +240,6 @@ pub fn starving_order(
         .collect();
     out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
     out.into_iter().map(|(s, _, _, id)| (id, s)).collect()
-}
-
-impl SchedulerCore {
-    /// An element's statuses as of the last update.
-    pub fn starvation_of(&self, tree: &str, key: &ElementKey) -> Option<ElementStarvation> {
-        self.trees.get(tree)?.starvation.get(key).copied()
-    }
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ fn job_ref(id: &JobId, node: &NodeId, facts: &AttemptFacts, task: Option<String>
 /// The online nodes, grouped by resources and tags (for `configuration`).
 fn node_groups(core: &SchedulerCore) -> Vec<NodeGroup> {
     let mut groups: Vec<NodeGroup> = Vec::new();
-    for n in core.list_nodes() {
+    for n in core.reads().list_nodes() {
         if n.state != "online" && n.state != "idle" {
             continue;
         }
@@ -85,7 +85,7 @@ fn node_groups(core: &SchedulerCore) -> Vec<NodeGroup> {
 
 impl Context<'_> {
     fn operation_ref(&self, id: &OperationId) -> Option<OperationRef> {
-        if let Ok(op) = self.core.operation(id) {
+        if let Ok(op) = self.core.reads().operation(id) {
             return Some(operation_ref(op));
         }
         let a = self.retired.iter().find(|a| &a.info.id == id)?;
@@ -98,7 +98,7 @@ impl Context<'_> {
 
     /// The name of task number `task` of operation `id`.
     fn task_name(&self, id: &OperationId, task: usize) -> Option<String> {
-        if let Ok(op) = self.core.operation(id) {
+        if let Ok(op) = self.core.reads().operation(id) {
             return op.spec.tasks.iter().nth(task).map(|(name, _)| name.clone());
         }
         let a = self.retired.iter().find(|a| &a.info.id == id)?;
@@ -126,7 +126,7 @@ impl Context<'_> {
         let core = self.core;
         Some(match e {
             CoreEvent::OperationStarted { id, jobs, .. } => {
-                let op = core.operation(id).ok()?;
+                let op = core.reads().operation(id).ok()?;
                 Event::OperationStarted {
                     operation: operation_ref(op),
                     title: op.spec.title.clone(),

@@ -67,10 +67,10 @@ impl Query {
     fn answer(self, core: &SchedulerCore) {
         // A reader that gave up is not an error.
         match self {
-            Query::Operation(id, tx) => drop(tx.send(core.operation_info(&id))),
-            Query::Explain(id, tx) => drop(tx.send(core.explain_operation(&id))),
-            Query::History(id, tx) => drop(tx.send(core.share_history(&id))),
-            Query::JobPage(req, tx) => drop(tx.send(core.list_jobs_page(&req))),
+            Query::Operation(id, tx) => drop(tx.send(core.reads().operation_info(&id))),
+            Query::Explain(id, tx) => drop(tx.send(core.reads().explain_operation(&id))),
+            Query::History(id, tx) => drop(tx.send(core.reads().share_history(&id))),
+            Query::JobPage(req, tx) => drop(tx.send(core.reads().list_jobs_page(&req))),
         }
     }
 }
@@ -198,7 +198,7 @@ impl Publisher {
     async fn build_lists(&self) -> WebSnapshot {
         let (nodes, pool_ratios) = {
             let c = self.lock();
-            (c.list_nodes(), c.pool_ratios())
+            (c.reads().list_nodes(), c.reads().pool_ratios())
         };
         let mut operations = vec![];
         let mut cursor = None;
@@ -208,7 +208,7 @@ impl Publisher {
                 cursor: cursor.take(),
                 ..Default::default()
             };
-            let page = self.lock().list_operations_page(&req);
+            let page = self.lock().reads().list_operations_page(&req);
             let Ok(page) = page else { break };
             operations.extend(page.operations);
             match page.next_cursor {
@@ -235,12 +235,12 @@ impl Publisher {
     /// lists (a 10,000-operation orchid used to hold it 24–48 ms at once).
     async fn build_orchid(&self) -> Option<OrchidSnapshot> {
         let started = Instant::now();
-        let mut facts = self.lock().orchid_facts_heads();
+        let mut facts = self.lock().reads().orchid_facts_heads();
         let mut held = Duration::ZERO;
         for tree in &mut facts {
             loop {
                 let at = Instant::now();
-                let more = self.lock().add_facts(tree, CHUNK as usize);
+                let more = self.lock().reads().add_facts(tree, CHUNK as usize);
                 held = held.max(at.elapsed());
                 if !more {
                     break;

@@ -38,15 +38,15 @@ pub(super) fn dispatch(
         }),
         // Metadata is everyone's; environment values and stdin only their owners'.
         api::GetOperation::METHOD => respond::<api::GetOperation>(payload, |req| {
-            let info = core.operation_info(&req.body.operation_id)?;
+            let info = core.reads().operation_info(&req.body.operation_id)?;
             Ok(visible_to(core, caller, info))
         }),
         // Like metadata, everyone's: it names pools and operations, not their contents.
         api::ExplainOperation::METHOD => respond::<api::ExplainOperation>(payload, |req| {
-            core.explain_operation(&req.body.operation_id)
+            core.reads().explain_operation(&req.body.operation_id)
         }),
         api::ExplainPool::METHOD => respond::<api::ExplainPool>(payload, |req| {
-            core.explain_pool(
+            core.reads().explain_pool(
                 req.body.pool_tree.as_ref().map(TreeName::as_str),
                 req.body.pool.as_str(),
             )
@@ -77,7 +77,7 @@ pub(super) fn dispatch(
             core.resume_operation(id, now)
         }),
         api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
-            match core.list_jobs_page(&req.body)?.into_held() {
+            match core.reads().list_jobs_page(&req.body)?.into_held() {
                 Ok((held, next)) => Ok(fitting_job_page(held, next, MAX_PAGE_BYTES)),
                 Err(plan) => {
                     // Settled attempts are read from the store outside the core lock.
@@ -88,7 +88,10 @@ pub(super) fn dispatch(
         }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
             core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
-            if let Some(held) = core.job_output_ready(&req.body.operation_id, &req.body.job_id)? {
+            if let Some(held) = core
+                .reads()
+                .job_output_ready(&req.body.operation_id, &req.body.job_id)?
+            {
                 return Ok(held.stream(req.body.stream).to_string());
             }
             // The output itself is in the store: read outside the core lock.
@@ -98,7 +101,9 @@ pub(super) fn dispatch(
             });
             Ok(String::new())
         }),
-        api::ListNodes::METHOD => respond::<api::ListNodes>(payload, |_| Ok(core.list_nodes())),
+        api::ListNodes::METHOD => {
+            respond::<api::ListNodes>(payload, |_| Ok(core.reads().list_nodes()))
+        }
         _ => dispatch_admin(core, caller, method, payload, max_record, now),
     }
 }
@@ -150,7 +155,7 @@ fn list_operations(
         }
         // Brief entries, bounded in bytes by the core (no environment or stdin in them
         // to redact).
-        None => core.list_operations_page(&body)?,
+        None => core.reads().list_operations_page(&body)?,
     };
     let room = limit.saturating_sub(page.operations.len());
     match (&page.next_cursor, room) {
@@ -279,7 +284,8 @@ pub(super) fn names_archived_operation(core: &SchedulerCore, method: &str, paylo
         })
     };
     id().is_some_and(|id| {
-        core.operation(&id)
+        core.reads()
+            .operation(&id)
             .is_err_and(|e| e.kind == api::ErrorKind::NotFound)
     })
 }

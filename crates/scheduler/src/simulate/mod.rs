@@ -298,7 +298,7 @@ impl Simulation {
         self.core.update_all_shares(t);
         let mut trees = Map::new();
         for name in self.core.cluster_config().trees.keys() {
-            if let Some(Value::Object(mut o)) = self.core.tree_orchid(name) {
+            if let Some(Value::Object(mut o)) = self.core.reads().tree_orchid(name) {
                 let mut tree = Map::new();
                 for key in ["resource_limits", "pools", "operations"] {
                     tree.insert(key.into(), o.remove(key).unwrap_or(Value::Null));

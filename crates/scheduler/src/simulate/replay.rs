@@ -353,7 +353,11 @@ fn apply(core: &mut SchedulerCore, due: &Due, t: u64) -> Result<bool, String> {
                 RecordedAction::Suspend { operation, .. } => operation,
             };
             // It may have completed sooner in the replay: nothing left to do to it.
-            if core.operation(id).map_or(true, |op| op.state.is_finished()) {
+            if core
+                .reads()
+                .operation(id)
+                .map_or(true, |op| op.state.is_finished())
+            {
                 return Ok(false);
             }
             let (what, result) = match action {
