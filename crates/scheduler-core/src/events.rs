@@ -1,6 +1,7 @@
 //! State changes the core reports to its driver, which logs them (one line each) or,
 //! in the simulator, prints them.
 
+use crate::queries::reads::CoreReads;
 use serde::Serialize;
 use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::names::{TreeName, TreePoolName};
@@ -60,11 +61,6 @@ impl crate::SchedulerCore {
     pub fn note_configuration(&mut self, now: UnixMillis) {
         self.configuration_told_at = Some(now);
         self.outbox.event(CoreEvent::Configuration);
-    }
-
-    /// A node as the core holds it (for the event log's `node_registered`).
-    pub fn node(&self, id: &NodeId) -> Option<&crate::Node> {
-        self.nodes.get(id)
     }
 }
 
@@ -234,4 +230,12 @@ pub enum CoreEvent {
         #[serde(skip)]
         attempt: Option<AttemptFacts>,
     },
+}
+
+impl<'a> CoreReads<'a> {
+    /// A node as the core holds it (for the event log's `node_registered`).
+    pub fn node(&self, id: &NodeId) -> Option<&'a crate::Node> {
+        let nodes: &'a std::collections::BTreeMap<NodeId, crate::Node> = self.nodes;
+        nodes.get(id)
+    }
 }

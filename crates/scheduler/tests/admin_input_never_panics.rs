@@ -49,8 +49,8 @@ proptest! {
         let mut core = SchedulerCore::new(CoreConfig::default());
         core.create_pool("default", "a", None, serde_json::Value::Null).unwrap();
         let before = core.cluster_config().clone();
-        let _ = core.admin_get(&p);
-        let _ = core.admin_list(&p);
+        let _ = core.reads().admin_get(&p);
+        let _ = core.reads().admin_list(&p);
         if core.admin_set(&p, v.clone()).is_err() {
             prop_assert_eq!(core.cluster_config(), &before);
         }

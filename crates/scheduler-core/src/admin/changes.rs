@@ -3,6 +3,7 @@
 //! fair share update (which runs before the next placement).
 
 use crate::admin::values::*;
+use crate::queries::reads::CoreReads;
 use crate::trees::pool_tree::{parse_tree_name, PoolTree};
 use crate::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Value};
@@ -22,123 +23,6 @@ fn pool_map(tree: &PoolTree, parent: &str) -> Value {
 }
 
 impl SchedulerCore {
-    pub fn admin_get(&self, path: &str) -> Result<Value, ConfigError> {
-        let target = AdminPath::parse(path)?;
-        let here = |e: ConfigError| e.at(path);
-        match target {
-            AdminPath::PoolTrees => Ok(Value::Object(
-                self.cluster
-                    .trees
-                    .iter()
-                    .map(|(n, t)| (n.to_string(), pool_map(t, ROOT_POOL)))
-                    .collect(),
-            )),
-            AdminPath::DefaultTree => Ok(json!(self.cluster.default_tree)),
-            AdminPath::Pool { tree, pool_path } => {
-                let pool = self.cluster.resolve_pool(&tree, &pool_path).map_err(here)?;
-                Ok(pool_map(self.cluster.tree(&tree)?, &pool))
-            }
-            AdminPath::PoolAttribute {
-                tree,
-                pool_path,
-                attribute,
-                sub,
-            } => {
-                let pool = self
-                    .cluster
-                    .attribute_pool(&tree, &pool_path)
-                    .map_err(here)?;
-                let attrs = Value::Object(self.cluster.pool_attributes(&tree, &pool)?);
-                let attribute = attribute.map(|a| canonical_pool_attribute(&a).to_string());
-                select(attrs, attribute, &sub, &format!("pool '{pool}'"), path)
-            }
-            AdminPath::TreeConfig {
-                tree,
-                attribute,
-                sub,
-            } => {
-                let t = self.cluster.tree(&tree).map_err(here)?;
-                let config = Value::Object(t.config.to_attributes());
-                let attribute = attribute.map(|a| canonical_tree_attribute(&a).to_string());
-                select(
-                    config,
-                    attribute,
-                    &sub,
-                    &format!("pool tree '{tree}'"),
-                    path,
-                )
-            }
-            AdminPath::ClusterNodes => Ok(Value::Object(
-                self.nodes
-                    .keys()
-                    .map(|n| (n.to_string(), json!({})))
-                    .collect(),
-            )),
-            AdminPath::Node {
-                node,
-                attribute,
-                sub,
-            } => {
-                let attrs = self
-                    .cluster
-                    .node_attributes(&self.nodes, &node)
-                    .map_err(here)?;
-                match attribute {
-                    None if sub.is_empty() => Ok(json!({})),
-                    None => Err(here(ConfigError::invalid("nothing may follow '@'"))),
-                    a => select(attrs, a, &sub, &format!("node '{node}'"), path),
-                }
-            }
-            AdminPath::Orchid(sub) => self.orchid_get(&sub, path),
-        }
-    }
-
-    /// Builds only the part of the orchid a path reaches into: one tree for a tree's
-    /// or an operation's fields, everything only for the orchid's top.
-    fn orchid_get(&self, sub: &[String], path: &str) -> Result<Value, ConfigError> {
-        let missing = || ConfigError::not_found(format!("{path}: no such orchid node"));
-        let parts: Vec<&str> = sub.iter().map(String::as_str).collect();
-        match parts.as_slice() {
-            ["scheduler", "pool_trees", tree, ..] => {
-                let orchid = self.reads().tree_orchid(tree).ok_or_else(missing)?;
-                navigate(&orchid, &sub[3..], path).cloned()
-            }
-            ["scheduler", "operations", op, ..] => {
-                let tree = self
-                    .operations
-                    .get(&ytsched_common::OperationId(op.to_string()))
-                    .map(|o| o.main_tree().to_string())
-                    .ok_or_else(missing)?;
-                let orchid = self.reads().tree_orchid(&tree).ok_or_else(missing)?;
-                let operation = orchid["operations"].get(*op).ok_or_else(missing)?;
-                navigate(operation, &sub[3..], path).cloned()
-            }
-            _ => navigate(&self.reads().orchid(), sub, path).cloned(),
-        }
-    }
-
-    pub fn admin_list(&self, path: &str) -> Result<Vec<String>, ConfigError> {
-        match self.admin_get(path)? {
-            Value::Object(m) => Ok(m.keys().cloned().collect()),
-            other => Err(ConfigError::invalid(format!(
-                "{path}: cannot list a {} value",
-                match other {
-                    Value::Array(_) => "list",
-                    Value::String(_) => "string",
-                    Value::Number(_) => "number",
-                    Value::Bool(_) => "boolean",
-                    _ => "null",
-                }
-            ))),
-        }
-    }
-
-    /// True if the path names something; a malformed path is an error, not `false`.
-    pub fn admin_exists(&self, path: &str) -> Result<bool, ConfigError> {
-        AdminPath::parse(path)?;
-        Ok(self.admin_get(path).is_ok())
-    }
-
     #[tracing::instrument(level = "info", skip_all, fields(path = path))]
     pub fn admin_set(&mut self, path: &str, value: Value) -> Result<(), ConfigError> {
         let target = AdminPath::parse(path)?;
@@ -372,5 +256,124 @@ impl SchedulerCore {
             tree.config.nodes_filter,
             overlaps.join(", ")
         )))
+    }
+}
+
+impl<'a> CoreReads<'a> {
+    pub fn admin_get(&self, path: &str) -> Result<Value, ConfigError> {
+        let target = AdminPath::parse(path)?;
+        let here = |e: ConfigError| e.at(path);
+        match target {
+            AdminPath::PoolTrees => Ok(Value::Object(
+                self.cluster
+                    .trees
+                    .iter()
+                    .map(|(n, t)| (n.to_string(), pool_map(t, ROOT_POOL)))
+                    .collect(),
+            )),
+            AdminPath::DefaultTree => Ok(json!(self.cluster.default_tree)),
+            AdminPath::Pool { tree, pool_path } => {
+                let pool = self.cluster.resolve_pool(&tree, &pool_path).map_err(here)?;
+                Ok(pool_map(self.cluster.tree(&tree)?, &pool))
+            }
+            AdminPath::PoolAttribute {
+                tree,
+                pool_path,
+                attribute,
+                sub,
+            } => {
+                let pool = self
+                    .cluster
+                    .attribute_pool(&tree, &pool_path)
+                    .map_err(here)?;
+                let attrs = Value::Object(self.cluster.pool_attributes(&tree, &pool)?);
+                let attribute = attribute.map(|a| canonical_pool_attribute(&a).to_string());
+                select(attrs, attribute, &sub, &format!("pool '{pool}'"), path)
+            }
+            AdminPath::TreeConfig {
+                tree,
+                attribute,
+                sub,
+            } => {
+                let t = self.cluster.tree(&tree).map_err(here)?;
+                let config = Value::Object(t.config.to_attributes());
+                let attribute = attribute.map(|a| canonical_tree_attribute(&a).to_string());
+                select(
+                    config,
+                    attribute,
+                    &sub,
+                    &format!("pool tree '{tree}'"),
+                    path,
+                )
+            }
+            AdminPath::ClusterNodes => Ok(Value::Object(
+                self.nodes
+                    .keys()
+                    .map(|n| (n.to_string(), json!({})))
+                    .collect(),
+            )),
+            AdminPath::Node {
+                node,
+                attribute,
+                sub,
+            } => {
+                let attrs = self
+                    .cluster
+                    .node_attributes(&self.nodes, &node)
+                    .map_err(here)?;
+                match attribute {
+                    None if sub.is_empty() => Ok(json!({})),
+                    None => Err(here(ConfigError::invalid("nothing may follow '@'"))),
+                    a => select(attrs, a, &sub, &format!("node '{node}'"), path),
+                }
+            }
+            AdminPath::Orchid(sub) => self.orchid_get(&sub, path),
+        }
+    }
+
+    /// Builds only the part of the orchid a path reaches into: one tree for a tree's
+    /// or an operation's fields, everything only for the orchid's top.
+    fn orchid_get(&self, sub: &[String], path: &str) -> Result<Value, ConfigError> {
+        let missing = || ConfigError::not_found(format!("{path}: no such orchid node"));
+        let parts: Vec<&str> = sub.iter().map(String::as_str).collect();
+        match parts.as_slice() {
+            ["scheduler", "pool_trees", tree, ..] => {
+                let orchid = self.tree_orchid(tree).ok_or_else(missing)?;
+                navigate(&orchid, &sub[3..], path).cloned()
+            }
+            ["scheduler", "operations", op, ..] => {
+                let tree = self
+                    .operations
+                    .get(&ytsched_common::OperationId(op.to_string()))
+                    .map(|o| o.main_tree().to_string())
+                    .ok_or_else(missing)?;
+                let orchid = self.tree_orchid(&tree).ok_or_else(missing)?;
+                let operation = orchid["operations"].get(*op).ok_or_else(missing)?;
+                navigate(operation, &sub[3..], path).cloned()
+            }
+            _ => navigate(&self.orchid(), sub, path).cloned(),
+        }
+    }
+
+    pub fn admin_list(&self, path: &str) -> Result<Vec<String>, ConfigError> {
+        match self.admin_get(path)? {
+            Value::Object(m) => Ok(m.keys().cloned().collect()),
+            other => Err(ConfigError::invalid(format!(
+                "{path}: cannot list a {} value",
+                match other {
+                    Value::Array(_) => "list",
+                    Value::String(_) => "string",
+                    Value::Number(_) => "number",
+                    Value::Bool(_) => "boolean",
+                    _ => "null",
+                }
+            ))),
+        }
+    }
+
+    /// True if the path names something; a malformed path is an error, not `false`.
+    pub fn admin_exists(&self, path: &str) -> Result<bool, ConfigError> {
+        AdminPath::parse(path)?;
+        Ok(self.admin_get(path).is_ok())
     }
 }

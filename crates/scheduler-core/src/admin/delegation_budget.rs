@@ -7,8 +7,8 @@
 
 use crate::admin::path::AdminPath;
 use crate::operations::access::pool_allows;
+use crate::queries::reads::CoreReads;
 use crate::trees::pool_tree::PoolTree;
-use crate::SchedulerCore;
 use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
@@ -23,68 +23,6 @@ pub const POOLS_KEPT_FROM_DELEGATES: usize = 1_000;
 pub const SUBTREE_PARTS: usize = 16;
 /// Delegates' changes may leave the record at most this many quarters full.
 pub const DELEGATES_QUARTERS: usize = 3;
-
-impl SchedulerCore {
-    /// The (tree, pool) an admin path changes, where that is a pool: the scope whose
-    /// budget a delegate's `set` spends.
-    pub fn pool_scope_of(&self, path: &str) -> Option<(TreeName, TreePoolName)> {
-        let (tree_name, pool_path) = match AdminPath::parse(path).ok()? {
-            AdminPath::Pool { tree, pool_path }
-            | AdminPath::PoolAttribute {
-                tree, pool_path, ..
-            } => (tree, pool_path),
-            _ => return None,
-        };
-        let tree = self.cluster.tree(&tree_name).ok()?;
-        let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
-        let pool = tree.resolve_path(&segs).ok()?;
-        Some((tree_name, pool))
-    }
-
-    /// Whether the configuration as it is now keeps to the budgets of a change `caller`
-    /// made at `pool` of `tree_name`, with `record_bytes` the size of the whole record and
-    /// `max_record` the store's limit. Admins have no budget but the record's own limit.
-    pub fn delegate_budget_refusal(
-        &self,
-        caller: &Caller,
-        scope: Option<(&TreeName, &TreePoolName)>,
-        record_bytes: usize,
-        max_record: usize,
-    ) -> Option<ApiError> {
-        if caller.admin {
-            return None;
-        }
-        let shared = max_record / 4 * DELEGATES_QUARTERS;
-        if record_bytes > shared {
-            return Some(ApiError::limit_reached(format!(
-                "refused: the pool configuration would take {record_bytes} bytes; changes by non-admins may fill it up to {shared} bytes ({DELEGATES_QUARTERS}/4 of the store's record limit of {max_record}), the rest is kept for admins"
-            )));
-        }
-        let (tree_name, pool) = scope?;
-        let tree = self.cluster.tree(tree_name).ok()?;
-        if let Some(e) = tree_room_refusal(tree_name, tree.pools.len()) {
-            return Some(e);
-        }
-        let top = delegation_top(tree, pool, caller)?;
-        let (pools, bytes) = subtree_size(tree, top);
-        let subtree_bytes = max_record / SUBTREE_PARTS;
-        let whose = format!(
-            "the subtree of pool '{top}' of pool tree '{tree_name}' that user '{}' administers",
-            caller.user
-        );
-        if pools > MAX_DELEGATED_POOLS {
-            return Some(ApiError::limit_reached(format!(
-                "refused: {whose} would hold {pools} pools, more than the {MAX_DELEGATED_POOLS} one delegated subtree may hold; an admin may make room"
-            )));
-        }
-        if bytes > subtree_bytes {
-            return Some(ApiError::limit_reached(format!(
-                "refused: {whose} would take {bytes} bytes of the pool configuration, more than the {subtree_bytes} one delegated subtree may take (1/{SUBTREE_PARTS} of the record limit); remove pools or shorten attributes"
-            )));
-        }
-        None
-    }
-}
 
 /// A delegate's change that leaves a tree with `pools` pools, more than delegates may
 /// fill of its limit.
@@ -144,4 +82,66 @@ fn subtree_size(tree: &PoolTree, top: &TreePoolName) -> (usize, usize) {
         }
     }
     (pools, bytes)
+}
+
+impl<'a> CoreReads<'a> {
+    /// The (tree, pool) an admin path changes, where that is a pool: the scope whose
+    /// budget a delegate's `set` spends.
+    pub fn pool_scope_of(&self, path: &str) -> Option<(TreeName, TreePoolName)> {
+        let (tree_name, pool_path) = match AdminPath::parse(path).ok()? {
+            AdminPath::Pool { tree, pool_path }
+            | AdminPath::PoolAttribute {
+                tree, pool_path, ..
+            } => (tree, pool_path),
+            _ => return None,
+        };
+        let tree = self.cluster.tree(&tree_name).ok()?;
+        let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
+        let pool = tree.resolve_path(&segs).ok()?;
+        Some((tree_name, pool))
+    }
+
+    /// Whether the configuration as it is now keeps to the budgets of a change `caller`
+    /// made at `pool` of `tree_name`, with `record_bytes` the size of the whole record and
+    /// `max_record` the store's limit. Admins have no budget but the record's own limit.
+    pub fn delegate_budget_refusal(
+        &self,
+        caller: &Caller,
+        scope: Option<(&TreeName, &TreePoolName)>,
+        record_bytes: usize,
+        max_record: usize,
+    ) -> Option<ApiError> {
+        if caller.admin {
+            return None;
+        }
+        let shared = max_record / 4 * DELEGATES_QUARTERS;
+        if record_bytes > shared {
+            return Some(ApiError::limit_reached(format!(
+                "refused: the pool configuration would take {record_bytes} bytes; changes by non-admins may fill it up to {shared} bytes ({DELEGATES_QUARTERS}/4 of the store's record limit of {max_record}), the rest is kept for admins"
+            )));
+        }
+        let (tree_name, pool) = scope?;
+        let tree = self.cluster.tree(tree_name).ok()?;
+        if let Some(e) = tree_room_refusal(tree_name, tree.pools.len()) {
+            return Some(e);
+        }
+        let top = delegation_top(tree, pool, caller)?;
+        let (pools, bytes) = subtree_size(tree, top);
+        let subtree_bytes = max_record / SUBTREE_PARTS;
+        let whose = format!(
+            "the subtree of pool '{top}' of pool tree '{tree_name}' that user '{}' administers",
+            caller.user
+        );
+        if pools > MAX_DELEGATED_POOLS {
+            return Some(ApiError::limit_reached(format!(
+                "refused: {whose} would hold {pools} pools, more than the {MAX_DELEGATED_POOLS} one delegated subtree may hold; an admin may make room"
+            )));
+        }
+        if bytes > subtree_bytes {
+            return Some(ApiError::limit_reached(format!(
+                "refused: {whose} would take {bytes} bytes of the pool configuration, more than the {subtree_bytes} one delegated subtree may take (1/{SUBTREE_PARTS} of the record limit); remove pools or shorten attributes"
+            )));
+        }
+        None
+    }
 }

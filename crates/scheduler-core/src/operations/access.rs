@@ -6,8 +6,9 @@
 //! metadata (operations, pools, nodes, orchid) are open to everyone.
 
 use crate::admin::path::AdminPath;
+use crate::queries::reads::CoreReads;
 use crate::trees::pool_tree::PoolTree;
-use crate::{Operation, SchedulerCore};
+use crate::Operation;
 use ytsched_common::acl::{self, Ace, Permission};
 use ytsched_common::api::{ApiError, ObjectType};
 use ytsched_common::identity::Caller;
@@ -196,7 +197,7 @@ pub(crate) fn refusal(caller: &Caller, permission: Permission, what: &str) -> Ap
     ))
 }
 
-impl SchedulerCore {
+impl<'a> CoreReads<'a> {
     /// Abort and job output: the operation's owner, its spec's `owners`, and admins.
     pub fn authorize_operation(
         &self,
@@ -204,7 +205,7 @@ impl SchedulerCore {
         id: &OperationId,
         action: &str,
     ) -> Result<(), ApiError> {
-        let op = self.reads().operation(id)?;
+        let op = self.operation(id)?;
         authorize_operation_of(caller, id, &op.user, &op.spec.owners, action)
     }
 

@@ -7,6 +7,7 @@
 //! driver writes to the archive (which answers for it from then on) before it deletes the
 //! operation's state keys.
 
+use crate::queries::reads::CoreReads;
 use crate::SchedulerCore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -150,7 +151,9 @@ impl SchedulerCore {
             inline,
         });
     }
+}
 
+impl<'a> CoreReads<'a> {
     /// How many operations are held in memory, finished or not.
     pub fn operation_count(&self) -> usize {
         self.operations.len()

@@ -23,6 +23,7 @@ pub struct CoreReads<'a> {
     pub(crate) jobs: &'a JobIndex,
     pub(crate) damaged: &'a BTreeMap<OperationId, String>,
     pub(crate) share_history: &'a ShareHistory,
+    pub(crate) finished_order: &'a crate::operations::retention::FinishedOrder,
     /// The latest time any call brought (what "now" is for a read).
     pub(crate) latest_now: UnixMillis,
 }
@@ -38,6 +39,7 @@ impl SchedulerCore {
             jobs: &self.jobs,
             damaged: &self.damaged,
             share_history: &self.share_history,
+            finished_order: &self.finished_order,
             latest_now: self.latest_now,
         }
     }

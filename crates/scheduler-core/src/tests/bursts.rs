@@ -80,7 +80,7 @@ fn a_burst_of_finished_operations_leaves_memory_a_bounded_number_per_tick() {
         per_tick.push(core.outbox.take_retired().len());
     }
     assert_eq!(per_tick, [MAX_RETIRED_PER_CALL, MAX_RETIRED_PER_CALL, 5, 0]);
-    assert_eq!(core.operation_count(), 0);
+    assert_eq!(core.reads().operation_count(), 0);
 }
 
 /// While the store is behind, heartbeats start nothing but still take results (which

@@ -23,10 +23,11 @@ fn tick(h: &mut Harness, ms: u64) {
 }
 
 fn orchid_op(core: &SchedulerCore, op: &OperationId) -> serde_json::Value {
-    core.admin_get(&format!(
-        "//sys/scheduler/orchid/scheduler/pool_trees/default/operations/{op}"
-    ))
-    .expect("in the orchid")
+    core.reads()
+        .admin_get(&format!(
+            "//sys/scheduler/orchid/scheduler/pool_trees/default/operations/{op}"
+        ))
+        .expect("in the orchid")
 }
 
 fn starts_of(r: &HeartbeatReply, op: &OperationId) -> usize {

@@ -205,7 +205,7 @@ fn a_delegate_shapes_her_subtree_but_not_her_own_pool() {
         "//sys/pool_trees/default/team-alice/@acl",
         "//sys/pool_trees/default/team-alice",
     ] {
-        let e = h.core.authorize_change(&alice, own).unwrap_err();
+        let e = h.core.reads().authorize_change(&alice, own).unwrap_err();
         assert!(
             e.message.contains("parent of pool 'team-alice'")
                 && e.message.contains("its parent's administrator"),
@@ -218,9 +218,10 @@ fn a_delegate_shapes_her_subtree_but_not_her_own_pool() {
         "//sys/pool_trees/default/team-alice/team-alice-sub/@acl",
         "//sys/pool_trees/default/team-alice/team-alice-sub",
     ] {
-        h.core.authorize_change(&alice, below).unwrap();
+        h.core.reads().authorize_change(&alice, below).unwrap();
     }
     h.core
+        .reads()
         .authorize_create(
             &alice,
             ytsched_common::api::ObjectType::SchedulerPool,
@@ -231,6 +232,7 @@ fn a_delegate_shapes_her_subtree_but_not_her_own_pool() {
     // An admin still sets her pool's own attributes.
     let admin = Caller::admin("root");
     h.core
+        .reads()
         .authorize_change(&admin, "//sys/pool_trees/default/team-alice/@weight")
         .unwrap();
 }
@@ -249,7 +251,7 @@ fn errors_quote_only_a_short_prefix_of_hostile_input() {
         format!("//sys/pool_trees/{huge}"),
         format!("//sys/cluster_nodes/{huge}/@user_tags"),
     ] {
-        let e = h.core.admin_get(&path).unwrap_err().to_string();
+        let e = h.core.reads().admin_get(&path).unwrap_err().to_string();
         assert!(e.len() < 1024, "{} bytes: {}", e.len(), &e[..200]);
         let e = h
             .run(|c| c.admin_set(&path, json!(1)))

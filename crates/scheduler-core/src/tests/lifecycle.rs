@@ -22,10 +22,11 @@ fn params(v: serde_json::Value) -> OperationParameters {
 }
 
 fn orchid_op(core: &SchedulerCore, op: &OperationId) -> serde_json::Value {
-    core.admin_get(&format!(
-        "//sys/scheduler/orchid/scheduler/pool_trees/default/operations/{op}"
-    ))
-    .expect("in the orchid")
+    core.reads()
+        .admin_get(&format!(
+            "//sys/scheduler/orchid/scheduler/pool_trees/default/operations/{op}"
+        ))
+        .expect("in the orchid")
 }
 
 fn update(h: &mut Harness, op: &OperationId, p: serde_json::Value) -> Result<(), ApiError> {
@@ -70,6 +71,7 @@ fn a_running_operation_moves_pool_and_keeps_its_jobs() {
     assert_eq!(o["weight"], 3.0);
     let pool = |p: &str| {
         h.core
+            .reads()
             .admin_get(&format!(
                 "//sys/scheduler/orchid/scheduler/pool_trees/default/pools/{p}"
             ))
@@ -209,12 +211,19 @@ fn a_move_needs_use_on_the_new_pool_and_new_owners_gain_control() {
         "{e}"
     );
     let bob = Caller::user("bob");
-    assert!(h.core.authorize_operation(&bob, &op, "abort").is_err());
+    assert!(h
+        .core
+        .reads()
+        .authorize_operation(&bob, &op, "abort")
+        .is_err());
     h.run(|c| {
         c.update_operation_parameters(&op, Some(&alice), &params(json!({"owners": ["bob"]})), now)
     })
     .unwrap();
-    h.core.authorize_operation(&bob, &op, "abort").unwrap();
+    h.core
+        .reads()
+        .authorize_operation(&bob, &op, "abort")
+        .unwrap();
 }
 
 /// Bad parameters name what is wrong: a tree the operation does not run in, a finished

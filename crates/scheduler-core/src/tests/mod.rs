@@ -823,7 +823,7 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert!(core.outbox.take_retired().is_empty());
     core.tick(10_401);
     assert_eq!(core.outbox.take_retired()[0].info.id, c);
-    assert_eq!(core.retained_finished_count(), 0);
+    assert_eq!(core.reads().retained_finished_count(), 0);
     assert!(
         core.jobs.is_empty(),
         "no job of a retired operation is kept"

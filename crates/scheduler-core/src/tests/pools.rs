@@ -63,6 +63,7 @@ fn fifty_first_operation_is_rejected_and_ninth_waits_in_order() {
     assert_eq!(state(&core, "op09"), OperationState::Pending);
     core.update_all_shares(61);
     let orchid = core
+        .reads()
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/p")
         .unwrap();
     assert_eq!(orchid["operation_count"], 49);
@@ -107,6 +108,7 @@ fn ephemeral_user_pool_appears_and_disappears() {
     assert_eq!(h.core.reads().operation(&a).unwrap().main_pool(), "alice");
     assert_eq!(
         h.core
+            .reads()
             .admin_get("//sys/pool_trees/default/alice/@is_ephemeral")
             .unwrap(),
         true
@@ -119,6 +121,7 @@ fn ephemeral_user_pool_appears_and_disappears() {
     h.finish_at("n1", 20);
     assert!(!h
         .core
+        .reads()
         .admin_exists("//sys/pool_trees/default/alice")
         .unwrap());
     assert!(
@@ -143,6 +146,7 @@ fn ephemeral_subpools_per_user_with_their_config() {
     let op = core.reads().operation(&id("a")).unwrap();
     assert_eq!(op.main_pool(), "research$bob");
     let attrs = core
+        .reads()
         .admin_get("//sys/pool_trees/default/research/research$bob/@")
         .unwrap();
     assert_eq!(attrs["mode"], "fifo");
@@ -150,9 +154,11 @@ fn ephemeral_subpools_per_user_with_their_config() {
     assert_eq!(attrs["is_ephemeral"], true);
     core.abort_operation(&id("a"), 1).unwrap();
     assert!(!core
+        .reads()
         .admin_exists("//sys/pool_trees/default/research/research$bob")
         .unwrap());
     assert!(core
+        .reads()
         .admin_exists("//sys/pool_trees/default/research")
         .unwrap());
 }
@@ -182,6 +188,7 @@ fn lightweight_operations_do_not_take_running_slots() {
     }
     core.update_all_shares(1);
     let p = core
+        .reads()
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/light")
         .unwrap();
     assert_eq!(p["running_operation_count"], 0);
@@ -344,7 +351,8 @@ fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
     )
     .unwrap();
     assert_eq!(
-        core.admin_get("//sys/pool_trees/default/company/@strong_guarantee_resources/memory")
+        core.reads()
+            .admin_get("//sys/pool_trees/default/company/@strong_guarantee_resources/memory")
             .unwrap(),
         json!(2u64 << 30)
     );
@@ -354,25 +362,28 @@ fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
     )
     .unwrap();
     assert_eq!(
-        core.admin_get("//sys/pool_trees/default/company/@strong_guarantee_resources/cpu")
+        core.reads()
+            .admin_get("//sys/pool_trees/default/company/@strong_guarantee_resources/cpu")
             .unwrap(),
         json!(6.0)
     );
     assert_eq!(
-        core.admin_get("//sys/pool_trees/default/company/@weight")
+        core.reads()
+            .admin_get("//sys/pool_trees/default/company/@weight")
             .unwrap(),
         json!(1.0)
     );
     assert_eq!(
-        core.admin_list("//sys/pool_trees").unwrap(),
+        core.reads().admin_list("//sys/pool_trees").unwrap(),
         vec!["default"]
     );
     assert_eq!(
-        core.admin_list("//sys/pool_trees/default").unwrap(),
+        core.reads().admin_list("//sys/pool_trees/default").unwrap(),
         vec!["company"]
     );
     assert_eq!(
-        core.admin_get("//sys/pool_trees/default/@config/max_running_operation_count_per_pool")
+        core.reads()
+            .admin_get("//sys/pool_trees/default/@config/max_running_operation_count_per_pool")
             .unwrap(),
         json!(8)
     );
@@ -382,19 +393,22 @@ fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
     )
     .unwrap();
     assert_eq!(
-        core.admin_get("//sys/pool_trees/default/@config/fair_share_starvation_timeout")
+        core.reads()
+            .admin_get("//sys/pool_trees/default/@config/fair_share_starvation_timeout")
             .unwrap(),
         json!(10_000)
     );
     core.admin_remove("//sys/pool_trees/default/company/@strong_guarantee_resources")
         .unwrap();
     assert!(!core
+        .reads()
         .admin_exists("//sys/pool_trees/default/company/@strong_guarantee_resources")
         .unwrap());
     core.create_pool_tree("gpu", json!({"config": {"nodes_filter": "gpu"}}))
         .unwrap();
     assert_eq!(
-        core.admin_get("//sys/pool_trees/gpu/@config/nodes_filter")
+        core.reads()
+            .admin_get("//sys/pool_trees/gpu/@config/nodes_filter")
             .unwrap(),
         json!("gpu")
     );
@@ -410,10 +424,11 @@ fn admin_paths_get_set_list_remove_with_aliases_and_nesting() {
     core.admin_remove("//sys/pool_trees/default/company")
         .unwrap();
     assert!(core
+        .reads()
         .admin_list("//sys/pool_trees/default")
         .unwrap()
         .is_empty());
-    assert!(core.admin_exists("//bad/path").is_err());
+    assert!(core.reads().admin_exists("//bad/path").is_err());
 }
 
 #[test]
@@ -428,12 +443,13 @@ fn weight_change_takes_effect_at_the_next_update() {
         .unwrap();
     core.update_all_shares(0);
     let ratio = |core: &SchedulerCore, p: &str| {
-        core.admin_get(&format!(
-            "//sys/scheduler/orchid/scheduler/pool_trees/default/pools/{p}/fair_share_ratio"
-        ))
-        .unwrap()
-        .as_f64()
-        .unwrap()
+        core.reads()
+            .admin_get(&format!(
+                "//sys/scheduler/orchid/scheduler/pool_trees/default/pools/{p}/fair_share_ratio"
+            ))
+            .unwrap()
+            .as_f64()
+            .unwrap()
     };
     assert!((ratio(&core, "a") - 0.5).abs() < 1e-6);
     core.admin_set("//sys/pool_trees/default/a/@weight", json!(3))
@@ -443,14 +459,16 @@ fn weight_change_takes_effect_at_the_next_update() {
     assert!((ratio(&core, "b") - 0.25).abs() < 1e-6);
     // Operations are found by id without naming their tree, and the orchid's top holds all.
     assert_eq!(
-        core.admin_get("//sys/scheduler/orchid/scheduler/operations/x/pool")
+        core.reads()
+            .admin_get("//sys/scheduler/orchid/scheduler/operations/x/pool")
             .unwrap(),
         json!("a")
     );
     assert!(core
+        .reads()
         .admin_get("//sys/scheduler/orchid/scheduler/operations/nope/pool")
         .is_err());
-    let top = core.admin_get("//sys/scheduler/orchid").unwrap();
+    let top = core.reads().admin_get("//sys/scheduler/orchid").unwrap();
     assert_eq!(
         top["scheduler"]["pool_trees"]["default"]["pools"]["b"]["weight"],
         1.0
@@ -703,6 +721,7 @@ fn lightweightness_follows_the_pool_both_ways_and_never_sends_an_operation_back(
     let counts = |core: &mut SchedulerCore| {
         core.update_all_shares(1);
         let p = core
+            .reads()
             .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/q")
             .unwrap();
         (
@@ -765,6 +784,7 @@ fn pending_operations_are_listed_in_the_tree_orchid_with_no_share() {
     h.at(1).run(|c| c.update_all_shares(1));
     let orchid = |h: &Harness, op: &OperationId| {
         h.core
+            .reads()
             .admin_get(&format!(
                 "//sys/scheduler/orchid/scheduler/pool_trees/default/operations/{op}"
             ))

@@ -451,7 +451,7 @@ fn a_revived_scheduler_still_answers_a_retry_by_its_token() {
     let id = submit(&mut h, 0);
     h.at(10).restart_scheduler(5_000);
     assert_eq!(submit(&mut h, 11), id);
-    assert_eq!(h.core.operation_count(), 1);
+    assert_eq!(h.core.reads().operation_count(), 1);
 }
 
 /// A restarted scheduler counts an operation's `time_limit` from its stored start, not

@@ -82,6 +82,7 @@ fn scenario_13_tagged_node_serves_only_its_tree() {
     assert_eq!(h.core.tree_resources("default").cpu, 8.0);
     assert_eq!(
         h.core
+            .reads()
             .admin_get("//sys/cluster_nodes/n3/@pool_tree")
             .unwrap(),
         json!("other")
@@ -244,6 +245,7 @@ fn bad_filters_and_user_tags_are_refused_with_reasons() {
     assert_eq!(node_info(&h.core, "n3").tree.as_deref(), Some("other"));
     assert_eq!(
         h.core
+            .reads()
             .admin_get("//sys/pool_trees/other/@config/nodes_filter")
             .unwrap(),
         json!("custom_tag")
@@ -279,10 +281,12 @@ fn operation_in_two_trees_runs_in_both_with_a_share_and_usage_per_tree() {
     h.core.update_all_shares(3);
     let default = h
         .core
+        .reads()
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/operations/both")
         .unwrap();
     let other = h
         .core
+        .reads()
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/other/operations/both")
         .unwrap();
     assert_eq!(default["pool"], json!("p"));
@@ -384,6 +388,7 @@ fn a_pools_scheduling_tag_filter_keeps_its_subtree_on_matching_nodes() {
     h.core.update_all_shares(3);
     let pool = h
         .core
+        .reads()
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/fast")
         .unwrap();
     assert_eq!(pool["limits_share"]["cpu"], 0.5);
@@ -398,6 +403,7 @@ fn a_pools_scheduling_tag_filter_keeps_its_subtree_on_matching_nodes() {
     h.core.update_all_shares(4);
     let pool = h
         .core
+        .reads()
         .admin_get("//sys/scheduler/orchid/scheduler/pool_trees/default/pools/fast")
         .unwrap();
     assert_eq!(pool["limits_share"]["cpu"], 0.0);
@@ -438,6 +444,7 @@ fn a_pools_scheduling_tag_filter_that_does_not_parse_is_refused() {
     assert!(e.message.contains("scheduling_tag_filter"), "{e}");
     assert_eq!(
         h.core
+            .reads()
             .admin_get("//sys/pool_trees/default/fast/@scheduling_tag_filter")
             .unwrap(),
         json!("ssd")
@@ -500,7 +507,10 @@ fn a_banned_node_gives_its_jobs_back_and_they_run_elsewhere() {
         .unwrap();
     assert!(node_info(&h.core, "n1").maintenance.banned);
     assert_eq!(
-        h.core.admin_get("//sys/cluster_nodes/n1/@banned").unwrap(),
+        h.core
+            .reads()
+            .admin_get("//sys/cluster_nodes/n1/@banned")
+            .unwrap(),
         json!(true)
     );
     assert_eq!(
@@ -561,6 +571,7 @@ fn a_decommissioned_node_finishes_its_jobs_and_takes_no_new_ones() {
         assert_eq!(h.finish_at("n2", 5).jobs_to_start.len(), 4);
         assert_eq!(
             h.core
+                .reads()
                 .admin_get(&format!("//sys/cluster_nodes/n1/@{flag}"))
                 .unwrap(),
             json!(true)

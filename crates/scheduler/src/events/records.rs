@@ -242,7 +242,7 @@ impl Context<'_> {
         let core = self.core;
         Some(match e {
             CoreEvent::NodeRegistered { id, registration } => {
-                let node = core.node(id);
+                let node = core.reads().node(id);
                 let mut tags: Vec<String> = node
                     .map(|n| n.tags.iter().chain(&n.system_tags).cloned().collect())
                     .unwrap_or_default();

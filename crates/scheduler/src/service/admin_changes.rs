@@ -30,7 +30,7 @@ fn within_record_limit(
         )))
     } else {
         let scope = scope(core);
-        core.delegate_budget_refusal(
+        core.reads().delegate_budget_refusal(
             caller,
             scope.as_ref().map(|(t, p)| (t, p)),
             size,
@@ -54,29 +54,29 @@ pub fn apply(
 ) -> Result<(), ApiError> {
     match change {
         api::AdminChange::Set(set) => {
-            core.authorize_change(caller, &set.path)?;
+            core.reads().authorize_change(caller, &set.path)?;
             let value = json_value(&set.value)?;
-            let old = core.admin_get(&set.path).ok();
+            let old = core.reads().admin_get(&set.path).ok();
             within_record_limit(
                 core,
                 caller,
                 max_record,
                 |core| core.admin_set(&set.path, value).map_err(admin_error),
-                |core| core.pool_scope_of(&set.path),
+                |core| core.reads().pool_scope_of(&set.path),
             )?;
-            let new = core.admin_get(&set.path).ok();
+            let new = core.reads().admin_get(&set.path).ok();
             core.note_admin_change(caller.user.as_str(), &set.path, old, new);
             Ok(())
         }
         api::AdminChange::Remove(remove) => {
-            core.authorize_change(caller, &remove.path)?;
-            let old = core.admin_get(&remove.path).ok();
+            core.reads().authorize_change(caller, &remove.path)?;
+            let old = core.reads().admin_get(&remove.path).ok();
             core.admin_remove(&remove.path).map_err(admin_error)?;
             core.note_admin_change(caller.user.as_str(), &remove.path, old, None);
             Ok(())
         }
         api::AdminChange::Create(b) => {
-            core.authorize_create(
+            core.reads().authorize_create(
                 caller,
                 b.object_type,
                 b.pool_tree.as_ref().map(TreeName::as_str),
@@ -342,13 +342,16 @@ mod tests {
         let scope = Some((&tree, &pool));
         let shared = MAX_RECORD / 4 * 3;
         let e = core
+            .reads()
             .delegate_budget_refusal(&bob, scope, shared + 1, MAX_RECORD)
             .unwrap();
         assert!(e.message.contains("kept for admins"), "{e}");
         assert!(core
+            .reads()
             .delegate_budget_refusal(&bob, scope, shared, MAX_RECORD)
             .is_none());
         assert!(core
+            .reads()
             .delegate_budget_refusal(&Caller::admin("root"), scope, MAX_RECORD, MAX_RECORD)
             .is_none());
     }

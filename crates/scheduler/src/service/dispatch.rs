@@ -55,25 +55,27 @@ pub(super) fn dispatch(
             respond::<api::ListOperations>(payload, |req| list_operations(core, req.body, then))
         }
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
-            core.authorize_operation(caller, &req.body.operation_id, "abort")?;
+            core.reads()
+                .authorize_operation(caller, &req.body.operation_id, "abort")?;
             core.abort_operation(&req.body.operation_id, now)
         }),
         // The same people as abort; a move also needs `use` on the new pool.
         api::UpdateOperationParameters::METHOD => {
             respond::<api::UpdateOperationParameters>(payload, |req| {
                 let id = &req.body.operation_id;
-                core.authorize_operation(caller, id, "update the parameters of")?;
+                core.reads()
+                    .authorize_operation(caller, id, "update the parameters of")?;
                 core.update_operation_parameters(id, Some(caller), &req.body.parameters, now)
             })
         }
         api::SuspendOperation::METHOD => respond::<api::SuspendOperation>(payload, |req| {
             let id = &req.body.operation_id;
-            core.authorize_operation(caller, id, "suspend")?;
+            core.reads().authorize_operation(caller, id, "suspend")?;
             core.suspend_operation(id, req.body.abort_running_jobs, now)
         }),
         api::ResumeOperation::METHOD => respond::<api::ResumeOperation>(payload, |req| {
             let id = &req.body.operation_id;
-            core.authorize_operation(caller, id, "resume")?;
+            core.reads().authorize_operation(caller, id, "resume")?;
             core.resume_operation(id, now)
         }),
         api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
@@ -87,7 +89,11 @@ pub(super) fn dispatch(
             }
         }),
         api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
-            core.authorize_operation(caller, &req.body.operation_id, "read the job output of")?;
+            core.reads().authorize_operation(
+                caller,
+                &req.body.operation_id,
+                "read the job output of",
+            )?;
             if let Some(held) = core
                 .reads()
                 .job_output_ready(&req.body.operation_id, &req.body.job_id)?
@@ -189,16 +195,19 @@ fn dispatch_admin(
 ) -> Vec<u8> {
     match method {
         api::AdminGet::METHOD => respond::<api::AdminGet>(payload, |req| {
-            core.admin_get(&req.body.path)
+            core.reads()
+                .admin_get(&req.body.path)
                 .map(|v| v.to_string())
                 .map_err(crate::service::admin_changes::admin_error)
         }),
         api::AdminList::METHOD => respond::<api::AdminList>(payload, |req| {
-            core.admin_list(&req.body.path)
+            core.reads()
+                .admin_list(&req.body.path)
                 .map_err(crate::service::admin_changes::admin_error)
         }),
         api::AdminExists::METHOD => respond::<api::AdminExists>(payload, |req| {
-            core.admin_exists(&req.body.path)
+            core.reads()
+                .admin_exists(&req.body.path)
                 .map_err(crate::service::admin_changes::admin_error)
         }),
         api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
@@ -471,7 +480,7 @@ pub(super) fn visible_to(
     caller: &Caller,
     info: api::OperationInfo,
 ) -> api::OperationInfo {
-    if core.may_see_secrets_of(caller, &info.id) {
+    if core.reads().may_see_secrets_of(caller, &info.id) {
         info
     } else {
         info.redacted()

@@ -88,8 +88,8 @@ pub fn run(scenario: &Scenario) -> Result<Value, ScenarioError> {
         // What the scheduler still held at the end: finished operations leave by the
         // trees' retention settings, as in the service.
         "held_at_end": {
-            "operations": sim.core.operation_count(),
-            "finished_operations": sim.core.retained_finished_count(),
+            "operations": sim.core.reads().operation_count(),
+            "finished_operations": sim.core.reads().retained_finished_count(),
         },
     }))
 }
