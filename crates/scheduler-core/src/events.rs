@@ -1,7 +1,6 @@
 //! State changes the core reports to its driver, which logs them (one line each) or,
 //! in the simulator, prints them.
 
-use crate::queries::reads::CoreReads;
 use serde::Serialize;
 use ytsched_common::maintenance::NodeMaintenance;
 use ytsched_common::names::{TreeName, TreePoolName};
@@ -230,12 +229,4 @@ pub enum CoreEvent {
         #[serde(skip)]
         attempt: Option<AttemptFacts>,
     },
-}
-
-impl<'a> CoreReads<'a> {
-    /// A node as the core holds it (for the event log's `node_registered`).
-    pub fn node(&self, id: &NodeId) -> Option<&'a crate::Node> {
-        let nodes: &'a std::collections::BTreeMap<NodeId, crate::Node> = self.nodes;
-        nodes.get(id)
-    }
 }

@@ -319,7 +319,7 @@ impl<'a> CoreReads<'a> {
             } => {
                 let attrs = self
                     .cluster
-                    .node_attributes(&self.nodes, &node)
+                    .node_attributes(self.nodes, &node)
                     .map_err(here)?;
                 match attribute {
                     None if sub.is_empty() => Ok(json!({})),

@@ -3,6 +3,7 @@
 
 pub(crate) mod adoption;
 pub(crate) mod job_index;
+pub mod job_info;
 pub(crate) mod job_life;
 pub(crate) mod job_lifecycle;
 pub mod job_output;

@@ -231,6 +231,10 @@ pub enum ResultEffect {
 }
 
 impl Operation {
+    pub(crate) fn task_names(&self) -> Vec<String> {
+        self.tasks.iter().map(|t| t.name.clone()).collect()
+    }
+
     /// A new operation, running in the trees and pools of `placement`.
     pub fn new(
         id: OperationId,

@@ -7,7 +7,6 @@
 //! driver writes to the archive (which answers for it from then on) before it deletes the
 //! operation's state keys.
 
-use crate::queries::reads::CoreReads;
 use crate::SchedulerCore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -134,7 +133,7 @@ impl SchedulerCore {
         for job in op.jobs.keys() {
             self.jobs.forget(job);
         }
-        let task_names = crate::queries::pages::task_names(&op);
+        let task_names = op.task_names();
         let inline = op
             .inline_jobs()
             .map(|j| {
@@ -150,17 +149,5 @@ impl SchedulerCore {
             task_names,
             inline,
         });
-    }
-}
-
-impl<'a> CoreReads<'a> {
-    /// How many operations are held in memory, finished or not.
-    pub fn operation_count(&self) -> usize {
-        self.operations.len()
-    }
-
-    /// How many finished operations are still held in memory.
-    pub fn retained_finished_count(&self) -> usize {
-        self.finished_order.values().map(BTreeSet::len).sum()
     }
 }

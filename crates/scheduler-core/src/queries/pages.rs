@@ -1,7 +1,7 @@
 //! Read-only views for the client API.
 
+use crate::jobs::job_info::job_info;
 use crate::jobs::job_output::JobOutput;
-use crate::operations::operation::Job;
 use crate::queries::reads::CoreReads;
 use crate::Operation;
 use ytsched_common::api::{ApiError, JobCounts, JobInfo, ListJobs, NodeInfo, OperationInfo};
@@ -138,27 +138,6 @@ impl JobPagePlan {
     }
 }
 
-pub(crate) fn task_names(op: &Operation) -> Vec<String> {
-    op.tasks.iter().map(|t| t.name.clone()).collect()
-}
-
-/// How `list-jobs` shows an attempt of operation `op` whose tasks are `task_names`.
-pub fn job_info(op: &OperationId, task_names: &[String], j: &Job) -> JobInfo {
-    JobInfo {
-        id: j.id.clone(),
-        operation_id: op.clone(),
-        task_name: task_names.get(j.task).cloned().unwrap_or_default(),
-        job_index: j.index,
-        state: j.state,
-        node_id: Some(j.node.clone()),
-        start_time: Some(j.start_time),
-        finish_time: j.finish_time,
-        error: j.error.clone(),
-        abort_reason: j.abort_reason,
-        statistics: j.statistics.clone(),
-    }
-}
-
 impl<'a> CoreReads<'a> {
     pub fn operation(&self, id: &OperationId) -> Result<&'a Operation, ApiError> {
         let operations: &'a crate::operations::table::OperationTable = self.operations;
@@ -250,7 +229,7 @@ impl<'a> CoreReads<'a> {
         let limit = page_limit(req.limit)?;
         let from = parse_cursor::<u64>(&req.cursor)?.unwrap_or(0);
         let op = self.operation(&req.operation_id)?;
-        let names = task_names(op);
+        let names = op.task_names();
         let mut entries = Vec::new();
         let mut next = None;
         for seq in from..op.attempt_count() {

@@ -65,4 +65,23 @@ impl<'a> CoreReads<'a> {
     pub fn starvation_of(&self, tree: &str, key: &ElementKey) -> Option<ElementStarvation> {
         self.trees.get(tree)?.starvation.get(key).copied()
     }
+
+    /// A node as the core holds it (for the event log's `node_registered`).
+    pub fn node(&self, id: &NodeId) -> Option<&'a crate::Node> {
+        let nodes: &'a std::collections::BTreeMap<NodeId, crate::Node> = self.nodes;
+        nodes.get(id)
+    }
+
+    /// How many operations are held in memory, finished or not.
+    pub fn operation_count(&self) -> usize {
+        self.operations.len()
+    }
+
+    /// How many finished operations are still held in memory.
+    pub fn retained_finished_count(&self) -> usize {
+        self.finished_order
+            .values()
+            .map(std::collections::BTreeSet::len)
+            .sum()
+    }
 }

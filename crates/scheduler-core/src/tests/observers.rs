@@ -1,7 +1,7 @@
 //! What tests read of the core beyond its public calls: counters of the work it did
 //! and views of its state that no driver needs.
 
-use crate::queries::pages::{describe, task_names};
+use crate::queries::pages::describe;
 use crate::*;
 use ytsched_common::api::*;
 use ytsched_common::resources::ResourceVector;
@@ -22,7 +22,7 @@ impl SchedulerCore {
     /// names them.
     pub fn held_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
         let op = self.reads().operation(id)?;
-        let names = task_names(op);
+        let names = op.task_names();
         let mut jobs: Vec<&Job> = op.jobs.values().map(|j| &**j).collect();
         jobs.sort_by_key(|j| j.seq);
         Ok(jobs
