@@ -50,7 +50,7 @@ impl crate::SchedulerCore {
             old: old.map(|v| v.to_string()),
             new: new.map(|v| v.to_string()),
         });
-        let now = self.latest_now;
+        let now = self.latest_now.get();
         self.note_configuration(now);
     }
 

@@ -23,7 +23,7 @@ impl SchedulerCore {
         mut req: HeartbeatRequest,
         now: UnixMillis,
     ) -> HeartbeatReply {
-        self.observe(now);
+        self.latest_now.observe(now);
         if let Some(refusal) = self.refusal_of(&mut req) {
             return refusal;
         }
@@ -243,14 +243,14 @@ impl SchedulerCore {
             });
         }
         if returning || tags_changed || limits_changed {
-            self.account_node(&req.node_id);
+            self.placeability_stale |= self.trees.account_node(&self.nodes, &req.node_id);
         }
     }
 
     /// The scheduler itself was cut off from the bus (a NATS outage): nodes could not
     /// reach it either, so their silence so far is not theirs. Their timeouts restart now.
     pub fn bus_restored(&mut self, now: UnixMillis) {
-        self.observe(now);
+        self.latest_now.observe(now);
         for node in self.nodes.values_mut().filter(|n| n.online) {
             node.last_heartbeat = node.last_heartbeat.max(now);
         }
@@ -283,7 +283,7 @@ impl SchedulerCore {
             if let Some(node) = self.nodes.get_mut(&node_id) {
                 node.online = false;
             }
-            self.account_node(&node_id);
+            self.placeability_stale |= self.trees.account_node(&self.nodes, &node_id);
             self.outbox.event(CoreEvent::NodeOffline {
                 id: node_id.clone(),
                 lost_jobs: jobs.len(),
@@ -292,7 +292,8 @@ impl SchedulerCore {
         }
         // Their jobs wait again: the nodes left may take them (once, however many left).
         if went_offline {
-            self.nudge_all_online();
+            self.outbox
+                .nudge_all(crate::nodes::node::online_ids(&self.nodes));
         }
     }
 }

@@ -3,6 +3,7 @@
 //! drive exactly the same code, and the same inputs give the same decisions.
 
 mod admin;
+mod clock;
 mod effects;
 mod events;
 #[cfg(any(test, feature = "harness"))]
@@ -40,6 +41,7 @@ pub use trees::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 pub use trees::share_update::{ComputedShares, ShareUpdate};
 pub use trees::{fair_share, pool_tree, starvation};
 
+use crate::nodes::nudges::nudger;
 use std::collections::{BTreeMap, BTreeSet};
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
@@ -129,7 +131,7 @@ pub struct SchedulerCore {
     nudge_cursor: Option<NodeId>,
     /// The latest `now` any call brought: the time of changes that come from calls
     /// without one (admin changes promoting pending operations).
-    latest_now: UnixMillis,
+    latest_now: clock::LatestNow,
     /// Until when a revived scheduler waits for nodes to report the jobs it restored
     /// before it counts the unreported ones as lost.
     revival_deadline: Option<UnixMillis>,
@@ -191,7 +193,7 @@ impl SchedulerCore {
             config_revision: 0,
             next_operation_seq: 0,
             nudge_cursor: None,
-            latest_now: 0,
+            latest_now: Default::default(),
             revival_deadline: None,
             start_hold: None,
             outbox: Default::default(),
@@ -251,7 +253,7 @@ impl SchedulerCore {
     /// Periodic housekeeping: nodes that went silent, operations that can never run,
     /// fair share updates that are due.
     pub fn tick(&mut self, now: UnixMillis) {
-        self.observe(now);
+        self.latest_now.observe(now);
         self.expire_silent_nodes(now);
         self.end_revival_if_due(now);
         self.enforce_time_limits(now);
@@ -267,17 +269,7 @@ impl SchedulerCore {
     /// Jobs whose restart back-off is over wait again, and nodes hear of them.
     fn release_restarts(&mut self, now: UnixMillis) {
         for id in self.operations.release_restarts(now) {
-            self.announce_new_work(&id);
-        }
-    }
-
-    fn observe(&mut self, now: UnixMillis) {
-        self.latest_now = self.latest_now.max(now);
-    }
-
-    fn nudge_all_online(&mut self) {
-        for n in self.nodes.values().filter(|n| n.online) {
-            self.outbox.nudge(n.id.clone());
+            nudger!(self).announce_new_work(&id);
         }
     }
 }

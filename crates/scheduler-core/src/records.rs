@@ -231,7 +231,7 @@ impl SchedulerCore {
         revival_window_ms: u64,
     ) -> RevivalSummary {
         self.operations.recount();
-        self.observe(now);
+        self.latest_now.observe(now);
         let mut by_op: BTreeMap<OperationId, Vec<Job>> = BTreeMap::new();
         for r in jobs {
             by_op.entry(r.operation).or_default().push(r.job);
@@ -372,7 +372,8 @@ impl SchedulerCore {
             lost_jobs: lost,
             silent_nodes: silent.len(),
         });
-        self.nudge_all_online();
+        self.outbox
+            .nudge_all(crate::nodes::node::online_ids(&self.nodes));
     }
 }
 

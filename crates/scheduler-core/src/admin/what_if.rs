@@ -51,7 +51,7 @@ impl SchedulerCore {
     /// Recomputes every tree now and reads the `fair_share_ratio` of each pool and
     /// operation as the orchid shows it (the numbers an admin compares with).
     pub fn fair_share_ratios(&mut self, now: UnixMillis) -> BTreeMap<ShareKey, f64> {
-        self.observe(now);
+        self.latest_now.observe(now);
         for tree in self.trees.names() {
             self.update_tree_shares(tree.as_str(), now);
         }

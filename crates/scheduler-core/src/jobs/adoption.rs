@@ -57,7 +57,8 @@ impl SchedulerCore {
         self.outbox.event(CoreEvent::StartsResumed {
             adopted_jobs: hold.adopted,
         });
-        self.nudge_all_online();
+        self.outbox
+            .nudge_all(crate::nodes::node::online_ids(&self.nodes));
         false
     }
 }

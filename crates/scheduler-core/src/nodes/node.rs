@@ -104,3 +104,10 @@ impl Node {
             && self.maintenance.accepts_new_jobs()
     }
 }
+
+/// The nodes online now, by id (each hears a nudge when work for all may be waiting).
+pub(crate) fn online_ids(
+    nodes: &std::collections::BTreeMap<ytsched_common::NodeId, Node>,
+) -> impl Iterator<Item = ytsched_common::NodeId> + '_ {
+    nodes.values().filter(|n| n.online).map(|n| n.id.clone())
+}

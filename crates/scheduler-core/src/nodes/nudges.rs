@@ -5,19 +5,53 @@
 //! and never more than `MAX_NUDGES_FOR_NEW_WORK`; the rest of the cluster finds the work at
 //! its next regular heartbeat.
 
-use crate::SchedulerCore;
+use crate::jobs::job_index::JobIndex;
+use crate::operations::table::OperationTable;
+use crate::outbox::Outbox;
+use crate::{ClusterConfig, Node};
+use std::collections::BTreeMap;
 use ytsched_common::{NodeId, OperationId};
 
 /// The most nodes one operation's arrival nudges.
 pub const MAX_NUDGES_FOR_NEW_WORK: usize = 64;
 
-impl SchedulerCore {
+/// What nudging reads and moves, borrowed from the core.
+pub(crate) struct Nudger<'a> {
+    pub(crate) operations: &'a OperationTable,
+    pub(crate) cluster: &'a ClusterConfig,
+    pub(crate) nodes: &'a BTreeMap<NodeId, Node>,
+    pub(crate) jobs: &'a JobIndex,
+    /// Where the last round of nudges stopped.
+    pub(crate) nudge_cursor: &'a mut Option<NodeId>,
+    pub(crate) outbox: &'a mut Outbox,
+    /// Fair-share updates are computed inline (`CoreConfig::background_share_updates`
+    /// off): new work is placeable at the next placement.
+    pub(crate) inline_updates: bool,
+}
+
+/// `Nudger` over a core's parts.
+macro_rules! nudger {
+    ($core:expr) => {
+        $crate::nodes::nudges::Nudger {
+            operations: &$core.operations,
+            cluster: &$core.cluster,
+            nodes: &$core.nodes,
+            jobs: &$core.jobs,
+            nudge_cursor: &mut $core.nudge_cursor,
+            outbox: &mut $core.outbox,
+            inline_updates: !$core.config.background_share_updates,
+        }
+    };
+}
+pub(crate) use nudger;
+
+impl Nudger<'_> {
     /// An operation got work to place (accepted, or promoted from pending). Placement
     /// can start it only once a fair-share update includes it: computed inline, that is
     /// the next placement, so its nodes hear now; computed in the background, the update
     /// that includes it nudges them when it is applied (`apply_share_update`).
     pub(crate) fn announce_new_work(&mut self, id: &OperationId) {
-        if !self.config.background_share_updates {
+        if self.inline_updates {
             self.nudge_for(id);
         }
     }
@@ -74,7 +108,7 @@ impl SchedulerCore {
             }
         }
         if let Some(last) = chosen.last() {
-            self.nudge_cursor = Some(last.clone());
+            *self.nudge_cursor = Some(last.clone());
         }
         self.outbox.nudge_all(chosen);
     }

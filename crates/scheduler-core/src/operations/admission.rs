@@ -2,6 +2,7 @@
 //! (ephemeral pools, SPEC 5.5), operation count limits and the pending queue (5.4),
 //! lightweight operations (5.6), and what happens when an operation ends.
 
+use crate::nodes::nudges::nudger;
 use crate::operations::access::check_run_access;
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::{Placement, TreeSlot};
@@ -91,7 +92,7 @@ impl SchedulerCore {
         spec: VanillaSpec,
         now: UnixMillis,
     ) -> Result<OperationId, ApiError> {
-        self.observe(now);
+        self.latest_now.observe(now);
         spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
         crate::operations::record_room::check(&spec, self.config.max_record_bytes)?;
         if self.operations.contains_key(&id) {
@@ -142,7 +143,7 @@ impl SchedulerCore {
         }
         self.fail_unplaceable(Some(&id), now);
         if !pending {
-            self.announce_new_work(&id);
+            nudger!(self).announce_new_work(&id);
         }
         Ok(id)
     }
@@ -260,7 +261,7 @@ impl SchedulerCore {
             }
             self.outbox
                 .event(CoreEvent::OperationRunning { id: id.clone() });
-            self.announce_new_work(&id);
+            nudger!(self).announce_new_work(&id);
         }
     }
 

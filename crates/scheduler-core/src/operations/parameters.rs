@@ -5,6 +5,7 @@
 //! fair-share update counts the operation in its new place, and limits lowered below
 //! its usage are taken back there as `resource_limits_violation`.
 
+use crate::nodes::nudges::nudger;
 use crate::operations::admission::{requested_pool, resolve_pool};
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::TreeSlot;
@@ -33,7 +34,7 @@ impl SchedulerCore {
         params: &OperationParameters,
         now: UnixMillis,
     ) -> Result<(), ApiError> {
-        self.observe(now);
+        self.latest_now.observe(now);
         let op = self
             .reads()
             .unfinished_operation(id, "have its parameters changed")?;
@@ -81,7 +82,7 @@ impl SchedulerCore {
         // A pending operation moved to a pool with room starts now.
         self.promote_pending(now);
         if running {
-            self.announce_new_work(id);
+            nudger!(self).announce_new_work(id);
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! usage, so that it holds no fair share it cannot use (`Operation::demand_in`,
 //! `smallest_waiting`). Both are idempotent: a script that retries gets the same state.
 
+use crate::nodes::nudges::nudger;
 use crate::{CoreEvent, SchedulerCore};
 use ytsched_common::api::ApiError;
 use ytsched_common::protocol::UnixMillis;
@@ -20,7 +21,7 @@ impl SchedulerCore {
         abort_running_jobs: bool,
         now: UnixMillis,
     ) -> Result<(), ApiError> {
-        self.observe(now);
+        self.latest_now.observe(now);
         let op = self.reads().unfinished_operation(id, "be suspended")?;
         let was_suspended = op.suspended;
         if was_suspended && !abort_running_jobs {
@@ -84,7 +85,7 @@ impl SchedulerCore {
     /// nudged).
     #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
     pub fn resume_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
-        self.observe(now);
+        self.latest_now.observe(now);
         let op = self.reads().unfinished_operation(id, "be resumed")?;
         if !op.suspended {
             return Ok(());
@@ -103,7 +104,7 @@ impl SchedulerCore {
             self.trees.mark_stale(tree);
         }
         if running {
-            self.announce_new_work(id);
+            nudger!(self).announce_new_work(id);
         }
         Ok(())
     }

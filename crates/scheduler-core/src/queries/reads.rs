@@ -40,7 +40,7 @@ impl SchedulerCore {
             damaged: &self.damaged,
             share_history: &self.share_history,
             finished_order: &self.finished_order,
-            latest_now: self.latest_now,
+            latest_now: self.latest_now.get(),
         }
     }
 }

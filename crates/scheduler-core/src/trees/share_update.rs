@@ -2,6 +2,7 @@
 //! right away (before the next placement) when the tree's operations, configuration or
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
+use crate::nodes::nudges::nudger;
 use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
@@ -271,7 +272,7 @@ impl SchedulerCore {
     /// `apply_share_update`: a tree whose period has passed, a changed tree past its
     /// minimum interval, or one without shares yet; none already computing.
     pub fn share_updates_due(&mut self, now: UnixMillis) -> Vec<ShareUpdate> {
-        self.observe(now);
+        self.latest_now.observe(now);
         let mut out = vec![];
         for tree in self.trees.names() {
             if self.trees.get(tree.as_str()).is_none_or(|t| t.updating) {
@@ -365,7 +366,7 @@ impl SchedulerCore {
             };
         }
         for id in arrived {
-            self.nudge_for(&id);
+            nudger!(self).nudge_for(&id);
         }
         self.sample_pools(&tree_name, now);
         superseded
@@ -378,7 +379,7 @@ impl SchedulerCore {
         self.placeability_offer = None;
         let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
         for id in ids {
-            self.account_node(&id);
+            self.placeability_stale |= self.trees.account_node(&self.nodes, &id);
         }
     }
 
@@ -393,7 +394,8 @@ impl SchedulerCore {
         self.reassign_nodes();
         self.recompute_tree_resources();
         self.reevaluate_lightweight();
-        self.promote_pending(self.latest_now);
-        self.nudge_all_online();
+        self.promote_pending(self.latest_now.get());
+        self.outbox
+            .nudge_all(crate::nodes::node::online_ids(&self.nodes));
     }
 }

@@ -85,6 +85,22 @@ impl TreeState {
 pub(crate) struct TreeStates(BTreeMap<TreeName, TreeState>);
 
 impl TreeStates {
+    /// Brings one node's membership up to date with its registration, whether it is
+    /// online and its limits: only the trees it left or joined change (their totals
+    /// summed again from their members, so they never drift), and only they are stale.
+    /// Returns whether any tree's membership changed.
+    pub(crate) fn account_node(
+        &mut self,
+        nodes: &BTreeMap<NodeId, crate::Node>,
+        id: &NodeId,
+    ) -> bool {
+        let counted = nodes
+            .get(id)
+            .filter(|n| n.online && !n.maintenance.banned)
+            .and_then(|n| Some((n.registered_tree()?, n.resource_limits)));
+        self.account(id, counted)
+    }
+
     /// Sum of the limits of a tree's schedulable nodes: what its shares are fractions of.
     pub(crate) fn resources(&self, tree: &str) -> ResourceVector {
         self.get(tree).map_or(ResourceVector::ZERO, |t| t.resources)
@@ -229,21 +245,7 @@ impl TreeStates {
     }
 }
 
-impl SchedulerCore {
-    /// Brings one node's membership up to date with its registration, whether it is
-    /// online and its limits: only the trees it left or joined change (their totals
-    /// summed again from their members, so they never drift), and only they are stale.
-    pub(crate) fn account_node(&mut self, id: &NodeId) {
-        let counted = self
-            .nodes
-            .get(id)
-            .filter(|n| n.online && !n.maintenance.banned)
-            .and_then(|n| Some((n.registered_tree()?, n.resource_limits)));
-        if self.trees.account(id, counted) {
-            self.placeability_stale = true;
-        }
-    }
-}
+impl SchedulerCore {}
 
 /// Each tree's live arrays, kept with its snapshot.
 impl TreeStates {
