@@ -206,7 +206,7 @@ def facade():
     for path in source_files():
         text = strip_tests_and_comments(path.read_text())
         count = 0
-        for m in re.finditer(r"\bimpl(?:<[^>]*>)?\s+" + FACADE + r"\s*\{", text):
+        for m in re.finditer(r"\bimpl(?:<[^>]*>)?\s+(?:crate::)?" + FACADE + r"\s*\{", text):
             depth, j = 1, m.end()
             while j < len(text) and depth:
                 ch = text[j]

@@ -5,6 +5,7 @@
 use crate::operations::retention::Archived;
 use crate::records::StateChange;
 use crate::{CoreEvent, SchedulerCore};
+use ytsched_common::protocol::UnixMillis;
 use ytsched_common::NodeId;
 
 /// Everything one call (or a run of calls) changed outside the core's own memory.
@@ -47,21 +48,40 @@ impl SchedulerCore {
         let revision = self.config_revision;
         let answer = call(self);
         let config_changed = self.config_revision != revision;
-        let mut effects = self.take_effects();
-        effects.config_changed = config_changed;
-        (answer, effects)
-    }
-
-    /// Everything pending since the last take (configuration changes are known only to
-    /// `run`, which compares revisions around its call).
-    pub(super) fn take_effects(&mut self) -> Effects {
-        Effects {
-            config_changed: false,
+        let effects = Effects {
+            config_changed,
             changes: self.take_changes(),
             retired: self.outbox.take_retired(),
             nudges: self.outbox.take_nudges(),
             events: self.outbox.take_events(),
             reply_after_store: self.outbox.take_reply_after_store(),
-        }
+        };
+        (answer, effects)
+    }
+
+    /// Tells the event log of an admin change the driver made on `who`'s behalf.
+    pub fn note_admin_change(
+        &mut self,
+        who: &str,
+        path: &str,
+        old: Option<serde_json::Value>,
+        new: Option<serde_json::Value>,
+    ) {
+        self.outbox.event(CoreEvent::AdminChanged {
+            who: who.to_string(),
+            path: path.to_string(),
+            old: old.map(|v| v.to_string()),
+            new: new.map(|v| v.to_string()),
+        });
+        let now = self.latest_now.get();
+        self.note_configuration(now);
+    }
+
+    /// Tells the event log the whole configuration as it is now: at a leader's start,
+    /// after each admin change and once an hour, so a replay starts from what was
+    /// configured rather than from defaults.
+    pub fn note_configuration(&mut self, now: UnixMillis) {
+        self.configuration_told_at = Some(now);
+        self.outbox.event(CoreEvent::Configuration);
     }
 }

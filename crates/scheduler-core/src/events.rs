@@ -35,34 +35,6 @@ pub struct AttemptFacts {
     pub error: Option<String>,
 }
 
-impl crate::SchedulerCore {
-    /// Tells the event log of an admin change the driver made on `who`'s behalf.
-    pub fn note_admin_change(
-        &mut self,
-        who: &str,
-        path: &str,
-        old: Option<serde_json::Value>,
-        new: Option<serde_json::Value>,
-    ) {
-        self.outbox.event(CoreEvent::AdminChanged {
-            who: who.to_string(),
-            path: path.to_string(),
-            old: old.map(|v| v.to_string()),
-            new: new.map(|v| v.to_string()),
-        });
-        let now = self.latest_now.get();
-        self.note_configuration(now);
-    }
-
-    /// Tells the event log the whole configuration as it is now: at a leader's start,
-    /// after each admin change and once an hour, so a replay starts from what was
-    /// configured rather than from defaults.
-    pub fn note_configuration(&mut self, now: UnixMillis) {
-        self.configuration_told_at = Some(now);
-        self.outbox.event(CoreEvent::Configuration);
-    }
-}
-
 impl AttemptFacts {
     pub fn of(job: &crate::Job) -> AttemptFacts {
         AttemptFacts {

@@ -3,11 +3,18 @@
 
 use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::trees::placement::book_start;
+use crate::trees::placement::pick;
+use crate::trees::preemptibility::JobAge;
 use crate::{CoreEvent, Node, SchedulerCore};
+use std::collections::HashSet;
 use ytsched_common::protocol::{
     FinishedJob, HeartbeatReply, HeartbeatRequest, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
+use ytsched_common::states::JobState;
+use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
 use ytsched_common::{JobId, NodeId};
 
 /// How far one heartbeat's sequence number may run ahead of the last one taken from the
@@ -294,6 +301,141 @@ impl SchedulerCore {
         if went_offline {
             self.outbox
                 .nudge_all(crate::nodes::node::online_ids(&self.nodes));
+        }
+    }
+
+    /// Fills what the node has free with jobs, starting them in `ctx`.
+    pub(crate) fn fill_node(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node, ctx.now);
+        let mut free = ctx.free();
+        let node = &self.nodes[node_id];
+        if !node.is_schedulable() {
+            return;
+        }
+        let Some(tree) = self.cluster.tree_of(node).cloned() else {
+            return;
+        };
+        // Every job takes one user slot: without one free the node is full, whatever
+        // else it has (a tolerant comparison of a near-zero request would let a full node
+        // walk every waiting operation on each heartbeat).
+        if free.user_slots < 1.0 - 1e-9 {
+            return;
+        }
+        // Not even the smallest job waiting in the tree fits: nothing to walk for.
+        match self.operations.smallest_waiting_job(&tree) {
+            Some(smallest) if smallest.fits_in(&free) => {}
+            _ => return,
+        }
+        self.update_if_stale(&tree, now);
+        self.trees.refresh_live(&mut self.operations);
+        let Some(shares) = self.trees.shares(&tree) else {
+            return;
+        };
+        self.trees.ensure_live(&self.operations, &tree, &shares);
+        // Placement touches only these parts: it reads the node's tags and the
+        // operations, and moves the tree's live arrays, the operations it starts jobs of,
+        // the job index and the outbox.
+        let Self {
+            nodes,
+            trees,
+            operations,
+            jobs,
+            outbox,
+            placement_walks,
+            ..
+        } = self;
+        let tags = &nodes[node_id].all_tags;
+        let live = &mut trees.get_mut(tree.as_str()).expect("has shares").live;
+        let mut starts = Vec::new();
+        // Subtrees that placed nothing on this node: the room only shrinks, so they
+        // are not walked again in this heartbeat.
+        let mut exhausted = HashSet::new();
+        // The root's smallest waiting job bounds every other: once it no longer fits (or
+        // no slot is left) the node is full, and the walk that would only prove it is
+        // not made.
+        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
+            *placement_walks += 1;
+            let Some((elem, op_id, task)) =
+                pick(operations, &shares, live, tags, 0, free, &mut exhausted)
+            else {
+                break;
+            };
+            let (spec, attempt) = {
+                let mut op = operations.edit(&op_id).expect("picked from the map");
+                let spec = op.start_job(task, node_id, &tree, now);
+                let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
+                live.set_leaf(&shares, elem, usage, op.smallest_waiting());
+                let attempt = op
+                    .jobs
+                    .get(&spec.job_id)
+                    .map(|j| crate::AttemptFacts::of(j));
+                (spec, attempt)
+            };
+            free -= spec.resources;
+            book_start(jobs, outbox, node_id, &op_id, &spec, attempt);
+            starts.push(spec);
+        }
+        for spec in starts {
+            ctx.start(spec);
+        }
+    }
+
+    /// Starts copies of overdue jobs of this node's tree that run on other nodes, while
+    /// they fit the node's free resources and their operation's limits.
+    pub(crate) fn speculative_stage(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node.clone(), ctx.now);
+        let mut free = ctx.free();
+        let Some(node) = self.nodes.get(node_id) else {
+            return;
+        };
+        let Some(tree) = self.cluster.tree_of(node).cloned() else {
+            return;
+        };
+        let tree = &tree;
+        let node_tags = &node.all_tags;
+        let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
+        for op in self
+            .speculating
+            .iter()
+            .filter_map(|id| self.operations.get(id))
+        {
+            if op.slot(tree).is_none()
+                || op.state != OperationState::Running
+                || op.suspended
+                || !op.tag_filter().matches(node_tags)
+            {
+                continue;
+            }
+            for job in op.jobs.values() {
+                let Some(timeout) = op.tasks[job.task].spec.job_speculation_timeout else {
+                    continue;
+                };
+                if job.state == JobState::Running
+                    && !job.speculative
+                    && job.copy.is_none()
+                    && &job.node != node_id
+                    && now.saturating_sub(job.start_time) >= timeout.0
+                {
+                    overdue.push((
+                        (job.start_time, op.seq, job.seq),
+                        op.id.clone(),
+                        job.id.clone(),
+                        job.resources,
+                    ));
+                }
+            }
+        }
+        overdue.sort_by_key(|o| o.0);
+        for (_, op_id, job_id, resources) in overdue {
+            let room = self.operations[&op_id].room_in(tree);
+            if !resources.fits_in(&free) || !resources.fits_in(&room) {
+                continue;
+            }
+            let spec = (self.operations.edit(&op_id).expect("listed"))
+                .start_copy(&job_id, node_id, tree, now);
+            free -= resources;
+            job_life!(self).record_start(node_id, &op_id, &spec);
+            ctx.start(spec);
         }
     }
 }

@@ -45,6 +45,7 @@ use crate::nodes::nudges::nudger;
 use std::collections::{BTreeMap, BTreeSet};
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
+use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
 
 /// Integral volumes (share × seconds) by tree, then pool: state the store keeps.
@@ -257,7 +258,10 @@ impl SchedulerCore {
         self.expire_silent_nodes(now);
         self.end_revival_if_due(now);
         self.enforce_time_limits(now);
-        self.release_restarts(now);
+        // Jobs whose restart back-off is over wait again, and nodes hear of them.
+        for id in self.operations.release_restarts(now) {
+            nudger!(self).announce_new_work(&id);
+        }
         if std::mem::take(&mut self.placeability_stale) {
             self.fail_unplaceable_if_offer_changed(now);
         }
@@ -266,10 +270,28 @@ impl SchedulerCore {
         self.retire_finished(now);
     }
 
-    /// Jobs whose restart back-off is over wait again, and nodes hear of them.
-    fn release_restarts(&mut self, now: UnixMillis) {
-        for id in self.operations.release_restarts(now) {
-            nudger!(self).announce_new_work(&id);
+    /// Fails every unfinished operation whose `time_limit` has run out.
+    pub(crate) fn enforce_time_limits(&mut self, now: UnixMillis) {
+        for id in self.operations.take_due_deadlines(now) {
+            let Some(op) = self.operations.get(&id) else {
+                continue;
+            };
+            if op.state.is_finished() {
+                continue;
+            }
+            let limit = op
+                .spec
+                .time_limit
+                .map(|l| l.to_string())
+                .unwrap_or_default();
+            self.finish_operation(
+                &id,
+                OperationState::Failed,
+                Some(format!(
+                    "operation time limit exceeded: it has gone on longer than its time_limit of {limit}"
+                )),
+                now,
+            );
         }
     }
 }

@@ -375,6 +375,29 @@ impl SchedulerCore {
         self.outbox
             .nudge_all(crate::nodes::node::online_ids(&self.nodes));
     }
+
+    /// The key start tokens are made and checked with: the same for every leader of a
+    /// cluster (the service keeps it in the store).
+    pub fn set_start_key(&mut self, key: crate::StartKey) {
+        self.start_key = key;
+    }
+
+    /// Whether starts are held now; ends the hold when it is over.
+    pub(crate) fn starts_held(&mut self, now: UnixMillis) -> bool {
+        let Some(hold) = self.start_hold else {
+            return false;
+        };
+        if now < hold.deadline {
+            return true;
+        }
+        self.start_hold = None;
+        self.outbox.event(CoreEvent::StartsResumed {
+            adopted_jobs: hold.adopted,
+        });
+        self.outbox
+            .nudge_all(crate::nodes::node::online_ids(&self.nodes));
+        false
+    }
 }
 
 impl Operation {

@@ -12,6 +12,7 @@ use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig, ROOT_POOL,
 };
+use ytsched_common::NodeId;
 
 /// The pool hierarchy below `parent` as nested maps of names (Cypress `get` of a pool).
 fn pool_map(tree: &PoolTree, parent: &str) -> Value {
@@ -256,6 +257,17 @@ impl SchedulerCore {
             tree.config.nodes_filter,
             overlaps.join(", ")
         )))
+    }
+
+    /// `ytsched node approve` (admins): routed to what owns the nodes' bounds
+    /// (`nodes/trust.rs`), with what the node reported last.
+    pub fn approve_node(
+        &mut self,
+        node: &NodeId,
+        max: Option<ytsched_common::ResourceVector>,
+    ) -> Result<ytsched_common::ResourceVector, ytsched_common::api::ApiError> {
+        let reported = self.nodes.get(node).map(|n| n.reported_limits);
+        self.trust.approve(&self.approvals, node, reported, max)
     }
 }
 

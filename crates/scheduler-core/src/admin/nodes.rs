@@ -1,7 +1,7 @@
 //! Admin changes to nodes (`//sys/cluster_nodes/<node>/@…`): user tags and the
 //! maintenance flags (banned, decommissioned, disable_scheduler_jobs).
 
-use crate::{ClusterConfig, ConfigError, Node, SchedulerCore};
+use crate::{ClusterConfig, ConfigError, Node};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use ytsched_common::maintenance::MaintenanceFlag;
@@ -10,19 +10,6 @@ use ytsched_common::NodeId;
 
 /// The nodes the core holds.
 type Nodes = BTreeMap<NodeId, Node>;
-
-impl SchedulerCore {
-    /// `ytsched node approve` (admins): routed to what owns the nodes' bounds
-    /// (`nodes/trust.rs`), with what the node reported last.
-    pub fn approve_node(
-        &mut self,
-        node: &NodeId,
-        max: Option<ytsched_common::ResourceVector>,
-    ) -> Result<ytsched_common::ResourceVector, ytsched_common::api::ApiError> {
-        let reported = self.nodes.get(node).map(|n| n.reported_limits);
-        self.trust.approve(&self.approvals, node, reported, max)
-    }
-}
 
 /// Admin edits of the nodes' attributes the configuration keeps.
 impl ClusterConfig {

@@ -12,16 +12,15 @@
 //! earlier, once no new node had come back for that gap plus a period, was tried: under
 //! a loaded machine an agent came back later than that and one job started twice.
 
-use crate::{CoreEvent, SchedulerCore};
 use ytsched_common::protocol::UnixMillis;
 
 /// A revived scheduler's pause of starts while nodes report what they run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StartHold {
     /// The revival window's end.
-    deadline: UnixMillis,
+    pub(crate) deadline: UnixMillis,
     /// Attempts adopted meanwhile, for the log line at its end.
-    adopted: usize,
+    pub(crate) adopted: usize,
 }
 
 impl StartHold {
@@ -35,30 +34,5 @@ impl StartHold {
     /// An attempt was adopted while starts are held (counted for the log line).
     pub(crate) fn note_adopted(&mut self) {
         self.adopted += 1;
-    }
-}
-
-impl SchedulerCore {
-    /// The key start tokens are made and checked with: the same for every leader of a
-    /// cluster (the service keeps it in the store).
-    pub fn set_start_key(&mut self, key: crate::StartKey) {
-        self.start_key = key;
-    }
-
-    /// Whether starts are held now; ends the hold when it is over.
-    pub(crate) fn starts_held(&mut self, now: UnixMillis) -> bool {
-        let Some(hold) = self.start_hold else {
-            return false;
-        };
-        if now < hold.deadline {
-            return true;
-        }
-        self.start_hold = None;
-        self.outbox.event(CoreEvent::StartsResumed {
-            adopted_jobs: hold.adopted,
-        });
-        self.outbox
-            .nudge_all(crate::nodes::node::online_ids(&self.nodes));
-        false
     }
 }

@@ -101,5 +101,3 @@ impl Operation {
             && self.tasks.iter().any(|t| !t.waiting.is_empty())
     }
 }
-
-impl crate::SchedulerCore {}

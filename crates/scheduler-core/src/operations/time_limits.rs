@@ -6,10 +6,8 @@
 //! looks only at those due instead of walking every operation.
 
 use crate::operations::operation::Operation;
-use crate::SchedulerCore;
 use std::collections::BTreeSet;
 use ytsched_common::protocol::UnixMillis;
-use ytsched_common::states::OperationState;
 use ytsched_common::OperationId;
 
 /// Operations with a time limit, by the moment it runs out.
@@ -48,32 +46,5 @@ impl Deadlines {
             due.push(id);
         }
         due
-    }
-}
-
-impl SchedulerCore {
-    /// Fails every unfinished operation whose `time_limit` has run out.
-    pub(crate) fn enforce_time_limits(&mut self, now: UnixMillis) {
-        for id in self.operations.take_due_deadlines(now) {
-            let Some(op) = self.operations.get(&id) else {
-                continue;
-            };
-            if op.state.is_finished() {
-                continue;
-            }
-            let limit = op
-                .spec
-                .time_limit
-                .map(|l| l.to_string())
-                .unwrap_or_default();
-            self.finish_operation(
-                &id,
-                OperationState::Failed,
-                Some(format!(
-                    "operation time limit exceeded: it has gone on longer than its time_limit of {limit}"
-                )),
-                now,
-            );
-        }
     }
 }

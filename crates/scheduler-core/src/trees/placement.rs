@@ -3,95 +3,16 @@
 //! (usage / fair share) that has a job fitting both the node and every limit on the way.
 
 use crate::jobs::job_index::JobIndex;
-use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::live_usage::LiveTree;
-use crate::{CoreEvent, SchedulerCore};
+use crate::CoreEvent;
 use std::collections::{BTreeSet, HashSet};
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::resources::{ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
-
-impl SchedulerCore {
-    /// Fills what the node has free with jobs, starting them in `ctx`.
-    pub(crate) fn fill_node(&mut self, ctx: &mut HeartbeatContext) {
-        let (node_id, now) = (&ctx.node, ctx.now);
-        let mut free = ctx.free();
-        let node = &self.nodes[node_id];
-        if !node.is_schedulable() {
-            return;
-        }
-        let Some(tree) = self.cluster.tree_of(node).cloned() else {
-            return;
-        };
-        // Every job takes one user slot: without one free the node is full, whatever
-        // else it has (a tolerant comparison of a near-zero request would let a full node
-        // walk every waiting operation on each heartbeat).
-        if free.user_slots < 1.0 - 1e-9 {
-            return;
-        }
-        // Not even the smallest job waiting in the tree fits: nothing to walk for.
-        match self.operations.smallest_waiting_job(&tree) {
-            Some(smallest) if smallest.fits_in(&free) => {}
-            _ => return,
-        }
-        self.update_if_stale(&tree, now);
-        self.trees.refresh_live(&mut self.operations);
-        let Some(shares) = self.trees.shares(&tree) else {
-            return;
-        };
-        self.trees.ensure_live(&self.operations, &tree, &shares);
-        // Placement touches only these parts: it reads the node's tags and the
-        // operations, and moves the tree's live arrays, the operations it starts jobs of,
-        // the job index and the outbox.
-        let Self {
-            nodes,
-            trees,
-            operations,
-            jobs,
-            outbox,
-            placement_walks,
-            ..
-        } = self;
-        let tags = &nodes[node_id].all_tags;
-        let live = &mut trees.get_mut(tree.as_str()).expect("has shares").live;
-        let mut starts = Vec::new();
-        // Subtrees that placed nothing on this node: the room only shrinks, so they
-        // are not walked again in this heartbeat.
-        let mut exhausted = HashSet::new();
-        // The root's smallest waiting job bounds every other: once it no longer fits (or
-        // no slot is left) the node is full, and the walk that would only prove it is
-        // not made.
-        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
-            *placement_walks += 1;
-            let Some((elem, op_id, task)) =
-                pick(operations, &shares, live, tags, 0, free, &mut exhausted)
-            else {
-                break;
-            };
-            let (spec, attempt) = {
-                let mut op = operations.edit(&op_id).expect("picked from the map");
-                let spec = op.start_job(task, node_id, &tree, now);
-                let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
-                live.set_leaf(&shares, elem, usage, op.smallest_waiting());
-                let attempt = op
-                    .jobs
-                    .get(&spec.job_id)
-                    .map(|j| crate::AttemptFacts::of(j));
-                (spec, attempt)
-            };
-            free -= spec.resources;
-            book_start(jobs, outbox, node_id, &op_id, &spec, attempt);
-            starts.push(spec);
-        }
-        for spec in starts {
-            ctx.start(spec);
-        }
-    }
-}
 
 /// `room` narrowed by what element `idx` may still take: its limits share of the tree
 /// less its live usage, and for an operation its own absolute limits exactly.
@@ -123,7 +44,7 @@ fn element_room(
 /// The least satisfied operation under `idx` whose `scheduling_tag_filter` admits a
 /// node with `tags` and with a job that fits `room` (free resources, narrowed by each
 /// element's limits on the way down).
-fn pick(
+pub(crate) fn pick(
     operations: &OperationTable,
     shares: &TreeShares,
     live: &LiveTree,

@@ -2,15 +2,19 @@
 //! right away (before the next placement) when the tree's operations, configuration or
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
+use crate::fair_share::ElementKind;
 use crate::nodes::nudges::nudger;
 use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
 use crate::trees::live_usage::{build_live, LiveTree};
+use crate::trees::pool_samples::CONFIGURATION_EVERY_MS;
 use crate::trees::share_inputs::TreeInputs;
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
 use crate::trees::tree_state::TreeStates;
+use crate::CoreEvent;
+use crate::PoolShareSample;
 use crate::{ClusterConfig, Node};
 use crate::{PoolTree, SchedulerCore};
 use std::collections::BTreeMap;
@@ -397,5 +401,51 @@ impl SchedulerCore {
         self.promote_pending(self.latest_now.get());
         self.outbox
             .nudge_all(crate::nodes::node::online_ids(&self.nodes));
+    }
+
+    /// Tells the pools' shares of `tree` if a sample is due.
+    pub(crate) fn sample_pools(&mut self, tree: &str, now: UnixMillis) {
+        if self
+            .configuration_told_at
+            .is_some_and(|at| now >= at.saturating_add(CONFIGURATION_EVERY_MS))
+        {
+            self.note_configuration(now);
+        }
+        let every = self.config.pool_sample_period_ms.max(1);
+        let Some(state) = self.trees.get_mut(tree) else {
+            return;
+        };
+        if state
+            .pool_sample_at
+            .is_some_and(|at| now < at.saturating_add(every))
+        {
+            return;
+        }
+        let Some(shares) = state.shares() else {
+            return;
+        };
+        let pools: Vec<PoolShareSample> = shares
+            .elements
+            .iter()
+            .filter_map(|e| match &e.kind {
+                ElementKind::Pool { name, .. } => Some(PoolShareSample {
+                    pool: name.clone(),
+                    fair_share_ratio: e.fair_share.total.max_component(),
+                    usage_ratio: e.usage_share.max_component(),
+                    demand_ratio: e.demand_share.max_component(),
+                }),
+                _ => None,
+            })
+            .collect();
+        state.pool_sample_at = Some(now);
+        let Some(tree) = self
+            .cluster
+            .trees
+            .get_key_value(tree)
+            .map(|(t, _)| t.clone())
+        else {
+            return;
+        };
+        self.outbox.event(CoreEvent::PoolShares { tree, pools });
     }
 }
