@@ -175,7 +175,7 @@ pub fn simulate(path: &std::path::Path) -> ! {
             std::process::exit(2);
         }
     };
-    match ytsched_scheduler::simulate::run_text(&text) {
+    match ytsched_simulator::run_text(&text) {
         Ok(out) => {
             println!("{out}");
             std::process::exit(0);

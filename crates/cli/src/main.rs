@@ -208,7 +208,7 @@ enum Command {
         /// An admin change for the replay, e.g.
         /// `//sys/pool_trees/default/research/@weight=2` (JSON or YSON value).
         #[arg(long = "set", value_name = "PATH=VALUE", requires = "replay")]
-        set: Vec<ytsched_scheduler::simulate::ReplayChange>,
+        set: Vec<ytsched_simulator::ReplayChange>,
     },
     /// Print a shell completion script, e.g. `source <(ytsched completion bash)`.
     Completion {

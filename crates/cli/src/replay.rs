@@ -6,7 +6,7 @@ use crate::output::Format;
 use comfy_table::Table;
 use serde_json::Value;
 use std::path::Path;
-use ytsched_scheduler::simulate::{read_log, replay, ReplayChange};
+use ytsched_simulator::{read_log, replay, ReplayChange};
 
 /// Replays the log at `path` and prints the report; an unreadable log or a refused
 /// change exits 2, naming it.

@@ -5,6 +5,7 @@
 mod admin;
 mod clock;
 mod effects;
+pub mod event_records;
 mod events;
 #[cfg(any(test, feature = "harness"))]
 /// A Nomad-style test world (simulated nodes, a moved clock, every call's effects

@@ -14,6 +14,5 @@ pub mod gates;
 pub mod http;
 pub mod leadership;
 pub mod service;
-pub mod simulate;
 pub mod store;
 pub mod watched_files;

@@ -3,5 +3,4 @@
 
 pub mod log_lines;
 pub mod pages;
-pub mod records;
 pub mod sink;

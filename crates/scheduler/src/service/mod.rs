@@ -191,7 +191,7 @@ impl Driver {
         let (result, effects) = core.run(f);
         let writes = writes_of(&core, &effects);
         let now = unix_now();
-        let events = crate::events::records::describe_all(&core, &effects, now);
+        let events = crate::core::event_records::describe_all(&core, &effects, now);
         // Retired operations' last writes (outputs among them) may be in an earlier
         // call's batch: the archive reads them only once those are stored. So may what
         // a reply that waits for the store depends on (a gang's attempt numbers, booked

@@ -262,7 +262,7 @@ pub(super) async fn revive(
     let now = unix_now();
     let revival_stored = writer.submit_with_events(
         writes_of(&core, &effects),
-        crate::events::records::describe_all(&core, &effects, now),
+        crate::core::event_records::describe_all(&core, &effects, now),
         now,
     );
     Ok(Revived {

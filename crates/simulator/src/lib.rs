@@ -14,8 +14,8 @@ pub use replay::{replay, ReplayChange};
 pub use replay_log::{read as read_log, LogError, RecordedRun};
 pub use scenario::{Scenario, ScenarioError};
 
-use crate::core::config_file::ConfigFile;
-use crate::core::{CoreConfig, CoreEvent, SchedulerCore};
+use ytsched_scheduler_core::config_file::ConfigFile;
+use ytsched_scheduler_core::{CoreConfig, CoreEvent, SchedulerCore};
 use scenario::{seconds_to_ms, SimNodeSpec, SimOperation};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;

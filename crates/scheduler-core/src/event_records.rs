@@ -4,8 +4,8 @@
 //! core, under the same lock hold that produced the event: the operation's user and
 //! pools, the attempt's node, tree, resources and times.
 
-use crate::core::retention::Archived;
-use crate::core::{AttemptFacts, CoreEvent, Effects, Operation, SchedulerCore};
+use crate::retention::Archived;
+use crate::{AttemptFacts, CoreEvent, Effects, Operation, SchedulerCore};
 use ytsched_common::event_record::{spec_summary, Event, JobRef, NodeGroup, OperationRef};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::states::OperationState;

@@ -5,7 +5,7 @@
 //! Every line becomes a checked `EventRecord` here or the read stops with the line's
 //! number; nothing unchecked goes on to the simulation.
 
-use crate::core::ClusterConfig;
+use ytsched_scheduler_core::ClusterConfig;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use ytsched_common::event_record::{Event, EventRecord, OperationRef, EVENT_SCHEMA_VERSION};

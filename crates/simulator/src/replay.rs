@@ -7,7 +7,7 @@
 
 use super::replay_log::{RecordedAction, RecordedRun};
 use super::{finish_due_jobs, heartbeat, secs, SimNode};
-use crate::core::{ClusterConfig, CoreConfig, SchedulerCore};
+use ytsched_scheduler_core::{ClusterConfig, CoreConfig, SchedulerCore};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ytsched_common::event_record::{EventRecord, EVENT_SCHEMA_VERSION};
@@ -210,7 +210,7 @@ impl<'r> Replay<'r> {
         for i in effects.nudges.iter().filter_map(|id| self.place.get(id)) {
             self.nudged.entry(*i).or_insert(t + NUDGE_DELAY_MS);
         }
-        for event in crate::events::records::describe_all(&self.core, &effects, t) {
+        for event in ytsched_scheduler_core::event_records::describe_all(&self.core, &effects, t) {
             self.seq += 1;
             self.replayed.add(&EventRecord {
                 version: EVENT_SCHEMA_VERSION,
@@ -438,7 +438,7 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::replay_log::{read, tests::LogText};
+    use crate::replay_log::{read, tests::LogText};
     use ytsched_common::event_record::Event;
 
     fn pool<'v>(report: &'v Value, name: &str) -> &'v Value {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::SchedulerCore;
+use ytsched_scheduler_core::SchedulerCore;
 use ytsched_common::event_record::{JobRef, OperationRef};
 use ytsched_common::states::AbortReason;
 use ytsched_common::JobId;

@@ -1,6 +1,6 @@
 //! The `ytsched simulate` input (SPEC 6.3), parsed strictly: unknown keys are errors.
 
-use crate::core::config_file::TreeSection;
+use ytsched_scheduler_core::config_file::TreeSection;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
