@@ -214,9 +214,7 @@ impl SchedulerCore {
         let returning = !node.online;
         let tags_changed = node.system_tags != req.system_tags || node.tags != req.tags;
         // A node offers no more than it was approved for, whatever it reports.
-        let bound = self
-            .trust
-            .bound(&self.approvals, &req.node_id, &req.resource_limits);
+        let bound = self.trust.bound(&req.node_id, &req.resource_limits);
         let limits = req.resource_limits.component_min(&bound.resources);
         let alert = ytsched_common::node_approval::excess(&req.resource_limits, &bound.resources)
             .map(|(r, reported, allowed)| {
@@ -250,7 +248,7 @@ impl SchedulerCore {
             });
         }
         if returning || tags_changed || limits_changed {
-            self.placeability_stale |= self.trees.account_node(&self.nodes, &req.node_id);
+            self.placeability.stale |= self.trees.account_node(&self.nodes, &req.node_id);
         }
     }
 
@@ -290,7 +288,7 @@ impl SchedulerCore {
             if let Some(node) = self.nodes.get_mut(&node_id) {
                 node.online = false;
             }
-            self.placeability_stale |= self.trees.account_node(&self.nodes, &node_id);
+            self.placeability.stale |= self.trees.account_node(&self.nodes, &node_id);
             self.outbox.event(CoreEvent::NodeOffline {
                 id: node_id.clone(),
                 lost_jobs: jobs.len(),
@@ -395,6 +393,7 @@ impl SchedulerCore {
         let node_tags = &node.all_tags;
         let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
         for op in self
+            .operations
             .speculating
             .iter()
             .filter_map(|id| self.operations.get(id))

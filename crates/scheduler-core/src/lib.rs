@@ -43,7 +43,7 @@ pub use trees::share_update::{ComputedShares, ShareUpdate};
 pub use trees::{fair_share, pool_tree, starvation};
 
 use crate::nodes::nudges::nudger;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::states::OperationState;
@@ -104,31 +104,19 @@ pub struct SchedulerCore {
     /// Per configured tree: its nodes' total, last fair-share snapshot and what changed
     /// since (see `tree_state.rs`).
     trees: trees::tree_state::TreeStates,
-    /// Unfinished operations with a task that has `job_speculation_timeout`: the only
-    /// ones the speculative stage of a heartbeat looks at.
-    speculating: BTreeSet<OperationId>,
-    /// Unfinished gang operations: the only ones gang placement looks at.
-    gangs: BTreeSet<OperationId>,
-    /// Nodes joined, left or changed since operations were last checked for jobs no node
-    /// can hold.
-    placeability_stale: bool,
+    /// When operations were last checked for jobs no node can hold, against what
+    /// (`operations/placeability.rs`).
+    placeability: operations::placeability::PlaceabilityWatch,
     /// The store is further behind than the driver allows: heartbeats start no job
     /// until it has caught up (issue 26: backpressure rather than a backlog in memory;
     /// every start brings a result to store).
     store_behind: bool,
-    /// What the nodes offered at the last full placeability check, by tree
-    /// (`placeability.rs`); `None`: check everything at the next chance.
-    placeability_offer: Option<operations::placeability::NodeOffer>,
-    /// Full placeability passes over the operations, counted so tests can see them.
-    placeability_passes: u64,
     /// Walks of a tree looking for a job to place (one per job started, plus one that
     /// finds nothing): what a heartbeat costs, counted so tests can see it.
     placement_walks: u64,
     /// Bumped on every configuration change (admin or ephemeral pools), so the driver
     /// knows when to save.
     config_revision: u64,
-    /// Submission sequence, the tie-breaker that keeps decisions deterministic.
-    next_operation_seq: u64,
     /// Where the last round of nudges for new work stopped (see `nudges.rs`).
     nudge_cursor: Option<NodeId>,
     /// The latest `now` any call brought: the time of changes that come from calls
@@ -147,13 +135,6 @@ pub struct SchedulerCore {
     damaged: BTreeMap<OperationId, String>,
     /// Recent usage against fair share per operation, for the web page's chart.
     share_history: queries::share_history::ShareHistory,
-    /// Each held operation's idempotency token, by its user: a retried submission finds
-    /// its operation. Entries leave with their operation (retirement), so this is
-    /// bounded by the operations in memory.
-    idempotency: BTreeMap<(String, ytsched_common::IdempotencyToken), OperationId>,
-    /// What each node was approved to offer; a node's limits are the smaller of this
-    /// and its report.
-    approvals: ytsched_common::node_approval::NodeApprovals,
     /// What nodes without an approval were trusted with (`nodes/trust.rs`).
     trust: nodes::trust::NodeTrust,
     /// When the whole configuration last went to the event log (`None`: never, as in
@@ -185,15 +166,10 @@ impl SchedulerCore {
                 c
             },
             trees: Default::default(),
-            speculating: BTreeSet::new(),
-            gangs: BTreeSet::new(),
-            placeability_stale: false,
+            placeability: Default::default(),
             store_behind: false,
-            placeability_offer: None,
-            placeability_passes: 0,
             placement_walks: 0,
             config_revision: 0,
-            next_operation_seq: 0,
             nudge_cursor: None,
             latest_now: Default::default(),
             revival_deadline: None,
@@ -202,8 +178,6 @@ impl SchedulerCore {
             finished_order: BTreeMap::new(),
             damaged: BTreeMap::new(),
             share_history: Default::default(),
-            idempotency: BTreeMap::new(),
-            approvals: Default::default(),
             trust,
             configuration_told_at: None,
             start_key: Default::default(),
@@ -227,7 +201,7 @@ impl SchedulerCore {
     /// Replaces the node approvals (the scheduler's `--node-approvals` file); each node
     /// is held to its own from its next heartbeat.
     pub fn set_node_approvals(&mut self, approvals: ytsched_common::node_approval::NodeApprovals) {
-        self.approvals = approvals;
+        self.trust.set_approvals(approvals);
     }
 
     pub fn cluster_config(&self) -> &ClusterConfig {
@@ -263,7 +237,7 @@ impl SchedulerCore {
         for id in self.operations.release_restarts(now) {
             nudger!(self).announce_new_work(&id);
         }
-        if std::mem::take(&mut self.placeability_stale) {
+        if std::mem::take(&mut self.placeability.stale) {
             self.fail_unplaceable_if_offer_changed(now);
         }
         self.update_due_shares(now);

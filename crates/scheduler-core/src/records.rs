@@ -294,7 +294,7 @@ impl SchedulerCore {
             changed = true;
         }
         summary.operations += 1;
-        self.next_operation_seq = self.next_operation_seq.max(op.seq + 1);
+        self.operations.next_seq = self.operations.next_seq.max(op.seq + 1);
         for (job_id, job) in &op.jobs {
             self.jobs.owned(job_id, &id);
             if job.state == JobState::Running {
@@ -317,15 +317,16 @@ impl SchedulerCore {
             );
             changed = true;
             if op.uses_speculation() {
-                self.speculating.insert(id.clone());
+                self.operations.speculating.insert(id.clone());
             }
             if op.is_gang() {
-                self.gangs.insert(id.clone());
+                self.operations.gangs.insert(id.clone());
             }
         }
         let finished = op.state.is_finished();
         if let Some(token) = &op.idempotency_token {
-            self.idempotency
+            self.operations
+                .idempotency
                 .insert((op.user.clone(), token.clone()), id.clone());
         }
         self.operations.insert(op, changed);

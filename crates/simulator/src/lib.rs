@@ -14,8 +14,6 @@ pub use replay::{replay, ReplayChange};
 pub use replay_log::{read as read_log, LogError, RecordedRun};
 pub use scenario::{Scenario, ScenarioError};
 
-use ytsched_scheduler_core::config_file::ConfigFile;
-use ytsched_scheduler_core::{CoreConfig, CoreEvent, SchedulerCore};
 use scenario::{seconds_to_ms, SimNodeSpec, SimOperation};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -25,6 +23,8 @@ use ytsched_common::protocol::{
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::JobState;
 use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
+use ytsched_scheduler_core::config_file::ConfigFile;
+use ytsched_scheduler_core::{CoreConfig, CoreEvent, SchedulerCore};
 
 struct SimJob {
     operation: OperationId,

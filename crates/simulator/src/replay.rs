@@ -7,13 +7,13 @@
 
 use super::replay_log::{RecordedAction, RecordedRun};
 use super::{finish_due_jobs, heartbeat, secs, SimNode};
-use ytsched_scheduler_core::{ClusterConfig, CoreConfig, SchedulerCore};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ytsched_common::event_record::{EventRecord, EVENT_SCHEMA_VERSION};
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::usage::{GroupBy, UsageRow, UsageSum};
 use ytsched_common::{NodeId, OperationId};
+use ytsched_scheduler_core::{ClusterConfig, CoreConfig, SchedulerCore};
 
 /// Refusals the report lists; past these it only counts them (a week's log replayed
 /// under a tighter limit can be refused a submission a second).

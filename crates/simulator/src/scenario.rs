@@ -1,12 +1,12 @@
 //! The `ytsched simulate` input (SPEC 6.3), parsed strictly: unknown keys are errors.
 
-use ytsched_scheduler_core::config_file::TreeSection;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use ytsched_common::spec::{ResourceAmounts, VanillaSpec};
 use ytsched_common::units::DurationMs;
 use ytsched_common::ResourceVector;
+use ytsched_scheduler_core::config_file::TreeSection;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {

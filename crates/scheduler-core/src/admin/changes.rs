@@ -267,7 +267,7 @@ impl SchedulerCore {
         max: Option<ytsched_common::ResourceVector>,
     ) -> Result<ytsched_common::ResourceVector, ytsched_common::api::ApiError> {
         let reported = self.nodes.get(node).map(|n| n.reported_limits);
-        self.trust.approve(&self.approvals, node, reported, max)
+        self.trust.approve(node, reported, max)
     }
 }
 

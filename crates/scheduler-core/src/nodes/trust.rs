@@ -59,6 +59,9 @@ pub struct NodeTrust {
     /// Nodes are declared by their driver, not claimed by a key (the simulator's, from
     /// a scenario or an event log): no bound applies but the protocol's own.
     declared: bool,
+    /// What the approvals file (`--node-approvals`) grants: where it names a node, it
+    /// decides.
+    approvals: NodeApprovals,
     offers: BTreeMap<NodeId, TrustRecord>,
     /// Records changed since the driver last took them, for the store.
     changed: Vec<(NodeId, TrustRecord)>,
@@ -76,19 +79,14 @@ impl NodeTrust {
     /// The bound of `node`, which reports `reported`: its approval file entry, else its
     /// trusted offer, else (its first registration) what it reports now, within the
     /// defaults, which is then remembered.
-    pub fn bound(
-        &mut self,
-        approvals: &NodeApprovals,
-        node: &NodeId,
-        reported: &ResourceVector,
-    ) -> Bound {
+    pub fn bound(&mut self, node: &NodeId, reported: &ResourceVector) -> Bound {
         if self.declared {
             return Bound {
                 resources: *reported,
                 source: BoundSource::Declared,
             };
         }
-        if let Some(resources) = approvals.explicit(node) {
+        if let Some(resources) = self.approvals.explicit(node) {
             return Bound {
                 resources,
                 source: BoundSource::File,
@@ -120,12 +118,11 @@ impl NodeTrust {
     /// file decides), and, without `max`, for a node never heard from.
     pub fn approve(
         &mut self,
-        approvals: &NodeApprovals,
         node: &NodeId,
         reported: Option<ResourceVector>,
         max: Option<ResourceVector>,
     ) -> Result<ResourceVector, ApiError> {
-        if let Some(file) = approvals.explicit(node) {
+        if let Some(file) = self.approvals.explicit(node) {
             return Err(ApiError::conflict(format!(
                 "node '{node}' is approved for {file} in the approvals file; change it there with `ytsched auth add-node {node} --max-resources …`"
             )));
@@ -147,6 +144,11 @@ impl NodeTrust {
         self.set(node, record);
         tracing::info!(node = %node, resources = %resources, "node approved");
         Ok(resources)
+    }
+
+    /// Replaces the approvals file's grants (read at start and whenever it changes).
+    pub fn set_approvals(&mut self, approvals: NodeApprovals) {
+        self.approvals = approvals;
     }
 
     fn set(&mut self, node: &NodeId, record: TrustRecord) {

@@ -60,7 +60,7 @@ impl SchedulerCore {
         let key = token.map(|t| (caller.user.as_str().to_string(), t));
         if let Some((k, started)) = key
             .as_ref()
-            .and_then(|k| Some((k, self.idempotency.get(k)?)))
+            .and_then(|k| Some((k, self.operations.idempotency.get(k)?)))
         {
             // Tokens leave with their operation (retirement), so it is held.
             if let Some(op) = self.operations.get(started) {
@@ -78,7 +78,7 @@ impl SchedulerCore {
             if let Some(mut op) = self.operations.edit(&id) {
                 op.idempotency_token = Some(key.1.clone());
             }
-            self.idempotency.insert(key, id.clone());
+            self.operations.idempotency.insert(key, id.clone());
         }
         Ok(id)
     }
@@ -114,8 +114,8 @@ impl SchedulerCore {
             slots.push((tree_name.clone(), admitted.slot));
         }
         self.create_ephemeral_pools(new_pools, user)?;
-        let seq = self.next_operation_seq;
-        self.next_operation_seq += 1;
+        let seq = self.operations.next_seq;
+        self.operations.next_seq += 1;
         let placement = Placement {
             trees: slots,
             pending,
@@ -132,10 +132,10 @@ impl SchedulerCore {
                 .event(CoreEvent::OperationPending { id: id.clone() });
         }
         if op.uses_speculation() {
-            self.speculating.insert(id.clone());
+            self.operations.speculating.insert(id.clone());
         }
         if op.is_gang() {
-            self.gangs.insert(id.clone());
+            self.operations.gangs.insert(id.clone());
         }
         self.operations.insert(op, true);
         for tree in &tree_names {
@@ -289,14 +289,14 @@ impl SchedulerCore {
             }
         }
         op.finish(state, error.clone(), now);
-        self.speculating.remove(id);
-        self.gangs.remove(id);
         let pools: Vec<(TreeName, TreePoolName)> = op
             .trees
             .iter()
             .map(|(t, s)| (t.clone(), s.pool.clone()))
             .collect();
         drop(op);
+        self.operations.speculating.remove(id);
+        self.operations.gangs.remove(id);
         self.outbox.event(CoreEvent::OperationFinished {
             id: id.clone(),
             state,

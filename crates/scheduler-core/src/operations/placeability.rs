@@ -37,6 +37,18 @@ fn maximal_limits(limits: impl Iterator<Item = ResourceVector>) -> Vec<ResourceV
 /// distinct pairs of limits and tags of its members. Equal offers give every operation
 /// the same verdict.
 pub(crate) type NodeOffer = BTreeMap<String, BTreeSet<[u64; 5]>>;
+
+/// When operations were last checked for jobs no node can hold.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PlaceabilityWatch {
+    /// Nodes joined, left or changed since the last check.
+    pub(crate) stale: bool,
+    /// What the nodes offered at the last full check, by tree; `None`: check
+    /// everything at the next chance.
+    pub(crate) offer: Option<NodeOffer>,
+    /// Full passes over the operations, counted so tests can see them.
+    pub(crate) passes: u64,
+}
 /// What deciding placeability reads, borrowed from the core.
 pub(crate) struct Placeability<'a> {
     pub(crate) cluster: &'a ClusterConfig,
@@ -165,10 +177,10 @@ impl SchedulerCore {
     /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
     pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
         let offer = placeability!(self).offer();
-        if self.placeability_offer.as_ref() != Some(&offer) {
-            self.placeability_passes += 1;
+        if self.placeability.offer.as_ref() != Some(&offer) {
+            self.placeability.passes += 1;
             self.fail_unplaceable(None, now);
-            self.placeability_offer = Some(offer);
+            self.placeability.offer = Some(offer);
         }
     }
 }

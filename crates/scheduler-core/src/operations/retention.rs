@@ -128,7 +128,9 @@ impl SchedulerCore {
             return;
         };
         if let Some(token) = &op.idempotency_token {
-            self.idempotency.remove(&(op.user.clone(), token.clone()));
+            self.operations
+                .idempotency
+                .remove(&(op.user.clone(), token.clone()));
         }
         for job in op.jobs.keys() {
             self.jobs.forget(job);

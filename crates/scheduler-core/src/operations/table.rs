@@ -21,6 +21,17 @@ pub(crate) struct OperationTable {
     /// Every operation enters and leaves through `insert` and `remove`: its time limit
     /// is kept with it there (`time_limits.rs`).
     deadlines: Deadlines,
+    /// Unfinished operations with a task that has `job_speculation_timeout`: the only
+    /// ones the speculative stage of a heartbeat looks at.
+    pub(crate) speculating: std::collections::BTreeSet<OperationId>,
+    /// Unfinished gang operations: the only ones gang placement looks at.
+    pub(crate) gangs: std::collections::BTreeSet<OperationId>,
+    /// Each held operation's idempotency token, by its user: a retried submission finds
+    /// its operation. Entries leave with their operation (retirement), so this is
+    /// bounded by the operations in memory.
+    pub(crate) idempotency: BTreeMap<(String, ytsched_common::IdempotencyToken), OperationId>,
+    /// Submission sequence, the tie-breaker that keeps decisions deterministic.
+    pub(crate) next_seq: u64,
 }
 
 /// What a change to an operation must reach.

@@ -9,7 +9,7 @@ use ytsched_common::resources::ResourceVector;
 impl SchedulerCore {
     /// How many full passes `fail_unplaceable_if_offer_changed` made.
     pub fn placeability_passes(&self) -> u64 {
-        self.placeability_passes
+        self.placeability.passes
     }
 
     /// How many placement walks have run (see `placement_walks`).

@@ -61,10 +61,11 @@ struct TreeRooms {
 impl SchedulerCore {
     /// Places every waiting gang that fits whole now (oldest first).
     pub(crate) fn place_gangs(&mut self, now: UnixMillis) {
-        if self.gangs.is_empty() || self.store_behind || self.starts_held(now) {
+        if self.operations.gangs.is_empty() || self.store_behind || self.starts_held(now) {
             return;
         }
         let mut due: Vec<(u64, OperationId)> = self
+            .operations
             .gangs
             .iter()
             .filter_map(|id| {

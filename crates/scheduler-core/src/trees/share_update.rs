@@ -378,12 +378,12 @@ impl SchedulerCore {
 
     /// Every node's membership again (after the configuration changed).
     pub(crate) fn recompute_tree_resources(&mut self) {
-        self.placeability_stale = true;
+        self.placeability.stale = true;
         // Pool filters may have changed with the configuration: check every operation.
-        self.placeability_offer = None;
+        self.placeability.offer = None;
         let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
         for id in ids {
-            self.placeability_stale |= self.trees.account_node(&self.nodes, &id);
+            self.placeability.stale |= self.trees.account_node(&self.nodes, &id);
         }
     }
 

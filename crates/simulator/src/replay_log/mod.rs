@@ -5,7 +5,6 @@
 //! Every line becomes a checked `EventRecord` here or the read stops with the line's
 //! number; nothing unchecked goes on to the simulation.
 
-use ytsched_scheduler_core::ClusterConfig;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use ytsched_common::event_record::{Event, EventRecord, OperationRef, EVENT_SCHEMA_VERSION};
@@ -14,6 +13,7 @@ use ytsched_common::spec::VanillaSpec;
 use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::usage::{GroupBy, UsageSum};
 use ytsched_common::{NodeId, OperationId, ResourceVector};
+use ytsched_scheduler_core::ClusterConfig;
 
 /// Bounds on what one replay reads: a log past them is refused, not half read.
 pub const MAX_LINE_BYTES: usize = 4 << 20;

@@ -1,8 +1,8 @@
 use super::*;
-use ytsched_scheduler_core::SchedulerCore;
 use ytsched_common::event_record::{JobRef, OperationRef};
 use ytsched_common::states::AbortReason;
 use ytsched_common::JobId;
+use ytsched_scheduler_core::SchedulerCore;
 
 /// A log as `ytsched events` prints it, built from records.
 pub struct LogText {
