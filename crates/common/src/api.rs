@@ -82,8 +82,27 @@ impl ApiError {
         }
     }
 
+    /// A tree, pool, node, operation or attribute that is not there (cut to
+    /// `MAX_ERROR_CHARS`: it often quotes what the caller sent).
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::of(ErrorKind::NotFound, message)
+        Self::of(ErrorKind::NotFound, bounded(message.into()))
+    }
+
+    /// A value, path or change that cannot be taken (cut to `MAX_ERROR_CHARS`).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::of(ErrorKind::InvalidArgument, bounded(message.into()))
+    }
+
+    /// The same error, said of `path`.
+    pub fn at(self, path: &str) -> Self {
+        Self {
+            kind: self.kind,
+            message: format!(
+                "{}: {}",
+                crate::quote::quote(path, crate::quote::QUOTE_CHARS),
+                self.message
+            ),
+        }
     }
 
     pub fn permission_denied(message: impl Into<String>) -> Self {
@@ -101,6 +120,24 @@ impl ApiError {
     /// "Busy, retry": nothing was done, and the same request may succeed later.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::of(ErrorKind::Unavailable, message)
+    }
+}
+
+/// Characters an error that quotes what a caller sent (a name, a path) may take: it
+/// would otherwise be as long as what was sent.
+pub const MAX_ERROR_CHARS: usize = 512;
+
+/// `message`, cut to `MAX_ERROR_CHARS` characters (with a mark where it was cut).
+fn bounded(message: String) -> String {
+    if message.len() <= MAX_ERROR_CHARS {
+        return message;
+    }
+    crate::quote::quote(&message, MAX_ERROR_CHARS)
+}
+
+impl From<crate::pool_config::AttributeError> for ApiError {
+    fn from(e: crate::pool_config::AttributeError) -> Self {
+        ApiError::invalid(e.to_string())
     }
 }
 

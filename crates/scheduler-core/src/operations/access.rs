@@ -227,7 +227,7 @@ impl<'a> CoreReads<'a> {
         if caller.admin {
             return Ok(());
         }
-        let pool = match AdminPath::parse(path).map_err(ApiError::from)? {
+        let pool = match AdminPath::parse(path)? {
             AdminPath::Pool { tree, pool_path } if !pool_path.is_empty() => Some((tree, pool_path)),
             AdminPath::PoolAttribute {
                 tree, pool_path, ..
@@ -240,9 +240,9 @@ impl<'a> CoreReads<'a> {
                 caller.user
             )));
         };
-        let tree = self.cluster.tree(&tree_name).map_err(ApiError::from)?;
+        let tree = self.cluster.tree(&tree_name)?;
         let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
-        let pool = tree.resolve_path(&segs).map_err(ApiError::from)?;
+        let pool = tree.resolve_path(&segs)?;
         let parent = tree
             .pools
             .get(&pool)
@@ -277,7 +277,7 @@ impl<'a> CoreReads<'a> {
         }
         match (object_type, tree_name) {
             (ObjectType::SchedulerPool, Some(tree_name)) => {
-                let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
+                let tree = self.cluster.tree(tree_name)?;
                 let parent = parent
                     .cloned()
                     .map_or_else(TreePoolName::root, TreePoolName::from);

@@ -155,9 +155,8 @@ impl SchedulerCore {
         user: &str,
     ) -> Result<(), ApiError> {
         for (tree_name, pool, np) in pools {
-            let tree = self.cluster.tree_mut(&tree_name).map_err(ApiError::from)?;
-            tree.add_pool(&tree_name, &pool, &np.parent, np.config, Some(user.into()))
-                .map_err(ApiError::from)?;
+            let tree = self.cluster.tree_mut(&tree_name)?;
+            tree.add_pool(&tree_name, &pool, &np.parent, np.config, Some(user.into()))?;
             self.config_revision += 1;
         }
         Ok(())
@@ -452,7 +451,7 @@ impl ClusterConfig {
         spec: &VanillaSpec,
         counts: Option<&PoolCountMap>,
     ) -> Result<TreeAdmission, ApiError> {
-        let tree = self.tree(tree_name).map_err(ApiError::from)?;
+        let tree = self.tree(tree_name)?;
         let (pool, new_pool) = resolve_pool(
             tree,
             tree_name,

@@ -99,7 +99,7 @@ impl SchedulerCore {
         let running = op.state == OperationState::Running;
         let mut done = Readmission::default();
         for (tree_name, old) in &op.trees {
-            let tree = self.cluster.tree(tree_name).map_err(ApiError::from)?;
+            let tree = self.cluster.tree(tree_name)?;
             let (pool, _) = resolve_pool(
                 tree,
                 tree_name,

@@ -17,71 +17,10 @@ use ytsched_common::tag_filter::validate_tag;
 use ytsched_common::NodeId;
 
 /// A configuration change or lookup that cannot be done, with a message naming the pool,
-/// attribute or path at fault.
-///
-/// Its kind says what went wrong the way every answer says it (the API code, the HTTP
-/// status, the CLI's exit status): a missing tree, pool or node is `NotFound`, a bad
-/// value or path `InvalidArgument`.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct ConfigError {
-    pub kind: ytsched_common::api::ErrorKind,
-    pub message: String,
-}
-
-impl ConfigError {
-    /// A value, path or change that cannot be taken.
-    pub fn invalid(message: impl Into<String>) -> Self {
-        ConfigError {
-            kind: ytsched_common::api::ErrorKind::InvalidArgument,
-            message: bounded(message.into()),
-        }
-    }
-
-    /// The same error, said of `path`.
-    pub fn at(self, path: &str) -> Self {
-        ConfigError {
-            kind: self.kind,
-            message: format!(
-                "{}: {}",
-                ytsched_common::quote::quote(path, ytsched_common::quote::QUOTE_CHARS),
-                self.message
-            ),
-        }
-    }
-
-    /// A tree, pool, node or attribute that is not there.
-    pub fn not_found(message: impl Into<String>) -> Self {
-        ConfigError {
-            kind: ytsched_common::api::ErrorKind::NotFound,
-            message: bounded(message.into()),
-        }
-    }
-}
-
-/// Characters an admin error may take: those that quote what a caller sent (a name, a
-/// path) would otherwise be as long as what was sent.
-const MAX_ERROR_CHARS: usize = 512;
-
-/// `message`, cut to `MAX_ERROR_CHARS` characters (with a mark where it was cut).
-fn bounded(message: String) -> String {
-    if message.len() <= MAX_ERROR_CHARS {
-        return message;
-    }
-    ytsched_common::quote::quote(&message, MAX_ERROR_CHARS)
-}
-
-impl From<ConfigError> for ytsched_common::api::ApiError {
-    fn from(e: ConfigError) -> Self {
-        ytsched_common::api::ApiError::of(e.kind, e.message)
-    }
-}
-
-impl From<ytsched_common::pool_config::AttributeError> for ConfigError {
-    fn from(e: ytsched_common::pool_config::AttributeError) -> Self {
-        ConfigError::invalid(e.to_string())
-    }
-}
+/// attribute or path at fault: the API's one error type (`ApiError`), whose kind says
+/// what went wrong the way every answer says it (a missing tree, pool or node is
+/// `NotFound`, a bad value or path `InvalidArgument`).
+pub type ConfigError = ytsched_common::api::ApiError;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pool {

@@ -61,7 +61,7 @@ pub fn apply(
                 core,
                 caller,
                 max_record,
-                |core| core.admin_set(&set.path, value).map_err(admin_error),
+                |core| core.admin_set(&set.path, value),
                 |core| core.reads().pool_scope_of(&set.path),
             )?;
             let new = core.reads().admin_get(&set.path).ok();
@@ -71,7 +71,7 @@ pub fn apply(
         api::AdminChange::Remove(remove) => {
             core.reads().authorize_change(caller, &remove.path)?;
             let old = core.reads().admin_get(&remove.path).ok();
-            core.admin_remove(&remove.path).map_err(admin_error)?;
+            core.admin_remove(&remove.path)?;
             core.note_admin_change(caller.user.as_str(), &remove.path, old, None);
             Ok(())
         }
@@ -105,12 +105,10 @@ pub fn apply(
                         b.parent_name.as_ref().map(PoolName::as_str),
                         attributes,
                     )
-                    .map_err(admin_error)
                 }
                 api::ObjectType::SchedulerPoolTree => {
                     let name = TreeName::parse(&b.name).map_err(ApiError::new)?;
                     core.create_pool_tree(name.as_str(), attributes)
-                        .map_err(admin_error)
                 }
             };
             within_record_limit(core, caller, max_record, create, |_| scope)?;
@@ -135,10 +133,6 @@ fn attributes_text(text: &Option<String>) -> serde_json::Value {
     text.as_deref()
         .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or(serde_json::Value::Null)
-}
-
-pub fn admin_error(e: crate::core::ConfigError) -> ApiError {
-    ApiError::from(e)
 }
 
 fn json_value(text: &str) -> Result<serde_json::Value, ApiError> {

@@ -198,18 +198,13 @@ fn dispatch_admin(
             core.reads()
                 .admin_get(&req.body.path)
                 .map(|v| v.to_string())
-                .map_err(crate::service::admin_changes::admin_error)
         }),
-        api::AdminList::METHOD => respond::<api::AdminList>(payload, |req| {
-            core.reads()
-                .admin_list(&req.body.path)
-                .map_err(crate::service::admin_changes::admin_error)
-        }),
-        api::AdminExists::METHOD => respond::<api::AdminExists>(payload, |req| {
-            core.reads()
-                .admin_exists(&req.body.path)
-                .map_err(crate::service::admin_changes::admin_error)
-        }),
+        api::AdminList::METHOD => {
+            respond::<api::AdminList>(payload, |req| core.reads().admin_list(&req.body.path))
+        }
+        api::AdminExists::METHOD => {
+            respond::<api::AdminExists>(payload, |req| core.reads().admin_exists(&req.body.path))
+        }
         api::AdminSet::METHOD => respond::<api::AdminSet>(payload, |req| {
             crate::service::admin_changes::apply(
                 core,
