@@ -269,6 +269,41 @@ impl SchedulerCore {
             );
         }
     }
+
+    /// The read model: every query of the API goes through it.
+    pub fn reads(&self) -> CoreReads<'_> {
+        CoreReads {
+            operations: &self.operations,
+            trees: &self.trees,
+            cluster: &self.cluster,
+            nodes: &self.nodes,
+            jobs: &self.jobs,
+            damaged: &self.damaged,
+            share_history: &self.share_history,
+            finished_order: &self.finished_order,
+            latest_now: self.latest_now.get(),
+        }
+    }
+
+    /// An operation whose job fits no node it may run on (in its trees, through its tag
+    /// filter) would wait forever: fail it now with the resource that is short. With no
+    /// such node at all it waits, as nodes may still come. `only`: one operation (a new
+    /// one: nodes did not change).
+    pub(crate) fn fail_unplaceable(&mut self, only: Option<&OperationId>, now: UnixMillis) {
+        for (id, error) in crate::operations::placeability::placeability!(self).unplaceable(only) {
+            self.finish_operation(&id, OperationState::Failed, Some(error), now);
+        }
+    }
+
+    /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
+    pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
+        let offer = crate::operations::placeability::placeability!(self).offer();
+        if self.placeability.offer.as_ref() != Some(&offer) {
+            self.placeability.passes += 1;
+            self.fail_unplaceable(None, now);
+            self.placeability.offer = Some(offer);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,13 +9,11 @@
 
 use crate::operations::table::OperationTable;
 use crate::trees::tree_state::TreeStates;
+use crate::Operation;
 use crate::{ClusterConfig, Node};
-use crate::{Operation, SchedulerCore};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::states::OperationState;
 use ytsched_common::NodeId;
 use ytsched_common::OperationId;
 
@@ -59,7 +57,7 @@ pub(crate) struct Placeability<'a> {
 
 macro_rules! placeability {
     ($core:expr) => {
-        Placeability {
+        $crate::operations::placeability::Placeability {
             cluster: &$core.cluster,
             trees: &$core.trees,
             nodes: &$core.nodes,
@@ -67,6 +65,8 @@ macro_rules! placeability {
         }
     };
 }
+
+pub(crate) use placeability;
 
 impl Placeability<'_> {
     /// What each tree's nodes offer, as kinds of node (limits and tags).
@@ -160,28 +160,6 @@ impl Placeability<'_> {
             }
         }
         doomed
-    }
-}
-
-impl SchedulerCore {
-    /// An operation whose job fits no node it may run on (in its trees, through its tag
-    /// filter) would wait forever: fail it now with the resource that is short. With no
-    /// such node at all it waits, as nodes may still come. `only`: one operation (a new
-    /// one: nodes did not change).
-    pub(crate) fn fail_unplaceable(&mut self, only: Option<&OperationId>, now: UnixMillis) {
-        for (id, error) in placeability!(self).unplaceable(only) {
-            self.finish_operation(&id, OperationState::Failed, Some(error), now);
-        }
-    }
-
-    /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
-    pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
-        let offer = placeability!(self).offer();
-        if self.placeability.offer.as_ref() != Some(&offer) {
-            self.placeability.passes += 1;
-            self.fail_unplaceable(None, now);
-            self.placeability.offer = Some(offer);
-        }
     }
 }
 

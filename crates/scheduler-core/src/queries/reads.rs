@@ -9,7 +9,7 @@ use crate::queries::share_history::{ShareHistory, ShareSample};
 use crate::trees::preemptibility::Victims;
 use crate::trees::starvation::{ElementKey, ElementStarvation};
 use crate::trees::tree_state::TreeStates;
-use crate::{ClusterConfig, Node, SchedulerCore};
+use crate::{ClusterConfig, Node};
 use std::collections::BTreeMap;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::{NodeId, OperationId};
@@ -26,23 +26,6 @@ pub struct CoreReads<'a> {
     pub(crate) finished_order: &'a crate::operations::retention::FinishedOrder,
     /// The latest time any call brought (what "now" is for a read).
     pub(crate) latest_now: UnixMillis,
-}
-
-impl SchedulerCore {
-    /// The read model: every query of the API goes through it.
-    pub fn reads(&self) -> CoreReads<'_> {
-        CoreReads {
-            operations: &self.operations,
-            trees: &self.trees,
-            cluster: &self.cluster,
-            nodes: &self.nodes,
-            jobs: &self.jobs,
-            damaged: &self.damaged,
-            share_history: &self.share_history,
-            finished_order: &self.finished_order,
-            latest_now: self.latest_now.get(),
-        }
-    }
 }
 
 impl<'a> CoreReads<'a> {

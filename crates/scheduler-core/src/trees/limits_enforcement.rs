@@ -3,13 +3,10 @@
 //! run time (`resource_limits_violation`). Newest jobs on the node go first.
 
 use crate::jobs::job_index::JobIndex;
-use crate::jobs::job_life::job_life;
 use crate::jobs::job_life::JobLife;
-use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::preemptibility::JobAge;
-use crate::SchedulerCore;
 use std::collections::HashSet;
 use ytsched_common::pool_config::limits_vector;
 use ytsched_common::protocol::{JobAbort, UnixMillis};
@@ -18,108 +15,14 @@ use ytsched_common::states::AbortReason;
 use ytsched_common::{JobId, NodeId, OperationId};
 
 /// A job on the node being checked: its age, id, operation and resources.
-type NodeJob = (JobAge, JobId, OperationId, ResourceVector);
+pub(crate) type NodeJob = (JobAge, JobId, OperationId, ResourceVector);
 
 /// What one check took back from a node.
 #[derive(Default)]
-struct Taken {
-    aborts: Vec<JobAbort>,
-    freed: ResourceVector,
-    jobs: HashSet<JobId>,
-}
-
-impl SchedulerCore {
-    /// Aborts what must go from this node now; returns the aborts and what they held.
-    pub(crate) fn enforce_limits(&mut self, ctx: &mut HeartbeatContext) {
-        let (node_id, now) = (&ctx.node, ctx.now);
-        let mut taken = Taken::default();
-        let Some(node) = self.nodes.get(node_id) else {
-            return;
-        };
-        let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
-            return;
-        };
-        let jobs = jobs_newest_first(&self.jobs, &self.operations, node_id);
-        job_life!(self).take_back_overcommit(node_id, &jobs, now, &mut taken);
-        self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);
-        // Jobs being killed hold their resources until the node reports them gone.
-        let Taken { aborts, freed, .. } = taken;
-        for a in aborts {
-            ctx.abort(a);
-        }
-        ctx.abort_dying_resources(freed);
-    }
-
-    /// An operation or pool whose `resource_limits` were lowered below its usage: its
-    /// newest jobs on this node go until it fits.
-    fn take_back_over_limits(
-        &mut self,
-        node_id: &NodeId,
-        tree_name: &str,
-        jobs: &[NodeJob],
-        now: UnixMillis,
-        taken: &mut Taken,
-    ) {
-        // Placement never goes over a limit, so only a limit lowered since can be
-        // exceeded; the fair share update says whether any is (and runs first if due).
-        self.update_if_stale(tree_name, now);
-        let over_limit = self
-            .trees
-            .get(tree_name)
-            .and_then(|t| t.snapshot.as_ref())
-            .is_some_and(|s| s.over_limit);
-        if !over_limit {
-            return;
-        }
-        self.trees.refresh_live(&mut self.operations);
-        let Some(shares) = self.trees.shares(tree_name) else {
-            return;
-        };
-        let limits = limits_of_elements(&self.cluster, &self.operations, tree_name, &shares);
-        let mut usage = self
-            .trees
-            .live_usage(&self.operations, tree_name, &shares)
-            .into_owned();
-        for (_, job, owner, res) in jobs {
-            if taken.jobs.contains(job) {
-                continue;
-            }
-            let Some(&leaf) = shares.operation_index.get(owner) else {
-                continue;
-            };
-            let path = shares.path(leaf);
-            let Some(&over) = path
-                .iter()
-                .find(|&&i| limits[i].is_some_and(|l| !usage[i].fits_in(&l)))
-            else {
-                continue;
-            };
-            let e = &shares.elements[over];
-            let what = match &e.kind {
-                ElementKind::Operation { id } => format!("operation {id}"),
-                ElementKind::Pool { name, .. } => format!("pool {name}"),
-            };
-            let message = format!("{what} is over its resource_limits");
-            job_life!(self).abort_running_job(
-                node_id,
-                owner,
-                job,
-                AbortReason::ResourceLimitsViolation,
-                &message,
-                now,
-            );
-            for &i in &path {
-                usage[i] -= *res;
-            }
-            taken.aborts.push(JobAbort {
-                job_id: job.clone(),
-                reason: AbortReason::ResourceLimitsViolation,
-                message,
-                graceful_timeout_ms: None,
-            });
-            taken.freed += *res;
-        }
-    }
+pub(crate) struct Taken {
+    pub(crate) aborts: Vec<JobAbort>,
+    pub(crate) freed: ResourceVector,
+    pub(crate) jobs: HashSet<JobId>,
 }
 
 /// Absolute `resource_limits` of every element of `shares` (`None` where unset): pools'
@@ -169,7 +72,7 @@ pub(crate) fn exceeds_limits(
 /// What a job's life takes back from an overcommitted node.
 impl JobLife<'_> {
     /// The node's limits were lowered below what its jobs use: newest go first.
-    fn take_back_overcommit(
+    pub(crate) fn take_back_overcommit(
         &mut self,
         node_id: &NodeId,
         jobs: &[NodeJob],
@@ -206,7 +109,7 @@ impl JobLife<'_> {
     }
 }
 
-fn jobs_newest_first(
+pub(crate) fn jobs_newest_first(
     index: &JobIndex,
     operations: &OperationTable,
     node_id: &NodeId,
@@ -232,7 +135,7 @@ fn jobs_newest_first(
 /// Absolute `resource_limits` of every element of an update (`None` where unset):
 /// what lowered limits are enforced against. (`max_share_ratio` is not: nodes leaving
 /// would make it preempt.)
-fn limits_of_elements(
+pub(crate) fn limits_of_elements(
     cluster: &crate::ClusterConfig,
     operations: &OperationTable,
     tree_name: &str,

@@ -7,7 +7,6 @@ use crate::operations::table::OperationTable;
 use crate::trees::fair_share::TreeShares;
 use crate::trees::live_usage::LiveTree;
 use crate::trees::starvation::{StarvationStatus, TreeStarvation};
-use crate::SchedulerCore;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use ytsched_common::names::TreeName;
@@ -244,8 +243,6 @@ impl TreeStates {
         }
     }
 }
-
-impl SchedulerCore {}
 
 /// Each tree's live arrays, kept with its snapshot.
 impl TreeStates {

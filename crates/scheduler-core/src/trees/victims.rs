@@ -5,11 +5,9 @@
 //! stopped; what such victims hold on a node is room coming, not room to take again.
 
 use crate::ClusterConfig;
-use crate::{Job, SchedulerCore};
+use crate::Job;
 use ytsched_common::protocol::{JobAbort, UnixMillis};
 use ytsched_common::states::AbortReason;
-
-impl SchedulerCore {}
 
 /// The abort a gracefully preempted job is sent (again, while its node still reports
 /// it): the time it has left to exit, by its tree's `job_graceful_interrupt_timeout`.
