@@ -42,10 +42,44 @@ def source_files():
         yield path
 
 
+def strip_code(text: str) -> str:
+    """Rust text without comments, string and char literals (their insides emptied), so
+    that braces and paths are counted only where they are code. A scanner, not regexes:
+    a `//` inside a string (`"//sys/..."`) or a quote inside a comment must not shift
+    what counts as code."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c == "r" and re.match(r'r#*"', text[i:]) and not re.match(r"\w", text[i - 1] if i else " "):
+            hashes = re.match(r'r(#*)"', text[i:]).group(1)
+            end = text.find('"' + hashes, i + 2 + len(hashes))
+            out.append('""')
+            i = n if end < 0 else end + 1 + len(hashes)
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""')
+            i = j + 1
+        elif c == "'" and re.match(r"'(\\.[^']*|[^'\\])'", text[i:]):
+            m = re.match(r"'(\\.[^']*|[^'\\])'", text[i:])
+            out.append("' '")
+            i += m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def strip_tests_and_comments(text: str) -> str:
-    """Drops comments, string literals and inline `#[cfg(test)] mod … { … }` blocks."""
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    """Drops comments, literals and inline `#[cfg(test)] mod … { … }` blocks."""
+    text = strip_code(text)
     out, i = [], 0
     for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", text):
         if m.start() < i:

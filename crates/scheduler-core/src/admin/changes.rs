@@ -255,7 +255,7 @@ impl SchedulerCore {
     fn check_membership_with(&self, name: &TreeName, tree: &PoolTree) -> Result<(), ConfigError> {
         let mut next = self.cluster.clone();
         next.trees.insert(name.clone(), tree.clone());
-        let overlaps = self.new_overlaps(&next);
+        let overlaps = crate::nodes::membership::new_overlaps(&self.nodes, &self.cluster, &next);
         if overlaps.is_empty() {
             return Ok(());
         }

@@ -50,15 +50,6 @@ pub fn all_tags(node: &Node, cluster: &ClusterConfig) -> BTreeSet<String> {
 }
 
 impl SchedulerCore {
-    /// Re-evaluates the membership of every node (after tags or filters changed); the
-    /// caller recomputes tree totals.
-    pub(crate) fn reassign_nodes(&mut self) {
-        let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
-        for id in ids {
-            self.reassign_node(&id);
-        }
-    }
-
     /// Recomputes one node's tags and registration; the caller recomputes tree totals.
     pub(crate) fn reassign_node(&mut self, id: &NodeId) {
         let Some(node) = self.nodes.get(id) else {
@@ -137,23 +128,6 @@ impl SchedulerCore {
             self.trees.mark_stale(&tree);
         }
     }
-
-    /// Nodes that match more than one tree under `next` but did not match exactly those
-    /// trees before: a filter change that would do this is refused.
-    pub(crate) fn new_overlaps(&self, next: &ClusterConfig) -> Vec<String> {
-        self.nodes
-            .values()
-            .filter_map(|n| {
-                let now_matches = matching_trees(next, &all_tags(n, next));
-                if now_matches.len() < 2 {
-                    return None;
-                }
-                let before = matching_trees(&self.cluster, &all_tags(n, &self.cluster));
-                (before != now_matches)
-                    .then(|| format!("{} (would match {})", n.id, now_matches.join(" and ")))
-            })
-            .collect()
-    }
 }
 
 /// Why a job runs again elsewhere when its node left the tree it ran in.
@@ -192,4 +166,25 @@ impl crate::ClusterConfig {
             .and_then(|t| self.trees.get(t))
             .map_or(default, |t| t.config.node_heartbeat_timeout.0)
     }
+}
+
+/// Nodes that match more than one tree under `next` but did not match exactly those
+/// trees before: a filter change that would do this is refused.
+pub(crate) fn new_overlaps(
+    nodes: &BTreeMap<NodeId, Node>,
+    current: &ClusterConfig,
+    next: &ClusterConfig,
+) -> Vec<String> {
+    nodes
+        .values()
+        .filter_map(|n| {
+            let now_matches = matching_trees(next, &all_tags(n, next));
+            if now_matches.len() < 2 {
+                return None;
+            }
+            let before = matching_trees(current, &all_tags(n, current));
+            (before != now_matches)
+                .then(|| format!("{} (would match {})", n.id, now_matches.join(" and ")))
+        })
+        .collect()
 }

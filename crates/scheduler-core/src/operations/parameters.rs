@@ -56,7 +56,7 @@ impl SchedulerCore {
             slots,
             new_pools,
             moved,
-        } = self.readmit(id, caller, &spec)?;
+        } = readmit(&self.cluster, &self.operations, id, caller, &spec)?;
         self.create_ephemeral_pools(new_pools, &user)?;
         let summary = params.summary();
         if let Some(mut op) = self.operations.edit(id) {
@@ -86,70 +86,72 @@ impl SchedulerCore {
         }
         Ok(())
     }
-    /// The operation admitted again in each of its trees with `spec`: where a pool
-    /// changes, `use` there and count limits (not counting the operation itself).
-    fn readmit(
-        &self,
-        id: &OperationId,
-        caller: Option<&Caller>,
-        spec: &ytsched_common::spec::VanillaSpec,
-    ) -> Result<Readmission, ApiError> {
-        let op = &self.operations[id];
-        let user = op.user.clone();
-        let running = op.state == OperationState::Running;
-        let mut done = Readmission::default();
-        for (tree_name, old) in &op.trees {
-            let tree = self.cluster.tree(tree_name)?;
-            let (pool, _) = resolve_pool(
-                tree,
-                tree_name,
-                &requested_pool(spec, tree_name, &user),
-                &user,
-            )?;
-            let moves = pool != old.pool;
-            // Counted without this operation, which is already counted in its old pool.
-            let counts = moves.then(|| {
-                let mut counts = self.operations.pool_counts(&self.cluster, tree_name);
-                for p in tree.lineage(&old.pool) {
-                    if let Some(c) = counts.get_mut(p) {
-                        c.total = c.total.saturating_sub(1);
-                        if running && !old.lightweight {
-                            c.running = c.running.saturating_sub(1);
-                        }
+}
+
+/// The operation admitted again in each of its trees with `spec`: where a pool
+/// changes, `use` there and count limits (not counting the operation itself).
+fn readmit(
+    cluster: &crate::ClusterConfig,
+    operations: &crate::operations::table::OperationTable,
+    id: &OperationId,
+    caller: Option<&Caller>,
+    spec: &ytsched_common::spec::VanillaSpec,
+) -> Result<Readmission, ApiError> {
+    let op = &operations[id];
+    let user = op.user.clone();
+    let running = op.state == OperationState::Running;
+    let mut done = Readmission::default();
+    for (tree_name, old) in &op.trees {
+        let tree = cluster.tree(tree_name)?;
+        let (pool, _) = resolve_pool(
+            tree,
+            tree_name,
+            &requested_pool(spec, tree_name, &user),
+            &user,
+        )?;
+        let moves = pool != old.pool;
+        // Counted without this operation, which is already counted in its old pool.
+        let counts = moves.then(|| {
+            let mut counts = operations.pool_counts(cluster, tree_name);
+            for p in tree.lineage(&old.pool) {
+                if let Some(c) = counts.get_mut(p) {
+                    c.total = c.total.saturating_sub(1);
+                    if running && !old.lightweight {
+                        c.running = c.running.saturating_sub(1);
                     }
                 }
-                counts
-            });
-            let admitted = self.cluster.admit_in_tree(
-                tree_name,
-                &user,
-                caller.filter(|_| moves),
-                spec,
-                counts.as_ref(),
-            )?;
-            if let (true, Some((pool, count, max))) = (running, &admitted.blocked) {
-                let what = if pool.is_root() {
-                    format!("pool tree '{tree_name}'")
-                } else {
-                    format!("pool '{pool}' of pool tree '{tree_name}'")
-                };
-                return Err(ApiError::limit_reached(format!(
-                    "cannot move running operation {id}: {what} already runs {count} operations, its max_running_operation_count is {max}"
-                )));
             }
-            if moves {
-                done.moved.push((tree_name.clone(), old.pool.clone()));
-            }
-            if let Some(np) = admitted.new_pool {
-                done.new_pools
-                    .push((tree_name.clone(), admitted.slot.pool.clone(), np));
-            }
-            let mut slot = admitted.slot;
-            slot.usage = old.usage;
-            done.slots.push((tree_name.clone(), slot));
+            counts
+        });
+        let admitted = cluster.admit_in_tree(
+            tree_name,
+            &user,
+            caller.filter(|_| moves),
+            spec,
+            counts.as_ref(),
+        )?;
+        if let (true, Some((pool, count, max))) = (running, &admitted.blocked) {
+            let what = if pool.is_root() {
+                format!("pool tree '{tree_name}'")
+            } else {
+                format!("pool '{pool}' of pool tree '{tree_name}'")
+            };
+            return Err(ApiError::limit_reached(format!(
+                "cannot move running operation {id}: {what} already runs {count} operations, its max_running_operation_count is {max}"
+            )));
         }
-        Ok(done)
+        if moves {
+            done.moved.push((tree_name.clone(), old.pool.clone()));
+        }
+        if let Some(np) = admitted.new_pool {
+            done.new_pools
+                .push((tree_name.clone(), admitted.slot.pool.clone(), np));
+        }
+        let mut slot = admitted.slot;
+        slot.usage = old.usage;
+        done.slots.push((tree_name.clone(), slot));
     }
+    Ok(done)
 }
 
 /// An operation's place in each tree after a change of its parameters.

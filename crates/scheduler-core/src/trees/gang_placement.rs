@@ -23,6 +23,25 @@ use ytsched_common::resources::{Resource, ResourceVector};
 use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
 
+/// What a tick's rooms read of the core.
+struct Reads<'r> {
+    trees: &'r crate::trees::tree_state::TreeStates,
+    operations: &'r crate::operations::table::OperationTable,
+    nodes: &'r BTreeMap<ytsched_common::NodeId, crate::Node>,
+    jobs: &'r crate::jobs::job_index::JobIndex,
+}
+
+macro_rules! rooms_reads {
+    ($core:expr) => {
+        Reads {
+            trees: &$core.trees,
+            operations: &$core.operations,
+            nodes: &$core.nodes,
+            jobs: &$core.jobs,
+        }
+    };
+}
+
 /// A gang that did not fit is tried again after this long.
 pub const GANG_RETRY_MS: u64 = 1_000;
 
@@ -91,51 +110,6 @@ impl SchedulerCore {
         }
     }
 
-    /// This tick's rooms of `tree`, made at first use (`None`: no snapshot yet).
-    fn tree_rooms<'a>(
-        &self,
-        tree: &TreeName,
-        trees: &'a mut BTreeMap<TreeName, Option<TreeRooms>>,
-    ) -> Option<&'a mut TreeRooms> {
-        trees
-            .entry(tree.clone())
-            .or_insert_with(|| {
-                let shares = self.trees.shares(tree)?;
-                let usage = self
-                    .trees
-                    .live_usage(&self.operations, tree, &shares)
-                    .into_owned();
-                let rooms: Vec<Room> = self
-                    .trees
-                    .members(tree, &self.nodes)
-                    .filter(|n| n.is_schedulable())
-                    .map(|n| {
-                        // What its jobs hold, or what it last reported (jobs aborted and
-                        // not yet gone), whichever is more.
-                        let held = self
-                            .jobs
-                            .running_on(&n.id, &self.operations)
-                            .component_max(&n.reported_usage);
-                        Room {
-                            node: n.id.clone(),
-                            tags: n.all_tags.clone(),
-                            free: (n.resource_limits - held).map(|_, v| v.max(0.0)),
-                            takeable: ResourceVector::ZERO,
-                        }
-                    })
-                    .collect();
-                let total_free = rooms.iter().map(|r| r.free).sum();
-                Some(TreeRooms {
-                    shares,
-                    usage,
-                    rooms,
-                    total_free,
-                    preempted: false,
-                })
-            })
-            .as_mut()
-    }
-
     /// Tries each of the gang's trees in turn; the first that takes it whole wins.
     fn try_place_gang(
         &mut self,
@@ -181,7 +155,7 @@ impl SchedulerCore {
         let demand: ResourceVector = jobs.iter().map(|(_, r)| *r).sum();
         let status = self.trees.starvation_status(tree, id);
         let aggressive = status == StarvationStatus::AggressivelyStarving;
-        let Some(t) = self.tree_rooms(tree, trees) else {
+        let Some(t) = tree_rooms(&rooms_reads!(self), tree, trees) else {
             return Err(None);
         };
         let Some(&idx) = t.shares.operation_index.get(id) else {
@@ -252,7 +226,7 @@ impl SchedulerCore {
             // Graceful victims hold their room until they exit: start then.
             return Err(Some(shortfall));
         }
-        let t = self.tree_rooms(tree, trees).expect("made above");
+        let t = tree_rooms(&rooms_reads!(self), tree, trees).expect("made above");
         self.start_gang(id, tree, &plan, t, now);
         Ok(())
     }
@@ -459,4 +433,49 @@ fn whole_shortfall(
         in_all: !over_limit,
         at: 0,
     }
+}
+
+/// This tick's rooms of `tree`, made at first use (`None`: no snapshot yet).
+fn tree_rooms<'a>(
+    parts: &Reads<'_>,
+    tree: &TreeName,
+    trees: &'a mut BTreeMap<TreeName, Option<TreeRooms>>,
+) -> Option<&'a mut TreeRooms> {
+    trees
+        .entry(tree.clone())
+        .or_insert_with(|| {
+            let shares = parts.trees.shares(tree)?;
+            let usage = parts
+                .trees
+                .live_usage(parts.operations, tree, &shares)
+                .into_owned();
+            let rooms: Vec<Room> = parts
+                .trees
+                .members(tree, parts.nodes)
+                .filter(|n| n.is_schedulable())
+                .map(|n| {
+                    // What its jobs hold, or what it last reported (jobs aborted and
+                    // not yet gone), whichever is more.
+                    let held = parts
+                        .jobs
+                        .running_on(&n.id, parts.operations)
+                        .component_max(&n.reported_usage);
+                    Room {
+                        node: n.id.clone(),
+                        tags: n.all_tags.clone(),
+                        free: (n.resource_limits - held).map(|_, v| v.max(0.0)),
+                        takeable: ResourceVector::ZERO,
+                    }
+                })
+                .collect();
+            let total_free = rooms.iter().map(|r| r.free).sum();
+            Some(TreeRooms {
+                shares,
+                usage,
+                rooms,
+                total_free,
+                preempted: false,
+            })
+        })
+        .as_mut()
 }

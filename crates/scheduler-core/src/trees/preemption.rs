@@ -55,7 +55,8 @@ impl SchedulerCore {
     /// have exited). `None`: the stage had nothing to do on this node.
     pub(crate) fn preemptive_stage(&mut self, ctx: &mut HeartbeatContext) -> Option<()> {
         let (node_id, free, now) = (&ctx.node.clone(), ctx.free(), ctx.now);
-        let (tree_name, starving) = self.preemptive_stage_due(node_id, now)?;
+        let (tree_name, starving) =
+            preemptive_stage_due(&self.cluster, &self.trees, &self.nodes, node_id, now)?;
         self.trees.refresh_live(&mut self.operations);
         let cursor = self
             .trees
@@ -130,30 +131,6 @@ impl SchedulerCore {
         None
     }
 
-    /// The node's tree and its starving operations, if this node's stage is due: its
-    /// backoff has passed and some operation starves. In the order of the last update
-    /// (as its snapshot holds them): sorting every starving operation on each heartbeat
-    /// would cost more than the stage itself.
-    fn preemptive_stage_due(
-        &self,
-        node_id: &NodeId,
-        now: UnixMillis,
-    ) -> Option<(TreeName, StarvingOrder)> {
-        let node = self.nodes.get(node_id)?;
-        let tree_name = self.cluster.tree_of(node)?.clone();
-        let tree = self.cluster.trees.get(tree_name.as_str())?;
-        let backoff = tree.config.preemptive_scheduling_backoff.0;
-        if node
-            .last_preemptive_stage
-            .is_some_and(|t| now.saturating_sub(t) < backoff)
-        {
-            return None;
-        }
-        let state = self.trees.get(&tree_name)?;
-        let starving = state.snapshot.as_ref()?.starving_order.clone();
-        (!starving.is_empty()).then_some((tree_name, starving))
-    }
-
     fn preempt_and_start(
         &mut self,
         node_id: &NodeId,
@@ -184,6 +161,32 @@ impl SchedulerCore {
         job_life!(self).record_start(node_id, op_id, &spec);
         (Some(spec), aborts)
     }
+}
+
+/// The node's tree and its starving operations, if this node's stage is due: its
+/// backoff has passed and some operation starves. In the order of the last update
+/// (as its snapshot holds them): sorting every starving operation on each heartbeat
+/// would cost more than the stage itself.
+fn preemptive_stage_due(
+    cluster: &crate::ClusterConfig,
+    trees: &crate::trees::tree_state::TreeStates,
+    nodes: &std::collections::BTreeMap<NodeId, crate::Node>,
+    node_id: &NodeId,
+    now: UnixMillis,
+) -> Option<(TreeName, StarvingOrder)> {
+    let node = nodes.get(node_id)?;
+    let tree_name = cluster.tree_of(node)?.clone();
+    let tree = cluster.trees.get(tree_name.as_str())?;
+    let backoff = tree.config.preemptive_scheduling_backoff.0;
+    if node
+        .last_preemptive_stage
+        .is_some_and(|t| now.saturating_sub(t) < backoff)
+    {
+        return None;
+    }
+    let state = trees.get(&tree_name)?;
+    let starving = state.snapshot.as_ref()?.starving_order.clone();
+    (!starving.is_empty()).then_some((tree_name, starving))
 }
 
 #[cfg(test)]

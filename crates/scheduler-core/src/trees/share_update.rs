@@ -395,7 +395,11 @@ impl SchedulerCore {
         self.operations.recount();
         self.trees.sync(self.cluster.trees.keys());
         self.trees.mark_all_stale();
-        self.reassign_nodes();
+        // Every node's membership again (tags or filters may have changed).
+        let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
+        for id in ids {
+            self.reassign_node(&id);
+        }
         self.recompute_tree_resources();
         self.reevaluate_lightweight();
         self.promote_pending(self.latest_now.get());
