@@ -10,6 +10,7 @@
 //! so a leader that dies leaves a prefix of its events.
 
 use crate::ids::{JobId, NodeId, OperationId};
+use crate::pool_tree::ClusterConfig;
 use crate::protocol::UnixMillis;
 use crate::resources::ResourceVector;
 use crate::spec::VanillaSpec;
@@ -17,7 +18,9 @@ use crate::states::{AbortReason, JobState, OperationState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const EVENT_SCHEMA_VERSION: u32 = 1;
+/// 2: `configuration.configuration` is the configuration itself, not JSON text (version
+/// 1 logs are still read).
+pub const EVENT_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
@@ -169,11 +172,12 @@ pub enum Event {
         tree: String,
         pools: Vec<PoolShares>,
     },
-    /// The whole pool configuration (trees, pools, node tags and maintenance) as JSON
-    /// text, as the store keeps it: told when a leader starts, after each admin change
-    /// and once an hour, so that a window of the log can be replayed on its own.
+    /// The whole pool configuration (trees, pools, node tags and maintenance), as the
+    /// store keeps it: told when a leader starts, after each admin change and once an
+    /// hour, so that a window of the log can be replayed on its own.
     Configuration {
-        configuration: String,
+        #[serde(deserialize_with = "configuration_of_any_version")]
+        configuration: Box<ClusterConfig>,
         /// The period the scheduler asks nodes to heartbeat at.
         heartbeat_period_ms: u64,
         /// How often `pool_shares` are told.
@@ -343,6 +347,26 @@ pub fn batch_message(records: &[&[u8]]) -> Vec<u8> {
 
 /// Bytes a message adds around its records (`batch_message`), at most.
 pub const BATCH_ENVELOPE_BYTES: usize = 16;
+
+/// A configuration as version 2 writes it (the value), or as version 1 did (its JSON
+/// text): a log kept across an upgrade replays whole.
+fn configuration_of_any_version<'de, D>(d: D) -> Result<Box<ClusterConfig>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Value(Box<ClusterConfig>),
+        Text(String),
+    }
+    match Either::deserialize(d)? {
+        Either::Value(c) => Ok(c),
+        Either::Text(t) => serde_json::from_str(&t).map_err(|e| {
+            serde::de::Error::custom(format!("configuration: not a pool configuration ({e})"))
+        }),
+    }
+}
 
 #[cfg(test)]
 pub(crate) mod tests {

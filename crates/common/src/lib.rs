@@ -20,6 +20,7 @@ pub mod maintenance;
 pub mod names;
 pub mod node_approval;
 pub mod pool_config;
+pub mod pool_tree;
 pub mod protocol;
 pub mod quote;
 pub mod resources;

@@ -292,7 +292,7 @@ impl Context<'_> {
                     .collect(),
             },
             CoreEvent::Configuration => Event::Configuration {
-                configuration: serde_json::to_string(core.cluster_config()).ok()?,
+                configuration: Box::new(core.cluster_config().clone()),
                 heartbeat_period_ms: core.config().heartbeat_period_ms,
                 pool_sample_period_ms: core.config().pool_sample_period_ms,
                 nodes: node_groups(core),

@@ -3,6 +3,7 @@
 //! run what they are told, with every call's `Effects` recorded for assertions. A test
 //! reads as a scenario: set up, heartbeat, finish jobs, look at what the core decided.
 
+use crate::virtual_cluster::{VirtualCluster, VirtualNode};
 use crate::{CoreConfig, Effects, SchedulerCore};
 use std::collections::BTreeMap;
 use ytsched_common::identity::Caller;
@@ -16,22 +17,12 @@ use ytsched_common::states::JobState;
 use ytsched_common::units::ByteSize;
 use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
 
-/// A node as the harness plays it: what it offers and what it runs.
-struct SimNode {
-    limits: ResourceVector,
-    tags: Vec<String>,
-    running: BTreeMap<JobId, JobStartSpec>,
-    finished: Vec<FinishedJob>,
-    seq: u64,
-    /// Aborts are not carried out yet: its jobs keep running and being reported.
-    slow_to_kill: bool,
-}
-
 pub struct Harness {
     pub core: SchedulerCore,
     /// The injected clock, in Unix ms.
     pub now: UnixMillis,
-    nodes: BTreeMap<NodeId, SimNode>,
+    /// The nodes, each played as an agent would; the test says when each heartbeats.
+    nodes: VirtualCluster,
     /// Every call's effects, oldest first.
     pub effects: Vec<Effects>,
     next_op: u32,
@@ -81,7 +72,7 @@ impl Harness {
         Harness {
             core: SchedulerCore::new(CoreConfig::default()),
             now,
-            nodes: BTreeMap::new(),
+            nodes: VirtualCluster::new(),
             effects: vec![],
             next_op: 0,
             stored: Stored::default(),
@@ -159,39 +150,26 @@ impl Harness {
     /// Adds a node that has not heartbeated yet: the core learns of it at its first.
     pub fn add_node(&mut self, name: &str, cpu: f64, tags: &[&str]) -> &mut Self {
         let id = NodeId::parse(name).expect("a valid node name");
-        self.nodes.insert(
-            id,
-            SimNode {
-                limits: limits(cpu),
-                tags: tags.iter().map(|t| t.to_string()).collect(),
-                running: BTreeMap::new(),
-                finished: vec![],
-                seq: 0,
-                slow_to_kill: false,
-            },
-        );
+        let tags = tags.iter().map(|t| t.to_string()).collect();
+        self.nodes.add(VirtualNode::new(id, limits(cpu), tags));
         self
+    }
+
+    fn node_mut(&mut self, name: &str) -> &mut VirtualNode {
+        let id = NodeId::parse(name).expect("a valid node name");
+        self.nodes.node_mut(&id).expect("a node of this harness")
     }
 
     /// Whether the node is slow to kill: while it is, aborts leave its jobs running.
     pub fn slow_to_kill(&mut self, name: &str, slow: bool) {
-        let id = NodeId::parse(name).expect("a valid node name");
-        self.nodes
-            .get_mut(&id)
-            .expect("a node of this harness")
-            .slow_to_kill = slow;
+        self.node_mut(name).slow_to_kill = slow;
     }
 
     /// The node now offers `cpu` cores (from its next heartbeat).
     pub fn set_cpu(&mut self, name: &str, cpu: f64) {
-        let id = NodeId::parse(name).expect("a valid node name");
-        let node = self.nodes.get_mut(&id).expect("a node of this harness");
-        node.limits = ResourceVector::new(
-            cpu,
-            node.limits.memory,
-            node.limits.gpu,
-            node.limits.user_slots,
-        );
+        let node = self.node_mut(name);
+        let r = node.resources;
+        node.resources = ResourceVector::new(cpu, r.memory, r.gpu, r.user_slots);
     }
 
     /// Creates pool `name` (under `parent`, else the root) of the default tree with
@@ -233,46 +211,25 @@ impl Harness {
         self
     }
 
-    /// One heartbeat of `name`: it reports what it runs and what finished since, then
-    /// starts and aborts what the reply says.
+    /// One heartbeat of `name`: it reports what it runs and every result not yet
+    /// acknowledged, then starts and aborts what the reply says. A graceful abort leaves
+    /// the job running until the test ends it, as a job checkpointing after its
+    /// interruption signal does.
     pub fn heartbeat(&mut self, name: &str) -> HeartbeatReply {
         let id = NodeId::parse(name).expect("a valid node name");
-        let node = self.nodes.get_mut(&id).expect("a node of this harness");
-        node.seq += 1;
-        let running: Vec<JobStartSpec> = node.running.values().cloned().collect();
-        let mut req = request(
-            name,
-            node.limits,
-            &running,
-            std::mem::take(&mut node.finished),
-        );
-        req.incarnation_id = IncarnationId(format!("{name}-1"));
-        req.seq = node.seq;
-        req.system_tags = vec![format!("host:{name}")];
-        req.tags = node.tags.clone();
         let now = self.now;
-        let reply = self.run(|c| c.process_heartbeat(req, now));
-        let node = self.nodes.get_mut(&id).expect("still here");
-        // A graceful abort leaves the job running until the test ends it, as a job
-        // checkpointing after its interruption signal does.
-        for a in reply
-            .jobs_to_abort
-            .iter()
-            .filter(|a| !node.slow_to_kill && a.graceful_timeout_ms.is_none())
-        {
-            if let Some(s) = node.running.remove(&a.job_id) {
-                node.finished.push(finished(&s, JobState::Aborted));
-            }
-        }
-        for s in &reply.jobs_to_start {
-            node.running.insert(s.job_id.clone(), s.clone());
-        }
-        reply
+        let (reply, effects) = self
+            .core
+            .run(|c| self.nodes.heartbeat(c, &id, now, &|_| None));
+        self.store(&effects);
+        self.effects.push(effects);
+        reply.expect("a node of this harness")
     }
 
     /// A heartbeat from every node, in name order.
     pub fn heartbeat_all(&mut self) {
-        let names: Vec<String> = self.nodes.keys().map(|n| n.to_string()).collect();
+        let mut names: Vec<String> = self.nodes.nodes().map(|n| n.id.to_string()).collect();
+        names.sort();
         for n in names {
             self.heartbeat(&n);
         }
@@ -280,36 +237,28 @@ impl Harness {
 
     /// Ends every job `name` runs with `state`; the next heartbeat reports them.
     pub fn finish_all(&mut self, name: &str, state: JobState) {
-        let id = NodeId::parse(name).expect("a valid node name");
-        let node = self.nodes.get_mut(&id).expect("a node of this harness");
-        let done: Vec<FinishedJob> = std::mem::take(&mut node.running)
-            .values()
-            .map(|s| finished(s, state))
-            .collect();
-        node.finished.extend(done);
+        let now = self.now;
+        self.node_mut(name).end_all(state, now);
     }
 
     /// Job `job` on `name` ends with `state`; the next heartbeat reports it.
     pub fn finish_job(&mut self, name: &str, job: &JobId, state: JobState) {
-        let id = NodeId::parse(name).expect("a valid node name");
-        let node = self.nodes.get_mut(&id).expect("a node of this harness");
-        let s = node.running.remove(job).expect("a job the node runs");
-        node.finished.push(finished(&s, state));
+        let now = self.now;
+        self.node_mut(name)
+            .end_job(job, state, now)
+            .expect("a job the node runs");
     }
 
     /// Job `job` on `name` exits with `code` (a failure unless 0).
     pub fn exit_job(&mut self, name: &str, job: &JobId, code: i32) {
-        let id = NodeId::parse(name).expect("a valid node name");
-        let node = self.nodes.get_mut(&id).expect("a node of this harness");
-        let s = node.running.remove(job).expect("a job the node runs");
+        let now = self.now;
         let state = if code == 0 {
             JobState::Completed
         } else {
             JobState::Failed
         };
-        let mut f = finished(&s, state);
-        f.statistics.exit_code = Some(code);
-        node.finished.push(f);
+        let result = self.node_mut(name).end_job(job, state, now);
+        result.expect("a job the node runs").statistics.exit_code = Some(code);
     }
 
     /// Every job `name` runs completes; its heartbeat at `now` reports them.
@@ -329,15 +278,16 @@ impl Harness {
     /// Jobs `name` runs now.
     pub fn running_on(&self, name: &str) -> Vec<&JobStartSpec> {
         let id = NodeId::parse(name).expect("a valid node name");
-        self.nodes[&id].running.values().collect()
+        let node = self.nodes.node(&id).expect("a node of this harness");
+        node.running().map(|j| &j.spec).collect()
     }
 
     /// Running jobs of `op` across the nodes.
     pub fn running_of(&self, op: &OperationId) -> usize {
         self.nodes
-            .values()
-            .flat_map(|n| n.running.values())
-            .filter(|s| &s.operation_id == op)
+            .nodes()
+            .flat_map(VirtualNode::running)
+            .filter(|j| &j.spec.operation_id == op)
             .count()
     }
 
@@ -430,11 +380,8 @@ mod scenarios {
             if bob_jobs.is_empty() {
                 break;
             }
-            let id = NodeId::parse("n1").unwrap();
-            let node = h.nodes.get_mut(&id).unwrap();
             for j in bob_jobs {
-                let s = node.running.remove(&j).unwrap();
-                node.finished.push(finished(&s, JobState::Completed));
+                h.finish_job("n1", &j, JobState::Completed);
             }
             h.advance(500).heartbeat_all();
         }

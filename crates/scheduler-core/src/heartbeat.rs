@@ -4,6 +4,7 @@
 use crate::fair_share::ElementKind;
 use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::nodes::node_trees::NodeTrees;
 use crate::trees::limits_enforcement::jobs_newest_first;
 use crate::trees::limits_enforcement::limits_of_elements;
 use crate::trees::limits_enforcement::NodeJob;

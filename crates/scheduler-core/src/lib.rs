@@ -21,6 +21,7 @@ mod queries;
 pub mod records;
 mod resource_minimum;
 mod trees;
+pub mod virtual_cluster;
 
 pub use admin::path::AdminPath;
 pub use admin::{config_file, delegation_budget};
@@ -38,9 +39,10 @@ pub use queries::orchid;
 pub use queries::pages::{page_limit, parse_cursor, JobEntry, JobPagePlan};
 pub use queries::reads::CoreReads;
 pub use queries::share_history::ShareSample;
-pub use trees::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 pub use trees::share_update::{ComputedShares, ShareUpdate};
-pub use trees::{fair_share, pool_tree, starvation};
+pub use trees::{fair_share, starvation};
+pub use ytsched_common::pool_tree;
+pub use ytsched_common::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 
 use crate::nodes::nudges::nudger;
 use std::collections::BTreeMap;

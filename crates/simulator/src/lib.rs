@@ -17,44 +17,15 @@ pub use scenario::{Scenario, ScenarioError};
 use scenario::{seconds_to_ms, SimNodeSpec, SimOperation};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use ytsched_common::protocol::{
-    FinishedJob, HeartbeatRequest, JobStartSpec, JobStatistics, RunningJob,
-};
-use ytsched_common::resources::ResourceVector;
-use ytsched_common::states::JobState;
-use ytsched_common::{IncarnationId, JobId, NodeId, OperationId};
+use ytsched_common::event_record::Event;
+use ytsched_common::protocol::JobStartSpec;
+use ytsched_common::{NodeId, OperationId};
 use ytsched_scheduler_core::config_file::ConfigFile;
-use ytsched_scheduler_core::{CoreConfig, CoreEvent, SchedulerCore};
-
-struct SimJob {
-    operation: OperationId,
-    resources: ResourceVector,
-    start: u64,
-    finish: Option<u64>,
-    /// Gracefully preempted: it exits (aborted) at this time.
-    interrupted_at: Option<u64>,
-}
-
-impl SimJob {
-    /// When and how it ends, if it does: its duration, or its graceful preemption's
-    /// timeout if that comes first.
-    fn end(&self) -> Option<(u64, JobState)> {
-        match (self.finish, self.interrupted_at) {
-            (Some(f), Some(i)) if i < f => Some((i, JobState::Aborted)),
-            (None, Some(i)) => Some((i, JobState::Aborted)),
-            (Some(f), _) => Some((f, JobState::Completed)),
-            (None, None) => None,
-        }
-    }
-}
+use ytsched_scheduler_core::event_records::describe_all;
+use ytsched_scheduler_core::virtual_cluster::{VirtualCluster, VirtualNode};
+use ytsched_scheduler_core::{CoreConfig, SchedulerCore};
 
 type TaskDurations = BTreeMap<String, Option<u64>>;
-
-struct SimNode {
-    spec: SimNodeSpec,
-    running: BTreeMap<JobId, SimJob>,
-    finished: Vec<FinishedJob>,
-}
 
 /// Runs a scenario file's text; the result is the JSON document to print.
 pub fn run_text(text: &str) -> Result<Value, ScenarioError> {
@@ -171,7 +142,7 @@ impl<'s> Plan<'s> {
 /// The core and the simulated world around it, as time moves.
 struct Simulation {
     core: SchedulerCore,
-    sim_nodes: Vec<SimNode>,
+    cluster: VirtualCluster,
     /// Each operation's job durations by task (`None`: runs until aborted).
     durations: BTreeMap<OperationId, TaskDurations>,
     tick_period: u64,
@@ -207,15 +178,7 @@ impl Simulation {
         let tick_period = tick_period(&core);
         Ok(Self {
             core,
-            sim_nodes: plan
-                .nodes
-                .iter()
-                .map(|spec| SimNode {
-                    spec: spec.clone(),
-                    running: BTreeMap::new(),
-                    finished: vec![],
-                })
-                .collect(),
+            cluster: virtual_cluster(&plan.nodes),
             durations: plan
                 .operations
                 .iter()
@@ -235,7 +198,7 @@ impl Simulation {
     fn step(&mut self, plan: &Plan, t: u64) {
         let Self {
             core,
-            sim_nodes,
+            cluster,
             durations,
             errors,
             next_op,
@@ -265,32 +228,23 @@ impl Simulation {
                     errors.push(json!({"time": secs(t), "action": what, "error": message}));
                 }
             }
-            for node in sim_nodes.iter_mut() {
-                finish_due_jobs(node, t);
-            }
-            core.tick(t);
-            if t.is_multiple_of(plan.period) {
-                let duration_of = |start: &JobStartSpec| {
-                    durations
-                        .get(&start.operation_id)
-                        .and_then(|d| d.get(&start.task_name).copied().flatten())
-                };
-                for node in sim_nodes.iter_mut() {
-                    heartbeat(core, node, &duration_of, t);
-                }
-            }
+            let duration_of = |start: &JobStartSpec| {
+                durations
+                    .get(&start.operation_id)
+                    .and_then(|d| d.get(&start.task_name).copied().flatten())
+            };
+            cluster.step(core, t, &duration_of);
         });
+        self.cluster.nudge(&effects.nudges, t);
         self.pending_events.extend(
-            effects
-                .events
+            describe_all(&self.core, &effects, t)
                 .into_iter()
-                // The snapshots show the pools' shares; these are the event log's.
-                .filter(|e| !matches!(e, CoreEvent::PoolShares { .. } | CoreEvent::Configuration))
+                // The snapshots show the pools' shares and the configuration.
+                .filter(|e| !matches!(e, Event::PoolShares { .. } | Event::Configuration { .. }))
                 .map(|e| event_json(t, e)),
         );
-        // What the service would store, archive and send: a long scenario keeps none of
-        // it (simulated nodes heartbeat on their period, nudged or not).
-        drop((effects.changes, effects.retired, effects.nudges));
+        // What the service would store and archive: a long scenario keeps none of it.
+        drop((effects.changes, effects.retired));
     }
 
     /// A fresh update, then each tree's orchid and the events since the last snapshot.
@@ -319,11 +273,10 @@ impl Simulation {
         }));
     }
 
-    /// The next instant anything can happen: a submission, an event, a heartbeat, a
-    /// fair share update or a snapshot (job completions surface at heartbeats).
+    /// The next instant anything can happen: a submission, an event, a node's
+    /// heartbeat or job ending, a fair share update or a snapshot.
     fn next_instant(&self, plan: &Plan, t: u64) -> u64 {
-        let mut next = plan.until;
-        next = next.min((t / plan.period + 1) * plan.period);
+        let mut next = plan.until.min(self.cluster.next_instant(t, plan.period));
         next = next.min((t / self.tick_period + 1) * self.tick_period);
         if let Some(op) = plan.operations.get(self.next_op) {
             next = next.min(op.at_ms.max(t + 1));
@@ -338,6 +291,16 @@ impl Simulation {
     }
 }
 
+/// The scenario's nodes, online from the start.
+fn virtual_cluster(nodes: &[SimNodeSpec]) -> VirtualCluster {
+    let mut cluster = VirtualCluster::new();
+    for n in nodes {
+        let id = NodeId(n.id.clone());
+        cluster.add(VirtualNode::new(id, n.resources, n.tags.clone()));
+    }
+    cluster
+}
+
 /// How often the core's clock ticks in virtual time: the shortest fair-share update
 /// period of its trees.
 fn tick_period(core: &SchedulerCore) -> u64 {
@@ -348,105 +311,6 @@ fn tick_period(core: &SchedulerCore) -> u64 {
         .min()
         .unwrap_or(200)
         .max(1)
-}
-
-/// Jobs whose time is up at `t` finish (successfully, or aborted when a graceful
-/// preemption's timeout ended first), to be reported at the node's next heartbeat.
-fn finish_due_jobs(node: &mut SimNode, t: u64) {
-    let ends = SimJob::end;
-    let done: Vec<JobId> = node
-        .running
-        .iter()
-        .filter(|(_, j)| ends(j).is_some_and(|(at, _)| at <= t))
-        .map(|(id, _)| id.clone())
-        .collect();
-    for id in done {
-        let job = node.running.remove(&id).expect("listed");
-        let (finish, state) = ends(&job).expect("filtered");
-        node.finished.push(FinishedJob {
-            job_id: id,
-            operation_id: job.operation,
-            state,
-            error: None,
-            start_time: job.start,
-            finish_time: finish,
-            statistics: JobStatistics {
-                wall_time_ms: finish - job.start,
-                exit_code: (state == JobState::Completed).then_some(0),
-                ..Default::default()
-            },
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            attempt_of: None,
-        });
-    }
-}
-
-/// One heartbeat of a simulated node at `t`: what it runs and what ended, then the
-/// reply's aborts and starts (each start runs for `duration_of` it, or until aborted).
-fn heartbeat(
-    core: &mut SchedulerCore,
-    node: &mut SimNode,
-    duration_of: &dyn Fn(&JobStartSpec) -> Option<u64>,
-    t: u64,
-) {
-    let usage: ResourceVector = node.running.values().map(|j| j.resources).sum();
-    let req = HeartbeatRequest {
-        tags: node.spec.tags.clone(),
-        resource_usage: usage,
-        running_jobs: node
-            .running
-            .iter()
-            .map(|(id, j)| RunningJob {
-                job_id: id.clone(),
-                operation_id: j.operation.clone(),
-                state: JobState::Running,
-                resource_usage: j.resources,
-                start_time: j.start,
-                // The simulated scheduler never restarts: nothing to adopt.
-                attempt_of: None,
-            })
-            .collect(),
-        finished_jobs: node.finished.clone(),
-        ..HeartbeatRequest::new(
-            NodeId(node.spec.id.clone()),
-            IncarnationId("simulated".into()),
-            node.spec.resources,
-        )
-    };
-    let reply = core.process_heartbeat(req, t);
-    node.finished
-        .retain(|f| !reply.acknowledged_jobs.contains(&f.job_id));
-    for abort in reply.jobs_to_abort {
-        // Graceful preemption: the job exits when its timeout ends, unless its own
-        // duration ends first (then it completed).
-        match (
-            abort.graceful_timeout_ms,
-            node.running.get_mut(&abort.job_id),
-        ) {
-            (Some(ms), Some(job)) => {
-                if job.interrupted_at.is_none() {
-                    job.interrupted_at = Some(t + ms);
-                }
-            }
-            _ => {
-                node.running.remove(&abort.job_id);
-            }
-        }
-    }
-    for start in reply.jobs_to_start {
-        let duration = duration_of(&start);
-        node.running.insert(
-            start.job_id.clone(),
-            SimJob {
-                operation: start.operation_id.clone(),
-                resources: start.resources,
-                start: t,
-                finish: duration.map(|d| t + d),
-                interrupted_at: None,
-            },
-        );
-    }
 }
 
 fn apply_event(
@@ -517,8 +381,9 @@ fn apply_event(
     )
 }
 
-/// An event as the output lists it: its time, then the event's own fields.
-fn event_json(t: u64, e: CoreEvent) -> Value {
+/// An event as the output lists it: its time, then the event as the event log writes
+/// it (`docs/events.md`), so a simulation and a live run read the same.
+fn event_json(t: u64, e: Event) -> Value {
     let mut out = Map::new();
     out.insert("time".into(), secs(t));
     if let Ok(Value::Object(fields)) = serde_json::to_value(&e) {

@@ -6,13 +6,15 @@
 //! the two columns mean the same thing. Virtual time 0 is the log's first event.
 
 use super::replay_log::{RecordedAction, RecordedRun};
-use super::{finish_due_jobs, heartbeat, secs, SimNode};
+use super::secs;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
+use std::collections::{BTreeSet, HashMap};
 use ytsched_common::event_record::{EventRecord, EVENT_SCHEMA_VERSION};
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::usage::{GroupBy, UsageRow, UsageSum};
-use ytsched_common::{NodeId, OperationId};
+use ytsched_common::OperationId;
+use ytsched_scheduler_core::virtual_cluster::{VirtualCluster, VirtualNode};
 use ytsched_scheduler_core::{ClusterConfig, CoreConfig, SchedulerCore};
 
 /// Refusals the report lists; past these it only counts them (a week's log replayed
@@ -35,9 +37,6 @@ impl Refusals {
         }
     }
 }
-
-/// A nudged node heartbeats this long after the nudge, as an agent answers one.
-const NUDGE_DELAY_MS: u64 = 5;
 
 /// One `--set PATH=VALUE`, its value already parsed (JSON or YSON text).
 #[derive(Clone, Debug, PartialEq)]
@@ -105,17 +104,14 @@ struct Replay<'r> {
     never_applied: Vec<Option<String>>,
     /// Configurations and actions of the log, by their time from the start.
     due: Vec<(u64, Due<'r>)>,
-    /// Each node with the time it joins.
-    nodes: Vec<(u64, SimNode)>,
+    /// The log's nodes, each joining when it was first seen.
+    cluster: VirtualCluster,
     durations: HashMap<&'r OperationId, &'r HashMap<(String, u32), u64>>,
     tick_period: u64,
     until: u64,
     replayed: UsageSum,
     seq: u64,
     errors: Refusals,
-    /// When each node (by its place in `nodes`) heartbeats next out of its period.
-    nudged: BTreeMap<usize, u64>,
-    place: HashMap<NodeId, usize>,
     next_op: usize,
     next_due: usize,
 }
@@ -153,7 +149,7 @@ impl<'r> Replay<'r> {
             core,
             never_applied,
             due,
-            nodes: recorded_nodes(run),
+            cluster: recorded_nodes(run),
             durations: run
                 .operations
                 .iter()
@@ -163,13 +159,6 @@ impl<'r> Replay<'r> {
             replayed: UsageSum::new(GroupBy::Pool, 0, until.saturating_add(1)),
             seq: 0,
             errors: Refusals::default(),
-            nudged: BTreeMap::new(),
-            place: run
-                .nodes
-                .keys()
-                .enumerate()
-                .map(|(i, id)| (id.clone(), i))
-                .collect(),
             next_op: 0,
             next_due: 0,
         })
@@ -205,11 +194,9 @@ impl<'r> Replay<'r> {
                     .get(&(start.task_name.clone(), start.job_index))
                     .copied()
             };
-            heartbeat_due(core, &mut self.nodes, &mut self.nudged, &duration_of, t);
+            self.cluster.step(core, t, &duration_of);
         });
-        for i in effects.nudges.iter().filter_map(|id| self.place.get(id)) {
-            self.nudged.entry(*i).or_insert(t + NUDGE_DELAY_MS);
-        }
+        self.cluster.nudge(&effects.nudges, t);
         for event in ytsched_scheduler_core::event_records::describe_all(&self.core, &effects, t) {
             self.seq += 1;
             self.replayed.add(&EventRecord {
@@ -226,7 +213,7 @@ impl<'r> Replay<'r> {
     /// recorded change, a nudged heartbeat, a node joining or a job ending.
     fn next_instant(&self, t: u64) -> u64 {
         let period = self.run.heartbeat_period_ms;
-        let mut next = self.until.min((t / period + 1) * period);
+        let mut next = self.until.min(self.cluster.next_instant(t, period));
         next = next.min((t / self.tick_period + 1) * self.tick_period);
         if let Some(op) = self.run.operations.get(self.next_op) {
             next = next.min(self.rel(op.at).max(t + 1));
@@ -234,43 +221,18 @@ impl<'r> Replay<'r> {
         if let Some((at, _)) = self.due.get(self.next_due) {
             next = next.min((*at).max(t + 1));
         }
-        if let Some(at) = self.nudged.values().min() {
-            next = next.min((*at).max(t + 1));
-        }
-        if let Some(joins) = self.nodes.iter().map(|(j, _)| *j).filter(|j| *j > t).min() {
-            next = next.min(joins);
-        }
-        let job_ends = self
-            .nodes
-            .iter()
-            .flat_map(|(_, n)| n.running.values())
-            .filter_map(|j| j.end().map(|(at, _)| at));
-        if let Some(end) = job_ends.min() {
-            next = next.min(end.max(t + 1));
-        }
         next
     }
 }
 
-/// The log's nodes, each with the time it joins.
-fn recorded_nodes(run: &RecordedRun) -> Vec<(u64, SimNode)> {
-    run.nodes
-        .iter()
-        .map(|(id, n)| {
-            (
-                n.first_at.saturating_sub(run.from),
-                SimNode {
-                    spec: super::scenario::SimNodeSpec {
-                        id: id.to_string(),
-                        tags: n.tags.clone(),
-                        resources: n.resources,
-                    },
-                    running: BTreeMap::new(),
-                    finished: vec![],
-                },
-            )
-        })
-        .collect()
+/// The log's nodes, each joining when it was first seen.
+fn recorded_nodes(run: &RecordedRun) -> VirtualCluster {
+    let mut cluster = VirtualCluster::new();
+    for (id, n) in &run.nodes {
+        let node = VirtualNode::new(id.clone(), n.resources, n.tags.clone());
+        cluster.add(node.joining_at(n.first_at.saturating_sub(run.from)));
+    }
+    cluster
 }
 
 /// The log's submissions due by `t`, submitted again.
@@ -289,34 +251,6 @@ fn submit_due(
         *next_op += 1;
         if let Err(e) = core.start_operation(op.id.clone(), &op.user, op.spec.clone(), t) {
             errors.push(json!({"time": secs(t), "operation": op.id, "error": e.message}));
-        }
-    }
-}
-
-/// Jobs due to end by `t` end; a node heartbeats on its period, as soon as a job of
-/// its ends, and shortly after it was nudged, as an agent does.
-fn heartbeat_due(
-    core: &mut SchedulerCore,
-    nodes: &mut [(u64, SimNode)],
-    nudged: &mut BTreeMap<usize, u64>,
-    duration_of: &dyn Fn(&JobStartSpec) -> Option<u64>,
-    t: u64,
-) {
-    for (i, (joins, node)) in nodes.iter_mut().enumerate() {
-        if *joins <= t {
-            finish_due_jobs(node, t);
-            if !node.finished.is_empty() {
-                nudged.entry(i).or_insert(t);
-            }
-        }
-    }
-    core.tick(t);
-    let on_period = t.is_multiple_of(core.config().heartbeat_period_ms);
-    for (i, (joins, node)) in nodes.iter_mut().enumerate() {
-        let nudge_due = nudged.get(&i).is_some_and(|at| *at <= t);
-        if *joins <= t && (on_period || nudge_due) {
-            nudged.remove(&i);
-            heartbeat(core, node, duration_of, t);
         }
     }
 }
@@ -504,7 +438,7 @@ mod tests {
         later.add(
             2_000,
             Event::Configuration {
-                configuration: serde_json::to_string(core.cluster_config()).unwrap(),
+                configuration: Box::new(core.cluster_config().clone()),
                 heartbeat_period_ms: 1000,
                 pool_sample_period_ms: 1000,
                 nodes: vec![],

@@ -318,7 +318,7 @@ until: 5
     );
     let events = serde_json::to_string(&out["snapshots"][0]["events"]).unwrap();
     assert!(
-        events.contains(r#""event":"operation_finished""#)
+        events.contains(r#""type":"operation_finished""#)
             && events.contains(r#""state":"completed""#),
         "{events}"
     );
@@ -341,7 +341,7 @@ fn scenario_11_preemption_after_it_is_allowed() {
         .as_array()
         .unwrap()
         .iter()
-        .all(|e| e["event"] != "job_aborted");
+        .all(|e| e["type"] != "job_aborted");
     assert!(none_before);
     let after = &snaps[1]["pool_trees"]["default"]["operations"];
     assert_eq!(after["a"]["running_job_count"], 12);
@@ -351,14 +351,14 @@ fn scenario_11_preemption_after_it_is_allowed() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["event"] == "job_aborted")
+        .filter(|e| e["type"] == "job_aborted")
         .collect();
     assert_eq!(aborted.len(), 8, "as few as needed");
     for (k, e) in aborted.iter().enumerate() {
         assert_eq!(e["reason"], "preempted");
-        assert_eq!(e["operation"], "a");
+        assert_eq!(e["operation"]["id"], "a");
         // A's newest jobs go first: a-19, a-18, ...
-        assert_eq!(e["id"], format!("a-{}", 19 - k));
+        assert_eq!(e["job"]["id"], format!("a-{}", 19 - k));
         assert!(e["time"].as_f64().unwrap() >= 10.0);
     }
 }
@@ -455,14 +455,17 @@ until: 10
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["event"] == "job_aborted")
+        .filter(|e| e["type"] == "job_aborted")
         .collect();
     assert_eq!(aborted.len(), 3);
     assert!(aborted
         .iter()
         .all(|e| e["reason"] == "resource_limits_violation"));
     // The newest jobs went: t-7, t-6, t-5.
-    let ids: Vec<&str> = aborted.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = aborted
+        .iter()
+        .map(|e| e["job"]["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["t-7", "t-6", "t-5"]);
 }
 
@@ -757,8 +760,8 @@ fn scenario_13_tagged_node_serves_its_own_tree_until_untagged() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|e| e["event"] == "job_started" && e["operation"] == op)
-            .map(|e| e["node"].as_str().unwrap().to_string())
+            .filter(|e| e["type"] == "job_started" && e["operation"]["id"] == op)
+            .map(|e| e["job"]["node"].as_str().unwrap().to_string())
             .collect()
     };
     assert_eq!(
@@ -786,7 +789,7 @@ fn scenario_13_tagged_node_serves_its_own_tree_until_untagged() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["event"] == "job_aborted" && e["reason"] == "node_fair_share_tree_changed")
+        .filter(|e| e["type"] == "job_aborted" && e["reason"] == "node_fair_share_tree_changed")
         .count();
     assert_eq!(aborted, 8, "n3's jobs of `other` were aborted when it left");
     assert_eq!(op(&untagged["other"], "in_other")["pending_job_count"], 30);
@@ -879,7 +882,7 @@ fn scenario_16_update_suspend_resume() {
     );
     let updated: Vec<_> = events_at(&out, 19.0)
         .into_iter()
-        .filter(|e| e["event"] == "operation_parameters_updated")
+        .filter(|e| e["type"] == "operation_parameters_updated")
         .collect();
     assert_eq!(updated.len(), 1, "{updated:?}");
     assert_eq!(updated[0]["parameters"], "pool=b weight=2");
@@ -898,7 +901,7 @@ fn scenario_16_update_suspend_resume() {
     close(&pool(suspended, "b")["usage_ratio"], 1.0, "and runs on it");
     let aborted = events_at(&out, 29.0)
         .into_iter()
-        .filter(|e| e["event"] == "job_aborted" && e["reason"] == "suspended")
+        .filter(|e| e["type"] == "job_aborted" && e["reason"] == "suspended")
         .count();
     assert_eq!(aborted, 12, "a1's running jobs");
 
@@ -933,12 +936,13 @@ fn scenario_17_graceful_preemption() {
             .map(|e| e["time"].as_f64().unwrap())
             .collect()
     };
-    let interrupted = at(&|e| e["event"] == "job_interrupted");
+    let interrupted = at(&|e| e["type"] == "job_interrupted");
     assert_eq!(interrupted.first(), Some(&3.0), "{all:?}");
-    let victim_exits =
-        at(&|e| e["event"] == "job_aborted" && e["operation"] == "g" && e["reason"] == "preempted");
+    let victim_exits = at(&|e| {
+        e["type"] == "job_aborted" && e["operation"]["id"] == "g" && e["reason"] == "preempted"
+    });
     assert_eq!(victim_exits.first(), Some(&8.0), "{all:?}");
-    let preemptor_starts = at(&|e| e["event"] == "job_started" && e["operation"] == "s");
+    let preemptor_starts = at(&|e| e["type"] == "job_started" && e["operation"]["id"] == "s");
     assert_eq!(preemptor_starts.first(), Some(&8.0), "{all:?}");
     let held = snapshot_tree(&out, 7.0);
     close(
@@ -967,7 +971,7 @@ fn scenario_18_gang() {
     assert_eq!(waiting["unschedulable_reason"], "gang_does_not_fit");
     let starts: Vec<f64> = events_at(&out, 8.0)
         .iter()
-        .filter(|e| e["event"] == "job_started" && e["operation"] == "g")
+        .filter(|e| e["type"] == "job_started" && e["operation"]["id"] == "g")
         .map(|e| e["time"].as_f64().unwrap())
         .collect();
     assert_eq!(starts.len(), 4, "{starts:?}");

@@ -2,11 +2,12 @@
 //! for pools and pool trees. Changes are validated on a copy and take effect at the next
 //! fair share update (which runs before the next placement).
 
+use crate::admin::nodes::NodeSettings;
+use crate::admin::pool_attributes::PoolAttributes;
 use crate::admin::values::*;
 use crate::admin::what_if::ShareKey;
 use crate::admin::what_if::UNCHANGED;
 use crate::queries::reads::CoreReads;
-use crate::trees::pool_tree::{parse_tree_name, PoolTree};
 use crate::BTreeMap;
 use crate::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Value};
@@ -18,6 +19,7 @@ use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig, ROOT_POOL,
 };
+use ytsched_common::pool_tree::{parse_tree_name, PoolTree};
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::NodeId;
 

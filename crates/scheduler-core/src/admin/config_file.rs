@@ -14,12 +14,12 @@
 //! ```
 //! Pools are created parents first through the same validation as `create scheduler_pool`.
 
-use crate::trees::pool_tree::{parse_tree_name, ClusterConfig, ConfigError, PoolTree};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use ytsched_common::names::PoolName;
 use ytsched_common::pool_config::{PoolConfig, TreeConfig, ROOT_POOL};
+use ytsched_common::pool_tree::{parse_tree_name, ClusterConfig, ConfigError, PoolTree};
 use ytsched_common::NodeId;
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -8,11 +8,11 @@
 use crate::admin::path::AdminPath;
 use crate::operations::access::pool_allows;
 use crate::queries::reads::CoreReads;
-use crate::trees::pool_tree::PoolTree;
 use ytsched_common::acl::Permission;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{TreeName, TreePoolName};
+use ytsched_common::pool_tree::PoolTree;
 
 /// Pools one delegated subtree may hold (its top pool included).
 pub const MAX_DELEGATED_POOLS: usize = 200;
@@ -27,7 +27,7 @@ pub const DELEGATES_QUARTERS: usize = 3;
 /// A delegate's change that leaves a tree with `pools` pools, more than delegates may
 /// fill of its limit.
 pub fn tree_room_refusal(tree_name: &TreeName, pools: usize) -> Option<ApiError> {
-    let room = crate::trees::pool_tree::MAX_POOLS_PER_TREE - POOLS_KEPT_FROM_DELEGATES;
+    let room = ytsched_common::pool_tree::MAX_POOLS_PER_TREE - POOLS_KEPT_FROM_DELEGATES;
     (pools > room).then(|| {
         ApiError::limit_reached(format!(
             "refused: pool tree '{tree_name}' would hold {pools} pools; delegates may fill it up to {room}, the last {POOLS_KEPT_FROM_DELEGATES} are kept for users' ephemeral pools and admins"

@@ -12,9 +12,23 @@ use ytsched_common::NodeId;
 type Nodes = BTreeMap<NodeId, Node>;
 
 /// Admin edits of the nodes' attributes the configuration keeps.
-impl ClusterConfig {
+/// What admins set on nodes, kept in the configuration: user tags and maintenance.
+pub(crate) trait NodeSettings {
+    fn set_user_tags(&mut self, nodes: &Nodes, node: &str, value: Value)
+        -> Result<(), ConfigError>;
+    fn set_maintenance(
+        &mut self,
+        nodes: &Nodes,
+        node: &str,
+        attribute: &str,
+        value: Value,
+    ) -> Result<(), ConfigError>;
+    fn node_attributes(&self, nodes: &Nodes, node: &str) -> Result<Value, ConfigError>;
+}
+
+impl NodeSettings for ClusterConfig {
     /// `set //sys/cluster_nodes/<node>/@user_tags`: a list of tags, or null to clear.
-    pub(crate) fn set_user_tags(
+    fn set_user_tags(
         &mut self,
         nodes: &Nodes,
         node: &str,
@@ -55,7 +69,7 @@ impl ClusterConfig {
     /// `set //sys/cluster_nodes/<node>/@banned` and its kin (true or false; null, as
     /// `remove` gives, is false): kept in the configuration, so they outlive node and
     /// scheduler restarts.
-    pub(crate) fn set_maintenance(
+    fn set_maintenance(
         &mut self,
         nodes: &Nodes,
         node: &str,
@@ -87,7 +101,7 @@ impl ClusterConfig {
     }
 
     /// A node's attributes as `//sys/cluster_nodes/NODE/@` shows them.
-    pub(crate) fn node_attributes(&self, nodes: &Nodes, node: &str) -> Result<Value, ConfigError> {
+    fn node_attributes(&self, nodes: &Nodes, node: &str) -> Result<Value, ConfigError> {
         let n = nodes
             .values()
             .find(|n| n.id.as_str() == node)

@@ -3,18 +3,24 @@
 //! configuration, which owns the pools.
 
 use crate::admin::values::*;
-use crate::trees::pool_tree::ClusterConfig;
 use crate::ConfigError;
 use serde_json::{json, Map, Value};
 use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::{PoolConfig, DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL};
+use ytsched_common::pool_tree::ClusterConfig;
 
-impl ClusterConfig {
-    pub(crate) fn resolve_pool(
-        &self,
-        tree: &str,
-        pool_path: &[String],
-    ) -> Result<TreePoolName, ConfigError> {
+/// Pools found by path and their attributes read and edited, as Cypress paths name them.
+pub(crate) trait PoolAttributes {
+    fn resolve_pool(&self, tree: &str, pool_path: &[String]) -> Result<TreePoolName, ConfigError>;
+    fn attribute_pool(&self, tree: &str, pool_path: &[String])
+        -> Result<TreePoolName, ConfigError>;
+    fn pool_attributes(&self, tree: &str, pool: &str) -> Result<Map<String, Value>, ConfigError>;
+    fn edit_pool(&mut self, tree: &str, pool: &str, edit: AttributeEdit)
+        -> Result<(), ConfigError>;
+}
+
+impl PoolAttributes for ClusterConfig {
+    fn resolve_pool(&self, tree: &str, pool_path: &[String]) -> Result<TreePoolName, ConfigError> {
         let t = self.tree(tree)?;
         let segs: Vec<&str> = pool_path.iter().map(String::as_str).collect();
         t.resolve_path(&segs)
@@ -22,7 +28,7 @@ impl ClusterConfig {
     }
 
     /// The pool a `.../@attr` path is about; the root has no attributes of its own.
-    pub(crate) fn attribute_pool(
+    fn attribute_pool(
         &self,
         tree: &str,
         pool_path: &[String],
@@ -38,11 +44,7 @@ impl ClusterConfig {
 
     /// A pool's attributes: what was specified, plus the effective value of attributes
     /// with a default, so `get @weight` answers 1 rather than "not set".
-    pub(crate) fn pool_attributes(
-        &self,
-        tree: &str,
-        pool: &str,
-    ) -> Result<Map<String, Value>, ConfigError> {
+    fn pool_attributes(&self, tree: &str, pool: &str) -> Result<Map<String, Value>, ConfigError> {
         let t = self.tree(tree)?;
         let p = t.pool(pool)?;
         let mut m = Map::new();
@@ -84,7 +86,7 @@ impl ClusterConfig {
 
     /// Applies an edit to a pool's specified attributes; the result is checked as a
     /// whole tree before it replaces the old one.
-    pub(crate) fn edit_pool(
+    fn edit_pool(
         &mut self,
         tree: &str,
         pool: &str,

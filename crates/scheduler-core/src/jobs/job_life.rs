@@ -11,9 +11,11 @@
 use crate::jobs::adoption::StartHold;
 use crate::jobs::job_index::JobIndex;
 use crate::jobs::start_tokens::StartKey;
+use crate::nodes::node_trees::NodeTrees;
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::trees::placement::book_start;
+use crate::trees::pool_rules::PoolRules;
 use crate::{ClusterConfig, CoreEvent, Node};
 use std::collections::BTreeMap;
 use ytsched_common::names::TreeName;

@@ -5,6 +5,7 @@
 //! at its next heartbeat (nudged to come at once), where the abort travels to the agent.
 
 use crate::jobs::job_life::job_life;
+use crate::nodes::node_trees::NodeTrees;
 use crate::{ClusterConfig, CoreEvent, Node, SchedulerCore};
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -148,23 +149,6 @@ fn tree_change_message(
                 _ => "no tree's nodes_filter matches it".to_string(),
             }
         ),
-    }
-}
-
-/// Which tree a node is in, as the configuration says.
-impl crate::ClusterConfig {
-    /// The configured tree an online node is in (its name as the configuration holds it).
-    pub(crate) fn tree_of(&self, node: &crate::Node) -> Option<&TreeName> {
-        let name = node.registered_tree().filter(|_| node.online)?;
-        self.tree_name(name).ok()
-    }
-
-    /// The `node_heartbeat_timeout` of a node's tree (`default` without one): the
-    /// silence after which its jobs run elsewhere.
-    pub(crate) fn node_timeout_ms(&self, n: &crate::Node, default: u64) -> u64 {
-        self.tree_of(n)
-            .and_then(|t| self.trees.get(t))
-            .map_or(default, |t| t.config.node_heartbeat_timeout.0)
     }
 }
 

@@ -4,5 +4,6 @@
 pub(crate) mod heartbeat_context;
 pub mod membership;
 pub(crate) mod node;
+pub(crate) mod node_trees;
 pub(crate) mod nudges;
 pub mod trust;

@@ -6,8 +6,10 @@
 //! its next regular heartbeat.
 
 use crate::jobs::job_index::JobIndex;
+use crate::nodes::node_trees::NodeTrees;
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
+use crate::trees::pool_rules::PoolRules;
 use crate::{ClusterConfig, Node};
 use std::collections::BTreeMap;
 use ytsched_common::{NodeId, OperationId};

@@ -7,13 +7,13 @@
 
 use crate::admin::path::AdminPath;
 use crate::queries::reads::CoreReads;
-use crate::trees::pool_tree::PoolTree;
 use crate::Operation;
 use ytsched_common::acl::{self, Ace, Permission};
 use ytsched_common::api::{ApiError, ObjectType};
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{PoolName, TreePoolName};
 use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::pool_tree::PoolTree;
 use ytsched_common::OperationId;
 
 /// Whether `caller` holds `permission` on `pool` of `tree` (the root when absent):

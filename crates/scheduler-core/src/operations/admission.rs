@@ -7,7 +7,6 @@ use crate::operations::access::check_run_access;
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::operations::operation_counts::PoolCountMap;
-use crate::trees::pool_tree::PoolTree;
 use crate::ClusterConfig;
 use crate::{CoreEvent, Operation, SchedulerCore};
 use std::collections::HashMap;
@@ -15,6 +14,7 @@ use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{PoolName, TreeName, TreePoolName};
 use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL};
+use ytsched_common::pool_tree::PoolTree;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{validate_pool_name, VanillaSpec};
@@ -438,12 +438,25 @@ fn ephemeral_pool(
 }
 
 /// Where an operation may run, as the configuration says.
-impl ClusterConfig {
+/// An operation's place in each tree it runs in, resolved at admission.
+pub(crate) trait AdmitInTrees {
+    fn admit_in_tree(
+        &self,
+        tree_name: &str,
+        user: &str,
+        caller: Option<&Caller>,
+        spec: &VanillaSpec,
+        counts: Option<&PoolCountMap>,
+    ) -> Result<TreeAdmission, ApiError>;
+    fn operation_trees(&self, spec: &VanillaSpec) -> Result<Vec<TreeName>, ApiError>;
+}
+
+impl AdmitInTrees for ClusterConfig {
     /// How an operation would run in one tree: its pool there (and the ephemeral pool to
     /// create), weight and limits after per-tree overrides, and whether a running-count
     /// limit holds it back. Total-count limits refuse it outright. Without `counts`, no
     /// count limit is looked at (an operation staying in its pool).
-    pub(crate) fn admit_in_tree(
+    fn admit_in_tree(
         &self,
         tree_name: &str,
         user: &str,

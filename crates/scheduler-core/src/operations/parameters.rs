@@ -6,6 +6,7 @@
 //! its usage are taken back there as `resource_limits_violation`.
 
 use crate::nodes::nudges::nudger;
+use crate::operations::admission::AdmitInTrees;
 use crate::operations::admission::{requested_pool, resolve_pool};
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::TreeSlot;

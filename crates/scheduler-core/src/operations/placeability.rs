@@ -8,6 +8,7 @@
 //! waiting, each pass held the core for a few hundred ms).
 
 use crate::operations::table::OperationTable;
+use crate::trees::pool_rules::PoolRules;
 use crate::trees::tree_state::TreeStates;
 use crate::Operation;
 use crate::{ClusterConfig, Node};

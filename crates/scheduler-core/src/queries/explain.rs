@@ -6,6 +6,7 @@
 use crate::queries::reads::CoreReads;
 use crate::trees::fair_share::DetailedShare;
 use crate::trees::fair_share::TreeShares;
+use crate::trees::pool_rules::PoolRules;
 use crate::trees::starvation::ElementKey;
 use crate::Operation;
 use ytsched_common::api::ApiError;

@@ -106,7 +106,7 @@ struct PendingFacts {
 /// lock only for these facts, not for building and serialising its maps.
 pub struct TreeFacts {
     name: String,
-    tree: crate::trees::pool_tree::PoolTree,
+    tree: ytsched_common::pool_tree::PoolTree,
     shares: std::sync::Arc<TreeShares>,
     counts: crate::operations::operation_counts::PoolCountMap,
     starvation: Option<std::sync::Arc<crate::trees::starvation::TreeStarvation>>,
@@ -368,7 +368,7 @@ impl TreeFacts {
 /// SPEC 5.7 fields of a pool with `integral_guarantees`.
 fn insert_integral(
     m: &mut Map<String, Value>,
-    tree: &crate::trees::pool_tree::PoolTree,
+    tree: &ytsched_common::pool_tree::PoolTree,
     ig: &IntegralView,
     shares: &TreeShares,
 ) {

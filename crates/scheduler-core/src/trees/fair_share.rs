@@ -13,7 +13,7 @@ use ytsched_common::tag_filter::TagFilter;
 use ytsched_common::OperationId;
 use ytsched_fair_share as fs;
 
-use crate::trees::pool_tree::PoolTree;
+use ytsched_common::pool_tree::PoolTree;
 
 pub use ytsched_fair_share::DetailedShare;
 
@@ -260,7 +260,7 @@ impl<'t> InputBuilder<'t> {
     /// Every pool, breadth-first so parents precede children.
     fn add_pools(&mut self, tree: &'t PoolTree, total: ResourceVector, ctx: &UpdateContext) {
         self.pool_index.reserve(tree.pools.len());
-        let mut by_parent: HashMap<&str, Vec<(&TreePoolName, &crate::trees::pool_tree::Pool)>> =
+        let mut by_parent: HashMap<&str, Vec<(&TreePoolName, &ytsched_common::pool_tree::Pool)>> =
             HashMap::new();
         for (name, pool) in &tree.pools {
             by_parent

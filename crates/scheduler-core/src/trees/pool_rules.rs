@@ -2,13 +2,19 @@
 //! `scheduling_tag_filter`s) and whether its jobs may be preempted. Asked of the
 //! configuration, which owns the pools, rather than worked out at each call site.
 
-use crate::trees::pool_tree::ClusterConfig;
 use ytsched_common::names::TreePoolName;
+use ytsched_common::pool_tree::ClusterConfig;
 use ytsched_common::tag_filter::TagFilter;
 
-impl ClusterConfig {
+/// Rules a pool inherits from its ancestors: node filters and preemption.
+pub(crate) trait PoolRules {
+    fn pool_filters(&self, tree: &str, pool: &TreePoolName) -> Vec<&TagFilter>;
+    fn preemption_allowed(&self, tree: &str, pool: &TreePoolName, aggressive: bool) -> bool;
+}
+
+impl PoolRules for ClusterConfig {
     /// The `scheduling_tag_filter`s of a pool and its ancestors in a tree.
-    pub(crate) fn pool_filters(&self, tree: &str, pool: &TreePoolName) -> Vec<&TagFilter> {
+    fn pool_filters(&self, tree: &str, pool: &TreePoolName) -> Vec<&TagFilter> {
         let Some(t) = self.trees.get(tree) else {
             return vec![];
         };
@@ -19,12 +25,7 @@ impl ClusterConfig {
     }
 
     /// Whether every pool above `pool` allows this kind of preemption.
-    pub(crate) fn preemption_allowed(
-        &self,
-        tree: &str,
-        pool: &TreePoolName,
-        aggressive: bool,
-    ) -> bool {
+    fn preemption_allowed(&self, tree: &str, pool: &TreePoolName, aggressive: bool) -> bool {
         let Some(t) = self.trees.get(tree) else {
             return false;
         };

@@ -5,6 +5,7 @@
 
 use crate::jobs::job_index::JobIndex;
 use crate::operations::table::OperationTable;
+use crate::trees::pool_rules::PoolRules;
 use crate::trees::tree_state::TreeStates;
 use crate::ClusterConfig;
 use serde::Serialize;

@@ -9,6 +9,7 @@
 
 use crate::jobs::job_life::job_life;
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::nodes::node_trees::NodeTrees;
 use crate::trees::preemptibility::{victims, Preemptibility};
 use crate::trees::starvation::StarvationStatus;
 use crate::SchedulerCore;

@@ -4,11 +4,11 @@
 //! Preemption reads these; the orchid shows them.
 
 use crate::trees::fair_share::{Element, ElementKind, OperationInput, TreeShares};
-use crate::trees::pool_tree::PoolTree;
 use serde::Serialize;
 use std::collections::HashMap;
 use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::ROOT_POOL;
+use ytsched_common::pool_tree::PoolTree;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::{Resource, EPSILON};
 use ytsched_common::OperationId;

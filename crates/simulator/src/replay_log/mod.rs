@@ -116,7 +116,6 @@ struct Reading {
     failed: HashMap<(OperationId, String, u32), u64>,
     actions: Vec<(UnixMillis, RecordedAction)>,
     seen_before: std::collections::HashSet<OperationId>,
-    unreadable_configurations: usize,
     parameter_updates: usize,
     /// The window is known only at the end; usage sums everything read.
     observed: UsageSum,
@@ -137,7 +136,6 @@ impl Default for Reading {
             failed: HashMap::new(),
             actions: Vec::new(),
             seen_before: Default::default(),
-            unreadable_configurations: 0,
             parameter_updates: 0,
             observed: UsageSum::new(GroupBy::Pool, 0, UnixMillis::MAX),
         }
@@ -193,10 +191,7 @@ impl Reading {
                 pool_sample_period_ms: sample,
                 nodes: groups,
             } => {
-                match serde_json::from_str::<ClusterConfig>(configuration) {
-                    Ok(c) => self.configurations.push((r.at, c)),
-                    Err(_) => self.unreadable_configurations += 1,
-                }
+                self.configurations.push((r.at, (**configuration).clone()));
                 self.heartbeat_period_ms.get_or_insert(*hb);
                 self.pool_sample_period_ms.get_or_insert(*sample);
                 for g in groups {
@@ -342,12 +337,6 @@ impl Reading {
         "{} operations submitted before the log's first event are left out (their jobs' usage is not replayed)",
         self.seen_before.len()
     ));
-        }
-        if self.unreadable_configurations > 0 {
-            notes.push(format!(
-                "{} configuration events could not be read and were skipped",
-                self.unreadable_configurations
-            ));
         }
         if self.parameter_updates > 0 {
             notes.push(format!(

@@ -21,7 +21,7 @@ impl LogText {
         log.add(
             0,
             Event::Configuration {
-                configuration: serde_json::to_string(core.cluster_config()).unwrap(),
+                configuration: Box::new(core.cluster_config().clone()),
                 heartbeat_period_ms: 1000,
                 pool_sample_period_ms: 1000,
                 nodes: vec![],
@@ -199,7 +199,7 @@ fn a_log_that_cannot_be_replayed_is_refused_naming_why() {
         ),
         ("[1,2]\n".into(), "line 1: not an event record".into()),
         (
-            good.replacen("\"version\":1", "\"version\":99", 1),
+            good.replacen("\"version\":2", "\"version\":99", 1),
             "line 1: schema version 99".into(),
         ),
         (
@@ -223,4 +223,36 @@ fn a_log_that_cannot_be_replayed_is_refused_naming_why() {
         .unwrap()
         .to_string();
     assert!(e.contains("line 1: not UTF-8"), "{e}");
+}
+
+/// A log written before the configuration was typed (schema version 1: its JSON text)
+/// reads the same as one written now; text that is not a configuration is refused by
+/// its line.
+#[test]
+fn a_version_one_configuration_reads_as_the_same_configuration() {
+    let mut log = LogText::new();
+    log.node(10, "n1", 4.0);
+    let mut first: serde_json::Value = serde_json::from_str(&log.lines[0]).unwrap();
+    let config = first["event"]["configuration"].take();
+    first["version"] = 1.into();
+    first["event"]["configuration"] = config.to_string().into();
+    let mut old = log.lines.clone();
+    old[0] = first.to_string();
+    let now = read_text(&(log.lines.join("\n") + "\n")).unwrap();
+    let then = read_text(&(old.join("\n") + "\n")).unwrap();
+    assert_eq!(then.configurations, now.configurations);
+    assert!(then.configurations[0].1.trees["default"]
+        .pools
+        .keys()
+        .any(|p| p.as_str() == "b"));
+    first["event"]["configuration"] = "{\"trees\": 3}".into();
+    old[0] = first.to_string();
+    let e = read_text(&(old.join("\n") + "\n"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("line 1") && e.contains("not a pool configuration"),
+        "{e}"
+    );
 }

@@ -5,22 +5,22 @@
 //! Every change is made on a copy and validated as a whole before it replaces the
 //! original, so a rejected change leaves nothing half-applied.
 
+use crate::maintenance::NodeMaintenance;
+use crate::names::TreeName;
+use crate::names::TreePoolName;
+use crate::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
+use crate::resources::{Resource, EPSILON};
+use crate::spec::validate_pool_name;
+use crate::tag_filter::validate_tag;
+use crate::NodeId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use ytsched_common::maintenance::NodeMaintenance;
-use ytsched_common::names::TreeName;
-use ytsched_common::names::TreePoolName;
-use ytsched_common::pool_config::{PoolConfig, PoolMode, TreeConfig, ROOT_POOL};
-use ytsched_common::resources::{Resource, EPSILON};
-use ytsched_common::spec::validate_pool_name;
-use ytsched_common::tag_filter::validate_tag;
-use ytsched_common::NodeId;
 
 /// A configuration change or lookup that cannot be done, with a message naming the pool,
 /// attribute or path at fault: the API's one error type (`ApiError`), whose kind says
 /// what went wrong the way every answer says it (a missing tree, pool or node is
 /// `NotFound`, a bad value or path `InvalidArgument`).
-pub type ConfigError = ytsched_common::api::ApiError;
+pub type ConfigError = crate::api::ApiError;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
@@ -190,7 +190,7 @@ impl PoolTree {
                 .get_key_value(*seg)
                 .filter(|(_, p)| p.parent == parent);
             let Some((name, _)) = found else {
-                let seg = ytsched_common::quote::quote(seg, ytsched_common::quote::QUOTE_CHARS);
+                let seg = crate::quote::quote(seg, crate::quote::QUOTE_CHARS);
                 return Err(ConfigError::not_found(format!(
                     "no pool '{seg}' under '{parent}'"
                 )));
@@ -431,7 +431,7 @@ fn has_guarantee(c: &PoolConfig) -> bool {
 
 fn fmt_amount(r: Resource, v: f64) -> String {
     match r {
-        Resource::Memory => ytsched_common::ByteSize(v.round() as u64).to_string(),
+        Resource::Memory => crate::ByteSize(v.round() as u64).to_string(),
         _ => format!("{v}"),
     }
 }
