@@ -4,8 +4,7 @@
 
 use crate::operations::retention::Archived;
 use crate::records::StateChange;
-use crate::{CoreEvent, SchedulerCore};
-use ytsched_common::protocol::UnixMillis;
+use crate::CoreEvent;
 use ytsched_common::NodeId;
 
 /// Everything one call (or a run of calls) changed outside the core's own memory.
@@ -38,50 +37,5 @@ impl Effects {
             && self.retired.is_empty()
             && self.nudges.is_empty()
             && self.events.is_empty()
-    }
-}
-
-impl SchedulerCore {
-    /// Runs one call and returns its answer with its effects: how the service, the
-    /// simulator and tests that watch effects drive the core.
-    pub fn run<R>(&mut self, call: impl FnOnce(&mut Self) -> R) -> (R, Effects) {
-        let revision = self.config_revision;
-        let answer = call(self);
-        let config_changed = self.config_revision != revision;
-        let effects = Effects {
-            config_changed,
-            changes: self.take_changes(),
-            retired: self.outbox.take_retired(),
-            nudges: self.outbox.take_nudges(),
-            events: self.outbox.take_events(),
-            reply_after_store: self.outbox.take_reply_after_store(),
-        };
-        (answer, effects)
-    }
-
-    /// Tells the event log of an admin change the driver made on `who`'s behalf.
-    pub fn note_admin_change(
-        &mut self,
-        who: &str,
-        path: &str,
-        old: Option<serde_json::Value>,
-        new: Option<serde_json::Value>,
-    ) {
-        self.outbox.event(CoreEvent::AdminChanged {
-            who: who.to_string(),
-            path: path.to_string(),
-            old: old.map(|v| v.to_string()),
-            new: new.map(|v| v.to_string()),
-        });
-        let now = self.latest_now.get();
-        self.note_configuration(now);
-    }
-
-    /// Tells the event log the whole configuration as it is now: at a leader's start,
-    /// after each admin change and once an hour, so a replay starts from what was
-    /// configured rather than from defaults.
-    pub fn note_configuration(&mut self, now: UnixMillis) {
-        self.configuration_told_at = Some(now);
-        self.outbox.event(CoreEvent::Configuration);
     }
 }

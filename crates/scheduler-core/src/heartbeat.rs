@@ -3,6 +3,7 @@
 
 use crate::fair_share::ElementKind;
 use crate::jobs::job_life::job_life;
+use crate::membership::reassign_node;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::nodes::node_trees::NodeTrees;
 use crate::trees::limits_enforcement::jobs_newest_first;
@@ -12,6 +13,7 @@ use crate::trees::limits_enforcement::Taken;
 use crate::trees::placement::book_start;
 use crate::trees::placement::pick;
 use crate::trees::preemptibility::JobAge;
+use crate::trees::preemption::preemptor;
 use crate::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
 use ytsched_common::protocol::JobAbort;
@@ -45,7 +47,15 @@ impl SchedulerCore {
         self.refresh_node(&req, now);
         let mut ctx = HeartbeatContext::new(req.node_id.clone(), now, req.seq, req.last_reply_seq);
         self.take_results(&mut ctx, &req.finished_jobs);
-        self.evict_jobs_it_may_not_run(&ctx.node, now);
+        if self
+            .nodes
+            .get_mut(&ctx.node)
+            .is_some_and(Node::take_evict_pending)
+        {
+            for tree in job_life!(self).evict_strays(&ctx.node, now) {
+                self.trees.mark_stale(&tree);
+            }
+        }
         job_life!(self).reconcile_running(&mut ctx, &req.running_jobs);
         self.enforce_limits(&mut ctx);
         self.schedule_on(&mut ctx);
@@ -196,7 +206,7 @@ impl SchedulerCore {
         ctx.begin_placement(node.resource_limits, running);
         if node.is_schedulable() && !self.starts_held(ctx.now) && !self.store_behind {
             self.fill_node(ctx);
-            self.preemptive_stage(ctx);
+            preemptor!(self).preemptive_stage(ctx);
             self.speculative_stage(ctx);
         }
     }
@@ -245,7 +255,12 @@ impl SchedulerCore {
         node.last_heartbeat = now;
         // Evaluated while still offline, so that joining is one event, not two.
         if returning || tags_changed {
-            self.reassign_node(&req.node_id);
+            reassign_node(
+                &mut self.nodes,
+                &self.cluster,
+                &mut self.outbox,
+                &req.node_id,
+            );
         }
         let node = self.nodes.get_mut(&req.node_id).expect("inserted above");
         if returning {

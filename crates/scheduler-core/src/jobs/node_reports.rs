@@ -4,10 +4,14 @@
 //! again; any other is lost).
 
 use crate::jobs::job_life::JobLife;
+use crate::membership::tree_change_message;
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::nodes::node_trees::NodeTrees;
 use crate::operations::operation::ResultEffect;
 use crate::CoreEvent;
+use std::collections::BTreeSet;
 use std::collections::HashSet;
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{JobAbort, JobStartSpec, RunningJob, UnixMillis};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
@@ -222,6 +226,46 @@ impl JobLife<'_> {
             }
         }
         resent
+    }
+
+    /// Aborts the jobs a node may no longer run, at its heartbeat before what it runs is
+    /// reconciled, when its tree changed or it was banned since the last one.
+    /// Jobs of a tree it left run again in their tree; a banned node runs nothing, and
+    /// its jobs run again elsewhere (a decommissioned one keeps its jobs until they end).
+    /// Returns the trees whose jobs it aborted: their shares are stale.
+    pub(crate) fn evict_strays(&mut self, node_id: &NodeId, now: UnixMillis) -> BTreeSet<TreeName> {
+        let mut stale = BTreeSet::new();
+        let Some(node) = self.nodes.get(node_id) else {
+            return stale;
+        };
+        let banned = node.maintenance.banned;
+        let current = self.cluster.tree_of(node).cloned();
+        let strays: Vec<(OperationId, JobId, TreeName)> = self
+            .jobs
+            .on(node_id)
+            .filter_map(|j| {
+                let op = self.jobs.owner(j)?;
+                let job = self.operations.get(op)?.jobs.get(j)?;
+                (job.state == JobState::Running && (banned || Some(&job.tree) != current.as_ref()))
+                    .then(|| (op.clone(), j.clone(), job.tree.clone()))
+            })
+            .collect();
+        for (op, job, tree) in strays {
+            let (reason, message) = if banned {
+                (
+                    AbortReason::NodeBanned,
+                    format!("node {node_id} is banned; the job runs again elsewhere"),
+                )
+            } else {
+                (
+                    AbortReason::NodeFairShareTreeChanged,
+                    tree_change_message(self.nodes, node_id, &tree, current.as_deref()),
+                )
+            };
+            self.abort_running_job(node_id, &op, &job, reason, &message, now);
+            stale.insert(tree);
+        }
+        stale
     }
 }
 

@@ -4,15 +4,14 @@
 //! moment tags or filters change; jobs a node still runs for a tree it left are aborted
 //! at its next heartbeat (nudged to come at once), where the abort travels to the agent.
 
-use crate::jobs::job_life::job_life;
-use crate::nodes::node_trees::NodeTrees;
-use crate::{ClusterConfig, CoreEvent, Node, SchedulerCore};
+use crate::outbox::Outbox;
+use crate::{ClusterConfig, CoreEvent, Node};
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
-use ytsched_common::names::TreeName;
-use ytsched_common::protocol::{Registration, UnixMillis};
-use ytsched_common::states::{AbortReason, JobState};
-use ytsched_common::{JobId, NodeId, OperationId};
+
+use ytsched_common::protocol::Registration;
+
+use ytsched_common::NodeId;
 
 /// Trees whose filter a tag set satisfies, in name order.
 pub fn matching_trees<'a>(cluster: &'a ClusterConfig, tags: &BTreeSet<String>) -> Vec<&'a str> {
@@ -50,89 +49,51 @@ pub fn all_tags(node: &Node, cluster: &ClusterConfig) -> BTreeSet<String> {
         .collect()
 }
 
-impl SchedulerCore {
-    /// Recomputes one node's tags and registration; the caller recomputes tree totals.
-    pub(crate) fn reassign_node(&mut self, id: &NodeId) {
-        let Some(node) = self.nodes.get(id) else {
-            return;
-        };
-        let tags = all_tags(node, &self.cluster);
-        let registration = registration_for(&self.cluster, &tags);
-        let maintenance = self.cluster.maintenance(id);
-        let node = self.nodes.get_mut(id).expect("looked up above");
-        node.all_tags = tags;
-        if node.maintenance != maintenance {
-            node.maintenance = maintenance;
-            // A banned node gives its jobs back at its next heartbeat.
-            node.evict_pending |= maintenance.banned;
-            if node.online {
-                self.outbox.event(CoreEvent::NodeMaintenance {
-                    id: id.clone(),
-                    maintenance,
-                });
-                // That heartbeat now.
-                self.outbox.nudge(id.clone());
-            }
-        }
-        let node = self.nodes.get_mut(id).expect("looked up above");
-        if node.registration == registration {
-            return;
-        }
-        node.registration = registration.clone();
-        node.evict_pending = true;
+/// Recomputes one node's tags and registration; the caller recomputes tree totals.
+pub(crate) fn reassign_node(
+    nodes: &mut BTreeMap<NodeId, Node>,
+    cluster: &ClusterConfig,
+    outbox: &mut Outbox,
+    id: &NodeId,
+) {
+    let Some(node) = nodes.get(id) else {
+        return;
+    };
+    let tags = all_tags(node, cluster);
+    let registration = registration_for(cluster, &tags);
+    let maintenance = cluster.maintenance(id);
+    let node = nodes.get_mut(id).expect("looked up above");
+    node.all_tags = tags;
+    if node.maintenance != maintenance {
+        node.maintenance = maintenance;
+        // A banned node gives its jobs back at its next heartbeat.
+        node.evict_pending |= maintenance.banned;
         if node.online {
-            self.outbox.event(CoreEvent::NodeMembership {
+            outbox.event(CoreEvent::NodeMaintenance {
                 id: id.clone(),
-                registration,
+                maintenance,
             });
-            self.outbox.nudge(id.clone());
+            // That heartbeat now.
+            outbox.nudge(id.clone());
         }
     }
-
-    /// Aborts the jobs a node may no longer run, at its heartbeat before what it runs is
-    /// reconciled, and only if its tree changed or it was banned since the last one.
-    /// Jobs of a tree it left run again in their tree; a banned node runs nothing, and
-    /// its jobs run again elsewhere (a decommissioned one keeps its jobs until they end).
-    pub(crate) fn evict_jobs_it_may_not_run(&mut self, node_id: &NodeId, now: UnixMillis) {
-        let Some(node) = self.nodes.get_mut(node_id) else {
-            return;
-        };
-        if !std::mem::take(&mut node.evict_pending) {
-            return;
-        }
-        let node = &self.nodes[node_id];
-        let banned = node.maintenance.banned;
-        let current = self.cluster.tree_of(node).cloned();
-        let strays: Vec<(OperationId, JobId, TreeName)> = self
-            .jobs
-            .on(node_id)
-            .filter_map(|j| {
-                let op = self.jobs.owner(j)?;
-                let job = self.operations.get(op)?.jobs.get(j)?;
-                (job.state == JobState::Running && (banned || Some(&job.tree) != current.as_ref()))
-                    .then(|| (op.clone(), j.clone(), job.tree.clone()))
-            })
-            .collect();
-        for (op, job, tree) in strays {
-            let (reason, message) = if banned {
-                (
-                    AbortReason::NodeBanned,
-                    format!("node {node_id} is banned; the job runs again elsewhere"),
-                )
-            } else {
-                (
-                    AbortReason::NodeFairShareTreeChanged,
-                    tree_change_message(&self.nodes, node_id, &tree, current.as_deref()),
-                )
-            };
-            job_life!(self).abort_running_job(node_id, &op, &job, reason, &message, now);
-            self.trees.mark_stale(&tree);
-        }
+    let node = nodes.get_mut(id).expect("looked up above");
+    if node.registration == registration {
+        return;
+    }
+    node.registration = registration.clone();
+    node.evict_pending = true;
+    if node.online {
+        outbox.event(CoreEvent::NodeMembership {
+            id: id.clone(),
+            registration,
+        });
+        outbox.nudge(id.clone());
     }
 }
 
 /// Why a job runs again elsewhere when its node left the tree it ran in.
-fn tree_change_message(
+pub(crate) fn tree_change_message(
     nodes: &BTreeMap<NodeId, Node>,
     node_id: &NodeId,
     tree: &str,

@@ -43,6 +43,12 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether jobs it may no longer run are to be evicted at this heartbeat (its tree
+    /// changed or it was banned since the last one); asked once.
+    pub fn take_evict_pending(&mut self) -> bool {
+        std::mem::take(&mut self.evict_pending)
+    }
+
     /// A node seen for the first time; its first heartbeat fills in the rest.
     pub fn new(id: NodeId, incarnation: Option<IncarnationId>) -> Self {
         Node {

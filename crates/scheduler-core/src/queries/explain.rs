@@ -149,7 +149,7 @@ impl<'a> CoreReads<'a> {
             parameter_updates: op
                 .history
                 .iter()
-                .filter(|h| h.event.starts_with(crate::operations::parameters::UPDATED))
+                .filter(|h| h.event.starts_with(crate::operations::control::UPDATED))
                 .cloned()
                 .collect(),
         })

@@ -14,8 +14,8 @@ use crate::jobs::job_life::job_life;
 use crate::operations::gang_shortfall::GangShortfall;
 use crate::trees::fair_share::TreeShares;
 use crate::trees::preemptibility::JobClasses;
+use crate::trees::preemption::Preemptor;
 use crate::trees::starvation::StarvationStatus;
-use crate::SchedulerCore;
 use std::collections::BTreeMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
@@ -77,12 +77,10 @@ struct TreeRooms {
     preempted: bool,
 }
 
-impl SchedulerCore {
-    /// Places every waiting gang that fits whole now (oldest first).
+impl Preemptor<'_> {
+    /// Places every waiting gang that fits whole now (oldest first). The caller holds it
+    /// back while starts are held or the store is behind.
     pub(crate) fn place_gangs(&mut self, now: UnixMillis) {
-        if self.operations.gangs.is_empty() || self.store_behind || self.starts_held(now) {
-            return;
-        }
         let mut due: Vec<(u64, OperationId)> = self
             .operations
             .gangs
@@ -103,7 +101,7 @@ impl SchedulerCore {
             return;
         }
         due.sort();
-        self.trees.refresh_live(&mut self.operations);
+        self.trees.refresh_live(self.operations);
         let mut trees: BTreeMap<TreeName, Option<TreeRooms>> = BTreeMap::new();
         for (_, id) in due {
             self.try_place_gang(&id, &mut trees, now);
@@ -162,7 +160,7 @@ impl SchedulerCore {
             return Err(None);
         };
         let room =
-            crate::trees::placement::room_along_path(&self.operations, &t.shares, &t.usage, idx);
+            crate::trees::placement::room_along_path(self.operations, &t.shares, &t.usage, idx);
         if !demand.fits_in(&room) {
             return Err(Some(whole_shortfall(
                 tree,
@@ -213,7 +211,7 @@ impl SchedulerCore {
                 })
                 .map(|(c, _)| c.resources)
                 .sum::<ResourceVector>()
-                + self.jobs.interrupting_on(&node, &self.operations);
+                + self.jobs.interrupting_on(&node, self.operations);
         }
         let offer = |r: &Room| r.free + r.takeable;
         let Ok(packing) = pack(&jobs, &t.rooms, &usable, offer, tree, &t.shares.total) else {
@@ -258,7 +256,7 @@ impl SchedulerCore {
             if need.fits_in(free) {
                 continue;
             }
-            let coming = self.jobs.interrupting_on(node, &self.operations);
+            let coming = self.jobs.interrupting_on(node, self.operations);
             if need.fits_in(&(*free + coming)) {
                 at_once = false;
                 continue;

@@ -7,12 +7,19 @@
 //! threshold` × fair share aggressively preemptible, beyond that preemptible. So the
 //! newest jobs beyond fair share go first.
 
+use crate::jobs::adoption::StartHold;
+use crate::jobs::job_index::JobIndex;
 use crate::jobs::job_life::job_life;
+use crate::jobs::start_tokens::StartKey;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::nodes::node_trees::NodeTrees;
+use crate::operations::table::OperationTable;
+use crate::outbox::Outbox;
 use crate::trees::preemptibility::{victims, Preemptibility};
 use crate::trees::starvation::StarvationStatus;
-use crate::SchedulerCore;
+use crate::trees::tree_state::TreeStates;
+use crate::{ClusterConfig, Node};
+use std::collections::BTreeMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::{JobAbort, JobStartSpec, UnixMillis};
 use ytsched_common::resources::ResourceVector;
@@ -48,7 +55,38 @@ fn starving_to_try(
         .chain(rest[start..].iter().chain(&rest[..start]).take(window))
 }
 
-impl SchedulerCore {
+/// What starting a job by preemption moves, borrowed from the core for one stage: the
+/// preemptive stage for starving operations and the placement of gangs, whose starts
+/// may take running jobs back.
+pub(crate) struct Preemptor<'a> {
+    pub(crate) operations: &'a mut OperationTable,
+    pub(crate) jobs: &'a mut JobIndex,
+    pub(crate) outbox: &'a mut Outbox,
+    pub(crate) nodes: &'a mut BTreeMap<NodeId, Node>,
+    pub(crate) cluster: &'a ClusterConfig,
+    pub(crate) trees: &'a mut TreeStates,
+    pub(crate) start_key: &'a StartKey,
+    pub(crate) start_hold: &'a mut Option<StartHold>,
+}
+
+/// `Preemptor` over a core's parts, each borrowed on its own.
+macro_rules! preemptor {
+    ($core:expr) => {
+        $crate::trees::preemption::Preemptor {
+            operations: &mut $core.operations,
+            jobs: &mut $core.jobs,
+            outbox: &mut $core.outbox,
+            nodes: &mut $core.nodes,
+            cluster: &$core.cluster,
+            trees: &mut $core.trees,
+            start_key: &$core.start_key,
+            start_hold: &mut $core.start_hold,
+        }
+    };
+}
+pub(crate) use preemptor;
+
+impl Preemptor<'_> {
     /// The preemptive stage: if an operation of this node's tree is starving and the
     /// node's backoff has passed, place at most one of its jobs here, preempting the
     /// fewest jobs needed (latest-started first). The start and the aborts go into the
@@ -57,8 +95,8 @@ impl SchedulerCore {
     pub(crate) fn preemptive_stage(&mut self, ctx: &mut HeartbeatContext) -> Option<()> {
         let (node_id, free, now) = (&ctx.node.clone(), ctx.free(), ctx.now);
         let (tree_name, starving) =
-            preemptive_stage_due(&self.cluster, &self.trees, &self.nodes, node_id, now)?;
-        self.trees.refresh_live(&mut self.operations);
+            preemptive_stage_due(self.cluster, self.trees, self.nodes, node_id, now)?;
+        self.trees.refresh_live(self.operations);
         let cursor = self
             .trees
             .next_preemption_window(&tree_name, PREEMPTIVE_CHECKS_PER_HEARTBEAT / 2);
@@ -77,9 +115,9 @@ impl SchedulerCore {
             }
             return None;
         }
-        let usage = self.trees.live_usage(&self.operations, &tree_name, &shares);
+        let usage = self.trees.live_usage(self.operations, &tree_name, &shares);
         // Once per stage, not per starving operation tried: O(the node's jobs).
-        let coming = self.jobs.interrupting_on(node_id, &self.operations);
+        let coming = self.jobs.interrupting_on(node_id, self.operations);
         for (op_id, status) in starving_to_try(&starving, cursor) {
             let (op_id, status) = (op_id.clone(), *status);
             let Some(op) = self.operations.get(&op_id) else {
@@ -101,7 +139,7 @@ impl SchedulerCore {
                 continue;
             }
             let room =
-                crate::trees::placement::room_along_path(&self.operations, &shares, &usage, idx);
+                crate::trees::placement::room_along_path(self.operations, &shares, &usage, idx);
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;
             };

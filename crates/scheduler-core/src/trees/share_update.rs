@@ -3,6 +3,7 @@
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
 use crate::fair_share::ElementKind;
+use crate::membership::reassign_node;
 use crate::nodes::nudges::nudger;
 use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
@@ -398,7 +399,7 @@ impl SchedulerCore {
         // Every node's membership again (tags or filters may have changed).
         let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
         for id in ids {
-            self.reassign_node(&id);
+            reassign_node(&mut self.nodes, &self.cluster, &mut self.outbox, &id);
         }
         self.recompute_tree_resources();
         self.reevaluate_lightweight();
