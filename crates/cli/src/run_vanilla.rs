@@ -11,7 +11,7 @@ use ytsched_common::api::{
 };
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{PoolName, TreeName};
-use ytsched_common::spec::{TaskSpec, VanillaSpec};
+use ytsched_common::spec::{TaskSpec, ValidSpec, VanillaSpec};
 use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::transport::{call, TransportError};
@@ -62,7 +62,7 @@ pub struct RunVanillaArgs {
 }
 
 /// Builds and validates the spec; errors name the offending field.
-pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
+pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<ValidSpec> {
     let mut spec = match &args.spec {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -140,16 +140,14 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<VanillaSpec> {
     if let Some(t) = &args.title {
         spec.title = Some(t.clone());
     }
-    spec.validate()
-        .map_err(|e| anyhow::anyhow!("invalid spec: {e}"))?;
-    Ok(spec)
+    ValidSpec::try_from(spec).map_err(|e| anyhow::anyhow!("invalid spec: {e}"))
 }
 
 pub async fn submit(
     client: &async_nats::Client,
     subjects: &Subjects,
     user: &Caller,
-    spec: VanillaSpec,
+    spec: ValidSpec,
 ) -> anyhow::Result<OperationId> {
     // The token is ours: a retry after a lost reply carries it again, and the scheduler
     // answers with the operation it already started (the id is always the scheduler's).

@@ -6,7 +6,7 @@ use crate::ids::{IdempotencyToken, JobId, NodeId, OperationId};
 use crate::names::{PoolName, TreeName};
 use crate::protocol::UnixMillis;
 use crate::resources::ResourceVector;
-use crate::spec::VanillaSpec;
+use crate::spec::ValidSpec;
 use crate::states::{JobState, OperationState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -36,7 +36,9 @@ pub struct ApiResponse<T> {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StartOperation {
-    pub spec: VanillaSpec,
+    /// Checked as it is decoded: a request with an invalid spec is refused there, naming
+    /// the field, and admission takes it as valid.
+    pub spec: ValidSpec,
     /// Made by the client, so that a submission retried after a lost reply is answered
     /// with the operation it started, never a second one. The scheduler remembers it per
     /// user while the operation is held (running, or finished within its retention).

@@ -72,7 +72,7 @@ fn job_start() -> JobStartSpec {
 
 /// Valid encodings of every wire message, to cut and flip.
 fn samples() -> Vec<Vec<u8>> {
-    let spec: VanillaSpec =
+    let spec: ytsched_common::spec::ValidSpec =
         serde_json::from_str(r#"{"tasks": {"t": {"command": "x", "job_count": 2}}}"#).unwrap();
     vec![
         encode(&heartbeat()).unwrap(),

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use ytsched_common::spec::{ResourceAmounts, VanillaSpec};
+use ytsched_common::spec::{ResourceAmounts, ValidSpec, VanillaSpec};
 use ytsched_common::units::DurationMs;
 use ytsched_common::ResourceVector;
 use ytsched_scheduler_core::config_file::TreeSection;
@@ -172,7 +172,7 @@ pub struct SimOperation {
     pub id: String,
     pub at_ms: u64,
     pub user: String,
-    pub spec: Result<VanillaSpec, String>,
+    pub spec: Result<ValidSpec, String>,
     pub durations: BTreeMap<String, Option<u64>>,
 }
 
@@ -285,7 +285,7 @@ impl Scenario {
         what: &str,
         seen: &mut std::collections::BTreeSet<String>,
         durations: &mut BTreeMap<String, Option<u64>>,
-    ) -> Result<VanillaSpec, String> {
+    ) -> Result<ValidSpec, String> {
         if entry.id.is_empty()
             || !entry
                 .id
@@ -326,7 +326,6 @@ impl Scenario {
         }
         let spec: VanillaSpec =
             serde_json::from_value(spec).map_err(|e| format!("{what}.spec: {e}"))?;
-        spec.validate().map_err(|e| format!("{what}.spec.{e}"))?;
-        Ok(spec)
+        ValidSpec::try_from(spec).map_err(|e| format!("{what}.spec.{e}"))
     }
 }

@@ -477,8 +477,10 @@ pub use crate::names::{validate_pool_name, MAX_POOL_NAME_LEN};
 mod interruption;
 mod parameters;
 mod spec_checks;
+mod valid;
 pub use interruption::{InterruptionSignal, PreemptionMode};
 pub use parameters::OperationParameters;
+pub use valid::{IntoValidSpec, ValidSpec};
 
 #[cfg(test)]
 mod tests;

@@ -322,18 +322,11 @@ impl SchedulerCore {
         }
         let mut out = BTreeMap::new();
         for tree in self.trees.names() {
-            let Some(orchid) = self.reads().tree_orchid(tree.as_str()) else {
+            let Some(facts) = self.reads().tree_facts(tree.as_str()) else {
                 continue;
             };
-            for (section, kind) in [("pools", "pool"), ("operations", "operation")] {
-                let Some(elements) = orchid[section].as_object() else {
-                    continue;
-                };
-                for (name, e) in elements {
-                    if let Some(r) = e["fair_share_ratio"].as_f64() {
-                        out.insert((tree.to_string(), kind, name.clone()), r);
-                    }
-                }
+            for (kind, name, ratio) in facts.fair_share_ratios() {
+                out.insert((tree.to_string(), kind, name), ratio);
             }
         }
         out

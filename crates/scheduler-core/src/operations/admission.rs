@@ -17,7 +17,7 @@ use ytsched_common::pool_config::{limits_vector, PoolConfig, PoolMode, ROOT_POOL
 use ytsched_common::pool_tree::PoolTree;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::spec::{validate_pool_name, VanillaSpec};
+use ytsched_common::spec::{validate_pool_name, IntoValidSpec, ValidSpec, VanillaSpec};
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{IdempotencyToken, JobId, OperationId};
 
@@ -30,6 +30,11 @@ pub(crate) struct TreeAdmission {
     pub(crate) blocked: Option<(TreePoolName, u32, u32)>,
 }
 
+/// A spec as admission takes it: checked at its boundary, or now.
+fn valid(spec: impl IntoValidSpec) -> Result<ValidSpec, ApiError> {
+    spec.into_valid().map_err(|e| ApiError::new(e.to_string()))
+}
+
 impl SchedulerCore {
     /// Admits a validated spec: resolves its pool in each of its trees, checks operation
     /// count limits, and starts it as `running` or queues it as `pending` (pending while
@@ -39,10 +44,10 @@ impl SchedulerCore {
         &mut self,
         id: OperationId,
         user: &str,
-        spec: VanillaSpec,
+        spec: impl IntoValidSpec,
         now: UnixMillis,
     ) -> Result<OperationId, ApiError> {
-        self.admit(id, user, None, spec, now)
+        self.admit(id, user, None, valid(spec)?, now)
     }
 
     /// A request from the bus: the caller needs `use` on the operation's pool in each of
@@ -53,10 +58,11 @@ impl SchedulerCore {
         &mut self,
         id: OperationId,
         caller: &Caller,
-        spec: VanillaSpec,
+        spec: impl IntoValidSpec,
         token: Option<IdempotencyToken>,
         now: UnixMillis,
     ) -> Result<OperationId, ApiError> {
+        let spec = valid(spec)?;
         let key = token.map(|t| (caller.user.as_str().to_string(), t));
         if let Some((k, started)) = key
             .as_ref()
@@ -64,7 +70,7 @@ impl SchedulerCore {
         {
             // Tokens leave with their operation (retirement), so it is held.
             if let Some(op) = self.operations.get(started) {
-                if op.spec == spec {
+                if op.spec == *spec {
                     return Ok(started.clone());
                 }
                 return Err(ApiError::conflict(format!(
@@ -89,11 +95,10 @@ impl SchedulerCore {
         id: OperationId,
         user: &str,
         caller: Option<&Caller>,
-        spec: VanillaSpec,
+        spec: ValidSpec,
         now: UnixMillis,
     ) -> Result<OperationId, ApiError> {
         self.latest_now.observe(now);
-        spec.validate().map_err(|e| ApiError::new(e.to_string()))?;
         crate::operations::record_room::check(&spec, self.config.max_record_bytes)?;
         if self.operations.contains_key(&id) {
             return Err(ApiError::conflict(format!("operation {id} already exists")));
@@ -120,7 +125,14 @@ impl SchedulerCore {
             trees: slots,
             pending,
         };
-        let op = Operation::new(id.clone(), user.to_string(), spec, placement, seq, now);
+        let op = Operation::new(
+            id.clone(),
+            user.to_string(),
+            spec.into_inner(),
+            placement,
+            seq,
+            now,
+        );
         self.outbox.event(CoreEvent::OperationStarted {
             id: id.clone(),
             user: user.to_string(),

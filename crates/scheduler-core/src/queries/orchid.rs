@@ -164,6 +164,26 @@ pub fn orchid_of(facts: Vec<TreeFacts>) -> Value {
 }
 
 impl TreeFacts {
+    /// `fair_share_ratio` of each pool and operation the orchid lists, as it shows it
+    /// (a pending operation's is 0): what what-if compares, read without the JSON.
+    pub fn fair_share_ratios(&self) -> impl Iterator<Item = (&'static str, String, f64)> + '_ {
+        let elements = self.shares.elements.iter().filter_map(|e| {
+            match &e.kind {
+                ElementKind::Pool { name, .. } => Some(("pool", name.to_string())),
+                ElementKind::Operation { id } => self
+                    .ops
+                    .contains_key(id)
+                    .then(|| ("operation", id.to_string())),
+            }
+            .map(|(kind, name)| (kind, name, e.fair_share.total.max_component()))
+        });
+        let pending = self
+            .pending
+            .iter()
+            .map(|p| ("operation", p.id.clone(), 0.0));
+        elements.chain(pending)
+    }
+
     fn insert_statuses(&self, m: &mut Map<String, Value>, key: ElementKey) {
         if let Some(s) = self.starvation.as_ref().and_then(|st| st.get(&key)) {
             m.insert("scheduling_status".into(), json!(s.scheduling));

@@ -93,7 +93,7 @@ async fn submit_latency(client: &async_nats::Client, s: &Subjects) -> anyhow::Re
             s,
             &bench(),
             StartOperation {
-                spec: sp,
+                spec: sp.try_into().expect("a valid spec"),
                 idempotency_token: None,
             },
         )
@@ -150,7 +150,7 @@ async fn throughput(client: &async_nats::Client, s: &Subjects) -> anyhow::Result
         s,
         &bench(),
         StartOperation {
-            spec: sp,
+            spec: sp.try_into().expect("a valid spec"),
             idempotency_token: None,
         },
     )

@@ -85,7 +85,7 @@ async fn main() -> anyhow::Result<()> {
             async move {
                 let user = Caller::user(&format!("user{}", i / PER_USER));
                 let start = StartOperation {
-                    spec: one_job(),
+                    spec: one_job().try_into().expect("a valid spec"),
                     idempotency_token: None,
                 };
                 call(&client, &s, &user, start)

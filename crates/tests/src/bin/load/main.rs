@@ -255,7 +255,7 @@ async fn submit(
                     subjects,
                     caller,
                     StartOperation {
-                        spec,
+                        spec: spec.try_into().expect("a valid spec"),
                         idempotency_token: None,
                     },
                 )
