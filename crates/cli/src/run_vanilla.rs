@@ -78,19 +78,12 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<ValidSpec> {
             let Some(command) = &args.command else {
                 bail!("either --command or --spec is required");
             };
-            VanillaSpec::single_task(TaskSpec {
-                command: command.clone(),
-                job_count: 1,
-                cpu_limit: ytsched_common::spec::DEFAULT_CPU_LIMIT,
-                memory_limit: ByteSize(ytsched_common::spec::DEFAULT_MEMORY_LIMIT),
-                gpu_limit: 0,
-                environment: Default::default(),
-                stdin: None,
-                job_speculation_timeout: None,
-                disk_request: None,
-                interruption_signal: None,
-                restart_exit_code: None,
-            })
+            VanillaSpec::single_task(TaskSpec::new(
+                command.clone(),
+                1,
+                ytsched_common::spec::DEFAULT_CPU_LIMIT,
+                ByteSize(ytsched_common::spec::DEFAULT_MEMORY_LIMIT),
+            ))
         }
     };
     let task_flags = args.command.is_some()

@@ -41,19 +41,7 @@ struct Stored {
 
 /// A one-task spec: `jobs` jobs of `cpu` cores and 1 GiB each.
 pub fn spec(jobs: u32, cpu: f64) -> VanillaSpec {
-    VanillaSpec::single_task(TaskSpec {
-        command: "true".into(),
-        job_count: jobs,
-        cpu_limit: cpu,
-        memory_limit: ByteSize(1 << 30),
-        gpu_limit: 0,
-        environment: Default::default(),
-        stdin: None,
-        job_speculation_timeout: None,
-        disk_request: None,
-        interruption_signal: None,
-        restart_exit_code: None,
-    })
+    VanillaSpec::single_task(TaskSpec::new("true", jobs, cpu, ByteSize(1 << 30)))
 }
 
 impl Default for Harness {

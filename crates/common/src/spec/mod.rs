@@ -187,6 +187,29 @@ fn at_most(
 }
 
 impl TaskSpec {
+    /// `job_count` jobs running `command`, each with `cpu_limit` cores and
+    /// `memory_limit`, and nothing else set: the one literal of a plain task.
+    pub fn new(
+        command: impl Into<String>,
+        job_count: u32,
+        cpu_limit: f64,
+        memory_limit: ByteSize,
+    ) -> Self {
+        TaskSpec {
+            command: command.into(),
+            job_count,
+            cpu_limit,
+            memory_limit,
+            gpu_limit: 0,
+            environment: Default::default(),
+            stdin: None,
+            job_speculation_timeout: None,
+            disk_request: None,
+            interruption_signal: None,
+            restart_exit_code: None,
+        }
+    }
+
     fn environment_bytes(&self) -> usize {
         self.environment
             .iter()

@@ -96,19 +96,7 @@ fn control_characters_are_refused_in_names_and_quoted_briefly() {
 
 #[test]
 fn nan_cpu_is_rejected() {
-    let mut spec = VanillaSpec::single_task(TaskSpec {
-        command: "true".into(),
-        job_count: 1,
-        cpu_limit: f64::NAN,
-        memory_limit: ByteSize(1),
-        gpu_limit: 0,
-        environment: Default::default(),
-        stdin: None,
-        job_speculation_timeout: None,
-        disk_request: None,
-        interruption_signal: None,
-        restart_exit_code: None,
-    });
+    let mut spec = VanillaSpec::single_task(TaskSpec::new("true", 1, f64::NAN, ByteSize(1)));
     assert!(spec.validate().unwrap_err().field.ends_with("cpu_limit"));
     spec.tasks.get_mut("task").unwrap().cpu_limit = 1.0;
     assert!(spec.validate().is_ok());

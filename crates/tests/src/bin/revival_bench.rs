@@ -23,19 +23,7 @@ const PER_USER: usize = 50;
 const FAILOVERS: usize = 3;
 
 fn one_job() -> VanillaSpec {
-    VanillaSpec::single_task(TaskSpec {
-        command: "true".into(),
-        job_count: 1,
-        cpu_limit: 1.0,
-        memory_limit: ByteSize(64 << 20),
-        gpu_limit: 0,
-        environment: Default::default(),
-        stdin: None,
-        job_speculation_timeout: None,
-        disk_request: None,
-        interruption_signal: None,
-        restart_exit_code: None,
-    })
+    VanillaSpec::single_task(TaskSpec::new("true", 1, 1.0, ByteSize(64 << 20)))
 }
 
 /// Time from now until the scheduler API answers.
