@@ -12,7 +12,6 @@ use crate::trees::limits_enforcement::NodeJob;
 use crate::trees::limits_enforcement::Taken;
 use crate::trees::placement::book_start;
 use crate::trees::placement::pick;
-use crate::trees::preemptibility::JobAge;
 use crate::trees::preemption::preemptor;
 use crate::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
@@ -22,9 +21,6 @@ use ytsched_common::protocol::{
 };
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::AbortReason;
-use ytsched_common::states::JobState;
-use ytsched_common::states::OperationState;
-use ytsched_common::OperationId;
 use ytsched_common::{JobId, NodeId};
 
 /// How far one heartbeat's sequence number may run ahead of the last one taken from the
@@ -207,7 +203,7 @@ impl SchedulerCore {
         if node.is_schedulable() && !self.starts_held(ctx.now) && !self.store_behind {
             self.fill_node(ctx);
             preemptor!(self).preemptive_stage(ctx);
-            self.speculative_stage(ctx);
+            job_life!(self).speculative_stage(ctx);
         }
     }
 
@@ -397,66 +393,6 @@ impl SchedulerCore {
             starts.push(spec);
         }
         for spec in starts {
-            ctx.start(spec);
-        }
-    }
-
-    /// Starts copies of overdue jobs of this node's tree that run on other nodes, while
-    /// they fit the node's free resources and their operation's limits.
-    pub(crate) fn speculative_stage(&mut self, ctx: &mut HeartbeatContext) {
-        let (node_id, now) = (&ctx.node.clone(), ctx.now);
-        let mut free = ctx.free();
-        let Some(node) = self.nodes.get(node_id) else {
-            return;
-        };
-        let Some(tree) = self.cluster.tree_of(node).cloned() else {
-            return;
-        };
-        let tree = &tree;
-        let node_tags = &node.all_tags;
-        let mut overdue: Vec<(JobAge, OperationId, JobId, ResourceVector)> = vec![];
-        for op in self
-            .operations
-            .speculating
-            .iter()
-            .filter_map(|id| self.operations.get(id))
-        {
-            if op.slot(tree).is_none()
-                || op.state != OperationState::Running
-                || op.suspended
-                || !op.tag_filter().matches(node_tags)
-            {
-                continue;
-            }
-            for job in op.jobs.values() {
-                let Some(timeout) = op.tasks[job.task].spec.job_speculation_timeout else {
-                    continue;
-                };
-                if job.state == JobState::Running
-                    && !job.speculative
-                    && job.copy.is_none()
-                    && &job.node != node_id
-                    && now.saturating_sub(job.start_time) >= timeout.0
-                {
-                    overdue.push((
-                        (job.start_time, op.seq, job.seq),
-                        op.id.clone(),
-                        job.id.clone(),
-                        job.resources,
-                    ));
-                }
-            }
-        }
-        overdue.sort_by_key(|o| o.0);
-        for (_, op_id, job_id, resources) in overdue {
-            let room = self.operations[&op_id].room_in(tree);
-            if !resources.fits_in(&free) || !resources.fits_in(&room) {
-                continue;
-            }
-            let spec = (self.operations.edit(&op_id).expect("listed"))
-                .start_copy(&job_id, node_id, tree, now);
-            free -= resources;
-            job_life!(self).record_start(node_id, &op_id, &spec);
             ctx.start(spec);
         }
     }
