@@ -6,7 +6,7 @@ use crate::output::Format;
 use comfy_table::Table;
 use serde_json::Value;
 use std::path::Path;
-use ytsched_simulator::{read_log, replay, ReplayChange};
+use ytsched_simulator::{read_log, replay, Figures, PoolFigures, ReplayChange, ReplayReport};
 
 /// Replays the log at `path` and prints the report; an unreadable log or a refused
 /// change exits 2, naming it.
@@ -37,16 +37,16 @@ pub fn run(path: &Path, changes: &[ReplayChange], format: Format) -> ! {
 }
 
 /// Two figures side by side: "observed → replayed".
-fn pair(row: &Value, field: &str) -> String {
-    let show = |side: &str| match row[side][field].as_f64() {
+fn pair(row: &PoolFigures, field: impl Fn(&Figures) -> Option<f64>) -> String {
+    let show = |side: &Option<Figures>| match side.as_ref().and_then(&field) {
         Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v}"),
         Some(v) => format!("{v:.2}"),
         None => "-".into(),
     };
-    format!("{} → {}", show("observed"), show("replayed"))
+    format!("{} → {}", show(&row.observed), show(&row.replayed))
 }
 
-fn table(report: &Value) -> String {
+fn table(report: &ReplayReport) -> String {
     let mut t = Table::new();
     t.set_header([
         "POOL",
@@ -57,29 +57,34 @@ fn table(report: &Value) -> String {
         "ATTAINMENT",
         "PREEMPTED",
     ]);
-    for row in report["pools"].as_array().into_iter().flatten() {
+    for row in &report.pools {
         t.add_row([
-            row["pool"].as_str().unwrap_or_default().to_string(),
-            pair(row, "operations"),
-            pair(row, "wait_p50_s"),
-            pair(row, "wait_p95_s"),
-            pair(row, "wait_mean_s"),
-            pair(row, "fair_share_attainment"),
-            pair(row, "jobs_preempted"),
+            row.pool.clone(),
+            pair(row, |f| Some(f.operations as f64)),
+            pair(row, |f| f.wait_p50_s),
+            pair(row, |f| f.wait_p95_s),
+            pair(row, |f| f.wait_mean_s),
+            pair(row, |f| f.fair_share_attainment),
+            pair(row, |f| Some(f.jobs_preempted as f64)),
         ]);
     }
     let mut out = format!(
         "replayed {} s of the log: {} nodes, {} operations (observed → replayed)\n{t}\n",
-        report["window"]["seconds"], report["nodes"], report["operations"]
+        Value::from(report.window.seconds),
+        report.nodes,
+        report.operations
     );
-    for note in report["notes"].as_array().into_iter().flatten() {
-        out.push_str(&format!("note: {}\n", note.as_str().unwrap_or_default()));
+    for note in &report.notes {
+        out.push_str(&format!("note: {note}\n"));
     }
-    for e in report["errors"].as_array().into_iter().flatten() {
+    for e in &report.errors {
         out.push_str(&format!("error at {} s: {}\n", e["time"], e["error"]));
     }
-    if let Some(more) = report["errors_not_listed"].as_u64().filter(|n| *n > 0) {
-        out.push_str(&format!("... and {more} more errors\n"));
+    if report.errors_not_listed > 0 {
+        out.push_str(&format!(
+            "... and {} more errors\n",
+            report.errors_not_listed
+        ));
     }
     out
 }

@@ -10,7 +10,7 @@ mod replay;
 mod replay_log;
 mod scenario;
 
-pub use replay::{replay, ReplayChange};
+pub use replay::{replay, Figures, PoolFigures, ReplayChange, ReplayReport, Window};
 pub use replay_log::{read as read_log, LogError, RecordedRun};
 pub use scenario::{Scenario, ScenarioError};
 

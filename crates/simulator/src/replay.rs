@@ -7,6 +7,7 @@
 
 use super::replay_log::{RecordedAction, RecordedRun};
 use super::secs;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::collections::{BTreeSet, HashMap};
@@ -39,7 +40,7 @@ impl Refusals {
 }
 
 /// One `--set PATH=VALUE`, its value already parsed (JSON or YSON text).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReplayChange {
     pub path: String,
     pub value: Value,
@@ -73,7 +74,7 @@ enum Due<'r> {
 /// Replays `run` with `changes` applied from the start (and again over every later
 /// configuration the log tells). A change the core refuses at the start is an error;
 /// later refusals go into the output's `errors`.
-pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<Value, String> {
+pub fn replay(run: &RecordedRun, changes: &[ReplayChange]) -> Result<ReplayReport, String> {
     let mut replay = Replay::new(run, changes)?;
     let mut t = 0u64;
     loop {
@@ -311,21 +312,63 @@ fn apply(core: &mut SchedulerCore, due: &Due, t: u64) -> Result<bool, String> {
     }
 }
 
+/// What a replay reports: the window, what was replayed, and each pool's figures as
+/// observed and as replayed (`null` where the pool had none on that side).
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayReport {
+    pub window: Window,
+    pub nodes: usize,
+    pub operations: usize,
+    pub changes: Vec<ReplayChange>,
+    pub pools: Vec<PoolFigures>,
+    pub notes: Vec<String>,
+    /// What the core refused, the first `MAX_LISTED_ERRORS` of them.
+    pub errors: Vec<Value>,
+    pub errors_not_listed: u64,
+}
+
+/// The log's window (unix ms) and its length.
+#[derive(Clone, Debug, Serialize)]
+pub struct Window {
+    pub from: u64,
+    pub to: u64,
+    pub seconds: f64,
+}
+
+/// One pool's figures on both sides.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolFigures {
+    pub pool: String,
+    pub observed: Option<Figures>,
+    pub replayed: Option<Figures>,
+}
+
 /// The figures of one side (observed or replayed) of a pool.
-fn figures(row: Option<&UsageRow>) -> Value {
-    let Some(r) = row else {
-        return Value::Null;
-    };
-    json!({
-        "operations": r.operations,
-        "wait_p50_s": r.wait_p50_s,
-        "wait_p95_s": r.wait_p95_s,
-        "wait_mean_s": r.wait_mean_s,
-        "fair_share_attainment": r.fair_share_attainment,
-        "cpu_hours": r.cpu_hours,
-        "jobs_completed": r.jobs_completed,
-        "jobs_preempted": r.jobs_preempted,
-    })
+#[derive(Clone, Debug, Serialize)]
+pub struct Figures {
+    pub operations: u64,
+    pub wait_p50_s: Option<f64>,
+    pub wait_p95_s: Option<f64>,
+    pub wait_mean_s: Option<f64>,
+    pub fair_share_attainment: Option<f64>,
+    pub cpu_hours: f64,
+    pub jobs_completed: u64,
+    pub jobs_preempted: u64,
+}
+
+impl From<&UsageRow> for Figures {
+    fn from(r: &UsageRow) -> Self {
+        Figures {
+            operations: r.operations,
+            wait_p50_s: r.wait_p50_s,
+            wait_p95_s: r.wait_p95_s,
+            wait_mean_s: r.wait_mean_s,
+            fair_share_attainment: r.fair_share_attainment,
+            cpu_hours: r.cpu_hours,
+            jobs_completed: r.jobs_completed,
+            jobs_preempted: r.jobs_preempted,
+        }
+    }
 }
 
 fn report(
@@ -334,39 +377,37 @@ fn report(
     replayed: &UsageSum,
     until: u64,
     errors: Refusals,
-) -> Value {
-    let observed: BTreeMap<String, UsageRow> = run
-        .observed
-        .rows()
-        .into_iter()
-        .map(|r| (r.group.clone(), r))
-        .collect();
-    let replayed: BTreeMap<String, UsageRow> = replayed
-        .rows()
-        .into_iter()
-        .map(|r| (r.group.clone(), r))
-        .collect();
+) -> ReplayReport {
+    let by_group = |sum: &UsageSum| -> BTreeMap<String, UsageRow> {
+        sum.rows()
+            .into_iter()
+            .map(|r| (r.group.clone(), r))
+            .collect()
+    };
+    let (observed, replayed) = (by_group(&run.observed), by_group(replayed));
     let groups: BTreeSet<&String> = observed.keys().chain(replayed.keys()).collect();
-    let pools: Vec<Value> = groups
+    let pools = groups
         .into_iter()
-        .map(|g| {
-            json!({
-                "pool": g,
-                "observed": figures(observed.get(g)),
-                "replayed": figures(replayed.get(g)),
-            })
+        .map(|g| PoolFigures {
+            pool: g.clone(),
+            observed: observed.get(g).map(Figures::from),
+            replayed: replayed.get(g).map(Figures::from),
         })
         .collect();
-    json!({
-        "window": {"from": run.from, "to": run.to, "seconds": secs(until)},
-        "nodes": run.nodes.len(),
-        "operations": run.operations.len(),
-        "changes": changes.iter().map(|c| json!({"path": c.path, "value": c.value})).collect::<Vec<_>>(),
-        "pools": pools,
-        "notes": run.notes,
-        "errors": errors.listed,
-        "errors_not_listed": errors.more,
-    })
+    ReplayReport {
+        window: Window {
+            from: run.from,
+            to: run.to,
+            seconds: until as f64 / 1000.0,
+        },
+        nodes: run.nodes.len(),
+        operations: run.operations.len(),
+        changes: changes.to_vec(),
+        pools,
+        notes: run.notes.clone(),
+        errors: errors.listed,
+        errors_not_listed: errors.more,
+    }
 }
 
 #[cfg(test)]
@@ -399,7 +440,7 @@ mod tests {
 
     fn replayed(log: &LogText, changes: &[ReplayChange]) -> Result<Value, String> {
         let run = read(std::io::Cursor::new(log.text().into_bytes())).unwrap();
-        replay(&run, changes)
+        replay(&run, changes).map(|r| serde_json::to_value(r).unwrap())
     }
 
     #[test]
