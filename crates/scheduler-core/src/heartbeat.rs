@@ -1,26 +1,19 @@
 //! A node heartbeat: register or refresh the node, take in finished jobs, reconcile
 //! what the node runs with what the scheduler believes, then fill the node with work.
 
-use crate::fair_share::ElementKind;
 use crate::jobs::job_life::job_life;
 use crate::membership::reassign_node;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::nodes::node_trees::NodeTrees;
-use crate::trees::limits_enforcement::jobs_newest_first;
-use crate::trees::limits_enforcement::limits_of_elements;
-use crate::trees::limits_enforcement::NodeJob;
-use crate::trees::limits_enforcement::Taken;
 use crate::trees::placement::book_start;
 use crate::trees::placement::pick;
 use crate::trees::preemption::preemptor;
 use crate::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
-use ytsched_common::protocol::JobAbort;
 use ytsched_common::protocol::{
     FinishedJob, HeartbeatReply, HeartbeatRequest, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
 };
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::states::AbortReason;
 use ytsched_common::{JobId, NodeId};
 
 /// How far one heartbeat's sequence number may run ahead of the last one taken from the
@@ -53,7 +46,15 @@ impl SchedulerCore {
             }
         }
         job_life!(self).reconcile_running(&mut ctx, &req.running_jobs);
-        self.enforce_limits(&mut ctx);
+        if let Some(tree) = self
+            .nodes
+            .get(&ctx.node)
+            .and_then(|n| self.cluster.tree_of(n))
+        {
+            // Whether a lowered limit is exceeded is the update's to say: it runs first if due.
+            self.update_if_stale(&tree.clone(), now);
+        }
+        preemptor!(self).enforce_limits(&mut ctx);
         self.schedule_on(&mut ctx);
         self.reply(ctx)
     }
@@ -394,98 +395,6 @@ impl SchedulerCore {
         }
         for spec in starts {
             ctx.start(spec);
-        }
-    }
-
-    /// Aborts what must go from this node now; returns the aborts and what they held.
-    pub(crate) fn enforce_limits(&mut self, ctx: &mut HeartbeatContext) {
-        let (node_id, now) = (&ctx.node, ctx.now);
-        let mut taken = Taken::default();
-        let Some(node) = self.nodes.get(node_id) else {
-            return;
-        };
-        let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
-            return;
-        };
-        let jobs = jobs_newest_first(&self.jobs, &self.operations, node_id);
-        job_life!(self).take_back_overcommit(node_id, &jobs, now, &mut taken);
-        self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);
-        // Jobs being killed hold their resources until the node reports them gone.
-        let Taken { aborts, freed, .. } = taken;
-        for a in aborts {
-            ctx.abort(a);
-        }
-        ctx.abort_dying_resources(freed);
-    }
-
-    /// An operation or pool whose `resource_limits` were lowered below its usage: its
-    /// newest jobs on this node go until it fits.
-    fn take_back_over_limits(
-        &mut self,
-        node_id: &NodeId,
-        tree_name: &str,
-        jobs: &[NodeJob],
-        now: UnixMillis,
-        taken: &mut Taken,
-    ) {
-        // Placement never goes over a limit, so only a limit lowered since can be
-        // exceeded; the fair share update says whether any is (and runs first if due).
-        self.update_if_stale(tree_name, now);
-        let over_limit = self
-            .trees
-            .get(tree_name)
-            .and_then(|t| t.snapshot.as_ref())
-            .is_some_and(|s| s.over_limit);
-        if !over_limit {
-            return;
-        }
-        self.trees.refresh_live(&mut self.operations);
-        let Some(shares) = self.trees.shares(tree_name) else {
-            return;
-        };
-        let limits = limits_of_elements(&self.cluster, &self.operations, tree_name, &shares);
-        let mut usage = self
-            .trees
-            .live_usage(&self.operations, tree_name, &shares)
-            .into_owned();
-        for (_, job, owner, res) in jobs {
-            if taken.jobs.contains(job) {
-                continue;
-            }
-            let Some(&leaf) = shares.operation_index.get(owner) else {
-                continue;
-            };
-            let path = shares.path(leaf);
-            let Some(&over) = path
-                .iter()
-                .find(|&&i| limits[i].is_some_and(|l| !usage[i].fits_in(&l)))
-            else {
-                continue;
-            };
-            let e = &shares.elements[over];
-            let what = match &e.kind {
-                ElementKind::Operation { id } => format!("operation {id}"),
-                ElementKind::Pool { name, .. } => format!("pool {name}"),
-            };
-            let message = format!("{what} is over its resource_limits");
-            job_life!(self).abort_running_job(
-                node_id,
-                owner,
-                job,
-                AbortReason::ResourceLimitsViolation,
-                &message,
-                now,
-            );
-            for &i in &path {
-                usage[i] -= *res;
-            }
-            taken.aborts.push(JobAbort {
-                job_id: job.clone(),
-                reason: AbortReason::ResourceLimitsViolation,
-                message,
-                graceful_timeout_ms: None,
-            });
-            taken.freed += *res;
         }
     }
 }

@@ -3,10 +3,14 @@
 //! run time (`resource_limits_violation`). Newest jobs on the node go first.
 
 use crate::jobs::job_index::JobIndex;
+use crate::jobs::job_life::job_life;
 use crate::jobs::job_life::JobLife;
+use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::nodes::node_trees::NodeTrees;
 use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::preemptibility::JobAge;
+use crate::trees::preemption::Preemptor;
 use std::collections::HashSet;
 use ytsched_common::pool_config::limits_vector;
 use ytsched_common::protocol::{JobAbort, UnixMillis};
@@ -147,4 +151,98 @@ pub(crate) fn limits_of_elements(
             .and_then(|o| o.slot(tree_name))
             .map(|s| s.resource_limits)
     })
+}
+
+impl Preemptor<'_> {
+    /// Aborts what must go from this node now; returns the aborts and what they held.
+    pub(crate) fn enforce_limits(&mut self, ctx: &mut HeartbeatContext) {
+        let (node_id, now) = (&ctx.node, ctx.now);
+        let mut taken = Taken::default();
+        let Some(node) = self.nodes.get(node_id) else {
+            return;
+        };
+        let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
+            return;
+        };
+        let jobs = jobs_newest_first(self.jobs, self.operations, node_id);
+        job_life!(self).take_back_overcommit(node_id, &jobs, now, &mut taken);
+        self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);
+        // Jobs being killed hold their resources until the node reports them gone.
+        let Taken { aborts, freed, .. } = taken;
+        for a in aborts {
+            ctx.abort(a);
+        }
+        ctx.abort_dying_resources(freed);
+    }
+
+    /// An operation or pool whose `resource_limits` were lowered below its usage: its
+    /// newest jobs on this node go until it fits.
+    fn take_back_over_limits(
+        &mut self,
+        node_id: &NodeId,
+        tree_name: &str,
+        jobs: &[NodeJob],
+        now: UnixMillis,
+        taken: &mut Taken,
+    ) {
+        // Placement never goes over a limit, so only a limit lowered since can be
+        // exceeded; the fair share update (brought up to date by the caller) says
+        // whether any is.
+        let over_limit = self
+            .trees
+            .get(tree_name)
+            .and_then(|t| t.snapshot.as_ref())
+            .is_some_and(|s| s.over_limit);
+        if !over_limit {
+            return;
+        }
+        self.trees.refresh_live(self.operations);
+        let Some(shares) = self.trees.shares(tree_name) else {
+            return;
+        };
+        let limits = limits_of_elements(self.cluster, self.operations, tree_name, &shares);
+        let mut usage = self
+            .trees
+            .live_usage(self.operations, tree_name, &shares)
+            .into_owned();
+        for (_, job, owner, res) in jobs {
+            if taken.jobs.contains(job) {
+                continue;
+            }
+            let Some(&leaf) = shares.operation_index.get(owner) else {
+                continue;
+            };
+            let path = shares.path(leaf);
+            let Some(&over) = path
+                .iter()
+                .find(|&&i| limits[i].is_some_and(|l| !usage[i].fits_in(&l)))
+            else {
+                continue;
+            };
+            let e = &shares.elements[over];
+            let what = match &e.kind {
+                ElementKind::Operation { id } => format!("operation {id}"),
+                ElementKind::Pool { name, .. } => format!("pool {name}"),
+            };
+            let message = format!("{what} is over its resource_limits");
+            job_life!(self).abort_running_job(
+                node_id,
+                owner,
+                job,
+                AbortReason::ResourceLimitsViolation,
+                &message,
+                now,
+            );
+            for &i in &path {
+                usage[i] -= *res;
+            }
+            taken.aborts.push(JobAbort {
+                job_id: job.clone(),
+                reason: AbortReason::ResourceLimitsViolation,
+                message,
+                graceful_timeout_ms: None,
+            });
+            taken.freed += *res;
+        }
+    }
 }
