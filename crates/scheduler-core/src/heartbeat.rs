@@ -1,6 +1,7 @@
 //! A node heartbeat: register or refresh the node, take in finished jobs, reconcile
 //! what the node runs with what the scheduler believes, then fill the node with work.
 
+use crate::jobs::adoption::StartHold;
 use crate::jobs::job_life::job_life;
 use crate::membership::reassign_node;
 use crate::nodes::heartbeat_context::HeartbeatContext;
@@ -201,7 +202,11 @@ impl SchedulerCore {
         let node = &self.nodes[&ctx.node];
         let running = self.jobs.running_on(&ctx.node, &self.operations);
         ctx.begin_placement(node.resource_limits, running);
-        if node.is_schedulable() && !self.starts_held(ctx.now) && !self.store_behind {
+        let schedulable = node.is_schedulable();
+        if schedulable
+            && !StartHold::holds(&mut self.start_hold, &mut self.outbox, &self.nodes, ctx.now)
+            && !self.store_behind
+        {
             self.fill_node(ctx);
             preemptor!(self).preemptive_stage(ctx);
             job_life!(self).speculative_stage(ctx);

@@ -44,6 +44,7 @@ pub use trees::{fair_share, starvation};
 pub use ytsched_common::pool_tree;
 pub use ytsched_common::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 
+use crate::jobs::adoption::StartHold;
 use crate::nodes::nudges::nudger;
 use crate::trees::preemption::preemptor;
 use std::collections::BTreeMap;
@@ -288,7 +289,9 @@ impl SchedulerCore {
         }
         self.update_due_shares(now);
         let gangs_may_start = !self.operations.gangs.is_empty() && !self.store_behind;
-        if gangs_may_start && !self.starts_held(now) {
+        if gangs_may_start
+            && !StartHold::holds(&mut self.start_hold, &mut self.outbox, &self.nodes, now)
+        {
             preemptor!(self).place_gangs(now);
         }
         self.retire_finished(now);

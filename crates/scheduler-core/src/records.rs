@@ -386,23 +386,6 @@ impl SchedulerCore {
         self.start_key = key;
     }
 
-    /// Whether starts are held now; ends the hold when it is over.
-    pub(crate) fn starts_held(&mut self, now: UnixMillis) -> bool {
-        let Some(hold) = self.start_hold else {
-            return false;
-        };
-        if now < hold.deadline {
-            return true;
-        }
-        self.start_hold = None;
-        self.outbox.event(CoreEvent::StartsResumed {
-            adopted_jobs: hold.adopted,
-        });
-        self.outbox
-            .nudge_all(crate::nodes::node::online_ids(&self.nodes));
-        false
-    }
-
     /// Files a finished operation for retirement (at its finish, and at revival).
     pub(crate) fn note_finished(&mut self, id: &OperationId) {
         let Some(op) = self.operations.get(id) else {

@@ -3,19 +3,20 @@
 //! fair share update (which runs before the next placement).
 
 use crate::admin::nodes::NodeSettings;
+use crate::admin::pool_attributes::edit_tree_config;
 use crate::admin::pool_attributes::PoolAttributes;
 use crate::admin::values::*;
 use crate::admin::what_if::ShareKey;
 use crate::admin::what_if::UNCHANGED;
+use crate::nodes::membership::refuse_overlaps;
 use crate::queries::reads::CoreReads;
-use crate::BTreeMap;
 use crate::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use ytsched_common::api::ApiError;
 use ytsched_common::api::ShareChange;
 use ytsched_common::api::WhatIf;
 use ytsched_common::maintenance::MaintenanceFlag;
-use ytsched_common::names::TreeName;
 use ytsched_common::pool_config::{
     canonical_pool_attribute, canonical_tree_attribute, PoolConfig, TreeConfig, ROOT_POOL,
 };
@@ -78,7 +79,7 @@ impl SchedulerCore {
                 sub,
             } => {
                 let target = attribute.map(|a| attribute_path(canonical_tree_attribute(&a), sub));
-                self.edit_tree_config(&tree, AttributeEdit::Set(target, value))
+                edit_tree_config(&mut self.cluster, &self.nodes, &tree, AttributeEdit::Set(target, value))
                     .map_err(here)?;
             }
             AdminPath::Pool { .. } | AdminPath::PoolTrees => {
@@ -162,7 +163,7 @@ impl SchedulerCore {
                 sub,
             } => {
                 let edit = AttributeEdit::Remove(attribute_path(canonical_tree_attribute(&a), sub));
-                self.edit_tree_config(&tree, edit).map_err(here)?;
+                edit_tree_config(&mut self.cluster, &self.nodes, &tree, edit).map_err(here)?;
             }
             AdminPath::Node {
                 node,
@@ -229,43 +230,13 @@ impl SchedulerCore {
         let config = TreeConfig::from_attributes(name, config_value)?;
         let tree = PoolTree::new(config);
         tree.validate(name)?;
-        self.check_membership_with(&tree_name, &tree)?;
+        refuse_overlaps(&self.nodes, &self.cluster, &tree_name, &tree)?;
         self.cluster.trees.insert(tree_name.clone(), tree);
         if self.cluster.default_tree.is_none() {
             self.cluster.default_tree = Some(tree_name);
         }
         self.on_config_changed();
         Ok(())
-    }
-
-    fn edit_tree_config(&mut self, tree: &str, edit: AttributeEdit) -> Result<(), ConfigError> {
-        let t = self.cluster.tree_mut(tree)?;
-        let attrs = edit.apply(Value::Object(t.config.to_attributes()))?;
-        let mut next = t.clone();
-        next.config = TreeConfig::from_attributes(tree, attrs)?;
-        next.validate(tree)?;
-        if next.config.nodes_filter != t.config.nodes_filter {
-            let name = self.cluster.tree_name(tree)?.clone();
-            self.check_membership_with(&name, &next)?;
-        }
-        *self.cluster.tree_mut(tree)? = next;
-        Ok(())
-    }
-
-    /// Refuses a tree (new or changed) whose `nodes_filter` would make current nodes
-    /// match several trees; names the nodes.
-    fn check_membership_with(&self, name: &TreeName, tree: &PoolTree) -> Result<(), ConfigError> {
-        let mut next = self.cluster.clone();
-        next.trees.insert(name.clone(), tree.clone());
-        let overlaps = crate::nodes::membership::new_overlaps(&self.nodes, &self.cluster, &next);
-        if overlaps.is_empty() {
-            return Ok(());
-        }
-        Err(ConfigError::invalid(format!(
-            "nodes_filter '{}' of pool tree '{name}' would put nodes in several pool trees: {}",
-            tree.config.nodes_filter,
-            overlaps.join(", ")
-        )))
     }
 
     /// `ytsched node approve` (admins): routed to what owns the nodes' bounds

@@ -3,11 +3,16 @@
 //! configuration, which owns the pools.
 
 use crate::admin::values::*;
+use crate::nodes::membership::refuse_overlaps;
 use crate::ConfigError;
+use crate::Node;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use ytsched_common::names::TreePoolName;
+use ytsched_common::pool_config::TreeConfig;
 use ytsched_common::pool_config::{PoolConfig, DEFAULT_FIFO_SORT_PARAMETERS, ROOT_POOL};
 use ytsched_common::pool_tree::ClusterConfig;
+use ytsched_common::NodeId;
 
 /// Pools found by path and their attributes read and edited, as Cypress paths name them.
 pub(crate) trait PoolAttributes {
@@ -97,4 +102,25 @@ impl PoolAttributes for ClusterConfig {
         let config = PoolConfig::from_attributes(pool, attrs)?;
         t.set_pool_config(tree, pool, config)
     }
+}
+
+/// Edits a tree's own attributes (`//sys/pool_trees/<tree>/@...`) on a copy: valid as a
+/// whole, and a new `nodes_filter` must not put current nodes in several trees.
+pub(crate) fn edit_tree_config(
+    cluster: &mut ClusterConfig,
+    nodes: &BTreeMap<NodeId, Node>,
+    tree: &str,
+    edit: AttributeEdit,
+) -> Result<(), ConfigError> {
+    let t = cluster.tree_mut(tree)?;
+    let attrs = edit.apply(Value::Object(t.config.to_attributes()))?;
+    let mut next = t.clone();
+    next.config = TreeConfig::from_attributes(tree, attrs)?;
+    next.validate(tree)?;
+    if next.config.nodes_filter != t.config.nodes_filter {
+        let name = cluster.tree_name(tree)?.clone();
+        refuse_overlaps(nodes, cluster, &name, &next)?;
+    }
+    *cluster.tree_mut(tree)? = next;
+    Ok(())
 }

@@ -12,7 +12,12 @@
 //! earlier, once no new node had come back for that gap plus a period, was tried: under
 //! a loaded machine an agent came back later than that and one job started twice.
 
+use crate::outbox::Outbox;
+use crate::CoreEvent;
+use crate::Node;
+use std::collections::BTreeMap;
 use ytsched_common::protocol::UnixMillis;
+use ytsched_common::NodeId;
 
 /// A revived scheduler's pause of starts while nodes report what they run.
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +29,28 @@ pub(crate) struct StartHold {
 }
 
 impl StartHold {
+    /// Whether starts are held at `now`; a hold that is over ends here: its end is told
+    /// and every online node nudged, as they may start jobs again.
+    pub(crate) fn holds(
+        hold: &mut Option<StartHold>,
+        outbox: &mut Outbox,
+        nodes: &BTreeMap<NodeId, Node>,
+        now: UnixMillis,
+    ) -> bool {
+        let Some(h) = *hold else {
+            return false;
+        };
+        if now < h.deadline {
+            return true;
+        }
+        *hold = None;
+        outbox.event(CoreEvent::StartsResumed {
+            adopted_jobs: h.adopted,
+        });
+        outbox.nudge_all(crate::nodes::node::online_ids(nodes));
+        false
+    }
+
     pub(crate) fn new(deadline: UnixMillis) -> Self {
         StartHold {
             deadline,

@@ -5,9 +5,10 @@
 //! at its next heartbeat (nudged to come at once), where the abort travels to the agent.
 
 use crate::outbox::Outbox;
-use crate::{ClusterConfig, CoreEvent, Node};
+use crate::{ClusterConfig, ConfigError, CoreEvent, Node, PoolTree};
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
+use ytsched_common::names::TreeName;
 
 use ytsched_common::protocol::Registration;
 
@@ -132,4 +133,25 @@ pub(crate) fn new_overlaps(
                 .then(|| format!("{} (would match {})", n.id, now_matches.join(" and ")))
         })
         .collect()
+}
+
+/// Refuses a tree (new or changed) whose `nodes_filter` would make current nodes match
+/// several trees; names the nodes.
+pub(crate) fn refuse_overlaps(
+    nodes: &BTreeMap<NodeId, Node>,
+    cluster: &ClusterConfig,
+    name: &TreeName,
+    tree: &PoolTree,
+) -> Result<(), ConfigError> {
+    let mut next = cluster.clone();
+    next.trees.insert(name.clone(), tree.clone());
+    let overlaps = new_overlaps(nodes, cluster, &next);
+    if overlaps.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::invalid(format!(
+        "nodes_filter '{}' of pool tree '{name}' would put nodes in several pool trees: {}",
+        tree.config.nodes_filter,
+        overlaps.join(", ")
+    )))
 }
