@@ -9,6 +9,7 @@ use crate::nodes::node_trees::NodeTrees;
 use crate::trees::placement::book_start;
 use crate::trees::placement::pick;
 use crate::trees::preemption::preemptor;
+use crate::trees::share_updater::share_updater;
 use crate::{CoreEvent, Node, SchedulerCore};
 use std::collections::HashSet;
 use ytsched_common::protocol::{
@@ -53,7 +54,7 @@ impl SchedulerCore {
             .and_then(|n| self.cluster.tree_of(n))
         {
             // Whether a lowered limit is exceeded is the update's to say: it runs first if due.
-            self.update_if_stale(&tree.clone(), now);
+            share_updater!(self).update_if_stale(&tree.clone(), now);
         }
         preemptor!(self).enforce_limits(&mut ctx);
         self.schedule_on(&mut ctx);
@@ -349,7 +350,7 @@ impl SchedulerCore {
             Some(smallest) if smallest.fits_in(&free) => {}
             _ => return,
         }
-        self.update_if_stale(&tree, now);
+        share_updater!(self).update_if_stale(&tree, now);
         self.trees.refresh_live(&mut self.operations);
         let Some(shares) = self.trees.shares(&tree) else {
             return;

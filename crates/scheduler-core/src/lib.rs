@@ -47,6 +47,7 @@ pub use ytsched_common::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAUL
 use crate::jobs::adoption::StartHold;
 use crate::nodes::nudges::nudger;
 use crate::trees::preemption::preemptor;
+use crate::trees::share_updater::share_updater;
 use std::collections::BTreeMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
@@ -233,6 +234,21 @@ impl SchedulerCore {
         self.outbox.event(CoreEvent::Configuration);
     }
 
+    /// Recomputes every tree now (the simulator's snapshots, admin changes).
+    pub fn update_all_shares(&mut self, now: UnixMillis) {
+        share_updater!(self).update_all(now);
+    }
+
+    /// Takes in a computed update. One prepared before a configuration change is
+    /// dropped (its pools may be gone) and the tree is computed again. What it replaces
+    /// is handed back, to be freed off the lock.
+    pub fn apply_share_update(
+        &mut self,
+        update: ComputedShares,
+    ) -> trees::share_update::Superseded {
+        share_updater!(self).apply(update)
+    }
+
     pub fn config(&self) -> &CoreConfig {
         &self.config
     }
@@ -287,7 +303,7 @@ impl SchedulerCore {
         if std::mem::take(&mut self.placeability.stale) {
             self.fail_unplaceable_if_offer_changed(now);
         }
-        self.update_due_shares(now);
+        share_updater!(self).update_due(now);
         let gangs_may_start = !self.operations.gangs.is_empty() && !self.store_behind;
         if gangs_may_start
             && !StartHold::holds(&mut self.start_hold, &mut self.outbox, &self.nodes, now)

@@ -10,6 +10,7 @@ use crate::admin::what_if::ShareKey;
 use crate::admin::what_if::UNCHANGED;
 use crate::nodes::membership::refuse_overlaps;
 use crate::queries::reads::CoreReads;
+use crate::trees::share_updater::share_updater;
 use crate::{AdminPath, ConfigError, SchedulerCore};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -289,7 +290,7 @@ impl SchedulerCore {
     pub fn fair_share_ratios(&mut self, now: UnixMillis) -> BTreeMap<ShareKey, f64> {
         self.latest_now.observe(now);
         for tree in self.trees.names() {
-            self.update_tree_shares(tree.as_str(), now);
+            share_updater!(self).update_tree(tree.as_str(), now);
         }
         let mut out = BTreeMap::new();
         for tree in self.trees.names() {

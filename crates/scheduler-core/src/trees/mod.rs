@@ -13,6 +13,7 @@ pub(crate) mod preemptibility;
 pub(crate) mod preemption;
 pub(crate) mod share_inputs;
 pub(crate) mod share_update;
+pub(crate) mod share_updater;
 pub mod starvation;
 pub(crate) mod tree_state;
 pub(crate) mod victims;

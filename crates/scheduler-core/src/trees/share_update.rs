@@ -2,20 +2,15 @@
 //! right away (before the next placement) when the tree's operations, configuration or
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
-use crate::fair_share::ElementKind;
 use crate::membership::reassign_node;
-use crate::nodes::nudges::nudger;
 use crate::operations::table::OperationTable;
-use crate::trees::fair_share::{self, OperationInput, PoolVolumes, UpdateContext};
+use crate::trees::fair_share::{self, OperationInput, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
 use crate::trees::live_usage::{build_live, LiveTree};
-use crate::trees::pool_samples::CONFIGURATION_EVERY_MS;
 use crate::trees::share_inputs::TreeInputs;
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
 use crate::trees::tree_state::TreeStates;
-use crate::CoreEvent;
-use crate::PoolShareSample;
 use crate::{ClusterConfig, Node};
 use crate::{PoolTree, SchedulerCore};
 use std::collections::BTreeMap;
@@ -23,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::protocol::UnixMillis;
-use ytsched_common::resources::{Resource, ResourceVector};
+use ytsched_common::resources::ResourceVector;
 use ytsched_common::{NodeId, OperationId};
 
 /// One tree's fair-share update, prepared from the core and computed away from it: the
@@ -47,27 +42,27 @@ pub struct ShareUpdate {
 /// milliseconds to free, which a driver does after letting go of the core's lock.
 #[derive(Default)]
 pub struct Superseded {
-    _snapshot: Option<TreeSnapshot>,
-    _starvation: Option<Arc<TreeStarvation>>,
-    _live: Option<LiveTree>,
+    pub(crate) _snapshot: Option<TreeSnapshot>,
+    pub(crate) _starvation: Option<Arc<TreeStarvation>>,
+    pub(crate) _live: Option<LiveTree>,
 }
 
 /// A computed update, for `SchedulerCore::apply_share_update`.
 pub struct ComputedShares {
-    tree_name: TreeName,
-    shares: fair_share::TreeShares,
-    starvation: TreeStarvation,
-    starving_order: Vec<(OperationId, StarvationStatus)>,
+    pub(crate) tree_name: TreeName,
+    pub(crate) shares: fair_share::TreeShares,
+    pub(crate) starvation: TreeStarvation,
+    pub(crate) starving_order: Vec<(OperationId, StarvationStatus)>,
     /// Live arrays as of the inputs (`live_usage.rs`); the core re-reads only the
     /// operations changed since.
-    live: LiveTree,
+    pub(crate) live: LiveTree,
     /// Some element uses more than its `resource_limits`.
-    over_limit: bool,
+    pub(crate) over_limit: bool,
     /// Operations in this update and not in the previous one.
-    arrived: Vec<OperationId>,
-    total: ResourceVector,
-    config_revision: u64,
-    now: UnixMillis,
+    pub(crate) arrived: Vec<OperationId>,
+    pub(crate) total: ResourceVector,
+    pub(crate) config_revision: u64,
+    pub(crate) now: UnixMillis,
 }
 
 impl ShareUpdate {
@@ -148,6 +143,7 @@ macro_rules! share_prep {
         }
     };
 }
+pub(crate) use share_prep;
 
 impl SharePrep<'_> {
     /// The input of one tree's update, taken from the core as it is now. The tree counts
@@ -225,53 +221,6 @@ impl SharePrep<'_> {
 }
 
 impl SchedulerCore {
-    /// Runs the updates that are due by their period. Stale trees are not updated here:
-    /// placement updates them right before it needs them, and a stream of submissions
-    /// must not turn every tick into a full update of a large tree.
-    pub(crate) fn update_due_shares(&mut self, now: UnixMillis) {
-        if self.config.background_share_updates {
-            return;
-        }
-        for tree in self.trees.names() {
-            if self.trees.due_by_period(&self.cluster, tree.as_str(), now) {
-                self.update_tree_shares(tree.as_str(), now);
-            }
-        }
-    }
-
-    /// Recomputes every tree now (the simulator's snapshots, admin changes).
-    pub fn update_all_shares(&mut self, now: UnixMillis) {
-        for tree in self.trees.names() {
-            self.update_tree_shares(tree.as_str(), now);
-        }
-    }
-
-    /// Updates a tree whose operations, configuration or nodes changed before a
-    /// placement reads it, but no more often than its size allows: an update costs time
-    /// in proportion to the tree's elements, and thousands of nodes joining, or a stream
-    /// of submissions, must not turn every heartbeat into a full update (placement then
-    /// reads the last snapshot, as YTsaurus's always does, until the interval is over).
-    pub(crate) fn update_if_stale(&mut self, tree: &str, now: UnixMillis) {
-        let Some(state) = self.trees.get(tree) else {
-            return;
-        };
-        let due = if state.snapshot.is_some() {
-            !self.config.background_share_updates && self.trees.due_by_change(tree, now)
-        } else {
-            // A tree never updated: placement cannot do without it.
-            !state.updating
-        };
-        if due {
-            self.update_tree_shares(tree, now);
-        }
-    }
-
-    pub(crate) fn update_tree_shares(&mut self, tree_name: &str, now: UnixMillis) {
-        if let Some(update) = share_prep!(self).prepare(tree_name, now) {
-            let _ = self.apply_share_update(update.compute());
-        }
-    }
-
     /// Updates that are due, for a driver that computes them away from the core
     /// (`CoreConfig::background_share_updates`) and hands each back to
     /// `apply_share_update`: a tree whose period has passed, a changed tree past its
@@ -301,93 +250,6 @@ impl SchedulerCore {
         }
     }
 
-    /// Takes in a computed update. One prepared before a configuration change is
-    /// dropped (its pools may be gone) and the tree is computed again. What it replaces
-    /// is handed back, to be freed off the lock.
-    pub fn apply_share_update(&mut self, update: ComputedShares) -> Superseded {
-        let ComputedShares {
-            tree_name,
-            shares,
-            starvation,
-            starving_order,
-            live,
-            over_limit,
-            arrived,
-            total,
-            config_revision,
-            now,
-        } = update;
-        let changed = self.operations.take_since_prepare(&tree_name);
-        let revision = self.config_revision;
-        let Some(state) = self.trees.get_mut(&tree_name) else {
-            return Superseded::default();
-        };
-        state.updating = false;
-        if config_revision != revision {
-            state.stale = true;
-            return Superseded::default();
-        }
-        // With no nodes there is nothing to measure volumes against: keep them as they are.
-        if Resource::ALL.iter().any(|&r| total.get(r) > 0.0) {
-            let volumes: PoolVolumes = shares
-                .elements
-                .iter()
-                .filter_map(|e| {
-                    let ig = e.integral.as_ref().filter(|ig| ig.accrues())?;
-                    Some((e.pool_name()?.clone(), ig.volume_ratio))
-                })
-                .collect();
-            state.integral_volumes = volumes;
-        }
-        let operations = &self.operations;
-        self.share_history.record(&tree_name, &shares, now, |id| {
-            operations
-                .get(id)
-                .is_some_and(|o| o.main_tree().as_str() == tree_name.as_str())
-        });
-        // Computed away from the core, an operation that arrived since the last update
-        // can run only now: the nodes that could start it hear of it now.
-        let arrived = if self.config.background_share_updates {
-            arrived
-        } else {
-            vec![]
-        };
-        let live =
-            crate::trees::live_usage::live_after_update(&self.operations, &shares, live, changed);
-        let mut superseded = Superseded::default();
-        if let Some(state) = self.trees.get_mut(&tree_name) {
-            superseded = Superseded {
-                _live: Some(std::mem::replace(&mut state.live, live)),
-                _starvation: Some(std::mem::replace(
-                    &mut state.starvation,
-                    Arc::new(starvation),
-                )),
-                _snapshot: state.snapshot.replace(TreeSnapshot {
-                    shares: Arc::new(shares),
-                    taken_at: now,
-                    starving_order: Arc::new(starving_order),
-                    over_limit,
-                }),
-            };
-        }
-        for id in arrived {
-            nudger!(self).nudge_for(&id);
-        }
-        self.sample_pools(&tree_name, now);
-        superseded
-    }
-
-    /// Every node's membership again (after the configuration changed).
-    pub(crate) fn recompute_tree_resources(&mut self) {
-        self.placeability.stale = true;
-        // Pool filters may have changed with the configuration: check every operation.
-        self.placeability.offer = None;
-        let ids: Vec<NodeId> = self.nodes.keys().cloned().collect();
-        for id in ids {
-            self.placeability.stale |= self.trees.account_node(&self.nodes, &id);
-        }
-    }
-
     /// After any configuration change: trees are recomputed before the next placement,
     /// nodes are re-sorted into trees by their filters, and pending operations may now fit.
     pub(crate) fn on_config_changed(&mut self) {
@@ -401,56 +263,15 @@ impl SchedulerCore {
         for id in ids {
             reassign_node(&mut self.nodes, &self.cluster, &mut self.outbox, &id);
         }
-        self.recompute_tree_resources();
+        self.placeability.stale = true;
+        // Pool filters may have changed with the configuration: check every operation.
+        self.placeability.offer = None;
+        for id in self.nodes.keys() {
+            self.placeability.stale |= self.trees.account_node(&self.nodes, id);
+        }
         self.reevaluate_lightweight();
         self.promote_pending(self.latest_now.get());
         self.outbox
             .nudge_all(crate::nodes::node::online_ids(&self.nodes));
-    }
-
-    /// Tells the pools' shares of `tree` if a sample is due.
-    pub(crate) fn sample_pools(&mut self, tree: &str, now: UnixMillis) {
-        if self
-            .configuration_told_at
-            .is_some_and(|at| now >= at.saturating_add(CONFIGURATION_EVERY_MS))
-        {
-            self.note_configuration(now);
-        }
-        let every = self.config.pool_sample_period_ms.max(1);
-        let Some(state) = self.trees.get_mut(tree) else {
-            return;
-        };
-        if state
-            .pool_sample_at
-            .is_some_and(|at| now < at.saturating_add(every))
-        {
-            return;
-        }
-        let Some(shares) = state.shares() else {
-            return;
-        };
-        let pools: Vec<PoolShareSample> = shares
-            .elements
-            .iter()
-            .filter_map(|e| match &e.kind {
-                ElementKind::Pool { name, .. } => Some(PoolShareSample {
-                    pool: name.clone(),
-                    fair_share_ratio: e.fair_share.total.max_component(),
-                    usage_ratio: e.usage_share.max_component(),
-                    demand_ratio: e.demand_share.max_component(),
-                }),
-                _ => None,
-            })
-            .collect();
-        state.pool_sample_at = Some(now);
-        let Some(tree) = self
-            .cluster
-            .trees
-            .get_key_value(tree)
-            .map(|(t, _)| t.clone())
-        else {
-            return;
-        };
-        self.outbox.event(CoreEvent::PoolShares { tree, pools });
     }
 }
