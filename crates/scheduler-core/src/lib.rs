@@ -45,6 +45,7 @@ pub use ytsched_common::pool_tree;
 pub use ytsched_common::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAULT_TREE};
 
 use crate::jobs::adoption::StartHold;
+use crate::jobs::job_life::job_life;
 use crate::nodes::nudges::nudger;
 use crate::trees::preemption::preemptor;
 use crate::trees::share_updater::share_updater;
@@ -199,7 +200,12 @@ impl SchedulerCore {
         let config_changed = self.config_revision != revision;
         let effects = Effects {
             config_changed,
-            changes: self.take_changes(),
+            changes: records::take_changes(
+                &mut self.operations,
+                &mut self.jobs,
+                &mut self.outbox,
+                &mut self.trust,
+            ),
             retired: self.outbox.take_retired(),
             nudges: self.outbox.take_nudges(),
             events: self.outbox.take_events(),
@@ -294,7 +300,7 @@ impl SchedulerCore {
     pub fn tick(&mut self, now: UnixMillis) {
         self.latest_now.observe(now);
         self.expire_silent_nodes(now);
-        self.end_revival_if_due(now);
+        job_life!(self).end_revival_if_due(&mut self.revival_deadline, now);
         self.enforce_time_limits(now);
         // Jobs whose restart back-off is over wait again, and nodes hear of them.
         for id in self.operations.release_restarts(now) {

@@ -8,9 +8,13 @@
 //! before they count as lost.
 
 use crate::jobs::adoption::StartHold;
-use crate::jobs::job_life::job_life;
+use crate::jobs::job_index::JobIndex;
 use crate::jobs::job_output::JobOutput;
+use crate::nodes::trust::NodeTrust;
 use crate::operations::operation::{Job, Operation, TreeSlot};
+use crate::operations::table::OperationTable;
+use crate::outbox::Outbox;
+use crate::retention::note_finished;
 use crate::retention::retire_oldest;
 use crate::retention::Archived;
 use crate::retention::MAX_RETIRED_PER_CALL;
@@ -158,64 +162,6 @@ pub struct RevivalSummary {
 }
 
 impl SchedulerCore {
-    /// Records of everything changed since the last call, operations before their jobs.
-    /// Settled finished attempts leave memory here, once their last record is taken.
-    pub(super) fn take_changes(&mut self) -> Vec<StateChange> {
-        let mut out = Vec::new();
-        let mut outputs: BTreeMap<JobId, JobOutput> = self
-            .outbox
-            .take_outputs()
-            .into_iter()
-            .map(|o| (o.job.clone(), o))
-            .collect();
-        let jobs_index = &mut self.jobs;
-        let mut reservation_grew = false;
-        self.operations.drain_changed(|op| {
-            reservation_grew |= op.take_reservation_grew();
-            let id = op.id.clone();
-            let (header, mut jobs) = op.take_changes();
-            if header {
-                // Attempts that settled as it finished go inside its record.
-                let inline = op.take_in_settled(&jobs, &mut outputs);
-                jobs.retain(|j| !inline.contains(j));
-            }
-            let mut records = Vec::new();
-            for j in &jobs {
-                // Running attempts are not stored: their nodes report them (see
-                // `adoption.rs`); the record comes with their end.
-                if let Some(job) = op.jobs.get(j).filter(|j| j.state != JobState::Running) {
-                    records.push(StateChange::Job(Box::new(JobRecord {
-                        operation: id.clone(),
-                        job: (**job).clone(),
-                    })));
-                }
-            }
-            // Recorded for good: the store answers for them from now on.
-            for j in op.release_settled(&jobs) {
-                jobs_index.forget(&j);
-            }
-            if header {
-                out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
-            }
-            out.extend(records);
-        });
-        if reservation_grew {
-            self.outbox.reply_after_store();
-        }
-        out.extend(
-            outputs
-                .into_values()
-                .map(|o| StateChange::Output(Box::new(o))),
-        );
-        out.extend(
-            self.trust
-                .take_changes()
-                .into_iter()
-                .map(|(node, record)| StateChange::NodeTrust(node, record)),
-        );
-        out
-    }
-
     /// What nodes were trusted with, as stored (at revival, before any heartbeat).
     pub fn restore_node_trust(
         &mut self,
@@ -334,7 +280,7 @@ impl SchedulerCore {
         }
         self.operations.insert(op, changed);
         if finished {
-            self.note_finished(&id);
+            note_finished(&mut self.finished_order, &self.operations, &id);
         }
     }
 
@@ -343,61 +289,10 @@ impl SchedulerCore {
         self.damaged.insert(id, reason);
     }
 
-    /// At the end of the revival window, jobs no node reported are lost: they run again.
-    pub(super) fn end_revival_if_due(&mut self, now: UnixMillis) {
-        if self.revival_deadline.is_none_or(|d| now < d) {
-            return;
-        }
-        self.revival_deadline = None;
-        let silent: Vec<(NodeId, Vec<JobId>)> = self
-            .jobs
-            .nodes()
-            .filter(|id| self.nodes.get(*id).is_none_or(|n| !n.online))
-            .map(|id| (id.clone(), self.jobs.on(id).cloned().collect()))
-            .collect();
-        let mut lost = 0;
-        for (node, jobs) in &silent {
-            for job in jobs {
-                lost += 1;
-                job_life!(self).lose_job(node, job, now);
-                if let Some(op) = self.jobs.owner(job).cloned() {
-                    if let Some(mut o) = self.operations.edit(&op) {
-                        o.record(
-                            now,
-                            format!(
-                                "job {job} lost: node {node} did not report it after the revival"
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-        self.outbox.event(CoreEvent::RevivalEnded {
-            lost_jobs: lost,
-            silent_nodes: silent.len(),
-        });
-        self.outbox
-            .nudge_all(crate::nodes::node::online_ids(&self.nodes));
-    }
-
     /// The key start tokens are made and checked with: the same for every leader of a
     /// cluster (the service keeps it in the store).
     pub fn set_start_key(&mut self, key: crate::StartKey) {
         self.start_key = key;
-    }
-
-    /// Files a finished operation for retirement (at its finish, and at revival).
-    pub(crate) fn note_finished(&mut self, id: &OperationId) {
-        let Some(op) = self.operations.get(id) else {
-            return;
-        };
-        let Some(finished) = op.finish_time else {
-            return;
-        };
-        self.finished_order
-            .entry(op.main_tree().clone())
-            .or_default()
-            .insert((finished, op.seq, id.clone()));
     }
 
     /// Retires what the trees' retention settings let go (see the module comment).
@@ -511,4 +406,66 @@ impl Operation {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Records of everything changed since the last call, operations before their jobs.
+/// Settled finished attempts leave memory here, once their last record is taken.
+pub(crate) fn take_changes(
+    operations: &mut OperationTable,
+    jobs: &mut JobIndex,
+    outbox: &mut Outbox,
+    trust: &mut NodeTrust,
+) -> Vec<StateChange> {
+    let mut out = Vec::new();
+    let mut outputs: BTreeMap<JobId, JobOutput> = outbox
+        .take_outputs()
+        .into_iter()
+        .map(|o| (o.job.clone(), o))
+        .collect();
+    let jobs_index = jobs;
+    let mut reservation_grew = false;
+    operations.drain_changed(|op| {
+        reservation_grew |= op.take_reservation_grew();
+        let id = op.id.clone();
+        let (header, mut jobs) = op.take_changes();
+        if header {
+            // Attempts that settled as it finished go inside its record.
+            let inline = op.take_in_settled(&jobs, &mut outputs);
+            jobs.retain(|j| !inline.contains(j));
+        }
+        let mut records = Vec::new();
+        for j in &jobs {
+            // Running attempts are not stored: their nodes report them (see
+            // `adoption.rs`); the record comes with their end.
+            if let Some(job) = op.jobs.get(j).filter(|j| j.state != JobState::Running) {
+                records.push(StateChange::Job(Box::new(JobRecord {
+                    operation: id.clone(),
+                    job: (**job).clone(),
+                })));
+            }
+        }
+        // Recorded for good: the store answers for them from now on.
+        for j in op.release_settled(&jobs) {
+            jobs_index.forget(&j);
+        }
+        if header {
+            out.push(StateChange::Operation(Box::new(OperationRecord::of(op))));
+        }
+        out.extend(records);
+    });
+    if reservation_grew {
+        outbox.reply_after_store();
+    }
+    out.extend(
+        outputs
+            .into_values()
+            .map(|o| StateChange::Output(Box::new(o))),
+    );
+    out.extend(
+        trust
+            .take_changes()
+            .into_iter()
+            .map(|(node, record)| StateChange::NodeTrust(node, record)),
+    );
+    out
 }

@@ -267,6 +267,47 @@ impl JobLife<'_> {
         }
         stale
     }
+
+    /// At the end of the revival window, jobs no node reported are lost: they run again.
+    pub(crate) fn end_revival_if_due(
+        &mut self,
+        deadline: &mut Option<UnixMillis>,
+        now: UnixMillis,
+    ) {
+        if deadline.is_none_or(|d| now < d) {
+            return;
+        }
+        *deadline = None;
+        let silent: Vec<(NodeId, Vec<JobId>)> = self
+            .jobs
+            .nodes()
+            .filter(|id| self.nodes.get(*id).is_none_or(|n| !n.online))
+            .map(|id| (id.clone(), self.jobs.on(id).cloned().collect()))
+            .collect();
+        let mut lost = 0;
+        for (node, jobs) in &silent {
+            for job in jobs {
+                lost += 1;
+                self.lose_job(node, job, now);
+                if let Some(op) = self.jobs.owner(job).cloned() {
+                    if let Some(mut o) = self.operations.edit(&op) {
+                        o.record(
+                            now,
+                            format!(
+                                "job {job} lost: node {node} did not report it after the revival"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        self.outbox.event(CoreEvent::RevivalEnded {
+            lost_jobs: lost,
+            silent_nodes: silent.len(),
+        });
+        self.outbox
+            .nudge_all(crate::nodes::node::online_ids(self.nodes));
+    }
 }
 
 /// The abort of a job a node runs that the scheduler does not run there: aborted (saying

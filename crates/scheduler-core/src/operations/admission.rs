@@ -7,6 +7,7 @@ use crate::operations::access::check_run_access;
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::operations::operation_counts::PoolCountMap;
+use crate::retention::note_finished;
 use crate::ClusterConfig;
 use crate::{CoreEvent, Operation, SchedulerCore};
 use std::collections::HashMap;
@@ -317,7 +318,7 @@ impl SchedulerCore {
             self.trees.mark_stale(&tree);
             self.remove_empty_ephemeral_pools(&tree, &pool);
         }
-        self.note_finished(id);
+        note_finished(&mut self.finished_order, &self.operations, id);
         self.promote_pending(now);
     }
 

@@ -7,6 +7,16 @@ use ytsched_common::api::*;
 use ytsched_common::resources::ResourceVector;
 
 impl SchedulerCore {
+    /// The records changed since the last call, as `run` hands them to the driver.
+    pub(crate) fn take_changes(&mut self) -> Vec<crate::records::StateChange> {
+        crate::records::take_changes(
+            &mut self.operations,
+            &mut self.jobs,
+            &mut self.outbox,
+            &mut self.trust,
+        )
+    }
+
     /// How many full passes `fail_unplaceable_if_offer_changed` made.
     pub fn placeability_passes(&self) -> u64 {
         self.placeability.passes
