@@ -6,6 +6,7 @@ use crate::jobs::job_life::job_life;
 use crate::membership::reassign_node;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::nodes::node_trees::NodeTrees;
+use crate::operations::operation_life::operation_life;
 use crate::trees::placement::book_start;
 use crate::trees::placement::pick;
 use crate::trees::preemption::preemptor;
@@ -70,7 +71,7 @@ impl SchedulerCore {
                 ctx.acknowledged.push(result.job_id.clone());
             }
             if let Some((op_id, state, error)) = taken.ends {
-                self.finish_operation(&op_id, state, error, ctx.now);
+                operation_life!(self).finish(&op_id, state, error, ctx.now);
             }
         }
     }

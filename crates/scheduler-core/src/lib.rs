@@ -47,6 +47,7 @@ pub use ytsched_common::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAUL
 use crate::jobs::adoption::StartHold;
 use crate::jobs::job_life::job_life;
 use crate::nodes::nudges::nudger;
+use crate::operations::operation_life::operation_life;
 use crate::trees::preemption::preemptor;
 use crate::trees::share_updater::share_updater;
 use std::collections::BTreeMap;
@@ -333,7 +334,7 @@ impl SchedulerCore {
                 .time_limit
                 .map(|l| l.to_string())
                 .unwrap_or_default();
-            self.finish_operation(
+            operation_life!(self).finish(
                 &id,
                 OperationState::Failed,
                 Some(format!(
@@ -365,7 +366,7 @@ impl SchedulerCore {
     /// one: nodes did not change).
     pub(crate) fn fail_unplaceable(&mut self, only: Option<&OperationId>, now: UnixMillis) {
         for (id, error) in crate::operations::placeability::placeability!(self).unplaceable(only) {
-            self.finish_operation(&id, OperationState::Failed, Some(error), now);
+            operation_life!(self).finish(&id, OperationState::Failed, Some(error), now);
         }
     }
 

@@ -12,6 +12,7 @@ use crate::jobs::job_index::JobIndex;
 use crate::jobs::job_output::JobOutput;
 use crate::nodes::trust::NodeTrust;
 use crate::operations::operation::{Job, Operation, TreeSlot};
+use crate::operations::operation_life::operation_life;
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::retention::note_finished;
@@ -199,7 +200,7 @@ impl SchedulerCore {
             .map(|o| o.id.clone())
             .collect();
         for id in done {
-            self.finish_operation(&id, OperationState::Completed, None, now);
+            operation_life!(self).finish(&id, OperationState::Completed, None, now);
         }
         self.revival_deadline = Some(now + revival_window_ms);
         // Unfinished operations may have jobs running that no record shows: nothing

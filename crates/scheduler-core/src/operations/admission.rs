@@ -7,10 +7,9 @@ use crate::operations::access::check_run_access;
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::{Placement, TreeSlot};
 use crate::operations::operation_counts::PoolCountMap;
-use crate::retention::note_finished;
+use crate::operations::operation_life::operation_life;
 use crate::ClusterConfig;
 use crate::{CoreEvent, Operation, SchedulerCore};
-use std::collections::HashMap;
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
 use ytsched_common::names::{PoolName, TreeName, TreePoolName};
@@ -19,8 +18,8 @@ use ytsched_common::pool_tree::PoolTree;
 use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{validate_pool_name, IntoValidSpec, ValidSpec, VanillaSpec};
-use ytsched_common::states::{AbortReason, OperationState};
-use ytsched_common::{IdempotencyToken, JobId, OperationId};
+use ytsched_common::states::OperationState;
+use ytsched_common::{IdempotencyToken, OperationId};
 
 /// What admission decided for one tree of an operation.
 pub(crate) struct TreeAdmission {
@@ -119,7 +118,7 @@ impl SchedulerCore {
             }
             slots.push((tree_name.clone(), admitted.slot));
         }
-        self.create_ephemeral_pools(new_pools, user)?;
+        operation_life!(self).create_ephemeral_pools(new_pools, user)?;
         let seq = self.operations.next_seq;
         self.operations.next_seq += 1;
         let placement = Placement {
@@ -161,20 +160,6 @@ impl SchedulerCore {
         Ok(id)
     }
 
-    /// Ephemeral pools admission decided to create, each under its parent.
-    pub(crate) fn create_ephemeral_pools(
-        &mut self,
-        pools: Vec<(TreeName, TreePoolName, NewPool)>,
-        user: &str,
-    ) -> Result<(), ApiError> {
-        for (tree_name, pool, np) in pools {
-            let tree = self.cluster.tree_mut(&tree_name)?;
-            tree.add_pool(&tree_name, &pool, &np.parent, np.config, Some(user.into()))?;
-            self.config_revision += 1;
-        }
-        Ok(())
-    }
-
     #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
     pub fn abort_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
         let op = self
@@ -187,174 +172,13 @@ impl SchedulerCore {
                 op.state
             )));
         }
-        self.finish_operation(
+        operation_life!(self).finish(
             id,
             OperationState::Aborted,
             Some("aborted by user".into()),
             now,
         );
         Ok(())
-    }
-
-    /// Decides afresh, after a configuration change, whether each unfinished operation
-    /// is lightweight in each of its trees (SPEC 5.6): a FIFO pool with
-    /// `enable_lightweight_operations`. One that stops being lightweight counts as
-    /// running from now on but keeps running even above the limit; a pending one that
-    /// becomes lightweight is no longer held back (`promote_pending` starts it).
-    pub(crate) fn reevaluate_lightweight(&mut self) {
-        let mut changed = vec![];
-        for op in self.operations.values().filter(|o| !o.state.is_finished()) {
-            for (k, (tree_name, slot)) in op.trees.iter().enumerate() {
-                let now_lightweight = self
-                    .cluster
-                    .trees
-                    .get(tree_name)
-                    .and_then(|t| t.pool(&slot.pool).ok())
-                    .is_some_and(|p| {
-                        p.config.mode() == PoolMode::Fifo
-                            && p.config.enable_lightweight_operations == Some(true)
-                    });
-                if now_lightweight != slot.lightweight {
-                    changed.push((op.id.clone(), k, now_lightweight));
-                }
-            }
-        }
-        for (id, k, lightweight) in changed {
-            if let Some(mut op) = self.operations.edit(&id) {
-                op.trees[k].1.lightweight = lightweight;
-                tracing::info!(operation = %id, tree = %op.trees[k].0, lightweight, "operation lightweightness changed with its pool");
-            }
-        }
-    }
-
-    /// Starts pending operations, oldest first, while their pools have room.
-    pub(crate) fn promote_pending(&mut self, now: UnixMillis) {
-        let pending = self.operations.pending_operations();
-        if pending.is_empty() {
-            return;
-        }
-        let mut counts_by_tree: HashMap<TreeName, PoolCountMap> = HashMap::new();
-        for id in pending {
-            let slots: Vec<(TreeName, TreePoolName, bool)> = self.operations[&id]
-                .trees
-                .iter()
-                .map(|(t, s)| (t.clone(), s.pool.clone(), s.lightweight))
-                .collect();
-            let mut chains = Vec::with_capacity(slots.len());
-            let mut blocked = false;
-            for (tree_name, pool, lightweight) in &slots {
-                let Ok(tree) = self.cluster.tree(tree_name) else {
-                    blocked = true;
-                    break;
-                };
-                let counts = counts_by_tree
-                    .entry(tree_name.clone())
-                    .or_insert_with(|| self.operations.pool_counts(&self.cluster, tree_name));
-                let chain: Vec<TreePoolName> = tree.lineage(pool).into_iter().cloned().collect();
-                blocked |= !lightweight
-                    && chain.iter().any(|p| {
-                        counts.get(p).copied().unwrap_or_default().running
-                            >= tree.max_running_operation_count(p)
-                    });
-                chains.push((tree_name.clone(), chain));
-            }
-            if blocked {
-                continue;
-            }
-            for (tree_name, chain) in chains {
-                let counts = counts_by_tree.get_mut(&tree_name).expect("counted above");
-                for p in chain {
-                    counts.entry(p).or_default().running += 1;
-                }
-                self.trees.mark_stale(&tree_name);
-            }
-            if let Some(mut op) = self.operations.edit(&id) {
-                op.promote(now);
-            }
-            self.outbox
-                .event(CoreEvent::OperationRunning { id: id.clone() });
-            nudger!(self).announce_new_work(&id);
-        }
-    }
-
-    /// Ends an operation: running jobs are aborted (their nodes told on the next
-    /// heartbeat, and nudged so that it comes soon), waiting jobs dropped; a pending
-    /// operation may take its place, and an ephemeral pool left empty goes away.
-    #[tracing::instrument(level = "info", skip_all, fields(operation = %id, state = %state))]
-    pub(crate) fn finish_operation(
-        &mut self,
-        id: &OperationId,
-        state: OperationState,
-        error: Option<String>,
-        now: UnixMillis,
-    ) {
-        let Some(mut op) = self.operations.edit(id) else {
-            return;
-        };
-        let running: Vec<JobId> = op.running_job_ids().collect();
-        for job_id in running {
-            if let Some(node_id) = op.abort_job(&job_id, AbortReason::OperationAborted, now) {
-                self.jobs.ended(&node_id, &job_id);
-                if self.nodes.contains_key(&node_id) {
-                    self.outbox.nudge(node_id);
-                }
-            }
-        }
-        op.finish(state, error.clone(), now);
-        let pools: Vec<(TreeName, TreePoolName)> = op
-            .trees
-            .iter()
-            .map(|(t, s)| (t.clone(), s.pool.clone()))
-            .collect();
-        drop(op);
-        self.operations.speculating.remove(id);
-        self.operations.gangs.remove(id);
-        self.outbox.event(CoreEvent::OperationFinished {
-            id: id.clone(),
-            state,
-            error,
-        });
-        for (tree, pool) in pools {
-            self.trees.mark_stale(&tree);
-            self.remove_empty_ephemeral_pools(&tree, &pool);
-        }
-        note_finished(&mut self.finished_order, &self.operations, id);
-        self.promote_pending(now);
-    }
-
-    /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
-    /// and no child pool is left in it. Asks the operation-count index, not every
-    /// operation: a burst of finishing one-job operations stays linear.
-    pub(crate) fn remove_empty_ephemeral_pools(
-        &mut self,
-        tree_name: &TreeName,
-        pool: &TreePoolName,
-    ) {
-        let mut current = pool.clone();
-        loop {
-            let busy = self
-                .operations
-                .pool_count(&self.cluster, tree_name, &current)
-                .total
-                > 0;
-            let Ok(tree) = self.cluster.tree_mut(tree_name) else {
-                return;
-            };
-            let Some(p) = tree.pools.get(&current) else {
-                return;
-            };
-            if busy || p.ephemeral_user.is_none() || tree.children(&current).next().is_some() {
-                return;
-            }
-            let parent = p.parent.clone();
-            tree.pools.remove(&current);
-            self.config_revision += 1;
-            self.outbox.event(CoreEvent::PoolRemoved {
-                tree: tree_name.clone(),
-                pool: current.clone(),
-            });
-            current = parent;
-        }
     }
 }
 

@@ -16,6 +16,7 @@ use crate::operations::admission::AdmitInTrees;
 use crate::operations::admission::{requested_pool, resolve_pool};
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::TreeSlot;
+use crate::operations::operation_life::operation_life;
 use crate::{CoreEvent, SchedulerCore};
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;
@@ -65,7 +66,7 @@ impl SchedulerCore {
             new_pools,
             moved,
         } = readmit(&self.cluster, &self.operations, id, caller, &spec)?;
-        self.create_ephemeral_pools(new_pools, &user)?;
+        operation_life!(self).create_ephemeral_pools(new_pools, &user)?;
         let summary = params.summary();
         if let Some(mut op) = self.operations.edit(id) {
             op.spec = spec;
@@ -85,10 +86,10 @@ impl SchedulerCore {
             self.trees.mark_stale(tree);
         }
         for (tree, old_pool) in moved {
-            self.remove_empty_ephemeral_pools(&tree, &old_pool);
+            operation_life!(self).remove_empty_ephemeral_pools(&tree, &old_pool);
         }
         // A pending operation moved to a pool with room starts now.
-        self.promote_pending(now);
+        operation_life!(self).promote_pending(now);
         if running {
             nudger!(self).announce_new_work(id);
         }

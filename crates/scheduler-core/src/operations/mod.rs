@@ -15,6 +15,7 @@ pub(crate) mod new_pool;
 pub(crate) mod operation;
 pub(crate) mod operation_counts;
 pub(crate) mod operation_index;
+pub(crate) mod operation_life;
 pub(crate) mod pending_queue;
 pub(crate) mod placeability;
 pub(crate) mod record_room;

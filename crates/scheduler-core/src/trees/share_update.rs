@@ -3,6 +3,7 @@
 //! nodes changed, so a new operation does not wait a whole period for its first job.
 
 use crate::membership::reassign_node;
+use crate::operations::operation_life::operation_life;
 use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
@@ -269,8 +270,10 @@ impl SchedulerCore {
         for id in self.nodes.keys() {
             self.placeability.stale |= self.trees.account_node(&self.nodes, id);
         }
-        self.reevaluate_lightweight();
-        self.promote_pending(self.latest_now.get());
+        let now = self.latest_now.get();
+        let mut life = operation_life!(self);
+        life.reevaluate_lightweight();
+        life.promote_pending(now);
         self.outbox
             .nudge_all(crate::nodes::node::online_ids(&self.nodes));
     }

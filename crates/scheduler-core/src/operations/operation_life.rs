@@ -1,0 +1,232 @@
+//! An operation's life after admission, where it moves more than itself: it ends
+//! (running jobs aborted, its pools counted again, an ephemeral pool left empty goes
+//! away), pending operations start as room frees, and a configuration change decides
+//! afresh which are lightweight. Admission, the operation control calls, results that
+//! end an operation, time limits and placeability all end operations here.
+
+use crate::jobs::job_index::JobIndex;
+use crate::nodes::nudges::nudger;
+use crate::operations::new_pool::NewPool;
+use crate::operations::operation_counts::PoolCountMap;
+use crate::operations::retention::{note_finished, FinishedOrder};
+use crate::operations::table::OperationTable;
+use crate::outbox::Outbox;
+use crate::trees::tree_state::TreeStates;
+use crate::{ClusterConfig, CoreConfig, CoreEvent, Node};
+use std::collections::{BTreeMap, HashMap};
+use ytsched_common::api::ApiError;
+use ytsched_common::names::{TreeName, TreePoolName};
+use ytsched_common::pool_config::PoolMode;
+use ytsched_common::protocol::UnixMillis;
+use ytsched_common::states::{AbortReason, OperationState};
+use ytsched_common::{JobId, NodeId, OperationId};
+
+/// What an operation's life moves and reads, borrowed from the core.
+pub(crate) struct OperationLife<'a> {
+    pub(crate) config: &'a CoreConfig,
+    pub(crate) operations: &'a mut OperationTable,
+    pub(crate) jobs: &'a mut JobIndex,
+    pub(crate) nodes: &'a BTreeMap<NodeId, Node>,
+    pub(crate) outbox: &'a mut Outbox,
+    pub(crate) cluster: &'a mut ClusterConfig,
+    pub(crate) config_revision: &'a mut u64,
+    pub(crate) trees: &'a mut TreeStates,
+    pub(crate) finished_order: &'a mut FinishedOrder,
+    pub(crate) nudge_cursor: &'a mut Option<NodeId>,
+}
+
+/// `OperationLife` over a core's parts.
+macro_rules! operation_life {
+    ($core:expr) => {
+        $crate::operations::operation_life::OperationLife {
+            config: &$core.config,
+            operations: &mut $core.operations,
+            jobs: &mut $core.jobs,
+            nodes: &$core.nodes,
+            outbox: &mut $core.outbox,
+            cluster: &mut $core.cluster,
+            config_revision: &mut $core.config_revision,
+            trees: &mut $core.trees,
+            finished_order: &mut $core.finished_order,
+            nudge_cursor: &mut $core.nudge_cursor,
+        }
+    };
+}
+pub(crate) use operation_life;
+
+impl OperationLife<'_> {
+    /// Ephemeral pools admission decided to create, each under its parent.
+    pub(crate) fn create_ephemeral_pools(
+        &mut self,
+        pools: Vec<(TreeName, TreePoolName, NewPool)>,
+        user: &str,
+    ) -> Result<(), ApiError> {
+        for (tree_name, pool, np) in pools {
+            let tree = self.cluster.tree_mut(&tree_name)?;
+            tree.add_pool(&tree_name, &pool, &np.parent, np.config, Some(user.into()))?;
+            *self.config_revision += 1;
+        }
+        Ok(())
+    }
+
+    /// Decides afresh, after a configuration change, whether each unfinished operation
+    /// is lightweight in each of its trees (SPEC 5.6): a FIFO pool with
+    /// `enable_lightweight_operations`. One that stops being lightweight counts as
+    /// running from now on but keeps running even above the limit; a pending one that
+    /// becomes lightweight is no longer held back (`promote_pending` starts it).
+    pub(crate) fn reevaluate_lightweight(&mut self) {
+        let mut changed = vec![];
+        for op in self.operations.values().filter(|o| !o.state.is_finished()) {
+            for (k, (tree_name, slot)) in op.trees.iter().enumerate() {
+                let now_lightweight = self
+                    .cluster
+                    .trees
+                    .get(tree_name)
+                    .and_then(|t| t.pool(&slot.pool).ok())
+                    .is_some_and(|p| {
+                        p.config.mode() == PoolMode::Fifo
+                            && p.config.enable_lightweight_operations == Some(true)
+                    });
+                if now_lightweight != slot.lightweight {
+                    changed.push((op.id.clone(), k, now_lightweight));
+                }
+            }
+        }
+        for (id, k, lightweight) in changed {
+            if let Some(mut op) = self.operations.edit(&id) {
+                op.trees[k].1.lightweight = lightweight;
+                tracing::info!(operation = %id, tree = %op.trees[k].0, lightweight, "operation lightweightness changed with its pool");
+            }
+        }
+    }
+
+    /// Starts pending operations, oldest first, while their pools have room.
+    pub(crate) fn promote_pending(&mut self, now: UnixMillis) {
+        let pending = self.operations.pending_operations();
+        if pending.is_empty() {
+            return;
+        }
+        let mut counts_by_tree: HashMap<TreeName, PoolCountMap> = HashMap::new();
+        for id in pending {
+            let slots: Vec<(TreeName, TreePoolName, bool)> = self.operations[&id]
+                .trees
+                .iter()
+                .map(|(t, s)| (t.clone(), s.pool.clone(), s.lightweight))
+                .collect();
+            let mut chains = Vec::with_capacity(slots.len());
+            let mut blocked = false;
+            for (tree_name, pool, lightweight) in &slots {
+                let Ok(tree) = self.cluster.tree(tree_name) else {
+                    blocked = true;
+                    break;
+                };
+                let counts = counts_by_tree
+                    .entry(tree_name.clone())
+                    .or_insert_with(|| self.operations.pool_counts(self.cluster, tree_name));
+                let chain: Vec<TreePoolName> = tree.lineage(pool).into_iter().cloned().collect();
+                blocked |= !lightweight
+                    && chain.iter().any(|p| {
+                        counts.get(p).copied().unwrap_or_default().running
+                            >= tree.max_running_operation_count(p)
+                    });
+                chains.push((tree_name.clone(), chain));
+            }
+            if blocked {
+                continue;
+            }
+            for (tree_name, chain) in chains {
+                let counts = counts_by_tree.get_mut(&tree_name).expect("counted above");
+                for p in chain {
+                    counts.entry(p).or_default().running += 1;
+                }
+                self.trees.mark_stale(&tree_name);
+            }
+            if let Some(mut op) = self.operations.edit(&id) {
+                op.promote(now);
+            }
+            self.outbox
+                .event(CoreEvent::OperationRunning { id: id.clone() });
+            nudger!(self).announce_new_work(&id);
+        }
+    }
+
+    /// Ends an operation: running jobs are aborted (their nodes told on the next
+    /// heartbeat, and nudged so that it comes soon), waiting jobs dropped; a pending
+    /// operation may take its place, and an ephemeral pool left empty goes away.
+    #[tracing::instrument(name = "finish_operation", level = "info", skip_all, fields(operation = %id, state = %state))]
+    pub(crate) fn finish(
+        &mut self,
+        id: &OperationId,
+        state: OperationState,
+        error: Option<String>,
+        now: UnixMillis,
+    ) {
+        let Some(mut op) = self.operations.edit(id) else {
+            return;
+        };
+        let running: Vec<JobId> = op.running_job_ids().collect();
+        for job_id in running {
+            if let Some(node_id) = op.abort_job(&job_id, AbortReason::OperationAborted, now) {
+                self.jobs.ended(&node_id, &job_id);
+                if self.nodes.contains_key(&node_id) {
+                    self.outbox.nudge(node_id);
+                }
+            }
+        }
+        op.finish(state, error.clone(), now);
+        let pools: Vec<(TreeName, TreePoolName)> = op
+            .trees
+            .iter()
+            .map(|(t, s)| (t.clone(), s.pool.clone()))
+            .collect();
+        drop(op);
+        self.operations.speculating.remove(id);
+        self.operations.gangs.remove(id);
+        self.outbox.event(CoreEvent::OperationFinished {
+            id: id.clone(),
+            state,
+            error,
+        });
+        for (tree, pool) in pools {
+            self.trees.mark_stale(&tree);
+            self.remove_empty_ephemeral_pools(&tree, &pool);
+        }
+        note_finished(self.finished_order, self.operations, id);
+        self.promote_pending(now);
+    }
+
+    /// Removes `pool` (and then its ephemeral parents) once no unfinished operation
+    /// and no child pool is left in it. Asks the operation-count index, not every
+    /// operation: a burst of finishing one-job operations stays linear.
+    pub(crate) fn remove_empty_ephemeral_pools(
+        &mut self,
+        tree_name: &TreeName,
+        pool: &TreePoolName,
+    ) {
+        let mut current = pool.clone();
+        loop {
+            let busy = self
+                .operations
+                .pool_count(self.cluster, tree_name, &current)
+                .total
+                > 0;
+            let Ok(tree) = self.cluster.tree_mut(tree_name) else {
+                return;
+            };
+            let Some(p) = tree.pools.get(&current) else {
+                return;
+            };
+            if busy || p.ephemeral_user.is_none() || tree.children(&current).next().is_some() {
+                return;
+            }
+            let parent = p.parent.clone();
+            tree.pools.remove(&current);
+            *self.config_revision += 1;
+            self.outbox.event(CoreEvent::PoolRemoved {
+                tree: tree_name.clone(),
+                pool: current.clone(),
+            });
+            current = parent;
+        }
+    }
+}
