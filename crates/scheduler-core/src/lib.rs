@@ -53,7 +53,6 @@ use crate::trees::share_updater::share_updater;
 use std::collections::BTreeMap;
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
-use ytsched_common::states::OperationState;
 use ytsched_common::{NodeId, OperationId};
 
 /// Integral volumes (share × seconds) by tree, then pool: state the store keeps.
@@ -302,13 +301,13 @@ impl SchedulerCore {
         self.latest_now.observe(now);
         self.expire_silent_nodes(now);
         job_life!(self).end_revival_if_due(&mut self.revival_deadline, now);
-        self.enforce_time_limits(now);
+        operation_life!(self).enforce_time_limits(now);
         // Jobs whose restart back-off is over wait again, and nodes hear of them.
         for id in self.operations.release_restarts(now) {
             nudger!(self).announce_new_work(&id);
         }
         if std::mem::take(&mut self.placeability.stale) {
-            self.fail_unplaceable_if_offer_changed(now);
+            operation_life!(self).fail_unplaceable_if_offer_changed(now);
         }
         share_updater!(self).update_due(now);
         let gangs_may_start = !self.operations.gangs.is_empty() && !self.store_behind;
@@ -318,31 +317,6 @@ impl SchedulerCore {
             preemptor!(self).place_gangs(now);
         }
         self.retire_finished(now);
-    }
-
-    /// Fails every unfinished operation whose `time_limit` has run out.
-    pub(crate) fn enforce_time_limits(&mut self, now: UnixMillis) {
-        for id in self.operations.take_due_deadlines(now) {
-            let Some(op) = self.operations.get(&id) else {
-                continue;
-            };
-            if op.state.is_finished() {
-                continue;
-            }
-            let limit = op
-                .spec
-                .time_limit
-                .map(|l| l.to_string())
-                .unwrap_or_default();
-            operation_life!(self).finish(
-                &id,
-                OperationState::Failed,
-                Some(format!(
-                    "operation time limit exceeded: it has gone on longer than its time_limit of {limit}"
-                )),
-                now,
-            );
-        }
     }
 
     /// The read model: every query of the API goes through it.
@@ -357,26 +331,6 @@ impl SchedulerCore {
             share_history: &self.share_history,
             finished_order: &self.finished_order,
             latest_now: self.latest_now.get(),
-        }
-    }
-
-    /// An operation whose job fits no node it may run on (in its trees, through its tag
-    /// filter) would wait forever: fail it now with the resource that is short. With no
-    /// such node at all it waits, as nodes may still come. `only`: one operation (a new
-    /// one: nodes did not change).
-    pub(crate) fn fail_unplaceable(&mut self, only: Option<&OperationId>, now: UnixMillis) {
-        for (id, error) in crate::operations::placeability::placeability!(self).unplaceable(only) {
-            operation_life!(self).finish(&id, OperationState::Failed, Some(error), now);
-        }
-    }
-
-    /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
-    pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
-        let offer = crate::operations::placeability::placeability!(self).offer();
-        if self.placeability.offer.as_ref() != Some(&offer) {
-            self.placeability.passes += 1;
-            self.fail_unplaceable(None, now);
-            self.placeability.offer = Some(offer);
         }
     }
 }

@@ -153,7 +153,7 @@ impl SchedulerCore {
         for tree in &tree_names {
             self.trees.mark_stale(tree);
         }
-        self.fail_unplaceable(Some(&id), now);
+        operation_life!(self).fail_unplaceable(Some(&id), now);
         if !pending {
             nudger!(self).announce_new_work(&id);
         }

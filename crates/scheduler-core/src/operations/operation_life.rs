@@ -8,6 +8,7 @@ use crate::jobs::job_index::JobIndex;
 use crate::nodes::nudges::nudger;
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation_counts::PoolCountMap;
+use crate::operations::placeability::{placeability, PlaceabilityWatch};
 use crate::operations::retention::{note_finished, FinishedOrder};
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
@@ -33,6 +34,7 @@ pub(crate) struct OperationLife<'a> {
     pub(crate) trees: &'a mut TreeStates,
     pub(crate) finished_order: &'a mut FinishedOrder,
     pub(crate) nudge_cursor: &'a mut Option<NodeId>,
+    pub(crate) placeability: &'a mut PlaceabilityWatch,
 }
 
 /// `OperationLife` over a core's parts.
@@ -49,6 +51,7 @@ macro_rules! operation_life {
             trees: &mut $core.trees,
             finished_order: &mut $core.finished_order,
             nudge_cursor: &mut $core.nudge_cursor,
+            placeability: &mut $core.placeability,
         }
     };
 }
@@ -227,6 +230,51 @@ impl OperationLife<'_> {
                 pool: current.clone(),
             });
             current = parent;
+        }
+    }
+
+    /// Fails every unfinished operation whose `time_limit` has run out.
+    pub(crate) fn enforce_time_limits(&mut self, now: UnixMillis) {
+        for id in self.operations.take_due_deadlines(now) {
+            let Some(op) = self.operations.get(&id) else {
+                continue;
+            };
+            if op.state.is_finished() {
+                continue;
+            }
+            let limit = op
+                .spec
+                .time_limit
+                .map(|l| l.to_string())
+                .unwrap_or_default();
+            self.finish(
+                &id,
+                OperationState::Failed,
+                Some(format!(
+                    "operation time limit exceeded: it has gone on longer than its time_limit of {limit}"
+                )),
+                now,
+            );
+        }
+    }
+
+    /// An operation whose job fits no node it may run on (in its trees, through its tag
+    /// filter) would wait forever: fail it now with the resource that is short. With no
+    /// such node at all it waits, as nodes may still come. `only`: one operation (a new
+    /// one: nodes did not change).
+    pub(crate) fn fail_unplaceable(&mut self, only: Option<&OperationId>, now: UnixMillis) {
+        for (id, error) in placeability!(self).unplaceable(only) {
+            self.finish(&id, OperationState::Failed, Some(error), now);
+        }
+    }
+
+    /// `fail_unplaceable`, when the nodes offer something else than at the last pass.
+    pub(crate) fn fail_unplaceable_if_offer_changed(&mut self, now: UnixMillis) {
+        let offer = placeability!(self).offer();
+        if self.placeability.offer.as_ref() != Some(&offer) {
+            self.placeability.passes += 1;
+            self.fail_unplaceable(None, now);
+            self.placeability.offer = Some(offer);
         }
     }
 }
