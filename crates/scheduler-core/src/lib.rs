@@ -48,6 +48,7 @@ use crate::jobs::adoption::StartHold;
 use crate::jobs::job_life::job_life;
 use crate::nodes::nudges::nudger;
 use crate::operations::operation_life::operation_life;
+use crate::operations::retirement::Retirement;
 use crate::trees::preemption::preemptor;
 use crate::trees::share_updater::share_updater;
 use std::collections::BTreeMap;
@@ -316,7 +317,15 @@ impl SchedulerCore {
         {
             preemptor!(self).place_gangs(now);
         }
-        self.retire_finished(now);
+        Retirement {
+            cluster: &self.cluster,
+            operations: &mut self.operations,
+            jobs: &mut self.jobs,
+            outbox: &mut self.outbox,
+            share_history: &mut self.share_history,
+            finished_order: &mut self.finished_order,
+        }
+        .retire_due(now);
     }
 
     /// The read model: every query of the API goes through it.

@@ -16,9 +16,6 @@ use crate::operations::operation_life::operation_life;
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::retention::note_finished;
-use crate::retention::retire_oldest;
-use crate::retention::Archived;
-use crate::retention::MAX_RETIRED_PER_CALL;
 use crate::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -294,72 +291,6 @@ impl SchedulerCore {
     /// cluster (the service keeps it in the store).
     pub fn set_start_key(&mut self, key: crate::StartKey) {
         self.start_key = key;
-    }
-
-    /// Retires what the trees' retention settings let go (see the module comment).
-    /// Operations whose last change is not yet taken for the store wait for the next
-    /// call, so the store never holds a newer record than the archive.
-    pub(crate) fn retire_finished(&mut self, now: UnixMillis) {
-        let trees: Vec<TreeName> = self.finished_order.keys().cloned().collect();
-        let mut budget = MAX_RETIRED_PER_CALL;
-        for tree in trees {
-            let config = self
-                .cluster
-                .trees
-                .get(tree.as_str())
-                .map(|t| t.config.clone())
-                .unwrap_or_default();
-            while let Some(set) = self.finished_order.get_mut(&tree) {
-                let Some((finished, _, id)) = set.first().cloned() else {
-                    self.finished_order.remove(&tree);
-                    break;
-                };
-                if budget == 0
-                    || !retire_oldest(&config, set.len(), finished, now)
-                    || self.operations.is_touched(&id)
-                {
-                    break;
-                }
-                budget -= 1;
-                set.pop_first();
-                self.retire(&id);
-            }
-        }
-    }
-
-    #[tracing::instrument(level = "debug", skip_all, fields(operation = %id))]
-    fn retire(&mut self, id: &OperationId) {
-        let Ok(info) = self.reads().operation_info(id) else {
-            return;
-        };
-        self.share_history.forget(id);
-        let Some(op) = self.operations.remove(id) else {
-            return;
-        };
-        if let Some(token) = &op.idempotency_token {
-            self.operations
-                .idempotency
-                .remove(&(op.user.clone(), token.clone()));
-        }
-        for job in op.jobs.keys() {
-            self.jobs.forget(job);
-        }
-        let task_names = op.task_names();
-        let inline = op
-            .inline_jobs()
-            .map(|j| {
-                let output = op
-                    .inline_output(&j.id)
-                    .map(|o| (o.stdout.clone(), o.stderr.clone()));
-                (j.seq, (crate::job_info(id, &task_names, j), output))
-            })
-            .collect();
-        self.outbox.retire(Archived {
-            info,
-            attempts: op.attempt_count(),
-            task_names,
-            inline,
-        });
     }
 }
 

@@ -20,6 +20,7 @@ pub(crate) mod pending_queue;
 pub(crate) mod placeability;
 pub(crate) mod record_room;
 pub mod retention;
+pub(crate) mod retirement;
 pub(crate) mod table;
 pub(crate) mod time_limits;
 pub(crate) mod waiting_jobs;
