@@ -12,11 +12,11 @@
 //!   `smallest_waiting`). Both are idempotent: a script that retries gets the same state.
 
 use crate::nodes::nudges::nudger;
-use crate::operations::admission::AdmitInTrees;
-use crate::operations::admission::{requested_pool, resolve_pool};
 use crate::operations::new_pool::NewPool;
 use crate::operations::operation::TreeSlot;
 use crate::operations::operation_life::operation_life;
+use crate::operations::pool_resolution::AdmitInTrees;
+use crate::operations::pool_resolution::{requested_pool, resolve_pool};
 use crate::{CoreEvent, SchedulerCore};
 use ytsched_common::api::ApiError;
 use ytsched_common::identity::Caller;

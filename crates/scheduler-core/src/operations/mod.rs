@@ -18,6 +18,7 @@ pub(crate) mod operation_index;
 pub(crate) mod operation_life;
 pub(crate) mod pending_queue;
 pub(crate) mod placeability;
+pub(crate) mod pool_resolution;
 pub(crate) mod record_room;
 pub mod retention;
 pub(crate) mod retirement;

@@ -1,4 +1,5 @@
-//! An operation's life after admission, where it moves more than itself: it ends
+//! An operation's life where it moves more than itself: it is admitted (its pools
+//! resolved, counts checked, ephemeral pools made, nodes told of new work), it ends
 //! (running jobs aborted, its pools counted again, an ephemeral pool left empty goes
 //! away), pending operations start as room frees, and a configuration change decides
 //! afresh which are lightweight. Admission, the operation control calls, results that
@@ -7,18 +8,23 @@
 use crate::jobs::job_index::JobIndex;
 use crate::nodes::nudges::nudger;
 use crate::operations::new_pool::NewPool;
+use crate::operations::operation::Placement;
 use crate::operations::operation_counts::PoolCountMap;
 use crate::operations::placeability::{placeability, PlaceabilityWatch};
+use crate::operations::pool_resolution::AdmitInTrees;
 use crate::operations::retention::{note_finished, FinishedOrder};
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::trees::tree_state::TreeStates;
+use crate::Operation;
 use crate::{ClusterConfig, CoreConfig, CoreEvent, Node};
 use std::collections::{BTreeMap, HashMap};
 use ytsched_common::api::ApiError;
+use ytsched_common::identity::Caller;
 use ytsched_common::names::{TreeName, TreePoolName};
 use ytsched_common::pool_config::PoolMode;
 use ytsched_common::protocol::UnixMillis;
+use ytsched_common::spec::ValidSpec;
 use ytsched_common::states::{AbortReason, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
@@ -58,6 +64,76 @@ macro_rules! operation_life {
 pub(crate) use operation_life;
 
 impl OperationLife<'_> {
+    #[tracing::instrument(level = "info", skip_all, fields(operation = %id, user = user))]
+    pub(crate) fn admit(
+        &mut self,
+        id: OperationId,
+        user: &str,
+        caller: Option<&Caller>,
+        spec: ValidSpec,
+        now: UnixMillis,
+    ) -> Result<OperationId, ApiError> {
+        crate::operations::record_room::check(&spec, self.config.max_record_bytes)?;
+        if self.operations.contains_key(&id) {
+            return Err(ApiError::conflict(format!("operation {id} already exists")));
+        }
+        let tree_names = self.cluster.operation_trees(&spec)?;
+        let mut slots = Vec::with_capacity(tree_names.len());
+        let mut new_pools = Vec::new();
+        let mut pending = false;
+        for tree_name in &tree_names {
+            let counts = self.operations.pool_counts(self.cluster, tree_name);
+            let admitted =
+                self.cluster
+                    .admit_in_tree(tree_name, user, caller, &spec, Some(&counts))?;
+            pending |= admitted.blocked.is_some();
+            if let Some(np) = admitted.new_pool {
+                new_pools.push((tree_name.clone(), admitted.slot.pool.clone(), np));
+            }
+            slots.push((tree_name.clone(), admitted.slot));
+        }
+        self.create_ephemeral_pools(new_pools, user)?;
+        let seq = self.operations.next_seq;
+        self.operations.next_seq += 1;
+        let placement = Placement {
+            trees: slots,
+            pending,
+        };
+        let op = Operation::new(
+            id.clone(),
+            user.to_string(),
+            spec.into_inner(),
+            placement,
+            seq,
+            now,
+        );
+        self.outbox.event(CoreEvent::OperationStarted {
+            id: id.clone(),
+            user: user.to_string(),
+            pool: op.main_pool().clone(),
+            jobs: op.total_job_count(),
+        });
+        if pending {
+            self.outbox
+                .event(CoreEvent::OperationPending { id: id.clone() });
+        }
+        if op.uses_speculation() {
+            self.operations.speculating.insert(id.clone());
+        }
+        if op.is_gang() {
+            self.operations.gangs.insert(id.clone());
+        }
+        self.operations.insert(op, true);
+        for tree in &tree_names {
+            self.trees.mark_stale(tree);
+        }
+        self.fail_unplaceable(Some(&id), now);
+        if !pending {
+            nudger!(self).announce_new_work(&id);
+        }
+        Ok(id)
+    }
+
     /// Ephemeral pools admission decided to create, each under its parent.
     pub(crate) fn create_ephemeral_pools(
         &mut self,
