@@ -66,10 +66,15 @@ fn an_operation_moved_suspended_and_resumed_on_a_live_lab() {
         p
     };
     let running_jobs = || lab.operation(&id).unwrap()["jobs"]["running"].as_i64();
-    // Each job is its shell and its `sleep`: both carry the marker.
+    // Each job is its shell and its `sleep`: both carry the marker. A job's `sleep` may
+    // start a moment after its shell, so the set is taken once it holds still.
     let before = wait_until(Duration::from_secs(20), || {
         let p = running_pids();
-        (running_jobs() == Some(2) && p.len() >= 2).then_some(p)
+        if running_jobs() != Some(2) || p.len() < 2 {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        (running_pids() == p).then_some(p)
     })
     .expect("two jobs run");
 
