@@ -4,24 +4,17 @@
 use crate::jobs::adoption::StartHold;
 use crate::jobs::job_life::job_life;
 use crate::membership::reassign_node;
+use crate::nodes::heartbeat_checks::refusal_of;
 use crate::nodes::heartbeat_context::HeartbeatContext;
 use crate::nodes::node_trees::NodeTrees;
 use crate::operations::operation_life::operation_life;
-use crate::trees::placement::book_start;
-use crate::trees::placement::pick;
+use crate::trees::placement::placement_due;
+use crate::trees::placement::Placer;
 use crate::trees::preemption::preemptor;
 use crate::trees::share_updater::share_updater;
 use crate::{CoreEvent, Node, SchedulerCore};
-use std::collections::HashSet;
-use ytsched_common::protocol::{
-    FinishedJob, HeartbeatReply, HeartbeatRequest, JobStartSpec, UnixMillis, PROTOCOL_VERSION,
-};
-use ytsched_common::resources::ResourceVector;
+use ytsched_common::protocol::{FinishedJob, HeartbeatReply, HeartbeatRequest, UnixMillis};
 use ytsched_common::{JobId, NodeId};
-
-/// How far one heartbeat's sequence number may run ahead of the last one taken from the
-/// same incarnation (a million periods: days of heartbeats the scheduler never saw).
-const MAX_SEQ_JUMP: u64 = 1_000_000;
 
 impl SchedulerCore {
     /// A node's heartbeat, as a pipeline over one context made first: refusal →
@@ -33,7 +26,7 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> HeartbeatReply {
         self.latest_now.observe(now);
-        if let Some(refusal) = self.refusal_of(&mut req) {
+        if let Some(refusal) = refusal_of(&self.nodes, self.config.heartbeat_period_ms, &mut req) {
             return refusal;
         }
         self.refresh_node(&req, now);
@@ -59,7 +52,11 @@ impl SchedulerCore {
         }
         preemptor!(self).enforce_limits(&mut ctx);
         self.schedule_on(&mut ctx);
-        self.reply(ctx)
+        let (period, timeout) = (
+            self.config.heartbeat_period_ms,
+            self.config.node_heartbeat_timeout_ms,
+        );
+        job_life!(self).reply(ctx, period, timeout)
     }
 
     /// Results stage: each result taken into its job's life; an operation it ends
@@ -74,120 +71,6 @@ impl SchedulerCore {
                 operation_life!(self).finish(&op_id, state, error, ctx.now);
             }
         }
-    }
-
-    /// Reply stage: starts resent first (the node would have run them had it read the
-    /// reply), each start stamped with its token and noted as sent in this reply.
-    fn reply(&mut self, ctx: HeartbeatContext) -> HeartbeatReply {
-        let HeartbeatContext {
-            node: node_id,
-            seq,
-            last_reply_seq,
-            starts,
-            aborts,
-            acknowledged,
-            resent,
-            ..
-        } = ctx;
-        if last_reply_seq.is_some() {
-            for start in &starts {
-                self.jobs.sent_in(&node_id, &start.job_id, seq);
-            }
-        }
-        let mut jobs_to_start: Vec<JobStartSpec> = if resent.is_empty() {
-            starts
-        } else {
-            resent.into_iter().chain(starts).collect()
-        };
-        job_life!(self).stamp_starts(&node_id, &mut jobs_to_start);
-        let node = &self.nodes[&node_id];
-        HeartbeatReply {
-            protocol_version: PROTOCOL_VERSION,
-            registration: node.registration.clone(),
-            jobs_to_start,
-            jobs_to_abort: aborts,
-            acknowledged_jobs: acknowledged,
-            user_tags: self.cluster.user_tags(&node_id).to_vec(),
-            heartbeat_period_ms: self.config.heartbeat_period_ms,
-            node_heartbeat_timeout_ms: self
-                .cluster
-                .node_timeout_ms(node, self.config.node_heartbeat_timeout_ms),
-        }
-    }
-
-    /// Why this heartbeat is not taken (malformed, another protocol, out of bounds, or
-    /// stale), as the reply that says so; `None` when it is taken. Finished jobs' texts
-    /// are cut to their bounds here.
-    fn refusal_of(&self, req: &mut HeartbeatRequest) -> Option<HeartbeatReply> {
-        let period = self.config.heartbeat_period_ms;
-        // Tags and hostname are checked when they are new to the scheduler, not on every
-        // heartbeat that repeats them.
-        let seen_before = self.nodes.get(&req.node_id).is_some_and(|n| {
-            n.hostname == req.hostname && n.tags == req.tags && n.system_tags == req.system_tags
-        });
-        if !seen_before {
-            if let Err(e) = req.check() {
-                return Some(HeartbeatReply::rejected(e, period));
-            }
-        }
-        for f in &mut req.finished_jobs {
-            f.bound();
-        }
-        if req.protocol_version != PROTOCOL_VERSION {
-            return Some(HeartbeatReply::rejected(
-                format!(
-                    "protocol version {} is not supported (scheduler speaks {PROTOCOL_VERSION})",
-                    req.protocol_version
-                ),
-                period,
-            ));
-        }
-        if let Err(e) = NodeId::parse(req.node_id.as_str()) {
-            return Some(HeartbeatReply::rejected(e.to_string(), period));
-        }
-        for (what, v) in [
-            ("resource_limits", &req.resource_limits),
-            ("resource_usage", &req.resource_usage),
-        ] {
-            if let Err((r, x)) = v.check_within(&ResourceVector::NODE_MAXIMUM) {
-                return Some(HeartbeatReply::rejected(
-                    format!(
-                        "{what}.{r} = {x} is not a finite number between 0 and {}",
-                        ResourceVector::NODE_MAXIMUM.get(r)
-                    ),
-                    period,
-                ));
-            }
-        }
-        if let Some(node) = self.nodes.get(&req.node_id) {
-            // A sequence number far ahead of the last one is not a late delivery but a
-            // forgery or a bug; taking it would make every real heartbeat look stale.
-            if node.online
-                && node.incarnation.as_ref() == Some(&req.incarnation_id)
-                && req.seq > node.last_seq.saturating_add(MAX_SEQ_JUMP)
-            {
-                return Some(HeartbeatReply::stale(
-                    format!(
-                        "heartbeat {} is more than {MAX_SEQ_JUMP} ahead of the last one ({}): ignored",
-                        req.seq, node.last_seq
-                    ),
-                    period,
-                ));
-            }
-            if req.seq != 0
-                && node.incarnation.as_ref() == Some(&req.incarnation_id)
-                && req.seq <= node.last_seq
-            {
-                return Some(HeartbeatReply::stale(
-                    format!(
-                        "stale heartbeat {} (already have {}): ignored",
-                        req.seq, node.last_seq
-                    ),
-                    period,
-                ));
-            }
-        }
-        None
     }
 
     /// Says whether the store is behind (see `store_behind`); returns whether that
@@ -209,7 +92,18 @@ impl SchedulerCore {
             && !StartHold::holds(&mut self.start_hold, &mut self.outbox, &self.nodes, ctx.now)
             && !self.store_behind
         {
-            self.fill_node(ctx);
+            if let Some(tree) = placement_due(&self.nodes, &self.cluster, &self.operations, ctx) {
+                share_updater!(self).update_if_stale(&tree, ctx.now);
+                Placer {
+                    nodes: &self.nodes,
+                    trees: &mut self.trees,
+                    operations: &mut self.operations,
+                    jobs: &mut self.jobs,
+                    outbox: &mut self.outbox,
+                    placement_walks: &mut self.placement_walks,
+                }
+                .fill(ctx, &tree);
+            }
             preemptor!(self).preemptive_stage(ctx);
             job_life!(self).speculative_stage(ctx);
         }
@@ -326,82 +220,6 @@ impl SchedulerCore {
         if went_offline {
             self.outbox
                 .nudge_all(crate::nodes::node::online_ids(&self.nodes));
-        }
-    }
-
-    /// Fills what the node has free with jobs, starting them in `ctx`.
-    pub(crate) fn fill_node(&mut self, ctx: &mut HeartbeatContext) {
-        let (node_id, now) = (&ctx.node, ctx.now);
-        let mut free = ctx.free();
-        let node = &self.nodes[node_id];
-        if !node.is_schedulable() {
-            return;
-        }
-        let Some(tree) = self.cluster.tree_of(node).cloned() else {
-            return;
-        };
-        // Every job takes one user slot: without one free the node is full, whatever
-        // else it has (a tolerant comparison of a near-zero request would let a full node
-        // walk every waiting operation on each heartbeat).
-        if free.user_slots < 1.0 - 1e-9 {
-            return;
-        }
-        // Not even the smallest job waiting in the tree fits: nothing to walk for.
-        match self.operations.smallest_waiting_job(&tree) {
-            Some(smallest) if smallest.fits_in(&free) => {}
-            _ => return,
-        }
-        share_updater!(self).update_if_stale(&tree, now);
-        self.trees.refresh_live(&mut self.operations);
-        let Some(shares) = self.trees.shares(&tree) else {
-            return;
-        };
-        self.trees.ensure_live(&self.operations, &tree, &shares);
-        // Placement touches only these parts: it reads the node's tags and the
-        // operations, and moves the tree's live arrays, the operations it starts jobs of,
-        // the job index and the outbox.
-        let Self {
-            nodes,
-            trees,
-            operations,
-            jobs,
-            outbox,
-            placement_walks,
-            ..
-        } = self;
-        let tags = &nodes[node_id].all_tags;
-        let live = &mut trees.get_mut(tree.as_str()).expect("has shares").live;
-        let mut starts = Vec::new();
-        // Subtrees that placed nothing on this node: the room only shrinks, so they
-        // are not walked again in this heartbeat.
-        let mut exhausted = HashSet::new();
-        // The root's smallest waiting job bounds every other: once it no longer fits (or
-        // no slot is left) the node is full, and the walk that would only prove it is
-        // not made.
-        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
-            *placement_walks += 1;
-            let Some((elem, op_id, task)) =
-                pick(operations, &shares, live, tags, 0, free, &mut exhausted)
-            else {
-                break;
-            };
-            let (spec, attempt) = {
-                let mut op = operations.edit(&op_id).expect("picked from the map");
-                let spec = op.start_job(task, node_id, &tree, now);
-                let usage = op.slot(&tree).map_or(ResourceVector::ZERO, |s| s.usage);
-                live.set_leaf(&shares, elem, usage, op.smallest_waiting());
-                let attempt = op
-                    .jobs
-                    .get(&spec.job_id)
-                    .map(|j| crate::AttemptFacts::of(j));
-                (spec, attempt)
-            };
-            free -= spec.resources;
-            book_start(jobs, outbox, node_id, &op_id, &spec, attempt);
-            starts.push(spec);
-        }
-        for spec in starts {
-            ctx.start(spec);
         }
     }
 }

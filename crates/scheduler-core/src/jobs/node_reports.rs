@@ -12,7 +12,9 @@ use crate::CoreEvent;
 use std::collections::BTreeSet;
 use std::collections::HashSet;
 use ytsched_common::names::TreeName;
-use ytsched_common::protocol::{JobAbort, JobStartSpec, RunningJob, UnixMillis};
+use ytsched_common::protocol::{
+    HeartbeatReply, JobAbort, JobStartSpec, RunningJob, UnixMillis, PROTOCOL_VERSION,
+};
 use ytsched_common::states::{AbortReason, JobState, OperationState};
 use ytsched_common::{JobId, NodeId, OperationId};
 
@@ -307,6 +309,48 @@ impl JobLife<'_> {
         });
         self.outbox
             .nudge_all(crate::nodes::node::online_ids(self.nodes));
+    }
+
+    /// The heartbeat's reply stage: starts resent first (the node would have run them had it read the
+    /// reply), each start stamped with its token and noted as sent in this reply.
+    pub(crate) fn reply(
+        &mut self,
+        ctx: HeartbeatContext,
+        period_ms: u64,
+        default_timeout_ms: u64,
+    ) -> HeartbeatReply {
+        let HeartbeatContext {
+            node: node_id,
+            seq,
+            last_reply_seq,
+            starts,
+            aborts,
+            acknowledged,
+            resent,
+            ..
+        } = ctx;
+        if last_reply_seq.is_some() {
+            for start in &starts {
+                self.jobs.sent_in(&node_id, &start.job_id, seq);
+            }
+        }
+        let mut jobs_to_start: Vec<JobStartSpec> = if resent.is_empty() {
+            starts
+        } else {
+            resent.into_iter().chain(starts).collect()
+        };
+        self.stamp_starts(&node_id, &mut jobs_to_start);
+        let node = &self.nodes[&node_id];
+        HeartbeatReply {
+            protocol_version: PROTOCOL_VERSION,
+            registration: node.registration.clone(),
+            jobs_to_start,
+            jobs_to_abort: aborts,
+            acknowledged_jobs: acknowledged,
+            user_tags: self.cluster.user_tags(&node_id).to_vec(),
+            heartbeat_period_ms: period_ms,
+            node_heartbeat_timeout_ms: self.cluster.node_timeout_ms(node, default_timeout_ms),
+        }
     }
 }
 

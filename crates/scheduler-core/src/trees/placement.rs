@@ -3,12 +3,19 @@
 //! (usage / fair share) that has a job fitting both the node and every limit on the way.
 
 use crate::jobs::job_index::JobIndex;
+use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::nodes::node_trees::NodeTrees;
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::live_usage::LiveTree;
+use crate::trees::tree_state::TreeStates;
+use crate::BTreeMap;
+use crate::ClusterConfig;
 use crate::CoreEvent;
+use crate::Node;
 use std::collections::{BTreeSet, HashSet};
+use ytsched_common::names::TreeName;
 use ytsched_common::protocol::JobStartSpec;
 use ytsched_common::resources::{ResourceVector, EPSILON};
 use ytsched_common::states::OperationState;
@@ -86,6 +93,102 @@ pub(crate) fn pick(
                 exhausted.insert(child);
             }
             None
+        }
+    }
+}
+
+/// The tree whose jobs this heartbeat may place on its node: `None` when the node takes
+/// none, is in no tree, has no user slot free, or not even the smallest job waiting in
+/// its tree fits what it has free (then nothing is walked for).
+pub(crate) fn placement_due(
+    nodes: &BTreeMap<NodeId, Node>,
+    cluster: &ClusterConfig,
+    operations: &OperationTable,
+    ctx: &HeartbeatContext,
+) -> Option<TreeName> {
+    let free = ctx.free();
+    let node = &nodes[&ctx.node];
+    if !node.is_schedulable() {
+        return None;
+    }
+    let tree = cluster.tree_of(node)?.clone();
+    // Every job takes one user slot: without one free the node is full, whatever
+    // else it has (a tolerant comparison of a near-zero request would let a full node
+    // walk every waiting operation on each heartbeat).
+    if free.user_slots < 1.0 - 1e-9 {
+        return None;
+    }
+    match operations.smallest_waiting_job(&tree) {
+        Some(smallest) if smallest.fits_in(&free) => Some(tree),
+        _ => None,
+    }
+}
+
+/// What filling a node moves and reads, borrowed from the core: it reads the node's
+/// tags and the operations, and moves the tree's live arrays, the operations it starts
+/// jobs of, the job index and the outbox.
+pub(crate) struct Placer<'a> {
+    pub(crate) nodes: &'a BTreeMap<NodeId, Node>,
+    pub(crate) trees: &'a mut TreeStates,
+    pub(crate) operations: &'a mut OperationTable,
+    pub(crate) jobs: &'a mut JobIndex,
+    pub(crate) outbox: &'a mut Outbox,
+    /// Walks of a tree looking for a job to place, counted so tests can see them.
+    pub(crate) placement_walks: &'a mut u64,
+}
+
+impl Placer<'_> {
+    /// Fills what the node has free with jobs of `tree` (whose update the caller
+    /// brought up to date), starting them in `ctx`.
+    pub(crate) fn fill(&mut self, ctx: &mut HeartbeatContext, tree: &TreeName) {
+        let (node_id, now) = (&ctx.node, ctx.now);
+        let mut free = ctx.free();
+        self.trees.refresh_live(self.operations);
+        let Some(shares) = self.trees.shares(tree) else {
+            return;
+        };
+        self.trees.ensure_live(self.operations, tree, &shares);
+        let Self {
+            nodes,
+            trees,
+            operations,
+            jobs,
+            outbox,
+            placement_walks,
+        } = self;
+        let tags = &nodes[node_id].all_tags;
+        let live = &mut trees.get_mut(tree.as_str()).expect("has shares").live;
+        let mut starts = Vec::new();
+        // Subtrees that placed nothing on this node: the room only shrinks, so they
+        // are not walked again in this heartbeat.
+        let mut exhausted = HashSet::new();
+        // The root's smallest waiting job bounds every other: once it no longer fits (or
+        // no slot is left) the node is full, and the walk that would only prove it is
+        // not made.
+        while free.user_slots >= 1.0 - 1e-9 && live.waiting[0].is_some_and(|m| m.fits_in(&free)) {
+            **placement_walks += 1;
+            let Some((elem, op_id, task)) =
+                pick(operations, &shares, live, tags, 0, free, &mut exhausted)
+            else {
+                break;
+            };
+            let (spec, attempt) = {
+                let mut op = operations.edit(&op_id).expect("picked from the map");
+                let spec = op.start_job(task, node_id, tree, now);
+                let usage = op.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage);
+                live.set_leaf(&shares, elem, usage, op.smallest_waiting());
+                let attempt = op
+                    .jobs
+                    .get(&spec.job_id)
+                    .map(|j| crate::AttemptFacts::of(j));
+                (spec, attempt)
+            };
+            free -= spec.resources;
+            book_start(jobs, outbox, node_id, &op_id, &spec, attempt);
+            starts.push(spec);
+        }
+        for spec in starts {
+            ctx.start(spec);
         }
     }
 }
