@@ -3,18 +3,17 @@
 
 use crate::jobs::adoption::StartHold;
 use crate::jobs::job_life::job_life;
-use crate::membership::reassign_node;
 use crate::nodes::heartbeat_checks::refusal_of;
 use crate::nodes::heartbeat_context::HeartbeatContext;
+use crate::nodes::node_life::node_life;
 use crate::nodes::node_trees::NodeTrees;
 use crate::operations::operation_life::operation_life;
 use crate::trees::placement::placement_due;
 use crate::trees::placement::Placer;
 use crate::trees::preemption::preemptor;
 use crate::trees::share_updater::share_updater;
-use crate::{CoreEvent, Node, SchedulerCore};
+use crate::{Node, SchedulerCore};
 use ytsched_common::protocol::{FinishedJob, HeartbeatReply, HeartbeatRequest, UnixMillis};
-use ytsched_common::{JobId, NodeId};
 
 impl SchedulerCore {
     /// A node's heartbeat, as a pipeline over one context made first: refusal →
@@ -29,7 +28,7 @@ impl SchedulerCore {
         if let Some(refusal) = refusal_of(&self.nodes, self.config.heartbeat_period_ms, &mut req) {
             return refusal;
         }
-        self.refresh_node(&req, now);
+        node_life!(self).refresh(&req, now);
         let mut ctx = HeartbeatContext::new(req.node_id.clone(), now, req.seq, req.last_reply_seq);
         self.take_results(&mut ctx, &req.finished_jobs);
         if self
@@ -109,70 +108,6 @@ impl SchedulerCore {
         }
     }
 
-    /// Records what the node reported; a node seen for the first time, back online, or
-    /// with other tags has its tree membership (re)evaluated.
-    fn refresh_node(&mut self, req: &HeartbeatRequest, now: UnixMillis) {
-        let node = self
-            .nodes
-            .entry(req.node_id.clone())
-            .or_insert_with(|| Node::new(req.node_id.clone(), Some(req.incarnation_id.clone())));
-        if node.incarnation.as_ref() != Some(&req.incarnation_id) {
-            // A new agent run read none of the old one's replies, and ran none of its jobs.
-            self.jobs.forget_unconfirmed(&req.node_id);
-            if node.incarnation.is_some() {
-                self.outbox.event(CoreEvent::NodeRestarted {
-                    id: node.id.clone(),
-                });
-            }
-            node.incarnation = Some(req.incarnation_id.clone());
-        }
-        node.last_seq = req.seq;
-        let returning = !node.online;
-        let tags_changed = node.system_tags != req.system_tags || node.tags != req.tags;
-        // A node offers no more than it was approved for, whatever it reports.
-        let bound = self.trust.bound(&req.node_id, &req.resource_limits);
-        let limits = req.resource_limits.component_min(&bound.resources);
-        let alert = ytsched_common::node_approval::excess(&req.resource_limits, &bound.resources)
-            .map(|(r, reported, allowed)| {
-                over_bound_alert(&req.node_id, r, reported, allowed, bound.source)
-            });
-        if alert != node.approval_alert {
-            node.approval_alert = alert.clone();
-            self.outbox.event(CoreEvent::NodeOverApproval {
-                id: node.id.clone(),
-                alert,
-            });
-        }
-        let limits_changed = node.resource_limits != limits;
-        node.hostname = req.hostname.clone();
-        node.system_tags = req.system_tags.clone();
-        node.tags = req.tags.clone();
-        node.resource_limits = limits;
-        node.reported_limits = req.resource_limits;
-        node.reported_usage = req.resource_usage;
-        node.last_heartbeat = now;
-        // Evaluated while still offline, so that joining is one event, not two.
-        if returning || tags_changed {
-            reassign_node(
-                &mut self.nodes,
-                &self.cluster,
-                &mut self.outbox,
-                &req.node_id,
-            );
-        }
-        let node = self.nodes.get_mut(&req.node_id).expect("inserted above");
-        if returning {
-            node.online = true;
-            self.outbox.event(CoreEvent::NodeRegistered {
-                id: node.id.clone(),
-                registration: node.registration.clone(),
-            });
-        }
-        if returning || tags_changed || limits_changed {
-            self.placeability.stale |= self.trees.account_node(&self.nodes, &req.node_id);
-        }
-    }
-
     /// The scheduler itself was cut off from the bus (a NATS outage): nodes could not
     /// reach it either, so their silence so far is not theirs. Their timeouts restart now.
     pub fn bus_restored(&mut self, now: UnixMillis) {
@@ -184,62 +119,4 @@ impl SchedulerCore {
             *deadline = (*deadline).max(now + self.config.heartbeat_period_ms * 5);
         }
     }
-
-    /// Nodes silent for longer than `node_heartbeat_timeout` go offline; their jobs are
-    /// lost and become waiting again.
-    pub(super) fn expire_silent_nodes(&mut self, now: UnixMillis) {
-        let silent: Vec<NodeId> = self
-            .nodes
-            .values()
-            .filter(|n| {
-                n.online
-                    && now.saturating_sub(n.last_heartbeat)
-                        > self
-                            .cluster
-                            .node_timeout_ms(n, self.config.node_heartbeat_timeout_ms)
-            })
-            .map(|n| n.id.clone())
-            .collect();
-        let mut went_offline = false;
-        for node_id in silent {
-            let jobs: Vec<JobId> = self.jobs.on(&node_id).cloned().collect();
-            for job_id in &jobs {
-                job_life!(self).lose_job(&node_id, job_id, now);
-            }
-            if let Some(node) = self.nodes.get_mut(&node_id) {
-                node.online = false;
-            }
-            self.placeability.stale |= self.trees.account_node(&self.nodes, &node_id);
-            self.outbox.event(CoreEvent::NodeOffline {
-                id: node_id.clone(),
-                lost_jobs: jobs.len(),
-            });
-            went_offline = true;
-        }
-        // Their jobs wait again: the nodes left may take them (once, however many left).
-        if went_offline {
-            self.outbox
-                .nudge_all(crate::nodes::node::online_ids(&self.nodes));
-        }
-    }
-}
-
-/// The alert of a node that reports more than its bound allows.
-fn over_bound_alert(
-    node: &ytsched_common::NodeId,
-    r: ytsched_common::resources::Resource,
-    reported: f64,
-    allowed: f64,
-    source: crate::nodes::trust::BoundSource,
-) -> String {
-    use crate::nodes::trust::BoundSource;
-    let raise = match source {
-        BoundSource::File => format!("raise it with `ytsched auth add-node {node} --max-resources …`"),
-        _ => format!("an admin may approve more: `ytsched node approve {node}` (what it reports) or `--max-resources …`"),
-    };
-    format!(
-        "node reports {} = {reported}, more than the {allowed} {}; it is used as {allowed}; {raise}",
-        r.name(),
-        source.words()
-    )
 }

@@ -46,6 +46,7 @@ pub use ytsched_common::pool_tree::{ClusterConfig, ConfigError, PoolTree, DEFAUL
 
 use crate::jobs::adoption::StartHold;
 use crate::jobs::job_life::job_life;
+use crate::nodes::node_life::node_life;
 use crate::nodes::nudges::nudger;
 use crate::operations::operation_life::operation_life;
 use crate::operations::retirement::Retirement;
@@ -300,7 +301,7 @@ impl SchedulerCore {
     /// fair share updates that are due.
     pub fn tick(&mut self, now: UnixMillis) {
         self.latest_now.observe(now);
-        self.expire_silent_nodes(now);
+        node_life!(self).expire_silent(now);
         job_life!(self).end_revival_if_due(&mut self.revival_deadline, now);
         operation_life!(self).enforce_time_limits(now);
         // Jobs whose restart back-off is over wait again, and nodes hear of them.

@@ -5,6 +5,7 @@ pub(crate) mod heartbeat_checks;
 pub(crate) mod heartbeat_context;
 pub mod membership;
 pub(crate) mod node;
+pub(crate) mod node_life;
 pub(crate) mod node_trees;
 pub(crate) mod nudges;
 pub mod trust;
