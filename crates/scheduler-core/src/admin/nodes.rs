@@ -12,7 +12,6 @@ use ytsched_common::NodeId;
 type Nodes = BTreeMap<NodeId, Node>;
 
 /// Admin edits of the nodes' attributes the configuration keeps.
-/// What admins set on nodes, kept in the configuration: user tags and maintenance.
 pub(crate) trait NodeSettings {
     fn set_user_tags(&mut self, nodes: &Nodes, node: &str, value: Value)
         -> Result<(), ConfigError>;

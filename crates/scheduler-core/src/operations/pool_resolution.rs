@@ -119,7 +119,6 @@ fn ephemeral_pool(
 }
 
 /// Where an operation may run, as the configuration says.
-/// An operation's place in each tree it runs in, resolved at admission.
 pub(crate) trait AdmitInTrees {
     fn admit_in_tree(
         &self,
