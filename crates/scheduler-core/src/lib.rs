@@ -137,8 +137,6 @@ pub struct SchedulerCore {
     start_hold: Option<jobs::adoption::StartHold>,
     /// What the driver has yet to hear: nudges, events, outputs, retired operations.
     outbox: outbox::Outbox,
-    /// Finished operations still in memory, oldest first per tree (see `retention.rs`).
-    finished_order: operations::retention::FinishedOrder,
     /// Operations whose stored record could not be read at revival, with why.
     damaged: BTreeMap<OperationId, String>,
     /// Recent usage against fair share per operation, for the web page's chart.
@@ -183,7 +181,6 @@ impl SchedulerCore {
             revival_deadline: None,
             start_hold: None,
             outbox: Default::default(),
-            finished_order: BTreeMap::new(),
             damaged: BTreeMap::new(),
             share_history: Default::default(),
             trust,
@@ -324,7 +321,6 @@ impl SchedulerCore {
             jobs: &mut self.jobs,
             outbox: &mut self.outbox,
             share_history: &mut self.share_history,
-            finished_order: &mut self.finished_order,
         }
         .retire_due(now);
     }
@@ -339,7 +335,7 @@ impl SchedulerCore {
             jobs: &self.jobs,
             damaged: &self.damaged,
             share_history: &self.share_history,
-            finished_order: &self.finished_order,
+            finished_order: &self.operations.finished_order,
             latest_now: self.latest_now.get(),
         }
     }

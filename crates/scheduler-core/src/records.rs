@@ -15,7 +15,6 @@ use crate::operations::operation::{Job, Operation, TreeSlot};
 use crate::operations::operation_life::operation_life;
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
-use crate::retention::note_finished;
 use crate::{CoreEvent, Node, SchedulerCore};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -278,7 +277,7 @@ impl SchedulerCore {
         }
         self.operations.insert(op, changed);
         if finished {
-            note_finished(&mut self.finished_order, &self.operations, &id);
+            self.operations.note_finished(&id);
         }
     }
 

@@ -12,7 +12,6 @@ use crate::operations::operation::Placement;
 use crate::operations::operation_counts::PoolCountMap;
 use crate::operations::placeability::{placeability, PlaceabilityWatch};
 use crate::operations::pool_resolution::AdmitInTrees;
-use crate::operations::retention::{note_finished, FinishedOrder};
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::trees::tree_state::TreeStates;
@@ -38,7 +37,6 @@ pub(crate) struct OperationLife<'a> {
     pub(crate) cluster: &'a mut ClusterConfig,
     pub(crate) config_revision: &'a mut u64,
     pub(crate) trees: &'a mut TreeStates,
-    pub(crate) finished_order: &'a mut FinishedOrder,
     pub(crate) nudge_cursor: &'a mut Option<NodeId>,
     pub(crate) placeability: &'a mut PlaceabilityWatch,
 }
@@ -55,7 +53,6 @@ macro_rules! operation_life {
             cluster: &mut $core.cluster,
             config_revision: &mut $core.config_revision,
             trees: &mut $core.trees,
-            finished_order: &mut $core.finished_order,
             nudge_cursor: &mut $core.nudge_cursor,
             placeability: &mut $core.placeability,
         }
@@ -270,7 +267,7 @@ impl OperationLife<'_> {
             self.trees.mark_stale(&tree);
             self.remove_empty_ephemeral_pools(&tree, &pool);
         }
-        note_finished(self.finished_order, self.operations, id);
+        self.operations.note_finished(id);
         self.promote_pending(now);
     }
 

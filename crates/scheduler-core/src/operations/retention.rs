@@ -7,7 +7,6 @@
 //! driver writes to the archive (which answers for it from then on) before it deletes the
 //! operation's state keys.
 
-use crate::operations::table::OperationTable;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use ytsched_common::api::{JobInfo, OperationInfo, OutputStream};
@@ -75,22 +74,4 @@ pub(crate) fn retire_oldest(
     count > config.hard_retained_operation_count as usize
         || age > config.max_operation_age.0
         || (count > config.soft_retained_operation_count as usize && age > config.clean_delay.0)
-}
-
-/// Files a finished operation for retirement (at its finish, and at revival).
-pub(crate) fn note_finished(
-    order: &mut FinishedOrder,
-    operations: &OperationTable,
-    id: &OperationId,
-) {
-    let Some(op) = operations.get(id) else {
-        return;
-    };
-    let Some(finished) = op.finish_time else {
-        return;
-    };
-    order
-        .entry(op.main_tree().clone())
-        .or_default()
-        .insert((finished, op.seq, id.clone()));
 }

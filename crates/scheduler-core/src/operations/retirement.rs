@@ -2,7 +2,7 @@
 //! retention settings say (see `retention.rs`), at most `MAX_RETIRED_PER_CALL` a call.
 
 use crate::jobs::job_index::JobIndex;
-use crate::operations::retention::{retire_oldest, Archived, FinishedOrder, MAX_RETIRED_PER_CALL};
+use crate::operations::retention::{retire_oldest, Archived, MAX_RETIRED_PER_CALL};
 use crate::operations::table::OperationTable;
 use crate::outbox::Outbox;
 use crate::queries::pages::describe;
@@ -19,7 +19,6 @@ pub(crate) struct Retirement<'a> {
     pub(crate) jobs: &'a mut JobIndex,
     pub(crate) outbox: &'a mut Outbox,
     pub(crate) share_history: &'a mut ShareHistory,
-    pub(crate) finished_order: &'a mut FinishedOrder,
 }
 
 impl Retirement<'_> {
@@ -27,7 +26,7 @@ impl Retirement<'_> {
     /// Operations whose last change is not yet taken for the store wait for the next
     /// call, so the store never holds a newer record than the archive.
     pub(crate) fn retire_due(&mut self, now: UnixMillis) {
-        let trees: Vec<TreeName> = self.finished_order.keys().cloned().collect();
+        let trees: Vec<TreeName> = self.operations.finished_order.keys().cloned().collect();
         let mut budget = MAX_RETIRED_PER_CALL;
         for tree in trees {
             let config = self
@@ -36,19 +35,26 @@ impl Retirement<'_> {
                 .get(tree.as_str())
                 .map(|t| t.config.clone())
                 .unwrap_or_default();
-            while let Some(set) = self.finished_order.get_mut(&tree) {
-                let Some((finished, _, id)) = set.first().cloned() else {
-                    self.finished_order.remove(&tree);
+            loop {
+                let order = &mut self.operations.finished_order;
+                let Some(set) = order.get_mut(&tree) else {
                     break;
                 };
+                let Some(&(finished, _, ref id)) = set.first() else {
+                    order.remove(&tree);
+                    break;
+                };
+                let (held, id) = (set.len(), id.clone());
                 if budget == 0
-                    || !retire_oldest(&config, set.len(), finished, now)
+                    || !retire_oldest(&config, held, finished, now)
                     || self.operations.is_touched(&id)
                 {
                     break;
                 }
                 budget -= 1;
-                set.pop_first();
+                if let Some(set) = self.operations.finished_order.get_mut(&tree) {
+                    set.pop_first();
+                }
                 self.retire(&id);
             }
         }

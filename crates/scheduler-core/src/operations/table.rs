@@ -32,6 +32,9 @@ pub(crate) struct OperationTable {
     pub(crate) idempotency: BTreeMap<(String, ytsched_common::IdempotencyToken), OperationId>,
     /// Submission sequence, the tie-breaker that keeps decisions deterministic.
     pub(crate) next_seq: u64,
+    /// Finished operations still held, oldest first per tree: the order they retire in
+    /// (`retention.rs`).
+    pub(crate) finished_order: crate::operations::retention::FinishedOrder,
 }
 
 /// What a change to an operation must reach.
@@ -271,5 +274,20 @@ impl Index<&OperationId> for OperationTable {
     type Output = Operation;
     fn index(&self, id: &OperationId) -> &Operation {
         &self.by_id[id]
+    }
+}
+
+impl OperationTable {
+    /// Files a finished operation for retirement (at its finish, and at revival).
+    pub(crate) fn note_finished(&mut self, id: &OperationId) {
+        let Some(op) = self.get(id) else {
+            return;
+        };
+        let Some(finished) = op.finish_time else {
+            return;
+        };
+        let key = (finished, op.seq, id.clone());
+        let tree = op.main_tree().clone();
+        self.finished_order.entry(tree).or_default().insert(key);
     }
 }
