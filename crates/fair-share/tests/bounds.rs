@@ -148,3 +148,38 @@ fn two_operations_at_opposite_weight_bounds_share_as_their_weights_say() {
     near_f(h, 1.0);
     assert!(l > 0.0 && l <= 1.1e-6, "the light one keeps a sliver: {l}");
 }
+
+/// A case the property above found on 2026-11-27 (with a random seed; the suite now
+/// draws its cases from a fixed one): three levels of weights at opposite schedulable
+/// bounds leave the root's path capped near where its heavy pool is satisfied, so the
+/// light operation at the root gets 1e-3 of its demand while the cluster is 97 % idle.
+/// Not fixed yet (the solver's max fit factor over nested extreme ratios); run it with
+/// `cargo test -p ytsched-fair-share --test bounds -- --ignored`.
+#[test]
+#[ignore = "known solver bug at nested weight bounds, reproduced here until it is fixed"]
+fn nested_weights_at_opposite_bounds_hand_out_the_root() {
+    let (max, min) = (MAX_SCHEDULABLE_WEIGHT, MIN_SCHEDULABLE_WEIGHT);
+    let mut t = Tree::new(rv(TOTAL_CPU, 80.0, 4.0, 1e6));
+    let light = t.op(0, rv(1.0, 1.0, 0.0, 1.0));
+    t.weight(light, min);
+    let heavy = t.pool(0);
+    t.weight(heavy, max);
+    let inner = t.pool(heavy);
+    t.weight(inner, max);
+    let plain = t.pool(heavy);
+    let empty = t.pool(plain);
+    t.op(plain, rv(0.001, 0.001, 0.0, 1.0));
+    let c = t.op(inner, rv(0.001, 0.001, 0.0, 1.0));
+    t.weight(c, min);
+    let d = t.op(plain, rv(0.0, 0.0, 0.0, 1.0));
+    t.weight(d, max);
+    let _ = empty;
+    let out = t.run();
+    let root = &out.elements[0];
+    assert!(
+        le(&root.demand_share, &root.fair_share.total),
+        "root gives {:?} of demand {:?}",
+        root.fair_share.total,
+        root.demand_share
+    );
+}
