@@ -107,6 +107,7 @@ mod integral;
 mod operation_share;
 pub mod output;
 pub mod piecewise;
+mod plf_value;
 mod update;
 pub mod vector;
 

@@ -7,44 +7,13 @@
 //! update builds is non-decreasing, which is what makes transposition (the inverse) and
 //! composition well defined.
 
-use std::ops::{Add, Sub};
-use ytsched_common::resources::{Resource, ResourceVector};
+pub use crate::plf_value::Value;
 
 /// Compressing functions drops breakpoints that move values by less than this.
 pub(crate) const COMPRESS_EPSILON: f64 = 1e-12;
 
 /// Abscissas closer than this are one abscissa: a piece that steep is a jump.
 const SAME_X: f64 = 1e-13;
-
-/// What a function can take as values: scalars and resource share vectors.
-pub trait Value: Copy + PartialEq + Add<Output = Self> + Sub<Output = Self> {
-    const ZERO: Self;
-    fn times(self, k: f64) -> Self;
-    /// Whether `self` is within `eps` of the segment's interpolation `other`, componentwise.
-    fn near(self, other: Self, eps: f64) -> bool;
-}
-
-impl Value for f64 {
-    const ZERO: f64 = 0.0;
-    fn times(self, k: f64) -> f64 {
-        self * k
-    }
-    fn near(self, other: f64, eps: f64) -> bool {
-        (self - other).abs() <= eps
-    }
-}
-
-impl Value for ResourceVector {
-    const ZERO: ResourceVector = ResourceVector::ZERO;
-    fn times(self, k: f64) -> ResourceVector {
-        self.scale(k)
-    }
-    fn near(self, other: ResourceVector, eps: f64) -> bool {
-        Resource::ALL
-            .iter()
-            .all(|&r| (self.get(r) - other.get(r)).abs() <= eps)
-    }
-}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plf<V> {
@@ -317,13 +286,14 @@ impl<V: Value> Plf<V> {
         events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut slope: Vec<V> = vec![V::ZERO; parts.len()];
         let mut total_slope = V::ZERO;
+        let mut slope_error = V::ZERO;
         let mut value = V::ZERO;
         let mut at = left;
         let mut out = Builder::with_capacity(events.len() * 2 + 1);
         let mut i = 0;
         while i < events.len() {
             let x = events[i].0;
-            let from_left = value + total_slope.times(x - at);
+            let from_left = value + (total_slope + slope_error).times(x - at);
             let mut from_right = from_left;
             while i < events.len() && events[i].0 == x {
                 let (_, c, j) = events[i];
@@ -346,7 +316,11 @@ impl<V: Value> Plf<V> {
                 } else {
                     V::ZERO
                 };
-                total_slope = total_slope - slope[c] + new_slope;
+                // Compensated: a child whose pieces are steep (a heavy sibling's path
+                // squeezed near 0) leaves, when it ends, no rounding behind that would
+                // swamp a light sibling's slope on another resource.
+                total_slope = total_slope.add_compensated(&mut slope_error, V::ZERO - slope[c]);
+                total_slope = total_slope.add_compensated(&mut slope_error, new_slope);
                 slope[c] = new_slope;
                 i += 1;
             }
@@ -364,7 +338,7 @@ impl<V: Value> Plf<V> {
             at = x;
         }
         if at < right {
-            out.push(right, value + total_slope.times(right - at));
+            out.push(right, value + (total_slope + slope_error).times(right - at));
         }
         out.finish()
     }
