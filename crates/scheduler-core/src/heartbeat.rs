@@ -47,7 +47,7 @@ impl SchedulerCore {
             .and_then(|n| self.cluster.tree_of(n))
         {
             // Whether a lowered limit is exceeded is the update's to say: it runs first if due.
-            share_updater!(self).update_if_stale(&tree.clone(), now);
+            share_updater!(self).update_if_stale(tree, now);
         }
         preemptor!(self).enforce_limits(&mut ctx);
         self.schedule_on(&mut ctx);
