@@ -70,9 +70,14 @@ impl Harness {
     /// Runs `call` on the core and records its effects; what they change is stored.
     pub fn run<R>(&mut self, call: impl FnOnce(&mut SchedulerCore) -> R) -> R {
         let (answer, effects) = self.core.run(call);
+        self.record(effects);
+        answer
+    }
+
+    /// Keeps a call's effects, storing what they change.
+    fn record(&mut self, effects: Effects) {
         self.store(&effects);
         self.effects.push(effects);
-        answer
     }
 
     fn store(&mut self, effects: &Effects) {
@@ -209,8 +214,7 @@ impl Harness {
         let (reply, effects) = self
             .core
             .run(|c| self.nodes.heartbeat(c, &id, now, &|_| None));
-        self.store(&effects);
-        self.effects.push(effects);
+        self.record(effects);
         reply.expect("a node of this harness")
     }
 
