@@ -42,6 +42,8 @@ pub struct Face {
     /// One usage report at a time (each reads up to a million events).
     /// Usage reports, one at a time, users in turn (`report_slots`).
     pub usage_reports: crate::http::report_slots::ReportSlots,
+    /// The API itself, for the YTsaurus commands (`yt`), as the authenticated user.
+    pub api: crate::service::ApiPort,
 }
 
 /// Most bytes of one JSON page (jobs, operations, nodes).

@@ -7,7 +7,8 @@ use crate::gates::refusals::Refusal;
 use futures::StreamExt;
 use std::sync::Arc;
 use tracing::warn;
-use ytsched_common::api::{self, ApiError, ApiMethod, ApiResponse};
+use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
+use ytsched_common::identity::Caller;
 use ytsched_common::codec::encode;
 use ytsched_common::identity::Role;
 use ytsched_common::protocol::PROTOCOL_VERSION;
@@ -74,46 +75,14 @@ impl Driver {
             });
             return None;
         }
-        // Admission: the caller's own rate first, then room among requests in flight.
-        if let Verdict::Limited { answer } = self
-            .rate_limits
-            .check(caller.user.as_str(), std::time::Instant::now())
-        {
-            let limit = self.rate_limits.limit();
-            self.refusals.count(Refusal::RateLimited, || {
-                format!("user '{}' is over {}/s", caller.user, limit.per_second)
-            });
-            if answer {
-                self.busy(
-                    reply_to,
-                    format!(
-                        "busy: user '{}' sends more than {} requests per second (burst {}); retry later",
-                        caller.user, limit.per_second, limit.burst
-                    ),
-                )
-                .await;
+        let permit = match self.admission(&caller, method) {
+            Ok(permit) => permit,
+            Err(answer) => {
+                if let Some(message) = answer {
+                    self.busy(reply_to, message).await;
+                }
+                return None;
             }
-            return None;
-        }
-        if let Err(over) = self
-            .cost_budgets
-            .check(caller.user.as_str(), std::time::Instant::now())
-        {
-            self.refused_over_budget(&caller, over, reply_to).await;
-            return None;
-        }
-        if method == api::StartOperation::METHOD && self.refused_as_store_behind(&reply_to).await {
-            return None;
-        }
-        let Ok(permit) = self.api_slots.clone().try_acquire_owned() else {
-            self.refusals
-                .count(Refusal::Busy, || "every API slot is taken".to_string());
-            self.busy(
-                reply_to,
-                "busy: the scheduler is serving as many requests as it takes at once; retry".into(),
-            )
-            .await;
-            return None;
         };
         Some(Admitted {
             caller,
@@ -123,65 +92,90 @@ impl Driver {
         })
     }
 
+    /// The checks every caller passes, whichever way it came (the bus or the HTTP face):
+    /// its own rate, its cost budget, the store's backlog for new work, and a free slot.
+    /// `Err` is counted; it holds the "busy, retry" answer to give, if any.
+    fn admission(
+        &self,
+        caller: &ytsched_common::identity::Caller,
+        method: &str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, Option<String>> {
+        let now = std::time::Instant::now();
+        if let Verdict::Limited { answer } = self.rate_limits.check(caller.user.as_str(), now) {
+            let limit = self.rate_limits.limit();
+            self.refusals.count(Refusal::RateLimited, || {
+                format!("user '{}' is over {}/s", caller.user, limit.per_second)
+            });
+            return Err(answer.then(|| {
+                format!(
+                    "busy: user '{}' sends more than {} requests per second (burst {}); retry later",
+                    caller.user, limit.per_second, limit.burst
+                )
+            }));
+        }
+        if let Err(over) = self.cost_budgets.check(caller.user.as_str(), now) {
+            return Err(Some(self.refused_over_budget(caller, over)));
+        }
+        if method == api::StartOperation::METHOD {
+            self.refused_as_store_behind().map_err(Some)?;
+        }
+        self.api_slots.clone().try_acquire_owned().map_err(|_| {
+            self.refusals
+                .count(Refusal::Busy, || "every API slot is taken".to_string());
+            Some("busy: the scheduler is serving as many requests as it takes at once; retry".into())
+        })
+    }
+
     /// An identity whose calls cost more than its budget waits until it refills; the
     /// answer names the budget and when to retry.
-    async fn refused_over_budget(
+    fn refused_over_budget(
         &self,
         caller: &ytsched_common::identity::Caller,
         over: crate::gates::cost_budgets::OverBudget,
-        reply_to: async_nats::Subject,
-    ) {
+    ) -> String {
         let budget = self.cost_budgets.budget();
-        let limit = match over.what {
-            "core time" => format!(
-                "{} ms of scheduler time per second",
-                budget.core_per_second.as_millis()
+        let (limit, flag) = match over.what {
+            "core time" => (
+                format!(
+                    "{} ms of scheduler time per second",
+                    budget.core_per_second.as_millis()
+                ),
+                "core",
             ),
-            _ => format!("{} bytes of answers per second", budget.bytes_per_second),
+            _ => (
+                format!("{} bytes of answers per second", budget.bytes_per_second),
+                "byte",
+            ),
         };
         self.refusals.count(Refusal::OverBudget, || {
             format!("user '{}' is over its {} budget", caller.user, over.what)
         });
-        self.busy(
-            reply_to,
-            format!(
-                "busy: user '{}' has spent its budget of {limit} (--api-{}-budget); retry in {} ms",
-                caller.user,
-                if over.what == "core time" {
-                    "core"
-                } else {
-                    "byte"
-                },
-                over.retry_after.as_millis().max(1)
-            ),
+        format!(
+            "busy: user '{}' has spent its budget of {limit} (--api-{flag}-budget); retry in {} ms",
+            caller.user,
+            over.retry_after.as_millis().max(1)
         )
-        .await;
     }
 
     /// New work waits while the store is far behind: answered "busy" (the CLI retries
     /// with the same idempotency token) instead of queued in memory. Aborts, reads and
     /// admin changes are not asked here: they shrink the load or are needed to manage it.
-    async fn refused_as_store_behind(&self, reply_to: &async_nats::Subject) -> bool {
+    fn refused_as_store_behind(&self) -> Result<(), String> {
         let backlog = self.writer.backlog();
         if backlog <= self.max_write_backlog {
-            return false;
+            return Ok(());
         }
         self.refusals.count(Refusal::StoreBehind, || {
             format!("the store is {backlog} writes behind")
         });
-        self.busy(
-            reply_to.clone(),
-            format!(
-                "busy: the scheduler's store is {backlog} writes behind (more than {}); retry in a second",
-                self.max_write_backlog
-            ),
-        )
-        .await;
-        true
+        Err(format!(
+            "busy: the scheduler's store is {backlog} writes behind (more than {}); retry in a second",
+            self.max_write_backlog
+        ))
     }
 
-    /// Answers one admitted request: from the core (and what it still needs from the
-    /// store), or from the archive for an operation retired there.
+    /// Answers one request admitted from the bus, on the caller's inbox; an answer larger
+    /// than NATS carries becomes an error that says so.
     async fn serve_one(self: Arc<Self>, admitted: Admitted, payload: bytes::Bytes) {
         let Admitted {
             caller,
@@ -189,45 +183,8 @@ impl Driver {
             reply_to,
             permit,
         } = admitted;
-        let _permit = permit;
-        if method == api::ListEvents::METHOD {
-            // The event log is read from its stream; the core is not asked.
-            let bytes = crate::events::pages::answer(&self.event_log, &payload).await;
-            let now = std::time::Instant::now();
-            self.cost_budgets
-                .charge(caller.user.as_str(), now, Default::default(), bytes.len());
-            self.api_reply(reply_to, bytes).await;
-            return;
-        }
-        let max_record = self.max_record_bytes;
-        let mut held = std::time::Duration::ZERO;
-        // Through the gate to the core, one user call at a time, in turn by identity.
-        let pass = self.api_gate.enter(caller.user.as_str()).await;
-        let Queued {
-            result: answered,
-            effects,
-            stored,
-            ..
-        } = self.queue_core(|core| {
-            let started = std::time::Instant::now();
-            let answered = (!names_archived_operation(core, &method, &payload)).then(|| {
-                let mut then = None;
-                let bytes = dispatch(core, &caller, &method, &payload, max_record, &mut then);
-                (bytes, then)
-            });
-            held = started.elapsed();
-            answered
-        });
-        drop(pass);
-        self.carry_out(effects, stored).await;
-        if method == api::StartOperation::METHOD {
-            self.share_updates.notify_one();
-        }
-        let bytes = match answered {
-            Some((bytes, None)) => bytes,
-            Some((_, Some(then))) => then.answer(&self, &caller).await,
-            None => answer_from_archive(&self.archive, &caller, &method, &payload).await,
-        };
+        let bytes = self.answer_call(&caller, &method, &payload).await;
+        drop(permit);
         let max = self.api_client.server_info().max_payload;
         let bytes = if bytes.len() > max {
             // NATS would drop the reply and the caller would only see a timeout.
@@ -248,13 +205,105 @@ impl Driver {
         } else {
             bytes
         };
+        self.api_reply(reply_to, bytes).await;
+    }
+
+    /// Answers one admitted request, however it came: from the event log, from the core
+    /// (and what it still needs from the store), or from the archive for an operation
+    /// retired there. What it cost is charged to the caller's budget.
+    async fn answer_call(&self, caller: &Caller, method: &str, payload: &[u8]) -> Vec<u8> {
+        if method == api::ListEvents::METHOD {
+            // The event log is read from its stream; the core is not asked.
+            let bytes = crate::events::pages::answer(&self.event_log, payload).await;
+            let now = std::time::Instant::now();
+            self.cost_budgets
+                .charge(caller.user.as_str(), now, Default::default(), bytes.len());
+            return bytes;
+        }
+        let max_record = self.max_record_bytes;
+        let mut held = std::time::Duration::ZERO;
+        // Through the gate to the core, one user call at a time, in turn by identity.
+        let pass = self.api_gate.enter(caller.user.as_str()).await;
+        let Queued {
+            result: answered,
+            effects,
+            stored,
+            ..
+        } = self.queue_core(|core| {
+            let started = std::time::Instant::now();
+            let answered = (!names_archived_operation(core, method, payload)).then(|| {
+                let mut then = None;
+                let bytes = dispatch(core, caller, method, payload, max_record, &mut then);
+                (bytes, then)
+            });
+            held = started.elapsed();
+            answered
+        });
+        drop(pass);
+        self.carry_out(effects, stored).await;
+        if method == api::StartOperation::METHOD {
+            self.share_updates.notify_one();
+        }
+        let bytes = match answered {
+            Some((bytes, None)) => bytes,
+            Some((_, Some(then))) => then.answer(self, caller).await,
+            None => answer_from_archive(&self.archive, caller, method, payload).await,
+        };
         self.cost_budgets.charge(
             caller.user.as_str(),
             std::time::Instant::now(),
             held,
             bytes.len(),
         );
-        self.api_reply(reply_to, bytes).await;
+        bytes
+    }
+}
+
+/// The API as callers inside the scheduler's process reach it (the HTTP face's YTsaurus
+/// commands): with the identity the face authenticated, through the same admission,
+/// gate, access rules and budgets as a call on the bus, so no way in may do more than
+/// the bus lets that user do.
+#[derive(Clone)]
+pub struct ApiPort(Arc<Driver>);
+
+impl ApiPort {
+    pub(super) fn new(driver: Arc<Driver>) -> ApiPort {
+        ApiPort(driver)
+    }
+
+    /// Calls `method` as `caller`; the answer is an encoded `ApiResponse`, a "busy,
+    /// retry" one when admission turned the call away.
+    pub async fn call_encoded(&self, caller: &Caller, method: &str, payload: &[u8]) -> Vec<u8> {
+        match self.0.admission(caller, method) {
+            Ok(permit) => {
+                let span = tracing::info_span!("api", user = %caller.user, method, via = "http");
+                let answer = self.0.answer_call(caller, method, payload);
+                let bytes = tracing::Instrument::instrument(answer, span).await;
+                drop(permit);
+                bytes
+            }
+            Err(answer) => encode(&ApiResponse::<()> {
+                protocol_version: PROTOCOL_VERSION,
+                result: Err(ApiError::unavailable(answer.unwrap_or_else(|| {
+                    format!("busy: user '{}' is over its request rate; retry later", caller.user)
+                }))),
+            })
+            .unwrap_or_default(),
+        }
+    }
+
+    /// Calls `M` as `caller` and decodes its answer.
+    pub async fn call<M: ApiMethod>(&self, caller: &Caller, body: M) -> Result<M::Response, ApiError> {
+        let request = ApiRequest {
+            protocol_version: PROTOCOL_VERSION,
+            body,
+        };
+        let payload = encode(&request)
+            .map_err(|e| ApiError::new(format!("cannot encode {}: {e}", M::METHOD)))?;
+        let bytes = self.call_encoded(caller, M::METHOD, &payload).await;
+        ytsched_common::codec::decode::<ApiResponse<M::Response>>(&bytes)
+            .map_err(|e| ApiError::of(api::ErrorKind::Internal, format!("cannot decode the answer to {}: {e}", M::METHOD)))?
+            .result
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod admin_changes;
 mod api_calls;
+pub use api_calls::ApiPort;
 mod background;
 mod dispatch;
 mod heartbeats;

@@ -75,6 +75,7 @@ pub(super) fn start_http(
         refusals: refusals.clone(),
         event_log: driver.event_log.clone(),
         usage_reports: Default::default(),
+        api: crate::service::ApiPort::new(driver.clone()),
     };
     let router = crate::http::router(face, access);
     tokio::spawn(async move {
