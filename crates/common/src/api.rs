@@ -227,6 +227,28 @@ impl ApiMethod for AbortOperation {
     type Response = ();
 }
 
+/// Ends an unfinished operation as completed now (YTsaurus's `complete_operation`):
+/// running jobs are aborted, waiting ones dropped.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompleteOperation {
+    pub operation_id: OperationId,
+}
+impl ApiMethod for CompleteOperation {
+    const METHOD: &'static str = "complete_operation";
+    type Response = ();
+}
+
+/// Aborts one running job (`user_request`); it runs again.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AbortJob {
+    pub operation_id: OperationId,
+    pub job_id: JobId,
+}
+impl ApiMethod for AbortJob {
+    const METHOD: &'static str = "abort_job";
+    type Response = ();
+}
+
 /// Changes a pending or running operation's pool, weight, limits or owners (SPEC 5.14).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct UpdateOperationParameters {

@@ -90,6 +90,8 @@ pub enum AbortReason {
     /// Another job of its gang ended other than completed: the gang restarts whole
     /// (SPEC 5.15).
     GangMemberLost,
+    /// A user asked for it (`abort_job`); the job runs again.
+    UserRequest,
 }
 
 impl AbortReason {
@@ -106,6 +108,7 @@ impl AbortReason {
             Self::Suspended => "suspended",
             Self::RestartRequested => "restart_requested",
             Self::GangMemberLost => "gang_member_lost",
+            Self::UserRequest => "user_request",
         }
     }
 }

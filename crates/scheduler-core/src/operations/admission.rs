@@ -92,4 +92,15 @@ impl SchedulerCore {
         );
         Ok(())
     }
+
+    /// Ends an unfinished operation as completed at once (YTsaurus's
+    /// `complete_operation`): its running jobs are aborted, its waiting ones dropped,
+    /// and it counts as a success.
+    #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
+    pub fn complete_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
+        self.latest_now.observe(now);
+        self.reads().unfinished_operation(id, "be completed")?;
+        operation_life!(self).finish(id, OperationState::Completed, None, now);
+        Ok(())
+    }
 }

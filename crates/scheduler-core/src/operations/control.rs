@@ -243,6 +243,48 @@ impl SchedulerCore {
         Ok(())
     }
 
+    /// Aborts one running job at a user's request (YTsaurus's `abort_job`): it goes back
+    /// to waiting and runs again, its node is told on its next heartbeat and nudged.
+    #[tracing::instrument(level = "info", skip_all, fields(operation = %op_id, job = %job_id))]
+    pub fn abort_job(
+        &mut self,
+        op_id: &OperationId,
+        job_id: &JobId,
+        now: UnixMillis,
+    ) -> Result<(), ApiError> {
+        self.latest_now.observe(now);
+        let op = self.reads().unfinished_operation(op_id, "have a job aborted")?;
+        let job = op
+            .jobs
+            .get(job_id)
+            .ok_or_else(|| ApiError::not_found(format!("no such job: {job_id}")))?;
+        if job.state != ytsched_common::states::JobState::Running {
+            return Err(ApiError::conflict(format!(
+                "job {job_id} is {}; only a running job can be aborted",
+                job.state
+            )));
+        }
+        let node = job.node.clone();
+        let message = "aborted by user request";
+        let gang = crate::jobs::job_life::job_life!(self).abort_running_job(
+            &node,
+            op_id,
+            job_id,
+            AbortReason::UserRequest,
+            message,
+            now,
+        );
+        for (_, node) in gang.into_iter().chain([(job_id.clone(), node)]) {
+            if self.nodes.contains_key(&node) {
+                self.outbox.nudge(node);
+            }
+        }
+        if let Some(tree) = self.operations.get(op_id).and_then(|op| op.tree_names().next().map(str::to_string)) {
+            self.trees.mark_stale(&tree);
+        }
+        Ok(())
+    }
+
     /// Gives a suspended operation jobs again (a running one at once: its nodes are
     /// nudged).
     #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]

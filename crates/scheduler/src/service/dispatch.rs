@@ -59,6 +59,16 @@ pub(super) fn dispatch(
                 .authorize_operation(caller, &req.body.operation_id, "abort")?;
             core.abort_operation(&req.body.operation_id, now)
         }),
+        api::CompleteOperation::METHOD => respond::<api::CompleteOperation>(payload, |req| {
+            let id = &req.body.operation_id;
+            core.reads().authorize_operation(caller, id, "complete")?;
+            core.complete_operation(id, now)
+        }),
+        api::AbortJob::METHOD => respond::<api::AbortJob>(payload, |req| {
+            let id = &req.body.operation_id;
+            core.reads().authorize_operation(caller, id, "abort a job of")?;
+            core.abort_job(id, &req.body.job_id, now)
+        }),
         // The same people as abort; a move also needs `use` on the new pool.
         api::UpdateOperationParameters::METHOD => {
             respond::<api::UpdateOperationParameters>(payload, |req| {
