@@ -128,10 +128,12 @@ impl HttpAccess {
         if value.len() > MAX_AUTHORIZATION_LEN {
             return Err("the Authorization header is longer than any web token");
         }
+        // `OAuth` is how YTsaurus's client sends its token.
         let token = value
             .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("OAuth "))
             .map(str::trim)
-            .ok_or("the Authorization header is not `Bearer TOKEN`")?;
+            .ok_or("the Authorization header is neither `Bearer TOKEN` nor `OAuth TOKEN`")?;
         let tokens = book.read().expect("tokens lock").clone();
         tokens
             .caller(token)
@@ -232,6 +234,8 @@ mod tests {
         assert!(access.reader(None).is_err());
         assert!(access.reader(Some(&token)).is_err(), "no scheme");
         assert!(access.reader(Some(&format!("Basic {token}"))).is_err());
+        let yt_client = access.reader(Some(&format!("OAuth {token}"))).unwrap();
+        assert_eq!(yt_client.0, Some(Caller::user("alice")), "YTsaurus's client's scheme");
         assert!(access.reader(Some("Bearer ytst_00")).is_err());
         let long = format!("Bearer {token}{}", "x".repeat(1000));
         assert!(access.reader(Some(&long)).is_err());

@@ -12,6 +12,7 @@ pub mod report_slots;
 pub mod tls;
 pub mod usage_report;
 pub mod web_view;
+pub mod yt;
 
 use crate::gates::refusals::{Refusal, Refusals};
 use crate::http::access::{HttpAccess, Reader};
@@ -44,6 +45,8 @@ pub struct Face {
     pub usage_reports: crate::http::report_slots::ReportSlots,
     /// The API itself, for the YTsaurus commands (`yt`), as the authenticated user.
     pub api: crate::service::ApiPort,
+    /// YTsaurus commands answered, for `/metrics`.
+    pub yt_counts: crate::http::yt::YtCounts,
 }
 
 /// Most bytes of one JSON page (jobs, operations, nodes).
@@ -67,9 +70,10 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
         .route("/api/usage", get(api_usage))
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
-            access,
+            access.clone(),
             crate::http::access::require_reader,
         ));
+    let yt = crate::http::yt::router(face.clone(), access);
     // The page and its assets hold no data: they load without a token and ask for one.
     Router::new()
         .route("/", get(shell))
@@ -82,6 +86,7 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
         .route("/assets/app.css", get(app_css))
         .merge(data)
         .with_state(face)
+        .merge(yt)
 }
 
 /// A core error as an HTTP answer: its kind decides the status.
@@ -338,6 +343,13 @@ async fn metrics(State(face): State<Face>) -> Response {
         let _ = writeln!(
             out,
             "ytsched_refused_requests_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+    out.push_str("# HELP ytsched_yt_commands_total YTsaurus API commands answered, by command and YTsaurus error code (0: success).\n# TYPE ytsched_yt_commands_total counter\n");
+    for (command, code, n) in face.yt_counts.all() {
+        let _ = writeln!(
+            out,
+            "ytsched_yt_commands_total{{command=\"{command}\",code=\"{code}\"}} {n}"
         );
     }
     let events = face.writer.event_counts();

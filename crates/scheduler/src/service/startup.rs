@@ -76,6 +76,7 @@ pub(super) fn start_http(
         event_log: driver.event_log.clone(),
         usage_reports: Default::default(),
         api: crate::service::ApiPort::new(driver.clone()),
+        yt_counts: Default::default(),
     };
     let router = crate::http::router(face, access);
     tokio::spawn(async move {

@@ -1,0 +1,193 @@
+//! YTsaurus's HTTP API on the scheduler's HTTP face, so that YTsaurus's own client (the
+//! `yt` command line and `yt.wrapper`, from PyPI's `ytsaurus-client`) runs, watches and
+//! manages vanilla operations and administers pools with `YT_PROXY` and `YT_TOKEN`
+//! pointed at ytsched.
+//!
+//! Discovery (`/api`, `/api/v4`, `/hosts`) holds no data and needs no token. Every
+//! command needs a web token (`Authorization: OAuth TOKEN` or `Bearer TOKEN`) and runs
+//! as its user through the scheduler's own API (`ApiPort`): the same admission, rate
+//! limits, budgets and access rules as a call on the bus, so YTsaurus's client can do
+//! exactly what the user could do with `ytsched`. A command that changes state is never
+//! taken from a GET.
+
+mod commands;
+mod counters;
+mod cypress;
+mod error;
+mod jobs;
+mod operation_view;
+mod operations;
+mod spec;
+mod wire;
+mod yson_value;
+
+pub use error::YtError;
+
+use crate::http::access::HttpAccess;
+use crate::http::Face;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use bytes::Bytes;
+use error::code;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use wire::{Output, YtCall};
+use ytsched_common::api::{ApiError, ApiMethod};
+use ytsched_common::identity::Caller;
+
+/// Commands answered, by command and YTsaurus error code (0: success), for `/metrics`.
+/// Bounded: commands come from the fixed table (others count as `unknown`).
+#[derive(Clone, Default)]
+pub struct YtCounts(Arc<Mutex<BTreeMap<(&'static str, i64), u64>>>);
+
+impl YtCounts {
+    fn count(&self, command: &'static str, code: i64) {
+        if let Ok(mut m) = self.0.lock() {
+            *m.entry((command, code)).or_insert(0) += 1;
+        }
+    }
+
+    /// Every (command, code, count) so far.
+    pub fn all(&self) -> Vec<(&'static str, i64, u64)> {
+        self.0
+            .lock()
+            .map(|m| m.iter().map(|((c, k), n)| (*c, *k, *n)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What one command runs with: the face, and the user its token names.
+pub struct Ctx<'a> {
+    pub face: &'a Face,
+    pub caller: Caller,
+}
+
+impl Ctx<'_> {
+    /// The scheduler's API method `M`, as this command's user.
+    pub async fn call<M: ApiMethod>(&self, body: M) -> Result<M::Response, ApiError> {
+        self.face.api.call(&self.caller, body).await
+    }
+}
+
+#[derive(Clone)]
+struct YtFace {
+    face: Face,
+    access: HttpAccess,
+}
+
+/// The YTsaurus routes, ready to merge into the face's router.
+pub fn router(face: Face, access: HttpAccess) -> Router {
+    Router::new()
+        .route("/api", get(|| async { axum::Json(json!(["v4"])) }))
+        .route("/api/v4", get(|| async { axum::Json(commands::listing()) }))
+        .route("/api/v4/", get(|| async { axum::Json(commands::listing()) }))
+        .route("/hosts", get(hosts))
+        .route("/hosts/all", get(hosts))
+        .route("/auth/whoami", get(whoami))
+        .route("/api/v4/{command}", any(command))
+        .with_state(YtFace { face, access })
+}
+
+/// This face's own address, as the client reached it: the one proxy there is.
+fn own_address(headers: &HeaderMap) -> Result<String, YtError> {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| h.len() <= 255 && h.chars().all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)))
+        .map(str::to_string)
+        .ok_or_else(|| YtError::new(code::GENERIC, "the request has no valid Host header to name this proxy by"))
+}
+
+async fn hosts(headers: HeaderMap) -> Response {
+    match own_address(&headers) {
+        Ok(a) => axum::Json(json!([a])).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The user a request's token names; a face without tokens knows no one.
+fn caller_of(access: &HttpAccess, headers: &HeaderMap) -> Result<Caller, YtError> {
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or(""));
+    match access.reader(authorization) {
+        Ok(crate::http::access::Reader(Some(caller))) => Ok(caller),
+        Ok(crate::http::access::Reader(None)) => Err(YtError::new(
+            code::AUTHENTICATION,
+            "this HTTP face authenticates no one (the scheduler runs without --creds or --http-tokens): YTsaurus commands need a user; see docs/yt-compat.md",
+        )),
+        Err(why) => Err(YtError::new(code::AUTHENTICATION, format!("authentication failed: {why}"))),
+    }
+}
+
+async fn whoami(State(yt): State<YtFace>, headers: HeaderMap) -> Response {
+    match caller_of(&yt.access, &headers) {
+        Ok(c) => axum::Json(json!({"login": c.user.as_str(), "realm": "token"})).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn command(
+    State(yt): State<YtFace>,
+    method: Method,
+    uri: Uri,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(descriptor) = commands::find(&name) else {
+        yt.face.yt_counts.count("unknown", code::NO_SUCH_METHOD);
+        return YtError::unsupported_command(&ytsched_common::quote::quote(&name, ytsched_common::quote::QUOTE_CHARS)).into_response();
+    };
+    let caller = match caller_of(&yt.access, &headers) {
+        Ok(c) => c,
+        Err(e) => {
+            yt.face.yt_counts.count(descriptor.name, e.code);
+            return e.into_response();
+        }
+    };
+    let call = match wire::read_call(descriptor, &method, &uri, &headers, body) {
+        Ok(call) => call,
+        Err(e) => {
+            yt.face.yt_counts.count(descriptor.name, e.code);
+            return e.into_response();
+        }
+    };
+    let ctx = Ctx {
+        face: &yt.face,
+        caller,
+    };
+    let output = run(&ctx, &call, &headers).await;
+    let code = output.as_ref().map_or_else(|e| e.code, |_| 0);
+    yt.face.yt_counts.count(descriptor.name, code);
+    tracing::debug!(command = descriptor.name, user = %ctx.caller.user, code, "YTsaurus command answered");
+    wire::answer(&call, &headers, output)
+}
+
+async fn run(ctx: &Ctx<'_>, call: &YtCall, headers: &HeaderMap) -> Result<Output, YtError> {
+    if !call.command.served {
+        return Err(YtError::unsupported_command(call.command.name));
+    }
+    match call.command.name {
+        "get_current_user" => Ok(Output::Structured(json!({"user": ctx.caller.user.as_str()}))),
+        "discover_proxies" => Ok(Output::Structured(json!({"proxies": [own_address(headers)?]}))),
+        "start_operation" => operations::start_operation(ctx, call).await,
+        "get_operation" => operations::get_operation(ctx, call).await,
+        "list_operations" => operations::list_operations(ctx, call).await,
+        "abort_operation" | "complete_operation" | "suspend_operation" | "resume_operation"
+        | "update_operation_parameters" => operations::control(ctx, call).await,
+        "list_jobs" => jobs::list_jobs(ctx, call).await,
+        "get_job" => jobs::get_job(ctx, call).await,
+        "get_job_stderr" => jobs::get_job_stderr(ctx, call).await,
+        "abort_job" => jobs::abort_job(ctx, call).await,
+        "get" => cypress::get(ctx, call).await,
+        "list" => cypress::list(ctx, call).await,
+        "exists" => cypress::exists(ctx, call).await,
+        "set" => cypress::set(ctx, call).await,
+        "create" => cypress::create(ctx, call).await,
+        "remove" => cypress::remove(ctx, call).await,
+        other => Err(YtError::unsupported_command(other)),
+    }
+}

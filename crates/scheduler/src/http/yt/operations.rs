@@ -1,0 +1,239 @@
+//! YTsaurus's operation commands, each made into the scheduler's own API call as the
+//! authenticated user: `start_operation` (vanilla only), `get_operation`,
+//! `list_operations` (filters, time cursor and counters), `abort_operation`,
+//! `complete_operation`, `suspend_operation`, `resume_operation` and
+//! `update_operation_parameters`.
+
+use super::error::{code, Missing, YtError};
+use super::operation_view::{attribute_filter, parse_time, view, ATTRIBUTES, BRIEF};
+use super::wire::{bool_param, count_param, optional_string, string_param, Output, YtCall};
+use super::yson_value::plain;
+use super::Ctx;
+use serde_json::{json, Value};
+use ytsched_common::api::{self, OperationFilter, OperationInfo};
+use ytsched_common::protocol::unix_now;
+use ytsched_common::states::OperationState;
+use ytsched_common::{IdempotencyToken, OperationId};
+
+fn operation_id(call: &YtCall) -> Result<OperationId, YtError> {
+    if call.params.contains_key("operation_alias") {
+        return Err(YtError::bad_parameter(
+            "operation_alias",
+            "ytsched has no operation aliases; name the operation by operation_id",
+        ));
+    }
+    let id = string_param(call, "operation_id")?;
+    OperationId::parse(id).map_err(|e| YtError::bad_parameter("operation_id", e))
+}
+
+fn api_error(e: api::ApiError) -> YtError {
+    YtError::from_api(e, Missing::Operation)
+}
+
+pub async fn start_operation(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
+    let kind = string_param(call, "operation_type")?;
+    if kind != "vanilla" {
+        return Err(YtError::new(
+            code::GENERIC,
+            format!("ytsched does not support operations of type '{kind}': it runs vanilla operations only"),
+        )
+        .with("operation_type", kind));
+    }
+    let spec = call
+        .params
+        .get("spec")
+        .cloned()
+        .ok_or_else(|| YtError::bad_parameter("spec", "is required"))?;
+    let spec = super::spec::vanilla_spec(spec)?;
+    // A retry of the same mutation answers the operation the first try started.
+    let idempotency_token = optional_string(call, "mutation_id")?
+        .map(|m| IdempotencyToken::parse(m).map_err(|e| YtError::bad_parameter("mutation_id", e)))
+        .transpose()?;
+    let id = ctx
+        .call(api::StartOperation {
+            spec,
+            idempotency_token,
+        })
+        .await
+        .map_err(api_error)?;
+    Ok(Output::Structured(json!({ "operation_id": id })))
+}
+
+async fn operation_info(ctx: &Ctx<'_>, id: OperationId) -> Result<OperationInfo, YtError> {
+    ctx.call(api::GetOperation { operation_id: id })
+        .await
+        .map_err(api_error)
+}
+
+pub async fn get_operation(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
+    let id = operation_id(call)?;
+    let names = attribute_filter(call.params.get("attributes"))?;
+    let info = operation_info(ctx, id).await?;
+    Ok(Output::Structured(view(&info, names.as_deref(), ATTRIBUTES, unix_now())))
+}
+
+/// A state change of an operation; a retried mutation that finds it done answers
+/// success, as YTsaurus answers a retry with the first try's result.
+pub async fn control(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
+    let id = operation_id(call)?;
+    let retry = bool_param(call, "retry")?;
+    let done = |state: OperationState| {
+        let id = id.clone();
+        async move {
+            retry
+                && operation_info(ctx, id)
+                    .await
+                    .is_ok_and(|info| info.state == state)
+        }
+    };
+    let result = match call.command.name {
+        "abort_operation" => {
+            if done(OperationState::Aborted).await {
+                return Ok(Output::Nothing);
+            }
+            ctx.call(api::AbortOperation { operation_id: id.clone() }).await
+        }
+        "complete_operation" => {
+            if done(OperationState::Completed).await {
+                return Ok(Output::Nothing);
+            }
+            ctx.call(api::CompleteOperation { operation_id: id.clone() }).await
+        }
+        "suspend_operation" => {
+            let abort_running_jobs = bool_param(call, "abort_running_jobs")?;
+            ctx.call(api::SuspendOperation {
+                operation_id: id.clone(),
+                abort_running_jobs,
+            })
+            .await
+        }
+        "resume_operation" => ctx.call(api::ResumeOperation { operation_id: id.clone() }).await,
+        "update_operation_parameters" => {
+            let parameters = call
+                .params
+                .get("parameters")
+                .map(|p| super::spec::plain_all(p.clone()))
+                .ok_or_else(|| YtError::bad_parameter("parameters", "is required"))?;
+            let parameters = serde_json::from_value(parameters)
+                .map_err(|e| YtError::bad_parameter("parameters", e))?;
+            ctx.call(api::UpdateOperationParameters {
+                operation_id: id.clone(),
+                parameters,
+            })
+            .await
+        }
+        other => return Err(YtError::unsupported_command(other)),
+    };
+    result.map(|()| Output::Nothing).map_err(api_error)
+}
+
+/// Most operations one `list_operations` reads to fill its page and find its end.
+const MAX_SCANNED: usize = 20_000;
+/// A page of `list_operations` unless `limit` says otherwise, and the most one holds.
+const DEFAULT_LIMIT: u64 = 100;
+const MAX_LIMIT: u64 = 1000;
+
+/// The filters of `list_operations`, as the scheduler's filter and the rest.
+struct ListQuery {
+    filter: OperationFilter,
+    substring: Option<String>,
+    type_ok: bool,
+    future: bool,
+    limit: usize,
+}
+
+fn list_query(call: &YtCall) -> Result<ListQuery, YtError> {
+    let time = |name: &str| call.params.get(name).map(plain).filter(|v| !v.is_null()).map(|v| parse_time(name, v)).transpose();
+    let state = optional_string(call, "state")?
+        .map(|s| serde_json::from_value::<OperationState>(json!(s)).map_err(|_| YtError::bad_parameter("state", format!("'{s}' is not an operation state"))))
+        .transpose()?;
+    let future = match optional_string(call, "cursor_direction")? {
+        None | Some("past") => false,
+        Some("future") => true,
+        Some(other) => return Err(YtError::bad_parameter("cursor_direction", format!("'{other}' is neither past nor future"))),
+    };
+    let (mut from_time, mut to_time) = (time("from_time")?, time("to_time")?);
+    if let Some(cursor) = time("cursor_time")? {
+        if future {
+            from_time = Some(from_time.map_or(cursor + 1, |f| f.max(cursor + 1)));
+        } else {
+            to_time = Some(to_time.map_or(cursor, |t| t.min(cursor)));
+        }
+    }
+    Ok(ListQuery {
+        filter: OperationFilter {
+            state,
+            user: optional_string(call, "user")?.map(str::to_string),
+            pool: optional_string(call, "pool")?.map(str::to_string),
+            pool_tree: optional_string(call, "pool_tree")?.map(str::to_string),
+            from_time,
+            to_time,
+        },
+        substring: optional_string(call, "filter")?.map(str::to_lowercase),
+        type_ok: optional_string(call, "type")?.is_none_or(|t| t == "vanilla"),
+        future,
+        limit: count_param(call, "limit", MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT).max(1) as usize,
+    })
+}
+
+/// YTsaurus's `filter`: a substring of the id, user, pool or title, any case.
+fn matches_text(info: &OperationInfo, substring: &Option<String>) -> bool {
+    let Some(s) = substring else { return true };
+    [Some(info.id.as_str()), Some(info.user.as_str()), Some(info.pool.as_str()), info.spec.title.as_deref()]
+        .into_iter()
+        .flatten()
+        .any(|f| f.to_lowercase().contains(s.as_str()))
+}
+
+pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
+    let q = list_query(call)?;
+    let names = attribute_filter(call.params.get("attributes"))?;
+    let mut found: Vec<OperationInfo> = vec![];
+    let (mut cursor, mut scanned, mut more) = (None, 0usize, false);
+    while q.type_ok {
+        let page = ctx
+            .call(api::ListOperations {
+                limit: Some(api::ListOperations::MAX_PAGE),
+                cursor: cursor.take(),
+                filter: q.filter.clone(),
+            })
+            .await
+            .map_err(api_error)?;
+        scanned += page.operations.len();
+        found.extend(page.operations.into_iter().filter(|o| matches_text(o, &q.substring)));
+        // Newest first: the past direction stops once its page is full.
+        if !q.future && found.len() > q.limit {
+            more = true;
+            break;
+        }
+        match page.next_cursor {
+            Some(next) if scanned < MAX_SCANNED => cursor = Some(next),
+            Some(_) => {
+                more = true;
+                break;
+            }
+            None => break,
+        }
+    }
+    if found.len() > q.limit {
+        more = true;
+        // The future direction takes the oldest after its cursor.
+        let drop = found.len() - q.limit;
+        if q.future {
+            found.drain(..drop);
+        } else {
+            found.truncate(q.limit);
+        }
+    }
+    let now = unix_now();
+    let operations: Vec<Value> = found.iter().map(|o| view(o, names.as_deref(), BRIEF, now)).collect();
+    let mut out = json!({"operations": operations, "incomplete": more});
+    if call.params.get("include_counters").map(plain) != Some(&Value::Bool(false)) {
+        super::counters::insert(ctx, &q.filter, &q.substring, &mut out).await;
+    }
+    Ok(Output::Structured(out))
+}
+
+pub(super) fn text_filter_admits(info: &OperationInfo, substring: &Option<String>) -> bool {
+    matches_text(info, substring)
+}
