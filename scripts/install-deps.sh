@@ -49,3 +49,23 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "install-deps: chromium missing and not root: the web UI browser test will skip" >&2
   fi
 fi
+
+# ytsaurus-client — YTsaurus's own `yt` CLI and `yt.wrapper`, pinned, in a virtualenv of
+# its own: the suite runs it, unmodified, against ytsched's YTsaurus HTTP API.
+yt_client_version="0.13.55"
+yt_venv="$tools/yt"
+have_yt_client() {
+  [ -x "$yt_venv/bin/yt" ] && "$yt_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('ytsaurus-client') != '${yt_client_version}')" 2>/dev/null
+}
+if ! have_yt_client; then
+  if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" >/dev/null 2>&1; then
+    echo "install-deps: installing python3-venv (Debian) for the ytsaurus-client virtualenv" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  fi
+  echo "install-deps: installing ytsaurus-client ${yt_client_version} (PyPI) into $yt_venv" >&2
+  rm -rf "$yt_venv"
+  python3 -m venv "$yt_venv"
+  "$yt_venv/bin/pip" install -q --disable-pip-version-check "ytsaurus-client==${yt_client_version}"
+  have_yt_client || { echo "install-deps: ytsaurus-client ${yt_client_version} is still missing at $yt_venv" >&2; exit 1; }
+fi
+echo "install-deps: ytsaurus-client ${yt_client_version} at $yt_venv/bin/yt" >&2

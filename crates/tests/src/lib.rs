@@ -264,6 +264,38 @@ pub fn http_request(addr: &str, path: &str, token: Option<&str>) -> anyhow::Resu
     Ok((status, body))
 }
 
+/// An HTTP/1.0 request with any method, headers and body: (status, the answer's header
+/// lines, body).
+pub fn http_call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> anyhow::Result<(u16, String, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut request = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    s.write_all(request.as_bytes())?;
+    s.write_all(body)?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let status = raw
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("not an HTTP answer: {raw:?}"))?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    Ok((status, head.to_string(), body.to_string()))
+}
+
 /// The body of an HTTP GET to a loopback port (nats-server's monitoring endpoints).
 pub fn http_get(port: u16, path: &str) -> anyhow::Result<String> {
     Ok(http_request(&format!("127.0.0.1:{port}"), path, None)?.1)

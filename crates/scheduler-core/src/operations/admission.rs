@@ -97,7 +97,11 @@ impl SchedulerCore {
     /// `complete_operation`): its running jobs are aborted, its waiting ones dropped,
     /// and it counts as a success.
     #[tracing::instrument(level = "info", skip_all, fields(operation = %id))]
-    pub fn complete_operation(&mut self, id: &OperationId, now: UnixMillis) -> Result<(), ApiError> {
+    pub fn complete_operation(
+        &mut self,
+        id: &OperationId,
+        now: UnixMillis,
+    ) -> Result<(), ApiError> {
         self.latest_now.observe(now);
         self.reads().unfinished_operation(id, "be completed")?;
         operation_life!(self).finish(id, OperationState::Completed, None, now);

@@ -253,7 +253,9 @@ impl SchedulerCore {
         now: UnixMillis,
     ) -> Result<(), ApiError> {
         self.latest_now.observe(now);
-        let op = self.reads().unfinished_operation(op_id, "have a job aborted")?;
+        let op = self
+            .reads()
+            .unfinished_operation(op_id, "have a job aborted")?;
         let job = op
             .jobs
             .get(job_id)
@@ -279,7 +281,11 @@ impl SchedulerCore {
                 self.outbox.nudge(node);
             }
         }
-        if let Some(tree) = self.operations.get(op_id).and_then(|op| op.tree_names().next().map(str::to_string)) {
+        if let Some(tree) = self
+            .operations
+            .get(op_id)
+            .and_then(|op| op.tree_names().next().map(str::to_string))
+        {
             self.trees.mark_stale(&tree);
         }
         Ok(())

@@ -235,7 +235,11 @@ mod tests {
         assert!(access.reader(Some(&token)).is_err(), "no scheme");
         assert!(access.reader(Some(&format!("Basic {token}"))).is_err());
         let yt_client = access.reader(Some(&format!("OAuth {token}"))).unwrap();
-        assert_eq!(yt_client.0, Some(Caller::user("alice")), "YTsaurus's client's scheme");
+        assert_eq!(
+            yt_client.0,
+            Some(Caller::user("alice")),
+            "YTsaurus's client's scheme"
+        );
         assert!(access.reader(Some("Bearer ytst_00")).is_err());
         let long = format!("Bearer {token}{}", "x".repeat(1000));
         assert!(access.reader(Some(&long)).is_err());

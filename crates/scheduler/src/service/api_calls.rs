@@ -8,8 +8,8 @@ use futures::StreamExt;
 use std::sync::Arc;
 use tracing::warn;
 use ytsched_common::api::{self, ApiError, ApiMethod, ApiRequest, ApiResponse};
-use ytsched_common::identity::Caller;
 use ytsched_common::codec::encode;
+use ytsched_common::identity::Caller;
 use ytsched_common::identity::Role;
 use ytsched_common::protocol::PROTOCOL_VERSION;
 use ytsched_common::subjects::Subjects;
@@ -122,7 +122,9 @@ impl Driver {
         self.api_slots.clone().try_acquire_owned().map_err(|_| {
             self.refusals
                 .count(Refusal::Busy, || "every API slot is taken".to_string());
-            Some("busy: the scheduler is serving as many requests as it takes at once; retry".into())
+            Some(
+                "busy: the scheduler is serving as many requests as it takes at once; retry".into(),
+            )
         })
     }
 
@@ -285,7 +287,10 @@ impl ApiPort {
             Err(answer) => encode(&ApiResponse::<()> {
                 protocol_version: PROTOCOL_VERSION,
                 result: Err(ApiError::unavailable(answer.unwrap_or_else(|| {
-                    format!("busy: user '{}' is over its request rate; retry later", caller.user)
+                    format!(
+                        "busy: user '{}' is over its request rate; retry later",
+                        caller.user
+                    )
                 }))),
             })
             .unwrap_or_default(),
@@ -293,7 +298,11 @@ impl ApiPort {
     }
 
     /// Calls `M` as `caller` and decodes its answer.
-    pub async fn call<M: ApiMethod>(&self, caller: &Caller, body: M) -> Result<M::Response, ApiError> {
+    pub async fn call<M: ApiMethod>(
+        &self,
+        caller: &Caller,
+        body: M,
+    ) -> Result<M::Response, ApiError> {
         let request = ApiRequest {
             protocol_version: PROTOCOL_VERSION,
             body,
@@ -302,7 +311,12 @@ impl ApiPort {
             .map_err(|e| ApiError::new(format!("cannot encode {}: {e}", M::METHOD)))?;
         let bytes = self.call_encoded(caller, M::METHOD, &payload).await;
         ytsched_common::codec::decode::<ApiResponse<M::Response>>(&bytes)
-            .map_err(|e| ApiError::of(api::ErrorKind::Internal, format!("cannot decode the answer to {}: {e}", M::METHOD)))?
+            .map_err(|e| {
+                ApiError::of(
+                    api::ErrorKind::Internal,
+                    format!("cannot decode the answer to {}: {e}", M::METHOD),
+                )
+            })?
             .result
     }
 }

@@ -66,7 +66,8 @@ pub(super) fn dispatch(
         }),
         api::AbortJob::METHOD => respond::<api::AbortJob>(payload, |req| {
             let id = &req.body.operation_id;
-            core.reads().authorize_operation(caller, id, "abort a job of")?;
+            core.reads()
+                .authorize_operation(caller, id, "abort a job of")?;
             core.abort_job(id, &req.body.job_id, now)
         }),
         // The same people as abort; a move also needs `use` on the new pool.

@@ -39,6 +39,89 @@ async function json(path) {
   return r.json();
 }
 
+// ---- acting on an operation ----------------------------------------------------------
+// Buttons go through YTsaurus's HTTP API (`/api/v4/...`, POST: nothing that changes
+// state is reachable by a GET), as the signed-in user, with the same rights as on the
+// bus; each asks for confirmation first. The server decides: a button shown to someone
+// who may not act would only get a 403.
+let viewer = null;
+async function me() {
+  if (!viewer) viewer = await json("/api/v4/get_current_user");
+  return viewer;
+}
+
+async function act(command, params) {
+  const token = localStorage.getItem(TOKEN_KEY);
+  const r = await fetch(`/api/v4/${command}`, {
+    method: "POST",
+    cache: "no-store",
+    headers: {Authorization: "Bearer " + token, "Content-Type": "application/json", "X-YT-Header-Format": "json"},
+    body: JSON.stringify(params),
+  });
+  if (!r.ok) {
+    let message = r.status + "";
+    try { message = JSON.parse(await r.text()).message; } catch (_) { /* not a YT error */ }
+    throw new Error(`${command}: ${message}`);
+  }
+}
+
+const ACTIONS = {
+  abort: {label: "Abort", ask: (id) => `Abort operation ${id}? Its running jobs are killed; this cannot be undone.`, run: (id) => act("abort_operation", {operation_id: id})},
+  suspend: {label: "Suspend", ask: (id) => `Suspend operation ${id}? It gets no new jobs until resumed; running jobs go on.`, run: (id) => act("suspend_operation", {operation_id: id})},
+  resume: {label: "Resume", ask: (id) => `Resume operation ${id}?`, run: (id) => act("resume_operation", {operation_id: id})},
+  update: {
+    label: "Change pool/weight",
+    ask: (id) => `Move operation ${id} to pool '${draft.pool}' with weight ${draft.weight}?`,
+    run: (id) => act("update_operation_parameters", {operation_id: id, parameters: {pool: draft.pool, weight: Number(draft.weight)}}),
+  },
+};
+let pending = null; // {action, id} awaiting confirmation
+const draft = {pool: null, weight: null, id: null};
+let actionMessage = "";
+
+function mayControl(info, who) {
+  return who.admin || info.user === who.user || (info.spec.owners || []).includes(who.user);
+}
+
+function actionsPanel(info, who) {
+  if (!["pending", "running"].includes(info.state) || !mayControl(info, who)) return "";
+  if (draft.id !== info.id) Object.assign(draft, {id: info.id, pool: info.pool, weight: info.weight});
+  if (pending && pending.id === info.id) {
+    return `<div class="confirm" id="confirm"><p>${esc(ACTIONS[pending.action].ask(info.id))}</p>` +
+      `<button data-confirm="yes">Confirm</button> <button data-confirm="no">Cancel</button></div>`;
+  }
+  const buttons = ["abort", info.suspended ? "resume" : "suspend"]
+    .map((a) => `<button data-action="${a}">${ACTIONS[a].label}</button>`).join(" ");
+  return `<div class="actions">${buttons} · pool <input data-draft="pool" size="16" value="${esc(draft.pool)}"> ` +
+    `weight <input data-draft="weight" size="5" value="${esc(draft.weight)}"> <button data-action="update">${ACTIONS.update.label}</button>` +
+    `<p class="muted" id="action-message">${esc(actionMessage)}</p></div>`;
+}
+
+document.addEventListener("input", (e) => {
+  if (e.target.dataset && e.target.dataset.draft) draft[e.target.dataset.draft] = e.target.value;
+});
+
+document.addEventListener("click", async (e) => {
+  const button = e.target.closest("button[data-action], button[data-confirm]");
+  if (!button) return;
+  const id = document.querySelector("[data-operation-id]")?.dataset.operationId;
+  if (button.dataset.action) {
+    pending = {action: button.dataset.action, id};
+  } else if (button.dataset.confirm === "yes" && pending) {
+    const {action} = pending;
+    pending = null;
+    try {
+      await ACTIONS[action].run(id);
+      actionMessage = `${ACTIONS[action].label}: done`;
+    } catch (err) {
+      actionMessage = err.message;
+    }
+  } else {
+    pending = null;
+  }
+  refresh();
+});
+
 function signInForm(why) {
   return `<h1>Sign in</h1><form id="sign-in"><p class="muted">${esc(why)}</p>` +
     `<p>Paste a web token (<code>ytsched auth token USER</code> prints one):</p>` +
@@ -50,6 +133,7 @@ document.addEventListener("submit", (e) => {
   e.preventDefault();
   const t = document.getElementById("token").value.trim();
   if (t) localStorage.setItem(TOKEN_KEY, t);
+  viewer = null;
   signingIn = false;
   refresh();
 });
@@ -146,13 +230,14 @@ function chart(samples) {
 
 async function operationView(id) {
   const enc = encodeURIComponent(id);
-  const [info, jobs, why, history] = await Promise.all([
+  const [info, jobs, why, history, who] = await Promise.all([
     json(`/api/operations/${enc}`),
     json(`/api/operations/${enc}/jobs?limit=100`),
     json(`/api/operations/${enc}/explain`).catch(() => null),
     json(`/api/operations/${enc}/history`).catch(() => []),
+    me().catch(() => ({user: null, admin: false})),
   ]);
-  let h = `<h1>Operation <span data-operation-id="${esc(info.id)}">${esc(info.id)}</span></h1><table>`;
+  let h = `<h1>Operation <span data-operation-id="${esc(info.id)}">${esc(info.id)}</span></h1>${actionsPanel(info, who)}<table>`;
   for (const [k, v] of [["title", info.title], ["user", info.user], ["pool", Object.entries(info.pool_trees || {}).map(([t, p]) => `${t}: ${p}`).join(", ") || info.pool], ["state", stateWords(info)], ["gang", info.spec.is_gang ? "yes: all its jobs run together or none does" : "no"], ["weight", info.weight], ["resource limits", info.spec.resource_limits ? resources(info.spec.resource_limits) : ""], ["jobs", `${info.jobs.total} total: ${info.jobs.waiting} waiting, ${info.jobs.running} running, ${info.jobs.completed} completed, ${info.jobs.failed} failed, ${info.jobs.aborted} aborted`], ["usage", resources(info.resource_usage)], ["demand", resources(info.resource_demand)], ["error", info.error]]) {
     h += `<tr><th>${k}</th><td>${esc(v ?? "")}</td></tr>`;
   }
@@ -225,6 +310,14 @@ async function usageView() {
 }
 
 // ---- routing and refresh ------------------------------------------------------------
+// The link YTsaurus's client prints for an operation (`/?page=operation&id=...`).
+(function followYtLink() {
+  const q = new URLSearchParams(location.search);
+  if (q.get("page") === "operation" && q.get("id")) {
+    history.replaceState(null, "", "/operations/" + encodeURIComponent(q.get("id")) + location.hash);
+  }
+})();
+
 function view() {
   const p = location.pathname;
   if (p.startsWith("/operations/")) return ["operations", () => operationView(decodeURIComponent(p.slice("/operations/".length)))];
@@ -238,6 +331,8 @@ let busy = false;
 let signingIn = false;
 async function refresh() {
   if (busy || signingIn) return;
+  // What is being typed or confirmed is not redrawn away.
+  if (document.activeElement && document.activeElement.dataset && document.activeElement.dataset.draft) return;
   busy = true;
   const [name, render] = view();
   try {

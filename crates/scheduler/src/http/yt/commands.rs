@@ -149,13 +149,31 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a command listed twice");
-        for name in ["start_operation", "abort_operation", "set", "create", "remove", "abort_job"] {
+        for name in [
+            "start_operation",
+            "abort_operation",
+            "set",
+            "create",
+            "remove",
+            "abort_job",
+        ] {
             assert!(find(name).unwrap().volatile, "{name}");
         }
-        for name in ["get_operation", "list_operations", "get", "list", "exists", "list_jobs"] {
+        for name in [
+            "get_operation",
+            "list_operations",
+            "get",
+            "list",
+            "exists",
+            "list_jobs",
+        ] {
             assert!(!find(name).unwrap().volatile, "{name}");
         }
         let listing = listing();
-        assert_eq!(listing[0].as_object().unwrap().len(), 5, "the client takes exactly these keys");
+        assert_eq!(
+            listing[0].as_object().unwrap().len(),
+            5,
+            "the client takes exactly these keys"
+        );
     }
 }

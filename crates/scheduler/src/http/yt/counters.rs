@@ -12,7 +12,12 @@ fn bump(m: &mut Map<String, Value>, key: &str) {
     m.insert(key.to_string(), json!(n + 1));
 }
 
-pub async fn insert(ctx: &Ctx<'_>, filter: &OperationFilter, text: &Option<String>, out: &mut Value) {
+pub async fn insert(
+    ctx: &Ctx<'_>,
+    filter: &OperationFilter,
+    text: &Option<String>,
+    out: &mut Value,
+) {
     let snapshot = ctx.face.view.snapshot().await;
     let without = |f: fn(&mut OperationFilter)| {
         let mut g = filter.clone();

@@ -16,12 +16,17 @@ const ORCHID: &str = "//sys/scheduler/orchid";
 const OWNED: &[&str] = &["//sys/pool_trees", "//sys/cluster_nodes"];
 
 fn under(path: &str, root: &str) -> bool {
-    path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))
+    path == root
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The `path` parameter, which must be one ytsched serves.
 fn path_of(call: &YtCall) -> Result<String, YtError> {
-    let path = string_param(call, "path")?.trim_end_matches('/').to_string();
+    let path = string_param(call, "path")?
+        .trim_end_matches('/')
+        .to_string();
     if under(&path, ORCHID) || OWNED.iter().any(|root| under(&path, root)) {
         Ok(path)
     } else {
@@ -32,7 +37,11 @@ fn path_of(call: &YtCall) -> Result<String, YtError> {
 fn api_error(e: api::ApiError, path: &str) -> YtError {
     let e = YtError::from_api(e, Missing::Node);
     if e.code == code::INVALID_OPERATION_STATE && e.message.contains("already exists") {
-        return YtError { code: code::ALREADY_EXISTS, ..e }.with("path", path);
+        return YtError {
+            code: code::ALREADY_EXISTS,
+            ..e
+        }
+        .with("path", path);
     }
     e.with("path", path)
 }
@@ -46,11 +55,19 @@ async fn orchid_at(ctx: &Ctx<'_>, path: &str) -> Result<Value, YtError> {
     for token in rest.split('/').filter(|t| !t.is_empty()) {
         v = match v {
             Value::Object(mut m) => m.remove(token),
-            Value::Array(mut a) => token.parse::<usize>().ok().filter(|i| *i < a.len()).map(|i| a.swap_remove(i)),
+            Value::Array(mut a) => token
+                .parse::<usize>()
+                .ok()
+                .filter(|i| *i < a.len())
+                .map(|i| a.swap_remove(i)),
             _ => None,
         }
         .ok_or_else(|| {
-            YtError::new(code::RESOLVE, format!("node {path} has no child with key '{token}'")).with("path", path)
+            YtError::new(
+                code::RESOLVE,
+                format!("node {path} has no child with key '{token}'"),
+            )
+            .with("path", path)
         })?;
     }
     Ok(v)
@@ -58,16 +75,20 @@ async fn orchid_at(ctx: &Ctx<'_>, path: &str) -> Result<Value, YtError> {
 
 /// `get` and `list` answer `{"value": ..}`, or the bare value with `return_only_value`.
 fn value_answer(call: &YtCall, v: Value) -> Result<Output, YtError> {
-    Ok(Output::Structured(if bool_param(call, "return_only_value")? {
-        v
-    } else {
-        json!({ "value": v })
-    }))
+    Ok(Output::Structured(
+        if bool_param(call, "return_only_value")? {
+            v
+        } else {
+            json!({ "value": v })
+        },
+    ))
 }
 
 async fn admin_value(ctx: &Ctx<'_>, path: &str) -> Result<Value, YtError> {
     let text = ctx
-        .call(api::AdminGet { path: path.to_string() })
+        .call(api::AdminGet {
+            path: path.to_string(),
+        })
         .await
         .map_err(|e| api_error(e, path))?;
     serde_json::from_str(&text).map_err(|e| YtError::new(code::GENERIC, format!("{path}: {e}")))
@@ -81,13 +102,19 @@ pub async fn get(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     let value = admin_value(ctx, &path).await?;
     let names: Option<Vec<String>> = match call.params.get("attributes").map(plain) {
         None | Some(Value::Null) => None,
-        Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| YtError::bad_parameter("attributes", "must be a list of names"))?),
+        Some(v) => Some(
+            serde_json::from_value(v.clone())
+                .map_err(|_| YtError::bad_parameter("attributes", "must be a list of names"))?,
+        ),
     };
     let value = match names.filter(|n| !n.is_empty()) {
         None => value,
         Some(names) => {
             let all = admin_value(ctx, &format!("{path}/@")).await?;
-            let attrs: Map<String, Value> = names.iter().filter_map(|n| Some((n.clone(), all.get(n)?.clone()))).collect();
+            let attrs: Map<String, Value> = names
+                .iter()
+                .filter_map(|n| Some((n.clone(), all.get(n)?.clone())))
+                .collect();
             json!({"$attributes": attrs, "$value": value})
         }
     };
@@ -99,10 +126,17 @@ pub async fn list(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     let names = if under(&path, ORCHID) {
         match orchid_at(ctx, &path).await? {
             Value::Object(m) => m.keys().cloned().collect(),
-            _ => return Err(YtError::new(code::GENERIC, format!("{path} is not a map: it cannot be listed"))),
+            _ => {
+                return Err(YtError::new(
+                    code::GENERIC,
+                    format!("{path} is not a map: it cannot be listed"),
+                ))
+            }
         }
     } else {
-        ctx.call(api::AdminList { path: path.clone() }).await.map_err(|e| api_error(e, &path))?
+        ctx.call(api::AdminList { path: path.clone() })
+            .await
+            .map_err(|e| api_error(e, &path))?
     };
     value_answer(call, json!(names))
 }
@@ -112,18 +146,31 @@ pub async fn exists(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     let found = if under(&path, ORCHID) {
         orchid_at(ctx, &path).await.is_ok()
     } else {
-        ctx.call(api::AdminExists { path: path.clone() }).await.map_err(|e| api_error(e, &path))?
+        ctx.call(api::AdminExists { path: path.clone() })
+            .await
+            .map_err(|e| api_error(e, &path))?
     };
     Ok(Output::Structured(json!({ "value": found })))
 }
 
 /// `set`'s value: its input, in its `input_format` (JSON or YSON).
 fn input_value(call: &YtCall) -> Result<Value, YtError> {
-    let format = call.params.get("input_format").map(plain).and_then(Value::as_str).unwrap_or("yson");
+    let format = call
+        .params
+        .get("input_format")
+        .map(plain)
+        .and_then(Value::as_str)
+        .unwrap_or("yson");
     let value = match format {
-        "json" => serde_json::from_slice(&call.input).map_err(|e| YtError::bad_parameter("input", format!("not valid JSON: {e}")))?,
+        "json" => serde_json::from_slice(&call.input)
+            .map_err(|e| YtError::bad_parameter("input", format!("not valid JSON: {e}")))?,
         "yson" => parse_yson(&call.input).map_err(|e| YtError::bad_parameter("input", e))?,
-        other => return Err(YtError::bad_parameter("input_format", format!("ytsched reads json or yson, not '{other}'"))),
+        other => {
+            return Err(YtError::bad_parameter(
+                "input_format",
+                format!("ytsched reads json or yson, not '{other}'"),
+            ))
+        }
     };
     Ok(super::spec::plain_all(value))
 }
@@ -131,20 +178,33 @@ fn input_value(call: &YtCall) -> Result<Value, YtError> {
 pub async fn set(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     let path = path_of(call)?;
     if under(&path, ORCHID) {
-        return Err(YtError::new(code::GENERIC, format!("{path}: the orchid is read-only")));
+        return Err(YtError::new(
+            code::GENERIC,
+            format!("{path}: the orchid is read-only"),
+        ));
     }
     let value = input_value(call)?.to_string();
-    ctx.call(api::AdminSet { path: path.clone(), value }).await.map_err(|e| api_error(e, &path))?;
+    ctx.call(api::AdminSet {
+        path: path.clone(),
+        value,
+    })
+    .await
+    .map_err(|e| api_error(e, &path))?;
     Ok(Output::Nothing)
 }
 
 pub async fn remove(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     let path = path_of(call)?;
     if under(&path, ORCHID) {
-        return Err(YtError::new(code::GENERIC, format!("{path}: the orchid is read-only")));
+        return Err(YtError::new(
+            code::GENERIC,
+            format!("{path}: the orchid is read-only"),
+        ));
     }
     match ctx.call(api::AdminRemove { path: path.clone() }).await {
-        Err(e) if e.kind == api::ErrorKind::NotFound && bool_param(call, "force")? => Ok(Output::Nothing),
+        Err(e) if e.kind == api::ErrorKind::NotFound && bool_param(call, "force")? => {
+            Ok(Output::Nothing)
+        }
         r => r.map(|()| Output::Nothing).map_err(|e| api_error(e, &path)),
     }
 }
@@ -163,7 +223,11 @@ pub async fn create(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
             .with("type", other))
         }
     };
-    let mut attributes = match call.params.get("attributes").map(|a| super::spec::plain_all(a.clone())) {
+    let mut attributes = match call
+        .params
+        .get("attributes")
+        .map(|a| super::spec::plain_all(a.clone()))
+    {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m,
         Some(_) => return Err(YtError::bad_parameter("attributes", "must be a map")),
@@ -171,9 +235,13 @@ pub async fn create(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     let mut take = |key: &str| match attributes.remove(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(YtError::bad_parameter("attributes", format!("{key} must be a string"))),
+        Some(_) => Err(YtError::bad_parameter(
+            "attributes",
+            format!("{key} must be a string"),
+        )),
     };
-    let name = take("name")?.ok_or_else(|| YtError::bad_parameter("attributes", "name is required"))?;
+    let name =
+        take("name")?.ok_or_else(|| YtError::bad_parameter("attributes", "name is required"))?;
     let parent_name = take("parent_name")?
         .map(|p| PoolName::parse(&p).map_err(|e| YtError::bad_parameter("attributes", e)))
         .transpose()?;
@@ -199,5 +267,7 @@ pub async fn create(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
         r => r.map_err(|e| api_error(e, &path))?,
     }
     let _ = optional_string(call, "path")?;
-    Ok(Output::Structured(json!({ "object_id": path, "node_id": path })))
+    Ok(Output::Structured(
+        json!({ "object_id": path, "node_id": path }),
+    ))
 }

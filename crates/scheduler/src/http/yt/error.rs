@@ -147,7 +147,13 @@ impl IntoResponse for YtError {
         let header = if body.len() <= MAX_ERROR_HEADER {
             body.clone()
         } else {
-            ascii_json(&YtError::new(self.code, self.message.chars().take(4096).collect::<String>()).to_json())
+            ascii_json(
+                &YtError::new(
+                    self.code,
+                    self.message.chars().take(4096).collect::<String>(),
+                )
+                .to_json(),
+            )
         };
         let mut response = (self.status(), body).into_response();
         let headers = response.headers_mut();
@@ -181,11 +187,18 @@ mod tests {
         let r = e.into_response();
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
         assert_eq!(r.headers()["x-yt-response-code"], "901");
-        let header: Value = serde_json::from_str(r.headers()["x-yt-error"].to_str().unwrap()).unwrap();
+        let header: Value =
+            serde_json::from_str(r.headers()["x-yt-error"].to_str().unwrap()).unwrap();
         assert_eq!(header["code"], 901);
         assert!(header["message"].as_str().unwrap().contains("mallory"));
-        let missing = YtError::from_api(ApiError::not_found("no such operation: x"), Missing::Operation);
+        let missing = YtError::from_api(
+            ApiError::not_found("no such operation: x"),
+            Missing::Operation,
+        );
         assert_eq!(missing.code, code::NO_SUCH_OPERATION);
-        assert_eq!(ascii_json(&Value::String("é😀".into())), "\"\\u00e9\\ud83d\\ude00\"");
+        assert_eq!(
+            ascii_json(&Value::String("é😀".into())),
+            "\"\\u00e9\\ud83d\\ude00\""
+        );
     }
 }

@@ -29,7 +29,10 @@ fn job_and_operation(call: &YtCall) -> Result<(JobId, OperationId), YtError> {
     };
     let op = OperationId::parse(op).map_err(|e| YtError::bad_parameter("operation_id", e))?;
     if job.attempt_seq(&op).is_none() {
-        return Err(YtError::new(code::NO_SUCH_JOB, format!("no such job: {job} of operation {op}")));
+        return Err(YtError::new(
+            code::NO_SUCH_JOB,
+            format!("no such job: {job} of operation {op}"),
+        ));
     }
     Ok((job, op))
 }
@@ -45,7 +48,10 @@ fn job_view(j: &JobInfo, stderr_size: Option<usize>) -> Value {
     m.insert("state".into(), json!(yt_state(j.state)));
     m.insert("task_name".into(), json!(j.task_name));
     m.insert("job_cookie".into(), json!(j.job_index));
-    m.insert("address".into(), json!(j.node_id.as_ref().map_or("", |n| n.as_str())));
+    m.insert(
+        "address".into(),
+        json!(j.node_id.as_ref().map_or("", |n| n.as_str())),
+    );
     if let Some(t) = j.start_time {
         m.insert("start_time".into(), json!(iso_time(t)));
     }
@@ -86,7 +92,10 @@ fn parse_state(s: &str) -> Result<JobState, YtError> {
         "completed" => Ok(JobState::Completed),
         "failed" => Ok(JobState::Failed),
         "aborted" => Ok(JobState::Aborted),
-        other => Err(YtError::bad_parameter("job_state", format!("'{other}' is not a job state ytsched has"))),
+        other => Err(YtError::bad_parameter(
+            "job_state",
+            format!("'{other}' is not a job state ytsched has"),
+        )),
     }
 }
 
@@ -97,7 +106,11 @@ const MAX_STDERR_READS: usize = 100;
 
 /// Every attempt of `op` in `state` (all states if none), up to `MAX_SCANNED`; and
 /// whether that bound cut the list short.
-async fn attempts(ctx: &Ctx<'_>, op: &OperationId, state: Option<JobState>) -> Result<(Vec<JobInfo>, bool), YtError> {
+async fn attempts(
+    ctx: &Ctx<'_>,
+    op: &OperationId,
+    state: Option<JobState>,
+) -> Result<(Vec<JobInfo>, bool), YtError> {
     let (mut jobs, mut cursor) = (vec![], None);
     loop {
         let page = ctx
@@ -125,11 +138,25 @@ fn sort_jobs(jobs: &mut [JobInfo], call: &YtCall) -> Result<(), YtError> {
         "state" => jobs.sort_by_key(|j| yt_state(j.state)),
         "start_time" => jobs.sort_by_key(|j| j.start_time),
         "finish_time" => jobs.sort_by_key(|j| j.finish_time),
-        "address" => jobs.sort_by(|a, b| a.node_id.as_ref().map(|n| n.as_str()).cmp(&b.node_id.as_ref().map(|n| n.as_str()))),
-        "duration" => jobs.sort_by_key(|j| j.finish_time.zip(j.start_time).map(|(f, s)| f.saturating_sub(s))),
+        "address" => jobs.sort_by(|a, b| {
+            a.node_id
+                .as_ref()
+                .map(|n| n.as_str())
+                .cmp(&b.node_id.as_ref().map(|n| n.as_str()))
+        }),
+        "duration" => jobs.sort_by_key(|j| {
+            j.finish_time
+                .zip(j.start_time)
+                .map(|(f, s)| f.saturating_sub(s))
+        }),
         "task_name" => jobs.sort_by(|a, b| a.task_name.cmp(&b.task_name)),
         "type" => {}
-        other => return Err(YtError::bad_parameter("sort_field", format!("ytsched does not sort jobs by '{other}'"))),
+        other => {
+            return Err(YtError::bad_parameter(
+                "sort_field",
+                format!("ytsched does not sort jobs by '{other}'"),
+            ))
+        }
     }
     match optional_string(call, "sort_order")?.unwrap_or("ascending") {
         "ascending" => Ok(()),
@@ -137,7 +164,10 @@ fn sort_jobs(jobs: &mut [JobInfo], call: &YtCall) -> Result<(), YtError> {
             jobs.reverse();
             Ok(())
         }
-        other => Err(YtError::bad_parameter("sort_order", format!("'{other}' is neither ascending nor descending"))),
+        other => Err(YtError::bad_parameter(
+            "sort_order",
+            format!("'{other}' is neither ascending nor descending"),
+        )),
     }
 }
 
@@ -154,11 +184,16 @@ async fn stderr_of(ctx: &Ctx<'_>, j: &JobInfo) -> Result<String, YtError> {
 pub async fn list_jobs(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     let op = OperationId::parse(string_param(call, "operation_id")?)
         .map_err(|e| YtError::bad_parameter("operation_id", e))?;
-    let state = optional_string(call, "job_state")?.map(parse_state).transpose()?;
+    let state = optional_string(call, "job_state")?
+        .map(parse_state)
+        .transpose()?;
     let (mut jobs, cut) = attempts(ctx, &op, None).await?;
     let mut state_counts = Map::new();
     for j in &jobs {
-        let n = state_counts.get(yt_state(j.state)).and_then(Value::as_u64).unwrap_or(0);
+        let n = state_counts
+            .get(yt_state(j.state))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         state_counts.insert(yt_state(j.state).into(), json!(n + 1));
     }
     jobs.retain(|j| state.is_none_or(|s| j.state == s));
@@ -171,7 +206,11 @@ pub async fn list_jobs(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> 
     sort_jobs(&mut jobs, call)?;
     let offset = count_param(call, "offset", MAX_SCANNED as u64)?.unwrap_or(0) as usize;
     let limit = count_param(call, "limit", 1000)?.unwrap_or(1000) as usize;
-    let with_stderr = call.params.contains_key("with_stderr").then(|| bool_param(call, "with_stderr")).transpose()?;
+    let with_stderr = call
+        .params
+        .contains_key("with_stderr")
+        .then(|| bool_param(call, "with_stderr"))
+        .transpose()?;
     let mut out = vec![];
     let mut reads = 0;
     for j in jobs.iter().skip(offset) {
@@ -185,7 +224,11 @@ pub async fn list_jobs(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> 
                 if reads > MAX_STDERR_READS {
                     return Err(YtError::bad_parameter("with_stderr", format!("reads each job's stderr: ask for at most {MAX_STDERR_READS} jobs (limit, or a job_state filter)")));
                 }
-                let size = if j.state == JobState::Waiting { 0 } else { stderr_of(ctx, j).await?.len() };
+                let size = if j.state == JobState::Waiting {
+                    0
+                } else {
+                    stderr_of(ctx, j).await?.len()
+                };
                 if (size > 0) != wanted {
                     continue;
                 }
@@ -210,9 +253,9 @@ pub async fn list_jobs(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> 
 async fn find_job(ctx: &Ctx<'_>, call: &YtCall) -> Result<JobInfo, YtError> {
     let (job, op) = job_and_operation(call)?;
     let (jobs, _) = attempts(ctx, &op, None).await?;
-    jobs.into_iter()
-        .find(|j| j.id == job)
-        .ok_or_else(|| YtError::new(code::NO_SUCH_JOB, format!("no such job: {job}")).with("job_id", job.as_str()))
+    jobs.into_iter().find(|j| j.id == job).ok_or_else(|| {
+        YtError::new(code::NO_SUCH_JOB, format!("no such job: {job}")).with("job_id", job.as_str())
+    })
 }
 
 pub async fn get_job(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {

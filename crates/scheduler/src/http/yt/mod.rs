@@ -84,10 +84,13 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
     Router::new()
         .route("/api", get(|| async { axum::Json(json!(["v4"])) }))
         .route("/api/v4", get(|| async { axum::Json(commands::listing()) }))
-        .route("/api/v4/", get(|| async { axum::Json(commands::listing()) }))
+        .route(
+            "/api/v4/",
+            get(|| async { axum::Json(commands::listing()) }),
+        )
         .route("/hosts", get(hosts))
         .route("/hosts/all", get(hosts))
-        .route("/auth/whoami", get(whoami))
+        .route("/auth/whoami", any(whoami))
         .route("/api/v4/{command}", any(command))
         .with_state(YtFace { face, access })
 }
@@ -97,9 +100,18 @@ fn own_address(headers: &HeaderMap) -> Result<String, YtError> {
     headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .filter(|h| h.len() <= 255 && h.chars().all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)))
+        .filter(|h| {
+            h.len() <= 255
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        })
         .map(str::to_string)
-        .ok_or_else(|| YtError::new(code::GENERIC, "the request has no valid Host header to name this proxy by"))
+        .ok_or_else(|| {
+            YtError::new(
+                code::GENERIC,
+                "the request has no valid Host header to name this proxy by",
+            )
+        })
 }
 
 async fn hosts(headers: HeaderMap) -> Response {
@@ -111,7 +123,9 @@ async fn hosts(headers: HeaderMap) -> Response {
 
 /// The user a request's token names; a face without tokens knows no one.
 fn caller_of(access: &HttpAccess, headers: &HeaderMap) -> Result<Caller, YtError> {
-    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or(""));
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
     match access.reader(authorization) {
         Ok(crate::http::access::Reader(Some(caller))) => Ok(caller),
         Ok(crate::http::access::Reader(None)) => Err(YtError::new(
@@ -139,7 +153,11 @@ async fn command(
 ) -> Response {
     let Some(descriptor) = commands::find(&name) else {
         yt.face.yt_counts.count("unknown", code::NO_SUCH_METHOD);
-        return YtError::unsupported_command(&ytsched_common::quote::quote(&name, ytsched_common::quote::QUOTE_CHARS)).into_response();
+        return YtError::unsupported_command(&ytsched_common::quote::quote(
+            &name,
+            ytsched_common::quote::QUOTE_CHARS,
+        ))
+        .into_response();
     };
     let caller = match caller_of(&yt.access, &headers) {
         Ok(c) => c,
@@ -171,12 +189,19 @@ async fn run(ctx: &Ctx<'_>, call: &YtCall, headers: &HeaderMap) -> Result<Output
         return Err(YtError::unsupported_command(call.command.name));
     }
     match call.command.name {
-        "get_current_user" => Ok(Output::Structured(json!({"user": ctx.caller.user.as_str()}))),
-        "discover_proxies" => Ok(Output::Structured(json!({"proxies": [own_address(headers)?]}))),
+        "get_current_user" => Ok(Output::Structured(
+            json!({"user": ctx.caller.user.as_str(), "admin": ctx.caller.admin}),
+        )),
+        "discover_proxies" => Ok(Output::Structured(
+            json!({"proxies": [own_address(headers)?]}),
+        )),
         "start_operation" => operations::start_operation(ctx, call).await,
         "get_operation" => operations::get_operation(ctx, call).await,
         "list_operations" => operations::list_operations(ctx, call).await,
-        "abort_operation" | "complete_operation" | "suspend_operation" | "resume_operation"
+        "abort_operation"
+        | "complete_operation"
+        | "suspend_operation"
+        | "resume_operation"
         | "update_operation_parameters" => operations::control(ctx, call).await,
         "list_jobs" => jobs::list_jobs(ctx, call).await,
         "get_job" => jobs::get_job(ctx, call).await,

@@ -30,6 +30,7 @@ pub const ATTRIBUTES: &[&str] = &[
     "weight",
     "title",
     "unschedulable_reason",
+    "alerts",
 ];
 
 /// What a list entry holds unless `attributes` says otherwise.
@@ -73,7 +74,9 @@ pub fn parse_time(name: &str, v: &Value) -> Result<UnixMillis, YtError> {
         Value::String(s) => {
             time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
                 .map(|t| (t.unix_timestamp_nanos() / 1_000_000).max(0) as u64)
-                .map_err(|e| YtError::bad_parameter(name, format!("'{s}' is not an ISO 8601 time: {e}")))
+                .map_err(|e| {
+                    YtError::bad_parameter(name, format!("'{s}' is not an ISO 8601 time: {e}"))
+                })
         }
         _ => Err(YtError::bad_parameter(name, "must be a time")),
     }
@@ -98,7 +101,9 @@ fn result(info: &OperationInfo) -> Value {
         OperationState::Completed => json!({"code": 0, "message": "", "attributes": {}}),
         OperationState::Failed | OperationState::Aborted => YtError::new(
             code::GENERIC,
-            info.error.clone().unwrap_or_else(|| format!("operation {}", info.state)),
+            info.error
+                .clone()
+                .unwrap_or_else(|| format!("operation {}", info.state)),
         )
         .to_json(),
         _ => return json!({}),
@@ -148,6 +153,8 @@ fn attribute(info: &OperationInfo, name: &str, now: UnixMillis) -> Option<Value>
         "weight" => json!(info.weight),
         "title" => json!(info.spec.title.as_ref()?),
         "unschedulable_reason" => json!(info.unschedulable_reason.as_ref()?),
+        // ytsched refuses a spec it cannot honour rather than run it with an alert.
+        "alerts" => json!({}),
         _ => return None,
     })
 }
@@ -157,7 +164,19 @@ fn event_state(event: &str) -> &str {
     let word = event.split([' ', ':', ';']).next().unwrap_or(event);
     match word {
         "submitted" => "starting",
-        w if ["pending", "running", "completed", "failed", "aborted", "suspended", "resumed"].contains(&w) => w,
+        w if [
+            "pending",
+            "running",
+            "completed",
+            "failed",
+            "aborted",
+            "suspended",
+            "resumed",
+        ]
+        .contains(&w) =>
+        {
+            w
+        }
         _ => "running",
     }
 }
@@ -165,7 +184,12 @@ fn event_state(event: &str) -> &str {
 /// The attributes named (all of `default` when none are), in that order; names this
 /// operation has no value for are left out, as YTsaurus leaves out a running
 /// operation's `finish_time`.
-pub fn view(info: &OperationInfo, names: Option<&[String]>, default: &[&str], now: UnixMillis) -> Value {
+pub fn view(
+    info: &OperationInfo,
+    names: Option<&[String]>,
+    default: &[&str],
+    now: UnixMillis,
+) -> Value {
     let mut out = Map::new();
     let mut put = |name: &str| {
         if let Some(v) = attribute(info, name, now) {
@@ -190,7 +214,10 @@ pub fn attribute_filter(v: Option<&Value>) -> Result<Option<Vec<String>>, YtErro
     let names: Vec<String> = serde_json::from_value(v.clone())
         .map_err(|_| YtError::bad_parameter("attributes", "must be a list of attribute names"))?;
     if names.len() > 64 {
-        return Err(YtError::bad_parameter("attributes", "names more than 64 attributes"));
+        return Err(YtError::bad_parameter(
+            "attributes",
+            "names more than 64 attributes",
+        ));
     }
     Ok(Some(names))
 }

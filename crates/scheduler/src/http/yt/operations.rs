@@ -69,7 +69,12 @@ pub async fn get_operation(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtErr
     let id = operation_id(call)?;
     let names = attribute_filter(call.params.get("attributes"))?;
     let info = operation_info(ctx, id).await?;
-    Ok(Output::Structured(view(&info, names.as_deref(), ATTRIBUTES, unix_now())))
+    Ok(Output::Structured(view(
+        &info,
+        names.as_deref(),
+        ATTRIBUTES,
+        unix_now(),
+    )))
 }
 
 /// A state change of an operation; a retried mutation that finds it done answers
@@ -91,13 +96,19 @@ pub async fn control(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
             if done(OperationState::Aborted).await {
                 return Ok(Output::Nothing);
             }
-            ctx.call(api::AbortOperation { operation_id: id.clone() }).await
+            ctx.call(api::AbortOperation {
+                operation_id: id.clone(),
+            })
+            .await
         }
         "complete_operation" => {
             if done(OperationState::Completed).await {
                 return Ok(Output::Nothing);
             }
-            ctx.call(api::CompleteOperation { operation_id: id.clone() }).await
+            ctx.call(api::CompleteOperation {
+                operation_id: id.clone(),
+            })
+            .await
         }
         "suspend_operation" => {
             let abort_running_jobs = bool_param(call, "abort_running_jobs")?;
@@ -107,7 +118,12 @@ pub async fn control(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
             })
             .await
         }
-        "resume_operation" => ctx.call(api::ResumeOperation { operation_id: id.clone() }).await,
+        "resume_operation" => {
+            ctx.call(api::ResumeOperation {
+                operation_id: id.clone(),
+            })
+            .await
+        }
         "update_operation_parameters" => {
             let parameters = call
                 .params
@@ -143,14 +159,30 @@ struct ListQuery {
 }
 
 fn list_query(call: &YtCall) -> Result<ListQuery, YtError> {
-    let time = |name: &str| call.params.get(name).map(plain).filter(|v| !v.is_null()).map(|v| parse_time(name, v)).transpose();
+    let time = |name: &str| {
+        call.params
+            .get(name)
+            .map(plain)
+            .filter(|v| !v.is_null())
+            .map(|v| parse_time(name, v))
+            .transpose()
+    };
     let state = optional_string(call, "state")?
-        .map(|s| serde_json::from_value::<OperationState>(json!(s)).map_err(|_| YtError::bad_parameter("state", format!("'{s}' is not an operation state"))))
+        .map(|s| {
+            serde_json::from_value::<OperationState>(json!(s)).map_err(|_| {
+                YtError::bad_parameter("state", format!("'{s}' is not an operation state"))
+            })
+        })
         .transpose()?;
     let future = match optional_string(call, "cursor_direction")? {
         None | Some("past") => false,
         Some("future") => true,
-        Some(other) => return Err(YtError::bad_parameter("cursor_direction", format!("'{other}' is neither past nor future"))),
+        Some(other) => {
+            return Err(YtError::bad_parameter(
+                "cursor_direction",
+                format!("'{other}' is neither past nor future"),
+            ))
+        }
     };
     let (mut from_time, mut to_time) = (time("from_time")?, time("to_time")?);
     if let Some(cursor) = time("cursor_time")? {
@@ -172,17 +204,24 @@ fn list_query(call: &YtCall) -> Result<ListQuery, YtError> {
         substring: optional_string(call, "filter")?.map(str::to_lowercase),
         type_ok: optional_string(call, "type")?.is_none_or(|t| t == "vanilla"),
         future,
-        limit: count_param(call, "limit", MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT).max(1) as usize,
+        limit: count_param(call, "limit", MAX_LIMIT)?
+            .unwrap_or(DEFAULT_LIMIT)
+            .max(1) as usize,
     })
 }
 
 /// YTsaurus's `filter`: a substring of the id, user, pool or title, any case.
 fn matches_text(info: &OperationInfo, substring: &Option<String>) -> bool {
     let Some(s) = substring else { return true };
-    [Some(info.id.as_str()), Some(info.user.as_str()), Some(info.pool.as_str()), info.spec.title.as_deref()]
-        .into_iter()
-        .flatten()
-        .any(|f| f.to_lowercase().contains(s.as_str()))
+    [
+        Some(info.id.as_str()),
+        Some(info.user.as_str()),
+        Some(info.pool.as_str()),
+        info.spec.title.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|f| f.to_lowercase().contains(s.as_str()))
 }
 
 pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
@@ -200,7 +239,11 @@ pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtE
             .await
             .map_err(api_error)?;
         scanned += page.operations.len();
-        found.extend(page.operations.into_iter().filter(|o| matches_text(o, &q.substring)));
+        found.extend(
+            page.operations
+                .into_iter()
+                .filter(|o| matches_text(o, &q.substring)),
+        );
         // Newest first: the past direction stops once its page is full.
         if !q.future && found.len() > q.limit {
             more = true;
@@ -226,7 +269,10 @@ pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtE
         }
     }
     let now = unix_now();
-    let operations: Vec<Value> = found.iter().map(|o| view(o, names.as_deref(), BRIEF, now)).collect();
+    let operations: Vec<Value> = found
+        .iter()
+        .map(|o| view(o, names.as_deref(), BRIEF, now))
+        .collect();
     let mut out = json!({"operations": operations, "incomplete": more});
     if call.params.get("include_counters").map(plain) != Some(&Value::Bool(false)) {
         super::counters::insert(ctx, &q.filter, &q.substring, &mut out).await;

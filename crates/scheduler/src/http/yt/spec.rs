@@ -22,6 +22,7 @@ const IGNORED_IN_TASK: &[&str] = &[
     "check_input_fully_consumed",
     "enable_input_table_index",
     "copy_files",
+    "title",
 ];
 
 /// Keys dropped only while they hold nothing (an empty list, map or null): set, they
@@ -53,7 +54,9 @@ fn strip(m: &mut Map<String, Value>, always: &[&str]) {
 /// Values with YT attributes (`<format=text>yson`) become the plain value.
 pub(super) fn plain_all(v: Value) -> Value {
     match v {
-        Value::Object(mut m) if m.contains_key("$value") => plain_all(m.remove("$value").unwrap_or_default()),
+        Value::Object(mut m) if m.contains_key("$value") => {
+            plain_all(m.remove("$value").unwrap_or_default())
+        }
         Value::Object(m) => Value::Object(m.into_iter().map(|(k, v)| (k, plain_all(v))).collect()),
         Value::Array(a) => Value::Array(a.into_iter().map(plain_all).collect()),
         v => v,
@@ -132,10 +135,14 @@ mod tests {
         assert_eq!(task.job_count, 2);
         assert_eq!(task.environment["YT_SECURE_VAULT_TOKEN"], "s3cret");
         assert_eq!(task.environment["A"], "1");
-        let with_files = json!({"tasks": {"t": {"command": "x", "job_count": 1, "file_paths": ["//home/f"]}}});
+        let with_files =
+            json!({"tasks": {"t": {"command": "x", "job_count": 1, "file_paths": ["//home/f"]}}});
         let e = vanilla_spec(with_files).unwrap_err();
         assert!(e.message.contains("file_paths"), "{}", e.message);
         let unknown = json!({"tasks": {"t": {"command": "x", "job_count": 1}}, "mapper": {}});
-        assert!(vanilla_spec(unknown).unwrap_err().message.contains("mapper"));
+        assert!(vanilla_spec(unknown)
+            .unwrap_err()
+            .message
+            .contains("mapper"));
     }
 }

@@ -38,7 +38,8 @@ fn header_format(headers: &HeaderMap) -> Result<Format, YtError> {
         return Ok(Format::Json);
     };
     let text = v.to_str().unwrap_or("");
-    let parsed = parse_yson(text.as_bytes()).map_err(|e| YtError::bad_parameter("X-YT-Header-Format", e))?;
+    let parsed =
+        parse_yson(text.as_bytes()).map_err(|e| YtError::bad_parameter("X-YT-Header-Format", e))?;
     match plain(&parsed).as_str() {
         Some("json") => Ok(Format::Json),
         Some("yson") => Ok(Format::Yson(YsonStyle::Text)),
@@ -51,9 +52,8 @@ fn header_format(headers: &HeaderMap) -> Result<Format, YtError> {
 
 fn parse_in(format: Format, what: &str, bytes: &[u8]) -> Result<Value, YtError> {
     match format {
-        Format::Json => {
-            serde_json::from_slice(bytes).map_err(|e| YtError::bad_parameter(what, format!("not valid JSON: {e}")))
-        }
+        Format::Json => serde_json::from_slice(bytes)
+            .map_err(|e| YtError::bad_parameter(what, format!("not valid JSON: {e}"))),
         Format::Yson(_) => parse_yson(bytes).map_err(|e| YtError::bad_parameter(what, e)),
     }
 }
@@ -78,7 +78,10 @@ pub fn read_call(
     if command.volatile && method == Method::GET {
         return Err(YtError::new(
             super::error::code::GENERIC,
-            format!("command '{}' changes state: send it by POST (or PUT), never by GET", command.name),
+            format!(
+                "command '{}' changes state: send it by POST (or PUT), never by GET",
+                command.name
+            ),
         ));
     }
     let format = header_format(headers)?;
@@ -90,17 +93,26 @@ pub fn read_call(
         }
     }
     if let Some(h) = headers.get("x-yt-parameters") {
-        params.extend(as_map(parse_in(format, "X-YT-Parameters", h.as_bytes())?, "X-YT-Parameters")?);
+        params.extend(as_map(
+            parse_in(format, "X-YT-Parameters", h.as_bytes())?,
+            "X-YT-Parameters",
+        )?);
     }
     let mut input = Bytes::new();
     if command.input == Io::Null {
         if !body.is_empty() {
-            let body_format = match headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
+            let body_format = match headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+            {
                 Some(t) if t.starts_with("application/json") => Format::Json,
                 Some(t) if t.starts_with("application/x-yt-yson") => Format::Yson(YsonStyle::Text),
                 _ => format,
             };
-            params.extend(as_map(parse_in(body_format, "the body", &body)?, "the body")?);
+            params.extend(as_map(
+                parse_in(body_format, "the body", &body)?,
+                "the body",
+            )?);
         }
     } else {
         input = body;
@@ -126,24 +138,29 @@ fn output_format(call: &YtCall, headers: &HeaderMap) -> Result<Format, YtError> 
     if let Some(f) = call.params.get("output_format") {
         return match plain(f).as_str() {
             Some("json") => Ok(Format::Json),
-            Some("yson") => Ok(Format::Yson(match attribute(f, "format").and_then(Value::as_str) {
-                Some("text") => YsonStyle::Text,
-                Some("pretty") => YsonStyle::Pretty,
-                None | Some("binary") => YsonStyle::Binary,
-                Some(other) => {
-                    return Err(YtError::bad_parameter(
-                        "output_format",
-                        format!("yson format '{other}' is none of binary, text, pretty"),
-                    ))
-                }
-            })),
+            Some("yson") => Ok(Format::Yson(
+                match attribute(f, "format").and_then(Value::as_str) {
+                    Some("text") => YsonStyle::Text,
+                    Some("pretty") => YsonStyle::Pretty,
+                    None | Some("binary") => YsonStyle::Binary,
+                    Some(other) => {
+                        return Err(YtError::bad_parameter(
+                            "output_format",
+                            format!("yson format '{other}' is none of binary, text, pretty"),
+                        ))
+                    }
+                },
+            )),
             _ => Err(YtError::bad_parameter(
                 "output_format",
                 "ytsched answers structured data as json or yson only",
             )),
         };
     }
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     Ok(if accept.contains("application/x-yt-yson-binary") {
         Format::Yson(YsonStyle::Binary)
     } else if accept.contains("application/x-yt-yson-pretty") {
@@ -218,7 +235,13 @@ pub fn count_param(call: &YtCall, name: &str, max: u64) -> Result<Option<u64>, Y
     };
     match n {
         Some(n) if n <= max => Ok(Some(n)),
-        Some(n) => Err(YtError::bad_parameter(name, format!("{n} is more than the limit of {max}"))),
-        None => Err(YtError::bad_parameter(name, "must be a non-negative integer")),
+        Some(n) => Err(YtError::bad_parameter(
+            name,
+            format!("{n} is more than the limit of {max}"),
+        )),
+        None => Err(YtError::bad_parameter(
+            name,
+            "must be a non-negative integer",
+        )),
     }
 }

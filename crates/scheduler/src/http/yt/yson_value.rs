@@ -189,7 +189,10 @@ mod tests {
     fn answers_are_written_as_yson_with_int64_counts() {
         let v = json!({"jobs": {"running": 2, "neg": -1}, "ok": true, "none": null, "s": "x y"});
         let text = String::from_utf8(write_yson(&v, YsonStyle::Text)).unwrap();
-        assert!(text.contains("running=2;") || text.contains("running=2}"), "{text}");
+        assert!(
+            text.contains("running=2;") || text.contains("running=2}"),
+            "{text}"
+        );
         assert!(!text.contains("2u"), "{text}");
         assert_eq!(parse_yson(text.as_bytes()).unwrap(), v);
         let pretty = String::from_utf8(write_yson(&v, YsonStyle::Pretty)).unwrap();
