@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -33,9 +34,28 @@ struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let group = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.wait();
     }
+}
+
+/// The DevTools targets (`/json/list`), asked over HTTP/1.1: Chromium answers HTTP/1.0
+/// with nothing.
+fn devtools_targets(port: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    raw.split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default()
 }
 
 impl Browser {
@@ -52,20 +72,26 @@ impl Browser {
             ])
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
+            .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            // Its own process group: the helpers it forks go with it.
+            .process_group(0)
             .spawn()
             .expect("run chromium");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let port = loop {
-            let line = lines.next().expect("chromium said where DevTools listen").unwrap();
+            let line = lines
+                .next()
+                .expect("chromium said where DevTools listen")
+                .unwrap();
             if let Some(rest) = line.split("ws://127.0.0.1:").nth(1) {
                 break rest.split('/').next().unwrap().to_string();
             }
         };
         // Whatever else it says is drained, so that it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        let (_, targets) = http_request(&format!("127.0.0.1:{port}"), "/json/list", None).unwrap();
-        let targets: Vec<Value> = serde_json::from_str(&targets).unwrap();
+        eprintln!("devtools on port {port}");
+        let targets: Vec<Value> = serde_json::from_str(&devtools_targets(&port)).unwrap();
         let url = targets
             .iter()
             .find(|t| t["type"] == "page")
@@ -73,16 +99,28 @@ impl Browser {
             .expect("a page target")
             .to_string();
         let (page, _) = tungstenite::connect(url).expect("DevTools websocket");
-        Browser { child, _profile: profile, page, next: 0 }
+        // A browser that stops answering fails the test instead of hanging it.
+        if let MaybeTlsStream::Plain(s) = page.get_ref() {
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        }
+        Browser {
+            child,
+            _profile: profile,
+            page,
+            next: 0,
+        }
     }
 
     fn call(&mut self, method: &str, params: Value) -> Value {
+        eprintln!("devtools: {method} {params}");
         self.next += 1;
         let id = self.next;
         let msg = json!({"id": id, "method": method, "params": params}).to_string();
         self.page.send(Message::text(msg)).unwrap();
         loop {
-            let Message::Text(text) = self.page.read().unwrap() else { continue };
+            let Message::Text(text) = self.page.read().unwrap() else {
+                continue;
+            };
             let v: Value = serde_json::from_str(text.as_str()).unwrap();
             if v["id"] == id {
                 assert!(v.get("error").is_none(), "{method}: {v}");
@@ -101,11 +139,16 @@ impl Browser {
     }
 
     fn wait_for(&mut self, expression: &str) {
-        wait_until(Duration::from_secs(20), || (self.eval(expression) == json!(true)).then_some(()))
-            .unwrap_or_else(|_| panic!("never true: {expression}"));
+        wait_until(Duration::from_secs(20), || {
+            (self.eval(expression) == json!(true)).then_some(())
+        })
+        .unwrap_or_else(|_| panic!("never true: {expression}"));
     }
 
     fn open(&mut self, url: &str) {
+        // A fresh document each time: a change of the fragment alone would not reload it.
+        self.call("Page.navigate", json!({"url": "about:blank"}));
+        self.wait_for("location.href === 'about:blank'");
         self.call("Page.navigate", json!({"url": url}));
         self.wait_for("document.body && document.body.dataset.ready === '1' && !!document.querySelector('[data-operation-id]')");
     }
@@ -124,7 +167,9 @@ fn the_owner_acts_from_the_page_and_no_one_else_can() {
     };
     let lab = Lab::start_with(&["--http", "127.0.0.1:0"], vec![NodeOpts::two_cpus()]).unwrap();
     let addr = lab.http_addr().unwrap();
-    let op = lab.submit_spec("tasks: {t: {command: 'sleep 300', job_count: 1}}").unwrap();
+    let op = lab
+        .submit_spec("tasks: {t: {command: 'sleep 300', job_count: 1}}")
+        .unwrap();
     let page = format!("http://{addr}/operations/{op}");
     let mut browser = Browser::start(&binary);
 
@@ -132,9 +177,16 @@ fn the_owner_acts_from_the_page_and_no_one_else_can() {
     browser.open(&format!("{page}#token={}", lab.web_token()));
     browser.click("button[data-action=suspend]");
     browser.wait_for("!!document.querySelector('#confirm')");
-    assert_eq!(lab.operation(&op).unwrap()["suspended"], false, "nothing before the confirmation");
+    assert_eq!(
+        lab.operation(&op).unwrap()["suspended"],
+        false,
+        "nothing before the confirmation"
+    );
     browser.click("button[data-confirm=yes]");
-    wait_until(Duration::from_secs(10), || (lab.operation(&op).ok()?["suspended"] == true).then_some(())).unwrap();
+    wait_until(Duration::from_secs(10), || {
+        (lab.operation(&op).ok()?["suspended"] == true).then_some(())
+    })
+    .unwrap();
     // A weight change, confirmed.
     browser.click("button[data-action=resume]");
     browser.click("button[data-confirm=yes]");
@@ -142,7 +194,10 @@ fn the_owner_acts_from_the_page_and_no_one_else_can() {
     browser.eval("(() => { const i = document.querySelector('input[data-draft=weight]'); i.value = '3'; i.dispatchEvent(new Event('input', {bubbles: true})); })()");
     browser.click("button[data-action=update]");
     browser.click("button[data-confirm=yes]");
-    wait_until(Duration::from_secs(10), || (lab.operation(&op).ok()?["weight"] == 3.0).then_some(())).unwrap();
+    wait_until(Duration::from_secs(10), || {
+        (lab.operation(&op).ok()?["weight"] == 3.0).then_some(())
+    })
+    .unwrap();
     assert_eq!(lab.operation(&op).unwrap()["suspended"], false);
 
     // Another user: no buttons, and the call itself is refused.
@@ -150,11 +205,23 @@ fn the_owner_acts_from_the_page_and_no_one_else_can() {
     let token = lab.new_web_token("mallory").unwrap();
     let auth = format!("OAuth {token}");
     wait_until(Duration::from_secs(15), || {
-        (http_call(&addr, "GET", "/auth/whoami", &[("Authorization", &auth)], b"").ok()?.0 == 200).then_some(())
+        (http_call(
+            &addr,
+            "GET",
+            "/auth/whoami",
+            &[("Authorization", &auth)],
+            b"",
+        )
+        .ok()?
+        .0 == 200)
+            .then_some(())
     })
     .unwrap();
     browser.open(&format!("{page}#token={token}"));
-    assert_eq!(browser.eval("document.querySelector('[data-action]') === null"), true);
+    assert_eq!(
+        browser.eval("document.querySelector('[data-action]') === null"),
+        true
+    );
     let status = browser.eval(&format!(
         "fetch('/api/v4/suspend_operation', {{method: 'POST', headers: {{Authorization: 'Bearer {token}', 'Content-Type': 'application/json'}}, body: JSON.stringify({{operation_id: '{op}'}})}}).then(r => r.status)"
     ));

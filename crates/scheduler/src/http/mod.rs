@@ -7,16 +7,20 @@
 //! here changes state.
 
 pub mod access;
+pub mod face;
 pub mod listener;
 pub mod report_slots;
 pub mod tls;
 pub mod usage_report;
 pub mod web_view;
 pub mod yt;
+pub mod yt_counts;
 
-use crate::gates::refusals::{Refusal, Refusals};
+pub use face::Face;
+
+use crate::gates::refusals::Refusal;
 use crate::http::access::{HttpAccess, Reader};
-use crate::http::web_view::{Query, ViewBusy, WebView};
+use crate::http::web_view::{Query, ViewBusy};
 use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -24,30 +28,8 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 use std::fmt::Write as _;
-use std::sync::Arc;
 use ytsched_common::api::{ApiError, JobPage, ListJobs, OperationInfo};
 use ytsched_common::OperationId;
-
-/// What the HTTP face reads: the published view of the core, and the state bucket for
-/// settled job attempts.
-#[derive(Clone)]
-pub struct Face {
-    pub view: WebView,
-    pub state: async_nats::jetstream::kv::Store,
-    /// What `list-jobs` pages wait on before they read released attempts.
-    pub writer: crate::store::writer::Writer,
-    /// Requests turned away on the bus and here, for `/metrics`.
-    pub refusals: Arc<Refusals>,
-    /// The event log, which the usage page sums.
-    pub event_log: async_nats::jetstream::stream::Stream,
-    /// One usage report at a time (each reads up to a million events).
-    /// Usage reports, one at a time, users in turn (`report_slots`).
-    pub usage_reports: crate::http::report_slots::ReportSlots,
-    /// The API itself, for the YTsaurus commands (`yt`), as the authenticated user.
-    pub api: crate::service::ApiPort,
-    /// YTsaurus commands answered, for `/metrics`.
-    pub yt_counts: crate::http::yt::YtCounts,
-}
 
 /// Most bytes of one JSON page (jobs, operations, nodes).
 const MAX_PAGE_BYTES: usize = 4 << 20;

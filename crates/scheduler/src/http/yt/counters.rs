@@ -7,6 +7,20 @@ use super::Ctx;
 use serde_json::{json, Map, Value};
 use ytsched_common::api::{OperationFilter, OperationInfo};
 
+/// YTsaurus's `filter`: a substring of the id, user, pool or title, in any case.
+pub fn text_admits(info: &OperationInfo, substring: &Option<String>) -> bool {
+    let Some(s) = substring else { return true };
+    [
+        Some(info.id.as_str()),
+        Some(info.user.as_str()),
+        Some(info.pool.as_str()),
+        info.spec.title.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|f| f.to_lowercase().contains(s.as_str()))
+}
+
 fn bump(m: &mut Map<String, Value>, key: &str) {
     let n = m.get(key).and_then(Value::as_u64).unwrap_or(0);
     m.insert(key.to_string(), json!(n + 1));
@@ -29,9 +43,7 @@ pub async fn insert(
         without(|f| f.user = None),
         without(|f| f.pool = None),
     );
-    let admits = |f: &OperationFilter, o: &OperationInfo| {
-        f.admits_info(o) && super::operations::text_filter_admits(o, text)
-    };
+    let admits = |f: &OperationFilter, o: &OperationInfo| f.admits_info(o) && text_admits(o, text);
     let (mut states, mut users, mut pools) = (Map::new(), Map::new(), Map::new());
     let (mut total, mut failed_jobs) = (0u64, 0u64);
     for o in snapshot.operations.iter() {

@@ -24,7 +24,7 @@ mod yson_value;
 pub use error::YtError;
 
 use crate::http::access::HttpAccess;
-use crate::http::Face;
+use crate::http::face::Face;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -33,32 +33,9 @@ use axum::Router;
 use bytes::Bytes;
 use error::code;
 use serde_json::json;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use wire::{Output, YtCall};
 use ytsched_common::api::{ApiError, ApiMethod};
 use ytsched_common::identity::Caller;
-
-/// Commands answered, by command and YTsaurus error code (0: success), for `/metrics`.
-/// Bounded: commands come from the fixed table (others count as `unknown`).
-#[derive(Clone, Default)]
-pub struct YtCounts(Arc<Mutex<BTreeMap<(&'static str, i64), u64>>>);
-
-impl YtCounts {
-    fn count(&self, command: &'static str, code: i64) {
-        if let Ok(mut m) = self.0.lock() {
-            *m.entry((command, code)).or_insert(0) += 1;
-        }
-    }
-
-    /// Every (command, code, count) so far.
-    pub fn all(&self) -> Vec<(&'static str, i64, u64)> {
-        self.0
-            .lock()
-            .map(|m| m.iter().map(|((c, k), n)| (*c, *k, *n)).collect())
-            .unwrap_or_default()
-    }
-}
 
 /// What one command runs with: the face, and the user its token names.
 pub struct Ctx<'a> {

@@ -210,26 +210,15 @@ fn list_query(call: &YtCall) -> Result<ListQuery, YtError> {
     })
 }
 
-/// YTsaurus's `filter`: a substring of the id, user, pool or title, any case.
-fn matches_text(info: &OperationInfo, substring: &Option<String>) -> bool {
-    let Some(s) = substring else { return true };
-    [
-        Some(info.id.as_str()),
-        Some(info.user.as_str()),
-        Some(info.pool.as_str()),
-        info.spec.title.as_deref(),
-    ]
-    .into_iter()
-    .flatten()
-    .any(|f| f.to_lowercase().contains(s.as_str()))
-}
-
-pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
-    let q = list_query(call)?;
-    let names = attribute_filter(call.params.get("attributes"))?;
+/// The operations `q` admits, newest first, enough to fill its page (for the future
+/// direction, every one after its cursor, up to `MAX_SCANNED`); and whether more are left.
+async fn gather(ctx: &Ctx<'_>, q: &ListQuery) -> Result<(Vec<OperationInfo>, bool), YtError> {
     let mut found: Vec<OperationInfo> = vec![];
-    let (mut cursor, mut scanned, mut more) = (None, 0usize, false);
-    while q.type_ok {
+    if !q.type_ok {
+        return Ok((found, false));
+    }
+    let (mut cursor, mut scanned) = (None, 0usize);
+    loop {
         let page = ctx
             .call(api::ListOperations {
                 limit: Some(api::ListOperations::MAX_PAGE),
@@ -242,22 +231,24 @@ pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtE
         found.extend(
             page.operations
                 .into_iter()
-                .filter(|o| matches_text(o, &q.substring)),
+                .filter(|o| super::counters::text_admits(o, &q.substring)),
         );
         // Newest first: the past direction stops once its page is full.
         if !q.future && found.len() > q.limit {
-            more = true;
-            break;
+            return Ok((found, true));
         }
         match page.next_cursor {
             Some(next) if scanned < MAX_SCANNED => cursor = Some(next),
-            Some(_) => {
-                more = true;
-                break;
-            }
-            None => break,
+            Some(_) => return Ok((found, true)),
+            None => return Ok((found, false)),
         }
     }
+}
+
+pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
+    let q = list_query(call)?;
+    let names = attribute_filter(call.params.get("attributes"))?;
+    let (mut found, mut more) = gather(ctx, &q).await?;
     if found.len() > q.limit {
         more = true;
         // The future direction takes the oldest after its cursor.
@@ -278,8 +269,4 @@ pub async fn list_operations(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtE
         super::counters::insert(ctx, &q.filter, &q.substring, &mut out).await;
     }
     Ok(Output::Structured(out))
-}
-
-pub(super) fn text_filter_admits(info: &OperationInfo, substring: &Option<String>) -> bool {
-    matches_text(info, substring)
 }
