@@ -211,16 +211,18 @@ fn yt_cli_runs_watches_and_manages_vanilla_operations_and_pools() {
         "{}",
         stderr(&out)
     );
-    println!(
-        "{}",
-        lab.http_admin_get("/metrics")
-            .unwrap()
-            .1
-            .lines()
-            .filter(|l| l.starts_with("ytsched_yt_commands_total"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    print_commands(&lab);
+}
+
+/// How each command the client sent was answered (`/metrics`), for the record.
+fn print_commands(lab: &Lab) {
+    let (_, metrics) = lab.http_admin_get("/metrics").unwrap();
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("ytsched_yt_commands_total"))
+    {
+        println!("{line}");
+    }
 }
 
 /// `list-operations`, `get-operation`, suspend and resume, a weight change, `list-jobs`,
@@ -369,4 +371,5 @@ fn yt_wrapper_script_and_the_wire_conventions() {
     let (status, _, listing) = http_call(&addr, "GET", "/api/v4", &[], b"").unwrap();
     assert_eq!(status, 200);
     assert!(listing.contains("\"start_operation\""), "{listing}");
+    print_commands(&lab);
 }

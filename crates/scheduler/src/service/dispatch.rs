@@ -54,6 +54,53 @@ pub(super) fn dispatch(
         api::ListOperations::METHOD => {
             respond::<api::ListOperations>(payload, |req| list_operations(core, req.body, then))
         }
+        api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
+            match core.reads().list_jobs_page(&req.body)?.into_held() {
+                Ok((held, next)) => Ok(fitting_job_page(held, next, MAX_PAGE_BYTES)),
+                Err(plan) => {
+                    // Settled attempts are read from the store outside the core lock.
+                    *then = Some(Continuation::JobPage(plan));
+                    Ok(api::JobPage::default())
+                }
+            }
+        }),
+        api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
+            core.reads().authorize_operation(
+                caller,
+                &req.body.operation_id,
+                "read the job output of",
+            )?;
+            if let Some(held) = core
+                .reads()
+                .job_output_ready(&req.body.operation_id, &req.body.job_id)?
+            {
+                return Ok(held.stream(req.body.stream).to_string());
+            }
+            // The output itself is in the store: read outside the core lock.
+            *then = Some(Continuation::JobOutput {
+                job: req.body.job_id,
+                stream: req.body.stream,
+            });
+            Ok(String::new())
+        }),
+        api::ListNodes::METHOD => {
+            respond::<api::ListNodes>(payload, |_| Ok(core.reads().list_nodes()))
+        }
+        _ => dispatch_control(core, caller, method, payload, max_record, now),
+    }
+}
+
+/// The calls that change an operation after its start: each needs the caller to control
+/// it (its owner, its spec's `owners`, an admin).
+fn dispatch_control(
+    core: &mut SchedulerCore,
+    caller: &Caller,
+    method: &str,
+    payload: &[u8],
+    max_record: usize,
+    now: ytsched_common::protocol::UnixMillis,
+) -> Vec<u8> {
+    match method {
         api::AbortOperation::METHOD => respond::<api::AbortOperation>(payload, |req| {
             core.reads()
                 .authorize_operation(caller, &req.body.operation_id, "abort")?;
@@ -89,38 +136,6 @@ pub(super) fn dispatch(
             core.reads().authorize_operation(caller, id, "resume")?;
             core.resume_operation(id, now)
         }),
-        api::ListJobs::METHOD => respond::<api::ListJobs>(payload, |req| {
-            match core.reads().list_jobs_page(&req.body)?.into_held() {
-                Ok((held, next)) => Ok(fitting_job_page(held, next, MAX_PAGE_BYTES)),
-                Err(plan) => {
-                    // Settled attempts are read from the store outside the core lock.
-                    *then = Some(Continuation::JobPage(plan));
-                    Ok(api::JobPage::default())
-                }
-            }
-        }),
-        api::GetJobOutput::METHOD => respond::<api::GetJobOutput>(payload, |req| {
-            core.reads().authorize_operation(
-                caller,
-                &req.body.operation_id,
-                "read the job output of",
-            )?;
-            if let Some(held) = core
-                .reads()
-                .job_output_ready(&req.body.operation_id, &req.body.job_id)?
-            {
-                return Ok(held.stream(req.body.stream).to_string());
-            }
-            // The output itself is in the store: read outside the core lock.
-            *then = Some(Continuation::JobOutput {
-                job: req.body.job_id,
-                stream: req.body.stream,
-            });
-            Ok(String::new())
-        }),
-        api::ListNodes::METHOD => {
-            respond::<api::ListNodes>(payload, |_| Ok(core.reads().list_nodes()))
-        }
         _ => dispatch_admin(core, caller, method, payload, max_record, now),
     }
 }

@@ -271,3 +271,22 @@ pub async fn create(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
         json!({ "object_id": path, "node_id": path }),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_paths_ytsched_owns_are_served_and_others_are_named() {
+        assert!(under(
+            "//sys/pool_trees/default/research/@weight",
+            "//sys/pool_trees"
+        ));
+        assert!(under("//sys/pool_trees", "//sys/pool_trees"));
+        assert!(!under("//sys/pool_trees_other", "//sys/pool_trees"));
+        assert!(under("//sys/scheduler/orchid/scheduler", ORCHID));
+        let e = YtError::unsupported_path("//home/alice");
+        assert_eq!(e.code, code::RESOLVE);
+        assert!(e.message.contains("'//home/alice'"));
+    }
+}

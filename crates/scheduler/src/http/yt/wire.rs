@@ -245,3 +245,119 @@ pub fn count_param(call: &YtCall, name: &str, max: u64) -> Result<Option<u64>, Y
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call_of(
+        name: &str,
+        method: Method,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<YtCall, YtError> {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            let name = axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap();
+            h.insert(name, HeaderValue::from_str(v).unwrap());
+        }
+        let descriptor = super::super::commands::find(name).unwrap();
+        read_call(
+            descriptor,
+            &method,
+            &uri.parse().unwrap(),
+            &h,
+            Bytes::from(body.to_string()),
+        )
+    }
+
+    #[test]
+    fn parameters_come_from_the_query_the_header_and_the_body_in_that_order() {
+        let call = call_of(
+            "abort_operation",
+            Method::POST,
+            "/api/v4/abort_operation?operation_id=from-query&retry=true",
+            &[
+                ("x-yt-header-format", "<format=text>yson"),
+                ("x-yt-parameters", "{operation_id=from-header}"),
+                ("content-type", "application/json"),
+            ],
+            "{\"operation_id\": \"from-body\"}",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        // The body is read as its Content-Type says (else in the header format).
+        assert_eq!(call.params["operation_id"], "from-body");
+        assert_eq!(call.params["retry"], "true");
+        assert!(bool_param(&call, "retry").unwrap());
+        let e = call_of(
+            "get_operation",
+            Method::GET,
+            "/x",
+            &[("x-yt-parameters", "{not json")],
+            "",
+        )
+        .err()
+        .unwrap();
+        assert!(e.message.contains("X-YT-Parameters"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_state_change_is_never_taken_from_a_get_and_set_keeps_its_body_as_input() {
+        let e = call_of("abort_operation", Method::GET, "/x?operation_id=a", &[], "")
+            .err()
+            .unwrap();
+        assert!(e.message.contains("never by GET"), "{}", e.message);
+        let set = call_of(
+            "set",
+            Method::PUT,
+            "/x?path=//sys/pool_trees/a/@weight",
+            &[],
+            "3",
+        )
+        .unwrap();
+        assert_eq!(
+            &call_of("set", Method::PUT, "/x", &[], "3").unwrap().input[..],
+            b"3"
+        );
+        assert_eq!(set.params["path"], "//sys/pool_trees/a/@weight");
+    }
+
+    #[test]
+    fn answers_take_the_format_asked_for() {
+        let call = call_of(
+            "get_current_user",
+            Method::GET,
+            "/x",
+            &[
+                ("x-yt-header-format", "json"),
+                (
+                    "x-yt-parameters",
+                    r#"{"output_format": {"$value": "yson", "$attributes": {"format": "text"}}}"#,
+                ),
+            ],
+            "",
+        )
+        .unwrap();
+        let r = answer(
+            &call,
+            &HeaderMap::new(),
+            Ok(Output::Structured(json!({"user": "alice"}))),
+        );
+        assert_eq!(r.headers()["content-type"], "application/x-yt-yson-text");
+        let plain = call_of("get_current_user", Method::GET, "/x", &[], "").unwrap();
+        let r = answer(
+            &plain,
+            &HeaderMap::new(),
+            Ok(Output::Structured(json!({"user": "alice"}))),
+        );
+        assert_eq!(r.headers()["content-type"], "application/json");
+        assert_eq!(count_param(&plain, "limit", 10).unwrap(), None);
+        let big = call_of("list_jobs", Method::GET, "/x?limit=5000", &[], "").unwrap();
+        assert!(count_param(&big, "limit", 1000)
+            .unwrap_err()
+            .message
+            .contains("limit of 1000"));
+    }
+}
