@@ -259,6 +259,23 @@ fn manage_a_running_operation(lab: &Lab, addr: &str, admin: &YtUser) {
     assert_eq!(lab.operation(&id).unwrap()["weight"], 2.0);
     let jobs = admin.json(&["list-jobs", &id, "--job-state", "running"]);
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 2, "{jobs}");
+    let job = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    let got = admin.json(&["get-job", &job, &id]);
+    assert_eq!(
+        (got["state"].as_str(), got["operation_id"].as_str()),
+        (Some("running"), Some(id.as_str())),
+        "{got}"
+    );
+    // `abort-job` names only the job: its operation is read from the id.
+    admin.ok(&["abort-job", &job]);
+    wait_until(Duration::from_secs(20), || {
+        let attempts = lab.jobs(&id).ok()?;
+        attempts
+            .iter()
+            .any(|j| j["id"] == job.as_str() && j["abort_reason"] == "user_request")
+            .then_some(())
+    })
+    .unwrap();
 
     let mallory = YtUser::new(addr, user_token(lab, addr, "mallory"));
     let out = mallory.yt(&["abort-op", &id]);
@@ -271,6 +288,14 @@ fn manage_a_running_operation(lab: &Lab, addr: &str, admin: &YtUser) {
     assert_eq!(lab.operation(&id).unwrap()["state"], "running");
     admin.ok(&["abort-op", &id]);
     assert_eq!(lab.operation(&id).unwrap()["state"], "aborted");
+    let other = admin.ok(&[
+        "vanilla",
+        "--tasks",
+        r#"{t={command="sleep 300";job_count=1}}"#,
+        "--async",
+    ]);
+    admin.ok(&["complete-op", &other]);
+    assert_eq!(lab.operation(&other).unwrap()["state"], "completed");
 }
 
 #[test]
@@ -321,6 +346,26 @@ fn yt_wrapper_script_and_the_wire_conventions() {
         serde_json::from_str::<serde_json::Value>(&body).unwrap()["operation_id"].clone()
     };
     assert_eq!(start(false), start(true));
+    // Any other mutation: the retry gets the first answer; a new one the honest error.
+    let create = |mutation: &str, retry: bool| {
+        let body = format!(
+            r#"{{"type":"scheduler_pool","attributes":{{"name":"retried","pool_tree":"default"}},"mutation_id":"{mutation}","retry":{retry}}}"#
+        );
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        http_call(&addr, "POST", "/api/v4/create", &headers, body.as_bytes()).unwrap()
+    };
+    assert_eq!(create("aaaa-bbbb-cccc-0001", false).0, 200);
+    let (status, _, body) = create("aaaa-bbbb-cccc-0001", true);
+    assert_eq!(status, 200, "{body}");
+    let (status, head, _) = create("aaaa-bbbb-cccc-0002", false);
+    assert_eq!(status, 400, "{head}");
+    assert!(
+        head.to_lowercase().contains("x-yt-response-code: 501"),
+        "{head}"
+    );
 
     // State never changes by GET; YSON out; errors in the headers, with YTsaurus's codes.
     let h = [("Authorization", auth.as_str())];

@@ -36,7 +36,8 @@ fn path_of(call: &YtCall) -> Result<String, YtError> {
 
 fn api_error(e: api::ApiError, path: &str) -> YtError {
     let e = YtError::from_api(e, Missing::Node);
-    if e.code == code::INVALID_OPERATION_STATE && e.message.contains("already exists") {
+    // The configuration's own words for a name taken (its error has no kind of its own).
+    if e.code != code::AUTHORIZATION && e.message.contains("already exists") {
         return YtError {
             code: code::ALREADY_EXISTS,
             ..e

@@ -15,6 +15,7 @@ mod counters;
 mod cypress;
 mod error;
 mod jobs;
+mod mutations;
 mod operation_view;
 mod operations;
 mod spec;
@@ -54,6 +55,7 @@ impl Ctx<'_> {
 struct YtFace {
     face: Face,
     access: HttpAccess,
+    mutations: mutations::Mutations,
 }
 
 /// The YTsaurus routes, ready to merge into the face's router.
@@ -69,7 +71,11 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
         .route("/hosts/all", get(hosts))
         .route("/auth/whoami", any(whoami))
         .route("/api/v4/{command}", any(command))
-        .with_state(YtFace { face, access })
+        .with_state(YtFace {
+            face,
+            access,
+            mutations: Default::default(),
+        })
 }
 
 /// This face's own address, as the client reached it: the one proxy there is.
@@ -154,11 +160,37 @@ async fn command(
         face: &yt.face,
         caller,
     };
-    let output = run(&ctx, &call, &headers).await;
+    let output = run_once(&yt.mutations, &ctx, &call, &headers).await;
     let code = output.as_ref().map_or_else(|e| e.code, |_| 0);
     yt.face.yt_counts.count(descriptor.name, code);
     tracing::debug!(command = descriptor.name, user = %ctx.caller.user, code, "YTsaurus command answered");
     wire::answer(&call, &headers, output)
+}
+
+/// Runs a command; a retried mutation answers what its first try did.
+async fn run_once(
+    mutations: &mutations::Mutations,
+    ctx: &Ctx<'_>,
+    call: &YtCall,
+    headers: &HeaderMap,
+) -> Result<Output, YtError> {
+    let user = ctx.caller.user.as_str();
+    let name = call.command.name;
+    // A start's mutation id is its operation's idempotency token, kept by the core.
+    let mutation = wire::optional_string(call, "mutation_id")?
+        .filter(|_| call.command.volatile && name != "start_operation");
+    if let Some(id) = mutation {
+        if wire::bool_param(call, "retry")? {
+            if let Some(first) = mutations.answered(user, name, id) {
+                return Ok(first);
+            }
+        }
+    }
+    let output = run(ctx, call, headers).await?;
+    if let Some(id) = mutation {
+        mutations.keep(user, name, id, &output);
+    }
+    Ok(output)
 }
 
 async fn run(ctx: &Ctx<'_>, call: &YtCall, headers: &HeaderMap) -> Result<Output, YtError> {

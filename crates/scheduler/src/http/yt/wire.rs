@@ -20,6 +20,7 @@ pub struct YtCall {
 }
 
 /// What a command answers.
+#[derive(Clone, Debug)]
 pub enum Output {
     Nothing,
     Structured(Value),
