@@ -243,25 +243,22 @@ pub fn free_port() -> anyhow::Result<u16> {
 /// An HTTP/1.0 GET to `addr` (`host:port`) with a web token if given: (status, body).
 /// HTTP/1.0, so that no server answers in chunks and the connection closes after.
 pub fn http_request(addr: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let status = raw
-        .get(9..12)
-        .and_then(|c| c.parse().ok())
-        .with_context(|| format!("not an HTTP answer: {raw:?}"))?;
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+    let (status, _, body) = http_call(addr, "GET", path, &headers, b"")?;
     Ok((status, body))
+}
+
+/// The browser of the web UI tests: `$YTSCHED_CHROMIUM`, else Debian's `chromium`
+/// (scripts/install-deps.sh installs it); `None` where there is none.
+pub fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("YTSCHED_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
 }
 
 /// An HTTP/1.0 request with any method, headers and body: (status, the answer's header

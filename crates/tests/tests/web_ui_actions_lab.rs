@@ -14,16 +14,6 @@ use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 use ytsched_tests::*;
 
-fn chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("YTSCHED_CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
 /// One headless browser and its page, spoken to over the DevTools protocol.
 struct Browser {
     child: Child,

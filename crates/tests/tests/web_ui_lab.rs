@@ -9,17 +9,6 @@ use std::process::Command;
 use std::time::Duration;
 use ytsched_tests::*;
 
-/// The browser: `$YTSCHED_CHROMIUM`, else Debian's `chromium` (scripts/install-deps.sh).
-fn chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("YTSCHED_CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
 fn headless(browser: &Path, extra: &[&str], url: &str) -> std::process::Output {
     let profile = tempfile::tempdir().unwrap();
     Command::new(browser)

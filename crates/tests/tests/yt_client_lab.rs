@@ -76,6 +76,15 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The operation id in the client's "Operation started: <url>" line.
+fn started_id(log: &str) -> String {
+    let url = log
+        .split("id=")
+        .nth(1)
+        .expect("the client printed the operation's URL");
+    url.split('&').next().unwrap().to_string()
+}
+
 fn lab() -> Lab {
     Lab::start_with(
         &["--http", "127.0.0.1:0"],
@@ -147,14 +156,7 @@ fn yt_cli_runs_watches_and_manages_vanilla_operations_and_pools() {
         log.contains("running=") && log.contains("completed"),
         "{log}"
     );
-    let id = log
-        .split("id=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap()
-        .to_string();
+    let id = started_id(&log);
     let op = lab.operation(&id).unwrap();
     assert_eq!(
         (op["state"].as_str(), op["pool"].as_str()),
@@ -177,14 +179,7 @@ fn yt_cli_runs_watches_and_manages_vanilla_operations_and_pools() {
     ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("boom-in-stderr"), "{}", stderr(&out));
-    let failed = stderr(&out)
-        .split("id=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap()
-        .to_string();
+    let failed = started_id(&stderr(&out));
     let jobs = admin.json(&["list-jobs", &failed, "--job-state", "failed"]);
     let job = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
     assert!(admin
