@@ -249,6 +249,15 @@ pub fn http_request(addr: &str, path: &str, token: Option<&str>) -> anyhow::Resu
     Ok((status, body))
 }
 
+/// The flags every headless Chromium of the web UI tests runs with.
+pub const HEADLESS_CHROMIUM: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+];
+
 /// The browser of the web UI tests: `$YTSCHED_CHROMIUM`, else Debian's `chromium`
 /// (scripts/install-deps.sh installs it); `None` where there is none.
 pub fn chromium() -> Option<PathBuf> {

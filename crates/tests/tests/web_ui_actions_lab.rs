@@ -52,14 +52,8 @@ impl Browser {
     fn start(binary: &PathBuf) -> Browser {
         let profile = tempfile::tempdir().unwrap();
         let mut child = Command::new(binary)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--remote-debugging-port=0",
-            ])
+            .args(HEADLESS_CHROMIUM)
+            .arg("--remote-debugging-port=0")
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
             .stdout(Stdio::null())

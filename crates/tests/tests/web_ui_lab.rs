@@ -12,12 +12,8 @@ use ytsched_tests::*;
 fn headless(browser: &Path, extra: &[&str], url: &str) -> std::process::Output {
     let profile = tempfile::tempdir().unwrap();
     Command::new(browser)
+        .args(HEADLESS_CHROMIUM)
         .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
             "--hide-scrollbars",
             "--window-size=1400,900",
             // Timers and fetches run on virtual time: the page has refreshed more than

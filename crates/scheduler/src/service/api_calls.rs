@@ -185,8 +185,9 @@ impl Driver {
             reply_to,
             permit,
         } = admitted;
+        // The slot is held until the reply is sent, as before the API path was split.
+        let _permit = permit;
         let bytes = self.answer_call(&caller, &method, &payload).await;
-        drop(permit);
         let max = self.api_client.server_info().max_payload;
         let bytes = if bytes.len() > max {
             // NATS would drop the reply and the caller would only see a timeout.

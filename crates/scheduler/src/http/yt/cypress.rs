@@ -34,6 +34,18 @@ fn path_of(call: &YtCall) -> Result<String, YtError> {
     }
 }
 
+/// The `path` of a command that changes it: never the orchid, which is read-only.
+fn writable_path(call: &YtCall) -> Result<String, YtError> {
+    let path = path_of(call)?;
+    if under(&path, ORCHID) {
+        return Err(YtError::new(
+            code::GENERIC,
+            format!("{path}: the orchid is read-only"),
+        ));
+    }
+    Ok(path)
+}
+
 fn api_error(e: api::ApiError, path: &str) -> YtError {
     let e = YtError::from_api(e, Missing::Node);
     // The configuration's own words for a name taken (its error has no kind of its own).
@@ -177,13 +189,7 @@ fn input_value(call: &YtCall) -> Result<Value, YtError> {
 }
 
 pub async fn set(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
-    let path = path_of(call)?;
-    if under(&path, ORCHID) {
-        return Err(YtError::new(
-            code::GENERIC,
-            format!("{path}: the orchid is read-only"),
-        ));
-    }
+    let path = writable_path(call)?;
     let value = input_value(call)?.to_string();
     ctx.call(api::AdminSet {
         path: path.clone(),
@@ -195,13 +201,7 @@ pub async fn set(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
 }
 
 pub async fn remove(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
-    let path = path_of(call)?;
-    if under(&path, ORCHID) {
-        return Err(YtError::new(
-            code::GENERIC,
-            format!("{path}: the orchid is read-only"),
-        ));
-    }
+    let path = writable_path(call)?;
     match ctx.call(api::AdminRemove { path: path.clone() }).await {
         Err(e) if e.kind == api::ErrorKind::NotFound && bool_param(call, "force")? => {
             Ok(Output::Nothing)
