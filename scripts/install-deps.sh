@@ -50,6 +50,13 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# busybox-static — Debian's static busybox, which the layer test packs into a root
+# filesystem of its own (SPEC 5.17). Without root that test skips anyway.
+if [ ! -x /bin/busybox ] && [ "$(id -u)" = 0 ]; then
+  echo "install-deps: installing busybox-static (Debian) for the layer test" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
+fi
+
 # ytsaurus-client — YTsaurus's own `yt` CLI and `yt.wrapper`, pinned, in a virtualenv of
 # its own: the suite runs it, unmodified, against ytsched's YTsaurus HTTP API.
 yt_client_version="0.13.55"

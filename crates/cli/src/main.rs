@@ -6,6 +6,7 @@ mod auth;
 mod completion;
 mod drain;
 mod events;
+mod files;
 mod lab;
 mod list_operations;
 mod node;
@@ -80,6 +81,10 @@ enum Command {
     /// Who used how much over a window (--by pool|user|tree|operation, --since, --until):
     /// cpu, memory and gpu hours, jobs by outcome, hours lost to preemption, waits.
     Usage(usage::UsageArgs),
+    /// The file store: files and layers jobs get with their operation (upload, list,
+    /// remove; share: admins).
+    #[command(subcommand)]
+    File(files::FileCommand),
     /// An operation's state, spec, job counts, fair share and usage.
     GetOperation {
         /// Operation id (as run-vanilla printed it).
@@ -307,6 +312,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Remove { path, .. } => admin.remove(path).await,
         Command::Exists { path } => admin.exists(path).await,
+        Command::File(command) => files::run(&client, &subjects, user, command, format).await,
         command => operation_commands::run(&client, &subjects, user, command, format).await,
     }
 }
@@ -339,7 +345,10 @@ async fn run_vanilla_command(
     subjects: &Subjects,
     user: &Caller,
 ) -> anyhow::Result<()> {
-    let spec = match run_vanilla::build_spec(args) {
+    let built = run_vanilla::shipped_files(args).and_then(|shipped| {
+        run_vanilla::build_spec_with(args, &shipped).map(|spec| (spec, shipped))
+    });
+    let (spec, shipped) = match built {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -347,6 +356,12 @@ async fn run_vanilla_command(
         }
     };
     let client = connect(nats, "ytsched", false, auth).await?;
+    for shipped in &shipped {
+        let local = shipped.local();
+        if let Some(entry) = files::upload(&client, subjects, user, local).await? {
+            eprintln!("uploaded {} ({})", local.path.display(), entry.digest);
+        }
+    }
     let id = run_vanilla::submit(&client, subjects, user, spec).await?;
     if args.run_async {
         println!("{id}");

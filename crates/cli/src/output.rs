@@ -71,7 +71,7 @@ fn resources(r: &ResourceVector) -> String {
     s
 }
 
-fn time(ms: Option<u64>) -> String {
+pub(crate) fn time(ms: Option<u64>) -> String {
     ms.map(|m| format!("{}.{:03}", m / 1000, m % 1000))
         .unwrap_or_default()
 }

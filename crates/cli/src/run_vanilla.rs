@@ -59,6 +59,70 @@ pub struct RunVanillaArgs {
     /// Print the operation id and return at once.
     #[arg(long = "async")]
     pub run_async: bool,
+    /// A local file each job gets in its working directory, read-only, as NAME (its
+    /// own name by default); uploaded to the file store first unless already there.
+    /// Repeatable.
+    #[arg(long = "file", value_name = "PATH[:NAME]")]
+    pub files: Vec<String>,
+    /// Every --file may be run (otherwise those executable here are).
+    #[arg(long)]
+    pub executable: bool,
+    /// A tar archive of a root filesystem the jobs run in (the first given on top).
+    /// Repeatable.
+    #[arg(long = "layer", value_name = "TAR")]
+    pub layers: Vec<PathBuf>,
+}
+
+/// What `--file` and `--layer` ship: each local file with what the spec names.
+pub enum Shipped {
+    File(crate::files::LocalFile, ytsched_common::files::FileRef),
+    Layer(crate::files::LocalFile),
+}
+
+impl Shipped {
+    pub fn local(&self) -> &crate::files::LocalFile {
+        match self {
+            Shipped::File(l, _) | Shipped::Layer(l) => l,
+        }
+    }
+}
+
+/// The files and layers of `--file` and `--layer`, read and hashed.
+pub fn shipped_files(args: &RunVanillaArgs) -> anyhow::Result<Vec<Shipped>> {
+    let mut out = Vec::new();
+    for f in &args.files {
+        let (local, file) = crate::files::file_ref(f, args.executable)?;
+        out.push(Shipped::File(local, file));
+    }
+    for l in &args.layers {
+        out.push(Shipped::Layer(crate::files::LocalFile::read(l)?));
+    }
+    Ok(out)
+}
+
+/// `build_spec`, with what `--file` and `--layer` ship added to its one task.
+pub fn build_spec_with(args: &RunVanillaArgs, shipped: &[Shipped]) -> anyhow::Result<ValidSpec> {
+    let spec = build_spec(args)?;
+    if shipped.is_empty() {
+        return Ok(spec);
+    }
+    let mut spec = spec.into_inner();
+    if spec.tasks.len() != 1 {
+        bail!("--file and --layer need a spec with exactly one task");
+    }
+    let task = spec
+        .tasks
+        .iter_mut()
+        .map(|(_, t)| t)
+        .next()
+        .expect("one task");
+    for s in shipped {
+        match s {
+            Shipped::File(_, f) => task.file_paths.push(f.clone()),
+            Shipped::Layer(l) => task.layer_paths.push(l.digest.clone()),
+        }
+    }
+    ValidSpec::try_from(spec).map_err(|e| anyhow::anyhow!("invalid spec: {e}"))
 }
 
 /// Builds and validates the spec; errors name the offending field.

@@ -11,6 +11,7 @@ use crate::states::{JobState, OperationState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 mod error;
+pub mod files;
 mod operation_info;
 pub use error::{ApiError, ErrorKind, MAX_ERROR_CHARS};
 pub use operation_info::{HistoryEntry, JobCounts, JobInfo, OperationInfo, REDACTED};

@@ -100,6 +100,11 @@ pub enum Event {
         operation: OperationRef,
         job: JobRef,
     },
+    /// Its node fetches its files or unpacks its layers before it runs (SPEC 5.17).
+    JobPreparing {
+        operation: OperationRef,
+        job: JobRef,
+    },
     /// A revived scheduler took over an attempt a node reported running.
     JobAdopted {
         operation: OperationRef,
@@ -119,6 +124,9 @@ pub enum Event {
         state: JobState,
         finish_time: UnixMillis,
         error: Option<String>,
+        /// Bytes its node fetched from the file store for it (SPEC 5.17).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes_fetched: Option<u64>,
     },
     /// Taken away (preempted, lost with its node, aborted...): it waits again.
     JobAborted {
@@ -223,6 +231,9 @@ pub fn spec_summary(spec: &VanillaSpec) -> VanillaSpec {
             disk_request: t.disk_request,
             interruption_signal: t.interruption_signal,
             restart_exit_code: t.restart_exit_code,
+            // Which files a job gets is its owner's to know (SPEC 5.17).
+            file_paths: Vec::new(),
+            layer_paths: Vec::new(),
         };
         s.tasks.insert(name.clone(), task);
     }
@@ -250,6 +261,7 @@ impl Event {
             | Event::OperationFinished { operation, .. }
             | Event::JobStarted { operation, .. }
             | Event::JobAdopted { operation, .. }
+            | Event::JobPreparing { operation, .. }
             | Event::JobInterrupted { operation, .. }
             | Event::JobFinished { operation, .. }
             | Event::JobAborted { operation, .. } => Some(operation),
@@ -411,6 +423,7 @@ pub(crate) mod tests {
                 state: JobState::Completed,
                 finish_time: at,
                 error: None,
+                bytes_fetched: None,
             },
         )
     }

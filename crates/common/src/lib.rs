@@ -12,6 +12,7 @@ pub mod codec;
 mod config_attributes;
 pub mod event_record;
 pub mod explain;
+pub mod files;
 pub mod http_tokens;
 pub mod identity;
 pub mod ids;

@@ -59,6 +59,9 @@ pub struct HeartbeatRequest {
     /// declaring it lost. Absent: the agent does not say, and such a job is lost.
     #[serde(default)]
     pub last_reply_seq: Option<u64>,
+    /// The node's file cache, counted since the agent started (`/metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_cache: Option<crate::files::FileCacheCounters>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -123,6 +126,13 @@ pub struct JobStatistics {
     pub exit_code: Option<i32>,
     /// Name of the signal that ended the job's main process, e.g. `SIGKILL`.
     pub signal: Option<String>,
+    /// Bytes the node fetched from the file store for this attempt (its cache had the
+    /// rest); absent when the job named no files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_fetched: Option<u64>,
+    /// How long the attempt spent preparing (fetching files, unpacking layers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preparing_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -178,6 +188,7 @@ impl HeartbeatRequest {
             finished_jobs: vec![],
             timeout_ms: 0,
             last_reply_seq: None,
+            file_cache: None,
         }
     }
 
@@ -316,6 +327,20 @@ pub struct JobStartSpec {
     /// (see there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_token: Option<String>,
+    /// Stored files to place in the sandbox before the job starts (its task's
+    /// `file_paths`); the node fetches each into its cache first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::files::FileRef>,
+    /// Root-filesystem layers, the first on top (its task's `layer_paths`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<crate::files::Sha256Digest>,
+}
+
+impl JobStartSpec {
+    /// Whether the node must fetch or unpack anything before the job runs.
+    pub fn needs_files(&self) -> bool {
+        !self.files.is_empty() || !self.layers.is_empty()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -38,6 +38,9 @@ impl fmt::Display for OperationState {
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     Waiting,
+    /// Started on its node, which is still fetching its files or unpacking its layers
+    /// (SPEC 5.17). The scheduler counts it as running; only what it shows differs.
+    Preparing,
     Running,
     Completed,
     Failed,
@@ -51,6 +54,7 @@ impl JobState {
     pub fn name(self) -> &'static str {
         match self {
             Self::Waiting => "waiting",
+            Self::Preparing => "preparing",
             Self::Running => "running",
             Self::Completed => "completed",
             Self::Failed => "failed",

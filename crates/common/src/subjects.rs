@@ -103,6 +103,8 @@ impl Subjects {
                     format!("$KV.{}.>", self.bucket("state")),
                     format!("$KV.{}.>", self.bucket("leader")),
                     format!("$KV.{}.>", self.bucket("archive")),
+                    format!("$KV.{}.>", self.bucket("file_records")),
+                    format!("$O.{}.>", self.files_bucket()),
                     self.events(),
                 ],
                 subscribe: vec![inbox],
@@ -122,7 +124,7 @@ impl Subjects {
                 ],
             },
             Role::Node => Permissions {
-                publish: vec![format!("{p}.heartbeat.{name}")],
+                publish: [vec![format!("{p}.heartbeat.{name}")], self.file_reads()].concat(),
                 subscribe: vec![format!("{p}.nudge.{name}"), inbox],
             },
             Role::User => Permissions {
@@ -142,6 +144,27 @@ impl Subjects {
         reply
             .strip_prefix(inbox_prefix(role, name).as_str())
             .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1)
+    }
+
+    /// The Object Store bucket of job files and layers (SPEC 5.17).
+    pub fn files_bucket(&self) -> String {
+        self.bucket("files")
+    }
+
+    /// What a node publishes to read the file store and nothing more: the bucket's stream
+    /// info, an object's last meta message, an ordered consumer of its chunks delivered to
+    /// its own inbox, and that consumer's flow control. No subject here stores or
+    /// deletes a message; the stream bounds how many consumers there may be.
+    fn file_reads(&self) -> Vec<String> {
+        let stream = format!("OBJ_{}", self.files_bucket());
+        vec![
+            format!("$JS.API.STREAM.INFO.{stream}"),
+            format!("$JS.API.DIRECT.GET.{stream}.>"),
+            format!("$JS.API.STREAM.MSG.GET.{stream}"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}"),
+            format!("$JS.API.CONSUMER.CREATE.{stream}.>"),
+            format!("$JS.FC.{stream}.>"),
+        ]
     }
 
     /// A KV bucket (or stream) name of this installation: the prefix made safe for

@@ -63,6 +63,10 @@ pub struct UsageRow {
     /// Usage ÷ fair share over the window, from the pools' samples (about one a
     /// minute; per pool, or a tree's root): below 1, it got less than its share.
     pub fair_share_attainment: Option<f64>,
+    /// Bytes nodes fetched from the file store for the attempts that ended in the
+    /// window (SPEC 5.17).
+    #[serde(default)]
+    pub bytes_fetched: u64,
 }
 
 /// How an attempt ended, if it did.
@@ -76,6 +80,7 @@ struct Attempt {
     operation: OperationRef,
     job: JobRef,
     end: Option<(End, UnixMillis)>,
+    fetched: u64,
 }
 
 const HOUR_MS: f64 = 3_600_000.0;
@@ -129,6 +134,7 @@ impl UsageSum {
 
     /// Takes the next event of the log.
     pub fn add(&mut self, r: &EventRecord) {
+        let mut fetched = 0;
         let (operation, job, end) = match &r.event {
             Event::PoolShares { tree, pools } => {
                 if (self.since..self.until).contains(&r.at) {
@@ -157,8 +163,12 @@ impl UsageSum {
                 job,
                 state,
                 finish_time,
+                bytes_fetched,
                 ..
-            } => (operation, job, Some((End::Finished(*state), *finish_time))),
+            } => {
+                fetched = bytes_fetched.unwrap_or(0);
+                (operation, job, Some((End::Finished(*state), *finish_time)))
+            }
             Event::JobAborted {
                 operation,
                 job,
@@ -180,12 +190,14 @@ impl UsageSum {
                 operation: operation.clone(),
                 job: job.clone(),
                 end: None,
+                fetched: 0,
             });
         // The first end told counts, with the attempt as its end tells it (the times
         // its node reported); a later telling (a successor's) does not.
         if a.end.is_none() && end.is_some() {
             a.end = end;
             a.job = job.clone();
+            a.fetched = fetched;
         }
     }
 
@@ -212,6 +224,7 @@ impl UsageSum {
             row.memory_gib_hours += r.memory / GIB * hours;
             row.gpu_hours += r.gpu * hours;
             let Some((end, t)) = ended else { continue };
+            row.bytes_fetched += a.fetched;
             match end {
                 End::Finished(JobState::Completed) => row.jobs_completed += 1,
                 End::Finished(JobState::Failed) => row.jobs_failed += 1,
@@ -352,6 +365,7 @@ mod tests {
                     state: JobState::Completed,
                     finish_time: H + 10_000,
                     error: None,
+                    bytes_fetched: None,
                 },
             ),
             at(

@@ -50,6 +50,7 @@ fn heartbeat() -> HeartbeatRequest {
         }],
         timeout_ms: 5_000,
         last_reply_seq: None,
+        file_cache: Some(Default::default()),
     }
 }
 
@@ -67,6 +68,12 @@ fn job_start() -> JobStartSpec {
         disk_space: Some(1 << 30),
         interruption_signal: Some(ytsched_common::spec::InterruptionSignal::Usr1),
         start_token: Some("00".repeat(16)),
+        files: vec![ytsched_common::files::FileRef {
+            digest: ytsched_common::files::Sha256Digest::of(b"run.py"),
+            file_name: ytsched_common::files::SandboxFileName::parse("run.py").unwrap(),
+            executable: true,
+        }],
+        layers: vec![ytsched_common::files::Sha256Digest::of(b"layer")],
     }
 }
 

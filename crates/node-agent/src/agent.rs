@@ -39,6 +39,8 @@ pub struct AgentConfig {
     pub gpu_devices: Vec<u32>,
     pub subjects: Subjects,
     pub sandbox: SandboxConfig,
+    /// The node's file cache (SPEC 5.17); None: jobs with files fail, saying so.
+    pub files: Option<Arc<crate::files::NodeFiles>>,
 }
 
 struct RunningEntry {
@@ -47,6 +49,8 @@ struct RunningEntry {
     abort: Option<oneshot::Sender<JobAbort>>,
     gpus: Vec<u32>,
     slot: Option<u32>,
+    /// Set while the job's files are fetched: reported as `preparing`.
+    preparing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Default)]
@@ -311,7 +315,13 @@ impl Agent {
         let running_jobs: Vec<RunningJob> = st
             .running
             .values()
-            .map(|r| RunningJob::started(&r.spec, r.start_time))
+            .map(|r| {
+                let mut job = RunningJob::started(&r.spec, r.start_time);
+                if r.preparing.load(std::sync::atomic::Ordering::Relaxed) {
+                    job.state = JobState::Preparing;
+                }
+                job
+            })
             .collect();
         let mut budget = FINISHED_BYTES_PER_HEARTBEAT;
         let mut finished_jobs = Vec::new();
@@ -343,6 +353,7 @@ impl Agent {
                 self.last_reply_seq
                     .load(std::sync::atomic::Ordering::Relaxed),
             ),
+            file_cache: self.config.files.as_ref().map(|f| f.counters()),
         }
     }
 
@@ -384,6 +395,8 @@ impl Agent {
                 }
                 let slot = st.free_slots.pop_first();
                 let (tx, rx) = oneshot::channel();
+                // Preparing from the start: the next heartbeat says so (sent at once, below).
+                let preparing = Arc::new(std::sync::atomic::AtomicBool::new(spec.needs_files()));
                 st.running.insert(
                     spec.job_id.clone(),
                     RunningEntry {
@@ -392,12 +405,16 @@ impl Agent {
                         abort: Some(tx),
                         gpus: gpus.clone(),
                         slot,
+                        preparing: preparing.clone(),
                     },
                 );
-                to_start.push((spec, gpus, rx, want, slot));
+                to_start.push((spec, gpus, rx, want, slot, preparing));
             }
         }
-        for (spec, gpus, rx, want, slot) in to_start {
+        if to_start.iter().any(|s| s.0.needs_files()) {
+            self.wake.notify_one();
+        }
+        for (spec, gpus, rx, want, slot, preparing) in to_start {
             let agent = self.clone();
             tokio::spawn(async move {
                 let result = match slot {
@@ -408,7 +425,15 @@ impl Agent {
                     None => shortage(&spec, "node has no free job slot".into()),
                     Some(slot) => {
                         let env = gpu_env(&gpus);
-                        job::run(&agent.config.sandbox, &spec, &env, slot, &gpus, rx).await
+                        let launch = job::Launch {
+                            config: &agent.config.sandbox,
+                            extra_env: &env,
+                            slot,
+                            gpus: &gpus,
+                            files: agent.config.files.as_deref(),
+                            preparing: &preparing,
+                        };
+                        job::run(launch, &spec, rx).await
                     }
                 };
                 agent.job_done(result);

@@ -1,44 +1,114 @@
 //! One job from start to result: launch the sandbox, wait for the process or an abort,
 //! collect statistics, and say why it ended.
 
+use crate::files::{NodeFiles, Prepared};
 use crate::sandbox::SandboxConfig;
 use nix::sys::signal::Signal;
 use std::os::unix::process::ExitStatusExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tokio::sync::oneshot;
 use ytsched_common::protocol::{unix_now, FinishedJob, JobAbort, JobStartSpec, JobStatistics};
 use ytsched_common::states::JobState;
 
+/// What a job's start needs besides its spec: where it runs, and how it gets its files.
+pub struct Launch<'a> {
+    pub config: &'a SandboxConfig,
+    pub extra_env: &'a [(String, String)],
+    pub slot: u32,
+    pub gpus: &'a [u32],
+    pub files: Option<&'a NodeFiles>,
+    /// Set while its files are fetched: its heartbeats then say `preparing`.
+    pub preparing: &'a AtomicBool,
+}
+
 pub async fn run(
-    config: &SandboxConfig,
+    launch: Launch<'_>,
     spec: &JobStartSpec,
-    extra_env: &[(String, String)],
-    slot: u32,
-    gpus: &[u32],
     mut abort: oneshot::Receiver<JobAbort>,
 ) -> FinishedJob {
-    let start_time = unix_now();
-    let started = Instant::now();
+    let config = launch.config;
     let mut result = FinishedJob {
         job_id: spec.job_id.clone(),
         operation_id: spec.operation_id.clone(),
         state: JobState::Failed,
         error: None,
-        start_time,
-        finish_time: start_time,
+        start_time: unix_now(),
+        finish_time: unix_now(),
         statistics: JobStatistics::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
         attempt_of: Some(ytsched_common::protocol::AttemptOf::of(spec)),
     };
-    let mut sandbox = match config.launch(spec, extra_env, slot, gpus) {
-        Ok(s) => s,
-        Err(e) => {
-            result.error = Some(format!("cannot start job: {e}"));
+    let (mut prepared, preparing_ms) = match prepare(&launch, spec, &mut abort).await {
+        Ok(p) => p,
+        Err((state, error)) => {
+            result.state = state;
+            result.error = Some(error);
             result.finish_time = unix_now();
             return result;
         }
     };
+    let started = Instant::now();
+    let sandbox = config.launch(spec, launch.extra_env, launch.slot, launch.gpus, &prepared);
+    let mut result = match sandbox {
+        Ok(sandbox) => supervise(config, spec, sandbox, abort, result, started).await,
+        Err(e) => {
+            result.error = Some(format!("cannot start job: {e}"));
+            result.finish_time = unix_now();
+            result
+        }
+    };
+    if spec.needs_files() {
+        result.statistics.bytes_fetched = Some(prepared.bytes_fetched);
+        result.statistics.preparing_ms = Some(preparing_ms);
+    }
+    if let Some(files) = launch.files {
+        files.done(&mut prepared);
+    }
+    result
+}
+
+/// Fetches the job's files and layers, unless it has none; an abort meanwhile ends it.
+/// Err: how the attempt ended instead, and why.
+async fn prepare(
+    launch: &Launch<'_>,
+    spec: &JobStartSpec,
+    abort: &mut oneshot::Receiver<JobAbort>,
+) -> Result<(Prepared, u64), (JobState, String)> {
+    if !spec.needs_files() {
+        return Ok((Prepared::default(), 0));
+    }
+    let Some(files) = launch.files else {
+        return Err((
+            JobState::Failed,
+            "this node has no file cache for the job's files".into(),
+        ));
+    };
+    let began = Instant::now();
+    launch.preparing.store(true, Ordering::Relaxed);
+    let prepared = tokio::select! {
+        r = files.prepare(spec) => r,
+        Ok(a) = abort => {
+            return Err((JobState::Aborted, format!("aborted ({}): {}", a.reason, a.message)));
+        }
+    };
+    launch.preparing.store(false, Ordering::Relaxed);
+    let ms = began.elapsed().as_millis() as u64;
+    tracing::info!(job = %spec.job_id, ms, ok = prepared.is_ok(), "job prepared its files");
+    prepared.map(|p| (p, ms)).map_err(|e| (JobState::Failed, e))
+}
+
+/// Waits for a launched job to end (or be aborted, or pass its disk space), and
+/// fills in how it ended.
+async fn supervise(
+    config: &SandboxConfig,
+    spec: &JobStartSpec,
+    mut sandbox: crate::sandbox::Sandbox,
+    mut abort: oneshot::Receiver<JobAbort>,
+    mut result: FinishedJob,
+    started: Instant,
+) -> FinishedJob {
     tracing::info!(job = %spec.job_id, pid = sandbox.pid().unwrap_or(0), "job started");
     let pgid = sandbox.pgid();
     config.guardian.watch(pgid);
@@ -121,6 +191,7 @@ fn statistics(
                 .map(|s| s.as_str().to_string())
                 .unwrap_or_else(|_| n.to_string())
         }),
+        ..Default::default()
     }
 }
 

@@ -34,12 +34,19 @@ pub struct NamespacePlan {
     sandbox_under: Option<usize>,
     /// The host read-only but these (`read_only_host`); None: left as it is.
     writable: Option<crate::read_only_host::WritablePaths>,
+    /// The job's own root from its layers, in place of the host's (`layer_root`).
+    layer: Option<crate::layer_root::LayerMounts>,
 }
 
 impl NamespacePlan {
     /// `writable`: with the host made read-only, the site's paths left writable; None
     /// leaves the host's mounts as they are.
-    pub fn new(sandbox: &Path, memory_bytes: u64, writable: Option<&[PathBuf]>) -> Option<Self> {
+    pub fn new(
+        sandbox: &Path,
+        memory_bytes: u64,
+        writable: Option<&[PathBuf]>,
+        layer_root: Option<&Path>,
+    ) -> Option<Self> {
         let tmpfs_options =
             CString::new(format!("size={},mode=1777", memory_bytes.max(1 << 20))).ok()?;
         let under = PRIVATE_DIRS.iter().position(|d| {
@@ -58,14 +65,18 @@ impl NamespacePlan {
                 ancestors.push(CString::new(a.as_os_str().as_bytes()).ok()?);
             }
         }
+        let layer = match layer_root {
+            Some(root) => Some(crate::layer_root::LayerMounts::new(root, sandbox)?),
+            None => None,
+        };
         let writable = match writable {
-            Some(extra) => Some(crate::read_only_host::WritablePaths::new(
+            Some(extra) if layer.is_none() => Some(crate::read_only_host::WritablePaths::new(
                 sandbox,
                 under.is_some(),
                 &PRIVATE_DIRS,
                 extra,
             )?),
-            None => None,
+            _ => None,
         };
         Some(Self {
             tmpfs_options,
@@ -73,6 +84,7 @@ impl NamespacePlan {
             sandbox_ancestors: ancestors,
             sandbox_under: under,
             writable,
+            layer,
         })
     }
 
@@ -110,6 +122,28 @@ impl NamespacePlan {
         // `getppid` says 0 and cannot tell whether the waiter died before this call;
         // that window of microseconds is the guardian's to cover.
         Errno::result(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+        match &self.layer {
+            Some(layer) => {
+                if sandbox_fd >= 0 {
+                    libc::close(sandbox_fd);
+                }
+                layer.apply(&self.tmpfs_options)?;
+            }
+            None => self.host_mounts(sandbox_fd)?,
+        }
+        let job = Errno::result(libc::fork())?;
+        if job > 0 {
+            init(job, status_pipe[1]);
+        }
+        libc::close(status_pipe[1]);
+        Ok(())
+    }
+    /// Without layers: the job's `/proc` and private directories over the host's, and
+    /// the host read-only where asked.
+    ///
+    /// # Safety
+    /// As `enter`: system calls only, in the child's own namespaces.
+    unsafe fn host_mounts(&self, sandbox_fd: i32) -> std::io::Result<()> {
         // hidepid=2: the job (a slot user) does not see PID 1, which runs as root and,
         // being a fork of the agent, carries the agent's command line.
         Errno::result(libc::mount(
@@ -165,11 +199,6 @@ impl NamespacePlan {
             // (now read-only) mount: enter it again, through the sandbox's own.
             Errno::result(libc::chdir(w.work_dir().as_ptr()))?;
         }
-        let job = Errno::result(libc::fork())?;
-        if job > 0 {
-            init(job, status_pipe[1]);
-        }
-        libc::close(status_pipe[1]);
         Ok(())
     }
 }
@@ -316,7 +345,7 @@ unsafe fn wait_and_mirror(init: libc::pid_t, status_in: i32) -> ! {
 /// container without the rights to mount a fresh `/proc` cannot.
 pub fn probe() -> Result<(), String> {
     use std::os::unix::process::CommandExt;
-    let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20, None)
+    let plan = NamespacePlan::new(Path::new("/nonexistent/probe"), 16 << 20, None, None)
         .ok_or("cannot prepare the probe")?;
     let mut cmd = std::process::Command::new("/bin/sh");
     cmd.args(["-c", "[ $$ -eq 2 ] && test -d /proc/1"]);
@@ -346,8 +375,13 @@ mod tests {
 
     #[test]
     fn a_sandbox_under_tmp_is_made_again_inside_the_private_tmp() {
-        let plan =
-            NamespacePlan::new(Path::new("/tmp/lab/node0/sandboxes/j1"), 1 << 30, None).unwrap();
+        let plan = NamespacePlan::new(
+            Path::new("/tmp/lab/node0/sandboxes/j1"),
+            1 << 30,
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(plan.sandbox_under, Some(0));
         let names: Vec<_> = plan
             .sandbox_ancestors
@@ -362,7 +396,7 @@ mod tests {
             plan.tmpfs_options.to_str().unwrap(),
             "size=1073741824,mode=1777"
         );
-        let plan = NamespacePlan::new(Path::new("/var/lib/ytsched/j1"), 0, None).unwrap();
+        let plan = NamespacePlan::new(Path::new("/var/lib/ytsched/j1"), 0, None, None).unwrap();
         assert_eq!(plan.sandbox_under, None);
     }
 }

@@ -85,6 +85,13 @@ struct Args {
     /// past it (or 1,000,000 files) the job fails with "disk limit exceeded".
     #[arg(long, default_value = "16G")]
     job_disk_space: ByteSize,
+    /// The most the node's cache of job files and unpacked layers may hold (SPEC 5.17);
+    /// the least recently used go first.
+    #[arg(long, default_value = "10GiB")]
+    file_cache_size: ByteSize,
+    /// The most one job's layers may unpack to.
+    #[arg(long, default_value = "4GiB")]
+    layer_size_limit: ByteSize,
     /// Jobs of slot N run as uid and gid BASE + N (YTsaurus slot users). Used when the
     /// agent runs as root; otherwise jobs run as the agent's own user.
     #[arg(long, default_value_t = 20_000)]
@@ -158,6 +165,17 @@ async fn agent_main() -> anyhow::Result<()> {
         &auth,
     )
     .await?;
+    let subjects = Subjects::new(&args.subject_prefix);
+    let files = ytsched_node::files::NodeFiles::new(
+        // Beside the sandboxes, in the work directory.
+        sandbox.sandboxes_dir.with_file_name("file-cache"),
+        args.file_cache_size.0,
+        args.layer_size_limit.0,
+        sandbox.sandboxes_dir.clone(),
+        client.clone(),
+        subjects.files_bucket(),
+    )
+    .context("cannot make the node's file cache")?;
     let agent = Agent::new(AgentConfig {
         node_id,
         hostname,
@@ -165,8 +183,9 @@ async fn agent_main() -> anyhow::Result<()> {
         tags: offer.configured_tags,
         resource_limits: offer.limits,
         gpu_devices: offer.gpu_devices,
-        subjects: Subjects::new(&args.subject_prefix),
+        subjects,
         sandbox,
+        files: Some(std::sync::Arc::new(files)),
     });
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -111,9 +111,12 @@ impl SandboxConfig {
         extra_env: &[(String, String)],
         slot: u32,
         gpus: &[u32],
+        prepared: &crate::files::Prepared,
     ) -> Result<Sandbox, SandboxError> {
         let uid = self.slot_uid_base.map(|base| base + slot);
         let files = self.job_files(spec, uid)?;
+        place_files(&files.work, &prepared.files)
+            .map_err(|(path, source)| SandboxError::Dir { path, source })?;
         let dir = files.dir.clone();
         let cgroup = self.job_cgroup(spec)?;
 
@@ -129,10 +132,17 @@ impl SandboxConfig {
                 spec.resources.memory.max(0.0) as u64,
                 self.read_only_host
                     .then_some(self.job_writable_paths.as_slice()),
+                prepared.root.as_deref(),
             )
         } else {
             None
         };
+        if prepared.root.is_some() && namespaces.is_none() {
+            // Without its own mount namespace a job cannot have a root of its own.
+            return Err(SandboxError::Spawn(std::io::Error::other(
+                "layers need job namespaces: an agent run as root with --job-namespaces on or auto",
+            )));
+        }
         // SAFETY: the closure only makes async-signal-safe system calls (write, unshare,
         // mount, setgroups, setgid, setuid, prctl) on fds that stay open until spawn
         // returns and on memory allocated before the fork; it does not allocate.
@@ -257,6 +267,22 @@ impl SandboxConfig {
             stderr,
         })
     }
+}
+
+/// Copies the job's files into its working directory, read-only (and executable where
+/// asked) and owned by the agent: the job may read and run them, not change them.
+fn place_files(
+    work: &Path,
+    files: &[crate::files::PlacedFile],
+) -> Result<(), (PathBuf, std::io::Error)> {
+    for f in files {
+        let to = work.join(f.name.as_str());
+        let mode = if f.executable { 0o555 } else { 0o444 };
+        fs::copy(&f.source, &to)
+            .and_then(|_| fs::set_permissions(&to, fs::Permissions::from_mode(mode)))
+            .map_err(|e| (to.clone(), e))?;
+    }
+    Ok(())
 }
 
 /// Asks the kernel to kill the calling process (just forked) when its parent dies, and

@@ -158,6 +158,7 @@ impl Context<'_> {
             },
             CoreEvent::JobStarted { .. }
             | CoreEvent::JobAdopted { .. }
+            | CoreEvent::JobPreparing { .. }
             | CoreEvent::JobInterrupted { .. }
             | CoreEvent::JobFinished { .. }
             | CoreEvent::JobAborted { .. } => return self.describe_job(e),
@@ -179,10 +180,17 @@ impl Context<'_> {
                 operation,
                 node,
                 attempt,
+            }
+            | CoreEvent::JobPreparing {
+                id,
+                operation,
+                node,
+                attempt,
             } => {
                 let (operation, job, _) = self.job(operation, id, node, attempt)?;
                 match e {
                     CoreEvent::JobStarted { .. } => Event::JobStarted { operation, job },
+                    CoreEvent::JobPreparing { .. } => Event::JobPreparing { operation, job },
                     _ => Event::JobAdopted { operation, job },
                 }
             }
@@ -214,6 +222,7 @@ impl Context<'_> {
                     state: facts.state,
                     finish_time: facts.finish_time.unwrap_or(self.now),
                     error: facts.error.clone(),
+                    bytes_fetched: facts.bytes_fetched,
                 }
             }
             CoreEvent::JobAborted {
@@ -316,6 +325,7 @@ impl Context<'_> {
             | CoreEvent::OperationFinished { .. }
             | CoreEvent::JobStarted { .. }
             | CoreEvent::JobAdopted { .. }
+            | CoreEvent::JobPreparing { .. }
             | CoreEvent::JobInterrupted { .. }
             | CoreEvent::JobFinished { .. }
             | CoreEvent::JobAborted { .. } => return None,

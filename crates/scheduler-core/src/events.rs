@@ -33,6 +33,7 @@ pub struct AttemptFacts {
     pub finish_time: Option<UnixMillis>,
     pub state: JobState,
     pub error: Option<String>,
+    pub bytes_fetched: Option<u64>,
 }
 
 impl AttemptFacts {
@@ -46,6 +47,7 @@ impl AttemptFacts {
             finish_time: job.finish_time,
             state: job.state,
             error: job.error.clone(),
+            bytes_fetched: job.statistics.as_ref().and_then(|s| s.bytes_fetched),
         }
     }
 }
@@ -166,6 +168,15 @@ pub enum CoreEvent {
         /// whose preemption messages name it).
         #[serde(skip)]
         preempted_by: Option<OperationId>,
+        /// Not in the simulator's output: the event log's.
+        #[serde(skip)]
+        attempt: Option<AttemptFacts>,
+    },
+    /// Its node reports it fetching its files or unpacking its layers (SPEC 5.17).
+    JobPreparing {
+        id: JobId,
+        operation: OperationId,
+        node: NodeId,
         /// Not in the simulator's output: the event log's.
         #[serde(skip)]
         attempt: Option<AttemptFacts>,

@@ -10,6 +10,7 @@
 /// The pure core, in its own crate so that the compiler keeps it free of I/O and async.
 pub use ytsched_scheduler_core as core;
 pub mod events;
+pub mod files;
 pub mod gates;
 pub mod http;
 pub mod leadership;

@@ -134,6 +134,8 @@ struct Args {
     #[arg(long, env = "YTSCHED_NODE_APPROVALS", value_name = "FILE")]
     node_approvals: Option<std::path::PathBuf>,
     #[command(flatten)]
+    files: FileArgs,
+    #[command(flatten)]
     bus: BusArgs,
     #[command(flatten)]
     settings: ytsched_common::settings_file::SettingsArgs,
@@ -215,6 +217,7 @@ async fn main() -> anyhow::Result<()> {
         max_api_in_flight: args.max_api_in_flight,
         max_write_backlog: args.max_write_backlog,
         node_approvals: args.node_approvals,
+        files: args.files.limits(),
     };
     run(config, async {
         tokio::select! {
@@ -349,5 +352,39 @@ async fn terminate() {
             s.recv().await;
         }
         Err(_) => std::future::pending().await,
+    }
+}
+
+/// The file store's bounds (SPEC 5.17); each refusal names its flag.
+#[derive(clap::Args, Debug)]
+struct FileArgs {
+    /// The largest file one upload may carry.
+    #[arg(long, default_value = "1GiB")]
+    file_size_limit: ytsched_common::ByteSize,
+    /// Bytes of stored files one user may own.
+    #[arg(long, default_value = "4GiB")]
+    file_quota_per_user: ytsched_common::ByteSize,
+    /// Files one user may own.
+    #[arg(long, default_value_t = 1000)]
+    max_files_per_user: usize,
+    /// How long a file that no live operation names stays stored.
+    #[arg(long, default_value = "7d")]
+    file_ttl: DurationMs,
+    /// The most the file store may hold in all: JetStream reserves it when the store
+    /// is made.
+    #[arg(long, default_value = "8GiB")]
+    file_store_size: ytsched_common::ByteSize,
+}
+
+impl FileArgs {
+    fn limits(&self) -> ytsched_scheduler::files::FileLimits {
+        ytsched_scheduler::files::FileLimits {
+            max_file_size: self.file_size_limit.0,
+            user_quota: self.file_quota_per_user.0,
+            max_files_per_user: self.max_files_per_user.max(1),
+            ttl: Duration::from_millis(self.file_ttl.0.max(1000)),
+            store_bytes: self.file_store_size.0.max(1 << 20),
+            ..Default::default()
+        }
     }
 }

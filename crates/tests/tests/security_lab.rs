@@ -94,6 +94,7 @@ fn heartbeat(node: &str, seq: u64) -> HeartbeatRequest {
         finished_jobs: vec![],
         timeout_ms: 0,
         last_reply_seq: None,
+        file_cache: None,
     }
 }
 

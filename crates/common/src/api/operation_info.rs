@@ -71,6 +71,9 @@ impl OperationInfo {
             if task.stdin.is_some() {
                 task.stdin = Some(REDACTED.into());
             }
+            // A digest would tell another user that the file exists (SPEC 5.17).
+            task.file_paths.clear();
+            task.layer_paths.clear();
         }
         self
     }

@@ -142,6 +142,13 @@ pub struct TaskSpec {
     /// A job that exits with this code goes back to waiting instead of failing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_exit_code: Option<u8>,
+    /// Files from the store placed read-only in each job's sandbox before it starts
+    /// (YTsaurus's name; SPEC 5.17).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_paths: Vec<crate::files::FileRef>,
+    /// Root-filesystem archives from the store, the first on top, the job's root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_paths: Vec<crate::files::Sha256Digest>,
 }
 
 /// What a job asks of the node's disk.
@@ -207,7 +214,17 @@ impl TaskSpec {
             disk_request: None,
             interruption_signal: None,
             restart_exit_code: None,
+            file_paths: Vec::new(),
+            layer_paths: Vec::new(),
         }
+    }
+
+    /// Every stored file a job of this task needs: its files, then its layers.
+    pub fn stored_files(&self) -> impl Iterator<Item = &crate::files::Sha256Digest> {
+        self.file_paths
+            .iter()
+            .map(|f| &f.digest)
+            .chain(self.layer_paths.iter())
     }
 
     fn environment_bytes(&self) -> usize {
@@ -233,6 +250,7 @@ impl TaskSpec {
     }
 
     fn validate(&self, field: &str) -> Result<(), SpecError> {
+        self.validate_files(field)?;
         if self.command.trim().is_empty() {
             return Err(SpecError::new(
                 format!("{field}.command"),

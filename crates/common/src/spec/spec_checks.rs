@@ -182,3 +182,37 @@ impl VanillaSpec {
         Ok(())
     }
 }
+
+impl TaskSpec {
+    /// `file_paths` and `layer_paths`: bounded, and no two files under one name.
+    pub(super) fn validate_files(&self, field: &str) -> Result<(), SpecError> {
+        use crate::files::{MAX_FILES_PER_TASK, MAX_LAYERS_PER_TASK};
+        let files = format!("{field}.file_paths");
+        at_most(
+            &files,
+            self.file_paths.len(),
+            MAX_FILES_PER_TASK,
+            " files",
+            " files per task",
+        )?;
+        at_most(
+            &format!("{field}.layer_paths"),
+            self.layer_paths.len(),
+            MAX_LAYERS_PER_TASK,
+            " layers",
+            " layers per task",
+        )?;
+        for (i, f) in self.file_paths.iter().enumerate() {
+            if self.file_paths[..i]
+                .iter()
+                .any(|g| g.file_name == f.file_name)
+            {
+                return Err(SpecError::new(
+                    files,
+                    format!("two files are named '{}' in the sandbox", f.file_name),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

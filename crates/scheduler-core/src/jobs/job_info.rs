@@ -11,7 +11,12 @@ pub fn job_info(op: &OperationId, task_names: &[String], j: &Job) -> JobInfo {
         operation_id: op.clone(),
         task_name: task_names.get(j.task).cloned().unwrap_or_default(),
         job_index: j.index,
-        state: j.state,
+        // Counted as running; shown as its node says while it fetches its files.
+        state: if j.preparing && j.state == ytsched_common::states::JobState::Running {
+            ytsched_common::states::JobState::Preparing
+        } else {
+            j.state
+        },
         node_id: Some(j.node.clone()),
         start_time: Some(j.start_time),
         finish_time: j.finish_time,

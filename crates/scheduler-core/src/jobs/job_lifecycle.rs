@@ -151,6 +151,7 @@ impl Operation {
             copy: None,
             speculative: false,
             interrupting: None,
+            preparing: false,
         };
         self.jobs.insert(id.clone(), Box::new(job));
         self.changed_jobs.push(id.clone());
@@ -176,6 +177,8 @@ impl Operation {
             interruption_signal: t.spec.interruption_signal,
             // Stamped for its node as the reply is made (`stamp_starts`).
             start_token: None,
+            files: t.spec.file_paths.clone(),
+            layers: t.spec.layer_paths.clone(),
         })
     }
 

@@ -173,6 +173,10 @@ impl JobLife<'_> {
                     if j.interrupting.is_some() {
                         ctx.abort(crate::trees::victims::graceful_abort(self.cluster, j, now));
                     }
+                    let preparing = running.state == JobState::Preparing;
+                    if j.preparing != preparing {
+                        self.set_preparing(node_id, &running.job_id, preparing);
+                    }
                     continue;
                 }
                 j => stale_job_abort(&running.job_id, j.map(|j| &**j)),
@@ -180,6 +184,28 @@ impl JobLife<'_> {
             ctx.abort_dying(abort, running.resource_usage);
         }
         ctx.resent = self.resend_or_lose(ctx, &reported);
+    }
+
+    /// A running attempt's node says it is (or no longer is) fetching its files; the
+    /// first time, the event log says so.
+    fn set_preparing(&mut self, node_id: &NodeId, job_id: &JobId, preparing: bool) {
+        let Some(op_id) = self.jobs.owner(job_id).cloned() else {
+            return;
+        };
+        if let Some(mut op) = self.operations.edit(&op_id) {
+            if let Some(j) = op.jobs.get_mut(job_id) {
+                j.preparing = preparing;
+            }
+        }
+        if preparing {
+            let attempt = self.operations.attempt_facts(&op_id, job_id);
+            self.outbox.event(CoreEvent::JobPreparing {
+                id: job_id.clone(),
+                operation: op_id,
+                node: node_id.clone(),
+                attempt,
+            });
+        }
     }
 
     /// The jobs placed on the node that it does not report: a start no reply the node

@@ -131,6 +131,8 @@ mod tests {
             disk_space: None,
             interruption_signal: None,
             start_token: None,
+            files: vec![],
+            layers: vec![],
         });
         assert_eq!(ctx.free(), cpu(2.0));
         ctx.abort(JobAbort {

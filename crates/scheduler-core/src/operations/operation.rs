@@ -74,6 +74,10 @@ pub struct Job {
     /// node until it exits, when it goes back to waiting as `preempted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupting: Option<UnixMillis>,
+    /// Its node still fetches its files or unpacks its layers (SPEC 5.17): running as
+    /// the scheduler counts, `preparing` as it is shown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preparing: bool,
 }
 
 /// How an operation runs in one of its pool trees (SPEC 5.9): its pool there (after
@@ -169,7 +173,7 @@ pub struct AttemptTally {
 impl AttemptTally {
     fn count(&mut self, state: JobState) -> Option<&mut u64> {
         match state {
-            JobState::Running => Some(&mut self.running),
+            JobState::Running | JobState::Preparing => Some(&mut self.running),
             JobState::Completed => Some(&mut self.completed),
             JobState::Failed => Some(&mut self.failed),
             JobState::Aborted => Some(&mut self.aborted),

@@ -55,6 +55,17 @@ impl<'a> CoreReads<'a> {
         nodes.get(id)
     }
 
+    /// Every stored file a live (unfinished) operation names: the file store keeps these
+    /// whatever their age (SPEC 5.17).
+    pub fn files_in_use(&self) -> std::collections::HashSet<ytsched_common::files::Sha256Digest> {
+        self.operations
+            .values()
+            .filter(|op| !op.state.is_finished())
+            .flat_map(|op| op.tasks.iter().flat_map(|t| t.spec.stored_files()))
+            .cloned()
+            .collect()
+    }
+
     /// How many operations are held in memory, finished or not.
     pub fn operation_count(&self) -> usize {
         self.operations.len()

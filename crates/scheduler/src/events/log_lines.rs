@@ -32,6 +32,7 @@ pub fn log_events(events: &[CoreEvent]) {
             | CoreEvent::OperationFinished { .. } => log_operation_event(e),
             CoreEvent::JobStarted { .. }
             | CoreEvent::JobAdopted { .. }
+            | CoreEvent::JobPreparing { .. }
             | CoreEvent::JobInterrupted { .. }
             | CoreEvent::JobFinished { .. }
             | CoreEvent::JobAborted { .. } => log_job_event(e),
@@ -133,6 +134,14 @@ fn log_job_event(e: &CoreEvent) {
             ..
         } => {
             info!(job = %id, operation = %operation, node = %node, "job preempted gracefully: sent its interruption signal, it runs until it exits")
+        }
+        CoreEvent::JobPreparing {
+            id,
+            operation,
+            node,
+            ..
+        } => {
+            info!(job = %id, operation = %operation, node = %node, "job preparing: its node fetches its files and layers")
         }
         CoreEvent::JobAdopted {
             id,

@@ -22,4 +22,7 @@ pub struct Face {
     pub api: crate::service::ApiPort,
     /// YTsaurus commands answered, for `/metrics`.
     pub yt_counts: crate::http::yt_counts::YtCounts,
+    /// The file store, and what nodes' file caches report, for `/metrics`.
+    pub files: crate::files::Files,
+    pub file_caches: Arc<crate::files::node_caches::NodeCaches>,
 }

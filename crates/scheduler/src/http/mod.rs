@@ -341,7 +341,49 @@ async fn metrics(State(face): State<Face>) -> Response {
     let _ = writeln!(out, "ytsched_events_dropped_total {}", events.dropped);
     out.push_str("# HELP ytsched_event_log_lag Events made and not yet stored in the event log.\n# TYPE ytsched_event_log_lag gauge\n");
     let _ = writeln!(out, "ytsched_event_log_lag {}", events.lag);
+    file_metrics(&face, &mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// The file store and the nodes' file caches (SPEC 5.17).
+fn file_metrics(face: &Face, out: &mut String) {
+    let c = face.file_caches.total();
+    for (name, help, n) in [
+        (
+            "hits",
+            "Job files and layers nodes found in their cache.",
+            c.hits,
+        ),
+        (
+            "misses",
+            "Job files nodes fetched from the file store.",
+            c.misses,
+        ),
+        (
+            "fetched_bytes",
+            "Bytes nodes fetched from the file store.",
+            c.bytes_fetched,
+        ),
+        (
+            "corrupt",
+            "Cached files found not to match their digest, fetched again.",
+            c.corrupt,
+        ),
+    ] {
+        let metric = format!("ytsched_file_cache_{name}_total");
+        let _ = writeln!(
+            out,
+            "# HELP {metric} {help}\n# TYPE {metric} counter\n{metric} {n}"
+        );
+    }
+    out.push_str("# HELP ytsched_file_store_files Files in the file store.\n# TYPE ytsched_file_store_files gauge\n");
+    let _ = writeln!(out, "ytsched_file_store_files {}", face.files.file_count());
+    out.push_str("# HELP ytsched_file_uploaded_bytes_total Bytes received by uploads.\n# TYPE ytsched_file_uploaded_bytes_total counter\n");
+    let _ = writeln!(
+        out,
+        "ytsched_file_uploaded_bytes_total {}",
+        face.files.uploaded_bytes()
+    );
 }
 
 fn label(s: &str) -> String {

@@ -12,6 +12,20 @@ use ytsched_common::protocol::unix_now;
 const VOLUME_SAVE_PERIOD: Duration = Duration::from_secs(5);
 
 impl Driver {
+    /// The file store's sweep: unreferenced files past their TTL, ownerless ones no live
+    /// operation names, idle uploads.
+    pub(super) async fn sweep_files(self: Arc<Self>) {
+        let period = self.files.limits().sweep_period();
+        loop {
+            tokio::time::sleep(period).await;
+            let in_use = {
+                let core = self.core.lock().expect("core lock");
+                core.reads().files_in_use()
+            };
+            self.files.sweep(&in_use).await;
+        }
+    }
+
     /// Fair-share updates, computed on the blocking pool from a snapshot taken under the
     /// core lock and swapped in under it: heartbeats never wait for one (a 10,000
     /// operation tree takes ~25 ms). Due updates are looked for every tick, and at once

@@ -90,6 +90,9 @@ impl Driver {
     ) -> Option<HeartbeatReply> {
         let patience = req.timeout_ms;
         let node = req.node_id.clone();
+        if let Some(counters) = req.file_cache {
+            self.file_caches.note(&node, counters);
+        }
         // Every start brings a result to store: while the store is twice as far behind as
         // submissions are refused at, none is made, so what waits for it stays bounded
         // whatever the load (submissions are turned away first).

@@ -73,6 +73,8 @@ pub struct ServiceConfig {
     /// What each node identity was approved to offer (`ytsched auth`'s
     /// `node-approvals.json`), followed as it changes; None: the defaults for all.
     pub node_approvals: Option<std::path::PathBuf>,
+    /// The file store's bounds (SPEC 5.17).
+    pub files: crate::files::FileLimits,
 }
 
 /// Bounds of the event log stream (`<prefix>_events`).
@@ -139,6 +141,10 @@ struct Driver {
     heartbeat_period_ms: u64,
     /// The most one stored record may take: the bus's payload limit less a margin.
     max_record_bytes: usize,
+    /// Job files and layers (SPEC 5.17), served outside the core.
+    files: crate::files::Files,
+    /// What nodes' file caches report, for `/metrics`.
+    file_caches: Arc<crate::files::node_caches::NodeCaches>,
 }
 
 /// A core call whose writes are queued.
@@ -299,6 +305,7 @@ pub async fn run(
         approvals_seen,
         max_record_bytes,
         started,
+        files,
     } = revive(&mut config, &leader).await?;
     let Leadership { state, lease, .. } = leader;
     let Listening {
@@ -330,6 +337,8 @@ pub async fn run(
         state,
         share_updates: Arc::new(tokio::sync::Notify::new()),
         acks: Default::default(),
+        files: Arc::new(files),
+        file_caches: Default::default(),
     });
     // Revival's effects go the way every call's do: stored, its retired operations
     // archived, its nodes nudged.
@@ -354,6 +363,7 @@ pub async fn run(
         r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
         r = tokio::spawn(driver.clone().update_shares(config.tick_period)) => r?,
+        r = tokio::spawn(driver.clone().sweep_files()) => r?,
         r = tokio::spawn(driver.tick(config.tick_period)) => r?,
         e = lease_lost.wait() => return Err(e),
         reason = writer_fenced.fenced() => {

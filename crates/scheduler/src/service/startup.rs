@@ -77,6 +77,8 @@ pub(super) fn start_http(
         usage_reports: Default::default(),
         api: crate::service::ApiPort::new(driver.clone()),
         yt_counts: Default::default(),
+        files: driver.files.clone(),
+        file_caches: driver.file_caches.clone(),
     };
     let router = crate::http::router(face, access);
     tokio::spawn(async move {
@@ -165,6 +167,7 @@ pub(super) struct Revived {
     pub(super) approvals_seen: Option<std::time::SystemTime>,
     pub(super) max_record_bytes: usize,
     pub(super) started: std::time::Instant,
+    pub(super) files: crate::files::FileStore,
 }
 
 /// The stored state, read again every second until it reads (a store still electing
@@ -245,6 +248,7 @@ pub(super) async fn revive(
         writer.clone(),
     )
     .await?;
+    let files = crate::files::open(js, &subjects, config.kv_replicas, config.files.clone()).await?;
     core.set_integral_volumes(snapshot.volumes);
     core.restore_node_trust(snapshot.trust);
     let (summary, mut effects) = core.run(|core| {
@@ -278,6 +282,7 @@ pub(super) async fn revive(
         approvals_seen,
         max_record_bytes,
         started,
+        files,
     })
 }
 

@@ -109,6 +109,7 @@ impl LogText {
                 state: JobState::Completed,
                 finish_time: end,
                 error: None,
+                bytes_fetched: None,
             },
             Some(reason) => Event::JobAborted {
                 operation: op_ref(op, pool),

@@ -35,6 +35,7 @@ impl SimNode {
             finished_jobs: self.finished.values().cloned().collect(),
             timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
             last_reply_seq: Some(self.last_reply_seq),
+            file_cache: None,
         }
     }
 

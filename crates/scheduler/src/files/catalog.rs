@@ -1,0 +1,181 @@
+//! What the file store holds and who may read each file, kept in memory by the leader
+//! and stored in the `<prefix>_file_records` bucket (one record per digest).
+//!
+//! A file belongs to each user who uploaded its bytes; an admin may share it with
+//! others. Every read of the catalog for a user answers the same for a file that does
+//! not exist and one they may not read, so content addressing never tells another
+//! user that a file exists.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use ytsched_common::files::{FileEntry, Sha256Digest, MAX_FILE_LABEL_BYTES};
+use ytsched_common::identity::UserName;
+use ytsched_common::protocol::UnixMillis;
+
+/// Names one owner's uploads of a file are remembered under, the latest last.
+const NAMES_KEPT: usize = 4;
+
+/// One uploader of a file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ownership {
+    pub uploaded_at: UnixMillis,
+    pub names: Vec<String>,
+}
+
+/// One stored file, as its record keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileRecord {
+    pub size: u64,
+    pub owners: BTreeMap<UserName, Ownership>,
+    /// Users an admin shared it with.
+    #[serde(default)]
+    pub readers: BTreeSet<UserName>,
+    /// When it was uploaded or a live operation last named it.
+    pub last_used: UnixMillis,
+}
+
+impl FileRecord {
+    pub fn new(size: u64, now: UnixMillis) -> Self {
+        Self {
+            size,
+            owners: BTreeMap::new(),
+            readers: BTreeSet::new(),
+            last_used: now,
+        }
+    }
+
+    pub fn may_read(&self, user: &UserName) -> bool {
+        self.owners.contains_key(user) || self.readers.contains(user)
+    }
+
+    /// Makes `user` an owner (again), remembering the name it came under.
+    pub fn own(&mut self, user: &UserName, name: Option<&str>, now: UnixMillis) {
+        let entry = self.owners.entry(user.clone()).or_insert(Ownership {
+            uploaded_at: now,
+            names: Vec::new(),
+        });
+        if let Some(name) = name.map(label) {
+            entry.names.retain(|n| *n != name);
+            entry.names.push(name);
+            let extra = entry.names.len().saturating_sub(NAMES_KEPT);
+            entry.names.drain(..extra);
+        }
+        self.last_used = self.last_used.max(now);
+    }
+
+    fn entry_for(&self, digest: &Sha256Digest, user: &UserName) -> FileEntry {
+        let own = self.owners.get(user);
+        FileEntry {
+            digest: digest.clone(),
+            size: self.size,
+            names: own.map(|o| o.names.clone()).unwrap_or_default(),
+            uploaded_at: own.map_or(0, |o| o.uploaded_at),
+            last_used: self.last_used,
+            shared: own.is_none(),
+        }
+    }
+}
+
+/// A name as `file list` shows it: its last path component, bounded.
+fn label(name: &str) -> String {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let mut s: String = base.chars().filter(|c| !c.is_control()).collect();
+    s.truncate(s.floor_char_boundary(MAX_FILE_LABEL_BYTES));
+    s
+}
+
+/// Every stored file's record.
+#[derive(Default)]
+pub struct Catalog {
+    records: HashMap<Sha256Digest, FileRecord>,
+}
+
+impl Catalog {
+    pub fn new(records: HashMap<Sha256Digest, FileRecord>) -> Self {
+        Self { records }
+    }
+
+    pub fn get(&self, digest: &Sha256Digest) -> Option<&FileRecord> {
+        self.records.get(digest)
+    }
+
+    pub fn get_mut(&mut self, digest: &Sha256Digest) -> Option<&mut FileRecord> {
+        self.records.get_mut(digest)
+    }
+
+    pub fn insert(&mut self, digest: Sha256Digest, record: FileRecord) {
+        self.records.insert(digest, record);
+    }
+
+    pub fn remove(&mut self, digest: &Sha256Digest) -> Option<FileRecord> {
+        self.records.remove(digest)
+    }
+
+    /// The record of a file `user` may read; None alike for a missing file and another
+    /// user's.
+    pub fn readable(&self, digest: &Sha256Digest, user: &UserName) -> Option<&FileRecord> {
+        self.records.get(digest).filter(|r| r.may_read(user))
+    }
+
+    /// Bytes and files `user` owns.
+    pub fn owned_by(&self, user: &UserName) -> (u64, usize) {
+        self.records
+            .values()
+            .filter(|r| r.owners.contains_key(user))
+            .fold((0, 0), |(bytes, n), r| (bytes + r.size, n + 1))
+    }
+
+    /// What `user` may read, oldest upload first, at most `limit`.
+    pub fn list_for(&self, user: &UserName, limit: usize) -> Vec<FileEntry> {
+        let mut out: Vec<FileEntry> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.may_read(user))
+            .map(|(d, r)| r.entry_for(d, user))
+            .collect();
+        out.sort_by(|a, b| (a.uploaded_at, &a.digest).cmp(&(b.uploaded_at, &b.digest)));
+        out.truncate(limit);
+        out
+    }
+
+    pub fn digests(&self) -> Vec<Sha256Digest> {
+        self.records.keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(s: &str) -> UserName {
+        UserName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_file_is_read_only_by_its_owners_and_those_it_is_shared_with() {
+        let d = Sha256Digest::of(b"x");
+        let mut r = FileRecord::new(10, 1);
+        r.own(&user("alice"), Some("/home/alice/run.py"), 5);
+        let mut c = Catalog::default();
+        c.insert(d.clone(), r);
+        assert!(c.readable(&d, &user("alice")).is_some());
+        assert!(c.readable(&d, &user("mallory")).is_none());
+        assert!(c
+            .readable(&Sha256Digest::of(b"y"), &user("alice"))
+            .is_none());
+        assert_eq!(c.owned_by(&user("alice")), (10, 1));
+        assert_eq!(c.owned_by(&user("mallory")), (0, 0));
+        c.get_mut(&d).unwrap().readers.insert(user("bob"));
+        let bobs = c.list_for(&user("bob"), 10);
+        assert_eq!(bobs.len(), 1);
+        assert!(bobs[0].shared);
+        let alices = c.list_for(&user("alice"), 10);
+        assert_eq!(alices[0].names, vec!["run.py".to_string()]);
+        assert!(!alices[0].shared);
+        assert!(c.list_for(&user("mallory"), 10).is_empty());
+    }
+}
