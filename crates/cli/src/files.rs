@@ -20,7 +20,10 @@ use ytsched_common::transport::call;
 #[derive(Subcommand, Debug)]
 pub enum FileCommand {
     /// Store a file (prints its digest, which a spec's file_paths names).
-    Upload { path: PathBuf },
+    Upload {
+        /// The local file.
+        path: PathBuf,
+    },
     /// Your stored files and those shared with you.
     List,
     /// Give up your ownership of a stored file.
@@ -31,6 +34,7 @@ pub enum FileCommand {
     },
     /// Admins: let a user name a stored file in their operations.
     Share {
+        /// sha256 digest, with or without `sha256:`.
         #[arg(value_parser = |s: &str| Sha256Digest::parse(s))]
         digest: Sha256Digest,
         /// The user it is shared with.

@@ -146,9 +146,9 @@ pub struct FileEntry {
     pub size: u64,
     /// The names it was uploaded under, the latest last.
     pub names: Vec<String>,
-    pub uploaded_at: crate::protocol::UnixMillis,
+    pub uploaded_at: u64,
     /// When a live operation last named it; the TTL counts from here.
-    pub last_used: crate::protocol::UnixMillis,
+    pub last_used: u64,
     /// Shared with the caller by an admin rather than uploaded by them.
     #[serde(default)]
     pub shared: bool,

@@ -2,6 +2,7 @@
 //! and abort what the scheduler says, and keep results until they are acknowledged.
 
 use crate::job;
+use crate::reply_log::SeenState;
 use crate::sandbox::{Isolation, SandboxConfig};
 use futures::{FutureExt, StreamExt};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
@@ -50,6 +51,16 @@ struct RunningEntry {
     gpus: Vec<u32>,
     slot: Option<u32>,
     /// Set while the job's files are fetched: reported as `preparing`.
+    preparing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A job a reply started, with what it was given.
+struct Starting {
+    spec: JobStartSpec,
+    gpus: Vec<u32>,
+    abort: oneshot::Receiver<JobAbort>,
+    want: usize,
+    slot: Option<u32>,
     preparing: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -408,15 +419,44 @@ impl Agent {
                         preparing: preparing.clone(),
                     },
                 );
-                to_start.push((spec, gpus, rx, want, slot, preparing));
+                to_start.push(Starting {
+                    spec,
+                    gpus,
+                    abort: rx,
+                    want,
+                    slot,
+                    preparing,
+                });
             }
         }
-        if to_start.iter().any(|s| s.0.needs_files()) {
+        self.start_jobs(to_start);
+        if !removable.is_empty() {
+            tokio::task::spawn_blocking(move || {
+                for dir in removable {
+                    crate::disk_image::release(&dir);
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            });
+        }
+    }
+
+    /// Runs each job a reply started, in a task of its own; one short of a GPU or a slot
+    /// fails at once, saying so.
+    fn start_jobs(self: &Arc<Self>, to_start: Vec<Starting>) {
+        if to_start.iter().any(|s| s.spec.needs_files()) {
             self.wake.notify_one();
         }
-        for (spec, gpus, rx, want, slot, preparing) in to_start {
+        for s in to_start {
             let agent = self.clone();
             tokio::spawn(async move {
+                let Starting {
+                    spec,
+                    gpus,
+                    abort,
+                    want,
+                    slot,
+                    preparing,
+                } = s;
                 let result = match slot {
                     _ if gpus.len() < want => shortage(
                         &spec,
@@ -433,18 +473,10 @@ impl Agent {
                             files: agent.config.files.as_deref(),
                             preparing: &preparing,
                         };
-                        job::run(launch, &spec, rx).await
+                        job::run(launch, &spec, abort).await
                     }
                 };
                 agent.job_done(result);
-            });
-        }
-        if !removable.is_empty() {
-            tokio::task::spawn_blocking(move || {
-                for dir in removable {
-                    crate::disk_image::release(&dir);
-                    let _ = std::fs::remove_dir_all(dir);
-                }
             });
         }
     }
@@ -531,41 +563,6 @@ fn shortage(spec: &JobStartSpec, error: String) -> FinishedJob {
         stdout_tail: String::new(),
         stderr_tail: String::new(),
         attempt_of: Some(AttemptOf::of(spec)),
-    }
-}
-
-/// What the heartbeat loop last logged, so that it logs changes, not heartbeats.
-#[derive(Default)]
-struct SeenState {
-    reachable: Option<bool>,
-    registration: Option<Registration>,
-    user_tags: Option<Vec<String>>,
-}
-
-impl SeenState {
-    /// Logs a registration or user tags that changed with this reply.
-    fn note(&mut self, reply: &HeartbeatReply) {
-        if self.registration.as_ref() != Some(&reply.registration) {
-            match &reply.registration {
-                Registration::Registered { tree } => info!(tree, "registered"),
-                Registration::Idle => info!("registered, but no pool tree matches this node"),
-                Registration::Refused { error } => warn!(error, "registration refused"),
-                Registration::Rejected { error } => warn!(error, "heartbeat rejected"),
-                Registration::Stale { error } => {
-                    warn!(
-                        error,
-                        "heartbeat refused as stale; registering again with a new incarnation"
-                    )
-                }
-            }
-            self.registration = Some(reply.registration.clone());
-        }
-        if self.user_tags.as_ref() != Some(&reply.user_tags) {
-            if self.user_tags.is_some() || !reply.user_tags.is_empty() {
-                info!(user_tags = ?reply.user_tags, "user tags set by the scheduler");
-            }
-            self.user_tags = Some(reply.user_tags.clone());
-        }
     }
 }
 

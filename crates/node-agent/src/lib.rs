@@ -15,6 +15,7 @@ pub mod job;
 pub mod job_namespaces;
 pub mod layer_root;
 pub mod read_only_host;
+mod reply_log;
 pub mod sandbox;
 pub mod slot_range;
 pub mod tags;

@@ -196,7 +196,7 @@ impl TaskSpec {
             " files per task",
         )?;
         at_most(
-            &format!("{field}.layer_paths"),
+            format!("{field}.layer_paths"),
             self.layer_paths.len(),
             MAX_LAYERS_PER_TASK,
             " layers",

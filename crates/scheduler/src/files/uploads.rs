@@ -119,6 +119,10 @@ impl Uploads {
         self.open.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
     pub fn add(&mut self, id: String, upload: Upload) {
         self.owners
             .insert(id.clone(), (upload.user.clone(), upload.digest.clone()));
