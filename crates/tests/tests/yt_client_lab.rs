@@ -187,6 +187,7 @@ fn yt_cli_runs_watches_and_manages_vanilla_operations_and_pools() {
         .contains("boom-in-stderr"));
 
     manage_a_running_operation(&lab, &addr, &admin);
+    files_through_the_client(&lab, &addr, &admin);
 
     // A command ytsched does not serve is refused by name.
     let out = admin.yt(&[
@@ -207,6 +208,41 @@ fn yt_cli_runs_watches_and_manages_vanilla_operations_and_pools() {
         stderr(&out)
     );
     print_commands(&lab);
+}
+
+/// `yt write-file` into the user's own file paths, and a task's `file_paths` naming
+/// them (with `file_name` and `executable`); another user's `//tmp/run.py` is not theirs.
+fn files_through_the_client(lab: &Lab, addr: &str, admin: &YtUser) {
+    let script = lab.dir.path().join("yt-run.sh");
+    std::fs::write(&script, "echo shipped-by-yt-$YT_JOB_INDEX >&2\n").unwrap();
+    let out = admin
+        .command("yt")
+        .args(["write-file", "//tmp/run.sh"])
+        .stdin(std::fs::File::open(&script).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(admin.ok(&["exists", "//tmp/run.sh"]), "true");
+    let tasks = r#"{t={command="./go.sh";job_count=1;file_paths=[<file_name="go.sh";executable=%true>"//tmp/run.sh"]}}"#;
+    let out = admin.yt(&["vanilla", "--tasks", tasks]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = started_id(&stderr(&out));
+    let jobs = admin.json(&["list-jobs", &id]);
+    let job = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    assert!(admin
+        .ok(&["get-job-stderr", &job, &id])
+        .contains("shipped-by-yt-0"));
+    let eve = YtUser::new(addr, user_token(lab, addr, "eve"));
+    assert_eq!(eve.ok(&["exists", "//tmp/run.sh"]), "false");
+    let out = eve.yt(&["vanilla", "--tasks", tasks]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("node //tmp/run.sh has no file"),
+        "{}",
+        stderr(&out)
+    );
+    admin.ok(&["remove", "//tmp/run.sh"]);
+    assert_eq!(admin.ok(&["exists", "//tmp/run.sh"]), "false");
 }
 
 /// How each command the client sent was answered (`/metrics`), for the record.
@@ -314,6 +350,7 @@ fn yt_wrapper_script_and_the_wire_conventions() {
         "get_job_stderr",
         "raises with stderr",
         "list_operations",
+        "local file through the file cache",
     ] {
         assert!(printed.contains(step), "{step}: {printed}");
     }

@@ -77,6 +77,26 @@ def main():
     assert newest["id"] not in [o["id"] for o in past] and older["id"] in [o["id"] for o in past], past
     step("list_operations filters and cursor")
 
+    # A local file: uploaded through the client's file cache (write_file in a
+    # transaction, put_file_to_cache), then found there by its md5 the second time.
+    import hashlib
+    import os
+    import tempfile
+    local = os.path.join(tempfile.mkdtemp(), "data.txt")
+    with open(local, "w") as f:
+        f.write("shipped-by-the-wrapper\n")
+    md5 = hashlib.md5(open(local, "rb").read()).hexdigest()
+    assert not client.get_file_from_cache(md5), "cached before any upload"
+    with_file = (VanillaSpecBuilder().begin_task("t").command("cat data.txt >&2").job_count(1)
+                 .file_paths([yt.LocalFile(local)]).end_task())
+    for attempt in range(2):
+        op = client.run_operation(with_file)
+        assert op.get_state() == "completed", op.get_state()
+        job = client.list_jobs(op.id)["jobs"][0]
+        assert b"shipped-by-the-wrapper" in client.get_job_stderr(op.id, job["id"]).read()
+        assert client.get_file_from_cache(md5), "not cached after the upload"
+    step("local file through the file cache")
+
 
 if __name__ == "__main__":
     main()

@@ -86,3 +86,70 @@ impl ApiMethod for ShareFile {
     const METHOD: &'static str = "share_file";
     type Response = ();
 }
+
+/// Names a file the caller may read by a path of their own (the YTsaurus face's
+/// Cypress paths, e.g. `//tmp/run.py`): each user's names are theirs alone.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NameFile {
+    pub path: FilePathName,
+    pub digest: Sha256Digest,
+}
+impl ApiMethod for NameFile {
+    const METHOD: &'static str = "name_file";
+    type Response = ();
+}
+
+/// The file the caller's path names, if any.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ResolveFileName {
+    pub path: FilePathName,
+}
+impl ApiMethod for ResolveFileName {
+    const METHOD: &'static str = "resolve_file_name";
+    type Response = Option<FileEntry>;
+}
+
+/// Drops the caller's path; answers whether it named a file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UnnameFile {
+    pub path: FilePathName,
+}
+impl ApiMethod for UnnameFile {
+    const METHOD: &'static str = "unname_file";
+    type Response = bool;
+}
+
+/// A user's name for a stored file: a path of at most 1,024 bytes without control
+/// characters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct FilePathName(String);
+
+impl FilePathName {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() || s.len() > 1024 || s.chars().any(char::is_control) {
+            return Err(format!(
+                "'{}' is not a file path (1 to 1,024 bytes, no control characters)",
+                crate::quote::quote(s, 80)
+            ));
+        }
+        Ok(Self(s.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for FilePathName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s)
+    }
+}
+
+impl From<FilePathName> for String {
+    fn from(p: FilePathName) -> String {
+        p.0
+    }
+}

@@ -14,12 +14,17 @@ use ytsched_common::protocol::UnixMillis;
 
 /// Names one owner's uploads of a file are remembered under, the latest last.
 const NAMES_KEPT: usize = 4;
+/// Paths one owner may name one file by (`name_file`), the latest last.
+const PATHS_KEPT: usize = 16;
 
 /// One uploader of a file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ownership {
     pub uploaded_at: UnixMillis,
     pub names: Vec<String>,
+    /// The owner's own paths for it (the YTsaurus face's Cypress paths).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
 }
 
 /// One stored file, as its record keeps it.
@@ -53,6 +58,7 @@ impl FileRecord {
         let entry = self.owners.entry(user.clone()).or_insert(Ownership {
             uploaded_at: now,
             names: Vec::new(),
+            paths: Vec::new(),
         });
         if let Some(name) = name.map(label) {
             entry.names.retain(|n| *n != name);
@@ -84,15 +90,73 @@ fn label(name: &str) -> String {
     s
 }
 
-/// Every stored file's record.
+/// Every stored file's record, and each owner's paths for them.
 #[derive(Default)]
 pub struct Catalog {
     records: HashMap<Sha256Digest, FileRecord>,
+    /// (owner, path) → the file: a hint, checked against the record on every read.
+    paths: HashMap<(UserName, String), Sha256Digest>,
 }
 
 impl Catalog {
     pub fn new(records: HashMap<Sha256Digest, FileRecord>) -> Self {
-        Self { records }
+        let mut paths = HashMap::new();
+        for (digest, r) in &records {
+            for (user, own) in &r.owners {
+                for p in &own.paths {
+                    paths.insert((user.clone(), p.clone()), digest.clone());
+                }
+            }
+        }
+        Self { records, paths }
+    }
+
+    /// The file `user` names `path`, if they still own it under that path.
+    pub fn named(&self, user: &UserName, path: &str) -> Option<(&Sha256Digest, &FileRecord)> {
+        let digest = self.paths.get(&(user.clone(), path.to_string()))?;
+        let record = self.records.get(digest)?;
+        let own = record.owners.get(user)?;
+        own.paths
+            .iter()
+            .any(|p| p == path)
+            .then_some((digest, record))
+    }
+
+    /// `user` names their file `digest` by `path`, instead of what it named before.
+    /// Returns the records changed (to store), or None if they do not own `digest`.
+    pub fn name(
+        &mut self,
+        user: &UserName,
+        path: &str,
+        digest: &Sha256Digest,
+    ) -> Option<Vec<Sha256Digest>> {
+        if !self.records.get(digest)?.owners.contains_key(user) {
+            return None;
+        }
+        let mut changed = self.unname(user, path).into_iter().collect::<Vec<_>>();
+        let own = self.records.get_mut(digest)?.owners.get_mut(user)?;
+        own.paths.push(path.to_string());
+        let extra = own.paths.len().saturating_sub(PATHS_KEPT);
+        own.paths.drain(..extra);
+        self.paths
+            .insert((user.clone(), path.to_string()), digest.clone());
+        changed.push(digest.clone());
+        Some(changed)
+    }
+
+    /// Drops `user`'s `path`; returns the record it named, if any (to store).
+    pub fn unname(&mut self, user: &UserName, path: &str) -> Option<Sha256Digest> {
+        let digest = self.paths.remove(&(user.clone(), path.to_string()))?;
+        let own = self.records.get_mut(&digest)?.owners.get_mut(user)?;
+        let before = own.paths.len();
+        own.paths.retain(|p| p != path);
+        (own.paths.len() != before).then_some(digest)
+    }
+
+    /// The entry of a file as `user` sees it.
+    pub fn entry(&self, digest: &Sha256Digest, user: &UserName) -> Option<FileEntry> {
+        self.readable(digest, user)
+            .map(|r| r.entry_for(digest, user))
     }
 
     pub fn get(&self, digest: &Sha256Digest) -> Option<&FileRecord> {

@@ -10,6 +10,7 @@
 pub mod catalog;
 mod gc;
 pub mod limits;
+mod names;
 pub mod node_caches;
 mod open;
 mod service;

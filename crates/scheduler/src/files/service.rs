@@ -53,6 +53,9 @@ pub fn is_file_method(method: &str) -> bool {
         ListFiles::METHOD,
         RemoveFile::METHOD,
         ShareFile::METHOD,
+        NameFile::METHOD,
+        ResolveFileName::METHOD,
+        UnnameFile::METHOD,
     ]
     .contains(&method)
 }
@@ -70,6 +73,9 @@ impl FileStore {
             ),
             RemoveFile::METHOD => reply(self.remove(caller, request(payload)).await),
             ShareFile::METHOD => reply(self.share(caller, request(payload)).await),
+            NameFile::METHOD => reply(self.name(caller, request(payload)).await),
+            ResolveFileName::METHOD => reply(self.resolve(caller, request(payload))),
+            UnnameFile::METHOD => reply(self.unname(caller, request(payload)).await),
             _ => reply::<()>(Err(ApiError::new(format!("unknown method '{method}'")))),
         }
     }

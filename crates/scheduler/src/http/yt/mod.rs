@@ -14,6 +14,8 @@ mod commands;
 mod counters;
 mod cypress;
 mod error;
+mod file_paths;
+mod files;
 mod jobs;
 mod mutations;
 mod operation_view;
@@ -42,6 +44,8 @@ use ytsched_common::identity::Caller;
 pub struct Ctx<'a> {
     pub face: &'a Face,
     pub caller: Caller,
+    /// Writes of files in progress, and the transactions around them.
+    pub files: &'a files::Staging,
 }
 
 impl Ctx<'_> {
@@ -56,6 +60,7 @@ struct YtFace {
     face: Face,
     access: HttpAccess,
     mutations: mutations::Mutations,
+    files: std::sync::Arc<files::Staging>,
 }
 
 /// The YTsaurus routes, ready to merge into the face's router.
@@ -70,13 +75,21 @@ pub fn router(face: Face, access: HttpAccess) -> Router {
         .route("/hosts", get(hosts))
         .route("/hosts/all", get(hosts))
         .route("/auth/whoami", any(whoami))
-        .route("/api/v4/{command}", any(command))
+        .route(
+            "/api/v4/{command}",
+            // A write's pieces are 2 MB as the client sends them, compressed or not.
+            any(command).layer(axum::extract::DefaultBodyLimit::max(WRITE_PIECE_LIMIT)),
+        )
         .with_state(YtFace {
             face,
             access,
             mutations: Default::default(),
+            files: Default::default(),
         })
 }
+
+/// The largest body one command may carry: a `write_file` piece, with room to spare.
+const WRITE_PIECE_LIMIT: usize = 8 << 20;
 
 /// This face's own address, as the client reached it: the one proxy there is.
 fn own_address(headers: &HeaderMap) -> Result<String, YtError> {
@@ -159,6 +172,7 @@ async fn command(
     let ctx = Ctx {
         face: &yt.face,
         caller,
+        files: &yt.files,
     };
     let output = run_once(&yt.mutations, &ctx, &call, &headers).await;
     let code = output.as_ref().map_or_else(|e| e.code, |_| 0);
@@ -218,10 +232,46 @@ async fn run(ctx: &Ctx<'_>, call: &YtCall, headers: &HeaderMap) -> Result<Output
         "abort_job" => jobs::abort_job(ctx, call).await,
         "get" => cypress::get(ctx, call).await,
         "list" => cypress::list(ctx, call).await,
-        "exists" => cypress::exists(ctx, call).await,
         "set" => cypress::set(ctx, call).await,
-        "create" => cypress::create(ctx, call).await,
-        "remove" => cypress::remove(ctx, call).await,
-        other => Err(YtError::unsupported_command(other)),
+        "exists" | "create" | "remove" => node_command(ctx, call).await,
+        other => file_command(ctx, call, headers)
+            .await
+            .unwrap_or_else(|| Err(YtError::unsupported_command(other))),
     }
+}
+
+/// `exists`, `create` and `remove`: of a user's file path (`files`), or of ytsched's own
+/// nodes (`cypress`).
+async fn node_command(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
+    let path = wire::optional_string(call, "path")?
+        .unwrap_or_default()
+        .trim_end_matches('/')
+        .to_string();
+    let files = files::is_file_path(&path);
+    match call.command.name {
+        "exists" if files => file_paths::exists(ctx, &path).await,
+        "create" if files => file_paths::create(ctx, call, &path).await,
+        "remove" if files => file_paths::remove(ctx, call, &path).await,
+        "exists" => cypress::exists(ctx, call).await,
+        "create" => cypress::create(ctx, call).await,
+        _ => cypress::remove(ctx, call).await,
+    }
+}
+
+/// The file and transaction commands; None for any other.
+async fn file_command(
+    ctx: &Ctx<'_>,
+    call: &YtCall,
+    headers: &HeaderMap,
+) -> Option<Result<Output, YtError>> {
+    Some(match call.command.name {
+        "write_file" => file_paths::write_file(ctx, call, headers).await,
+        "get_file_from_cache" => file_paths::get_from_cache(ctx, call).await,
+        "put_file_to_cache" => file_paths::put_to_cache(ctx, call).await,
+        "start_transaction" => files::start_tx(ctx, call).await,
+        "ping_transaction" => files::ping_tx(ctx, call).await,
+        "commit_transaction" => files::end_tx(ctx, call, true).await,
+        "abort_transaction" => files::end_tx(ctx, call, false).await,
+        _ => return None,
+    })
 }

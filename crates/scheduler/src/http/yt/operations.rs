@@ -39,11 +39,12 @@ pub async fn start_operation(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtE
         )
         .with("operation_type", kind));
     }
-    let spec = call
+    let mut spec = call
         .params
         .get("spec")
         .cloned()
         .ok_or_else(|| YtError::bad_parameter("spec", "is required"))?;
+    super::file_paths::resolve_spec_files(ctx, &mut spec).await?;
     let spec = super::spec::vanilla_spec(spec)?;
     // A retry of the same mutation answers the operation the first try started.
     let idempotency_token = optional_string(call, "mutation_id")?

@@ -1,5 +1,5 @@
 //! A vanilla spec as YTsaurus's client writes it, made into ytsched's. The client adds
-//! keys of its own to every spec (`started_by`, formats, `job_io`, empty `file_paths`);
+//! keys of its own to every spec (`started_by`, formats, `job_io`, empty lists);
 //! those that carry nothing for a vanilla job on ytsched are dropped here. Every other
 //! key is ytsched's or is refused by name: a spec never runs without something it asked
 //! for. `secure_vault` becomes `YT_SECURE_VAULT_<KEY>` in each task's environment, as
@@ -27,13 +27,7 @@ const IGNORED_IN_TASK: &[&str] = &[
 
 /// Keys dropped only while they hold nothing (an empty list, map or null): set, they
 /// ask for a feature ytsched lacks, and the spec is refused naming them.
-const EMPTY_ONLY: &[&str] = &[
-    "file_paths",
-    "layer_paths",
-    "output_table_paths",
-    "acl",
-    "secure_vault",
-];
+const EMPTY_ONLY: &[&str] = &["output_table_paths", "acl", "secure_vault"];
 
 fn is_empty(v: &Value) -> bool {
     match v {
@@ -135,10 +129,17 @@ mod tests {
         assert_eq!(task.job_count, 2);
         assert_eq!(task.environment["YT_SECURE_VAULT_TOKEN"], "s3cret");
         assert_eq!(task.environment["A"], "1");
-        let with_files =
-            json!({"tasks": {"t": {"command": "x", "job_count": 1, "file_paths": ["//home/f"]}}});
-        let e = vanilla_spec(with_files).unwrap_err();
-        assert!(e.message.contains("file_paths"), "{}", e.message);
+        // Files as the face resolves them (`file_paths::resolve_spec_files`).
+        let digest = "ab".repeat(32);
+        let with_files = json!({"tasks": {"t": {"command": "x", "job_count": 1, "file_paths": [
+            {"digest": digest, "file_name": "run.py", "executable": true}], "layer_paths": [digest]}}});
+        let valid = vanilla_spec(with_files).unwrap();
+        let task = &valid.tasks.iter().next().unwrap().1;
+        assert_eq!(task.file_paths[0].file_name.as_str(), "run.py");
+        assert_eq!(task.layer_paths.len(), 1);
+        let outputs = json!({"tasks": {"t": {"command": "x", "job_count": 1, "output_table_paths": ["//home/t"]}}});
+        let e = vanilla_spec(outputs).unwrap_err();
+        assert!(e.message.contains("output_table_paths"), "{}", e.message);
         let unknown = json!({"tasks": {"t": {"command": "x", "job_count": 1}}, "mapper": {}});
         assert!(vanilla_spec(unknown)
             .unwrap_err()
