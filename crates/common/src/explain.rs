@@ -72,6 +72,9 @@ pub enum Reason {
     /// Jobs wait although its share would allow more: nodes have no room free yet
     /// (starving operations get it by preemption where allowed).
     WaitingForFreeResources { tree: String },
+    /// Started jobs whose nodes still fetch their files or unpack their layers (SPEC
+    /// 5.17): they hold their resources and run once that is done.
+    PreparingFiles { jobs: u64, longest_ms: u64 },
 }
 
 /// An operation's fair share in one tree and how it was made (SPEC 5.1–5.3).
@@ -267,6 +270,10 @@ impl Reason {
             ),
             Reason::WaitingForFreeResources { tree } => format!(
                 "jobs wait for room on the nodes of '{tree}' (its share allows more)"
+            ),
+            Reason::PreparingFiles { jobs, longest_ms } => format!(
+                "{jobs} started job(s) are preparing: their nodes fetch their files and layers (the longest for {:.1} s)",
+                *longest_ms as f64 / 1000.0
             ),
         }
     }

@@ -182,3 +182,39 @@ fn make_writable(p: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_least_recently_used_entry_no_job_holds_goes_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let space = CacheSpace::new(dir.path().join("cache"), 100).unwrap();
+        for key in ["a", "b"] {
+            space.reserve(key, 40).unwrap();
+            let path = space.file_path(key);
+            std::fs::write(&path, "x").unwrap();
+            space.add(key, path, 40);
+            space.unpin(key);
+        }
+        // "a" used again: "b" is now the least recently used.
+        assert!(space.pin("a").is_some());
+        space.unpin("a");
+        space.reserve("c", 40).unwrap();
+        assert!(space.pin("b").is_none(), "b was evicted");
+        assert!(!space.file_path("b").exists());
+        assert!(space.pin("a").is_some());
+        // "a" is pinned and the reservation holds the rest: nothing more fits.
+        let e = space.reserve("d", 40).unwrap_err();
+        assert!(
+            e.contains("file cache is full") && e.contains("--file-cache-size"),
+            "{e}"
+        );
+        // Once no job holds it, a reservation that needs its room takes it.
+        space.release(40);
+        space.unpin("a");
+        space.reserve("d", 70).unwrap();
+        assert!(space.pin("a").is_none(), "a was evicted");
+    }
+}

@@ -140,3 +140,65 @@ fn mount_point(root: &Path, rel: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive(dir: &Path, build: impl FnOnce(&mut tar::Builder<std::fs::File>)) -> PathBuf {
+        let path = dir.join("layer.tar");
+        let mut b = tar::Builder::new(std::fs::File::create(&path).unwrap());
+        build(&mut b);
+        b.finish().unwrap();
+        path
+    }
+
+    fn file(b: &mut tar::Builder<std::fs::File>, name: &str, body: &[u8], mode: u32) {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(mode);
+        h.set_cksum();
+        b.append_data(&mut h, name, body).unwrap();
+    }
+
+    #[test]
+    fn a_layer_unpacks_bounded_without_setuid_and_its_links_never_take_a_mount() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = Sha256Digest::of(b"layer");
+        let tar = archive(dir.path(), |b| {
+            file(b, "etc/os-release", b"ID=test\n", 0o644);
+            file(b, "bin/tool", b"#!/bin/sh\n", 0o4755);
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_size(0);
+            h.set_cksum();
+            b.append_link(&mut h, "tmp", "/etc").unwrap();
+        });
+        let root = dir.path().join("root");
+        assert_eq!(unpack(&d, &tar, &root, 1 << 20).unwrap(), 18);
+        assert_eq!(
+            std::fs::read_to_string(root.join("etc/os-release")).unwrap(),
+            "ID=test\n"
+        );
+        let mode = std::fs::metadata(root.join("bin/tool"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7000, 0, "setuid kept: {mode:o}");
+        let e = mount_point(&root, Path::new("tmp/sandboxes")).unwrap_err();
+        assert!(e.contains("link at /tmp"), "{e}");
+        mount_point(&root, Path::new("/srv/ytsched/sandboxes")).unwrap();
+        assert!(root.join("srv/ytsched/sandboxes").is_dir());
+
+        let e = unpack(&d, &tar, &dir.path().join("small"), 10).unwrap_err();
+        assert!(
+            e.contains("more than the limit of 10 bytes (--layer-size-limit)"),
+            "{e}"
+        );
+        let junk = dir.path().join("junk.tar");
+        std::fs::write(&junk, "not an archive at all").unwrap();
+        let e = unpack(&d, &junk, &dir.path().join("junk"), 1 << 20).unwrap_err();
+        assert!(e.contains("is not a valid tar archive"), "{e}");
+    }
+}

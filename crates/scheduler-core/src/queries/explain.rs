@@ -105,6 +105,18 @@ impl<'a> CoreReads<'a> {
         if op.state == OperationState::Pending {
             reasons.extend(self.pending_reasons(op));
         }
+        let preparing: Vec<u64> = op
+            .jobs
+            .values()
+            .filter(|j| j.preparing)
+            .map(|j| j.start_time)
+            .collect();
+        if let Some(first) = preparing.iter().min() {
+            reasons.push(Reason::PreparingFiles {
+                jobs: preparing.len() as u64,
+                longest_ms: self.latest_now.saturating_sub(*first),
+            });
+        }
         let gang_waits = op.gang_waits_whole() && !op.suspended;
         if let Some(s) = op.gang_shortfall.as_ref().filter(|_| gang_waits) {
             reasons.push(Reason::GangDoesNotFit {

@@ -234,7 +234,7 @@ impl<'a> CoreReads<'a> {
         let mut next = None;
         for seq in from..op.attempt_count() {
             let state = op.attempt_state(seq);
-            if state == JobState::Waiting || req.state.is_some_and(|s| s != state) {
+            if state == JobState::Waiting || req.state.is_some_and(|s| s != shown(op, seq, state)) {
                 continue;
             }
             if entries.len() == limit {
@@ -297,5 +297,20 @@ impl<'a> CoreReads<'a> {
                 maintenance: n.maintenance,
             })
             .collect()
+    }
+}
+
+/// An attempt's state as it is shown: a running one whose node still fetches its files
+/// is `preparing` (SPEC 5.17).
+fn shown(op: &crate::Operation, seq: u64, state: JobState) -> JobState {
+    let preparing = state == JobState::Running
+        && op
+            .jobs
+            .get(&op.attempt_id(seq))
+            .is_some_and(|j| j.preparing);
+    if preparing {
+        JobState::Preparing
+    } else {
+        state
     }
 }

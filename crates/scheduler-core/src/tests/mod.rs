@@ -1054,3 +1054,45 @@ fn pools_shares_are_told_to_the_event_log_about_once_a_minute_per_tree() {
         .expect("the root is sampled");
     assert!(root.demand_ratio > 0.0, "{root:?}");
 }
+
+/// A job whose node still fetches its files shows as `preparing` (and is found by that
+/// state), is told of in the event log once, and counts as running all along.
+#[test]
+fn a_job_fetching_its_files_shows_as_preparing_and_counts_as_running() {
+    use ytsched_common::api::ListJobs;
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 0);
+    let op = core
+        .start_operation(OperationId("op".into()), "alice", spec(1, 1.0), 0)
+        .unwrap();
+    let started = core
+        .process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 10)
+        .jobs_to_start;
+    let mut preparing = heartbeat("n1", 4.0, &started, vec![]);
+    preparing.running_jobs[0].state = JobState::Preparing;
+    let (_, effects) = core.run(|c| c.process_heartbeat(preparing.clone(), 20));
+    let told = |effects: &crate::Effects| {
+        effects
+            .events
+            .iter()
+            .filter(|e| matches!(e, CoreEvent::JobPreparing { .. }))
+            .count()
+    };
+    assert_eq!(told(&effects), 1);
+    let (_, effects) = core.run(|c| c.process_heartbeat(preparing, 30));
+    assert_eq!(told(&effects), 0, "told once, not per heartbeat");
+    let list = |core: &SchedulerCore, state| {
+        let req = ListJobs {
+            operation_id: op.clone(),
+            limit: None,
+            cursor: None,
+            state,
+        };
+        core.reads().list_jobs_page(&req).unwrap().entries.len()
+    };
+    assert_eq!(list(&core, Some(JobState::Preparing)), 1);
+    assert_eq!(core.reads().operation_info(&op).unwrap().jobs.running, 1);
+    core.process_heartbeat(heartbeat("n1", 4.0, &started, vec![]), 40);
+    assert_eq!(list(&core, Some(JobState::Preparing)), 0);
+    assert_eq!(list(&core, Some(JobState::Running)), 1);
+}

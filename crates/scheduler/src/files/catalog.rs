@@ -246,4 +246,39 @@ mod tests {
         assert!(!alices[0].shared);
         assert!(c.list_for(&user("mallory"), 10).is_empty());
     }
+
+    #[test]
+    fn a_path_names_an_owners_file_for_that_owner_only() {
+        let (a, b) = (Sha256Digest::of(b"a"), Sha256Digest::of(b"b"));
+        let mut c = Catalog::default();
+        for d in [&a, &b] {
+            let mut r = FileRecord::new(1, 1);
+            r.own(&user("alice"), None, 1);
+            c.insert(d.clone(), r);
+        }
+        assert_eq!(c.name(&user("alice"), "//tmp/f", &a), Some(vec![a.clone()]));
+        assert_eq!(c.named(&user("alice"), "//tmp/f").map(|(d, _)| d), Some(&a));
+        assert!(c.named(&user("bob"), "//tmp/f").is_none());
+        assert!(
+            c.name(&user("bob"), "//tmp/f", &a).is_none(),
+            "bob owns nothing"
+        );
+        // Named again: the path leaves the first file.
+        assert_eq!(
+            c.name(&user("alice"), "//tmp/f", &b),
+            Some(vec![a.clone(), b.clone()])
+        );
+        assert_eq!(c.named(&user("alice"), "//tmp/f").map(|(d, _)| d), Some(&b));
+        assert!(c.get(&a).unwrap().owners[&user("alice")].paths.is_empty());
+        // Stored and read back, the index is made again.
+        let again = Catalog::new(c.records.clone());
+        assert_eq!(
+            again.named(&user("alice"), "//tmp/f").map(|(d, _)| d),
+            Some(&b)
+        );
+        // An owner who gives the file up loses its names with it.
+        c.get_mut(&b).unwrap().owners.remove(&user("alice"));
+        assert!(c.named(&user("alice"), "//tmp/f").is_none());
+        assert_eq!(c.unname(&user("alice"), "//tmp/f"), None);
+    }
 }

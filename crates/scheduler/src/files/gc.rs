@@ -7,7 +7,22 @@ use std::collections::HashSet;
 use ytsched_common::files::Sha256Digest;
 use ytsched_common::protocol::{unix_now, UnixMillis};
 
+/// What the sweep does with one file: `ttl` and times in ms.
+fn fate(ttl: u64, in_use: bool, ownerless: bool, last_used: UnixMillis, now: UnixMillis) -> Fate {
+    let age = now.saturating_sub(last_used);
+    match (in_use, ownerless) {
+        // Stored again only when an eighth of the TTL stale: a restarted leader counts
+        // at most that much of the TTL twice.
+        (true, _) if age > ttl / 8 => Fate::Touch,
+        (true, _) => Fate::Keep,
+        (false, true) => Fate::Delete("no owner left"),
+        (false, false) if age > ttl => Fate::Delete("unused for its TTL"),
+        (false, false) => Fate::Keep,
+    }
+}
+
 /// What the sweep decided for one file.
+#[derive(Debug, PartialEq)]
 enum Fate {
     Keep,
     /// In use: its `last_used` is now, stored when the stored one is this stale.
@@ -31,10 +46,15 @@ impl FileStore {
                 .into_iter()
                 .filter_map(|d| {
                     let r = catalog.get(&d)?;
-                    Some((
-                        d.clone(),
-                        self.fate(in_use.contains(&d), r.owners.is_empty(), r.last_used, now),
-                    ))
+                    let ttl = self.limits.ttl.as_millis() as u64;
+                    let f = fate(
+                        ttl,
+                        in_use.contains(&d),
+                        r.owners.is_empty(),
+                        r.last_used,
+                        now,
+                    );
+                    Some((d.clone(), f))
                 })
                 .collect()
         };
@@ -44,20 +64,6 @@ impl FileStore {
                 Fate::Touch => self.touch(&digest, now).await,
                 Fate::Delete(why) => self.delete(&digest, why).await,
             }
-        }
-    }
-
-    fn fate(&self, in_use: bool, ownerless: bool, last_used: UnixMillis, now: UnixMillis) -> Fate {
-        let ttl = self.limits.ttl.as_millis() as u64;
-        let age = now.saturating_sub(last_used);
-        match (in_use, ownerless) {
-            // Stored again only when an eighth of the TTL stale: a restarted leader
-            // counts at most that much of the TTL twice.
-            (true, _) if age > ttl / 8 => Fate::Touch,
-            (true, _) => Fate::Keep,
-            (false, true) => Fate::Delete("no owner left"),
-            (false, false) if age > ttl => Fate::Delete("unused for its TTL"),
-            (false, false) => Fate::Keep,
         }
     }
 
@@ -89,5 +95,24 @@ impl FileStore {
         self.catalog().remove(digest);
         self.writing.release(digest);
         tracing::info!(file = %digest, why, "file removed from the store");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_goes_after_its_ttl_unused_and_at_once_without_owners_but_never_while_named() {
+        let ttl = 8_000;
+        assert_eq!(fate(ttl, false, false, 0, 8_000), Fate::Keep);
+        assert_eq!(
+            fate(ttl, false, false, 0, 8_001),
+            Fate::Delete("unused for its TTL")
+        );
+        assert_eq!(fate(ttl, false, true, 0, 1), Fate::Delete("no owner left"));
+        // A live operation names it: kept however old, and its use stored now and then.
+        assert_eq!(fate(ttl, true, true, 0, 1_000), Fate::Keep);
+        assert_eq!(fate(ttl, true, false, 0, 1_000_000), Fate::Touch);
     }
 }

@@ -194,3 +194,52 @@ impl Writing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn chunks_come_in_order_and_never_past_the_size_begun_with() {
+        let user = UserName::parse("alice").unwrap();
+        let mut u = Upload::new(user.clone(), Sha256Digest::of(b"hello"), 5, None);
+        assert!(u
+            .take(1, b"ello".to_vec())
+            .await
+            .unwrap_err()
+            .contains("in order"));
+        assert_eq!(u.take(0, b"hel".to_vec()).await, Ok(3));
+        assert!(u
+            .take(3, b"lo!".to_vec())
+            .await
+            .unwrap_err()
+            .contains("past the 5 bytes"));
+        assert_eq!(u.take(3, b"lo".to_vec()).await, Ok(5));
+        let got = Sha256Digest::from_hasher(std::mem::take(&mut u.hasher));
+        assert_eq!(got, Sha256Digest::of(b"hello"));
+
+        let mut open = Uploads::default();
+        open.add(
+            "id1".into(),
+            Upload::new(user.clone(), Sha256Digest::of(b"x"), 7, None),
+        );
+        assert!(open.get("id1", &user).is_some());
+        let mallory = UserName::parse("mallory").unwrap();
+        assert!(
+            open.get("id1", &mallory).is_none(),
+            "another user's upload is unknown"
+        );
+        assert_eq!(open.pending_bytes(&user), 7);
+        assert_eq!(open.count_of(&mallory), 0);
+    }
+
+    #[test]
+    fn one_upload_writes_a_digest_at_a_time() {
+        let w = Writing::default();
+        let d = Sha256Digest::of(b"x");
+        assert!(w.claim(&d));
+        assert!(!w.claim(&d));
+        w.release(&d);
+        assert!(w.claim(&d));
+    }
+}
