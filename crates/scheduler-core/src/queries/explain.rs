@@ -105,18 +105,7 @@ impl<'a> CoreReads<'a> {
         if op.state == OperationState::Pending {
             reasons.extend(self.pending_reasons(op));
         }
-        let preparing: Vec<u64> = op
-            .jobs
-            .values()
-            .filter(|j| j.preparing)
-            .map(|j| j.start_time)
-            .collect();
-        if let Some(first) = preparing.iter().min() {
-            reasons.push(Reason::PreparingFiles {
-                jobs: preparing.len() as u64,
-                longest_ms: self.latest_now.saturating_sub(*first),
-            });
-        }
+        reasons.extend(preparing_reason(op, self.latest_now));
         let gang_waits = op.gang_waits_whole() && !op.suspended;
         if let Some(s) = op.gang_shortfall.as_ref().filter(|_| gang_waits) {
             reasons.push(Reason::GangDoesNotFit {
@@ -380,4 +369,21 @@ impl<'a> CoreReads<'a> {
         }
         Ok(out)
     }
+}
+
+/// Its started jobs whose nodes still fetch their files, if any (SPEC 5.17).
+fn preparing_reason(
+    op: &crate::Operation,
+    now: ytsched_common::protocol::UnixMillis,
+) -> Option<Reason> {
+    let started = op
+        .jobs
+        .values()
+        .filter(|j| j.preparing)
+        .map(|j| j.start_time);
+    let (jobs, first) = started.fold((0, u64::MAX), |(n, first), t| (n + 1, first.min(t)));
+    (jobs > 0).then(|| Reason::PreparingFiles {
+        jobs,
+        longest_ms: now.saturating_sub(first),
+    })
 }
