@@ -75,7 +75,7 @@ impl UsageArgs {
     }
 }
 
-const HEADER: [&str; 13] = [
+const HEADER: [&str; 14] = [
     "group",
     "cpu_hours",
     "memory_gib_hours",
@@ -89,9 +89,10 @@ const HEADER: [&str; 13] = [
     "wait_p50_s",
     "wait_p95_s",
     "fair_share_attainment",
+    "bytes_fetched",
 ];
 
-fn cells(r: &UsageRow) -> [String; 13] {
+fn cells(r: &UsageRow) -> [String; 14] {
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.1}"));
     [
         r.group.clone(),
@@ -108,6 +109,7 @@ fn cells(r: &UsageRow) -> [String; 13] {
         opt(r.wait_p95_s),
         r.fair_share_attainment
             .map_or(String::new(), |v| format!("{v:.3}")),
+        r.bytes_fetched.to_string(),
     ]
 }
 

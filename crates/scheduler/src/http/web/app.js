@@ -241,9 +241,9 @@ async function operationView(id) {
   for (const [k, v] of [["title", info.title], ["user", info.user], ["pool", Object.entries(info.pool_trees || {}).map(([t, p]) => `${t}: ${p}`).join(", ") || info.pool], ["state", stateWords(info)], ["gang", info.spec.is_gang ? "yes: all its jobs run together or none does" : "no"], ["weight", info.weight], ["resource limits", info.spec.resource_limits ? resources(info.spec.resource_limits) : ""], ["jobs", `${info.jobs.total} total: ${info.jobs.waiting} waiting, ${info.jobs.running} running, ${info.jobs.completed} completed, ${info.jobs.failed} failed, ${info.jobs.aborted} aborted`], ["usage", resources(info.resource_usage)], ["demand", resources(info.resource_demand)], ["error", info.error]]) {
     h += `<tr><th>${k}</th><td>${esc(v ?? "")}</td></tr>`;
   }
-  h += `</table><h2>Tasks</h2><table><tr><th>task</th><th>command</th><th>jobs</th><th>cpu</th><th>memory</th><th>gpu</th></tr>`;
+  h += `</table><h2>Tasks</h2><table><tr><th>task</th><th>command</th><th>jobs</th><th>cpu</th><th>memory</th><th>gpu</th><th>files · layers</th></tr>`;
   for (const [name, t] of Object.entries(info.spec.tasks || {})) {
-    h += `<tr><td>${esc(name)}</td><td><code>${esc(t.command)}</code></td><td>${t.job_count ?? 1}</td><td>${t.cpu_limit ?? ""}</td><td>${typeof t.memory_limit === "number" ? (t.memory_limit / 2 ** 20).toFixed(0) + "M" : esc(t.memory_limit ?? "")}</td><td>${t.gpu_limit ?? 0}</td></tr>`;
+    h += `<tr><td>${esc(name)}</td><td><code>${esc(t.command)}</code></td><td>${t.job_count ?? 1}</td><td>${t.cpu_limit ?? ""}</td><td>${typeof t.memory_limit === "number" ? (t.memory_limit / 2 ** 20).toFixed(0) + "M" : esc(t.memory_limit ?? "")}</td><td>${t.gpu_limit ?? 0}</td><td>${esc((t.file_paths || []).map((f) => f.file_name + (f.executable ? " (x)" : "")).join(", "))}${(t.layer_paths || []).length ? " · " + t.layer_paths.length + " layer(s)" : ""}</td></tr>`;
   }
   h += `</table><h2>Why it is where it is</h2><pre id="explain">${esc(why ? why.text : "not available")}</pre>`;
   h += `<h2>Usage against fair share</h2>${chart(history)}`;
@@ -297,9 +297,9 @@ async function usageView() {
   let h = `<h1>Usage</h1><p class="choices">by ${["pool", "user", "tree", "operation"].map((b) => link(b, since, b, b === by)).join(" ")}` +
     ` · over the last ${["1h", "24h", "7d", "30d"].map((s) => link(by, s, s, s === since)).join(" ")}</p>`;
   const f = (v, d = 3) => (v == null ? "" : Number(v).toFixed(d));
-  h += `<table id="usage"><tr><th>${esc(by)}</th><th>cpu-hours</th><th>memory GiB-hours</th><th>gpu-hours</th><th>completed</th><th>failed</th><th>aborted</th><th>preempted</th><th>hours lost to preemption</th><th>operations</th><th>wait p50 s</th><th>wait p95 s</th><th>fair-share attainment</th></tr>`;
+  h += `<table id="usage"><tr><th>${esc(by)}</th><th>cpu-hours</th><th>memory GiB-hours</th><th>gpu-hours</th><th>completed</th><th>failed</th><th>aborted</th><th>preempted</th><th>hours lost to preemption</th><th>operations</th><th>wait p50 s</th><th>wait p95 s</th><th>fair-share attainment</th><th>bytes fetched</th></tr>`;
   for (const row of r.rows) {
-    h += `<tr data-group="${esc(row.group)}"><td>${esc(row.group)}</td><td>${f(row.cpu_hours)}</td><td>${f(row.memory_gib_hours)}</td><td>${f(row.gpu_hours)}</td><td>${row.jobs_completed}</td><td>${row.jobs_failed}</td><td>${row.jobs_aborted}</td><td>${row.jobs_preempted}</td><td>${f(row.hours_lost_to_preemption)}</td><td>${row.operations}</td><td>${f(row.wait_p50_s, 1)}</td><td>${f(row.wait_p95_s, 1)}</td><td>${f(row.fair_share_attainment)}</td></tr>`;
+    h += `<tr data-group="${esc(row.group)}"><td>${esc(row.group)}</td><td>${f(row.cpu_hours)}</td><td>${f(row.memory_gib_hours)}</td><td>${f(row.gpu_hours)}</td><td>${row.jobs_completed}</td><td>${row.jobs_failed}</td><td>${row.jobs_aborted}</td><td>${row.jobs_preempted}</td><td>${f(row.hours_lost_to_preemption)}</td><td>${row.operations}</td><td>${f(row.wait_p50_s, 1)}</td><td>${f(row.wait_p95_s, 1)}</td><td>${f(row.fair_share_attainment)}</td><td>${row.bytes_fetched ?? 0}</td></tr>`;
   }
   h += `</table>`;
   if (!r.rows.length) h += `<p class="muted">nothing ran in this window</p>`;
