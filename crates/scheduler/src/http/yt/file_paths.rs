@@ -3,7 +3,7 @@
 //! and `layer_paths` made into stored files.
 
 use super::error::{code, YtError};
-use super::files::{Staged, Staging, STAGED, STAGED_PER_USER};
+use super::files::{Staged, Staging, STAGED, STAGED_BYTES, STAGED_PER_USER};
 use super::wire::{bool_param, optional_string, string_param, Output, YtCall};
 use super::Ctx;
 use serde_json::{json, Map, Value};
@@ -115,6 +115,13 @@ impl Staging {
     ) -> Result<(), YtError> {
         let key = (user.clone(), path.to_string());
         let mut st = self.state();
+        let in_all: u64 = st.staged.values().map(|s| s.size).sum();
+        if in_all + bytes.len() as u64 > STAGED_BYTES {
+            return Err(YtError::new(
+                code::GENERIC,
+                format!("busy: file writes in progress hold {in_all} bytes of the scheduler's {STAGED_BYTES}; retry when one ends"),
+            ));
+        }
         if !st.staged.contains_key(&key) {
             let mine = st.staged.keys().filter(|(u, _)| u == user).count();
             if mine >= STAGED_PER_USER || st.staged.len() >= STAGED {

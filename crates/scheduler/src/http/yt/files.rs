@@ -26,6 +26,8 @@ use ytsched_common::identity::UserName;
 /// Writes staged at once per user, and in all.
 pub(super) const STAGED_PER_USER: usize = 4;
 pub(super) const STAGED: usize = 64;
+/// Bytes staged at once in all, on the scheduler's disk.
+pub(super) const STAGED_BYTES: u64 = 4 << 30;
 /// Transactions open at once per user, and in all; one idle this long is forgotten.
 const TXS_PER_USER: usize = 256;
 const TXS: usize = 4_096;
@@ -160,6 +162,15 @@ pub async fn start_tx(ctx: &Ctx<'_>, call: &YtCall) -> Result<Output, YtError> {
     };
     let mut st = ctx.files.state();
     st.txs.retain(|_, t| t.touched.elapsed() < TX_IDLE);
+    // Writes of transactions forgotten that way go with them.
+    let State { staged, txs, .. } = &mut *st;
+    staged.retain(|_, s| {
+        let live = s.top.as_ref().is_none_or(|t| txs.contains_key(t));
+        if !live {
+            let _ = std::fs::remove_file(&s.file);
+        }
+        live
+    });
     let mine = st.txs.values().filter(|t| &t.user == user).count();
     if mine >= TXS_PER_USER || st.txs.len() >= TXS {
         return Err(YtError::new(
