@@ -9,7 +9,6 @@ use anyhow::{bail, Context};
 use clap::Subcommand;
 use comfy_table::Table;
 use sha2::Digest as _;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use ytsched_common::api::files::*;
 use ytsched_common::files::{FileEntry, FileRef, SandboxFileName, Sha256Digest};
@@ -126,7 +125,7 @@ pub async fn upload(
     let mut buf = vec![0u8; ticket.chunk_bytes.max(1) as usize];
     let mut offset = 0u64;
     loop {
-        let n = read_full(&mut f, &mut buf)?;
+        let n = ytsched_common::files::read_full(&mut f, &mut buf)?;
         if n == 0 {
             break;
         }
@@ -146,18 +145,6 @@ pub async fn upload(
         .await
         .with_context(|| format!("cannot upload {}", file.path.display()))?;
     Ok(Some(entry))
-}
-
-/// Reads until `buf` is full or the file ends.
-fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match f.read(&mut buf[filled..])? {
-            0 => break,
-            n => filled += n,
-        }
-    }
-    Ok(filled)
 }
 
 /// The files a listing shows.

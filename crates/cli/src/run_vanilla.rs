@@ -107,15 +107,7 @@ pub fn build_spec_with(args: &RunVanillaArgs, shipped: &[Shipped]) -> anyhow::Re
         return Ok(spec);
     }
     let mut spec = spec.into_inner();
-    if spec.tasks.len() != 1 {
-        bail!("--file and --layer need a spec with exactly one task");
-    }
-    let task = spec
-        .tasks
-        .iter_mut()
-        .map(|(_, t)| t)
-        .next()
-        .expect("one task");
+    let task = only_task(&mut spec, "--file and --layer")?;
     for s in shipped {
         match s {
             Shipped::File(_, f) => task.file_paths.push(f.clone()),
@@ -123,6 +115,19 @@ pub fn build_spec_with(args: &RunVanillaArgs, shipped: &[Shipped]) -> anyhow::Re
         }
     }
     ValidSpec::try_from(spec).map_err(|e| anyhow::anyhow!("invalid spec: {e}"))
+}
+
+/// The spec's one task, which `flags` change; a spec of several tasks is refused.
+fn only_task<'a>(spec: &'a mut VanillaSpec, flags: &str) -> anyhow::Result<&'a mut TaskSpec> {
+    if spec.tasks.len() != 1 {
+        bail!("{flags} need a spec with exactly one task");
+    }
+    Ok(spec
+        .tasks
+        .iter_mut()
+        .map(|(_, t)| t)
+        .next()
+        .expect("one task"))
 }
 
 /// Builds and validates the spec; errors name the offending field.
@@ -157,15 +162,7 @@ pub fn build_spec(args: &RunVanillaArgs) -> anyhow::Result<ValidSpec> {
         || args.gpu_limit.is_some()
         || args.stdin.is_some();
     if task_flags {
-        if spec.tasks.len() != 1 {
-            bail!("task flags (--command, --job-count, ...) need a spec with exactly one task");
-        }
-        let task = spec
-            .tasks
-            .iter_mut()
-            .map(|(_, t)| t)
-            .next()
-            .expect("one task");
+        let task = only_task(&mut spec, "task flags (--command, --job-count, ...)")?;
         if let Some(c) = &args.command {
             task.command = c.clone();
         }

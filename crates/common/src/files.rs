@@ -165,6 +165,18 @@ pub struct FileCacheCounters {
     pub corrupt: u64,
 }
 
+/// Reads until `buf` is full or the reader ends: an upload's chunks are full but the last.
+pub fn read_full(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

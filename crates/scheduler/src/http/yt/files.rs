@@ -262,7 +262,7 @@ async fn store(ctx: &Ctx<'_>, path: &str, staged: &Staged) -> Result<String, YtE
         let mut offset = 0;
         loop {
             let mut data = vec![0u8; ticket.chunk_bytes.max(1) as usize];
-            let n = read_full(&mut f, &mut data).map_err(|e| {
+            let n = ytsched_common::files::read_full(&mut f, &mut data).map_err(|e| {
                 YtError::new(code::GENERIC, format!("cannot read the staged write: {e}"))
             })?;
             if n == 0 {
@@ -304,15 +304,4 @@ fn hashes(file: &std::path::Path) -> std::io::Result<(Sha256Digest, String)> {
     }
     let md5: String = md5.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok((Sha256Digest::from_hasher(sha), md5))
-}
-
-fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match f.read(&mut buf[filled..])? {
-            0 => break,
-            n => filled += n,
-        }
-    }
-    Ok(filled)
 }
