@@ -470,7 +470,7 @@ impl Agent {
                             extra_env: &env,
                             slot,
                             gpus: &gpus,
-                            files: agent.config.files.as_deref(),
+                            files: agent.config.files.as_ref(),
                             preparing: &preparing,
                         };
                         job::run(launch, &spec, abort).await

@@ -17,7 +17,7 @@ pub struct Launch<'a> {
     pub extra_env: &'a [(String, String)],
     pub slot: u32,
     pub gpus: &'a [u32],
-    pub files: Option<&'a NodeFiles>,
+    pub files: Option<&'a std::sync::Arc<NodeFiles>>,
     /// Set while its files are fetched: its heartbeats then say `preparing`.
     pub preparing: &'a AtomicBool,
 }
@@ -87,9 +87,21 @@ async fn prepare(
     };
     let began = Instant::now();
     launch.preparing.store(true, Ordering::Relaxed);
+    // In a task of its own: a fetch is never cut off halfway (it holds cache room and
+    // pins), so an abort lets it finish and let go of what it holds.
+    let mut fetch = tokio::spawn({
+        let (files, spec) = (files.clone(), spec.clone());
+        async move { files.prepare(&spec).await }
+    });
     let prepared = tokio::select! {
-        r = files.prepare(spec) => r,
+        r = &mut fetch => r.unwrap_or_else(|e| Err(format!("preparing the job's files failed: {e}"))),
         Ok(a) = abort => {
+            let files = files.clone();
+            tokio::spawn(async move {
+                if let Ok(Ok(mut p)) = fetch.await {
+                    files.done(&mut p);
+                }
+            });
             return Err((JobState::Aborted, format!("aborted ({}): {}", a.reason, a.message)));
         }
     };

@@ -317,10 +317,28 @@ impl ApiPort {
         match self.0.admission(caller, method) {
             Ok(permit) => {
                 let span = tracing::info_span!("api", user = %caller.user, method, via = "http");
-                let answer = self.0.answer_call(caller, method, payload);
-                let bytes = tracing::Instrument::instrument(answer, span).await;
-                drop(permit);
-                bytes
+                // In a task of its own, as a bus call is: an HTTP client that hangs up
+                // never cuts a call off halfway (an upload holding the write of a file).
+                let (driver, caller, method) = (self.0.clone(), caller.clone(), method.to_string());
+                let payload = payload.to_vec();
+                let answer = tokio::spawn(tracing::Instrument::instrument(
+                    async move {
+                        let bytes = driver.answer_call(&caller, &method, &payload).await;
+                        drop(permit);
+                        bytes
+                    },
+                    span,
+                ));
+                answer.await.unwrap_or_else(|e| {
+                    encode(&ApiResponse::<()> {
+                        protocol_version: PROTOCOL_VERSION,
+                        result: Err(ApiError::of(
+                            api::ErrorKind::Internal,
+                            format!("the call failed: {e}"),
+                        )),
+                    })
+                    .unwrap_or_default()
+                })
             }
             Err(answer) => encode(&ApiResponse::<()> {
                 protocol_version: PROTOCOL_VERSION,

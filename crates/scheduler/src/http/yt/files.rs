@@ -231,15 +231,24 @@ pub(super) async fn finish(ctx: &Ctx<'_>, path: &str) -> Result<(), YtError> {
     let Some(staged) = ctx.files.state().staged.remove(&key) else {
         return Ok(());
     };
-    let result = store(ctx, path, &staged).await;
-    let _ = std::fs::remove_file(&staged.file);
-    let md5 = result?;
+    // Its bytes go with it, also when the client hangs up and this is dropped halfway.
+    let staged = RemovedOnDrop(staged);
+    let md5 = store(ctx, path, &staged.0).await?;
     let mut st = ctx.files.state();
     if st.md5s.len() >= MD5S {
         st.md5s.clear();
     }
     st.md5s.insert(key, md5);
     Ok(())
+}
+
+/// A staged write taken out of the staging area: its file is deleted with it.
+struct RemovedOnDrop(Staged);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0.file);
+    }
 }
 
 /// Uploads a staged file through the file API; returns its md5.
