@@ -159,6 +159,7 @@ mod tests {
                 cpu_hours: 1.5,
                 jobs_completed: 2,
                 wait_p50_s: Some(3.0),
+                bytes_fetched: 1024,
                 ..Default::default()
             }],
         };
@@ -167,7 +168,7 @@ mod tests {
         assert_eq!(lines.next().unwrap(), HEADER.join(","));
         assert_eq!(
             lines.next().unwrap(),
-            "\"physical/a,b\",1.500,0.000,0.000,2,0,0,0,0.000,0,3.0,,"
+            "\"physical/a,b\",1.500,0.000,0.000,2,0,0,0,0.000,0,3.0,,,1024"
         );
     }
 }
