@@ -55,11 +55,6 @@ impl Sha256Digest {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// The first 12 digits: enough to tell files apart in a message.
-    pub fn short(&self) -> &str {
-        &self.0[..12]
-    }
 }
 
 impl TryFrom<String> for Sha256Digest {

@@ -17,7 +17,7 @@ impl NodeFiles {
         layers: &[Sha256Digest],
     ) -> Result<(String, PathBuf, u64), String> {
         let joined: String = layers.iter().map(|d| d.as_str()).collect();
-        let key = format!("layers-{}", Sha256Digest::of(joined.as_bytes()).short());
+        let key = format!("layers-{}", Sha256Digest::of(joined.as_bytes()).as_str());
         let lock = self.key_lock(&key);
         let _held = lock.lock().await;
         if let Some(root) = self.space.pin(&key) {

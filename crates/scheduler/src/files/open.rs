@@ -64,9 +64,16 @@ async fn open_objects(
         ..Default::default()
     };
     while_cluster_forms(&format!("file store {bucket}"), || async {
-        js.get_or_create_stream(config.clone())
+        let stream = js
+            .get_or_create_stream(config.clone())
             .await
             .map_err(|e| e.to_string())?;
+        // A store made under another --file-store-size takes the one given now.
+        if stream.cached_info().config.max_bytes != config.max_bytes {
+            let mut changed = stream.cached_info().config.clone();
+            changed.max_bytes = config.max_bytes;
+            js.update_stream(changed).await.map_err(|e| e.to_string())?;
+        }
         js.get_object_store(bucket).await.map_err(|e| e.to_string())
     })
     .await
