@@ -200,11 +200,32 @@ fn a_script_ships_with_its_operation_is_cached_per_node_and_checked() {
 #[test]
 fn unreferenced_files_leave_the_store_after_their_ttl_and_a_full_cache_names_the_file() {
     let lab = Lab::start_with(
-        &["--http", "127.0.0.1:0", "--file-ttl", "2s"],
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--file-ttl",
+            "2s",
+            "--file-quota-per-user",
+            "3M",
+        ],
         vec![one_core(&["--file-cache-size", "1M"])],
     )
     .unwrap();
     lab.add_user("alice", false).unwrap();
+    // Two files of 2 MiB would pass the user's quota: the second is refused, naming it
+    // (the first goes with its TTL, before the rest of the test needs the room).
+    for (i, fill) in [1u8, 2].into_iter().enumerate() {
+        let path = lab.dir.path().join(format!("quota-{i}.bin"));
+        std::fs::write(&path, vec![fill; 2 << 20]).unwrap();
+        let out = lab.ytsched_as("alice", &["file", "upload", path.to_str().unwrap()]);
+        let refused = stderr(&out).contains("would pass the quota of 3M (--file-quota-per-user)");
+        assert_eq!(
+            (out.status.success(), refused),
+            (i == 0, i == 1),
+            "{}",
+            stderr(&out)
+        );
+    }
     let idle = write(lab.dir.path(), "idle.txt", "nobody names me");
     let used = write(lab.dir.path(), "used.txt", "a live operation names me");
     let upload = |p: &Path| {
