@@ -5,11 +5,11 @@ use super::catalog::FileRecord;
 use super::uploads::{ObjectWrite, Upload};
 use super::{not_readable, FileStore};
 use ytsched_common::api::files::*;
-use ytsched_common::api::{ApiError, ApiMethod, ApiRequest, ApiResponse};
-use ytsched_common::codec::{decode, encode};
+use ytsched_common::api::{ApiError, ApiMethod};
+use ytsched_common::codec::encode;
 use ytsched_common::files::{FileEntry, Sha256Digest, UPLOAD_CHUNK_BYTES};
 use ytsched_common::identity::Caller;
-use ytsched_common::protocol::{unix_now, PROTOCOL_VERSION};
+use ytsched_common::protocol::unix_now;
 use ytsched_common::ByteSize;
 
 /// Who a written file belongs to once its bytes proved right.
@@ -23,26 +23,10 @@ struct Owner {
 const LIST_LIMIT: usize = 1_000;
 
 fn request<M: ApiMethod>(payload: &[u8]) -> Result<M, ApiError> {
-    match decode::<ApiRequest<M>>(payload) {
-        Ok(r) if r.protocol_version == PROTOCOL_VERSION => Ok(r.body),
-        Ok(r) => Err(ApiError::new(format!(
-            "protocol version {} is not supported (scheduler speaks {PROTOCOL_VERSION})",
-            r.protocol_version
-        ))),
-        Err(e) => Err(ApiError::new(format!(
-            "malformed {} request: {e}",
-            M::METHOD
-        ))),
-    }
+    crate::service::decode_request::<M>(payload).map(|r| r.body)
 }
 
-fn reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
-    encode(&ApiResponse {
-        protocol_version: PROTOCOL_VERSION,
-        result,
-    })
-    .unwrap_or_default()
-}
+use crate::service::encode_reply as reply;
 
 /// Whether `method` is one of the file API's.
 pub fn is_file_method(method: &str) -> bool {

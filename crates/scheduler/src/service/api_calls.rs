@@ -289,13 +289,7 @@ impl Driver {
         }
         let req = ytsched_common::codec::decode::<ApiRequest<api::StartOperation>>(payload).ok()?;
         let refused = self.files.check_spec(caller, &req.body.spec).err()?;
-        Some(
-            encode(&ApiResponse::<()> {
-                protocol_version: PROTOCOL_VERSION,
-                result: Err(refused),
-            })
-            .unwrap_or_default(),
-        )
+        Some(super::encode_reply::<()>(Err(refused)))
     }
 }
 
@@ -330,14 +324,10 @@ impl ApiPort {
                     span,
                 ));
                 answer.await.unwrap_or_else(|e| {
-                    encode(&ApiResponse::<()> {
-                        protocol_version: PROTOCOL_VERSION,
-                        result: Err(ApiError::of(
-                            api::ErrorKind::Internal,
-                            format!("the call failed: {e}"),
-                        )),
-                    })
-                    .unwrap_or_default()
+                    super::encode_reply::<()>(Err(ApiError::of(
+                        api::ErrorKind::Internal,
+                        format!("the call failed: {e}"),
+                    )))
                 })
             }
             Err(answer) => encode(&ApiResponse::<()> {

@@ -360,18 +360,11 @@ pub(super) enum Continuation {
 
 impl Continuation {
     pub(super) async fn answer(self, driver: &Driver, caller: &Caller) -> Vec<u8> {
-        fn reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
-            encode(&ApiResponse {
-                protocol_version: PROTOCOL_VERSION,
-                result,
-            })
-            .unwrap_or_default()
-        }
         match self {
             Continuation::JobOutput { job, stream } => {
                 // Written with the job's result, perhaps still on its way to the store.
                 driver.writer.barrier().wait().await;
-                reply(match store::job_output(&driver.state, &job).await {
+                encode_reply(match store::job_output(&driver.state, &job).await {
                     Ok(output) => Ok(output
                         .map(|o| o.stream(stream).to_string())
                         .unwrap_or_default()),
@@ -381,9 +374,9 @@ impl Continuation {
                     )),
                 })
             }
-            Continuation::JobPage(plan) => {
-                reply(read_job_page(&driver.state, &driver.writer, plan, MAX_PAGE_BYTES).await)
-            }
+            Continuation::JobPage(plan) => encode_reply(
+                read_job_page(&driver.state, &driver.writer, plan, MAX_PAGE_BYTES).await,
+            ),
             Continuation::ListArchive {
                 mut page,
                 filter,
@@ -398,7 +391,7 @@ impl Continuation {
                     .await
                 {
                     Ok(a) => a,
-                    Err(e) => return reply::<()>(Err(e)),
+                    Err(e) => return encode_reply::<()>(Err(e)),
                 };
                 page.operations
                     .extend(archived.operations.into_iter().map(|info| {
@@ -409,7 +402,7 @@ impl Continuation {
                         }
                     }));
                 page.next_cursor = archived.next_before.map(|s| format!("a{s}"));
-                reply(Ok(page))
+                encode_reply(Ok(page))
             }
         }
     }
@@ -423,13 +416,6 @@ pub(super) async fn answer_from_archive(
     method: &str,
     payload: &[u8],
 ) -> Vec<u8> {
-    fn reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
-        encode(&ApiResponse {
-            protocol_version: PROTOCOL_VERSION,
-            result,
-        })
-        .unwrap_or_default()
-    }
     async fn find(archive: &Archive, id: &OperationId) -> Result<ArchivedOperation, ApiError> {
         archive
             .operation(id)
@@ -439,9 +425,9 @@ pub(super) async fn answer_from_archive(
     match method {
         api::GetOperation::METHOD => {
             let Ok(req) = decode::<ApiRequest<api::GetOperation>>(payload) else {
-                return reply::<()>(Err(ApiError::new("malformed get_operation request")));
+                return encode_reply::<()>(Err(ApiError::new("malformed get_operation request")));
             };
-            reply(find(archive, &req.body.operation_id).await.map(|a| {
+            encode_reply(find(archive, &req.body.operation_id).await.map(|a| {
                 if controls_operation_of(caller, &a.info.user, &a.info.spec.owners) {
                     a.info
                 } else {
@@ -451,9 +437,11 @@ pub(super) async fn answer_from_archive(
         }
         api::ExplainOperation::METHOD => {
             let Ok(req) = decode::<ApiRequest<api::ExplainOperation>>(payload) else {
-                return reply::<()>(Err(ApiError::new("malformed explain_operation request")));
+                return encode_reply::<()>(Err(ApiError::new(
+                    "malformed explain_operation request",
+                )));
             };
-            reply(find(archive, &req.body.operation_id).await.map(|a| {
+            encode_reply(find(archive, &req.body.operation_id).await.map(|a| {
                 ytsched_common::explain::Explanation::ended(
                     a.info.id,
                     a.info.state,
@@ -464,9 +452,9 @@ pub(super) async fn answer_from_archive(
         }
         api::ListJobs::METHOD => {
             let Ok(req) = decode::<ApiRequest<api::ListJobs>>(payload) else {
-                return reply::<()>(Err(ApiError::new("malformed list_jobs request")));
+                return encode_reply::<()>(Err(ApiError::new("malformed list_jobs request")));
             };
-            reply(
+            encode_reply(
                 async {
                     let a = find(archive, &req.body.operation_id).await?;
                     archive.job_page(&a, &req.body).await
@@ -476,10 +464,10 @@ pub(super) async fn answer_from_archive(
         }
         api::GetJobOutput::METHOD => {
             let Ok(req) = decode::<ApiRequest<api::GetJobOutput>>(payload) else {
-                return reply::<()>(Err(ApiError::new("malformed get_job_output request")));
+                return encode_reply::<()>(Err(ApiError::new("malformed get_job_output request")));
             };
             let b = req.body;
-            reply(
+            encode_reply(
                 async {
                     let a = find(archive, &b.operation_id).await?;
                     let owners = &a.info.spec.owners;
@@ -490,7 +478,7 @@ pub(super) async fn answer_from_archive(
                 .await,
             )
         }
-        other => reply::<()>(Err(ApiError::not_found(format!(
+        other => encode_reply::<()>(Err(ApiError::not_found(format!(
             "unknown API method '{other}'"
         )))),
     }
@@ -508,16 +496,15 @@ pub(super) fn visible_to(
     }
 }
 
-pub(super) fn respond<M: ApiMethod>(
-    payload: &[u8],
-    handle: impl FnOnce(ApiRequest<M>) -> Result<M::Response, ApiError>,
-) -> Vec<u8> {
-    let result = match decode::<ApiRequest<M>>(payload) {
+/// An API request as a call decodes it: its protocol checked, a malformed one refused
+/// naming the method.
+pub(crate) fn decode_request<M: ApiMethod>(payload: &[u8]) -> Result<ApiRequest<M>, ApiError> {
+    match decode::<ApiRequest<M>>(payload) {
         Ok(req) if req.protocol_version != PROTOCOL_VERSION => Err(ApiError::new(format!(
             "protocol version {} is not supported (scheduler speaks {PROTOCOL_VERSION})",
             req.protocol_version
         ))),
-        Ok(req) => handle(req),
+        Ok(req) => Ok(req),
         Err(e) => {
             warn!(method = M::METHOD, error = %e, "malformed API request");
             Err(ApiError::new(format!(
@@ -525,10 +512,21 @@ pub(super) fn respond<M: ApiMethod>(
                 M::METHOD
             )))
         }
-    };
+    }
+}
+
+/// An API call's answer, encoded for the wire.
+pub(crate) fn encode_reply<T: serde::Serialize>(result: Result<T, ApiError>) -> Vec<u8> {
     encode(&ApiResponse {
         protocol_version: PROTOCOL_VERSION,
         result,
     })
     .unwrap_or_default()
+}
+
+pub(super) fn respond<M: ApiMethod>(
+    payload: &[u8],
+    handle: impl FnOnce(ApiRequest<M>) -> Result<M::Response, ApiError>,
+) -> Vec<u8> {
+    encode_reply(decode_request::<M>(payload).and_then(handle))
 }

@@ -7,6 +7,7 @@ mod api_calls;
 pub use api_calls::ApiPort;
 mod background;
 mod dispatch;
+pub(crate) use dispatch::{decode_request, encode_reply};
 mod heartbeats;
 pub mod job_pages;
 mod startup;
