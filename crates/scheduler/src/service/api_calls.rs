@@ -234,10 +234,6 @@ impl Driver {
             );
             return bytes;
         }
-        if let Some(refused) = self.files_refused(caller, method, payload) {
-            return refused;
-        }
-        let max_record = self.max_record_bytes;
         let mut held = std::time::Duration::ZERO;
         // Through the gate to the core, one user call at a time, in turn by identity.
         let pass = self.api_gate.enter(caller.user.as_str()).await;
@@ -250,7 +246,7 @@ impl Driver {
             let started = std::time::Instant::now();
             let answered = (!names_archived_operation(core, method, payload)).then(|| {
                 let mut then = None;
-                let bytes = dispatch(core, caller, method, payload, max_record, &mut then);
+                let bytes = dispatch(core, self, caller, method, payload, &mut then);
                 (bytes, then)
             });
             held = started.elapsed();
@@ -273,23 +269,6 @@ impl Driver {
             bytes.len(),
         );
         bytes
-    }
-}
-
-impl Driver {
-    /// A `start_operation` naming stored files its caller may not read, refused before
-    /// the core (the answer names the task's field and the file).
-    fn files_refused(&self, caller: &Caller, method: &str, payload: &[u8]) -> Option<Vec<u8>> {
-        // MessagePack keeps map keys as text: a spec without these words names no file.
-        let names_files = |key: &[u8]| payload.windows(key.len()).any(|w| w == key);
-        if method != api::StartOperation::METHOD
-            || !(names_files(b"file_paths") || names_files(b"layer_paths"))
-        {
-            return None;
-        }
-        let req = ytsched_common::codec::decode::<ApiRequest<api::StartOperation>>(payload).ok()?;
-        let refused = self.files.check_spec(caller, &req.body.spec).err()?;
-        Some(super::encode_reply::<()>(Err(refused)))
     }
 }
 

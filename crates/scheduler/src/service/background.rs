@@ -18,7 +18,10 @@ impl Driver {
         let period = self.files.limits().sweep_period();
         loop {
             tokio::time::sleep(period).await;
-            let in_use = {
+            // A store without files needs no scan of the operations under the core lock.
+            let in_use = if self.files.file_count() == 0 {
+                Default::default()
+            } else {
                 let core = self.core.lock().expect("core lock");
                 core.reads().files_in_use()
             };

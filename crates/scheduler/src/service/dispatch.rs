@@ -25,15 +25,18 @@ pub(super) const OPERATION_RECORD_OVERHEAD: usize = 64 * 1024;
 /// encodes the response.
 pub(super) fn dispatch(
     core: &mut SchedulerCore,
+    driver: &Driver,
     caller: &Caller,
     method: &str,
     payload: &[u8],
-    max_record: usize,
     then: &mut Option<Continuation>,
 ) -> Vec<u8> {
     let now = unix_now();
+    let max_record = driver.max_record_bytes;
     match method {
+        // Only files its caller may read (SPEC 5.17): the store's catalog says which.
         api::StartOperation::METHOD => respond::<api::StartOperation>(payload, |req| {
+            driver.files.check_spec(caller, &req.body.spec)?;
             start_operation(core, caller, req.body, payload.len(), max_record, now)
         }),
         // Metadata is everyone's; environment values and stdin only their owners'.
