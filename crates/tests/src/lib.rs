@@ -2,6 +2,7 @@
 //! JetStream on a free loopback port, the scheduler, node agents, and the `ytsched` CLI.
 //! Every process is started in its own process group and killed by PID on drop.
 
+pub mod chaos;
 pub mod idle_http;
 mod uid_block;
 
