@@ -76,51 +76,28 @@ impl fmt::Display for Sha256Digest {
     }
 }
 
-/// The name a file gets in the job's sandbox: one path component, so no file can be
-/// placed outside the sandbox or over its standard streams' files.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct SandboxFileName(String);
+validated_string!(
+    /// The name a file gets in the job's sandbox: one path component, so no file can be
+    /// placed outside the sandbox or over its standard streams' files.
+    SandboxFileName(String),
+    check_sandbox_name,
+    String
+);
 
-impl SandboxFileName {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let bad = s.is_empty()
-            || s.len() > 255
-            || s == "."
-            || s == ".."
-            || s.contains(['/', '\0'])
-            || s.chars().any(char::is_control);
-        if bad {
-            return Err(format!(
-                "'{}' is not a file name for the sandbox (one path component of 1 to 255 bytes, not '.' or '..', no '/' or control characters)",
-                crate::quote::quote(s, 80)
-            ));
-        }
-        Ok(Self(s.to_string()))
+fn check_sandbox_name(s: &str) -> Result<(), String> {
+    let bad = s.is_empty()
+        || s.len() > 255
+        || s == "."
+        || s == ".."
+        || s.contains(['/', '\0'])
+        || s.chars().any(char::is_control);
+    if bad {
+        return Err(format!(
+            "'{}' is not a file name for the sandbox (one path component of 1 to 255 bytes, not '.' or '..', no '/' or control characters)",
+            crate::quote::quote(s, 80)
+        ));
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for SandboxFileName {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Self::parse(&s)
-    }
-}
-
-impl From<SandboxFileName> for String {
-    fn from(n: SandboxFileName) -> String {
-        n.0
-    }
-}
-
-impl fmt::Display for SandboxFileName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+    Ok(())
 }
 
 /// One entry of a task's `file_paths`: a stored file, the name it gets in the sandbox,

@@ -119,37 +119,20 @@ impl ApiMethod for UnnameFile {
     type Response = bool;
 }
 
-/// A user's name for a stored file: a path of at most 1,024 bytes without control
-/// characters.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct FilePathName(String);
+validated_string!(
+    /// A user's name for a stored file: a path of at most 1,024 bytes without control
+    /// characters.
+    FilePathName(String),
+    check_file_path,
+    String
+);
 
-impl FilePathName {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        if s.is_empty() || s.len() > 1024 || s.chars().any(char::is_control) {
-            return Err(format!(
-                "'{}' is not a file path (1 to 1,024 bytes, no control characters)",
-                crate::quote::quote(s, 80)
-            ));
-        }
-        Ok(Self(s.to_string()))
+fn check_file_path(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 1024 || s.chars().any(char::is_control) {
+        return Err(format!(
+            "'{}' is not a file path (1 to 1,024 bytes, no control characters)",
+            crate::quote::quote(s, 80)
+        ));
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for FilePathName {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Self::parse(&s)
-    }
-}
-
-impl From<FilePathName> for String {
-    fn from(p: FilePathName) -> String {
-        p.0
-    }
+    Ok(())
 }
