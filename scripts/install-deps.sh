@@ -57,6 +57,13 @@ if [ ! -x /bin/busybox ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
 fi
 
+# iproute2 (tc) and util-linux (nsenter) — the fault campaign (compose/chaos.sh) slows an
+# agent's link with `tc netem` inside its container's network namespace.
+if { ! command -v tc >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1; } && [ "$(id -u)" = 0 ]; then
+  echo "install-deps: installing iproute2 and util-linux (Debian) for the fault campaign" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 util-linux >/dev/null
+fi
+
 # ytsaurus-client — YTsaurus's own `yt` CLI and `yt.wrapper`, pinned, in a virtualenv of
 # its own: the suite runs it, unmodified, against ytsched's YTsaurus HTTP API.
 yt_client_version="0.13.55"

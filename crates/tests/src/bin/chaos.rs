@@ -31,6 +31,10 @@ struct Args {
     /// Leave the lab up afterwards.
     #[arg(long)]
     keep: bool,
+    /// Where the run's evidence is kept: its ledger, event log and figures (default:
+    /// target/chaos/seed-SEED).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -50,8 +54,16 @@ fn main() -> Result<()> {
             bail!("compose/build-image.sh failed");
         }
     }
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let out = args
+        .out
+        .unwrap_or_else(|| repo.join("target/chaos").join(format!("seed-{seed}")));
+    if out.join("ledger/ledger.log").exists() {
+        std::fs::remove_dir_all(&out)?;
+    }
     let opts = Options {
-        seed: args.seed.unwrap_or_else(rand::random),
+        seed,
+        out,
         length: Duration::from_secs_f64(args.minutes * 60.0),
         recovery_bound: Duration::from_secs(args.recovery_bound_s),
         repo,
@@ -59,7 +71,13 @@ fn main() -> Result<()> {
         keep: args.keep,
     };
     let outcome = campaign::run(&opts)?;
-    println!("chaos: seed {}, figures:\n{}", opts.seed, outcome.figures.markdown());
+    let figures = outcome.figures.markdown();
+    println!("chaos: seed {}, figures:\n{figures}", opts.seed);
+    let mut report = format!("seed {}\n\n{figures}\n", opts.seed);
+    for v in &outcome.violations {
+        report.push_str(&format!("VIOLATION [{}]: {}\n", v.invariant, v.evidence));
+    }
+    std::fs::write(opts.out.join("report.md"), report)?;
     println!("chaos: recovery bound {} s", opts.recovery_bound.as_secs());
     if outcome.violations.is_empty() {
         println!("chaos: PASSED: 0 violations (seed {})", opts.seed);

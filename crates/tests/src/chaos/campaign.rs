@@ -24,6 +24,8 @@ pub struct Options {
     pub profile: String,
     /// Leave the lab up afterwards (to look at it).
     pub keep: bool,
+    /// Where the run's evidence stays: the ledger, the event log, the figures.
+    pub out: PathBuf,
 }
 
 /// What a campaign found.
@@ -61,15 +63,20 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             f.quiet.as_millis()
         );
     }
-    let work = tempfile::Builder::new().prefix("ytsched-chaos-").tempdir()?;
-    let lab = ChaosLab::new(&opts.repo, &opts.profile, work.path())?;
-    println!("chaos: lab {} (NATS on 127.0.0.1:{})", lab.project, lab.nats_port);
-    let outcome = lab.up().and_then(|()| campaign(&lab, opts, &plan, work.path()));
+    std::fs::create_dir_all(&opts.out)?;
+    let lab = ChaosLab::new(&opts.repo, &opts.profile, &opts.out)?;
+    println!(
+        "chaos: lab {} (NATS on 127.0.0.1:{}); evidence in {}",
+        lab.project,
+        lab.nats_port,
+        opts.out.display()
+    );
+    let outcome = lab.up().and_then(|()| campaign(&lab, opts, &plan, &opts.out));
     if opts.keep {
         println!("chaos: the lab is left up (--keep): {}", lab.project);
-        std::mem::forget(work);
     } else {
         lab.down();
+        let _ = std::fs::remove_dir_all(&lab.auth_dir);
     }
     outcome
 }
@@ -102,6 +109,11 @@ fn campaign(
     let end_ns = now_ns();
     let events = read_events(lab)?;
     let (attempts, bad_lines) = ledger::read(&lab.ledger_text()?);
+    let lines: Vec<String> = events
+        .iter()
+        .filter_map(|e| serde_json::to_string(e).ok())
+        .collect();
+    std::fs::write(opts.out.join("events.jsonl"), lines.join("\n"))?;
     let heal_points: Vec<Heal> = heals
         .iter()
         .map(|h| Heal {

@@ -40,7 +40,7 @@ pub fn strike(lab: &ChaosLab, fault: &PlannedFault) -> Result<Struck> {
             lab.docker(&["network", "disconnect", "-f", &lab.network(), c])?;
         }
         FaultKind::SlowAgentLink => {
-            in_netns(lab, service, "tc qdisc add dev eth0 root netem delay 300ms 150ms loss 20%")?;
+            in_netns(lab, service, SLOW_LINK)?;
         }
         FaultKind::NatsDiskFull => {
             // dd stops at ENOSPC, which is the point; the tmpfs is then full.
@@ -77,7 +77,7 @@ pub fn heal(lab: &ChaosLab, s: &Struck) -> Result<()> {
             lab.docker(&["network", "connect", "--alias", s.service, &lab.network(), c])?;
         }
         FaultKind::SlowAgentLink => {
-            in_netns(lab, s.service, "tc qdisc del dev eth0 root")?;
+            in_netns(lab, s.service, FAST_LINK)?;
         }
         FaultKind::NatsDiskFull => {
             lab.docker(&["exec", c, "rm", "-f", "/data/fill"])?;
@@ -85,6 +85,26 @@ pub fn heal(lab: &ChaosLab, s: &Struck) -> Result<()> {
     }
     Ok(())
 }
+
+/// Delay with jitter and 20 % loss on every link, by `tc netem`. A kernel without netem
+/// (this project's CI machines have none) gets the nearest it has: a token bucket slow
+/// enough to queue packets for up to half a second, and 20 % of packets dropped each
+/// way by iptables' `statistic` match.
+const SLOW_LINK: &str = "set -e; links=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -vx lo); \
+    for d in $links; do \
+      if ! tc qdisc add dev $d root netem delay 300ms 150ms loss 20% 2>/dev/null; then \
+        tc qdisc add dev $d root tbf rate 256kbit burst 8kb latency 500ms; \
+        iptables -w -A INPUT -i $d -m statistic --mode random --probability 0.2 -j DROP; \
+        iptables -w -A OUTPUT -o $d -m statistic --mode random --probability 0.2 -j DROP; \
+      fi; \
+    done";
+
+/// Undoes `SLOW_LINK` on every link.
+const FAST_LINK: &str = "links=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -vx lo); \
+    for d in $links; do tc qdisc del dev $d root 2>/dev/null; \
+      iptables -w -D INPUT -i $d -m statistic --mode random --probability 0.2 -j DROP 2>/dev/null; \
+      iptables -w -D OUTPUT -o $d -m statistic --mode random --probability 0.2 -j DROP 2>/dev/null; \
+    done; true";
 
 /// A shell command in a service's network namespace, from the host (the image has no
 /// `tc`, and its containers no NET_ADMIN).

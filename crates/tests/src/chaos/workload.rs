@@ -75,7 +75,7 @@ fn specs(shape: Shape, rng: &mut StdRng) -> Vec<serde_json::Value> {
             "tasks": {"main": task(&format!("sleep {}", secs(rng)), 2, 0.5)}})],
         Shape::GracefulPreemption => vec![
             json!({"pool": "development", "preemption_mode": "graceful",
-                "tasks": {"main": task("trap 'exit 143' TERM; sleep 8 & wait $!", 4, 1.0)}}),
+                "tasks": {"main": task("trap 'exit 143' TERM; sleep 5 & wait $!", 4, 0.5)}}),
             json!({"pool": "production",
                 "tasks": {"main": task("sleep 2", 2, 1.0)}}),
         ],
@@ -109,7 +109,9 @@ fn submit(lab: &ChaosLab, spec: &serde_json::Value, dir: &std::path::Path) -> Op
     (!id.is_empty() && !id.contains(char::is_whitespace)).then_some(id)
 }
 
-/// Submits drawn shapes every 1 to 3 s until `stop`.
+/// Submits drawn shapes every 2 to 4 s until `stop`: about 2 cores of work a second
+/// on average, half of the default tree's 4, so faults slow it without a backlog that
+/// never drains.
 pub fn run(lab: &ChaosLab, seed: u64, stop: &AtomicBool, dir: &std::path::Path) -> Submitted {
     const SHAPES: [Shape; 5] = [
         Shape::OneJob,
@@ -132,7 +134,7 @@ pub fn run(lab: &ChaosLab, seed: u64, stop: &AtomicBool, dir: &std::path::Path) 
             }
         }
         *out.by_shape.entry(shape.name()).or_default() += 1;
-        std::thread::sleep(Duration::from_millis(rng.gen_range(1_000..=3_000)));
+        std::thread::sleep(Duration::from_millis(rng.gen_range(2_000..=4_000)));
     }
     out
 }
