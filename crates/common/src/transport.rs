@@ -231,7 +231,9 @@ pub async fn connect(
     }
     opts = opts.event_callback(|event| async move { log_event(event) });
     if retry {
-        opts = opts.retry_on_initial_connect();
+        opts = opts
+            .retry_on_initial_connect()
+            .ping_interval(SERVICE_PING_INTERVAL);
     } else {
         opts = opts.connection_timeout(Duration::from_secs(3));
     }
@@ -242,6 +244,13 @@ pub async fn connect(
             message: e.to_string(),
         })
 }
+
+/// How often a service (scheduler, agent) pings its NATS server. A server that goes
+/// silent without closing the connection (cut off from the network, paused) is left
+/// after two unanswered pings, for another server of the cluster: about 3 s. With the
+/// client's default of 60 s, an agent on such a server went unheard for two minutes
+/// and was lost, though the other servers of its cluster served (issue 42's campaign).
+pub const SERVICE_PING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Tries of one call answered "busy, retry" before the error is the caller's.
 const BUSY_ATTEMPTS: u32 = 6;

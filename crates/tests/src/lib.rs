@@ -477,6 +477,28 @@ impl Lab {
             .try_for_each(|&i| self.wait_nats_server_ready(i))
     }
 
+    /// Sends `signal` to NATS cluster server `i` (SIGSTOP: a server gone silent with its
+    /// connections open, as when cut off; SIGCONT ends it).
+    pub fn signal_nats_server(&self, i: usize, signal: nix::sys::signal::Signal) {
+        if let Some(c) = &self.cluster[i].child {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), signal);
+        }
+    }
+
+    /// The names of the clients connected to NATS cluster server `i` now.
+    pub fn nats_server_clients(&self, i: usize) -> Vec<String> {
+        let connz = http_get(self.cluster[i].monitor_port, "/connz").unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(&connz).unwrap_or_default();
+        v["connections"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .filter_map(|c| c["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The client port of NATS cluster server `i`.
     pub fn nats_server_port(&self, i: usize) -> u16 {
         self.cluster[i].port

@@ -40,6 +40,8 @@ pub struct Figures {
     pub final_states: BTreeMap<String, usize>,
     pub attempts: usize,
     pub jobs_succeeded: usize,
+    /// Successes the scheduler never heard of (their node was lost) and ran again.
+    pub lost_successes: usize,
     pub torn_ledger_lines: usize,
     pub events: usize,
     pub epochs: usize,
@@ -79,6 +81,7 @@ impl Figures {
             final_states,
             attempts: h.attempts.len(),
             jobs_succeeded: h.attempts.values().filter(|a| a.exit == Some(0)).count(),
+            lost_successes: super::invariants::successes_lost_with_their_node(h),
             torn_ledger_lines,
             events: h.events.len(),
             epochs: epochs.len(),
@@ -117,6 +120,11 @@ impl Figures {
             s,
             "- job attempts in the ledger: {}, of which ran to success: {} (torn lines: {})",
             self.attempts, self.jobs_succeeded, self.torn_ledger_lines
+        );
+        let _ = writeln!(
+            s,
+            "- successes lost with their node (cut off as its job ended) and run again: {}",
+            self.lost_successes
         );
         let _ = writeln!(s, "- event log: {} events in {} epochs", self.events, self.epochs);
         s

@@ -75,8 +75,8 @@ fn specs(shape: Shape, rng: &mut StdRng) -> Vec<serde_json::Value> {
             "tasks": {"main": task(&format!("sleep {}", secs(rng)), 2, 0.5)}})],
         Shape::GracefulPreemption => vec![
             json!({"pool": "development", "preemption_mode": "graceful",
-                "tasks": {"main": task("trap 'exit 143' TERM; sleep 5 & wait $!", 4, 0.5)}}),
-            json!({"pool": "production",
+                "tasks": {"main": task("trap 'exit 143' TERM; sleep 10 & wait $!", 4, 1.0)}}),
+            json!({"pool": "production", "fair_share_starvation_timeout": "1s",
                 "tasks": {"main": task("sleep 2", 2, 1.0)}}),
         ],
     }
@@ -109,14 +109,21 @@ fn submit(lab: &ChaosLab, spec: &serde_json::Value, dir: &std::path::Path) -> Op
     (!id.is_empty() && !id.contains(char::is_whitespace)).then_some(id)
 }
 
-/// Submits drawn shapes every 2 to 4 s until `stop`: about 2 cores of work a second
-/// on average, half of the default tree's 4, so faults slow it without a backlog that
-/// never drains.
+/// Submits drawn shapes every 2 to 4 s until `stop`: about 2.5 cores of work a second
+/// on average, of the default tree's 4, so faults slow it without a backlog that never
+/// drains.
 pub fn run(lab: &ChaosLab, seed: u64, stop: &AtomicBool, dir: &std::path::Path) -> Submitted {
-    const SHAPES: [Shape; 5] = [
+    // Drawn by weight: the preemption pair fills the default tree for 10 s, so it comes
+    // a tenth of the time.
+    const SHAPES: [Shape; 10] = [
+        Shape::OneJob,
+        Shape::OneJob,
         Shape::OneJob,
         Shape::ManyJobs,
+        Shape::ManyJobs,
         Shape::Gang,
+        Shape::Gang,
+        Shape::OtherTree,
         Shape::OtherTree,
         Shape::GracefulPreemption,
     ];
