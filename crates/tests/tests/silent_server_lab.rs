@@ -10,7 +10,7 @@ use ytsched_tests::*;
 #[test]
 fn an_agent_whose_nats_server_goes_silent_moves_to_another_and_its_node_stays_online() {
     let marks = job_writable_dir();
-    let mut lab = Lab::start_cluster(
+    let lab = Lab::start_cluster(
         &["--kv-replicas", "3", "--node-heartbeat-timeout", "12s"],
         vec![NodeOpts::args(&["--cpu", "2", "--user-slots", "4"])],
     )
