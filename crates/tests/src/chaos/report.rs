@@ -45,6 +45,8 @@ pub struct Figures {
     pub torn_ledger_lines: usize,
     pub events: usize,
     pub epochs: usize,
+    /// Jobs the scheduler took away, by reason (`node_lost`, `preempted`, ...).
+    pub aborts: BTreeMap<String, usize>,
     pub run_s: u64,
 }
 
@@ -73,6 +75,12 @@ impl Figures {
             *final_states.entry(state.clone()).or_default() += 1;
         }
         let epochs: std::collections::BTreeSet<u64> = h.events.iter().map(|e| e.epoch).collect();
+        let mut aborts = BTreeMap::new();
+        for e in h.events {
+            if let ytsched_common::event_record::Event::JobAborted { reason, .. } = &e.event {
+                *aborts.entry(reason.to_string()).or_default() += 1;
+            }
+        }
         Figures {
             by_kind,
             operations: submitted.acknowledged.len(),
@@ -85,6 +93,7 @@ impl Figures {
             torn_ledger_lines,
             events: h.events.len(),
             epochs: epochs.len(),
+            aborts,
             run_s: h.end_ns.saturating_sub(start_ns) / 1_000_000_000,
         }
     }
@@ -126,6 +135,8 @@ impl Figures {
             "- successes lost with their node (cut off as its job ended) and run again: {}",
             self.lost_successes
         );
+        let aborts: Vec<String> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "- jobs taken away, by reason: {}", aborts.join(", "));
         let _ = writeln!(s, "- event log: {} events in {} epochs", self.events, self.epochs);
         s
     }
