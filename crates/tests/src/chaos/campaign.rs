@@ -150,6 +150,7 @@ fn inject(
         if start.elapsed() >= opts.length {
             break;
         }
+        lab.start_stopped_schedulers();
         let struck = match faults::strike(lab, fault) {
             Ok(s) => s,
             Err(e) => {
@@ -175,6 +176,7 @@ fn inject(
             fault.kind,
             struck.service
         );
+        lab.start_stopped_schedulers();
         heals.push(HealRecord {
             kind: fault.kind,
             service: struck.service,

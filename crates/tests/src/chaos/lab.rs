@@ -141,6 +141,20 @@ impl ChaosLab {
         best.map(|(_, s)| s)
     }
 
+    /// Starts again each scheduler that has stopped, as the packaged unit's
+    /// `Restart=on-failure` does on a real machine: a leader that lost its lease exits
+    /// and comes back as the standby. (Docker's own restart policy stops restarting a
+    /// container once it has been `docker kill`ed, whatever the signal.)
+    pub fn start_stopped_schedulers(&self) {
+        for s in SCHEDULERS {
+            let Ok(id) = self.container(s) else { continue };
+            let running = self.docker(&["inspect", "-f", "{{.State.Running}}", &id]);
+            if running.map(|r| r.trim() == "false").unwrap_or(false) {
+                let _ = self.docker(&["start", &id]);
+            }
+        }
+    }
+
     /// A container's log, stdout and stderr, each line stamped.
     fn logs(&self, id: &str) -> Result<String> {
         let out = Command::new("timeout")
