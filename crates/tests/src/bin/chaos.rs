@@ -40,7 +40,10 @@ struct Args {
 fn main() -> Result<()> {
     let args = Args::parse();
     if !(0.5..=24.0 * 60.0).contains(&args.minutes) {
-        bail!("--minutes must be between 0.5 and 1440, not {}", args.minutes);
+        bail!(
+            "--minutes must be between 0.5 and 1440, not {}",
+            args.minutes
+        );
     }
     let repo = std::env::current_dir()?;
     if !repo.join("compose/chaos.yaml").is_file() {

@@ -71,7 +71,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         lab.nats_port,
         opts.out.display()
     );
-    let outcome = lab.up().and_then(|()| campaign(&lab, opts, &plan, &opts.out));
+    let outcome = lab
+        .up()
+        .and_then(|()| campaign(&lab, opts, &plan, &opts.out));
     if opts.keep {
         println!("chaos: the lab is left up (--keep): {}", lab.project);
     } else {
@@ -154,7 +156,11 @@ fn inject(
         let struck = match faults::strike(lab, fault) {
             Ok(s) => s,
             Err(e) => {
-                println!("{} chaos: #{i} {} not struck: {e:#}", stamp(start), fault.kind);
+                println!(
+                    "{} chaos: #{i} {} not struck: {e:#}",
+                    stamp(start),
+                    fault.kind
+                );
                 std::thread::sleep(fault.quiet);
                 continue;
             }
@@ -243,7 +249,11 @@ fn wait_finished(
 fn read_events(lab: &ChaosLab) -> Result<Vec<EventRecord>> {
     let out = lab.cli(&["events"], Duration::from_secs(120))?;
     let mut events = Vec::new();
-    for (i, line) in out.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (i, line) in out
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         match serde_json::from_str(line) {
             Ok(r) => events.push(r),
             Err(e) => bail!("event log line {} does not parse: {e}: {line}", i + 1),

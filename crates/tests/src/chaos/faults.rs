@@ -74,7 +74,14 @@ pub fn heal(lab: &ChaosLab, s: &Struck) -> Result<()> {
         | FaultKind::PartitionAgentLong
         | FaultKind::PartitionLeader
         | FaultKind::PartitionNats => {
-            lab.docker(&["network", "connect", "--alias", s.service, &lab.network(), c])?;
+            lab.docker(&[
+                "network",
+                "connect",
+                "--alias",
+                s.service,
+                &lab.network(),
+                c,
+            ])?;
         }
         FaultKind::SlowAgentLink => {
             in_netns(lab, s.service, FAST_LINK)?;
@@ -90,7 +97,8 @@ pub fn heal(lab: &ChaosLab, s: &Struck) -> Result<()> {
 /// (this project's CI machines have none) gets the nearest it has: a token bucket slow
 /// enough to queue packets for up to half a second, and 20 % of packets dropped each
 /// way by iptables' `statistic` match.
-const SLOW_LINK: &str = "set -e; links=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -vx lo); \
+const SLOW_LINK: &str =
+    "set -e; links=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -vx lo); \
     for d in $links; do \
       if ! tc qdisc add dev $d root netem delay 300ms 150ms loss 20% 2>/dev/null; then \
         tc qdisc add dev $d root tbf rate 256kbit burst 8kb latency 500ms; \

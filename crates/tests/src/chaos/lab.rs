@@ -36,7 +36,9 @@ pub fn run_with_limit(cmd: &mut Command, limit: Duration) -> Result<String> {
     if let Some(dir) = cmd.get_current_dir() {
         limited.current_dir(dir);
     }
-    let out = limited.output().with_context(|| format!("running {shown}"))?;
+    let out = limited
+        .output()
+        .with_context(|| format!("running {shown}"))?;
     if !out.status.success() {
         bail!(
             "{shown} failed ({}): {}",
@@ -129,9 +131,10 @@ impl ChaosLab {
                 continue;
             }
             let Ok(log) = self.logs(&id) else { continue };
-            let acquired = log.lines().rev().find(|l| {
-                l.contains("leader lease acquired") || l.contains("re-acquired it")
-            });
+            let acquired = log
+                .lines()
+                .rev()
+                .find(|l| l.contains("leader lease acquired") || l.contains("re-acquired it"));
             if let Some(at) = acquired.and_then(|l| l.split_whitespace().next()) {
                 if best.as_ref().map(|(t, _)| at > t.as_str()).unwrap_or(true) {
                     best = Some((at.to_string(), s));
@@ -191,9 +194,7 @@ impl ChaosLab {
 
     /// Everything the ledger's jobs wrote.
     pub fn ledger_text(&self) -> Result<String> {
-        Ok(std::fs::read_to_string(
-            self.ledger_dir.join("ledger.log"),
-        )?)
+        Ok(std::fs::read_to_string(self.ledger_dir.join("ledger.log"))?)
     }
 
     /// Brings the lab up and waits for both schedulers and all agents.
@@ -211,8 +212,15 @@ impl ChaosLab {
 
     /// Tears the lab down, with its volumes and the job cgroups its agents made.
     pub fn down(&self) {
-        let _ = self.compose(&["down", "-v", "--remove-orphans"], Duration::from_secs(180));
-        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/memory"] {
+        let _ = self.compose(
+            &["down", "-v", "--remove-orphans"],
+            Duration::from_secs(180),
+        );
+        for root in [
+            "/sys/fs/cgroup",
+            "/sys/fs/cgroup/cpu",
+            "/sys/fs/cgroup/memory",
+        ] {
             let dir = Path::new(root).join(&self.project);
             if dir.is_dir() {
                 let _ = Command::new("find")

@@ -113,8 +113,16 @@ impl Figures {
                 ms(r.max())
             );
         }
-        let shapes: Vec<String> = self.by_shape.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let states: Vec<String> = self.final_states.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let shapes: Vec<String> = self
+            .by_shape
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let states: Vec<String> = self
+            .final_states
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(s);
         let _ = writeln!(s, "- run: {} s", self.run_s);
         let _ = writeln!(
@@ -135,9 +143,17 @@ impl Figures {
             "- successes lost with their node (cut off as its job ended) and run again: {}",
             self.lost_successes
         );
-        let aborts: Vec<String> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let aborts: Vec<String> = self
+            .aborts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(s, "- jobs taken away, by reason: {}", aborts.join(", "));
-        let _ = writeln!(s, "- event log: {} events in {} epochs", self.events, self.epochs);
+        let _ = writeln!(
+            s,
+            "- event log: {} events in {} epochs",
+            self.events, self.epochs
+        );
         s
     }
 }

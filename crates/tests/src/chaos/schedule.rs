@@ -150,7 +150,10 @@ mod tests {
     fn each_round_strikes_every_kind_once_within_its_ranges() {
         let plan = draw(7, Duration::from_secs(1800));
         assert!(plan.len() >= 2 * ALL_KINDS.len());
-        for round in plan.chunks(ALL_KINDS.len()).filter(|r| r.len() == ALL_KINDS.len()) {
+        for round in plan
+            .chunks(ALL_KINDS.len())
+            .filter(|r| r.len() == ALL_KINDS.len())
+        {
             let kinds: BTreeSet<FaultKind> = round.iter().map(|f| f.kind).collect();
             assert_eq!(kinds.len(), ALL_KINDS.len(), "{round:?}");
         }
@@ -161,10 +164,16 @@ mod tests {
             assert!(f.kind.targets().contains(&f.target), "{f:?}");
         }
         // The long partition outlasts the lab's 5 s node timeout; the short one does not.
-        for f in plan.iter().filter(|f| f.kind == FaultKind::PartitionAgentLong) {
+        for f in plan
+            .iter()
+            .filter(|f| f.kind == FaultKind::PartitionAgentLong)
+        {
             assert!(f.hold > Duration::from_secs(5));
         }
-        for f in plan.iter().filter(|f| f.kind == FaultKind::PartitionAgentShort) {
+        for f in plan
+            .iter()
+            .filter(|f| f.kind == FaultKind::PartitionAgentShort)
+        {
             assert!(f.hold < Duration::from_secs(5));
         }
     }

@@ -103,7 +103,10 @@ fn submit(lab: &ChaosLab, spec: &serde_json::Value, dir: &std::path::Path) -> Op
     std::fs::write(file.path(), spec.to_string()).ok()?;
     let path = file.path().to_str()?;
     let out = lab
-        .cli(&["run-vanilla", "--spec", path, "--async"], Duration::from_secs(30))
+        .cli(
+            &["run-vanilla", "--spec", path, "--async"],
+            Duration::from_secs(30),
+        )
         .ok()?;
     let id = out.trim().trim_matches('"').to_string();
     (!id.is_empty() && !id.contains(char::is_whitespace)).then_some(id)
@@ -127,7 +130,7 @@ pub fn run(lab: &ChaosLab, seed: u64, stop: &AtomicBool, dir: &std::path::Path) 
         Shape::OtherTree,
         Shape::GracefulPreemption,
     ];
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0f_10ad);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_10ad);
     let mut out = Submitted::default();
     while !stop.load(Ordering::Relaxed) {
         let shape = SHAPES[rng.gen_range(0..SHAPES.len())];
@@ -153,10 +156,18 @@ mod tests {
     #[test]
     fn every_shape_asks_for_jobs_that_keep_the_ledger() {
         let mut rng = StdRng::seed_from_u64(1);
-        for shape in [Shape::OneJob, Shape::ManyJobs, Shape::Gang, Shape::GracefulPreemption] {
+        for shape in [
+            Shape::OneJob,
+            Shape::ManyJobs,
+            Shape::Gang,
+            Shape::GracefulPreemption,
+        ] {
             for spec in specs(shape, &mut rng) {
                 let tasks = tasks_of(&spec);
-                assert!(!tasks.is_empty() && tasks.values().all(|n| *n > 0), "{spec}");
+                assert!(
+                    !tasks.is_empty() && tasks.values().all(|n| *n > 0),
+                    "{spec}"
+                );
                 for task in spec["tasks"].as_object().unwrap().values() {
                     assert!(task["command"].as_str().unwrap().contains("$LEDGER"));
                     assert_eq!(task["environment"]["LEDGER"], LEDGER);
@@ -164,6 +175,9 @@ mod tests {
             }
         }
         let many = &specs(Shape::ManyJobs, &mut rng)[0];
-        assert_eq!(tasks_of(many), BTreeMap::from([("main".into(), 6), ("side".into(), 2)]));
+        assert_eq!(
+            tasks_of(many),
+            BTreeMap::from([("main".into(), 6), ("side".into(), 2)])
+        );
     }
 }
