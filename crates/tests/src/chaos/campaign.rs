@@ -186,7 +186,6 @@ fn inject(
         heals.push(HealRecord {
             kind: fault.kind,
             service: struck.service,
-            struck_ns,
             at_ns,
         });
         std::thread::sleep(fault.quiet);

@@ -11,7 +11,6 @@ use std::fmt::Write as _;
 pub struct HealRecord {
     pub kind: FaultKind,
     pub service: &'static str,
-    pub struck_ns: u64,
     pub at_ns: u64,
 }
 
