@@ -245,6 +245,9 @@ impl Operation {
             job.start_time = result.start_time;
             self.changed_jobs.push(result.job_id.clone());
         }
+        if job.state == JobState::Aborted && result.state == JobState::Completed {
+            return self.complete_late(result);
+        }
         if job.state != JobState::Running {
             return ResultEffect::Ignored;
         }
@@ -264,6 +267,39 @@ impl Operation {
             Some((reason, error)) => self.requeue(result, reason, error, copy_runs, now),
             None => self.settle_by_result(result, copy_runs),
         }
+    }
+
+    /// A node reports completed an attempt the scheduler aborted on its own account
+    /// (preempted, or its gang broke) before hearing of it: the job had ended before the
+    /// word reached its node, since a node reports a job it stopped as aborted. Its work
+    /// is done, so it counts as completed, as SPEC 5.15 keeps completed gang jobs, unless
+    /// its index already runs again or completed meanwhile (then the attempt stays
+    /// aborted). Found by issue 42's campaign: such jobs ran to success twice.
+    fn complete_late(&mut self, result: &FinishedJob) -> ResultEffect {
+        let Some(job) = self.jobs.get(&result.job_id) else {
+            return ResultEffect::Ignored;
+        };
+        let decided_here = matches!(
+            job.abort_reason,
+            Some(AbortReason::Preempted | AbortReason::GangMemberLost)
+        );
+        let (task, index) = (job.task, job.index);
+        let waiting = &mut self.tasks[task].waiting;
+        let Some(at) = waiting.iter().position(|&i| i == index) else {
+            return ResultEffect::Ignored;
+        };
+        if !decided_here || self.state.is_finished() {
+            return ResultEffect::Ignored;
+        }
+        waiting.remove(at);
+        let Some(job) = self.jobs.get_mut(&result.job_id) else {
+            return ResultEffect::Ignored;
+        };
+        job.abort_reason = None;
+        job.error = None;
+        job.finish_time = Some(result.finish_time);
+        self.changed_jobs.push(result.job_id.clone());
+        self.settle_by_result(result, false)
     }
 
     /// A job that runs again, no failure: a graceful preemption ended, or it asked to

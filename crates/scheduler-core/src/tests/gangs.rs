@@ -133,6 +133,49 @@ fn a_lost_member_restarts_the_whole_gang() {
     assert_eq!(starts_of(&r1, &g) + starts_of(&r2, &g), 4, "{r1:?} {r2:?}");
 }
 
+/// A member that completed just before another failed, whose node had not reported it
+/// yet when the gang broke, is aborted as `gang_member_lost`; when its node then
+/// reports it completed, it stays completed (SPEC 5.15) and only the others run again
+/// (issue 42's campaign saw such jobs run to success twice).
+#[test]
+fn a_member_that_completed_before_the_gang_broke_stays_completed() {
+    let (mut h, g) = running_gang_on_two_nodes();
+    let done = h.running_on("n2")[0].job_id.clone();
+    h.finish_job("n2", &done, JobState::Completed);
+    let failing = h.running_on("n1")[0].job_id.clone();
+    h.finish_job("n1", &failing, JobState::Failed);
+    let r1 = h.advance(1).heartbeat("n1");
+    assert!(r1.jobs_to_abort.iter().all(|a| a.reason == AbortReason::GangMemberLost));
+    let info = h.core.reads().operation_info(&g).unwrap();
+    assert_eq!((info.jobs.completed, info.jobs.waiting), (0, 4), "{:?}", info.jobs);
+    // Its node reports what it did before it heard of the break.
+    h.heartbeat("n2");
+    let info = h.core.reads().operation_info(&g).unwrap();
+    assert_eq!(
+        (info.jobs.completed, info.jobs.failed, info.jobs.waiting),
+        (1, 1, 3),
+        "{:?}",
+        info.jobs
+    );
+    let job = h
+        .last_effects()
+        .changes
+        .iter()
+        .rev()
+        .find_map(|c| match c {
+            crate::records::StateChange::Job(j) if j.job.id == done => Some(j.job.clone()),
+            _ => None,
+        })
+        .expect("the attempt's new state is stored");
+    assert_eq!((job.state, job.abort_reason), (JobState::Completed, None));
+    // The other three start again whole; the completed one never runs again.
+    h.advance(1).heartbeat("n1");
+    h.heartbeat("n2");
+    tick(&mut h, 1);
+    let (r1, r2) = (h.heartbeat("n1"), h.heartbeat("n2"));
+    assert_eq!(starts_of(&r1, &g) + starts_of(&r2, &g), 3, "{r1:?} {r2:?}");
+}
+
 /// A tree whose operations starve after 1 s and whose nodes run the preemptive stage at
 /// every heartbeat.
 fn starving_soon(h: &mut Harness) {
