@@ -145,9 +145,17 @@ fn a_member_that_completed_before_the_gang_broke_stays_completed() {
     let failing = h.running_on("n1")[0].job_id.clone();
     h.finish_job("n1", &failing, JobState::Failed);
     let r1 = h.advance(1).heartbeat("n1");
-    assert!(r1.jobs_to_abort.iter().all(|a| a.reason == AbortReason::GangMemberLost));
+    assert!(r1
+        .jobs_to_abort
+        .iter()
+        .all(|a| a.reason == AbortReason::GangMemberLost));
     let info = h.core.reads().operation_info(&g).unwrap();
-    assert_eq!((info.jobs.completed, info.jobs.waiting), (0, 4), "{:?}", info.jobs);
+    assert_eq!(
+        (info.jobs.completed, info.jobs.waiting),
+        (0, 4),
+        "{:?}",
+        info.jobs
+    );
     // Its node reports what it did before it heard of the break.
     h.heartbeat("n2");
     let info = h.core.reads().operation_info(&g).unwrap();

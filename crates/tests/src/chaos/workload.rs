@@ -112,6 +112,15 @@ fn submit(lab: &ChaosLab, spec: &serde_json::Value, dir: &std::path::Path) -> Op
     (!id.is_empty() && !id.contains(char::is_whitespace)).then_some(id)
 }
 
+fn append(path: &std::path::Path, line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(line.as_bytes())
+}
+
 /// Submits drawn shapes every 2 to 4 s until `stop`: about 2.5 cores of work a second
 /// on average, of the default tree's 4, so faults slow it without a backlog that never
 /// drains.
@@ -135,7 +144,18 @@ pub fn run(lab: &ChaosLab, seed: u64, stop: &AtomicBool, dir: &std::path::Path) 
     while !stop.load(Ordering::Relaxed) {
         let shape = SHAPES[rng.gen_range(0..SHAPES.len())];
         for spec in specs(shape, &mut rng) {
-            match submit(lab, &spec, dir) {
+            let asked_ns = super::campaign::now_ns();
+            let answer = submit(lab, &spec, dir);
+            // When each submission was asked and answered: the evidence for an
+            // acknowledged operation the scheduler later does not know.
+            let line = format!(
+                "{asked_ns} {} {} {}\n",
+                super::campaign::now_ns(),
+                shape.name(),
+                answer.as_deref().unwrap_or("-")
+            );
+            let _ = append(&dir.join("submissions.log"), &line);
+            match answer {
                 Some(operation) => out.acknowledged.push(Submission {
                     operation,
                     tasks: tasks_of(&spec),
