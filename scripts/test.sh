@@ -31,4 +31,3 @@ bash packaging/test-packages.sh
 
 # The docker-compose lab, end to end (skips, saying so, without a Docker engine).
 YTSCHED_LAB_PROFILE=debug bash compose/lab-test.sh
-
