@@ -17,6 +17,8 @@ pub struct ChaosLab {
     repo: PathBuf,
     cli: PathBuf,
     pub nats_port: u16,
+    /// The web face's published port (chosen once: compose reads it on every command).
+    http_port: u16,
     pub auth_dir: PathBuf,
     pub ledger_dir: PathBuf,
 }
@@ -67,6 +69,7 @@ impl ChaosLab {
             repo: repo.to_path_buf(),
             cli: repo.join("target").join(profile).join("ytsched"),
             nats_port: crate::free_port()?,
+            http_port: crate::free_port()?,
             auth_dir: work.join("auth"),
             ledger_dir,
         })
@@ -86,7 +89,7 @@ impl ChaosLab {
             .args(["-f", "compose/chaos.yaml"])
             .args(args)
             .env("YTSCHED_LAB_NATS_PORT", self.nats_port.to_string())
-            .env("YTSCHED_LAB_HTTP_PORT", crate::free_port()?.to_string())
+            .env("YTSCHED_LAB_HTTP_PORT", self.http_port.to_string())
             .env("YTSCHED_LAB_CGROUP_ROOT", &self.project)
             .env("YTSCHED_LAB_AUTH_DIR", &self.auth_dir)
             .env("YTSCHED_CHAOS_LEDGER", &self.ledger_dir);
@@ -108,7 +111,7 @@ impl ChaosLab {
 
     /// The network every service of the lab is on.
     pub fn network(&self) -> String {
-        format!("{}_default", self.project.replace('.', ""))
+        format!("{}_default", self.project)
     }
 
     /// The host pid of a running service's first process (to enter its namespaces).
