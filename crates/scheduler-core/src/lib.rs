@@ -301,8 +301,16 @@ impl SchedulerCore {
         node_life!(self).expire_silent(now);
         job_life!(self).end_revival_if_due(&mut self.revival_deadline, now);
         operation_life!(self).enforce_time_limits(now);
-        // Jobs whose restart back-off is over wait again, and nodes hear of them.
-        for id in self.operations.release_restarts(now) {
+        // Jobs whose restart back-off is over, or whose aborted attempt's node is past
+        // its timeout, wait again, and nodes hear of them.
+        let (cluster, default_timeout) = (&self.cluster, self.config.node_heartbeat_timeout_ms);
+        let node_timeout = |tree: &ytsched_common::names::TreeName| {
+            cluster
+                .trees
+                .get(tree)
+                .map_or(default_timeout, |t| t.config.node_heartbeat_timeout.0)
+        };
+        for id in self.operations.release_held(now, &node_timeout) {
             nudger!(self).announce_new_work(&id);
         }
         if std::mem::take(&mut self.placeability.stale) {

@@ -3,6 +3,7 @@
 //! or lost jobs go back to waiting). Each step keeps the attempt tally and the tree's
 //! usage in step with the job.
 
+use crate::jobs::held_indexes;
 use crate::operations::operation::{
     restart_backoff_ms, set_attempt, slot_mut, Job, Operation, ResultEffect, MAX_REQUESTED_RESTARTS,
 };
@@ -210,10 +211,13 @@ impl Operation {
             AbortReason::OperationAborted | AbortReason::SpeculativeLost
         ) && !copy_runs
             && !self.state.is_finished();
-        if requeue {
-            self.tasks[job.task].waiting.push_front(job.index);
-        }
+        let (task, index, seq, tree) = (job.task, job.index, job.seq, job.tree.clone());
         let node = job.node.clone();
+        if requeue && held_indexes::node_may_still_run(reason) {
+            self.hold_until_stopped(task, index, seq, tree, now);
+        } else if requeue {
+            self.tasks[task].waiting.push_front(index);
+        }
         // Stopping the whole operation (or all its jobs) is not losing a member.
         if !matches!(
             reason,
@@ -245,8 +249,8 @@ impl Operation {
             job.start_time = result.start_time;
             self.changed_jobs.push(result.job_id.clone());
         }
-        if job.state == JobState::Aborted && result.state == JobState::Completed {
-            return self.complete_late(result);
+        if job.state == JobState::Aborted {
+            return self.aborted_attempt_ended(result);
         }
         if job.state != JobState::Running {
             return ResultEffect::Ignored;
@@ -267,39 +271,6 @@ impl Operation {
             Some((reason, error)) => self.requeue(result, reason, error, copy_runs, now),
             None => self.settle_by_result(result, copy_runs),
         }
-    }
-
-    /// A node reports completed an attempt the scheduler aborted on its own account
-    /// (preempted, or its gang broke) before hearing of it: the job had ended before the
-    /// word reached its node, since a node reports a job it stopped as aborted. Its work
-    /// is done, so it counts as completed, as SPEC 5.15 keeps completed gang jobs, unless
-    /// its index already runs again or completed meanwhile (then the attempt stays
-    /// aborted). Found by issue 42's campaign: such jobs ran to success twice.
-    fn complete_late(&mut self, result: &FinishedJob) -> ResultEffect {
-        let Some(job) = self.jobs.get(&result.job_id) else {
-            return ResultEffect::Ignored;
-        };
-        let decided_here = matches!(
-            job.abort_reason,
-            Some(AbortReason::Preempted | AbortReason::GangMemberLost)
-        );
-        let (task, index) = (job.task, job.index);
-        let waiting = &mut self.tasks[task].waiting;
-        let Some(at) = waiting.iter().position(|&i| i == index) else {
-            return ResultEffect::Ignored;
-        };
-        if !decided_here || self.state.is_finished() {
-            return ResultEffect::Ignored;
-        }
-        waiting.remove(at);
-        let Some(job) = self.jobs.get_mut(&result.job_id) else {
-            return ResultEffect::Ignored;
-        };
-        job.abort_reason = None;
-        job.error = None;
-        job.finish_time = Some(result.finish_time);
-        self.changed_jobs.push(result.job_id.clone());
-        self.settle_by_result(result, false)
     }
 
     /// A job that runs again, no failure: a graceful preemption ended, or it asked to
@@ -337,7 +308,7 @@ impl Operation {
             // task's other waiting jobs.
             if !copy_runs && !self.state.is_finished() {
                 let wait = restart_backoff_ms(self.requested_restarts, self.total_job_count());
-                self.held_restarts.push((now + wait, task, index));
+                self.hold_for_backoff(task, index, now + wait);
             }
             return ResultEffect::Recorded;
         }
@@ -349,7 +320,11 @@ impl Operation {
 
     /// A job settled by its own result: completed, failed (within
     /// `max_failed_job_count`), or given up by its node.
-    fn settle_by_result(&mut self, result: &FinishedJob, copy_runs: bool) -> ResultEffect {
+    pub(crate) fn settle_by_result(
+        &mut self,
+        result: &FinishedJob,
+        copy_runs: bool,
+    ) -> ResultEffect {
         let Some(job) = self.jobs.get_mut(&result.job_id) else {
             return ResultEffect::Ignored;
         };
@@ -425,28 +400,5 @@ fn requeue_reason(
         ))
     } else {
         None
-    }
-}
-
-impl Operation {
-    /// Puts the held restarts due by `now` back to waiting; returns whether any went.
-    pub(crate) fn release_restarts(&mut self, now: UnixMillis) -> bool {
-        let before = self.held_restarts.len();
-        let mut due = Vec::new();
-        self.held_restarts.retain(|&(at, task, index)| {
-            let ready = at <= now;
-            if ready {
-                due.push((task, index));
-            }
-            !ready
-        });
-        if self.state.is_finished() {
-            self.held_restarts.clear();
-            return false;
-        }
-        for (task, index) in due {
-            self.tasks[task].waiting.push_back(index);
-        }
-        self.held_restarts.len() < before
     }
 }

@@ -2,6 +2,8 @@
 //! index of where each runs, and speculative copies of slow ones.
 
 pub(crate) mod adoption;
+pub(crate) mod held_indexes;
+pub(crate) mod hold;
 pub(crate) mod job_index;
 pub mod job_info;
 pub(crate) mod job_life;

@@ -73,7 +73,9 @@ impl Operation {
                 slot.usage -= job.resources;
             }
             let (task, index, node) = (job.task, job.index, job.node.clone());
-            self.tasks[task].waiting.push_front(index);
+            let (seq, tree) = (job.seq, job.tree.clone());
+            // Its node may still run it: the index waits for the node's word.
+            self.hold_until_stopped(task, index, seq, tree, now);
             self.changed_jobs.push(id.clone());
             self.gang_lost.push((id.clone(), node));
         }
@@ -94,10 +96,12 @@ impl Operation {
         std::mem::take(&mut self.gang_lost)
     }
 
-    /// A gang none of whose unfinished jobs runs: what gang placement may start.
+    /// A gang none of whose unfinished jobs runs or is held back (an aborted member whose
+    /// node has not said it stopped, a back-off): what gang placement may start.
     pub fn gang_waits_whole(&self) -> bool {
         self.spec.is_gang
             && self.tally.running == 0
+            && self.held.is_empty()
             && self.tasks.iter().any(|t| !t.waiting.is_empty())
     }
 }

@@ -131,9 +131,10 @@ pub struct Operation {
     /// Jobs that asked to run again by their task's `restart_exit_code`, since this
     /// scheduler took the operation (held to `MAX_REQUESTED_RESTARTS`).
     pub requested_restarts: u32,
-    /// Jobs that asked to run again, held back until the time given (a back-off), as
-    /// (due, task, index); the core's tick puts them back to waiting.
-    pub(crate) held_restarts: Vec<(UnixMillis, usize, u32)>,
+    /// Indexes held back from waiting: a restart back-off, or an aborted attempt its node
+    /// has not yet reported ended (`held_indexes.rs`); the core's tick and the node's
+    /// report put them back to waiting.
+    pub(crate) held: Vec<crate::jobs::hold::HeldIndex>,
     /// `suspend_operation` (SPEC 5.14): it keeps its place and running jobs but is given
     /// no new ones, and it wants no more than it uses.
     pub suspended: bool,
@@ -280,7 +281,7 @@ impl Operation {
             tally: AttemptTally::default(),
             failed_job_count: 0,
             requested_restarts: 0,
-            held_restarts: Vec::new(),
+            held: Vec::new(),
             suspended: false,
             history_dropped: 0,
             history: vec![HistoryEntry {

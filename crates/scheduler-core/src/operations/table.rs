@@ -45,9 +45,9 @@ struct ChangeMarks {
     /// Sums over operations, refreshed lazily on reads that take `&self` (hence the
     /// `RefCell`); see `operation_index.rs`.
     indexes: RefCell<Indexes>,
-    /// Operations holding jobs back after a `restart_exit_code`, noted as they are
-    /// edited (`release_restarts` lets them go).
-    holding_restarts: BTreeSet<OperationId>,
+    /// Operations holding job indexes back from waiting (`held_indexes.rs`), noted as
+    /// they are edited (`release_held` lets them go).
+    holding: BTreeSet<OperationId>,
 }
 
 impl ChangeMarks {
@@ -79,8 +79,8 @@ impl DerefMut for OperationEdit<'_> {
 impl Drop for OperationEdit<'_> {
     fn drop(&mut self) {
         self.marks.mark(&self.op.id);
-        if !self.op.held_restarts.is_empty() {
-            self.marks.holding_restarts.insert(self.op.id.clone());
+        if !self.op.held.is_empty() {
+            self.marks.holding.insert(self.op.id.clone());
         }
     }
 }
@@ -150,31 +150,30 @@ impl OperationTable {
         })
     }
 
-    /// Puts back to waiting the jobs whose restart back-off is over by `now`; returns the
-    /// operations that got some. An operation is edited (and so written) only when one
-    /// of its jobs is due.
-    pub(crate) fn release_restarts(
+    /// Puts back to waiting the held job indexes whose hold is over by `now` (a restart
+    /// back-off, or an aborted attempt's node timeout; `node_timeout` gives a tree's);
+    /// returns the operations that got some. An operation is edited (and so written)
+    /// only when one of its holds is due.
+    pub(crate) fn release_held(
         &mut self,
         now: ytsched_common::protocol::UnixMillis,
+        node_timeout: &dyn Fn(&ytsched_common::names::TreeName) -> u64,
     ) -> Vec<OperationId> {
-        let holding: Vec<OperationId> = self.marks.holding_restarts.iter().cloned().collect();
+        let holding: Vec<OperationId> = self.marks.holding.iter().cloned().collect();
         let mut released = Vec::new();
         for id in holding {
-            let due = self.get(&id).map(|op| {
-                op.state.is_finished() || op.held_restarts.iter().any(|&(at, ..)| at <= now)
-            });
-            match due {
+            match self.get(&id).map(|op| op.holds_due(now, node_timeout)) {
                 Some(true) => {}
                 Some(false) => continue,
                 None => {
-                    self.marks.holding_restarts.remove(&id);
+                    self.marks.holding.remove(&id);
                     continue;
                 }
             }
-            self.marks.holding_restarts.remove(&id);
+            self.marks.holding.remove(&id);
             if self
                 .edit(&id)
-                .is_some_and(|mut op| op.release_restarts(now))
+                .is_some_and(|mut op| op.release_held(now, node_timeout))
             {
                 released.push(id);
             }

@@ -29,7 +29,9 @@ fn describe_with(
 ) -> OperationInfo {
     let mut jobs = JobCounts {
         total: op.total_job_count(),
-        waiting: op.tasks.iter().map(|t| t.waiting.len() as u64).sum(),
+        // A person counts a held index (a back-off, an abort its node has yet to
+        // confirm) as waiting: it runs again without anyone's word.
+        waiting: op.waiting_job_count() + op.held.len() as u64,
         ..Default::default()
     };
     let tally = op.tally();

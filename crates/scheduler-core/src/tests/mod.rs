@@ -1016,6 +1016,7 @@ fn each_call_returns_its_effects_and_leaves_none_behind() {
 
 mod bursts;
 mod gangs;
+mod held_indexes;
 mod hostile;
 mod inline_attempts;
 mod lifecycle;

@@ -527,7 +527,9 @@ fn a_banned_node_gives_its_jobs_back_and_they_run_elsewhere() {
     }
     let info = h.core.reads().operation_info(&op("o")).unwrap();
     assert_eq!((info.jobs.waiting, info.jobs.aborted), (4, 4));
-    // The aborted jobs run on n2 once it has room; n1 gets none of them.
+    // The aborted jobs run on n2 once n1 has said they stopped and n2 has room; n1
+    // gets none of them.
+    assert!(h.at(4).heartbeat("n1").jobs_to_start.is_empty());
     h.finish_at("n2", 4);
     assert_eq!(h.running_on("n2").len(), 4);
     assert!(h.at(5).heartbeat("n1").jobs_to_start.is_empty());

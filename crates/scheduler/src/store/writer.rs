@@ -228,7 +228,17 @@ impl Writer {
 /// of a previous leader then fails its first step.
 pub async fn claim_epoch(store: &kv::Store, holder: &str) -> anyhow::Result<u64> {
     loop {
-        let result = match store.entry(EPOCH_KEY).await? {
+        // A replicated bucket whose stream is still electing its leader (a cluster just
+        // formed, or a server just lost) answers "no responders" for a while: read again.
+        let current = match store.entry(EPOCH_KEY).await {
+            Ok(current) => current,
+            Err(e) => {
+                warn!(error = %e, "cannot read the state epoch yet; reading it again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+        };
+        let result = match current {
             Some(e) if e.operation == kv::Operation::Put => store
                 .update(EPOCH_KEY, holder.to_string().into(), e.revision)
                 .await

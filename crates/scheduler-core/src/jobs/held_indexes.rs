@@ -1,0 +1,137 @@
+//! Job indexes that may not run yet although no attempt runs them: one that asked to run
+//! again waits out its back-off, and one whose attempt the scheduler aborted on a live
+//! node waits until that node says the attempt has ended.
+//!
+//! The second hold is what keeps a job from running twice at once (issue 42's campaign
+//! found it): a preempted job, or a gang member aborted because another member failed,
+//! still runs on its node until the abort reaches the node and its process is killed.
+//! Were its index put back to waiting at once, it could start on another node in that
+//! window. The hold ends when the node reports the attempt (any result), or, should the
+//! node never report it, once the tree's `node_heartbeat_timeout` has passed: a node
+//! cut off that long has fenced its jobs (SPEC 5.11), and a node heard that long
+//! has been told to stop it.
+
+use crate::jobs::hold::{HeldIndex, Hold};
+use crate::operations::operation::{Operation, ResultEffect};
+use ytsched_common::names::TreeName;
+use ytsched_common::protocol::{FinishedJob, UnixMillis};
+use ytsched_common::states::{AbortReason, JobState};
+
+/// Whether an abort for `reason` leaves the attempt on a node that may still run it.
+/// A lost node's jobs were fenced before the node was declared lost.
+pub(crate) fn node_may_still_run(reason: AbortReason) -> bool {
+    reason != AbortReason::NodeLost
+}
+
+impl Operation {
+    /// Holds `index` of `task` until its aborted attempt `seq` in `tree` is reported
+    /// ended by its node (or the tree's node timeout from `now`).
+    pub(crate) fn hold_until_stopped(
+        &mut self,
+        task: usize,
+        index: u32,
+        seq: u64,
+        tree: TreeName,
+        now: UnixMillis,
+    ) {
+        self.held.push(HeldIndex {
+            task,
+            index,
+            hold: Hold::Stopping {
+                seq,
+                tree,
+                since: now,
+            },
+        });
+    }
+
+    /// Holds `index` of `task` for a restart back-off, until `at`.
+    pub(crate) fn hold_for_backoff(&mut self, task: usize, index: u32, at: UnixMillis) {
+        self.held.push(HeldIndex {
+            task,
+            index,
+            hold: Hold::Backoff(at),
+        });
+    }
+
+    /// Whether any held index is free to wait again by `now`, or the operation ended.
+    pub(crate) fn holds_due(
+        &self,
+        now: UnixMillis,
+        node_timeout: &dyn Fn(&TreeName) -> u64,
+    ) -> bool {
+        self.state.is_finished() || self.held.iter().any(|h| h.due(now, node_timeout))
+    }
+
+    /// Puts the indexes whose hold is over by `now` back to waiting: a stopped job's at
+    /// the front, as an abort puts it, a back-off's behind the task's other waiting jobs.
+    /// Returns whether any went.
+    pub(crate) fn release_held(
+        &mut self,
+        now: UnixMillis,
+        node_timeout: &dyn Fn(&TreeName) -> u64,
+    ) -> bool {
+        if self.state.is_finished() {
+            self.held.clear();
+            return false;
+        }
+        let (due, kept): (Vec<HeldIndex>, Vec<HeldIndex>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.due(now, node_timeout));
+        self.held = kept;
+        for h in &due {
+            self.wait_again(h);
+        }
+        !due.is_empty()
+    }
+
+    fn wait_again(&mut self, h: &HeldIndex) {
+        let waiting = &mut self.tasks[h.task].waiting;
+        match h.hold {
+            Hold::Backoff(_) => waiting.push_back(h.index),
+            Hold::Stopping { .. } => waiting.push_front(h.index),
+        }
+    }
+
+    /// A node reports the end of an attempt the scheduler had already aborted. Its hold,
+    /// if any, is over. A job that completed (it ended before the abort reached its node,
+    /// since a node reports a job it stopped as aborted) counts as completed, as SPEC 5.15
+    /// keeps completed gang jobs, unless its index already runs again or completed
+    /// meanwhile (then the attempt stays aborted).
+    pub(crate) fn aborted_attempt_ended(&mut self, result: &FinishedJob) -> ResultEffect {
+        let Some(job) = self.jobs.get(&result.job_id) else {
+            return ResultEffect::Ignored;
+        };
+        let (seq, task, index) = (job.seq, job.task, job.index);
+        let held = self
+            .held
+            .iter()
+            .position(|h| matches!(h.hold, Hold::Stopping { seq: s, .. } if s == seq))
+            .map(|at| self.held.remove(at));
+        if self.state.is_finished() {
+            return ResultEffect::Ignored;
+        }
+        if result.state != JobState::Completed {
+            if let Some(h) = held {
+                self.wait_again(&h);
+            }
+            return ResultEffect::Ignored;
+        }
+        if held.is_none() {
+            // Released already: taken only while the index still waits.
+            let waiting = &mut self.tasks[task].waiting;
+            let Some(at) = waiting.iter().position(|&i| i == index) else {
+                return ResultEffect::Ignored;
+            };
+            waiting.remove(at);
+        }
+        let Some(job) = self.jobs.get_mut(&result.job_id) else {
+            return ResultEffect::Ignored;
+        };
+        job.abort_reason = None;
+        job.error = None;
+        job.finish_time = Some(result.finish_time);
+        self.changed_jobs.push(result.job_id.clone());
+        self.settle_by_result(result, false)
+    }
+}

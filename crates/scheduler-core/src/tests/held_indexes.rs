@@ -1,0 +1,106 @@
+//! A job the scheduler aborts on a node that may still run it (preempted, its gang
+//! broken, its node banned...) runs again only once that node says the attempt ended,
+//! or once the tree's node timeout has passed without a word: never two attempts of
+//! one job at once (issue 42's campaign saw a preempted job start elsewhere while its
+//! old attempt still ran).
+
+use crate::harness::{spec, Harness};
+use crate::*;
+use serde_json::json;
+use ytsched_common::spec::VanillaSpec;
+use ytsched_common::states::{AbortReason, JobState};
+
+fn starts(h: &mut Harness, node: &str, op: &OperationId) -> usize {
+    let r = h.heartbeat(node);
+    r.jobs_to_start
+        .iter()
+        .filter(|s| s.operation_id == *op)
+        .count()
+}
+
+fn tick(h: &mut Harness, ms: u64) {
+    h.advance(ms);
+    let t = h.now;
+    h.run(|c| c.tick(t));
+}
+
+/// One 1-cpu job running on n1; n2 is free.
+fn one_job_on_n1() -> (Harness, OperationId) {
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 1.0, &[]).node("n2", 1.0, &[]);
+    let o = h.submit("u", spec(1, 1.0));
+    assert_eq!(starts(h.at(1), "n1", &o), 1);
+    h.core
+        .admin_set("//sys/cluster_nodes/n1/@banned", json!(true))
+        .unwrap();
+    (h, o)
+}
+
+#[test]
+fn a_job_aborted_on_a_live_node_runs_elsewhere_only_after_that_node_says_it_stopped() {
+    let (mut h, o) = one_job_on_n1();
+    h.slow_to_kill("n1", true);
+    for t in 2..6 {
+        let r = h.at(t).heartbeat("n1");
+        assert_eq!(r.jobs_to_abort.len(), 1, "told to stop it: {r:?}");
+        assert_eq!(r.jobs_to_abort[0].reason, AbortReason::NodeBanned);
+        tick(&mut h, 0);
+        assert_eq!(starts(&mut h, "n2", &o), 0, "its old attempt still runs");
+    }
+    let info = h.core.reads().operation_info(&o).unwrap();
+    assert_eq!((info.jobs.waiting, info.jobs.running), (1, 0));
+    // The node kills it at the next abort and reports it ended: now it runs on n2.
+    h.slow_to_kill("n1", false);
+    h.at(6).heartbeat("n1");
+    h.at(7).heartbeat("n1");
+    assert_eq!(starts(&mut h, "n2", &o), 1);
+}
+
+#[test]
+fn a_node_that_never_reports_the_aborted_job_holds_it_no_longer_than_its_node_timeout() {
+    let (mut h, o) = one_job_on_n1();
+    h.slow_to_kill("n1", true);
+    let aborted_at = 2;
+    assert_eq!(h.at(aborted_at).heartbeat("n1").jobs_to_abort.len(), 1);
+    // n1 falls silent. Up to the default tree's 30 s node timeout the index is held...
+    h.at(aborted_at + 29_000)
+        .run(|c| c.tick(aborted_at + 29_000));
+    assert_eq!(starts(&mut h, "n2", &o), 0);
+    // ...after it, n1 has fenced its jobs (SPEC 5.11), and the job runs on n2.
+    h.at(aborted_at + 30_001)
+        .run(|c| c.tick(aborted_at + 30_001));
+    assert_eq!(starts(&mut h, "n2", &o), 1);
+}
+
+fn gang(jobs: u32) -> VanillaSpec {
+    let mut s = spec(jobs, 1.0);
+    s.is_gang = true;
+    s
+}
+
+#[test]
+fn a_broken_gang_starts_whole_again_only_when_every_aborted_member_has_stopped() {
+    let mut h = Harness::new();
+    h.node("n1", 2.0, &[]).node("n2", 2.0, &[]);
+    h.heartbeat_all();
+    let g = h.submit("u", gang(4));
+    tick(&mut h, 300);
+    h.heartbeat_all();
+    assert_eq!(h.running_of(&g), 4);
+    // A member on n1 fails; n2 is slow to kill its two members.
+    let failing = h.running_on("n1")[0].job_id.clone();
+    h.finish_job("n1", &failing, JobState::Failed);
+    h.slow_to_kill("n2", true);
+    for _ in 0..3 {
+        h.advance(1).heartbeat_all();
+        tick(&mut h, 1_100);
+        let started = starts(&mut h, "n1", &g) + starts(&mut h, "n2", &g);
+        assert_eq!(started, 0, "members still run on n2");
+    }
+    h.slow_to_kill("n2", false);
+    h.advance(1).heartbeat("n2");
+    h.advance(1).heartbeat("n2");
+    tick(&mut h, 1_100);
+    let started = starts(&mut h, "n1", &g) + starts(&mut h, "n2", &g);
+    assert_eq!(started, 4, "the gang starts whole again");
+}
