@@ -135,3 +135,34 @@ impl Operation {
         self.settle_by_result(result, false)
     }
 }
+
+impl Operation {
+    /// Whether aborted attempt `id` left its index waiting (not held, not running again):
+    /// read only, so a node that keeps reporting the attempt changes nothing by itself.
+    pub(crate) fn index_waits_after_abort(&self, id: &ytsched_common::JobId) -> bool {
+        let Some(job) = self.jobs.get(id) else {
+            return false;
+        };
+        job.state == JobState::Aborted
+            && !self.state.is_finished()
+            && self.tasks[job.task].waiting.contains(&job.index)
+    }
+
+    /// Its node still runs aborted attempt `id` (a revived scheduler did not know of the
+    /// hold, or the node outlived its timeout still killing it): its index is held again
+    /// until the node says the attempt ended.
+    pub(crate) fn hold_again(&mut self, id: &ytsched_common::JobId, now: UnixMillis) {
+        if !self.index_waits_after_abort(id) {
+            return;
+        }
+        let Some(job) = self.jobs.get(id) else {
+            return;
+        };
+        let (task, index, seq, tree) = (job.task, job.index, job.seq, job.tree.clone());
+        let waiting = &mut self.tasks[task].waiting;
+        if let Some(at) = waiting.iter().position(|&i| i == index) {
+            waiting.remove(at);
+            self.hold_until_stopped(task, index, seq, tree, now);
+        }
+    }
+}

@@ -179,11 +179,36 @@ impl JobLife<'_> {
                     }
                     continue;
                 }
-                j => stale_job_abort(&running.job_id, j.map(|j| &**j)),
+                j => {
+                    let reported_aborted = j.is_some_and(|j| &j.node == node_id);
+                    let abort = stale_job_abort(&running.job_id, j.map(|j| &**j));
+                    if reported_aborted {
+                        self.hold_while_reported(&running.job_id, now);
+                    }
+                    abort
+                }
             };
             ctx.abort_dying(abort, running.resource_usage);
         }
         ctx.resent = self.resend_or_lose(ctx, &reported);
+    }
+
+    /// Its node still reports aborted attempt `job`: an index that waits again is held
+    /// until the node says the attempt ended, so it never runs twice at once. The
+    /// operation is edited only when the index waits.
+    fn hold_while_reported(&mut self, job: &JobId, now: UnixMillis) {
+        let Some(op_id) = self.jobs.owner(job).cloned() else {
+            return;
+        };
+        if self
+            .operations
+            .get(&op_id)
+            .is_some_and(|op| op.index_waits_after_abort(job))
+        {
+            if let Some(mut op) = self.operations.edit(&op_id) {
+                op.hold_again(job, now);
+            }
+        }
     }
 
     /// A running attempt's node says it is (or no longer is) fetching its files; the

@@ -104,3 +104,25 @@ fn a_broken_gang_starts_whole_again_only_when_every_aborted_member_has_stopped()
     let started = starts(&mut h, "n1", &g) + starts(&mut h, "n2", &g);
     assert_eq!(started, 4, "the gang starts whole again");
 }
+
+#[test]
+fn a_node_still_reporting_the_aborted_job_past_its_timeout_holds_it_again() {
+    let (mut h, o) = one_job_on_n1();
+    h.slow_to_kill("n1", true);
+    assert_eq!(h.at(2).heartbeat("n1").jobs_to_abort.len(), 1);
+    // n1 keeps heartbeating, still killing it, past the timeout: the hold ends at the
+    // tick, but n1's next report of the attempt holds the index again.
+    for t in [10_000, 20_000, 30_000] {
+        assert_eq!(h.at(t).heartbeat("n1").jobs_to_abort.len(), 1);
+        assert_eq!(starts(h.at(t + 1), "n2", &o), 0);
+    }
+    h.at(30_100).run(|c| c.tick(30_100));
+    let info = h.core.reads().operation_info(&o).unwrap();
+    assert_eq!(info.jobs.waiting, 1);
+    assert_eq!(h.at(30_101).heartbeat("n1").jobs_to_abort.len(), 1);
+    assert_eq!(starts(h.at(30_102), "n2", &o), 0, "held again");
+    h.slow_to_kill("n1", false);
+    h.at(30_103).heartbeat("n1");
+    h.at(30_104).heartbeat("n1");
+    assert_eq!(starts(h.at(30_105), "n2", &o), 1);
+}
