@@ -31,3 +31,9 @@ bash packaging/test-packages.sh
 
 # The docker-compose lab, end to end (skips, saying so, without a Docker engine).
 YTSCHED_LAB_PROFILE=debug bash compose/lab-test.sh
+
+# The fault campaign on that lab (issue 42, docs/reliability.md): 3 minutes of faults of
+# every kind under a steady workload, seed 42, then the whole history checked against
+# the invariants (skips without a Docker engine). lab-test.sh has just built the image
+# from this tree.
+YTSCHED_LAB_PROFILE=debug bash compose/chaos.sh --minutes 3 --seed 42 --no-build
