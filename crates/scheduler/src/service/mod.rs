@@ -146,6 +146,10 @@ struct Driver {
     files: crate::files::Files,
     /// What nodes' file caches report, for `/metrics`.
     file_caches: Arc<crate::files::node_caches::NodeCaches>,
+    /// Whether the leader lease surely holds: heartbeats are answered only while it does.
+    lease: crate::leadership::lease_validity::LeaseValidity,
+    /// The lease was found lapsed at a heartbeat (for one log line per change).
+    lease_lapsed: std::sync::atomic::AtomicBool,
 }
 
 /// A core call whose writes are queued.
@@ -340,6 +344,8 @@ pub async fn run(
         acks: Default::default(),
         files: Arc::new(files),
         file_caches: Default::default(),
+        lease: lease.validity.clone(),
+        lease_lapsed: Default::default(),
     });
     // Revival's effects go the way every call's do: stored, its retired operations
     // archived, its nodes nudged.

@@ -423,7 +423,8 @@ struct RoundWriter {
 
 impl RoundWriter {
     /// Writes one round: the epoch first, alone (a deposed leader's round stops there),
-    /// then configuration, operations and jobs, each phase's keys concurrently.
+    /// then configuration, operations and jobs, each phase's keys concurrently, then the
+    /// epoch again (a leader deposed meanwhile learns it before anything is confirmed).
     /// `Err(reason)` when this leader has been deposed.
     async fn write_round(
         &mut self,
@@ -446,6 +447,7 @@ impl RoundWriter {
         // the store, until starts paused on the backlog). One writer of events at a
         // time, in order; a leader deposed during this round may so store the events
         // of its last moments after its successor's first ones.
+        let had_state = !round.is_empty();
         let (done, stop) = watch::channel(false);
         let sink = self.events.clone();
         let state = async {
@@ -454,7 +456,20 @@ impl RoundWriter {
             result
         };
         let (result, ()) = futures::join!(state, store_events_meanwhile(&sink, shared, stop));
-        result
+        result?;
+        // The epoch again, after the state: a successor that claimed it while this
+        // round's writes were in flight (this leader paused between its epoch step and
+        // its writes) may have read the state before they landed; this round then fails
+        // here, so nothing it wrote is acknowledged (issue 42's campaign: an acknowledged
+        // submission its successor never knew).
+        if had_state {
+            self.write_phase(vec![(
+                EPOCH_KEY.to_string(),
+                (self.revisions.holder.clone(), false),
+            )])
+            .await?;
+        }
+        Ok(())
     }
 
     /// The round's keys, phase by phase.
