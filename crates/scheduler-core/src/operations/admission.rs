@@ -53,6 +53,10 @@ impl SchedulerCore {
             // Tokens leave with their operation (retirement), so it is held.
             if let Some(op) = self.operations.get(started) {
                 if op.spec == *spec {
+                    // The first try's writes may not be stored yet (its caller gave up
+                    // waiting for them): this answer waits for them as that one did, or
+                    // an acknowledged operation could die with its leader (issue 42).
+                    self.outbox.reply_after_store();
                     return Ok(started.clone());
                 }
                 return Err(ApiError::conflict(format!(

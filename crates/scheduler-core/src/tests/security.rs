@@ -55,6 +55,35 @@ fn a_retried_submission_is_the_same_operation_by_its_token_scoped_to_the_user() 
     assert_eq!(core.list_operations().len(), 2);
 }
 
+/// A retried submission answered from its token waits, as its first try did, for the
+/// first try's writes to be stored. Issue 42's campaign: the first try's caller gave up
+/// while the store was slow, the retry was answered at once, and the leader died before
+/// the operation was stored, so an acknowledged operation never existed.
+#[test]
+fn a_retried_submission_is_answered_only_once_the_first_try_is_stored() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    let token = Some(IdempotencyToken::parse("slow-store").unwrap());
+    let alice = Caller::user("alice");
+    let submit = |core: &mut SchedulerCore, now| {
+        core.run(|c| {
+            c.start_operation_as(
+                OperationId::random(),
+                &alice,
+                spec(1, 1.0),
+                token.clone(),
+                now,
+            )
+        })
+    };
+    let (first, _) = submit(&mut core, 0);
+    let (again, effects) = submit(&mut core, 5);
+    assert_eq!(first.unwrap(), again.unwrap());
+    assert!(
+        effects.reply_after_store,
+        "the retry's answer waits for the store"
+    );
+}
+
 #[test]
 fn acls_and_ownership_refuse_naming_user_permission_and_object() {
     let mut core = SchedulerCore::new(CoreConfig::default());
