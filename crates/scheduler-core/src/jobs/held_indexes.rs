@@ -134,9 +134,7 @@ impl Operation {
         self.changed_jobs.push(result.job_id.clone());
         self.settle_by_result(result, false)
     }
-}
 
-impl Operation {
     /// Whether aborted attempt `id` left its index waiting (not held, not running again):
     /// read only, so a node that keeps reporting the attempt changes nothing by itself.
     pub(crate) fn index_waits_after_abort(&self, id: &ytsched_common::JobId) -> bool {

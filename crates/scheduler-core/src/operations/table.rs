@@ -162,7 +162,9 @@ impl OperationTable {
         let holding: Vec<OperationId> = self.marks.holding.iter().cloned().collect();
         let mut released = Vec::new();
         for id in holding {
-            match self.get(&id).map(|op| op.holds_due(now, node_timeout)) {
+            // Gone, or no longer holding anything (a node's report let its holds go).
+            let holds = self.get(&id).filter(|op| !op.held.is_empty());
+            match holds.map(|op| op.holds_due(now, node_timeout)) {
                 Some(true) => {}
                 Some(false) => continue,
                 None => {
