@@ -342,11 +342,18 @@ fn a_deposed_leader_cannot_write_and_steps_down() {
             .get_key_value(format!("{}_state", lab.prefix))
             .await
             .unwrap();
-        let epoch = state.entry("epoch").await.unwrap().expect("an epoch");
-        state
-            .update("epoch", "usurper".into(), epoch.revision)
-            .await
-            .unwrap();
+        // Read again on a race with the leader's own epoch steps, as a new leader's
+        // claim does.
+        loop {
+            let epoch = state.entry("epoch").await.unwrap().expect("an epoch");
+            if state
+                .update("epoch", "usurper".into(), epoch.revision)
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
     });
     // Its next write is refused by the store: the change is never acknowledged, and
     // the scheduler stops.
