@@ -45,6 +45,37 @@ impl LeaseValidity {
     }
 }
 
+/// The lease's validity as the heartbeat path asks it, with one log line per change.
+#[derive(Debug)]
+pub struct LeaseGate {
+    validity: LeaseValidity,
+    lapsed: std::sync::atomic::AtomicBool,
+}
+
+impl LeaseGate {
+    pub fn new(validity: LeaseValidity) -> Self {
+        LeaseGate {
+            validity,
+            lapsed: Default::default(),
+        }
+    }
+
+    /// Whether the lease surely holds now; says so in the log when that changes.
+    pub fn holds(&self) -> bool {
+        let holds = self.validity.holds();
+        if self.lapsed.swap(!holds, Ordering::Relaxed) == holds {
+            if holds {
+                tracing::info!("leader lease renewed in time again: answering heartbeats");
+            } else {
+                tracing::warn!(
+                    "leader lease not renewed within its time: heartbeats go unanswered until it is"
+                );
+            }
+        }
+        holds
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,16 +85,7 @@ impl Driver {
     /// woke from a pause longer than its lease answers no heartbeat, so it starts no job
     /// its successor also starts, until it learns that it was deposed and stops.
     fn lease_holds(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        let holds = self.lease.holds();
-        if self.lease_lapsed.swap(!holds, Ordering::Relaxed) == holds {
-            if holds {
-                info!("leader lease renewed in time again: answering heartbeats");
-            } else {
-                warn!("leader lease not renewed within its time: heartbeats go unanswered until it is");
-            }
-        }
-        holds
+        self.lease.holds()
     }
 
     /// The core's answer to one heartbeat (None: its agent gave up waiting). It goes
