@@ -464,8 +464,7 @@ impl RoundWriter {
         // The epoch again, after the state: a successor that claimed it while this
         // round's writes were in flight (this leader paused between its epoch step and
         // its writes) may have read the state before they landed; this round then fails
-        // here, so nothing it wrote is acknowledged (issue 42's campaign: an acknowledged
-        // submission its successor never knew).
+        // here, so nothing it wrote is acknowledged.
         if had_state {
             self.write_phase(vec![(
                 EPOCH_KEY.to_string(),
