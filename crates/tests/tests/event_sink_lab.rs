@@ -50,7 +50,6 @@ fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
             js: js.clone(),
             subject: subject.clone(),
             max_message_bytes: 2 * queued(99, 1).bytes.len() + 40,
-            lease: held_lease(),
         };
         let written = AtomicU64::new(0);
         sink.publish((1..=500).map(|s| queued(99, s)).collect(), &written)
@@ -80,14 +79,4 @@ fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
         assert!(refused.is_err(), "{refused:?}");
         assert_eq!(stream.info().await.unwrap().state.last_sequence, last);
     });
-}
-
-/// A leader lease renewed just now, for an hour: the sink sends while it holds.
-fn held_lease() -> ytsched_scheduler::leadership::lease_validity::LeaseValidity {
-    let lease = ytsched_scheduler::leadership::lease_validity::LeaseValidity::default();
-    lease.renewed(
-        std::time::Instant::now(),
-        std::time::Duration::from_secs(3600),
-    );
-    lease
 }

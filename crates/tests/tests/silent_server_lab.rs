@@ -60,7 +60,12 @@ fn an_agent_whose_nats_server_goes_silent_moves_to_another_and_its_node_stays_on
     let done = lab.wait_finished(&op, Duration::from_secs(60)).unwrap();
     assert_eq!(done["state"], "completed", "{done}");
     let jobs = lab.jobs(&op).unwrap();
-    assert_eq!(jobs.len(), 1, "the job ran again: {jobs:?}");
+    assert_eq!(
+        jobs.len(),
+        1,
+        "the job ran again: {jobs:?}\nNODE LOG:\n{}",
+        lab.node_log(0)
+    );
     let ran = std::fs::read_to_string(&mark).unwrap();
     assert_eq!(ran.lines().count(), 1, "attempts: {ran}");
 }

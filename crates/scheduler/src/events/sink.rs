@@ -21,13 +21,7 @@ pub struct EventSink {
     pub subject: String,
     /// The most bytes one message may carry (the server's payload limit, less room).
     pub max_message_bytes: usize,
-    /// Whether the leader lease surely holds: no event is sent while it does not.
-    pub lease: crate::leadership::lease_validity::LeaseValidity,
 }
-
-/// How often a leader whose lease lapsed looks again (it stops once the lease thread
-/// learns the lease is lost, or writes on once a renewal is stored).
-pub(crate) const LEASE_LAPSED_WAIT: Duration = Duration::from_millis(100);
 
 /// Messages sent before the first of them is acknowledged: a round's events are not held
 /// up by one round trip to the stream per message.
@@ -59,13 +53,6 @@ impl EventSink {
         let mut backoff = Duration::from_millis(50);
         let mut next = 0;
         while next < batches.len() {
-            // A leader paused past its lease (or cut off from the store) sends nothing:
-            // its successor may already be writing, and a late event of this epoch
-            // would land after the successor's first (issue 42's campaign saw it).
-            if !self.lease.holds() {
-                tokio::time::sleep(LEASE_LAPSED_WAIT).await;
-                continue;
-            }
             let window = &batches[next..(next + IN_FLIGHT).min(batches.len())];
             let mut acks = Vec::with_capacity(window.len());
             let mut sent_error = None;

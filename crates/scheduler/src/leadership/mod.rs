@@ -2,4 +2,3 @@
 
 pub mod lease;
 pub mod lease_thread;
-pub mod lease_validity;

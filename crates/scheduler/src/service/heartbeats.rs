@@ -71,21 +71,10 @@ impl Driver {
                 HeartbeatReply::rejected(format!("malformed heartbeat: {e}"), period)
             }
         };
-        // Checked again as it goes out: a pause while it was made outlasts the lease.
-        if !self.lease_holds() {
-            return;
-        }
         match encode(&reply) {
             Ok(bytes) => self.reply(reply_to, bytes, "heartbeat").await,
             Err(e) => warn!(error = %e, "cannot encode heartbeat reply"),
         }
-    }
-
-    /// Whether the leader lease surely holds now (`lease_validity.rs`): a leader that
-    /// woke from a pause longer than its lease answers no heartbeat, so it starts no job
-    /// its successor also starts, until it learns that it was deposed and stops.
-    fn lease_holds(&self) -> bool {
-        self.lease.holds()
     }
 
     /// The core's answer to one heartbeat (None: its agent gave up waiting). It goes
@@ -99,9 +88,6 @@ impl Driver {
         req: HeartbeatRequest,
         received: std::time::Instant,
     ) -> Option<HeartbeatReply> {
-        if !self.lease_holds() {
-            return None;
-        }
         let patience = req.timeout_ms;
         let node = req.node_id.clone();
         if let Some(counters) = req.file_cache {

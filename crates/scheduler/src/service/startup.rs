@@ -308,7 +308,6 @@ async fn spawn_writer(
             js: async_nats::jetstream::new(events),
             subject: subjects.events(),
             max_message_bytes: max_record_bytes,
-            lease: leader.lease.validity.clone(),
         },
     ))
 }

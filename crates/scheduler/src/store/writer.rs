@@ -432,10 +432,6 @@ impl RoundWriter {
         round: BTreeMap<RoundKey, Latest>,
         shared: &Shared,
     ) -> Result<(), String> {
-        // Nothing is written while the lease has lapsed (see `EventSink::publish`).
-        while !self.events.lease.holds() {
-            tokio::time::sleep(crate::events::sink::LEASE_LAPSED_WAIT).await;
-        }
         self.write_phase(vec![(
             EPOCH_KEY.to_string(),
             (self.revisions.holder.clone(), false),
