@@ -150,12 +150,12 @@ impl Operation {
     /// hold, or the node outlived its timeout still killing it): its index is held again
     /// until the node says the attempt ended.
     pub(crate) fn hold_again(&mut self, id: &ytsched_common::JobId, now: UnixMillis) {
-        if !self.index_waits_after_abort(id) {
-            return;
-        }
         let Some(job) = self.jobs.get(id) else {
             return;
         };
+        if job.state != JobState::Aborted || self.state.is_finished() {
+            return;
+        }
         let (task, index, seq, tree) = (job.task, job.index, job.seq, job.tree.clone());
         let waiting = &mut self.tasks[task].waiting;
         if let Some(at) = waiting.iter().position(|&i| i == index) {
