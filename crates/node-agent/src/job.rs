@@ -133,17 +133,25 @@ async fn supervise(
     let disk = crate::disk_quota::watch(config.job_dir(spec.job_id.as_str()), disk_space);
     let status = tokio::select! {
         s = sandbox.wait() => s,
-        Ok(a) = &mut abort => {
-            // Graceful preemption gives the job the scheduler's time to checkpoint;
-            // otherwise the agent's short grace.
-            let grace = a
-                .graceful_timeout_ms
-                .map_or(config.kill_grace, std::time::Duration::from_millis);
-            tracing::info!(job = %spec.job_id, signal = ?signal, grace_ms = grace.as_millis() as u64, "job told to stop");
-            aborted = Some(a);
-            sandbox.terminate(signal, grace).await;
-            sandbox.wait().await
-        }
+        Ok(a) = &mut abort => match sandbox.exited() {
+            // Ended on its own as the word came (both were ready at once): it is
+            // reported as it ended, so a job that completed is not run again.
+            Some(s) => {
+                tracing::info!(job = %spec.job_id, "job had ended before it was told to stop");
+                Ok(s)
+            }
+            None => {
+                // Graceful preemption gives the job the scheduler's time to checkpoint;
+                // otherwise the agent's short grace.
+                let grace = a
+                    .graceful_timeout_ms
+                    .map_or(config.kill_grace, std::time::Duration::from_millis);
+                tracing::info!(job = %spec.job_id, signal = ?signal, grace_ms = grace.as_millis() as u64, "job told to stop");
+                aborted = Some(a);
+                sandbox.terminate(signal, grace).await;
+                sandbox.wait().await
+            }
+        },
         why = disk => {
             tracing::info!(job = %spec.job_id, reason = %why, "job stopped");
             over_disk = Some(why);

@@ -367,6 +367,11 @@ impl Sandbox {
         self.child.wait().await
     }
 
+    /// How the job's main process exited, if it already has (without waiting).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     fn signal(&self, signal: Signal) {
         if self.pgid.as_raw() > 0 {
             let _ = killpg(self.pgid, signal);

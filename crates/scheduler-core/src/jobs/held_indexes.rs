@@ -6,10 +6,10 @@
 //! found it): a preempted job, or a gang member aborted because another member failed,
 //! still runs on its node until the abort reaches the node and its process is killed.
 //! Were its index put back to waiting at once, it could start on another node in that
-//! window. The hold ends when the node reports the attempt (any result), or, should the
-//! node never report it, once the tree's `node_heartbeat_timeout` has passed: a node
-//! cut off that long has fenced its jobs (SPEC 5.11), and a node heard that long
-//! has been told to stop it.
+//! window. The hold ends when the node reports the attempt ended (any result), or once
+//! the tree's `node_heartbeat_timeout` has passed since the abort or the node's last
+//! report of it as running: a node cut off that long has fenced its jobs (SPEC 5.11),
+//! and a node heard that long without a word of it no longer runs it.
 
 use crate::jobs::hold::{HeldIndex, Hold};
 use crate::operations::operation::{Operation, ResultEffect};
@@ -133,6 +133,28 @@ impl Operation {
         job.finish_time = Some(result.finish_time);
         self.changed_jobs.push(result.job_id.clone());
         self.settle_by_result(result, false)
+    }
+
+    /// Its node still reports aborted attempt `id` as running: the hold on its index,
+    /// if any, counts its node timeout from `now`. A node that is heard reporting the
+    /// attempt has not fenced it, so the timeout may only run from its last report (a
+    /// hold that ran from the abort let a job whose completion was delayed on a lossy
+    /// link run again: issue 42's campaign, seed 42). Returns whether it was held.
+    pub(crate) fn renew_hold(&mut self, id: &ytsched_common::JobId, now: UnixMillis) -> bool {
+        let Some(seq) = self.jobs.get(id).map(|j| j.seq) else {
+            return false;
+        };
+        let held = self.held.iter_mut().find_map(|h| match &mut h.hold {
+            Hold::Stopping { seq: s, since, .. } if *s == seq => Some(since),
+            _ => None,
+        });
+        match held {
+            Some(since) => {
+                *since = now.max(*since);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Whether aborted attempt `id` left its index waiting (not held, not running again):

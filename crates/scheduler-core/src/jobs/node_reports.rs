@@ -194,12 +194,16 @@ impl JobLife<'_> {
     }
 
     /// Its node still reports aborted attempt `job`: an index that waits again is held
-    /// until the node says the attempt ended, so it never runs twice at once. The
-    /// operation is edited only when the index waits.
+    /// until the node says the attempt ended, so it never runs twice at once, and a held
+    /// one's node timeout runs from this report. The operation is edited only when the
+    /// index waits.
     fn hold_while_reported(&mut self, job: &JobId, now: UnixMillis) {
         let Some(op_id) = self.jobs.owner(job).cloned() else {
             return;
         };
+        if self.operations.renew_hold(&op_id, job, now) {
+            return;
+        }
         if self
             .operations
             .get(&op_id)

@@ -150,6 +150,20 @@ impl OperationTable {
         })
     }
 
+    /// Its node still reports aborted attempt `job` of `id` as running: a hold on its
+    /// index restarts its node timeout from `now`. Holds are not stored, so this is no
+    /// change the store must write. Returns whether the attempt was held.
+    pub(crate) fn renew_hold(
+        &mut self,
+        id: &OperationId,
+        job: &ytsched_common::JobId,
+        now: ytsched_common::protocol::UnixMillis,
+    ) -> bool {
+        self.by_id
+            .get_mut(id)
+            .is_some_and(|op| op.renew_hold(job, now))
+    }
+
     /// Puts back to waiting the held job indexes whose hold is over by `now` (a restart
     /// back-off, or an aborted attempt's node timeout; `node_timeout` gives a tree's);
     /// returns the operations that got some. An operation is edited (and so written)

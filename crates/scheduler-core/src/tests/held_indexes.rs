@@ -72,6 +72,33 @@ fn a_node_that_never_reports_the_aborted_job_holds_it_no_longer_than_its_node_ti
     assert_eq!(starts(&mut h, "n2", &o), 1);
 }
 
+#[test]
+fn a_node_still_reporting_the_aborted_job_holds_it_past_the_node_timeout() {
+    let (mut h, o) = one_job_on_n1();
+    h.slow_to_kill("n1", true);
+    // n1 is heard every 20 s, still killing the job: the 30 s timeout runs from its
+    // last report, never from the abort (on a lossy link its report that the job ended
+    // may come a while after the job did).
+    for t in [2, 20_002, 40_002, 60_002] {
+        assert_eq!(h.at(t).heartbeat("n1").jobs_to_abort.len(), 1);
+        h.run(|c| c.tick(t));
+        assert_eq!(
+            starts(&mut h, "n2", &o),
+            0,
+            "at {t} ms its old attempt runs"
+        );
+    }
+    h.at(90_001).run(|c| c.tick(90_001));
+    assert_eq!(
+        starts(&mut h, "n2", &o),
+        0,
+        "29.999 s after the last report"
+    );
+    // Silent for the whole timeout after its last report: n1 has fenced it.
+    h.at(90_003).run(|c| c.tick(90_003));
+    assert_eq!(starts(&mut h, "n2", &o), 1);
+}
+
 fn gang(jobs: u32) -> VanillaSpec {
     let mut s = spec(jobs, 1.0);
     s.is_gang = true;
