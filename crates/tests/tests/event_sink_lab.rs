@@ -1,7 +1,8 @@
 //! The event sink against a real stream (nats-server, the lab's `<prefix>_events`, the
 //! scheduler's own identity): a round's messages sent many at a time still land in
-//! order, and the stream refuses a message whose predecessor it does not hold, which
-//! is what keeps the order when one of them fails.
+//! order, the stream refuses a message whose predecessor it does not hold, which is
+//! what keeps the order when one of them fails, and a deposed leader's messages are
+//! refused once its successor has written (one writer of the log at a time).
 
 use nix::sys::signal::Signal;
 use std::sync::atomic::AtomicU64;
@@ -29,6 +30,67 @@ fn queued(epoch: u64, seq: u64) -> QueuedEvent {
     }
 }
 
+/// A writer of the lab's event log, as the scheduler makes it.
+fn sink_of(
+    js: &async_nats::jetstream::Context,
+    prefix: &str,
+    max_message_bytes: usize,
+) -> EventSink {
+    EventSink {
+        js: js.clone(),
+        stream: format!("{prefix}_events"),
+        subject: format!("{prefix}.events"),
+        max_message_bytes,
+        fence: Default::default(),
+    }
+}
+
+#[test]
+fn a_deposed_leaders_events_are_refused_once_its_successor_has_written() {
+    let mut lab = Lab::start(vec![]).unwrap();
+    lab.kill_scheduler(0, Signal::SIGKILL);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = lab.client_as("scheduler").await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let mut stream = js
+            .get_stream(format!("{}_events", lab.prefix))
+            .await
+            .unwrap();
+        let written = AtomicU64::new(0);
+        let (old, new) = (
+            sink_of(&js, &lab.prefix, 4096),
+            sink_of(&js, &lab.prefix, 4096),
+        );
+        old.publish((1..=3).map(|s| queued(99, s)).collect(), &written)
+            .await
+            .unwrap();
+        // Its successor (a later epoch) writes...
+        new.publish((1..=2).map(|s| queued(100, s)).collect(), &written)
+            .await
+            .unwrap();
+        let last = stream.info().await.unwrap().state.last_sequence;
+        // ...and the old leader wakes from a pause and sends what it had: refused.
+        let refused = old
+            .publish((4..=5).map(|s| queued(99, s)).collect(), &written)
+            .await;
+        assert!(
+            refused.as_ref().is_err_and(|e| e.contains("deposed")),
+            "{refused:?}"
+        );
+        // So is a writer of an earlier epoch that had not written yet.
+        let late = sink_of(&js, &lab.prefix, 4096)
+            .publish(vec![queued(98, 1)], &written)
+            .await;
+        assert!(late.is_err(), "{late:?}");
+        assert_eq!(stream.info().await.unwrap().state.last_sequence, last);
+        assert_eq!(written.load(std::sync::atomic::Ordering::Relaxed), 5);
+        // The successor goes on where it was.
+        new.publish(vec![queued(100, 3)], &written).await.unwrap();
+        assert_eq!(stream.info().await.unwrap().state.last_sequence, last + 1);
+    });
+}
+
 #[test]
 fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
     let mut lab = Lab::start(vec![]).unwrap();
@@ -46,14 +108,11 @@ fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
         let before = stream.info().await.unwrap().state.last_sequence;
         // Messages of about two events each: 500 events in about 250 messages, sent 16
         // at a time.
-        let sink = EventSink {
-            js: js.clone(),
-            subject: subject.clone(),
-            max_message_bytes: 2 * queued(99, 1).bytes.len() + 40,
-        };
+        let sink = sink_of(&js, &lab.prefix, 2 * queued(99, 1).bytes.len() + 40);
         let written = AtomicU64::new(0);
         sink.publish((1..=500).map(|s| queued(99, s)).collect(), &written)
-            .await;
+            .await
+            .unwrap();
         assert_eq!(written.load(std::sync::atomic::Ordering::Relaxed), 500);
         let last = stream.info().await.unwrap().state.last_sequence;
         let mut seqs = Vec::new();
@@ -65,7 +124,8 @@ fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
         assert_eq!(seqs, (1..=500).collect::<Vec<u64>>(), "in order, once each");
         // Sent again (a retried round): every message is a duplicate, nothing is added.
         sink.publish((1..=500).map(|s| queued(99, s)).collect(), &written)
-            .await;
+            .await
+            .unwrap();
         assert_eq!(stream.info().await.unwrap().state.last_sequence, last);
         // A message naming a predecessor the stream does not end with is refused.
         let mut headers = async_nats::HeaderMap::new();

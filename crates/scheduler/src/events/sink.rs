@@ -4,8 +4,11 @@
 //! the epoch step and before the state, so events are "written with the state they
 //! describe" and a leader that dies leaves a prefix of its events.
 
+use crate::events::fence::{epoch_of_message_id, EndUnknown, EventFence};
 use crate::store::write_queue::QueuedEvent;
 use async_nats::jetstream;
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,10 +20,14 @@ use ytsched_common::event_record::{batch_message, BATCH_ENVELOPE_BYTES};
 #[derive(Clone)]
 pub struct EventSink {
     pub js: jetstream::Context,
+    /// The stream's name.
+    pub stream: String,
     /// The stream's subject.
     pub subject: String,
     /// The most bytes one message may carry (the server's payload limit, less room).
     pub max_message_bytes: usize,
+    /// Where the stream ended when this writer last stored or looked (`fence.rs`).
+    pub fence: EventFence,
 }
 
 /// Messages sent before the first of them is acknowledged: a round's events are not held
@@ -35,88 +42,183 @@ fn message_id(batch: &[QueuedEvent]) -> String {
         .unwrap_or_default()
 }
 
+/// How one window of messages fared: how many, from its first, were stored, and the
+/// error that stopped the rest.
+struct WindowOutcome {
+    stored: usize,
+    error: Option<PublishError>,
+}
+
 impl EventSink {
     /// Stores events in the event log in order, as few messages as fit, each retried
     /// until the stream takes it (its message id, `<epoch>-<first seq>`, makes a retry of
-    /// one the stream already took a no-op).
+    /// one the stream already took a no-op). `Err(reason)`: a later epoch's leader has
+    /// written the log, so this one is deposed and stores none of the rest.
     ///
     /// Up to `IN_FLIGHT` messages are sent before their acknowledgements are awaited.
-    /// Each after the first of a window names the one before it as the stream's last
-    /// (`Nats-Expected-Last-Msg-Id`), so the stream refuses it unless that one is stored:
-    /// when one fails, none after it is stored, and the log keeps its order. The first
-    /// of a window names none: either the message before it is stored (acknowledged),
-    /// or, on a retry, it is itself already stored (deduplicated) or nothing after it is.
-    pub async fn publish(&self, events: Vec<QueuedEvent>, written: &AtomicU64) {
+    /// The first of a window names where the stream ends (`Nats-Expected-Last-Sequence`,
+    /// `fence.rs`); each after it names the one before it as the stream's last
+    /// (`Nats-Expected-Last-Msg-Id`). So the stream refuses a message unless everything
+    /// before it is stored and nobody else wrote in between: when one fails, none after
+    /// it is stored, and the log keeps its order.
+    pub async fn publish(
+        &self,
+        events: Vec<QueuedEvent>,
+        written: &AtomicU64,
+    ) -> Result<(), String> {
+        let Some(epoch) = events.first().map(|e| e.epoch) else {
+            return Ok(());
+        };
         let batches = event_batches(&events, self.max_message_bytes);
-        // Logged once per stretch of failures, not once per retry.
-        let mut failing = false;
-        let mut backoff = Duration::from_millis(50);
+        let mut retry = Retry::default();
         let mut next = 0;
         while next < batches.len() {
+            let base = match self.fence.known() {
+                Some(seq) => seq,
+                None => match self.read_end(epoch).await {
+                    Ok(seq) => seq,
+                    Err(EndUnknown::Unreadable(e)) => {
+                        retry.failed(&e).await;
+                        continue;
+                    }
+                    Err(deposed) => return Err(deposed.to_string()),
+                },
+            };
             let window = &batches[next..(next + IN_FLIGHT).min(batches.len())];
-            let mut acks = Vec::with_capacity(window.len());
-            let mut sent_error = None;
-            for (i, batch) in window.iter().enumerate() {
-                let mut headers = async_nats::HeaderMap::new();
-                headers.insert("Nats-Msg-Id", message_id(batch).as_str());
-                if i > 0 {
-                    headers.insert(
-                        "Nats-Expected-Last-Msg-Id",
-                        message_id(window[i - 1]).as_str(),
-                    );
-                }
-                let parts: Vec<&[u8]> = batch.iter().map(|e| e.bytes.as_slice()).collect();
-                let payload: Bytes = batch_message(&parts).into();
-                match self
-                    .js
-                    .publish_with_headers(self.subject.clone(), headers, payload)
-                    .await
-                {
-                    Ok(ack) => acks.push(ack),
-                    Err(e) => {
-                        sent_error = Some(e.to_string());
-                        break;
-                    }
-                }
-            }
-            // Acknowledged in order up to the first failure; those after it are
-            // refused by the stream (or, if it was stored after all, retried as
-            // duplicates), so only the ones before count.
-            let mut failed = None;
-            let mut stored = 0;
-            for ack in acks {
-                let result = ack.await;
-                if failed.is_some() {
-                    continue;
-                }
-                match result {
-                    Ok(_) => {
-                        written.fetch_add(window[stored].len() as u64, Ordering::Relaxed);
-                        stored += 1;
-                    }
-                    Err(e) => failed = Some(e.to_string()),
-                }
-            }
-            let error = failed.or(sent_error);
-            next += stored;
-            match error {
-                None => {
-                    if failing {
-                        info!("writing events to the event log again");
-                        failing = false;
-                    }
-                    backoff = Duration::from_millis(50);
-                }
+            let out = self.send_window(window, base, written).await;
+            next += out.stored;
+            match out.error {
+                None => retry.succeeded(),
                 Some(e) => {
-                    if !failing {
-                        warn!(error = %e, "cannot write events to the event log; retrying");
-                        failing = true;
+                    if e.kind() == PublishErrorKind::WrongLastSequence {
+                        self.fence.forget();
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    retry.failed(&e.to_string()).await;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Sends one window, its first message expecting the stream to end at `base`, and
+    /// awaits the acknowledgements: only those before the first failure count (the ones
+    /// after it are refused by the stream, or, if stored after all, retried as
+    /// duplicates).
+    async fn send_window(
+        &self,
+        window: &[&[QueuedEvent]],
+        base: u64,
+        written: &AtomicU64,
+    ) -> WindowOutcome {
+        let mut acks = Vec::with_capacity(window.len());
+        let mut sent_error = None;
+        for (i, batch) in window.iter().enumerate() {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", message_id(batch).as_str());
+            match i {
+                0 => headers.insert("Nats-Expected-Last-Sequence", base.to_string().as_str()),
+                _ => headers.insert(
+                    "Nats-Expected-Last-Msg-Id",
+                    message_id(window[i - 1]).as_str(),
+                ),
+            }
+            let parts: Vec<&[u8]> = batch.iter().map(|e| e.bytes.as_slice()).collect();
+            let payload: Bytes = batch_message(&parts).into();
+            match self
+                .js
+                .publish_with_headers(self.subject.clone(), headers, payload)
+                .await
+            {
+                Ok(ack) => acks.push(ack),
+                Err(e) => {
+                    sent_error = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut failed = None;
+        let mut stored = 0;
+        for ack in acks {
+            let result = ack.await;
+            if failed.is_some() {
+                continue;
+            }
+            match result {
+                Ok(ack) => {
+                    self.fence.stored(ack.sequence);
+                    written.fetch_add(window[stored].len() as u64, Ordering::Relaxed);
+                    stored += 1;
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        WindowOutcome {
+            stored,
+            error: failed.or(sent_error),
+        }
+    }
+
+    /// Reads where the stream ends, and whose message ends it: a later epoch's means
+    /// this writer is deposed.
+    async fn read_end(&self, ours: u64) -> Result<u64, EndUnknown> {
+        let unreadable = |e: &dyn std::fmt::Display| EndUnknown::Unreadable(e.to_string());
+        let stream = self
+            .js
+            .get_stream(&self.stream)
+            .await
+            .map_err(|e| unreadable(&e))?;
+        let last = stream.cached_info().state.last_sequence;
+        let theirs = match stream.get_raw_message(last).await {
+            Ok(m) => m
+                .headers
+                .get("Nats-Msg-Id")
+                .and_then(|id| epoch_of_message_id(id.as_str()))
+                .unwrap_or(0),
+            // Empty, or its last message gone with the log's age limit: nobody wrote
+            // since it was read.
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => 0,
+            Err(e) => return Err(unreadable(&e)),
+        };
+        if theirs > ours {
+            return Err(EndUnknown::Deposed { ours, theirs });
+        }
+        self.fence.ends_at(last);
+        Ok(last)
+    }
+}
+
+/// The back-off between tries, and one log line per stretch of failures (not one per
+/// retry).
+struct Retry {
+    failing: bool,
+    backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            failing: false,
+            backoff: Duration::from_millis(50),
+        }
+    }
+}
+
+impl Retry {
+    fn succeeded(&mut self) {
+        if self.failing {
+            info!("writing events to the event log again");
+            self.failing = false;
+        }
+        self.backoff = Duration::from_millis(50);
+    }
+
+    async fn failed(&mut self, error: &str) {
+        if !self.failing {
+            warn!(error, "cannot write events to the event log; retrying");
+            self.failing = true;
+        }
+        tokio::time::sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -306,8 +306,10 @@ async fn spawn_writer(
         },
         crate::store::writer::EventSink {
             js: async_nats::jetstream::new(events),
+            stream: subjects.bucket("events"),
             subject: subjects.events(),
             max_message_bytes: max_record_bytes,
+            fence: Default::default(),
         },
     ))
 }

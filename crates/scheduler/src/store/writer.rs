@@ -384,14 +384,15 @@ const EVENTS_MEANWHILE_EVERY: Duration = Duration::from_millis(5);
 
 /// Stores the events queued while a round's state is written, until `stop` says the
 /// state is done (what is queued after that goes with the next round).
+/// `Err(reason)`: a later leader has written the event log (this one is deposed).
 async fn store_events_meanwhile(
     sink: &EventSink,
     shared: &Shared,
     mut stop: watch::Receiver<bool>,
-) {
+) -> Result<(), String> {
     loop {
         if *stop.borrow() {
-            return;
+            return Ok(());
         }
         let events = shared
             .pending
@@ -407,8 +408,9 @@ async fn store_events_meanwhile(
         }
         let count = events.len();
         shared.events_in_flight.fetch_add(count, Ordering::Relaxed);
-        sink.publish(events, &shared.events_written).await;
+        let stored = sink.publish(events, &shared.events_written).await;
         shared.events_in_flight.fetch_sub(count, Ordering::Relaxed);
+        stored?;
     }
 }
 
@@ -440,7 +442,7 @@ impl RoundWriter {
         // Events before the state they tell of: a leader that dies in between leaves
         // events its successor may tell again (as it re-learns the same facts), never
         // stored state that no event tells.
-        self.events.publish(events, &shared.events_written).await;
+        self.events.publish(events, &shared.events_written).await?;
         // While the state is written, events made meanwhile are stored as they come:
         // their writes are in the next round, which then finds them stored rather
         // than storing them first (a burst's events held up every round, and with it
@@ -455,8 +457,9 @@ impl RoundWriter {
             let _ = done.send(true);
             result
         };
-        let (result, ()) = futures::join!(state, store_events_meanwhile(&sink, shared, stop));
+        let (result, events) = futures::join!(state, store_events_meanwhile(&sink, shared, stop));
         result?;
+        events?;
         // The epoch again, after the state: a successor that claimed it while this
         // round's writes were in flight (this leader paused between its epoch step and
         // its writes) may have read the state before they landed; this round then fails
