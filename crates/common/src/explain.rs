@@ -75,6 +75,13 @@ pub enum Reason {
     /// Started jobs whose nodes still fetch their files or unpack their layers (SPEC
     /// 5.17): they hold their resources and run once that is done.
     PreparingFiles { jobs: u64, longest_ms: u64 },
+    /// Jobs whose attempts the scheduler aborted (preempted, a gang's break, a ban)
+    /// wait for `nodes` to say those attempts stopped, or for the node timeout, so that
+    /// no job runs twice at once.
+    AbortedAttemptsStopping { jobs: u64, nodes: Vec<String> },
+    /// Jobs that asked to run again (`restart_exit_code`) wait out their back-off,
+    /// the first until `until` (Unix ms).
+    RestartBackoff { jobs: u64, until: u64 },
 }
 
 /// An operation's fair share in one tree and how it was made (SPEC 5.1–5.3).
@@ -274,6 +281,13 @@ impl Reason {
             Reason::PreparingFiles { jobs, longest_ms } => format!(
                 "{jobs} started job(s) are preparing: their nodes fetch their files and layers (the longest for {:.1} s)",
                 *longest_ms as f64 / 1000.0
+            ),
+            Reason::AbortedAttemptsStopping { jobs, nodes } => format!(
+                "{jobs} job(s) wait for node(s) {} to say their aborted attempts stopped (or for the node timeout): a job never runs twice at once",
+                nodes.join(", ")
+            ),
+            Reason::RestartBackoff { jobs, until } => format!(
+                "{jobs} job(s) that asked to run again (restart_exit_code) wait out their back-off, the first until {until} (Unix ms)"
             ),
         }
     }

@@ -24,22 +24,19 @@ pub(crate) fn node_may_still_run(reason: AbortReason) -> bool {
 }
 
 impl Operation {
-    /// Holds `index` of `task` until its aborted attempt `seq` in `tree` is reported
-    /// ended by its node (or the tree's node timeout from `now`).
-    pub(crate) fn hold_until_stopped(
-        &mut self,
-        task: usize,
-        index: u32,
-        seq: u64,
-        tree: TreeName,
-        now: UnixMillis,
-    ) {
+    /// Holds the index of aborted attempt `id` until its node reports it ended (or the
+    /// tree's node timeout from `now`, or from the node's last report of it).
+    pub(crate) fn hold_until_stopped(&mut self, id: &ytsched_common::JobId, now: UnixMillis) {
+        let Some(job) = self.jobs.get(id) else {
+            return;
+        };
         self.held.push(HeldIndex {
-            task,
-            index,
+            task: job.task,
+            index: job.index,
             hold: Hold::Stopping {
-                seq,
-                tree,
+                seq: job.seq,
+                tree: job.tree.clone(),
+                node: job.node.clone(),
                 since: now,
             },
         });
@@ -178,11 +175,44 @@ impl Operation {
         if job.state != JobState::Aborted || self.state.is_finished() {
             return;
         }
-        let (task, index, seq, tree) = (job.task, job.index, job.seq, job.tree.clone());
-        let waiting = &mut self.tasks[task].waiting;
-        if let Some(at) = waiting.iter().position(|&i| i == index) {
+        let waiting = &mut self.tasks[job.task].waiting;
+        if let Some(at) = waiting.iter().position(|&i| i == job.index) {
             waiting.remove(at);
-            self.hold_until_stopped(task, index, seq, tree, now);
+            self.hold_until_stopped(id, now);
         }
+    }
+
+    /// What the held indexes wait for, for `explain`: aborted attempts' nodes, then
+    /// restart back-offs.
+    pub(crate) fn held_reasons(&self) -> Vec<ytsched_common::explain::Reason> {
+        use ytsched_common::explain::Reason;
+        let mut nodes = std::collections::BTreeSet::new();
+        let (mut stopping, mut backing_off, mut until) = (0, 0, u64::MAX);
+        for h in &self.held {
+            match &h.hold {
+                Hold::Stopping { node, .. } => {
+                    stopping += 1;
+                    nodes.insert(node.to_string());
+                }
+                Hold::Backoff(at) => {
+                    backing_off += 1;
+                    until = until.min(*at);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if stopping > 0 {
+            out.push(Reason::AbortedAttemptsStopping {
+                jobs: stopping,
+                nodes: nodes.into_iter().collect(),
+            });
+        }
+        if backing_off > 0 {
+            out.push(Reason::RestartBackoff {
+                jobs: backing_off,
+                until,
+            });
+        }
+        out
     }
 }

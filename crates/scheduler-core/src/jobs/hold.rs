@@ -3,17 +3,19 @@
 
 use ytsched_common::names::TreeName;
 use ytsched_common::protocol::UnixMillis;
+use ytsched_common::NodeId;
 
 /// Why an index is held back from waiting.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Hold {
     /// Its job exited with the task's `restart_exit_code`: it waits again at this time.
     Backoff(UnixMillis),
-    /// Attempt `seq`, running in `tree`, was aborted at `since` on a node that may still
-    /// run it.
+    /// Attempt `seq`, running in `tree` on `node`, was aborted on a node that may still
+    /// run it; `since`: the abort, or the node's last report of it running.
     Stopping {
         seq: u64,
         tree: TreeName,
+        node: NodeId,
         since: UnixMillis,
     },
 }

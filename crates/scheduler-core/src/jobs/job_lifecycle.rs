@@ -211,10 +211,9 @@ impl Operation {
             AbortReason::OperationAborted | AbortReason::SpeculativeLost
         ) && !copy_runs
             && !self.state.is_finished();
-        let (task, index, seq, tree) = (job.task, job.index, job.seq, job.tree.clone());
-        let node = job.node.clone();
+        let (task, index, node) = (job.task, job.index, job.node.clone());
         if requeue && held_indexes::node_may_still_run(reason) {
-            self.hold_until_stopped(task, index, seq, tree, now);
+            self.hold_until_stopped(id, now);
         } else if requeue {
             self.tasks[task].waiting.push_front(index);
         }

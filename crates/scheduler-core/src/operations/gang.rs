@@ -72,10 +72,9 @@ impl Operation {
             if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
                 slot.usage -= job.resources;
             }
-            let (task, index, node) = (job.task, job.index, job.node.clone());
-            let (seq, tree) = (job.seq, job.tree.clone());
+            let node = job.node.clone();
             // Its node may still run it: the index waits for the node's word.
-            self.hold_until_stopped(task, index, seq, tree, now);
+            self.hold_until_stopped(id, now);
             self.changed_jobs.push(id.clone());
             self.gang_lost.push((id.clone(), node));
         }

@@ -106,6 +106,7 @@ impl<'a> CoreReads<'a> {
             reasons.extend(self.pending_reasons(op));
         }
         reasons.extend(preparing_reason(op, self.latest_now));
+        reasons.extend(op.held_reasons());
         let gang_waits = op.gang_waits_whole() && !op.suspended;
         if let Some(s) = op.gang_shortfall.as_ref().filter(|_| gang_waits) {
             reasons.push(Reason::GangDoesNotFit {

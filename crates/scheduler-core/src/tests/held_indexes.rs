@@ -49,6 +49,11 @@ fn a_job_aborted_on_a_live_node_runs_elsewhere_only_after_that_node_says_it_stop
     }
     let info = h.core.reads().operation_info(&o).unwrap();
     assert_eq!((info.jobs.waiting, info.jobs.running), (1, 0));
+    let why = h.core.reads().explain_operation(&o).unwrap().text();
+    assert!(
+        why.contains("1 job(s) wait for node(s) n1 to say their aborted attempts stopped"),
+        "{why}"
+    );
     // The node kills it at the next abort and reports it ended: now it runs on n2.
     h.slow_to_kill("n1", false);
     h.at(6).heartbeat("n1");

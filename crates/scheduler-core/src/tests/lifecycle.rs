@@ -557,6 +557,13 @@ fn a_job_exiting_with_its_restart_exit_code_runs_again() {
     h.exit_job("n1", &first, 42);
     let r = h.advance(1).heartbeat("n1");
     assert!(r.jobs_to_start.is_empty(), "not before its back-off: {r:?}");
+    let why = h.core.reads().explain_operation(&op).unwrap().text();
+    assert!(
+        why.contains(
+            "1 job(s) that asked to run again (restart_exit_code) wait out their back-off"
+        ),
+        "{why}"
+    );
     assert_eq!(
         stored_abort_reason(&h, &first),
         Some(AbortReason::RestartRequested)
