@@ -78,10 +78,17 @@ impl SchedulerCore {
         std::mem::replace(&mut self.store_behind, behind) != behind
     }
 
+    /// Says whether the leader lease is surely still this scheduler's (see
+    /// `lease_unsure`); while it is not, no job starts.
+    pub fn set_lease_sure(&mut self, sure: bool) {
+        self.lease_unsure = !sure;
+    }
+
     /// The node's scheduling stages for this heartbeat: fill it, then preempt for a
     /// starving operation, then speculate. A node that takes no new job (in
     /// maintenance, or in no tree) also preempts and speculates nothing for one; nor does
-    /// any while a revived scheduler holds starts (`adoption.rs`) or the store is behind.
+    /// any while a revived scheduler holds starts (`adoption.rs`), the store is behind, or
+    /// the leader lease is not surely held.
     fn schedule_on(&mut self, ctx: &mut HeartbeatContext) {
         let node = &self.nodes[&ctx.node];
         let running = self.jobs.running_on(&ctx.node, &self.operations);
@@ -90,6 +97,7 @@ impl SchedulerCore {
         if schedulable
             && !StartHold::holds(&mut self.start_hold, &mut self.outbox, &self.nodes, ctx.now)
             && !self.store_behind
+            && !self.lease_unsure
         {
             if let Some(tree) = placement_due(&self.nodes, &self.cluster, &self.operations, ctx) {
                 share_updater!(self).update_if_stale(&tree, ctx.now);

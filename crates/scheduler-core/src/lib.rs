@@ -119,6 +119,9 @@ pub struct SchedulerCore {
     /// until it has caught up (issue 26: backpressure rather than a backlog in memory;
     /// every start brings a result to store).
     store_behind: bool,
+    /// The driver cannot be sure the leader lease is still this scheduler's (a pause
+    /// outlasted it): no job starts, so a successor cannot start one twice with it.
+    lease_unsure: bool,
     /// Walks of a tree looking for a job to place (one per job started, plus one that
     /// finds nothing): what a heartbeat costs, counted so tests can see it.
     placement_walks: u64,
@@ -174,6 +177,7 @@ impl SchedulerCore {
             trees: Default::default(),
             placeability: Default::default(),
             store_behind: false,
+            lease_unsure: false,
             placement_walks: 0,
             config_revision: 0,
             nudge_cursor: None,
@@ -317,7 +321,8 @@ impl SchedulerCore {
             operation_life!(self).fail_unplaceable_if_offer_changed(now);
         }
         share_updater!(self).update_due(now);
-        let gangs_may_start = !self.operations.gangs.is_empty() && !self.store_behind;
+        let gangs_may_start =
+            !self.operations.gangs.is_empty() && !self.store_behind && !self.lease_unsure;
         if gangs_may_start
             && !StartHold::holds(&mut self.start_hold, &mut self.outbox, &self.nodes, now)
         {

@@ -639,3 +639,55 @@ fn killing_the_scheduler_during_a_burst_of_one_job_operations_runs_each_job_once
         .count();
     assert_eq!(revived, 2, "both standbys revived unfinished operations");
 }
+
+/// A leader paused (SIGSTOP) for longer than its lease while its jobs run wakes with its
+/// subscriptions open and its memory as it was, while a standby has taken over: it must
+/// start no job from that memory (its successor may start the same ones: issue 42's
+/// campaign saw it) and must stop. Every job
+/// runs once, and the operation completes under the successor.
+#[test]
+fn a_leader_woken_from_a_pause_longer_than_its_lease_stops_and_every_job_runs_once() {
+    use nix::sys::signal::kill;
+    use nix::unistd::Pid;
+    let marks_dir = ytsched_tests::job_writable_dir();
+    let mut lab = Lab::start_with(
+        // A node timeout well past the pause: no agent fences its jobs meanwhile.
+        &["--lease-ttl", "2s", "--node-heartbeat-timeout", "30s"],
+        vec![node("2", "4"), node("2", "4")],
+    )
+    .unwrap();
+    let standby = lab.start_scheduler().unwrap();
+    lab.wait_standby(standby).unwrap();
+    let spec = format!(
+        "tasks: {{t: {{command: '{}', job_count: 12, cpu_limit: 1}}}}",
+        marked_job(marks_dir.path(), "sleep 1")
+    );
+    let op = lab.submit_spec(&spec).unwrap();
+    wait_until(Duration::from_secs(20), || {
+        (!marks(marks_dir.path(), "start").is_empty()).then_some(())
+    })
+    .expect("jobs start");
+    let leader = Pid::from_raw(lab.scheduler_pid(0).unwrap() as i32);
+    kill(leader, Signal::SIGSTOP).unwrap();
+    wait_until(Duration::from_secs(30), || {
+        lab.scheduler_log_of(standby)
+            .contains("leader lease acquired")
+            .then_some(())
+    })
+    .expect("the standby takes over");
+    std::thread::sleep(Duration::from_secs(2));
+    kill(leader, Signal::SIGCONT).unwrap();
+    wait_until(Duration::from_secs(20), || {
+        (!lab.scheduler_running(0)).then_some(())
+    })
+    .expect("the woken leader stops");
+    let done = lab.wait_finished(&op, Duration::from_secs(120)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_each_ran_once(marks_dir.path(), 12);
+    let log = lab.scheduler_log();
+    assert!(log.contains("lost the leader lease"), "{log}");
+    println!(
+        "woken leader held its starts before it stopped: {}",
+        log.contains("no job starts until it is")
+    );
+}

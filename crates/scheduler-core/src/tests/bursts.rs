@@ -108,6 +108,33 @@ fn no_job_starts_while_the_store_is_behind() {
     assert_eq!(reply.jobs_to_start.len(), 2);
 }
 
+/// While the driver cannot be sure the leader lease is still held (a pause outlasted
+/// it), heartbeats start nothing, a gang included, but are still answered and still
+/// take results; starts resume once it is sure again.
+#[test]
+fn no_job_starts_while_the_leader_lease_is_not_surely_held() {
+    let mut core = SchedulerCore::new(CoreConfig::default());
+    core.start_operation(OperationId("a".into()), "u", spec(2, 1.0), 0)
+        .unwrap();
+    let mut gang = spec(2, 1.0);
+    gang.is_gang = true;
+    core.start_operation(OperationId("g".into()), "u", gang, 0)
+        .unwrap();
+    core.set_lease_sure(false);
+    let reply = core.process_heartbeat(heartbeat("n1", 8.0, &[], vec![]), 1);
+    core.tick(2);
+    let reply2 = core.process_heartbeat(heartbeat("n1", 8.0, &[], vec![]), 3);
+    assert!(reply.jobs_to_start.is_empty(), "{reply:?}");
+    assert!(
+        reply2.jobs_to_start.is_empty(),
+        "no gang booked either: {reply2:?}"
+    );
+    core.set_lease_sure(true);
+    core.tick(4);
+    let reply = core.process_heartbeat(heartbeat("n1", 8.0, &[], vec![]), 5);
+    assert_eq!(reply.jobs_to_start.len(), 4, "{reply:?}");
+}
+
 /// A fair-share update reads only the operations changed since the last one: preparing
 /// it used to walk every operation under the core lock. What it computes is the same as
 /// from a full read (debug builds check every update against a scan).

@@ -3,8 +3,9 @@
 //! revision; a standby keeps trying to create it, which succeeds only once the leader has
 //! stopped renewing and the key has expired.
 
+use crate::leadership::lease_validity::LeaseValidity;
 use async_nats::jetstream::kv;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 const KEY: &str = "leader";
@@ -20,22 +21,31 @@ pub struct Lease {
     holder: String,
     revision: u64,
     ttl: Duration,
+    validity: LeaseValidity,
 }
 
 impl Lease {
     /// Waits until this scheduler holds the lease.
-    pub async fn acquire(store: kv::Store, holder: String, ttl: Duration) -> Lease {
+    pub async fn acquire(
+        store: kv::Store,
+        holder: String,
+        ttl: Duration,
+        validity: LeaseValidity,
+    ) -> Lease {
         let mut logged_standby = false;
         let mut logged_error = false;
         loop {
+            let sent = Instant::now();
             match store.create(KEY, holder.clone().into()).await {
                 Ok(revision) => {
                     info!(holder, "leader lease acquired");
+                    validity.renewed(sent, ttl);
                     return Lease {
                         store,
                         holder,
                         revision,
                         ttl,
+                        validity,
                     };
                 }
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
@@ -70,6 +80,7 @@ impl Lease {
         let mut failing = false;
         loop {
             tokio::time::sleep(self.ttl / 3).await;
+            let sent = Instant::now();
             match self
                 .store
                 .update(KEY, self.holder.clone().into(), self.revision)
@@ -77,6 +88,7 @@ impl Lease {
             {
                 Ok(revision) => {
                     self.revision = revision;
+                    self.validity.renewed(sent, self.ttl);
                     if failing {
                         info!("leader lease renewed again");
                         failing = false;
@@ -100,6 +112,7 @@ impl Lease {
                         Ok(revision) => {
                             warn!("leader lease had expired; re-acquired it");
                             self.revision = revision;
+                            self.validity.renewed(sent, self.ttl);
                         }
                         Err(_) => {
                             let other = holder_of(&self.store)

@@ -5,6 +5,7 @@
 //! Here nothing else runs on the thread that renews it.
 
 use crate::leadership::lease::Lease;
+use crate::leadership::lease_validity::LeaseValidity;
 use async_nats::jetstream::kv;
 use std::future::Future;
 use std::time::Duration;
@@ -13,6 +14,8 @@ use tokio::sync::oneshot;
 /// A lease held on its own thread: resolves `lost` when another scheduler took it, and
 /// gives it up on `release`.
 pub struct LeaseThread {
+    /// Until when the lease surely holds, moved on by each renewal.
+    pub validity: LeaseValidity,
     lost: oneshot::Receiver<anyhow::Error>,
     release: oneshot::Sender<oneshot::Sender<()>>,
 }
@@ -29,6 +32,8 @@ impl LeaseThread {
         let (acquired_tx, acquired) = oneshot::channel::<anyhow::Result<()>>();
         let (lost_tx, lost) = oneshot::channel();
         let (release, release_rx) = oneshot::channel::<oneshot::Sender<()>>();
+        let validity = LeaseValidity::default();
+        let renewed = validity.clone();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -43,7 +48,7 @@ impl LeaseThread {
                             return;
                         }
                     };
-                    let lease = Lease::acquire(store, holder, ttl).await;
+                    let lease = Lease::acquire(store, holder, ttl, renewed).await;
                     let releaser = lease.releaser();
                     if acquired_tx.send(Ok(())).is_err() {
                         // The service stopped while this one waited as a standby.
@@ -66,7 +71,11 @@ impl LeaseThread {
         acquired
             .await
             .map_err(|_| anyhow::anyhow!("the leader lease thread stopped"))??;
-        Ok(LeaseThread { lost, release })
+        Ok(LeaseThread {
+            validity,
+            lost,
+            release,
+        })
     }
 
     /// Splits into what the service waits on and what it releases with.

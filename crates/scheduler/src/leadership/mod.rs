@@ -2,3 +2,4 @@
 
 pub mod lease;
 pub mod lease_thread;
+pub mod lease_validity;

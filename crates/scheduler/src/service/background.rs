@@ -84,6 +84,7 @@ impl Driver {
             let save = last_volume_save.elapsed() >= VOLUME_SAVE_PERIOD;
             let volumes = self
                 .with_core(|core| {
+                    core.set_lease_sure(self.lease.holds());
                     core.tick(unix_now());
                     save.then(|| store::volumes_write(&core.integral_volumes()))
                 })

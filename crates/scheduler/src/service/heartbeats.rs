@@ -115,6 +115,7 @@ impl Driver {
                     info!(backlog, "the store caught up: jobs start again");
                 }
             }
+            core.set_lease_sure(self.lease.holds());
             // Checked under the lock: the wait for it is where time goes.
             (!given_up(received, patience)).then(|| core.process_heartbeat(req, unix_now()))
         });

@@ -146,6 +146,8 @@ struct Driver {
     files: crate::files::Files,
     /// What nodes' file caches report, for `/metrics`.
     file_caches: Arc<crate::files::node_caches::NodeCaches>,
+    /// Whether the leader lease surely holds: no job starts while it may not.
+    lease: crate::leadership::lease_validity::LeaseGate,
 }
 
 /// A core call whose writes are queued.
@@ -288,6 +290,22 @@ async fn connect_as(
     Ok(ytsched_common::transport::connect(&config.nats_urls, name, true, auth).await?)
 }
 
+/// The one line that says the state is revived and the revival window begins.
+fn log_revived(
+    summary: &crate::core::records::RevivalSummary,
+    window: Duration,
+    started: std::time::Instant,
+) {
+    info!(
+        operations = summary.operations,
+        unfinished = summary.unfinished,
+        running_jobs = summary.running_jobs,
+        window_ms = window.as_millis() as u64,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "state revived from the store; waiting for nodes to report running jobs"
+    );
+}
+
 /// Becomes the leader (a standby waits here), revives the state from the store, then
 /// serves until the process stops or the lease is lost.
 pub async fn run(
@@ -340,18 +358,12 @@ pub async fn run(
         acks: Default::default(),
         files: Arc::new(files),
         file_caches: Default::default(),
+        lease: crate::leadership::lease_validity::LeaseGate::new(lease.validity.clone()),
     });
     // Revival's effects go the way every call's do: stored, its retired operations
     // archived, its nodes nudged.
     driver.carry_out(effects, revival_stored).await;
-    info!(
-        operations = summary.operations,
-        unfinished = summary.unfinished,
-        running_jobs = summary.running_jobs,
-        window_ms = config.revival_window.as_millis() as u64,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "state revived from the store; waiting for nodes to report running jobs"
-    );
+    log_revived(&summary, config.revival_window, started);
     if let Some(http) = config.http.take() {
         start_http(http, &driver, refusals.clone())?;
     }
