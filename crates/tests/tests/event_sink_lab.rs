@@ -45,18 +45,33 @@ fn sink_of(
     }
 }
 
-#[test]
-fn a_deposed_leaders_events_are_refused_once_its_successor_has_written() {
+/// A lab whose scheduler is stopped, so that nothing else writes its event log; the
+/// scheduler's own JetStream context, and the log's stream.
+fn event_log_alone() -> (
+    Lab,
+    tokio::runtime::Runtime,
+    async_nats::jetstream::Context,
+    async_nats::jetstream::stream::Stream,
+) {
     let mut lab = Lab::start(vec![]).unwrap();
     lab.kill_scheduler(0, Signal::SIGKILL);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
+    let (js, stream) = rt.block_on(async {
         let client = lab.client_as("scheduler").await.unwrap();
         let js = async_nats::jetstream::new(client);
-        let mut stream = js
+        let stream = js
             .get_stream(format!("{}_events", lab.prefix))
             .await
             .unwrap();
+        (js, stream)
+    });
+    (lab, rt, js, stream)
+}
+
+#[test]
+fn a_deposed_leaders_events_are_refused_once_its_successor_has_written() {
+    let (lab, rt, js, mut stream) = event_log_alone();
+    rt.block_on(async {
         let written = AtomicU64::new(0);
         let (old, new) = (
             sink_of(&js, &lab.prefix, 4096),
@@ -93,18 +108,9 @@ fn a_deposed_leaders_events_are_refused_once_its_successor_has_written() {
 
 #[test]
 fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
-    let mut lab = Lab::start(vec![]).unwrap();
-    // The stream is the lab's; its writer is stopped so nothing else writes there.
-    lab.kill_scheduler(0, Signal::SIGKILL);
-    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (lab, rt, js, mut stream) = event_log_alone();
     rt.block_on(async {
-        let client = lab.client_as("scheduler").await.unwrap();
-        let js = async_nats::jetstream::new(client);
         let subject = format!("{}.events", lab.prefix);
-        let mut stream = js
-            .get_stream(format!("{}_events", lab.prefix))
-            .await
-            .unwrap();
         let before = stream.info().await.unwrap().state.last_sequence;
         // Messages of about two events each: 500 events in about 250 messages, sent 16
         // at a time.
