@@ -26,13 +26,14 @@ pub struct Harness {
     /// Every call's effects, oldest first.
     pub effects: Vec<Effects>,
     next_op: u32,
-    /// What the store holds: the latest record of each key, through the real codec.
-    stored: Stored,
+    /// What the store holds: the latest record of each key, through the real codec. A
+    /// test may put back an older copy: a store whose writes lagged behind.
+    pub stored: Stored,
 }
 
 /// The records the service would have written, as the store keeps them.
-#[derive(Default)]
-struct Stored {
+#[derive(Clone, Default)]
+pub struct Stored {
     config: Option<Vec<u8>>,
     operations: BTreeMap<OperationId, Vec<u8>>,
     jobs: BTreeMap<JobId, Vec<u8>>,

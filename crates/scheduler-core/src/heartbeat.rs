@@ -116,6 +116,23 @@ impl SchedulerCore {
         }
     }
 
+    /// The revived scheduler answers its first heartbeat now: the revival window (the
+    /// pause of starts while nodes say what they run, then the loss of what they did
+    /// not) counts from here, not from the revival. A revival whose writes took long (a
+    /// slow store: 47 s once in issue 42's campaign) otherwise left nodes no time to
+    /// report, and a job that had finished meanwhile on a node not yet heard from ran
+    /// again.
+    pub fn begin_serving(&mut self, now: UnixMillis, window_ms: u64) {
+        self.latest_now.observe(now);
+        let until = now.saturating_add(window_ms);
+        if let Some(deadline) = self.revival_deadline.as_mut() {
+            *deadline = (*deadline).max(until);
+        }
+        if let Some(hold) = self.start_hold.as_mut() {
+            hold.deadline = hold.deadline.max(until);
+        }
+    }
+
     /// The scheduler itself was cut off from the bus (a NATS outage): nodes could not
     /// reach it either, so their silence so far is not theirs. Their timeouts restart now.
     pub fn bus_restored(&mut self, now: UnixMillis) {

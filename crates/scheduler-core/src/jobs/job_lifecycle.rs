@@ -116,6 +116,24 @@ impl Operation {
         Some((task, at))
     }
 
+    /// Whether attempt `seq` of job `of`, not adoptable now, may be once this operation
+    /// runs: it is unfinished but not running (a revived operation held pending behind
+    /// its pool's running limit), and the job still waits for that attempt. A node's
+    /// result of such an attempt is kept by the node (not acknowledged) until then; were
+    /// it acknowledged and dropped, the job would run again although it had completed
+    /// (issue 42's campaign, seed 12147801398023703156).
+    pub fn may_adopt_later(&self, seq: u64, of: &AttemptOf) -> bool {
+        !self.state.is_finished()
+            && self.state != OperationState::Running
+            && seq < self.next_job_seq
+            && self.attempt_state(seq) == JobState::Waiting
+            && self
+                .tasks
+                .iter()
+                .find(|t| t.name == of.task_name)
+                .is_some_and(|t| t.waiting.contains(&of.job_index))
+    }
+
     /// Makes attempt `seq` the running attempt of job `index` of `task` on `node`.
     fn run_attempt(
         &mut self,

@@ -63,6 +63,9 @@ impl JobLife<'_> {
             );
         }
         let Some(op_id) = self.jobs.owner(&result.job_id).cloned() else {
+            if self.adoptable_later(result) {
+                return ResultTaken::REFUSED;
+            }
             return ResultTaken::ACKNOWLEDGED;
         };
         let Some(mut op) = self.operations.edit(&op_id) else {
@@ -132,6 +135,21 @@ impl JobLife<'_> {
             acknowledge: true,
             ends: ends.map(|(state, error)| (op_id, state, error)),
         }
+    }
+
+    /// Whether the unrecorded attempt `result` ended may still be adopted once its
+    /// operation runs (`Operation::may_adopt_later`): the node keeps the result till then.
+    fn adoptable_later(&self, result: &ytsched_common::protocol::FinishedJob) -> bool {
+        let (Some(of), Some(op)) = (
+            result.attempt_of.as_ref(),
+            self.operations.get(&result.operation_id),
+        ) else {
+            return false;
+        };
+        result
+            .job_id
+            .attempt_seq(&result.operation_id)
+            .is_some_and(|seq| op.may_adopt_later(seq, of))
     }
 
     /// Jobs the node runs that the scheduler does not (aborted, unknown, given away)

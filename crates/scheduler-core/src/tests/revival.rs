@@ -269,6 +269,34 @@ fn a_result_of_an_unrecorded_attempt_counts_once() {
     assert_eq!((info.jobs.completed, info.jobs.waiting), (2, 2));
 }
 
+/// The revival window counts from the first heartbeat the scheduler may answer, not
+/// from the revival: a revival whose writes took 60 s still holds starts for the whole
+/// window after, so a node heard only then has its finished jobs adopted rather than
+/// run again (issue 42's campaign: a revival's writes took 47 s, and two jobs that had
+/// completed on a node not yet heard from ran a second time).
+#[test]
+fn the_revival_window_counts_from_when_heartbeats_are_first_answered() {
+    let (store, started) = running_two();
+    let mut core = store.revive(100);
+    core.begin_serving(60_100, WINDOW_MS);
+    // Another node, heard first, would get the waiting jobs if starts were not held.
+    let r = core.process_heartbeat(heartbeat("n2", 4.0, &[], vec![]), 60_200);
+    assert!(r.jobs_to_start.is_empty(), "starts are held: {r:?}");
+    core.tick(60_300);
+    let results: Vec<_> = started
+        .iter()
+        .map(|s| done(s, JobState::Completed))
+        .collect();
+    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], results), 60_400);
+    assert_eq!(r.acknowledged_jobs.len(), 2);
+    let info = core.reads().operation_info(&op()).unwrap();
+    assert_eq!((info.jobs.completed, info.jobs.waiting), (2, 2));
+    core.tick(60_100 + WINDOW_MS);
+    let r = core.process_heartbeat(heartbeat("n2", 4.0, &[], vec![]), 60_100 + WINDOW_MS);
+    let indices: Vec<u32> = r.jobs_to_start.iter().map(|s| s.job_index).collect();
+    assert_eq!(indices, vec![2, 3], "indices 0 and 1 never run twice");
+}
+
 /// Running attempts an older version recorded, that no node reports within the
 /// revival window, are lost and wait to run again.
 #[test]
@@ -518,4 +546,54 @@ fn only_attempts_started_on_the_claiming_node_are_adopted() {
     let r = core.process_heartbeat(heartbeat("n1", 2.0, &started, vec![]), 110);
     assert!(r.jobs_to_abort.is_empty(), "{r:?}");
     assert_eq!(core.reads().operation_info(&op()).unwrap().jobs.running, 2);
+}
+
+/// A revived operation held pending behind its pool's running limit cannot adopt the
+/// attempts a node reports; a result of one is left with the node (not acknowledged)
+/// and taken once the operation runs, so the job does not run again (issue 42's
+/// campaign: a leader's store lagged, its successor revived a running operation as
+/// pending, and the result was acknowledged, dropped, and its job run twice).
+#[test]
+fn a_result_for_a_revived_pending_operation_waits_until_it_runs() {
+    let mut h = Harness::starting_at(0);
+    h.node("n1", 4.0, &[]);
+    h.pool(
+        "a",
+        None,
+        serde_json::json!({"max_running_operation_count": 1}),
+    );
+    let in_a = || {
+        let mut s = spec(1, 1.0);
+        s.pool = Some(ytsched_common::names::PoolName::parse("a").unwrap());
+        s
+    };
+    let first = h.at(1).submit("u", in_a());
+    let second = h.at(2).submit("u", in_a());
+    let state = |h: &Harness, op: &OperationId| h.core.reads().operation_info(op).unwrap().state;
+    assert_eq!(state(&h, &second), OperationState::Pending);
+    assert_eq!(h.at(3).heartbeat("n1").jobs_to_start.len(), 1);
+    // The store stops here (it lags): `first` runs, `second` is pending.
+    let lagging = h.stored.clone();
+    let r = h.finish_at("n1", 10);
+    assert_eq!(state(&h, &second), OperationState::Running);
+    assert_eq!(r.jobs_to_start.len(), 1, "second's job starts: {r:?}");
+    h.finish_all("n1", JobState::Completed);
+    // The leader dies; its successor reads the lagging store.
+    h.stored = lagging;
+    h.at(100).restart_scheduler(WINDOW_MS);
+    assert_eq!(state(&h, &second), OperationState::Pending);
+    let r = h.at(110).heartbeat("n1");
+    assert!(r.acknowledged_jobs.is_empty(), "kept by the node: {r:?}");
+    // `first` is aborted within the revival window: `second` runs, and takes the
+    // result its node kept at the node's next heartbeat.
+    h.run(|c| c.abort_operation(&first, 120)).unwrap();
+    assert_eq!(state(&h, &second), OperationState::Running);
+    let r = h.at(130).heartbeat("n1");
+    assert_eq!(r.acknowledged_jobs.len(), 1, "{r:?}");
+    assert_eq!(state(&h, &second), OperationState::Completed);
+    let r = h.at(100 + WINDOW_MS + 1).heartbeat("n1");
+    assert!(
+        r.jobs_to_start.is_empty(),
+        "its job never runs again: {r:?}"
+    );
 }

@@ -363,6 +363,10 @@ pub async fn run(
     // Revival's effects go the way every call's do: stored, its retired operations
     // archived, its nodes nudged.
     driver.carry_out(effects, revival_stored).await;
+    let window = config.revival_window.as_millis() as u64;
+    driver
+        .with_core(|c| c.begin_serving(unix_now(), window))
+        .await;
     log_revived(&summary, config.revival_window, started);
     if let Some(http) = config.http.take() {
         start_http(http, &driver, refusals.clone())?;
