@@ -45,8 +45,8 @@ fn sink_of(
     }
 }
 
-/// A lab whose scheduler is stopped, so that nothing else writes its event log; the
-/// scheduler's own JetStream context, and the log's stream.
+/// A lab whose scheduler is stopped, so that nothing else writes its event log, made
+/// again empty; the scheduler's own JetStream context, and the log's stream.
 fn event_log_alone() -> (
     Lab,
     tokio::runtime::Runtime,
@@ -59,10 +59,12 @@ fn event_log_alone() -> (
     let (js, stream) = rt.block_on(async {
         let client = lab.client_as("scheduler").await.unwrap();
         let js = async_nats::jetstream::new(client);
-        let stream = js
-            .get_stream(format!("{}_events", lab.prefix))
-            .await
-            .unwrap();
+        // Made again, empty: a log no one has written yet (as a new cluster's).
+        let name = format!("{}_events", lab.prefix);
+        let mut stream = js.get_stream(&name).await.unwrap();
+        let config = stream.info().await.unwrap().config.clone();
+        js.delete_stream(&name).await.unwrap();
+        let stream = js.create_stream(config).await.unwrap();
         (js, stream)
     });
     (lab, rt, js, stream)

@@ -168,16 +168,19 @@ impl EventSink {
             .await
             .map_err(|e| unreadable(&e))?;
         let last = stream.cached_info().state.last_sequence;
-        let theirs = match stream.get_raw_message(last).await {
-            Ok(m) => m
-                .headers
-                .get("Nats-Msg-Id")
-                .and_then(|id| epoch_of_message_id(id.as_str()))
-                .unwrap_or(0),
-            // Empty, or its last message gone with the log's age limit: nobody wrote
-            // since it was read.
-            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => 0,
-            Err(e) => return Err(unreadable(&e)),
+        // Empty: nobody has written (a read of message 0 is a bad request).
+        let theirs = match last {
+            0 => 0,
+            _ => match stream.get_raw_message(last).await {
+                Ok(m) => m
+                    .headers
+                    .get("Nats-Msg-Id")
+                    .and_then(|id| epoch_of_message_id(id.as_str()))
+                    .unwrap_or(0),
+                // Its last message gone with the log's age limit: nobody wrote since.
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => 0,
+                Err(e) => return Err(unreadable(&e)),
+            },
         };
         if theirs > ours {
             return Err(EndUnknown::Deposed { ours, theirs });
