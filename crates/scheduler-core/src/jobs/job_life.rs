@@ -186,11 +186,18 @@ impl JobLife<'_> {
         for (job, node) in &lost {
             self.jobs.ended(node, job);
             let attempt = self.operations.attempt_facts(op_id, job);
+            // `node_lost` for a member lost with the member's node (`break_gang`).
+            let reason = self
+                .operations
+                .get(op_id)
+                .and_then(|o| o.jobs.get(job))
+                .and_then(|j| j.abort_reason)
+                .unwrap_or(AbortReason::GangMemberLost);
             self.outbox.event(crate::CoreEvent::JobAborted {
                 id: job.clone(),
                 operation: op_id.clone(),
                 node: node.clone(),
-                reason: AbortReason::GangMemberLost,
+                reason,
                 preempted_by: None,
                 attempt,
             });

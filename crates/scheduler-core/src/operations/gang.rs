@@ -51,6 +51,13 @@ impl Operation {
         }) else {
             return 0;
         };
+        // Members on the same lost node were lost with it (fenced, never heard): they
+        // are `node_lost` too, and wait again at once, as the node cannot still run them.
+        let lost_node = self
+            .jobs
+            .get(lost)
+            .filter(|j| j.abort_reason == Some(AbortReason::NodeLost))
+            .map(|j| j.node.clone());
         let others: Vec<JobId> = self
             .jobs
             .values()
@@ -63,7 +70,12 @@ impl Operation {
             };
             job.state = JobState::Aborted;
             set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
-            job.abort_reason = Some(AbortReason::GangMemberLost);
+            let with_node = lost_node.as_ref() == Some(&job.node);
+            job.abort_reason = Some(if with_node {
+                AbortReason::NodeLost
+            } else {
+                AbortReason::GangMemberLost
+            });
             job.error = Some(format!(
                 "gang member {lost} ended ({reason}): the gang restarts whole"
             ));
@@ -72,9 +84,13 @@ impl Operation {
             if let Some(slot) = slot_mut(&mut self.trees, &job.tree) {
                 slot.usage -= job.resources;
             }
-            let node = job.node.clone();
-            // Its node may still run it: the index waits for the node's word.
-            self.hold_until_stopped(id, now);
+            let (node, task, index) = (job.node.clone(), job.task, job.index);
+            if with_node {
+                self.tasks[task].waiting.push_front(index);
+            } else {
+                // Its node may still run it: the index waits for the node's word.
+                self.hold_until_stopped(id, now);
+            }
             self.changed_jobs.push(id.clone());
             self.gang_lost.push((id.clone(), node));
         }

@@ -399,3 +399,47 @@ fn a_running_gang_survives_a_restart_whole() {
     );
     assert_eq!(h.core.reads().operation_info(&g).unwrap().jobs.waiting, 4);
 }
+
+/// A gang's members on a node that is lost were lost with it: each is `node_lost`
+/// (never `gang_member_lost`, which says a node still ran it and was told to stop), and
+/// its index waits again at once; a member on another node is `gang_member_lost`.
+#[test]
+fn members_on_a_lost_node_are_lost_with_it() {
+    let mut h = Harness::new();
+    h.node("n1", 2.0, &[]).node("n2", 1.0, &[]);
+    h.heartbeat_all();
+    let g = h.submit("u", gang(3));
+    tick(&mut h, 300);
+    h.heartbeat("n1");
+    h.heartbeat("n2");
+    assert_eq!(h.running_of(&g), 3);
+    let on_n1: Vec<String> = h
+        .running_on("n1")
+        .iter()
+        .map(|s| s.job_id.to_string())
+        .collect();
+    assert_eq!(on_n1.len(), 2);
+    // n1 falls silent past the 30 s node timeout; n2 is heard.
+    for _ in 0..4 {
+        h.advance(10_000).heartbeat("n2");
+        tick(&mut h, 0);
+    }
+    let aborted: Vec<(String, AbortReason)> = h
+        .effects
+        .iter()
+        .flat_map(|e| &e.events)
+        .filter_map(|e| match e {
+            CoreEvent::JobAborted { id, reason, .. } => Some((id.to_string(), *reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(aborted.len(), 3, "{aborted:?}");
+    for (id, reason) in &aborted {
+        let want = if on_n1.contains(id) {
+            AbortReason::NodeLost
+        } else {
+            AbortReason::GangMemberLost
+        };
+        assert_eq!(*reason, want, "{id}: {aborted:?}");
+    }
+}
