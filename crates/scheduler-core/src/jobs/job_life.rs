@@ -186,7 +186,7 @@ impl JobLife<'_> {
         for (job, node) in &lost {
             self.jobs.ended(node, job);
             let attempt = self.operations.attempt_facts(op_id, job);
-            // `node_lost` for a member lost with the member's node (`break_gang`).
+            // `node_lost` for a member on the node another member was lost with (`break_gang`).
             let reason = self
                 .operations
                 .get(op_id)
