@@ -99,13 +99,17 @@ impl Operation {
     /// the task's waiting queue), if it may be adopted: read only, so that the repeated
     /// results of settled attempts, which arrive here too, change nothing.
     pub fn adoptable(&self, seq: u64, of: &AttemptOf, tree: &TreeName) -> Option<(usize, usize)> {
-        // Only a number an earlier scheduler could have given out (a revived one
-        // numbers on past all of them) and this one has not.
-        if self.state != OperationState::Running
-            || seq >= self.next_job_seq
-            || self.attempt_state(seq) != JobState::Waiting
-            || self.slot(tree).is_none()
-        {
+        if self.state != OperationState::Running || self.slot(tree).is_none() {
+            return None;
+        }
+        self.awaited_attempt(seq, of)
+    }
+
+    /// Where job `of` waits for attempt `seq` (its task, and its place in the task's
+    /// waiting queue), if `seq` is a number an earlier scheduler could have given out (a
+    /// revived one numbers on past all of them) and this one has not.
+    fn awaited_attempt(&self, seq: u64, of: &AttemptOf) -> Option<(usize, usize)> {
+        if seq >= self.next_job_seq || self.attempt_state(seq) != JobState::Waiting {
             return None;
         }
         let task = self.tasks.iter().position(|t| t.name == of.task_name)?;
@@ -125,13 +129,7 @@ impl Operation {
     pub fn may_adopt_later(&self, seq: u64, of: &AttemptOf) -> bool {
         !self.state.is_finished()
             && self.state != OperationState::Running
-            && seq < self.next_job_seq
-            && self.attempt_state(seq) == JobState::Waiting
-            && self
-                .tasks
-                .iter()
-                .find(|t| t.name == of.task_name)
-                .is_some_and(|t| t.waiting.contains(&of.job_index))
+            && self.awaited_attempt(seq, of).is_some()
     }
 
     /// Makes attempt `seq` the running attempt of job `index` of `task` on `node`.
