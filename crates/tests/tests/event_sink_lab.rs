@@ -148,3 +148,64 @@ fn a_rounds_messages_sent_many_at_a_time_land_in_order() {
         assert_eq!(stream.info().await.unwrap().state.last_sequence, last);
     });
 }
+
+/// Seed 17974522020334935115: a leader told "completed" before its state was stored,
+/// was deposed, and with the result's node lost too the job ran again. A round's events
+/// now go only after its state: while a key will not store, the events queued with it
+/// stay untold, and a round that stores is told.
+#[test]
+fn a_rounds_events_are_told_only_once_its_state_is_stored() {
+    use ytsched_scheduler::store::writer::{claim_epoch, Revisions, Writer};
+    use ytsched_scheduler::store::{Write, EPOCH_KEY};
+    let (lab, rt, js, mut stream) = event_log_alone();
+    rt.block_on(async {
+        let state = js
+            .get_key_value(format!("{}_state", lab.prefix))
+            .await
+            .unwrap();
+        let holder = "test-leader";
+        let epoch = claim_epoch(&state, holder).await.unwrap();
+        let writer = Writer::spawn(
+            state.clone(),
+            64 * 1024,
+            Revisions {
+                keys: [(EPOCH_KEY.to_string(), epoch)].into_iter().collect(),
+                holder: holder.into(),
+            },
+            sink_of(&js, &lab.prefix, 64 * 1024),
+        );
+        let event = |n: &str| Event::NodeRestarted {
+            node: NodeId(n.to_string()),
+        };
+        let write = |key: &str| Write {
+            key: key.to_string(),
+            value: "v".into(),
+            last: false,
+        };
+        // A round that stores is told.
+        writer
+            .submit_with_events(vec![write("test.stored")], vec![event("a")], 1)
+            .wait()
+            .await;
+        let told = async {
+            while stream.info().await.unwrap().state.messages == 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), told)
+            .await
+            .expect("the stored round's event is told");
+        let before = stream.info().await.unwrap().state.last_sequence;
+        // A key the store refuses (not a valid key) is retried and never stored: its
+        // round's event must stay untold.
+        let _never = writer.submit_with_events(vec![write("bad key")], vec![event("b")], 2);
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        assert_eq!(stream.info().await.unwrap().state.last_sequence, before);
+        assert_eq!(writer.event_counts().written, 1);
+        assert_eq!(
+            writer.event_counts().lag,
+            1,
+            "the untold event is counted as lag"
+        );
+    });
+}
