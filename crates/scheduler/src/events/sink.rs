@@ -1,8 +1,8 @@
 //! The event log's side of a write round (SPEC 5.16): a round's events, already
 //! numbered and encoded (`write_queue.rs`), cut into as few stream messages as fit and
-//! stored in order, each retried until the stream takes it. The writer calls it once a
-//! round's state is stored (`store/event_lane.rs`), so an event never tells of state
-//! that may yet be lost, and a leader that dies leaves a prefix of its events.
+//! stored in order, each retried until the stream takes it. The writer calls it after
+//! the epoch step and before the state, so events are "written with the state they
+//! describe" and a leader that dies leaves a prefix of its events.
 
 use crate::events::fence::{epoch_of_message_id, EndUnknown, EventFence};
 use crate::store::write_queue::QueuedEvent;

@@ -7,7 +7,6 @@
 
 pub mod ack_ledger;
 pub mod archive;
-pub mod event_lane;
 pub mod write_queue;
 pub mod writer;
 

@@ -151,7 +151,7 @@ pub struct QueuedEvent {
     pub bytes: Vec<u8>,
 }
 
-/// What one round of the writer stores: each key's last value, then the events.
+/// What one round of the writer stores: events first, then each key's last value.
 pub struct Round {
     pub writes: BTreeMap<RoundKey, Latest>,
     pub events: Vec<QueuedEvent>,

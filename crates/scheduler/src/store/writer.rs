@@ -22,13 +22,12 @@
 //! the cluster.
 
 pub use crate::events::sink::EventSink;
-use crate::store::event_lane::{EventCounters, EventLane};
 use crate::store::write_queue::{Latest, PendingWrites, QueuedEvent, Round, RoundKey};
 use crate::store::{Write, EPOCH_KEY};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -47,7 +46,10 @@ struct Shared {
     /// cannot refuse (the core has already made the changes it carries); callers that
     /// add work read this and push back instead (`MAX_WRITE_BACKLOG`).
     backlog: AtomicUsize,
-    events: Arc<EventCounters>,
+    /// Events stored in the event log so far (the stream acknowledged them).
+    events_written: AtomicU64,
+    /// Events in the round being written.
+    events_in_flight: AtomicUsize,
 }
 
 /// How the event log is doing, for `/metrics`.
@@ -114,7 +116,8 @@ impl Writer {
             wake: Notify::new(),
             max_value_bytes,
             backlog: AtomicUsize::new(0),
-            events: Arc::new(EventCounters::default()),
+            events_written: AtomicU64::new(0),
+            events_in_flight: AtomicUsize::new(0),
         });
         let (stored_tx, stored) = watch::channel(0);
         let (fenced_tx, fenced) = watch::channel(None);
@@ -122,7 +125,7 @@ impl Writer {
             RoundWriter {
                 store,
                 revisions,
-                lane: EventLane::new(events, shared.events.clone()),
+                events,
                 failing: false,
             },
             shared.clone(),
@@ -166,9 +169,9 @@ impl Writer {
             (p.dropped_events(), p.queued_events())
         };
         EventLogCounts {
-            written: self.shared.events.written.load(Ordering::Relaxed),
+            written: self.shared.events_written.load(Ordering::Relaxed),
             dropped,
-            lag: (queued + self.shared.events.in_flight.load(Ordering::Relaxed)) as u64,
+            lag: (queued + self.shared.events_in_flight.load(Ordering::Relaxed)) as u64,
         }
     }
 
@@ -178,8 +181,7 @@ impl Writer {
     }
 
     /// Queues writes and the events that tell of them (made at `at`), in one place in
-    /// the order of changes: a round stores the state, then the events
-    /// (`event_lane.rs`).
+    /// the order of changes: a round stores the events first, then the state.
     pub fn submit_with_events(
         &self,
         writes: Vec<Write>,
@@ -334,8 +336,8 @@ const MAX_WRITES_IN_FLIGHT: usize = 1024;
 /// Keys with their value and whether it is the key's last write before its purge.
 type Pending = Vec<(String, Latest)>;
 
-/// The writer task: takes everything queued at once, writes it behind the epoch (the
-/// state phase by phase, then the events), and moves `stored` to the position the round
+/// The writer task: takes everything queued at once, writes it behind the epoch (events
+/// first, then the state phase by phase), and moves `stored` to the position the round
 /// covered. Stops for good when another scheduler wrote the epoch (fenced).
 async fn run(
     mut w: RoundWriter,
@@ -359,11 +361,10 @@ async fn run(
         }
         let taken = writes.len();
         shared
-            .events
-            .in_flight
-            .fetch_add(events.len(), Ordering::Relaxed);
+            .events_in_flight
+            .store(events.len(), Ordering::Relaxed);
         if taken > 0 || !events.is_empty() {
-            if let Err(reason) = w.write_round(events, writes).await {
+            if let Err(reason) = w.write_round(events, writes, &shared).await {
                 error!(
                     reason,
                     "ALERT: another scheduler wrote the state; this one is deposed and stops writing"
@@ -372,8 +373,44 @@ async fn run(
                 return;
             }
         }
+        shared.events_in_flight.store(0, Ordering::Relaxed);
         shared.backlog.fetch_sub(taken, Ordering::Relaxed);
         stored.send_replace(position);
+    }
+}
+
+/// How often events queued during a round are looked for.
+const EVENTS_MEANWHILE_EVERY: Duration = Duration::from_millis(5);
+
+/// Stores the events queued while a round's state is written, until `stop` says the
+/// state is done (what is queued after that goes with the next round).
+/// `Err(reason)`: a later leader has written the event log (this one is deposed).
+async fn store_events_meanwhile(
+    sink: &EventSink,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let events = shared
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take_events();
+        if events.is_empty() {
+            tokio::select! {
+                _ = tokio::time::sleep(EVENTS_MEANWHILE_EVERY) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        }
+        let count = events.len();
+        shared.events_in_flight.fetch_add(count, Ordering::Relaxed);
+        let stored = sink.publish(events, &shared.events_written).await;
+        shared.events_in_flight.fetch_sub(count, Ordering::Relaxed);
+        stored?;
     }
 }
 
@@ -381,7 +418,7 @@ async fn run(
 struct RoundWriter {
     store: kv::Store,
     revisions: Revisions,
-    lane: EventLane,
+    events: EventSink,
     /// Writes are failing (logged once when they start and once when they stop).
     failing: bool,
 }
@@ -389,20 +426,40 @@ struct RoundWriter {
 impl RoundWriter {
     /// Writes one round: the epoch first, alone (a deposed leader's round stops there),
     /// then configuration, operations and jobs, each phase's keys concurrently, then the
-    /// epoch again (a leader deposed meanwhile learns it before anything is confirmed),
-    /// then its events. `Err(reason)` when this leader has been deposed.
+    /// epoch again (a leader deposed meanwhile learns it before anything is confirmed).
+    /// `Err(reason)` when this leader has been deposed.
     async fn write_round(
         &mut self,
         events: Vec<QueuedEvent>,
         round: BTreeMap<RoundKey, Latest>,
+        shared: &Shared,
     ) -> Result<(), String> {
         self.write_phase(vec![(
             EPOCH_KEY.to_string(),
             (self.revisions.holder.clone(), false),
         )])
         .await?;
+        // Events before the state they tell of: a leader that dies in between leaves
+        // events its successor may tell again (as it re-learns the same facts), never
+        // stored state that no event tells.
+        self.events.publish(events, &shared.events_written).await?;
+        // While the state is written, events made meanwhile are stored as they come:
+        // their writes are in the next round, which then finds them stored rather
+        // than storing them first (a burst's events held up every round, and with it
+        // the store, until starts paused on the backlog). One writer of events at a
+        // time, in order; a leader deposed during this round may so store the events
+        // of its last moments after its successor's first ones.
         let had_state = !round.is_empty();
-        self.write_state(round).await?;
+        let (done, stop) = watch::channel(false);
+        let sink = self.events.clone();
+        let state = async {
+            let result = self.write_state(round).await;
+            let _ = done.send(true);
+            result
+        };
+        let (result, events) = futures::join!(state, store_events_meanwhile(&sink, shared, stop));
+        result?;
+        events?;
         // The epoch again, after the state: a successor that claimed it while this
         // round's writes were in flight (this leader paused between its epoch step and
         // its writes) may have read the state before they landed; this round then fails
@@ -414,8 +471,7 @@ impl RoundWriter {
             )])
             .await?;
         }
-        // Only now may the round's events tell of its state (`event_lane.rs`).
-        self.lane.tell(events).await
+        Ok(())
     }
 
     /// The round's keys, phase by phase.
