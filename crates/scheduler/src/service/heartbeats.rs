@@ -123,9 +123,16 @@ impl Driver {
         let taken = std::mem::take(&mut reply.acknowledged_jobs);
         if effects.reply_after_store {
             self.carry_out(effects, stored).await;
-        } else if !effects.is_empty() {
-            let driver = self.clone();
-            tokio::spawn(async move { driver.carry_out(effects, stored).await });
+        } else {
+            if !effects.is_empty() {
+                let driver = self.clone();
+                tokio::spawn(async move { driver.carry_out(effects, stored).await });
+            }
+            // Its starts may lie within a reservation another call grew (`start_fence`).
+            let fence = self.start_fence.wait_for(self.writer.stored_through());
+            if let Some(at) = fence.filter(|_| !reply.jobs_to_start.is_empty()) {
+                self.writer.stored_at(at).wait().await;
+            }
         }
         reply.acknowledged_jobs =
             self.acks

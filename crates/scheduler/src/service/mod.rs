@@ -10,6 +10,7 @@ mod dispatch;
 pub(crate) use dispatch::{decode_request, encode_reply};
 mod heartbeats;
 pub mod job_pages;
+mod start_fence;
 mod startup;
 
 use api_calls::given_up;
@@ -136,6 +137,8 @@ struct Driver {
     state: async_nats::jetstream::kv::Store,
     /// Results taken and acknowledged once stored, in a later reply.
     acks: crate::store::ack_ledger::AckLedger,
+    /// Replies that start jobs wait for grown reservations to be stored.
+    start_fence: start_fence::StartFence,
     /// Wakes the fair-share updater early (a new operation waits for its first update).
     share_updates: Arc<tokio::sync::Notify>,
     /// For replies to heartbeats rejected before they reach the core.
@@ -214,8 +217,11 @@ impl Driver {
                 self.writer.submit_with_events(writes, events, now)
             };
         // Still under the lock: no request finds a retired operation in neither the
-        // core nor the archive.
+        // core nor the archive, and every later call's starts see a grown reservation.
         self.archive.hand_over(&effects.retired);
+        if effects.reply_after_store {
+            self.start_fence.reserved(self.writer.position());
+        }
         Queued {
             result,
             effects,
@@ -356,6 +362,7 @@ pub async fn run(
         state,
         share_updates: Arc::new(tokio::sync::Notify::new()),
         acks: Default::default(),
+        start_fence: Default::default(),
         files: Arc::new(files),
         file_caches: Default::default(),
         lease: crate::leadership::lease_validity::LeaseGate::new(lease.validity.clone()),

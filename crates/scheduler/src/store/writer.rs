@@ -213,6 +213,11 @@ impl Writer {
         Stored(Some((self.position(), self.stored.clone())))
     }
 
+    /// Resolves once everything queued through `position` is stored.
+    pub fn stored_at(&self, position: u64) -> Stored {
+        Stored(Some((position, self.stored.clone())))
+    }
+
     /// Resolves, with why, once a write found that another scheduler wrote the state.
     pub async fn fenced(&self) -> String {
         let mut rx = self.fenced.clone();
