@@ -684,8 +684,13 @@ fn a_leader_woken_from_a_pause_longer_than_its_lease_stops_and_every_job_runs_on
     let done = lab.wait_finished(&op, Duration::from_secs(120)).unwrap();
     assert_eq!(done["state"], "completed", "{done}");
     assert_each_ran_once(marks_dir.path(), 12);
+    // It stops on whichever it learns first: its lease lost, or its next write round
+    // refused because the successor moved the epoch on (CI saw both).
     let log = lab.scheduler_log();
-    assert!(log.contains("lost the leader lease"), "{log}");
+    assert!(
+        log.contains("lost the leader lease") || log.contains("this one is deposed"),
+        "{log}"
+    );
     println!(
         "woken leader held its starts before it stopped: {}",
         log.contains("no job starts until it is")
