@@ -210,7 +210,7 @@ impl Writer {
     /// earlier writes without writing anything itself (the archive reads what they
     /// stored).
     pub fn barrier(&self) -> Stored {
-        Stored(Some((self.position(), self.stored.clone())))
+        self.stored_at(self.position())
     }
 
     /// Resolves once everything queued through `position` is stored.
