@@ -42,6 +42,54 @@ impl Operation {
         });
     }
 
+    /// Whether an attempt aborted on `node` still holds its index.
+    pub(crate) fn holds_on(&self, node: &ytsched_common::NodeId) -> bool {
+        self.held
+            .iter()
+            .any(|h| matches!(&h.hold, Hold::Stopping { node: n, .. } if n == node))
+    }
+
+    /// Node `node` is lost while attempts aborted on it were still unconfirmed: the
+    /// node never said how they ended, and it may have completed them before the abort
+    /// reached it (issue 42's campaign, seed 5476110688920267643, saw both members of a
+    /// gang exit 0 on a node cut off just before one was preempted). Their fate is
+    /// unknown, as a lost job's is, so each is recorded `node_lost`, not by the reason
+    /// of the abort that never landed; its index waits again at once, as the node has
+    /// fenced its jobs by now. Returns the attempts so relabelled.
+    pub(crate) fn lose_holds_on(
+        &mut self,
+        node: &ytsched_common::NodeId,
+    ) -> Vec<ytsched_common::JobId> {
+        let lost: Vec<HeldIndex> = {
+            let (lost, kept) = std::mem::take(&mut self.held)
+                .into_iter()
+                .partition(|h| matches!(&h.hold, Hold::Stopping { node: n, .. } if n == node));
+            self.held = kept;
+            lost
+        };
+        let mut ids = Vec::new();
+        for h in &lost {
+            let Hold::Stopping { seq, .. } = h.hold else {
+                continue;
+            };
+            let Some(job) = self.jobs.values_mut().find(|j| j.seq == seq) else {
+                continue;
+            };
+            let was = job.abort_reason.map_or("aborted", |r| r.name());
+            job.error = Some(format!(
+                "{was}, but its node was lost before it confirmed the abort: how it ended is unknown; {}",
+                job.error.as_deref().unwrap_or("no error")
+            ));
+            job.abort_reason = Some(AbortReason::NodeLost);
+            ids.push(job.id.clone());
+            self.changed_jobs.push(job.id.clone());
+            if !self.state.is_finished() {
+                self.wait_again(h);
+            }
+        }
+        ids
+    }
+
     /// Holds `index` of `task` for a restart back-off, until `at`.
     pub(crate) fn hold_for_backoff(&mut self, task: usize, index: u32, at: UnixMillis) {
         self.held.push(HeldIndex {

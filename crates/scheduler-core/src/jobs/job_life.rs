@@ -77,6 +77,22 @@ impl JobLife<'_> {
         }
     }
 
+    /// Node `node_id` is lost: the attempts aborted on it that it never confirmed are
+    /// recorded `node_lost` (how they ended is unknown) and told so; their indexes wait.
+    pub(crate) fn lose_unconfirmed_aborts(&mut self, node_id: &NodeId) {
+        for (op_id, job_id) in self.operations.lose_holds_on(node_id) {
+            let attempt = self.operations.attempt_facts(&op_id, &job_id);
+            self.outbox.event(CoreEvent::JobAborted {
+                id: job_id,
+                operation: op_id,
+                node: node_id.clone(),
+                reason: AbortReason::NodeLost,
+                preempted_by: None,
+                attempt,
+            });
+        }
+    }
+
     /// Stamps each start going to `node` with its token.
     pub(crate) fn stamp_starts(&self, node: &NodeId, starts: &mut [JobStartSpec]) {
         for s in starts {

@@ -138,6 +138,7 @@ impl NodeLife<'_> {
             for job_id in &jobs {
                 job_life!(self).lose_job(&node_id, job_id, now);
             }
+            job_life!(self).lose_unconfirmed_aborts(&node_id);
             if let Some(node) = self.nodes.get_mut(&node_id) {
                 node.online = false;
             }

@@ -164,6 +164,29 @@ impl OperationTable {
             .is_some_and(|op| op.renew_hold(job, now))
     }
 
+    /// Node `node` is lost: every attempt aborted on it and still unconfirmed is
+    /// recorded `node_lost` and its index waits again (`Operation::lose_holds_on`).
+    /// Returns those attempts with their operations.
+    pub(crate) fn lose_holds_on(
+        &mut self,
+        node: &ytsched_common::NodeId,
+    ) -> Vec<(OperationId, ytsched_common::JobId)> {
+        let on_node: Vec<OperationId> = self
+            .marks
+            .holding
+            .iter()
+            .filter(|id| self.get(id).is_some_and(|op| op.holds_on(node)))
+            .cloned()
+            .collect();
+        let mut lost = Vec::new();
+        for id in on_node {
+            if let Some(mut op) = self.edit(&id) {
+                lost.extend(op.lose_holds_on(node).into_iter().map(|j| (id.clone(), j)));
+            }
+        }
+        lost
+    }
+
     /// Puts back to waiting the held job indexes whose hold is over by `now` (a restart
     /// back-off, or an aborted attempt's node timeout; `node_timeout` gives a tree's);
     /// returns the operations that got some. An operation is edited (and so written)

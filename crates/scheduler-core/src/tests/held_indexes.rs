@@ -164,3 +164,32 @@ fn a_node_still_reporting_the_aborted_job_past_its_timeout_holds_it_again() {
     h.at(30_104).heartbeat("n1");
     assert_eq!(starts(h.at(30_105), "n2", &o), 1);
 }
+
+#[test]
+fn an_aborted_job_whose_node_is_lost_before_it_confirmed_is_recorded_node_lost() {
+    // The campaign's case: the abort goes out as the node is cut off, and the job may
+    // have completed there unheard. Once the node is lost, how the attempt ended is
+    // unknown; its record must not say it was stopped by the abort.
+    let (mut h, o) = one_job_on_n1();
+    h.slow_to_kill("n1", true);
+    let r = h.at(2).heartbeat("n1");
+    assert_eq!(r.jobs_to_abort.len(), 1);
+    let job = r.jobs_to_abort[0].job_id.clone();
+    let reason = |h: &Harness| h.core.operations.get(&o).unwrap().jobs[&job].abort_reason;
+    assert_eq!(reason(&h), Some(AbortReason::NodeBanned));
+    h.at(20_000).heartbeat("n2");
+    h.at(30_003).run(|c| c.tick(30_003));
+    // n1 went silent for 30 s: the record now says the node was lost, and with nothing
+    // more to come from n1, the attempt is settled and leaves memory once stored.
+    assert!(!h.core.operations.get(&o).unwrap().jobs.contains_key(&job));
+    let told = h.last_effects().events.iter().any(|e| {
+        matches!(e, CoreEvent::JobAborted { id, reason: AbortReason::NodeLost, .. } if *id == job)
+    });
+    assert!(told, "{:?}", h.last_effects().events);
+    let stored = h.last_effects().changes.iter().any(|c| {
+        matches!(c, crate::records::StateChange::Job(j) if j.job.id == job
+            && j.job.abort_reason == Some(AbortReason::NodeLost))
+    });
+    assert!(stored, "the new record is stored");
+    assert_eq!(starts(h.at(30_004), "n2", &o), 1, "it runs again on n2");
+}

@@ -5,6 +5,7 @@
 //! describe" and a leader that dies leaves a prefix of its events.
 
 use crate::events::fence::{epoch_of_message_id, EndUnknown, EventFence};
+use crate::store::stuck_server::StuckServer;
 use crate::store::write_queue::QueuedEvent;
 use async_nats::jetstream;
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
@@ -70,7 +71,7 @@ impl EventSink {
             return Ok(());
         };
         let batches = event_batches(&events, self.max_message_bytes);
-        let mut retry = Retry::default();
+        let mut retry = Retry::new(self.js.client());
         let mut next = 0;
         while next < batches.len() {
             let base = match self.fence.known() {
@@ -195,19 +196,21 @@ impl EventSink {
 struct Retry {
     failing: bool,
     backoff: Duration,
-}
-
-impl Default for Retry {
-    fn default() -> Self {
-        Retry {
-            failing: false,
-            backoff: Duration::from_millis(50),
-        }
-    }
+    /// Moves the event log's connection off a server that keeps failing its writes.
+    stuck: StuckServer,
 }
 
 impl Retry {
+    fn new(client: async_nats::Client) -> Self {
+        Retry {
+            failing: false,
+            backoff: Duration::from_millis(50),
+            stuck: StuckServer::new(client, "event log writer"),
+        }
+    }
+
     fn succeeded(&mut self) {
+        self.stuck.succeeded();
         if self.failing {
             info!("writing events to the event log again");
             self.failing = false;
@@ -216,6 +219,7 @@ impl Retry {
     }
 
     async fn failed(&mut self, error: &str) {
+        self.stuck.failed().await;
         if !self.failing {
             warn!(error, "cannot write events to the event log; retrying");
             self.failing = true;

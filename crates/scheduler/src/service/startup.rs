@@ -172,11 +172,16 @@ pub(super) struct Revived {
 
 /// The stored state, read again every second until it reads (a store still electing
 /// its leader answers errors for a while).
-async fn read_state(state: &async_nats::jetstream::kv::Store) -> store::Snapshot {
+async fn read_state(
+    client: &async_nats::Client,
+    state: &async_nats::jetstream::kv::Store,
+) -> store::Snapshot {
+    let mut stuck = store::stuck_server::StuckServer::new(client.clone(), "state reader");
     loop {
         match store::load(state).await {
             Ok(s) => return s,
             Err(e) => {
+                stuck.failed().await;
                 warn!(error = %format!("{e:#}"), "cannot read the state yet; reading it again");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -215,7 +220,7 @@ pub(super) async fn revive(
     let (state, epoch) = (state.clone(), *epoch);
     let prefix = &config.subject_prefix;
     let started = std::time::Instant::now();
-    let mut snapshot = read_state(&state).await;
+    let mut snapshot = read_state(client, &state).await;
     config.core.max_record_bytes = record_limit(client.server_info().max_payload);
     let mut core = SchedulerCore::new(config.core.clone());
     core.set_start_key(crate::core::StartKey::new(store::start_key(&state).await?));
@@ -298,6 +303,7 @@ async fn spawn_writer(
 ) -> anyhow::Result<Writer> {
     let events = connect_as(config, "ytsched-scheduler events", &config.auth).await?;
     Ok(Writer::spawn(
+        leader.client.clone(),
         leader.state.clone(),
         max_record_bytes,
         crate::store::writer::Revisions {

@@ -7,6 +7,7 @@
 
 pub mod ack_ledger;
 pub mod archive;
+pub mod stuck_server;
 pub mod write_queue;
 pub mod writer;
 

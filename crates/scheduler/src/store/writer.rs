@@ -105,6 +105,7 @@ impl Writer {
     /// Starts the writer of a leader whose epoch is `revisions`' epoch key; its events
     /// go to `events`.
     pub fn spawn(
+        client: async_nats::Client,
         store: kv::Store,
         max_value_bytes: usize,
         revisions: Revisions,
@@ -127,6 +128,7 @@ impl Writer {
                 revisions,
                 events,
                 failing: false,
+                stuck: super::stuck_server::StuckServer::new(client, "state writer"),
             },
             shared.clone(),
             fenced_tx,
@@ -426,6 +428,8 @@ struct RoundWriter {
     events: EventSink,
     /// Writes are failing (logged once when they start and once when they stop).
     failing: bool,
+    /// Moves the store's connection off a server that keeps failing its writes.
+    stuck: super::stuck_server::StuckServer,
 }
 
 impl RoundWriter {
@@ -518,6 +522,7 @@ impl RoundWriter {
             }
             pending = retry;
             if let Some(e) = last_error {
+                self.stuck.failed().await;
                 if !self.failing {
                     warn!(error = %e, keys = pending.len(), "cannot write state to the store; retrying (replies wait)");
                     self.failing = true;
@@ -525,6 +530,7 @@ impl RoundWriter {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             } else if self.failing {
+                self.stuck.succeeded();
                 info!("writing state to the store again");
                 self.failing = false;
             }
