@@ -20,6 +20,9 @@ use ytsched_common::states::{AbortReason, JobState};
 use ytsched_common::subjects::Subjects;
 use ytsched_common::{IncarnationId, JobId, NodeId};
 
+mod fence;
+pub use fence::fence_after;
+
 /// Results larger than this per heartbeat wait for the next one (NATS payload limit).
 const FINISHED_BYTES_PER_HEARTBEAT: usize = 512 * 1024;
 /// Job ids remembered after acknowledgement, so a re-delivered start never runs twice.
@@ -89,8 +92,9 @@ pub struct Agent {
     state: Mutex<AgentState>,
     /// Heartbeat now: a job finished.
     wake: Notify,
-    /// When the scheduler last took a heartbeat of this agent (its answer arrived), and
-    /// the scheduler's node timeout as it last said it: see `fence_when_silent`.
+    /// When the last heartbeat the scheduler answered was sent (it cannot have taken it
+    /// earlier), and the scheduler's node timeout as it last said it: see
+    /// `fence_when_silent`.
     last_answer: Mutex<std::time::Instant>,
     node_timeout_ms: std::sync::atomic::AtomicU64,
 }
@@ -139,6 +143,7 @@ impl Agent {
         tokio::pin!(shutdown);
         loop {
             let request = self.build_request();
+            let sent = std::time::Instant::now();
             let wait = match self.send_heartbeat(&client, &subject, &request).await {
                 Ok(reply) => {
                     if seen.reachable != Some(true) {
@@ -146,7 +151,7 @@ impl Agent {
                         seen.reachable = Some(true);
                     }
                     backoff = Duration::from_millis(100);
-                    self.take_reply(reply, request.seq, &mut seen)
+                    self.take_reply(reply, request.seq, sent, &mut seen)
                 }
                 Err(error) => {
                     if seen.reachable != Some(false) {
@@ -206,8 +211,9 @@ impl Agent {
     /// incarnation when refused as stale); how long until the next heartbeat.
     fn take_reply(
         self: &Arc<Self>,
-        reply: HeartbeatReply,
+        mut reply: HeartbeatReply,
         seq: u64,
+        sent: std::time::Instant,
         seen: &mut SeenState,
     ) -> Duration {
         if !matches!(
@@ -215,8 +221,12 @@ impl Agent {
             Registration::Rejected { .. } | Registration::Stale { .. }
         ) {
             // The scheduler took this heartbeat: its clock for this node's silence
-            // restarted no later than now.
-            *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
+            // restarted no earlier than the heartbeat was sent. Not when its answer came:
+            // an answer may come seconds late (one that waited on a slow store), and
+            // counting from then let this node run jobs past the moment the scheduler
+            // declared it lost and ran them elsewhere (issue 42's campaign).
+            let mut last = self.last_answer.lock().expect("answer lock");
+            *last = (*last).max(sent);
             if reply.node_heartbeat_timeout_ms > 0 {
                 self.node_timeout_ms.store(
                     reply.node_heartbeat_timeout_ms,
@@ -237,68 +247,23 @@ impl Agent {
             self.reincarnate();
             seen.registration = None;
             Duration::from_millis(100)
+        } else if self.too_late_to_start(sent) {
+            // The scheduler may have given this node up before this answer came: its
+            // starts do not run. Its seq is not noted as read, so a scheduler that still
+            // counts them this node's sends them again.
+            warn!(
+                late_ms = sent.elapsed().as_millis() as u64,
+                jobs = reply.jobs_to_start.len(),
+                "heartbeat answered too late to start its jobs"
+            );
+            reply.jobs_to_start.clear();
+            self.apply_reply(reply);
+            period
         } else {
             self.apply_reply(reply);
             self.last_reply_seq
                 .store(seq, std::sync::atomic::Ordering::Relaxed);
             period
-        }
-    }
-
-    /// Kills this node's jobs itself once the scheduler has not taken a heartbeat for
-    /// nearly its node timeout (Nomad's `stop_after_client_disconnect`): the scheduler
-    /// runs them elsewhere after the full timeout, counted from when it last heard this
-    /// node, which is no later than the answer seen here; the margin covers the kill
-    /// grace. A node cut off from the bus (partitioned, or its identity revoked) thus
-    /// never runs a job at the same time as its re-run. While the bus answers that no
-    /// scheduler listens (one restarting), the silence does not count: no scheduler
-    /// counts it, and a revived one waits for the jobs instead.
-    async fn fence_when_silent(self: Arc<Self>) {
-        let mut fenced = false;
-        loop {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let timeout = self
-                .node_timeout_ms
-                .load(std::sync::atomic::Ordering::Relaxed);
-            if timeout == 0 {
-                continue;
-            }
-            let timeout = Duration::from_millis(timeout);
-            let silent = self.last_answer.lock().expect("answer lock").elapsed();
-            let fence_at = fence_after(timeout, self.config.sandbox.kill_grace);
-            if silent < fence_at {
-                // The guardian fences in this agent's stead should it stop saying so.
-                self.config.sandbox.guardian.alive_for(fence_at - silent);
-                fenced = false;
-                continue;
-            }
-            let mut st = self.lock();
-            let mut stopped = 0;
-            for entry in st.running.values_mut() {
-                if let Some(tx) = entry.abort.take() {
-                    stopped += 1;
-                    let _ = tx.send(JobAbort {
-                        job_id: entry.spec.job_id.clone(),
-                        reason: AbortReason::NodeLost,
-                        message: format!(
-                            "no answer from the scheduler for {} s (node timeout {} s): stopped so that its re-run elsewhere never overlaps it",
-                            silent.as_secs(),
-                            timeout.as_secs()
-                        ),
-                        graceful_timeout_ms: None,
-                    });
-                }
-            }
-            drop(st);
-            if !fenced || stopped > 0 {
-                warn!(
-                    silent_ms = silent.as_millis() as u64,
-                    node_timeout_ms = timeout.as_millis() as u64,
-                    jobs = stopped,
-                    "no answer from the scheduler for nearly its node timeout: this node's jobs are stopped, as it will run them elsewhere"
-                );
-                fenced = true;
-            }
         }
     }
 
@@ -525,15 +490,6 @@ impl Agent {
     }
 }
 
-/// How long an agent goes without an answer before it stops its jobs: the node timeout
-/// less a margin of a quarter of it, or the kill grace and a second (at most half the
-/// timeout), whichever is more.
-pub fn fence_after(node_timeout: Duration, kill_grace: Duration) -> Duration {
-    let margin =
-        (node_timeout / 4).max((kill_grace + Duration::from_secs(1)).min(node_timeout / 2));
-    node_timeout.saturating_sub(margin)
-}
-
 fn gpu_env(gpus: &[u32]) -> Vec<(String, String)> {
     if gpus.is_empty() {
         return vec![];
@@ -563,22 +519,5 @@ fn shortage(spec: &JobStartSpec, error: String) -> FinishedJob {
         stdout_tail: String::new(),
         stderr_tail: String::new(),
         attempt_of: Some(AttemptOf::of(spec)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jobs_stop_well_before_the_scheduler_runs_them_elsewhere() {
-        let s = Duration::from_secs;
-        assert_eq!(fence_after(s(30), s(5)), Duration::from_millis(22_500));
-        assert_eq!(fence_after(s(30), s(20)), s(15));
-        assert_eq!(fence_after(s(4), s(5)), s(2));
-        assert_eq!(
-            fence_after(Duration::from_millis(1000), s(0)),
-            Duration::from_millis(500)
-        );
     }
 }

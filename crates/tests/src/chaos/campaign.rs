@@ -74,6 +74,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let outcome = lab
         .up()
         .and_then(|()| campaign(&lab, opts, &plan, &opts.out));
+    if let Err(e) = lab.save_logs(&opts.out.join("logs")) {
+        println!("chaos: cannot save the lab's logs: {e:#}");
+    }
     if opts.keep {
         println!("chaos: the lab is left up (--keep): {}", lab.project);
     } else {

@@ -174,6 +174,21 @@ impl ChaosLab {
         Ok(lines.join("\n"))
     }
 
+    /// Every service's log into `dir` (`<service>.log`), so that a failing run's
+    /// evidence outlives its lab: what the scheduler, the agents and the NATS servers
+    /// said is what explains a stall the invariants only time.
+    pub fn save_logs(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let nats = ["nats1", "nats2", "nats3"];
+        for service in SCHEDULERS.iter().chain(&AGENTS).chain(&nats) {
+            let Ok(id) = self.container(service) else {
+                continue;
+            };
+            std::fs::write(dir.join(format!("{service}.log")), self.logs(&id)?)?;
+        }
+        Ok(())
+    }
+
     /// The `ytsched` CLI as the lab's admin.
     pub fn cli(&self, args: &[&str], limit: Duration) -> Result<String> {
         let nats = format!("nats://127.0.0.1:{}", self.nats_port);
