@@ -27,6 +27,12 @@ impl Subjects {
         format!("{}.heartbeat.{}", self.prefix, node)
     }
 
+    /// The scheduler's probe of its own bus connections (`bus_watch.rs`): its store
+    /// identity publishes, its bus identity hears; no other identity may do either.
+    pub fn bus_probe(&self) -> String {
+        format!("{}.bus_probe", self.prefix)
+    }
+
     pub fn heartbeat_wildcard(&self) -> String {
         format!("{}.heartbeat.*", self.prefix)
     }
@@ -106,6 +112,7 @@ impl Subjects {
                     format!("$KV.{}.>", self.bucket("file_records")),
                     format!("$O.{}.>", self.files_bucket()),
                     self.events(),
+                    self.bus_probe(),
                 ],
                 subscribe: vec![inbox],
             },
@@ -121,6 +128,7 @@ impl Subjects {
                     self.heartbeat_wildcard(),
                     format!("{p}.api.*.*"),
                     format!("{p}.admin.*.*"),
+                    self.bus_probe(),
                 ],
             },
             Role::Node => Permissions {

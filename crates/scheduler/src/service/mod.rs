@@ -6,6 +6,7 @@ pub mod admin_changes;
 mod api_calls;
 pub use api_calls::ApiPort;
 mod background;
+mod bus_watch;
 mod dispatch;
 pub(crate) use dispatch::{decode_request, encode_reply};
 mod heartbeats;
@@ -332,6 +333,7 @@ pub async fn run(
         started,
         files,
     } = revive(&mut config, &leader).await?;
+    let leader_client = leader.client.clone();
     let Leadership { state, lease, .. } = leader;
     let Listening {
         bus,
@@ -339,7 +341,7 @@ pub async fn run(
         subjects,
         heartbeats,
         api_calls,
-    } = listen(&config).await?;
+    } = listen(&config, leader_client).await?;
     // Shared, not cloned, by every task: a clone of its stores and archive cost more
     // than a whole heartbeat in the core.
     let refusals = Arc::new(Refusals::default());
@@ -427,7 +429,9 @@ struct Listening {
 /// identity's connection, which cannot publish into the store whatever reply subject a
 /// caller names; API callers on a connection of their own, so their traffic never
 /// queues in front of a heartbeat.
-async fn listen(config: &ServiceConfig) -> anyhow::Result<Listening> {
+/// Both are shown to hear the cluster, by probes from the `store` connection, before
+/// they serve, and watched after (`bus_watch.rs`).
+async fn listen(config: &ServiceConfig, store: async_nats::Client) -> anyhow::Result<Listening> {
     let bus = connect_as(config, "ytsched-scheduler bus", &config.bus_auth).await?;
     let api_bus = connect_as(config, "ytsched-scheduler api", &config.bus_auth).await?;
     let subjects = Subjects::new(&config.subject_prefix);
@@ -437,8 +441,15 @@ async fn listen(config: &ServiceConfig) -> anyhow::Result<Listening> {
         api_bus.subscribe(user_api).await?,
         api_bus.subscribe(admin_api).await?,
     );
+    let probes = vec![
+        bus_watch::Listener::new(&bus, &subjects.bus_probe(), "scheduler bus").await?,
+        bus_watch::Listener::new(&api_bus, &subjects.bus_probe(), "scheduler api").await?,
+    ];
     bus.flush().await?;
     api_bus.flush().await?;
+    let mut watch = bus_watch::BusWatch::new(store, subjects.bus_probe());
+    let probes = watch.first_probes(probes).await;
+    tokio::spawn(watch.watch(probes));
     info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
     Ok(Listening {
         bus,

@@ -1,10 +1,11 @@
 //! A NATS client stays on its server as long as that server answers its pings. A
 //! server whose routes to the others are not whole again (just back from a partition)
-//! answers pings but not JetStream requests, so a client on it could wait there for a
-//! minute (issue 42's campaign: revivals held 63 s until that server was killed, open
-//! finding 1 of `docs/reliability.md`). A caller whose store requests keep failing tells
-//! this watch; once they have failed for `MOVE_AFTER`, it moves the connection to another
-//! server (the client picks one at random), at most once per `MOVE_AFTER`.
+//! answers pings but not JetStream requests, nor passes on what the others carry, so a
+//! client on it could wait there for a minute (issue 42's campaign: revivals held 63 s
+//! until that server was killed, open finding 1 of `docs/reliability.md`). A caller whose
+//! requests keep failing (store writes, or the bus probes of `service/bus_watch.rs`)
+//! tells this watch; once they have failed for `MOVE_AFTER`, it moves the connection to
+//! another server (the client picks one at random), at most once per `MOVE_AFTER`.
 
 use std::time::{Duration, Instant};
 use tracing::warn;
@@ -46,7 +47,7 @@ impl StuckServer {
             role = self.role,
             server = %format!("{}:{}", server.host, server.port),
             failing_for_ms = failing_for.as_millis() as u64,
-            "store requests keep failing on this NATS server; moving the connection to another"
+            "requests keep failing on this NATS server; moving the connection to another"
         );
         if let Err(e) = self.client.force_reconnect().await {
             warn!(role = self.role, error = %e, "cannot move the connection");
