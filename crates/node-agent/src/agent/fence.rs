@@ -23,10 +23,10 @@ impl Agent {
     /// nearly its node timeout (Nomad's `stop_after_client_disconnect`): the scheduler
     /// runs them elsewhere after the full timeout, counted from when it last heard this
     /// node, which is no earlier than the sending of the last heartbeat it answered; the
-    /// margin covers the kill grace. A node cut off from the bus (partitioned, or its identity revoked) thus
-    /// never runs a job at the same time as its re-run. While the bus answers that no
-    /// scheduler listens (one restarting), the silence does not count: no scheduler
-    /// counts it, and a revived one waits for the jobs instead.
+    /// margin covers the kill grace. A node cut off from the bus (partitioned, or its
+    /// identity revoked) thus never runs a job at the same time as its re-run. While the
+    /// bus answers that no scheduler listens (one restarting), the silence does not
+    /// count: no scheduler counts it, and a revived one waits for the jobs instead.
     pub(super) async fn fence_when_silent(self: Arc<Self>) {
         let mut fenced = false;
         loop {
