@@ -225,17 +225,23 @@ impl Agent {
             // an answer may come seconds late (one that waited on a slow store), and
             // counting from then let this node run jobs past the moment the scheduler
             // declared it lost and ran them elsewhere (issue 42's campaign).
-            let mut last = self.last_answer.lock().expect("answer lock");
-            *last = (*last).max(sent);
+            {
+                let mut last = self.last_answer.lock().expect("answer lock");
+                *last = (*last).max(sent);
+            }
             if reply.node_heartbeat_timeout_ms > 0 {
                 self.node_timeout_ms.store(
                     reply.node_heartbeat_timeout_ms,
                     std::sync::atomic::Ordering::Relaxed,
                 );
-                // The guardian knows its deadline before any job of this reply starts.
+                // The guardian knows its deadline before any job of this reply starts,
+                // counted from the sending too.
                 let timeout = Duration::from_millis(reply.node_heartbeat_timeout_ms);
                 let fence_at = fence_after(timeout, self.config.sandbox.kill_grace);
-                self.config.sandbox.guardian.alive_for(fence_at);
+                self.config
+                    .sandbox
+                    .guardian
+                    .alive_for(fence_at.saturating_sub(sent.elapsed()));
             }
         }
         let period = Duration::from_millis(reply.heartbeat_period_ms.clamp(10, 60_000));
