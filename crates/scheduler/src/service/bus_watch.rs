@@ -26,7 +26,6 @@ const FIRST_PROBE_TRIES: usize = 3;
 /// One bus connection and its probe subscription.
 pub(super) struct Listener {
     stuck: StuckServer,
-    client: async_nats::Client,
     probes: async_nats::Subscriber,
     role: &'static str,
 }
@@ -39,7 +38,6 @@ impl Listener {
     ) -> anyhow::Result<Listener> {
         Ok(Listener {
             stuck: StuckServer::new(client.clone(), role),
-            client: client.clone(),
             probes: client.subscribe(subject.to_string()).await?,
             role,
         })
@@ -107,10 +105,7 @@ impl BusWatch {
                         ok = true;
                         break;
                     }
-                    Some(false) => {
-                        warn!(role = l.role, "this connection does not hear the cluster; moving it to another NATS server");
-                        let _ = l.client.force_reconnect().await;
-                    }
+                    Some(false) => l.stuck.move_now(PROBE_EVERY).await,
                     None => {}
                 }
                 tokio::time::sleep(AFTER_MOVE).await;

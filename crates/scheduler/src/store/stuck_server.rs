@@ -42,6 +42,12 @@ impl StuckServer {
         let Some(failing_for) = self.stretch.failed(Instant::now()) else {
             return;
         };
+        self.move_now(failing_for).await;
+    }
+
+    /// Moves the connection to another server at once; `failing_for`: how long its
+    /// requests have failed, for the log.
+    pub async fn move_now(&mut self, failing_for: Duration) {
         let server = self.client.server_info();
         warn!(
             role = self.role,
@@ -49,6 +55,7 @@ impl StuckServer {
             failing_for_ms = failing_for.as_millis() as u64,
             "requests keep failing on this NATS server; moving the connection to another"
         );
+        self.stretch.moved_at = Some(Instant::now());
         if let Err(e) = self.client.force_reconnect().await {
             warn!(role = self.role, error = %e, "cannot move the connection");
         }
