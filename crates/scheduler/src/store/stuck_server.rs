@@ -46,7 +46,8 @@ impl StuckServer {
     }
 
     /// Moves the connection to another server at once; `failing_for`: how long its
-    /// requests have failed, for the log.
+    /// requests have failed, for the log. The move is not counted against
+    /// `MOVE_AFTER`: only moves the failure stretch decides are (`FailureStretch`).
     pub async fn move_now(&mut self, failing_for: Duration) {
         let server = self.client.server_info();
         warn!(
@@ -55,7 +56,6 @@ impl StuckServer {
             failing_for_ms = failing_for.as_millis() as u64,
             "requests keep failing on this NATS server; moving the connection to another"
         );
-        self.stretch.moved_at = Some(Instant::now());
         if let Err(e) = self.client.force_reconnect().await {
             warn!(role = self.role, error = %e, "cannot move the connection");
         }
