@@ -41,6 +41,7 @@ impl SchedulerCore {
             }
         }
         job_life!(self).reconcile_running(&mut ctx, &req.running_jobs);
+        self.answer_roll_call(&ctx.node, now);
         if let Some(tree) = self
             .nodes
             .get(&ctx.node)
@@ -55,7 +56,30 @@ impl SchedulerCore {
             self.config.heartbeat_period_ms,
             self.config.node_heartbeat_timeout_ms,
         );
+        if self.trust.unstored(&ctx.node) {
+            // A node first heard now is on a successor's roll call only once its record
+            // is stored; it sends its next heartbeat, the first that may bring it work,
+            // only after this reply.
+            self.outbox.reply_after_store();
+        }
         job_life!(self).reply(ctx, period, timeout)
+    }
+
+    /// A revived scheduler heard `node` say what it runs; once every node it knows of
+    /// has, the revival window ends now (`jobs/roll_call.rs`): starts resume from this
+    /// heartbeat on, and no stored running job is left unreported.
+    fn answer_roll_call(&mut self, node: &ytsched_common::NodeId, now: UnixMillis) {
+        if !self.roll_call.as_mut().is_some_and(|r| r.answered(node)) {
+            return;
+        }
+        self.roll_call = None;
+        if let Some(hold) = self.start_hold.as_mut() {
+            hold.deadline = hold.deadline.min(now);
+        }
+        if let Some(deadline) = self.revival_deadline.as_mut() {
+            *deadline = (*deadline).min(now);
+        }
+        job_life!(self).end_revival_if_due(&mut self.revival_deadline, now);
     }
 
     /// Results stage: each result taken into its job's life; an operation it ends
@@ -130,6 +154,11 @@ impl SchedulerCore {
         }
         if let Some(hold) = self.start_hold.as_mut() {
             hold.deadline = hold.deadline.max(until);
+        }
+        if self.revival_deadline.is_some() && !self.config.nodes_declared {
+            let stored_running = self.nodes.keys();
+            let known = self.trust.known_nodes().chain(stored_running).cloned();
+            self.roll_call = crate::jobs::roll_call::RollCall::new(known);
         }
     }
 

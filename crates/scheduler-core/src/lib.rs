@@ -138,6 +138,8 @@ pub struct SchedulerCore {
     revival_deadline: Option<UnixMillis>,
     /// A revived scheduler starts nothing while nodes come back (see `adoption.rs`).
     start_hold: Option<jobs::adoption::StartHold>,
+    /// The nodes a revived scheduler still waits to hear from (see `roll_call.rs`).
+    roll_call: Option<jobs::roll_call::RollCall>,
     /// What the driver has yet to hear: nudges, events, outputs, retired operations.
     outbox: outbox::Outbox,
     /// Operations whose stored record could not be read at revival, with why.
@@ -184,6 +186,7 @@ impl SchedulerCore {
             latest_now: Default::default(),
             revival_deadline: None,
             start_hold: None,
+            roll_call: None,
             outbox: Default::default(),
             damaged: BTreeMap::new(),
             share_history: Default::default(),
@@ -304,6 +307,9 @@ impl SchedulerCore {
         self.latest_now.observe(now);
         node_life!(self).expire_silent(now);
         job_life!(self).end_revival_if_due(&mut self.revival_deadline, now);
+        if self.revival_deadline.is_none() {
+            self.roll_call = None;
+        }
         operation_life!(self).enforce_time_limits(now);
         // Jobs whose restart back-off is over, or whose aborted attempt's node is past
         // its timeout, wait again, and nodes hear of them.

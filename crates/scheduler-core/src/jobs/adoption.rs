@@ -10,7 +10,8 @@
 //! holds unfinished operations starts nothing for the revival window: every live agent
 //! reports within it (an agent retries at least every `AGENT_MAX_RETRY_MS`). Ending it
 //! earlier, once no new node had come back for that gap plus a period, was tried: under
-//! a loaded machine an agent came back later than that and one job started twice.
+//! a loaded machine an agent came back later than that and one job started twice. It
+//! ends earlier only once every node the store knows of has reported (`roll_call.rs`).
 
 use crate::outbox::Outbox;
 use crate::CoreEvent;

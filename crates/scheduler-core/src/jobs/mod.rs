@@ -10,5 +10,6 @@ pub(crate) mod job_life;
 pub(crate) mod job_lifecycle;
 pub mod job_output;
 pub(crate) mod node_reports;
+pub(crate) mod roll_call;
 pub(crate) mod speculation;
 pub mod start_tokens;

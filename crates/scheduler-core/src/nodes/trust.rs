@@ -161,6 +161,17 @@ impl NodeTrust {
         std::mem::take(&mut self.changed)
     }
 
+    /// Every node a scheduler could have given work to: each one with a record, or named
+    /// in the approvals file (a revival's roll call, `jobs/roll_call.rs`).
+    pub fn known_nodes(&self) -> impl Iterator<Item = &NodeId> {
+        self.offers.keys().chain(self.approvals.nodes.keys())
+    }
+
+    /// Whether `node`'s record was made by the call now running, so is not stored yet.
+    pub fn unstored(&self, node: &NodeId) -> bool {
+        self.changed.iter().any(|(n, _)| n == node)
+    }
+
     /// The stored records, at revival.
     pub fn restore(&mut self, records: impl IntoIterator<Item = (NodeId, TrustRecord)>) {
         self.offers.extend(records);

@@ -1023,6 +1023,7 @@ mod lifecycle;
 mod observers;
 mod pools;
 mod revival;
+mod roll_call;
 mod security;
 mod time_limits;
 mod trees;

@@ -269,34 +269,6 @@ fn a_result_of_an_unrecorded_attempt_counts_once() {
     assert_eq!((info.jobs.completed, info.jobs.waiting), (2, 2));
 }
 
-/// The revival window counts from the first heartbeat the scheduler may answer, not
-/// from the revival: a revival whose writes took 60 s still holds starts for the whole
-/// window after, so a node heard only then has its finished jobs adopted rather than
-/// run again (issue 42's campaign: a revival's writes took 47 s, and two jobs that had
-/// completed on a node not yet heard from ran a second time).
-#[test]
-fn the_revival_window_counts_from_when_heartbeats_are_first_answered() {
-    let (store, started) = running_two();
-    let mut core = store.revive(100);
-    core.begin_serving(60_100, WINDOW_MS);
-    // Another node, heard first, would get the waiting jobs if starts were not held.
-    let r = core.process_heartbeat(heartbeat("n2", 4.0, &[], vec![]), 60_200);
-    assert!(r.jobs_to_start.is_empty(), "starts are held: {r:?}");
-    core.tick(60_300);
-    let results: Vec<_> = started
-        .iter()
-        .map(|s| done(s, JobState::Completed))
-        .collect();
-    let r = core.process_heartbeat(heartbeat("n1", 2.0, &[], results), 60_400);
-    assert_eq!(r.acknowledged_jobs.len(), 2);
-    let info = core.reads().operation_info(&op()).unwrap();
-    assert_eq!((info.jobs.completed, info.jobs.waiting), (2, 2));
-    core.tick(60_100 + WINDOW_MS);
-    let r = core.process_heartbeat(heartbeat("n2", 4.0, &[], vec![]), 60_100 + WINDOW_MS);
-    let indices: Vec<u32> = r.jobs_to_start.iter().map(|s| s.job_index).collect();
-    assert_eq!(indices, vec![2, 3], "indices 0 and 1 never run twice");
-}
-
 /// Running attempts an older version recorded, that no node reports within the
 /// revival window, are lost and wait to run again.
 #[test]
