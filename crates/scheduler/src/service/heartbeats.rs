@@ -14,7 +14,20 @@ use ytsched_common::subjects::Subjects;
 impl Driver {
     /// Each heartbeat is handled in its own task: the core serialises them, and a
     /// heartbeat waiting for its writes does not hold up the next one.
-    pub(super) async fn serve_heartbeats(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+    ///
+    /// Heartbeats are subscribed to only now, once the scheduler serves. Until then a
+    /// node is answered "no responders", which its agent takes for a scheduler
+    /// restarting (its silence does not count). A subscription made before the revival's
+    /// writes and the bus probes had its heartbeats wait unanswered, and an agent whose
+    /// requests timed out counted silence and fenced its jobs during a plain restart
+    /// (`durability_lab`, a loaded machine).
+    pub(super) async fn serve_heartbeats(self: Arc<Self>) -> anyhow::Result<()> {
+        let mut sub = self
+            .client
+            .subscribe(self.subjects.heartbeat_wildcard())
+            .await?;
+        self.client.flush().await?;
+        info!("heartbeats are answered");
         while let Some(msg) = sub.next().await {
             let driver = self.clone();
             let received = std::time::Instant::now();
@@ -27,6 +40,7 @@ impl Driver {
                 span,
             ));
         }
+        Ok(())
     }
 
     async fn heartbeat(self: Arc<Self>, msg: async_nats::Message, received: std::time::Instant) {

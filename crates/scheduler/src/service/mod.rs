@@ -339,7 +339,6 @@ pub async fn run(
         bus,
         api_bus,
         subjects,
-        heartbeats,
         api_calls,
     } = listen(&config, leader_client).await?;
     // Shared, not cloned, by every task: a clone of its stores and archive cost more
@@ -386,7 +385,7 @@ pub async fn run(
     let (lease_lost, released) = lease.split();
     let writer_fenced = driver.writer.clone();
     tokio::select! {
-        r = tokio::spawn(driver.clone().serve_heartbeats(heartbeats)) => r?,
+        r = tokio::spawn(driver.clone().serve_heartbeats()) => r??,
         r = tokio::spawn(driver.clone().serve_api(api_calls)) => r?,
         r = tokio::spawn(driver.clone().update_shares(config.tick_period)) => r?,
         r = tokio::spawn(driver.clone().sweep_files()) => r?,
@@ -421,21 +420,20 @@ struct Listening {
     bus: async_nats::Client,
     api_bus: async_nats::Client,
     subjects: Subjects,
-    heartbeats: async_nats::Subscriber,
     api_calls: futures::stream::Select<async_nats::Subscriber, async_nats::Subscriber>,
 }
 
-/// Subscribes to heartbeats and API calls. Callers are heard and answered on the bus
-/// identity's connection, which cannot publish into the store whatever reply subject a
-/// caller names; API callers on a connection of their own, so their traffic never
-/// queues in front of a heartbeat.
+/// Connects the bus and API connections and subscribes to API calls (heartbeats are
+/// subscribed to once the scheduler serves, `serve_heartbeats`). Callers are heard and
+/// answered on the bus identity's connection, which cannot publish into the store
+/// whatever reply subject a caller names; API callers on a connection of their own, so
+/// their traffic never queues in front of a heartbeat.
 /// Both are shown to hear the cluster, by probes from the `store` connection, before
 /// they serve, and watched after (`bus_watch.rs`).
 async fn listen(config: &ServiceConfig, store: async_nats::Client) -> anyhow::Result<Listening> {
     let bus = connect_as(config, "ytsched-scheduler bus", &config.bus_auth).await?;
     let api_bus = connect_as(config, "ytsched-scheduler api", &config.bus_auth).await?;
     let subjects = Subjects::new(&config.subject_prefix);
-    let heartbeats = bus.subscribe(subjects.heartbeat_wildcard()).await?;
     let [user_api, admin_api] = subjects.api_wildcards();
     let api_calls = futures::stream::select(
         api_bus.subscribe(user_api).await?,
@@ -455,7 +453,6 @@ async fn listen(config: &ServiceConfig, store: async_nats::Client) -> anyhow::Re
         bus,
         api_bus,
         subjects,
-        heartbeats,
         api_calls,
     })
 }
