@@ -262,6 +262,24 @@ impl Driver {
         }
     }
 
+    /// Revival's effects, carried out before serving. A writer deposed meanwhile never
+    /// confirms them (a successor, or a stale read of the state, made its writes
+    /// refused), so the wait ends with the deposition: this scheduler stops, as a
+    /// serving one does. Waiting on, it held the lease and served nothing (issue 42's
+    /// campaign: 61 s without a start, until the chaos driver killed it).
+    async fn carry_out_revival(
+        &self,
+        effects: Effects,
+        stored: crate::store::writer::Stored,
+    ) -> anyhow::Result<()> {
+        tokio::select! {
+            () = self.carry_out(effects, stored) => Ok(()),
+            reason = self.writer.fenced() => Err(anyhow::anyhow!(
+                "deposed while storing the revival: {reason}; stopping so that only one scheduler writes"
+            )),
+        }
+    }
+
     async fn reply(&self, to: async_nats::Subject, bytes: Vec<u8>, what: &str) {
         if let Err(e) = self.client.publish(to, bytes.into()).await {
             warn!(error = %e, "cannot send {what} reply");
@@ -370,7 +388,7 @@ pub async fn run(
     });
     // Revival's effects go the way every call's do: stored, its retired operations
     // archived, its nodes nudged.
-    driver.carry_out(effects, revival_stored).await;
+    driver.carry_out_revival(effects, revival_stored).await?;
     let window = config.revival_window.as_millis() as u64;
     driver
         .with_core(|c| c.begin_serving(unix_now(), window))
