@@ -466,7 +466,7 @@ async fn listen(config: &ServiceConfig, store: async_nats::Client) -> anyhow::Re
     let mut watch = bus_watch::BusWatch::new(store, subjects.bus_probe());
     let probes = watch.first_probes(probes).await;
     tokio::spawn(watch.watch(probes));
-    info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler is serving");
+    info!(nats = %config.nats_urls, prefix = %config.subject_prefix, "scheduler connections hear the cluster; API calls are taken");
     Ok(Listening {
         bus,
         api_bus,
