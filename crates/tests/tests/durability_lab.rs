@@ -129,6 +129,41 @@ fn killed_scheduler_revives_and_every_job_keeps_running() {
     .unwrap_or_else(|_| panic!("{}", lab.scheduler_log()));
 }
 
+/// A scheduler that dies with heartbeats in flight to it never answers them, not even
+/// with "no responders". The agents give those up and ask again in time to hear that no
+/// scheduler listens, so none fences its jobs over a mere restart (issue 42's CI run:
+/// waiting out a 5 s request let the 3 s fence stop 38 jobs).
+#[test]
+fn a_scheduler_killed_with_heartbeats_in_flight_stops_no_job() {
+    use nix::unistd::Pid;
+    let marks_dir = ytsched_tests::job_writable_dir();
+    let mut lab = Lab::start(vec![node("4", "20"), node("4", "20"), node("4", "20")]).unwrap();
+    let spec = format!(
+        "tasks: {{t: {{command: '{}', job_count: 12, cpu_limit: 0.2, memory_limit: 64M}}}}",
+        marked_job(marks_dir.path(), "sleep 10")
+    );
+    let op = lab.submit_spec(&spec).unwrap();
+    wait_running(&lab, &op, 12);
+    // Stopped, it still holds its subscription: every agent's next heartbeat goes to it
+    // and waits. Killed then, it takes those heartbeats with it.
+    let pid = Pid::from_raw(lab.scheduler_pid(0).unwrap() as i32);
+    nix::sys::signal::kill(pid, Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_millis(1_000));
+    lab.kill_scheduler(0, Signal::SIGKILL);
+    // Past the agents' 3 s fence, counted from their last answer, before any scheduler
+    // is back to answer them.
+    std::thread::sleep(Duration::from_secs(4));
+    lab.restart_scheduler(0).unwrap();
+    let done = lab.wait_finished(&op, Duration::from_secs(60)).unwrap();
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["jobs"]["aborted"], 0, "no job was stopped: {done}");
+    assert_each_ran_once(marks_dir.path(), 12);
+    for i in 0..3 {
+        let log = lab.node_log(i);
+        assert!(!log.contains("jobs are stopped"), "node {i} fenced: {log}");
+    }
+}
+
 #[test]
 fn lost_agent_jobs_run_elsewhere_and_nothing_stale_survives_its_return() {
     let marks_dir = ytsched_tests::job_writable_dir();

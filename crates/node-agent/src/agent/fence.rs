@@ -19,6 +19,19 @@ impl Agent {
         )
     }
 
+    /// How long the next heartbeat waits for its answer. A heartbeat in flight when its
+    /// scheduler dies is never answered, not even by "no responders"; waiting it out whole
+    /// would let the silence reach the fence, and a mere restart of the scheduler would
+    /// stop every job (issue 42's CI: 11 jobs killed). Given up halfway to the fence, it
+    /// is sent again in time to hear that no scheduler listens, which stops the count.
+    pub(super) fn patience(&self) -> Duration {
+        let timeout = self
+            .node_timeout_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let silent = self.last_answer.lock().expect("answer lock").elapsed();
+        heartbeat_patience(silent, timeout, self.config.sandbox.kill_grace)
+    }
+
     /// Kills this node's jobs itself once the scheduler has not taken a heartbeat for
     /// nearly its node timeout (Nomad's `stop_after_client_disconnect`): the scheduler
     /// runs them elsewhere after the full timeout, counted from when it last heard this
@@ -86,6 +99,22 @@ pub fn fence_after(node_timeout: Duration, kill_grace: Duration) -> Duration {
     node_timeout.saturating_sub(margin)
 }
 
+/// The longest a heartbeat waits for its answer, when the node has no fence to keep to.
+const MOST_PATIENCE: Duration = Duration::from_secs(5);
+/// The least: a busy scheduler is not asked again more often than this, and it answers
+/// a heartbeat only while more than its margin (250 ms) of the wait is left.
+const LEAST_PATIENCE: Duration = Duration::from_millis(500);
+
+/// How long a heartbeat sent after `silent` without an answer waits for one: half of what
+/// is left before the fence (`timeout_ms` 0: none said yet), within bounds.
+fn heartbeat_patience(silent: Duration, timeout_ms: u64, kill_grace: Duration) -> Duration {
+    if timeout_ms == 0 {
+        return MOST_PATIENCE;
+    }
+    let fence_at = fence_after(Duration::from_millis(timeout_ms), kill_grace);
+    (fence_at.saturating_sub(silent) / 2).clamp(LEAST_PATIENCE, MOST_PATIENCE)
+}
+
 /// Whether an answer that came `waited` after its heartbeat was sent comes when the
 /// node fences its jobs (`timeout_ms` 0: the scheduler has not said its timeout yet).
 fn answer_too_late(waited: Duration, timeout_ms: u64, kill_grace: Duration) -> bool {
@@ -106,6 +135,26 @@ mod tests {
             fence_after(Duration::from_millis(1000), s(0)),
             Duration::from_millis(500)
         );
+    }
+
+    #[test]
+    fn a_heartbeat_lost_with_its_scheduler_is_sent_again_before_the_fence() {
+        // The lab's case: a 5 s node timeout and a 1 s kill grace fence at 3 s. A
+        // heartbeat sent 0.5 s after the last answered one gives up at 1.75 s, and the
+        // next one (after a 100 ms backoff) hears "no responders" well before 3 s.
+        let ms = Duration::from_millis;
+        let fence_at = fence_after(ms(5_000), ms(1_000));
+        assert_eq!(fence_at, ms(3_000));
+        let given_up_at = ms(500) + heartbeat_patience(ms(500), 5_000, ms(1_000));
+        assert_eq!(given_up_at, ms(1_750));
+        let resent = given_up_at + ms(100);
+        assert!(resent + heartbeat_patience(resent, 5_000, ms(1_000)) < fence_at);
+        // Close to the fence a busy scheduler is still given a fair time to answer.
+        assert_eq!(heartbeat_patience(ms(2_900), 5_000, ms(1_000)), ms(500));
+        assert_eq!(heartbeat_patience(ms(9_000), 5_000, ms(1_000)), ms(500));
+        // The default 30 s timeout, or none said yet, keeps the 5 s of before.
+        assert_eq!(heartbeat_patience(ms(0), 30_000, ms(5_000)), ms(5_000));
+        assert_eq!(heartbeat_patience(ms(0), 0, ms(5_000)), ms(5_000));
     }
 
     #[test]
