@@ -3,6 +3,9 @@
 //! 1,000 / 10,000 / 100,000 operations with mixed cpu/memory demands, half running
 //! (SPEC §8: ≤ 20 ms on one core for 1,000 × 10,000). The scheduler's bench of the same
 //! tree adds building this input from its pool tree.
+//!
+//! `reused` is how the scheduler computes: one `Solver` per tree, its buffers kept from
+//! one update to the next. `fresh` builds them anew each time (`compute`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ytsched_common::resources::ResourceVector;
@@ -80,7 +83,11 @@ fn bench(c: &mut Criterion) {
     group.sample_size(20);
     for count in [1_000usize, 10_000, 100_000] {
         let input = tree(count);
-        group.bench_with_input(BenchmarkId::from_parameter(count), &input, |b, input| {
+        let mut solver = Solver::default();
+        group.bench_with_input(BenchmarkId::new("reused", count), &input, |b, input| {
+            b.iter(|| solver.compute(input).expect("valid").elements.len())
+        });
+        group.bench_with_input(BenchmarkId::new("fresh", count), &input, |b, input| {
             b.iter(|| compute(input).expect("valid"))
         });
     }

@@ -16,26 +16,26 @@ impl Update<'_> {
         if !self.input.truncate_gangs_in_fifo_pools {
             return;
         }
-        for i in 0..self.nodes.len() {
+        for i in 0..self.el.parent.len() {
             let ElementKind::Operation { is_gang: true, .. } = self.input.elements[i].kind else {
                 continue;
             };
-            let Some(parent) = self.nodes[i].parent else {
+            let Some(parent) = self.parent(i) else {
                 continue;
             };
-            if self.nodes[parent].mode != Some(Mode::Fifo) {
+            if self.mode(parent) != Some(Mode::Fifo) {
                 continue;
             }
-            let n = &self.nodes[i];
-            if vector::max_component(&(n.demand_share - n.fair_share.total)) <= EPSILON {
+            let unmet = self.el.demand_share[i] - self.el.fair_share[i].total;
+            if vector::max_component(&unmet) <= EPSILON {
                 continue;
             }
-            let taken = std::mem::take(&mut self.nodes[i].fair_share);
+            let taken = std::mem::take(&mut self.el.fair_share[i]);
             let mut cur = Some(parent);
             while let Some(k) = cur {
-                let f = &mut self.nodes[k].fair_share;
+                let f = &mut self.el.fair_share[k];
                 *f = subtract(f, &taken);
-                cur = self.nodes[k].parent;
+                cur = self.parent(k);
             }
         }
     }

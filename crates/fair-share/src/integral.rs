@@ -3,6 +3,7 @@
 //! guarantees and burst shares leave.
 
 use crate::input::IntegralKind;
+use crate::piecewise::value_at;
 use crate::update::{fit_integral, Update};
 use crate::vector;
 use ytsched_common::resources::{Resource, ResourceVector};
@@ -27,7 +28,7 @@ impl Update<'_> {
             .copied()
             .collect();
         for i in pools {
-            let n = &mut self.nodes[i];
+            let n = self.pool_mut(i);
             let old = n.volume;
             let capacity = total.scale(n.flow_ratio * saturation);
             let moved = old + total.scale(dt * n.flow_ratio) - total.scale(dt * n.last_share_ratio);
@@ -38,7 +39,8 @@ impl Update<'_> {
 
     fn ratio_by_volume(&self, i: usize) -> f64 {
         let smooth = self.input.integral.smooth_period_s.max(1e-3);
-        vector::min_ratio(&self.nodes[i].volume, &self.input.total) / smooth
+        let volume = self.pool(i).expect("an integral pool").volume;
+        vector::min_ratio(&volume, &self.input.total) / smooth
     }
 
     /// Each burst pool, with its burst share (as far as volume allows and limits leave
@@ -46,25 +48,20 @@ impl Update<'_> {
     /// above its strong guarantee is its integral share.
     pub(crate) fn burst_integral_shares(&mut self) {
         for b in self.burst_pools.clone() {
-            let ratio = self.nodes[b].burst_ratio.min(self.ratio_by_volume(b));
+            let ratio = self.pool_mut(b).burst_ratio.min(self.ratio_by_volume(b));
             let mut proposed = vector::min(&vector::splat(ratio), &self.available_limits_share(b));
-            proposed = fit_integral(
-                &self.nodes[b].limits_share,
-                &self.nodes[b].strong_guarantee_share,
-                proposed,
-            );
-            self.nodes[b].proposed_integral_share = proposed;
+            let limits = self.el.limits_share[b];
+            let n = self.pool_mut(b);
+            proposed = fit_integral(&limits, &n.strong_guarantee_share, proposed);
+            n.proposed_integral_share = proposed;
             self.prepare(b);
-            self.nodes[b].proposed_integral_share = ResourceVector::ZERO;
-            let within = self.nodes[b]
-                .by_suggestion
-                .as_ref()
-                .expect("prepared")
-                .value_at(0.0);
-            let integral = vector::non_negative(&(within - self.nodes[b].strong_guarantee_share));
+            self.pool_mut(b).proposed_integral_share = ResourceVector::ZERO;
+            let within = value_at(self.by_suggestion(b), 0.0);
+            let strong = self.strong_guarantee_share(b);
+            let integral = vector::non_negative(&(within - strong));
             self.increase_integral_share(b, integral);
             self.reset(b);
-            self.nodes[b].last_share_ratio = vector::max_component(&integral);
+            self.pool_mut(b).last_share_ratio = vector::max_component(&integral);
         }
     }
 
@@ -76,12 +73,8 @@ impl Update<'_> {
             return;
         }
         let mut available = vector::splat(1.0);
-        for &c in &self.nodes[0].children {
-            let n = &self.nodes[c];
-            available -= vector::min(
-                &(n.strong_guarantee_share + n.proposed_integral_share),
-                &n.demand_share,
-            );
+        for &c in &self.pools[0].child_pools {
+            available -= vector::min(&self.guarantee_share(c), &self.el.demand_share[c]);
         }
         let available = vector::non_negative(&available);
         let mut pools = vec![];
@@ -92,16 +85,17 @@ impl Update<'_> {
             if ratio == 0.0 {
                 continue;
             }
-            let n = &mut self.nodes[r];
+            let n = self.pool(r).expect("a relaxed pool");
             debug_assert_eq!(n.integral_kind, IntegralKind::Relaxed);
             pools.push(r);
             weights.push(ratio);
-            original_limits.push(n.limits_share);
+            let limits = self.el.limits_share[r];
+            original_limits.push(limits);
             let cap = vector::min(
                 &vector::splat(ratio),
                 &vector::splat(n.flow_ratio * n.multiplier),
             ) + n.strong_guarantee_share;
-            n.limits_share = vector::min(&n.limits_share, &cap);
+            self.el.limits_share[r] = vector::min(&limits, &cap);
             self.prepare(r);
         }
         if pools.is_empty() {
@@ -114,25 +108,25 @@ impl Update<'_> {
         let integral_at = |u: &Self, k: usize, f: f64| -> ResourceVector {
             let p = pools[k];
             let s = (f * weights[k]).min(1.0);
-            let fs = u.nodes[p]
-                .by_suggestion
-                .as_ref()
-                .expect("prepared")
-                .value_at(s);
-            vector::non_negative(&(fs - u.nodes[p].strong_guarantee_share))
+            let fs = value_at(u.by_suggestion(p), s);
+            vector::non_negative(&(fs - u.strong_guarantee_share(p)))
         };
         let fit = vector::largest_satisfying(0.0, 1.0, |f| {
             let sum: ResourceVector = (0..pools.len()).map(|k| integral_at(self, k, f)).sum();
             vector::dominates(&available, &sum)
         });
-        for k in 0..pools.len() {
+        // Read before any is reset: resetting a pool forgets its subtree's functions,
+        // a nested relaxed pool's among them.
+        let integrals: Vec<ResourceVector> = (0..pools.len())
+            .map(|k| integral_at(self, k, fit))
+            .collect();
+        for (k, integral) in integrals.into_iter().enumerate() {
             let p = pools[k];
-            let integral = integral_at(self, k, fit);
-            self.nodes[p].limits_share = original_limits[k];
+            self.el.limits_share[p] = original_limits[k];
             let limited = vector::min(&integral, &self.available_limits_share(p));
             self.increase_integral_share(p, limited);
             self.reset(p);
-            self.nodes[p].last_share_ratio = vector::max_component(&limited);
+            self.pool_mut(p).last_share_ratio = vector::max_component(&limited);
         }
     }
 }

@@ -104,10 +104,15 @@ mod fit_factor;
 pub mod input;
 mod input_check;
 mod integral;
+mod layout;
 mod operation_share;
 pub mod output;
 pub mod piecewise;
 mod plf_value;
+#[cfg(test)]
+mod reference;
+mod share_functions;
+mod top_down;
 mod update;
 pub mod vector;
 
@@ -116,4 +121,4 @@ pub use input::{
     TreeInput,
 };
 pub use output::{Alert, DetailedShare, ElementOutput, IntegralOutput, TreeOutput};
-pub use update::{compute, InputError};
+pub use update::{compute, InputError, Solver};

@@ -21,7 +21,18 @@ use crate::piecewise::{Builder, Plf};
 use crate::vector;
 use ytsched_common::resources::{Resource, ResourceVector};
 
+#[cfg(test)]
 pub(crate) fn by_suggestion(
+    usage: ResourceVector,
+    demand: ResourceVector,
+    limits: ResourceVector,
+) -> Plf<ResourceVector> {
+    by_suggestion_in(Vec::new(), usage, demand, limits)
+}
+
+/// The function, built in `buffer`'s storage: this runs once per operation per update.
+pub(crate) fn by_suggestion_in(
+    buffer: Vec<(f64, ResourceVector)>,
     usage: ResourceVector,
     demand: ResourceVector,
     limits: ResourceVector,
@@ -34,9 +45,7 @@ pub(crate) fn by_suggestion(
         .filter(|&&r| l.get(r) < u.get(r))
         .map(|&r| l.get(r))
         .fold(f64::INFINITY, f64::min);
-    // Most operations' functions have two or three points; this runs once per
-    // operation per update, and every function of an update is alive at once.
-    let mut b = Builder::with_capacity(4);
+    let mut b = Builder::in_buffer(buffer);
     b.push(0.0, ResourceVector::ZERO);
     // Small fixed buffers: this runs once per operation per update.
     let mut levels = [f64::INFINITY; 4];
@@ -45,7 +54,7 @@ pub(crate) fn by_suggestion(
             levels[k] = u.get(r);
         }
     }
-    levels.sort_by(f64::total_cmp);
+    insertion_sort(&mut levels);
     let levels: &[f64] = &levels[..levels.partition_point(|v| v.is_finite())];
     if below_usage.is_finite() {
         // Usage never fits: up the first part of the path to the lowest such limit.
@@ -83,19 +92,37 @@ pub(crate) fn by_suggestion(
     };
     let at = |s: f64| u + (demand - u).scale(t(s));
     let (mut bends_buf, nb) = bend_points(wanting, u, demand, l);
-    let bends = &mut bends_buf[..nb];
-    for s in bends.iter_mut() {
-        if !(s.is_finite() && *s > top && *s <= 1.0) {
-            *s = f64::INFINITY;
+    // Only the bends within `(U, 1]` matter, and they are few: kept, then sorted.
+    let mut kept = 0;
+    for k in 0..nb {
+        let s = bends_buf[k];
+        if s.is_finite() && s > top && s <= 1.0 {
+            bends_buf[kept] = s;
+            kept += 1;
         }
     }
-    bends.sort_by(f64::total_cmp);
+    let bends = &mut bends_buf[..kept];
+    insertion_sort(bends);
     // At `U` the value from the left is the usage; from the right the path moves on.
     b.push(top, at(top));
-    for &s in bends.iter().take_while(|s| s.is_finite()) {
+    for &s in bends.iter() {
         b.push(s, at(s));
     }
     b.finish()
+}
+
+/// Sorts a handful of numbers (no NaN among them) without the general sort's set-up,
+/// which costs more than the sorting at this size.
+fn insertion_sort(v: &mut [f64]) {
+    for i in 1..v.len() {
+        let x = v[i];
+        let mut j = i;
+        while j > 0 && v[j - 1] > x {
+            v[j] = v[j - 1];
+            j -= 1;
+        }
+        v[j] = x;
+    }
 }
 
 /// Where the envelope can bend: limits, crossings of the rising parts (of the

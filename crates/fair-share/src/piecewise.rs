@@ -37,6 +37,13 @@ impl<V: Value> Builder<V> {
         }
     }
 
+    /// Builds in `buffer`'s storage (emptied first): one buffer serves function after
+    /// function, so a function made per operation per update allocates nothing.
+    pub fn in_buffer(mut buffer: Vec<(f64, V)>) -> Self {
+        buffer.clear();
+        Self { points: buffer }
+    }
+
     pub fn push(&mut self, x: f64, y: V) {
         let n = self.points.len();
         if let Some(&(lx, ly)) = self.points.last() {
@@ -73,6 +80,23 @@ impl<V: Value> Default for Builder<V> {
     }
 }
 
+/// The value reached from the left at `x` of the function plotted by `p` (at least one
+/// point, abscissas non-decreasing): what [`Plf::value_at`] reads, for plots kept
+/// side by side in one buffer.
+pub fn value_at<V: Value>(p: &[(f64, V)], x: f64) -> V {
+    if x <= p[0].0 {
+        return p[0].1;
+    }
+    let i = p.partition_point(|q| q.0 < x);
+    if i == p.len() {
+        return p[p.len() - 1].1;
+    }
+    if p[i].0 == x {
+        return p[i].1;
+    }
+    lerp(p[i - 1], p[i], x)
+}
+
 fn lerp<V: Value>(a: (f64, V), b: (f64, V), x: f64) -> V {
     if b.0 <= a.0 {
         return b.1;
@@ -93,6 +117,11 @@ impl<V: Value> Plf<V> {
         &self.points
     }
 
+    /// The storage back, for the next [`Builder::in_buffer`].
+    pub fn into_points(self) -> Vec<(f64, V)> {
+        self.points
+    }
+
     pub fn left_bound(&self) -> f64 {
         self.points[0].0
     }
@@ -111,18 +140,7 @@ impl<V: Value> Plf<V> {
 
     /// The value reached from the left (the first value at the left bound).
     pub fn value_at(&self, x: f64) -> V {
-        let p = &self.points;
-        if x <= p[0].0 {
-            return p[0].1;
-        }
-        let i = p.partition_point(|q| q.0 < x);
-        if i == p.len() {
-            return p[p.len() - 1].1;
-        }
-        if p[i].0 == x {
-            return p[i].1;
-        }
-        lerp(p[i - 1], p[i], x)
+        value_at(&self.points, x)
     }
 
     /// Only the tests' reference constructions use this.
@@ -253,7 +271,7 @@ impl<V: Value> Plf<V> {
             .iter()
             .map(|f| f.right_bound())
             .fold(f64::INFINITY, f64::min);
-        let parts: Vec<(&Plf<V>, f64)> = funcs.iter().map(|f| (f, 1.0)).collect();
+        let parts: Vec<(&[(f64, V)], f64)> = funcs.iter().map(|f| (f.points(), 1.0)).collect();
         Self::sum_scaled(&parts, right)
     }
 
@@ -261,29 +279,32 @@ impl<V: Value> Plf<V> {
     /// last value beyond its own domain. One sweep over all breakpoints keeps the running
     /// value and slope, so the cost is the total number of points times the log of the
     /// number of functions, not their product.
-    pub fn sum_scaled(parts: &[(&Plf<V>, f64)], right: f64) -> Self {
+    pub fn sum_scaled(parts: &[(&[(f64, V)], f64)], right: f64) -> Self {
         assert!(!parts.is_empty());
         let left = 0.0;
         let inverse: Vec<f64> = parts.iter().map(|p| 1.0 / p.1).collect();
-        let x_of = |c: usize, j: usize| parts[c].0.points[j].0 * inverse[c];
+        let x_of = |c: usize, j: usize| parts[c].0[j].0 * inverse[c];
         // Every (abscissa, function, index of its first point there).
         let mut events: Vec<(f64, u32, u32)> =
-            Vec::with_capacity(parts.iter().map(|p| p.0.points.len()).sum());
+            Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
         for (c, (f, _)) in parts.iter().enumerate() {
             let mut j = 0;
-            while j < f.points.len() {
+            while j < f.len() {
                 let x = x_of(c, j);
                 if x > right {
                     break;
                 }
                 events.push((x, c as u32, j as u32));
-                while j < f.points.len() && x_of(c, j) == x {
+                while j < f.len() && x_of(c, j) == x {
                     j += 1;
                 }
             }
         }
-        // Each function's events are already in order: a stable sort merges those runs.
-        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // One event per function and abscissa, so (abscissa, function) orders them all
+        // and an unstable sort gives that one order. Abscissas are never negative (nor
+        // NaN), so their bits order as they do: integer keys sort fastest.
+        debug_assert!(events.iter().all(|e| e.0.is_sign_positive()));
+        events.sort_unstable_by_key(|e| (e.0.to_bits(), e.1));
         let mut slope: Vec<V> = vec![V::ZERO; parts.len()];
         let mut total_slope = V::ZERO;
         let mut slope_error = V::ZERO;
@@ -300,19 +321,19 @@ impl<V: Value> Plf<V> {
                 let (c, j) = (c as usize, j as usize);
                 let f = parts[c].0;
                 let mut k = j;
-                while k + 1 < f.points.len() && x_of(c, k + 1) == x {
+                while k + 1 < f.len() && x_of(c, k + 1) == x {
                     k += 1;
                 }
-                let (y_in, y_out) = (f.points[j].1, f.points[k].1);
+                let (y_in, y_out) = (f[j].1, f[k].1);
                 // Before its first point a function contributes nothing yet.
                 if j == 0 {
                     from_right = from_right + y_out;
                 } else {
                     from_right = from_right + (y_out - y_in);
                 }
-                let new_slope = if k + 1 < f.points.len() && x < right {
+                let new_slope = if k + 1 < f.len() && x < right {
                     let nx = x_of(c, k + 1);
-                    (f.points[k + 1].1 - y_out).times(1.0 / (nx - x))
+                    (f[k + 1].1 - y_out).times(1.0 / (nx - x))
                 } else {
                     V::ZERO
                 };
@@ -326,9 +347,7 @@ impl<V: Value> Plf<V> {
             }
             if x == left {
                 // The left limits at the left bound are the functions' first values.
-                let first: V = parts
-                    .iter()
-                    .fold(V::ZERO, |acc, (f, _)| acc + f.points[0].1);
+                let first: V = parts.iter().fold(V::ZERO, |acc, (f, _)| acc + f[0].1);
                 out.push(x, first);
             } else {
                 out.push(x, from_left);
