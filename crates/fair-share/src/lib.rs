@@ -97,6 +97,11 @@
 //! an update costs `O(B · d · log B)` for `B` breakpoints at the leaves (a few per
 //! operation) and depth `d`, plus `O(children)` per pool for the top-down pass. Memory is
 //! `O(B · d)` while it runs.
+//!
+//! The working state is flat (`layout.rs`): a row per element in arrays, a record per
+//! pool only, and every function's points one after another in one buffer. A
+//! [`Solver`] keeps those buffers and its output from one update to the next, so once a
+//! tree has reached its size an update allocates nothing per operation.
 
 mod attributes;
 mod fifo_truncation;
