@@ -41,7 +41,7 @@ impl Update<'_> {
     }
 }
 
-fn subtract(from: &DetailedShare, what: &DetailedShare) -> DetailedShare {
+pub(crate) fn subtract(from: &DetailedShare, what: &DetailedShare) -> DetailedShare {
     let less = |a: ResourceVector, b: ResourceVector| vector::non_negative(&(a - b));
     DetailedShare {
         total: less(from.total, what.total),

@@ -6,10 +6,9 @@
 //! this update (the next one sees the gang's demand unmet and shares anew).
 
 use super::Update;
+use crate::fifo_truncation::subtract;
 use crate::input::{ElementKind, Mode};
-use crate::output::DetailedShare;
 use crate::vector::{self, EPSILON};
-use ytsched_common::resources::ResourceVector;
 
 impl Update<'_> {
     pub(crate) fn truncate_gangs_in_fifo_pools(&mut self) {
@@ -38,15 +37,5 @@ impl Update<'_> {
                 cur = self.nodes[k].parent;
             }
         }
-    }
-}
-
-fn subtract(from: &DetailedShare, what: &DetailedShare) -> DetailedShare {
-    let less = |a: ResourceVector, b: ResourceVector| vector::non_negative(&(a - b));
-    DetailedShare {
-        total: less(from.total, what.total),
-        strong_guarantee: less(from.strong_guarantee, what.strong_guarantee),
-        integral_guarantee: less(from.integral_guarantee, what.integral_guarantee),
-        weight_proportional: less(from.weight_proportional, what.weight_proportional),
     }
 }

@@ -14,6 +14,7 @@ use crate::input_check::check;
 use crate::input_check::InputError;
 use crate::output::{Alert, DetailedShare, ElementOutput, IntegralOutput, TreeOutput};
 use crate::piecewise::{Plf, COMPRESS_EPSILON};
+pub(crate) use crate::update::fit_integral;
 use crate::vector::{self, EPSILON};
 use ytsched_common::resources::ResourceVector;
 
@@ -378,16 +379,4 @@ fn detailed(n: &Node, total: ResourceVector) -> DetailedShare {
         integral_guarantee: integral,
         weight_proportional: vector::non_negative(&(total - strong - integral)),
     }
-}
-
-/// Cuts an integral share so that strong plus integral stays within limits.
-pub(crate) fn fit_integral(
-    limits: &ResourceVector,
-    strong: &ResourceVector,
-    proposed: ResourceVector,
-) -> ResourceVector {
-    proposed.map(|r, v| {
-        let room = (limits.get(r) - strong.get(r)).max(0.0);
-        v.min(room).max(0.0)
-    })
 }
