@@ -27,6 +27,7 @@ pub use fence::fence_after;
 const FINISHED_BYTES_PER_HEARTBEAT: usize = 512 * 1024;
 /// Job ids remembered after acknowledgement, so a re-delivered start never runs twice.
 const REMEMBERED_JOB_IDS: usize = 100_000;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Short enough that agents are back within a revived scheduler's revival window.
 const MAX_BACKOFF: Duration = Duration::from_millis(ytsched_common::protocol::AGENT_MAX_RETRY_MS);
 
@@ -96,6 +97,9 @@ pub struct Agent {
     /// `fence_when_silent`.
     last_answer: Mutex<std::time::Instant>,
     node_timeout_ms: std::sync::atomic::AtomicU64,
+    /// Give up the heartbeat that waits and send another: a scheduler answers probes
+    /// (`fence.rs`), so that one went to a scheduler that is gone.
+    resend: Notify,
 }
 
 impl Agent {
@@ -114,6 +118,7 @@ impl Agent {
             wake: Notify::new(),
             last_answer: Mutex::new(std::time::Instant::now()),
             node_timeout_ms: std::sync::atomic::AtomicU64::new(0),
+            resend: Notify::new(),
         })
     }
 
@@ -137,17 +142,16 @@ impl Agent {
         let subject = self.config.subjects.heartbeat(&self.config.node_id);
         let mut backoff = Duration::from_millis(100);
         let mut seen = SeenState::default();
-        let fence = tokio::spawn(self.clone().fence_when_silent());
+        let fence = tokio::spawn(
+            self.clone()
+                .fence_when_silent(client.clone(), subject.clone()),
+        );
         let guard = tokio::spawn(self.clone().keep_a_guardian());
         tokio::pin!(shutdown);
         loop {
-            let patience = self.patience();
-            let request = self.build_request(patience);
+            let request = self.build_request();
             let sent = std::time::Instant::now();
-            let wait = match self
-                .send_heartbeat(&client, &subject, &request, patience)
-                .await
-            {
+            let wait = match self.send_heartbeat(&client, &subject, &request).await {
                 Ok(reply) => {
                     if seen.reachable != Some(true) {
                         info!(subject = %subject, "scheduler reachable");
@@ -190,22 +194,28 @@ impl Agent {
         client: &async_nats::Client,
         subject: &str,
         request: &HeartbeatRequest,
-        patience: Duration,
     ) -> Result<HeartbeatReply, String> {
         let bytes = encode(request).map_err(|e| e.to_string())?;
-        let reply =
-            tokio::time::timeout(patience, client.request(subject.to_string(), bytes.into()))
-                .await
-                .map_err(|_| "timed out".to_string())?
-                .map_err(|e| {
-                    if e.kind() == async_nats::RequestErrorKind::NoResponders {
-                        // The bus carried the request and no scheduler listens: no scheduler
-                        // counts this node's silence either (a restarted one waits its revival
-                        // window for the jobs), so it is not silence that calls for stopping jobs.
-                        *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
-                    }
-                    e.to_string()
-                })?;
+        let answer = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            client.request(subject.to_string(), bytes.into()),
+        );
+        let reply = tokio::select! {
+            answer = answer => answer,
+            _ = self.resend.notified() => {
+                return Err("given up: the scheduler it went to is gone".to_string());
+            }
+        }
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| {
+            if e.kind() == async_nats::RequestErrorKind::NoResponders {
+                // The bus carried the request and no scheduler listens: no scheduler
+                // counts this node's silence either (a restarted one waits its revival
+                // window for the jobs), so it is not silence that calls for stopping jobs.
+                *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
+            }
+            e.to_string()
+        })?;
         decode::<HeartbeatReply>(&reply.payload).map_err(|e| e.to_string())
     }
 
@@ -294,7 +304,7 @@ impl Agent {
             .store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn build_request(&self, patience: Duration) -> HeartbeatRequest {
+    fn build_request(&self) -> HeartbeatRequest {
         let st = self.lock();
         let running_jobs: Vec<RunningJob> = st
             .running
@@ -332,7 +342,7 @@ impl Agent {
             resource_usage: running_jobs.iter().map(|r| r.resource_usage).sum(),
             running_jobs,
             finished_jobs,
-            timeout_ms: patience.as_millis() as u64,
+            timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
             last_reply_seq: Some(
                 self.last_reply_seq
                     .load(std::sync::atomic::Ordering::Relaxed),

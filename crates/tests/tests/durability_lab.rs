@@ -130,7 +130,7 @@ fn killed_scheduler_revives_and_every_job_keeps_running() {
 }
 
 /// A scheduler that dies with heartbeats in flight to it never answers them, not even
-/// with "no responders". The agents give those up and ask again in time to hear that no
+/// with "no responders". Shortly before its fence each agent probes and hears that no
 /// scheduler listens, so none fences its jobs over a mere restart (issue 42's CI run:
 /// waiting out a 5 s request let the 3 s fence stop 38 jobs).
 #[test]

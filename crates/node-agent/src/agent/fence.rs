@@ -4,7 +4,7 @@
 use super::{Agent, JobAbort};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::warn;
+use tracing::{info, warn};
 use ytsched_common::states::AbortReason;
 
 impl Agent {
@@ -19,19 +19,6 @@ impl Agent {
         )
     }
 
-    /// How long the next heartbeat waits for its answer. A heartbeat in flight when its
-    /// scheduler dies is never answered, not even by "no responders"; waiting it out whole
-    /// would let the silence reach the fence, and a mere restart of the scheduler would
-    /// stop every job (issue 42's CI: 11 jobs killed). Given up halfway to the fence, it
-    /// is sent again in time to hear that no scheduler listens, which stops the count.
-    pub(super) fn patience(&self) -> Duration {
-        let timeout = self
-            .node_timeout_ms
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let silent = self.last_answer.lock().expect("answer lock").elapsed();
-        heartbeat_patience(silent, timeout, self.config.sandbox.kill_grace)
-    }
-
     /// Kills this node's jobs itself once the scheduler has not taken a heartbeat for
     /// nearly its node timeout (Nomad's `stop_after_client_disconnect`): the scheduler
     /// runs them elsewhere after the full timeout, counted from when it last heard this
@@ -40,8 +27,19 @@ impl Agent {
     /// identity revoked) thus never runs a job at the same time as its re-run. While the
     /// bus answers that no scheduler listens (one restarting), the silence does not
     /// count: no scheduler counts it, and a revived one waits for the jobs instead.
-    pub(super) async fn fence_when_silent(self: Arc<Self>) {
+    ///
+    /// A heartbeat that went to a scheduler that then died is never answered, not even
+    /// by "no responders", and would be waited for whole. So shortly before fencing, the
+    /// agent probes: if no scheduler listens its silence stops counting, and if one
+    /// answers, the heartbeat that waits is given up and sent again to it (issue 42's
+    /// CI: a restart fenced 38 jobs of `killed_scheduler_revives_...`).
+    pub(super) async fn fence_when_silent(
+        self: Arc<Self>,
+        client: async_nats::Client,
+        subject: String,
+    ) {
         let mut fenced = false;
+        let mut probed_at = None;
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;
             let timeout = self
@@ -53,6 +51,15 @@ impl Agent {
             let timeout = Duration::from_millis(timeout);
             let silent = self.last_answer.lock().expect("answer lock").elapsed();
             let fence_at = fence_after(timeout, self.config.sandbox.kill_grace);
+            if probe_due(
+                silent,
+                fence_at,
+                probed_at.map(|t: std::time::Instant| t.elapsed()),
+            ) {
+                probed_at = Some(std::time::Instant::now());
+                self.probe(&client, &subject).await;
+                continue;
+            }
             if silent < fence_at {
                 // The guardian fences in this agent's stead should it stop saying so.
                 self.config.sandbox.guardian.alive_for(fence_at - silent);
@@ -90,6 +97,40 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// Asks whether a scheduler listens on this node's heartbeat subject (an empty
+    /// request, which a scheduler answers at once with an empty reply).
+    async fn probe(&self, client: &async_nats::Client, subject: &str) {
+        let asked = tokio::time::timeout(
+            PROBE_WAIT,
+            client.request(subject.to_string(), bytes::Bytes::new()),
+        )
+        .await;
+        match asked {
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                // No scheduler counts this node's silence.
+                *self.last_answer.lock().expect("answer lock") = std::time::Instant::now();
+            }
+            Ok(Ok(_)) => {
+                info!("a scheduler answers while this node's heartbeat waits: sending it again");
+                // Only a heartbeat waiting now is given up; the next one goes at once.
+                self.resend.notify_waiters();
+                self.wake.notify_one();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// How long before its fence an agent probes, and how long it waits for the answer.
+const PROBE_LEAD: Duration = Duration::from_millis(800);
+const PROBE_WAIT: Duration = Duration::from_millis(400);
+
+/// Whether to probe now: within `PROBE_LEAD` of the fence, at most once per lead.
+fn probe_due(silent: Duration, fence_at: Duration, since_probe: Option<Duration>) -> bool {
+    silent + PROBE_LEAD >= fence_at && since_probe.is_none_or(|t| t >= PROBE_LEAD)
+}
+
 /// How long an agent goes without an answer before it stops its jobs: the node timeout
 /// less a margin of a quarter of it, or the kill grace and a second (at most half the
 /// timeout), whichever is more.
@@ -97,22 +138,6 @@ pub fn fence_after(node_timeout: Duration, kill_grace: Duration) -> Duration {
     let margin =
         (node_timeout / 4).max((kill_grace + Duration::from_secs(1)).min(node_timeout / 2));
     node_timeout.saturating_sub(margin)
-}
-
-/// The longest a heartbeat waits for its answer, when the node has no fence to keep to.
-const MOST_PATIENCE: Duration = Duration::from_secs(5);
-/// The least: a busy scheduler is not asked again more often than this, and it answers
-/// a heartbeat only while more than its margin (250 ms) of the wait is left.
-const LEAST_PATIENCE: Duration = Duration::from_millis(500);
-
-/// How long a heartbeat sent after `silent` without an answer waits for one: half of what
-/// is left before the fence (`timeout_ms` 0: none said yet), within bounds.
-fn heartbeat_patience(silent: Duration, timeout_ms: u64, kill_grace: Duration) -> Duration {
-    if timeout_ms == 0 {
-        return MOST_PATIENCE;
-    }
-    let fence_at = fence_after(Duration::from_millis(timeout_ms), kill_grace);
-    (fence_at.saturating_sub(silent) / 2).clamp(LEAST_PATIENCE, MOST_PATIENCE)
 }
 
 /// Whether an answer that came `waited` after its heartbeat was sent comes when the
@@ -138,23 +163,15 @@ mod tests {
     }
 
     #[test]
-    fn a_heartbeat_lost_with_its_scheduler_is_sent_again_before_the_fence() {
-        // The lab's case: a 5 s node timeout and a 1 s kill grace fence at 3 s. A
-        // heartbeat sent 0.5 s after the last answered one gives up at 1.75 s, and the
-        // next one (after a 100 ms backoff) hears "no responders" well before 3 s.
+    fn a_silent_node_probes_shortly_before_its_fence_and_no_more_often() {
         let ms = Duration::from_millis;
-        let fence_at = fence_after(ms(5_000), ms(1_000));
-        assert_eq!(fence_at, ms(3_000));
-        let given_up_at = ms(500) + heartbeat_patience(ms(500), 5_000, ms(1_000));
-        assert_eq!(given_up_at, ms(1_750));
-        let resent = given_up_at + ms(100);
-        assert!(resent + heartbeat_patience(resent, 5_000, ms(1_000)) < fence_at);
-        // Close to the fence a busy scheduler is still given a fair time to answer.
-        assert_eq!(heartbeat_patience(ms(2_900), 5_000, ms(1_000)), ms(500));
-        assert_eq!(heartbeat_patience(ms(9_000), 5_000, ms(1_000)), ms(500));
-        // The default 30 s timeout, or none said yet, keeps the 5 s of before.
-        assert_eq!(heartbeat_patience(ms(0), 30_000, ms(5_000)), ms(5_000));
-        assert_eq!(heartbeat_patience(ms(0), 0, ms(5_000)), ms(5_000));
+        let fence_at = ms(3_000);
+        assert!(!probe_due(ms(2_100), fence_at, None));
+        assert!(probe_due(ms(2_200), fence_at, None));
+        assert!(probe_due(ms(2_900), fence_at, Some(ms(800))));
+        assert!(!probe_due(ms(2_900), fence_at, Some(ms(600))));
+        // Past the fence a node still probes: its silence may yet stop counting.
+        assert!(probe_due(ms(9_000), fence_at, Some(ms(900))));
     }
 
     #[test]

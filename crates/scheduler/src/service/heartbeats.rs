@@ -61,6 +61,13 @@ impl Driver {
             });
             return;
         }
+        if msg.payload.is_empty() {
+            // A probe (the agent's `fence.rs`): answered at once and by nothing else, so
+            // that an agent whose heartbeat waits can tell a scheduler that listens from
+            // none, which the bus answers "no responders".
+            self.reply(reply_to, Vec::new(), "probe").await;
+            return;
+        }
         let period = self.heartbeat_period_ms;
         let reply = match decode::<HeartbeatRequest>(&msg.payload) {
             Ok(req) if req.node_id.as_str() != node => {
