@@ -21,6 +21,22 @@ pub struct Solver {
 impl Solver {
     /// Every element's fair share for `input`; the answer lives until the next call.
     pub fn compute(&mut self, input: &TreeInput) -> Result<&TreeOutput, InputError> {
+        let mut elements = std::mem::take(&mut self.output.elements);
+        elements.clear();
+        let tree = self.compute_each(input, |_, e| elements.push(e));
+        self.output = TreeOutput { elements, ..tree? };
+        Ok(&self.output)
+    }
+
+    /// Hands each element's result to `each`, in the input's order, and keeps none: for
+    /// a caller that makes its own records of them at once, so that they are not all
+    /// held twice. Returns the tree-wide results (alerts, overcommit factor), with no
+    /// elements.
+    pub fn compute_each(
+        &mut self,
+        input: &TreeInput,
+        each: impl FnMut(usize, ElementOutput),
+    ) -> Result<TreeOutput, InputError> {
         check(input)?;
         let mut u = Update {
             input,
@@ -42,8 +58,7 @@ impl Solver {
         u.set_fair_share(0, 1.0);
         u.root_fair_share();
         u.truncate_gangs_in_fifo_pools();
-        u.write_output(&mut self.output);
-        Ok(&self.output)
+        Ok(u.write_output(each))
     }
 }
 
@@ -160,12 +175,10 @@ impl Update<'_> {
         };
     }
 
-    fn write_output(self, out: &mut TreeOutput) {
+    fn write_output(self, mut each: impl FnMut(usize, ElementOutput)) -> TreeOutput {
         let total = self.input.total;
         // Shares are already fractions; this only marks which resources the tree has.
         let present = total.map(|_, v| if v > 0.0 { 1.0 } else { 0.0 });
-        out.elements.clear();
-        out.elements.reserve(self.el.parent.len());
         for (i, e) in self.input.elements.iter().enumerate() {
             let (usage, demand) = (self.el.usage_share[i], self.el.demand_share[i]);
             // By usage once there is some, else by demand (YTsaurus's rule).
@@ -190,24 +203,30 @@ impl Update<'_> {
                 _ => None,
             };
             let fifo_index = self.el.fifo_index[i];
-            out.elements.push(ElementOutput {
-                fair_share: self.el.fair_share[i],
-                demand_share: demand,
-                usage_share: usage,
-                limits_share: self.el.limits_share[i],
-                limited_demand_share: self.el.limited_demand_share[i],
-                strong_guarantee_share: self.strong_guarantee_share(i),
-                effective_strong_guarantee_resources: pool
-                    .map_or(ResourceVector::ZERO, |p| p.inferred_guarantee),
-                total_burst_ratio: pool.map_or(0.0, |p| p.total_burst_ratio),
-                total_resource_flow_ratio: pool.map_or(0.0, |p| p.total_flow_ratio),
-                integral,
-                fifo_index: (fifo_index != NONE).then_some(fifo_index),
-                dominant_resource: dominant,
-            });
+            each(
+                i,
+                ElementOutput {
+                    fair_share: self.el.fair_share[i],
+                    demand_share: demand,
+                    usage_share: usage,
+                    limits_share: self.el.limits_share[i],
+                    limited_demand_share: self.el.limited_demand_share[i],
+                    strong_guarantee_share: self.strong_guarantee_share(i),
+                    effective_strong_guarantee_resources: pool
+                        .map_or(ResourceVector::ZERO, |p| p.inferred_guarantee),
+                    total_burst_ratio: pool.map_or(0.0, |p| p.total_burst_ratio),
+                    total_resource_flow_ratio: pool.map_or(0.0, |p| p.total_flow_ratio),
+                    integral,
+                    fifo_index: (fifo_index != NONE).then_some(fifo_index),
+                    dominant_resource: dominant,
+                },
+            );
         }
-        out.alerts = self.alerts;
-        out.overcommit_factor = self.overcommit_factor;
+        TreeOutput {
+            elements: Vec::new(),
+            alerts: self.alerts,
+            overcommit_factor: self.overcommit_factor,
+        }
     }
 }
 

@@ -209,18 +209,22 @@ pub fn compute_in(
         since_previous_s: ctx.since_previous_s,
         truncate_gangs_in_fifo_pools: tree.config.enable_fair_share_truncation_in_fifo_pool,
     };
-    let result = match fs::compute(&input) {
-        Ok(r) => r,
+    // Each result becomes an `Element` as it comes: the crate's results are never all
+    // held beside the snapshot made of them.
+    let mut joiner = Joiner::new(&input, kinds, filters);
+    let result = fs::Solver::default().compute_each(&input, |i, r| joiner.push(i, r));
+    match result {
+        Ok(tree) => {
+            out.alerts = tree.alerts.iter().map(|a| a.to_string()).collect();
+            out.elements = joiner.out;
+        }
         Err(e) => {
             // Every number here went through validation; say so loudly if one did not.
             tracing::error!(error = %e, "fair share input refused; shares are zero this update");
             out.alerts
                 .push(format!("fair share could not be computed: {e}"));
-            return out;
         }
-    };
-    out.alerts = result.alerts.iter().map(|a| a.to_string()).collect();
-    out.elements = joined_elements(&input, result.elements, kinds, filters);
+    }
     out
 }
 
@@ -384,21 +388,43 @@ fn integral_input(
     })
 }
 
-/// Each element's computed shares joined with its input, kind, children and filter.
-fn joined_elements(
-    input: &fs::TreeInput,
-    results: Vec<fs::ElementOutput>,
-    kinds: Vec<ElementKind>,
-    filters: Vec<Option<TagFilter>>,
-) -> Vec<Element> {
-    let mut children: Vec<Vec<usize>> = vec![vec![]; input.elements.len()];
-    for (i, e) in input.elements.iter().enumerate() {
-        if let Some(p) = e.parent {
-            children[p].push(i);
+/// Each element's computed shares joined with its input, kind, children and filter,
+/// one element at a time as the crate hands them over.
+struct Joiner<'a> {
+    input: &'a fs::TreeInput,
+    children: Vec<Vec<usize>>,
+    kinds: std::vec::IntoIter<ElementKind>,
+    filters: std::vec::IntoIter<Option<TagFilter>>,
+    out: Vec<Element>,
+}
+
+impl<'a> Joiner<'a> {
+    fn new(
+        input: &'a fs::TreeInput,
+        kinds: Vec<ElementKind>,
+        filters: Vec<Option<TagFilter>>,
+    ) -> Self {
+        let mut children: Vec<Vec<usize>> = vec![vec![]; input.elements.len()];
+        for (i, e) in input.elements.iter().enumerate() {
+            if let Some(p) = e.parent {
+                children[p].push(i);
+            }
+        }
+        Self {
+            input,
+            children,
+            kinds: kinds.into_iter(),
+            filters: filters.into_iter(),
+            out: Vec::with_capacity(input.elements.len()),
         }
     }
-    let mut out = Vec::with_capacity(results.len());
-    for (i, ((r, kind), filter)) in results.into_iter().zip(kinds).zip(filters).enumerate() {
+
+    /// Element `i`'s result; they come in the input's order.
+    fn push(&mut self, i: usize, r: fs::ElementOutput) {
+        let (Some(kind), Some(filter)) = (self.kinds.next(), self.filters.next()) else {
+            return;
+        };
+        let input = self.input;
         let integral = r.integral.map(|ig| IntegralView {
             kind: match &input.elements[i].kind {
                 fs::ElementKind::Pool {
@@ -415,10 +441,10 @@ fn joined_elements(
             volume_ratio: fs::vector::min_ratio(&ig.volume, &input.total),
             last_share_ratio: ig.last_share_ratio,
         });
-        out.push(Element {
+        self.out.push(Element {
             kind,
             parent: input.elements[i].parent,
-            children: std::mem::take(&mut children[i]),
+            children: std::mem::take(&mut self.children[i]),
             weight: input.elements[i].weight,
             demand_share: r.demand_share,
             usage_share: r.usage_share,
@@ -435,7 +461,6 @@ fn joined_elements(
             fifo_index: r.fifo_index,
         });
     }
-    out
 }
 
 fn amounts(a: Option<&ytsched_common::spec::ResourceAmounts>) -> ResourceVector {
