@@ -85,7 +85,7 @@ impl Update<'_> {
                     continue;
                 }
                 let ratio = if parent.cpu > 0.0 {
-                    self.pool_mut(c).inferred_guarantee.cpu / parent.cpu
+                    self.pool(c).map_or(0.0, |g| g.inferred_guarantee.cpu) / parent.cpu
                 } else {
                     0.0
                 };

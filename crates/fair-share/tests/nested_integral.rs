@@ -5,6 +5,7 @@
 //! relaxed pools made the update panic (the scheduler with it).
 mod support;
 use support::*;
+use ytsched_common::resources::ResourceVector;
 use ytsched_fair_share::*;
 
 fn integral(kind: IntegralKind, flow: f64, burst: f64, total: ResourceVector) -> IntegralInput {
@@ -18,8 +19,6 @@ fn integral(kind: IntegralKind, flow: f64, burst: f64, total: ResourceVector) ->
         last_share_ratio: 0.0,
     }
 }
-
-use ytsched_common::resources::ResourceVector;
 
 #[test]
 fn a_burst_pool_inside_a_burst_pool_gets_its_burst_share() {
