@@ -91,6 +91,9 @@ fn main() {
             .run(|c| c.start_operation(id, "u", spec(&format!("p{}", i as usize % POOLS), 1), 2));
         r.expect("submit");
     }
+    // Before the first fair-share update: the operations and their indexes, not yet
+    // the update's snapshot.
+    let unshared = LIVE.load(Relaxed);
     let _ = core.run(|c| c.update_all_shares(3));
     let waiting = LIVE.load(Relaxed);
     let still_waiting = core
@@ -172,6 +175,7 @@ fn main() {
             "nodes": NODES,
             "waiting_operations": OPERATIONS,
             "bytes_per_waiting_operation": per_op.round(),
+            "of_which_fair_share_snapshot": ((waiting as f64 - unshared as f64) / OPERATIONS as f64).round(),
             "bytes_per_running_operation": per_running_op.round(),
             "finished_job_attempts": jobs,
             "bytes_per_finished_job_attempt": per_job.round(),

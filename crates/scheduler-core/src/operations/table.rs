@@ -282,8 +282,15 @@ impl OperationTable {
         self.marks.indexes.get_mut().take_live_changes()
     }
 
-    /// A tree's fair-share input as the operations are now (`share_inputs.rs`).
-    pub(crate) fn share_inputs(&mut self, tree: &str) -> crate::trees::share_inputs::TreeInputs {
+    /// A tree's fair-share input as the operations are now, and its version
+    /// (`share_inputs.rs`).
+    pub(crate) fn share_inputs(
+        &mut self,
+        tree: &str,
+    ) -> (
+        crate::trees::share_inputs::TreeInputs,
+        crate::trees::share_inputs::InputsVersion,
+    ) {
         self.marks
             .indexes
             .get_mut()

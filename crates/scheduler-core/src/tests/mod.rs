@@ -1022,6 +1022,7 @@ mod inline_attempts;
 mod lifecycle;
 mod observers;
 mod pools;
+mod reused_shares;
 mod revival;
 mod roll_call;
 mod security;

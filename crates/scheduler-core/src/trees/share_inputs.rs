@@ -75,6 +75,15 @@ impl ShareInput {
         }
     }
 
+    pub fn pending_job_count(&self) -> u64 {
+        self.pending_job_count
+    }
+
+    /// Submission order.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
     /// Its own starvation timeout (ms) and tolerance.
     pub fn starvation(&self) -> (Option<u64>, Option<f64>) {
         self.starvation.as_deref().copied().unwrap_or((None, None))
@@ -88,9 +97,20 @@ impl ShareInput {
 /// each the size of an entry.
 pub type TreeInputs = imbl::OrdMap<OperationId, Arc<ShareInput>>;
 
+/// A tree's inputs as one value: the same version means the same inputs, so an update
+/// that finds the version its snapshot was computed from can reuse that snapshot.
+pub type InputsVersion = u64;
+
 #[derive(Clone, Debug)]
 pub(crate) struct ShareInputs {
     by_tree: BTreeMap<TreeName, TreeInputs>,
+    /// Each tree's version: moved on whenever an input of the tree is added, removed or
+    /// changed. Operations are marked for any edit, most of which (a job's state, a
+    /// history line) change no input: those leave the version as it was.
+    versions: BTreeMap<TreeName, InputsVersion>,
+    /// The next version given out: versions are never reused, so a tree removed and
+    /// added again is not taken for the one it was.
+    next_version: InputsVersion,
     /// Changed since the last refresh.
     dirty: BTreeSet<OperationId>,
     /// Rebuild everything at the next refresh.
@@ -103,6 +123,8 @@ impl Default for ShareInputs {
     fn default() -> Self {
         Self {
             by_tree: BTreeMap::new(),
+            versions: BTreeMap::new(),
+            next_version: 1,
             dirty: BTreeSet::new(),
             stale: true,
             reads: 0,
@@ -127,12 +149,13 @@ impl ShareInputs {
         self.dirty.clear();
     }
 
-    /// A tree's inputs brought up to date with `operations` (the core's table).
+    /// A tree's inputs brought up to date with `operations` (the core's table), and
+    /// their version.
     pub(crate) fn tree(
         &mut self,
         tree: &str,
         operations: &BTreeMap<OperationId, Box<Operation>>,
-    ) -> TreeInputs {
+    ) -> (TreeInputs, InputsVersion) {
         self.refresh(operations);
         #[cfg(debug_assertions)]
         {
@@ -144,7 +167,10 @@ impl ShareInputs {
                 "fair-share inputs kept as operations change differ from a scan"
             );
         }
-        self.by_tree.get(tree).cloned().unwrap_or_default()
+        (
+            self.by_tree.get(tree).cloned().unwrap_or_default(),
+            self.versions.get(tree).copied().unwrap_or(0),
+        )
     }
 
     fn refresh(&mut self, operations: &BTreeMap<OperationId, Box<Operation>>) {
@@ -152,34 +178,80 @@ impl ShareInputs {
             self.by_tree.clear();
             self.dirty.clear();
             for op in operations.values() {
-                self.insert(op);
+                for (tree, slot) in Self::slots(op) {
+                    let input = Arc::new(ShareInput::of(op, tree, slot));
+                    let inputs = self.by_tree.entry(tree.clone()).or_default();
+                    inputs.insert(op.id.clone(), input);
+                }
             }
             self.reads += operations.len() as u64;
+            // Every tree as new: nothing computed before this rebuild is reused.
+            let trees: Vec<TreeName> = self.by_tree.keys().cloned().collect();
+            self.versions.clear();
+            for tree in trees {
+                self.bump(tree);
+            }
             return;
         }
         for id in std::mem::take(&mut self.dirty) {
-            // Its trees may have changed with it: it leaves every tree, and comes back
-            // into those it runs in now.
-            for inputs in self.by_tree.values_mut() {
-                inputs.remove(&id);
-            }
-            if let Some(op) = operations.get(&id) {
-                self.insert(op);
-            }
+            self.reread(&id, operations.get(&id).map(|op| &**op));
             self.reads += 1;
         }
         self.by_tree.retain(|_, inputs| !inputs.is_empty());
     }
 
-    fn insert(&mut self, op: &Operation) {
-        if op.state != OperationState::Running {
-            return;
+    /// Operation `id` read again (`None`: it is gone). Its trees may have changed with
+    /// it: it leaves the trees it no longer runs in and comes into those it runs in now;
+    /// a tree's version moves only where its input is not what it was.
+    fn reread(&mut self, id: &OperationId, op: Option<&Operation>) {
+        let mut now: Vec<(TreeName, ShareInput)> = op
+            .map(|op| {
+                Self::slots(op)
+                    .map(|(tree, slot)| (tree.clone(), ShareInput::of(op, tree, slot)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut changed = vec![];
+        for (tree, inputs) in &mut self.by_tree {
+            let fresh = now
+                .iter()
+                .position(|(t, _)| t == tree)
+                .map(|k| now.swap_remove(k).1);
+            match (inputs.get(id), fresh) {
+                (Some(old), Some(new)) if **old == new => {}
+                (None, None) => {}
+                (_, Some(new)) => {
+                    inputs.insert(id.clone(), Arc::new(new));
+                    changed.push(tree.clone());
+                }
+                (Some(_), None) => {
+                    inputs.remove(id);
+                    changed.push(tree.clone());
+                }
+            }
         }
-        for (tree, slot) in &op.trees {
-            self.by_tree
-                .entry(tree.clone())
-                .or_default()
-                .insert(op.id.clone(), Arc::new(ShareInput::of(op, tree, slot)));
+        // Trees it comes into that had no input yet.
+        for (tree, new) in now {
+            let inputs = self.by_tree.entry(tree.clone()).or_default();
+            inputs.insert(id.clone(), Arc::new(new));
+            changed.push(tree);
         }
+        for tree in changed {
+            self.bump(tree);
+        }
+    }
+
+    fn bump(&mut self, tree: TreeName) {
+        self.versions.insert(tree, self.next_version);
+        self.next_version += 1;
+    }
+
+    /// The trees a running operation takes part in (none for one not running).
+    fn slots(op: &Operation) -> impl Iterator<Item = (&TreeName, &TreeSlot)> {
+        let running = op.state == OperationState::Running;
+        op.trees
+            .iter()
+            .filter(move |_| running)
+            .map(|(tree, slot)| (tree, slot))
     }
 }

@@ -8,7 +8,7 @@ use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
 use crate::trees::live_usage::{build_live, LiveTree};
-use crate::trees::share_inputs::TreeInputs;
+use crate::trees::share_inputs::{InputsVersion, TreeInputs};
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
 use crate::trees::tree_state::TreeStates;
@@ -37,6 +37,34 @@ pub struct ShareUpdate {
     previous_starvation: Arc<TreeStarvation>,
     config_revision: u64,
     now: UnixMillis,
+    /// What this update is computed from, where that is all it depends on.
+    key: Option<UpdateKey>,
+    /// The previous snapshot's shares and limit check, when its key is this update's.
+    reuse: Option<(Arc<fair_share::TreeShares>, bool)>,
+}
+
+/// What a tree's fair share is a function of when nothing in it moves with time (no
+/// pool accrues integral volume): an update whose key is its snapshot's would give the
+/// same shares, number for number, so it takes them over rather than computing them
+/// again. A cluster at rest (jobs running, nothing submitted or finishing) then costs
+/// its heartbeats' work, not a full update of every operation each period. Starvation
+/// still moves on with the clock: it is worked out every update.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct UpdateKey {
+    inputs: InputsVersion,
+    config_revision: u64,
+    total: ResourceVector,
+    filter_resources: HashMap<TreePoolName, ResourceVector>,
+}
+
+/// Whether some pool of `tree` has an integral guarantee: its volume, and so the
+/// tree's shares, move with time.
+fn moves_with_time(tree: &PoolTree) -> bool {
+    tree.pools.values().any(|p| {
+        p.config.integral_guarantees.as_ref().is_some_and(|ig| {
+            ig.guarantee_type != ytsched_common::pool_config::IntegralGuaranteeType::None
+        })
+    })
 }
 
 /// What a tree held before an update replaced it: 100,000 operations' shares take
@@ -51,7 +79,9 @@ pub struct Superseded {
 /// A computed update, for `SchedulerCore::apply_share_update`.
 pub struct ComputedShares {
     pub(crate) tree_name: TreeName,
-    pub(crate) shares: fair_share::TreeShares,
+    pub(crate) shares: Arc<fair_share::TreeShares>,
+    /// What the shares were computed from (see `UpdateKey`).
+    pub(crate) key: Option<UpdateKey>,
     pub(crate) starvation: TreeStarvation,
     pub(crate) starving_order: Vec<(OperationId, StarvationStatus)>,
     /// Live arrays as of the inputs (`live_usage.rs`); the core re-reads only the
@@ -74,9 +104,18 @@ impl ShareUpdate {
     /// The update itself, with the starvation statuses and preemption order that follow
     /// from it: pure, and safe to run on any thread (the core only swaps them in).
     pub fn compute(self) -> ComputedShares {
-        let inputs: Vec<OperationInput> = self.inputs.iter().map(|(id, s)| s.input(id)).collect();
-        let mut shares = fair_share::compute_in(&self.tree, self.total, &inputs, &self.ctx);
-        shares.tree = self.tree_name.to_string();
+        let reused = self.reuse.is_some();
+        let (shares, over_limit) = match self.reuse {
+            Some(r) => r,
+            None => {
+                let inputs: Vec<OperationInput> =
+                    self.inputs.iter().map(|(id, s)| s.input(id)).collect();
+                let mut shares = fair_share::compute_in(&self.tree, self.total, &inputs, &self.ctx);
+                shares.tree = self.tree_name.to_string();
+                let over_limit = exceeds_limits(&self.tree, &shares, &inputs);
+                (Arc::new(shares), over_limit)
+            }
+        };
         let overrides =
             |id: &OperationId| self.inputs.get(id).map_or((None, None), |s| s.starvation());
         let starvation = starvation::update(
@@ -86,7 +125,7 @@ impl ShareUpdate {
             &self.previous_starvation,
             self.now,
         );
-        let starving_order = starvation::starving_order(&starvation, &shares, &inputs);
+        let starving_order = starvation::starving_order(&starvation, &shares, &self.inputs);
         // What the core used to work out under its lock, O(operations) each: here
         // from the inputs, off the lock.
         let live = build_live(&shares, |id| {
@@ -96,20 +135,24 @@ impl ShareUpdate {
                     (s.usage, s.smallest_waiting)
                 })
         });
-        let over_limit = exceeds_limits(&self.tree, &shares, &inputs);
-        let arrived = shares
-            .operation_index
-            .keys()
-            .filter(|id| {
-                self.previous
-                    .as_ref()
-                    .is_none_or(|b| !b.operation_index.contains_key(*id))
-            })
-            .cloned()
-            .collect();
+        // Reused shares are the previous snapshot's: no operation is new to them.
+        let arrived = match (&self.previous, reused) {
+            (Some(_), true) => vec![],
+            (previous, _) => shares
+                .operation_index
+                .keys()
+                .filter(|id| {
+                    previous
+                        .as_ref()
+                        .is_none_or(|b| !b.operation_index.contains_key(*id))
+                })
+                .cloned()
+                .collect(),
+        };
         ComputedShares {
             tree_name: self.tree_name,
             shares,
+            key: self.key,
             starvation,
             starving_order,
             live,
@@ -154,8 +197,20 @@ impl SharePrep<'_> {
         let (name, tree) = self.cluster.trees.get_key_value(tree_name)?;
         let (name, tree) = (name.clone(), tree.clone());
         let total = self.trees.resources(tree_name);
-        let inputs = self.operations.share_inputs(tree_name);
+        let (inputs, version) = self.operations.share_inputs(tree_name);
+        let filter_resources = self.pool_filter_resources(tree_name);
+        let key = (!moves_with_time(&tree)).then(|| UpdateKey {
+            inputs: version,
+            config_revision: self.config_revision,
+            total,
+            filter_resources: filter_resources.clone(),
+        });
         let state = self.trees.get(tree_name)?;
+        let reuse = state
+            .snapshot
+            .as_ref()
+            .filter(|s| key.is_some() && s.computed_from == key)
+            .map(|s| (s.shares.clone(), s.over_limit));
         let previous_starvation = state.starvation.clone();
         let previous = state.shares();
         // Volumes move inside the update by the time since the previous one, paying for
@@ -178,7 +233,7 @@ impl SharePrep<'_> {
             since_previous_s: state
                 .last_update()
                 .map(|last| now.saturating_sub(last) as f64 / 1000.0),
-            filter_resources: self.pool_filter_resources(tree_name),
+            filter_resources,
         };
         let previous = previous.cloned();
         let state = self.trees.get_mut(tree_name)?;
@@ -195,6 +250,8 @@ impl SharePrep<'_> {
             previous_starvation,
             config_revision: self.config_revision,
             now,
+            key,
+            reuse,
         })
     }
 

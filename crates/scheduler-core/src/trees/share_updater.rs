@@ -115,6 +115,7 @@ impl ShareUpdater<'_> {
         let ComputedShares {
             tree_name,
             shares,
+            key,
             starvation,
             starving_order,
             live,
@@ -170,10 +171,11 @@ impl ShareUpdater<'_> {
                     Arc::new(starvation),
                 )),
                 _snapshot: state.snapshot.replace(TreeSnapshot {
-                    shares: Arc::new(shares),
+                    shares,
                     taken_at: now,
                     starving_order: Arc::new(starving_order),
                     over_limit,
+                    computed_from: key,
                 }),
             };
         }

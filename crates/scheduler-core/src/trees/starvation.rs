@@ -3,7 +3,7 @@
 //! its starvation timeout is `starving` (then `aggressively_starving`, where allowed).
 //! Preemption reads these; the orchid shows them.
 
-use crate::trees::fair_share::{Element, ElementKind, OperationInput, TreeShares};
+use crate::trees::fair_share::{Element, ElementKind, TreeShares};
 use serde::Serialize;
 use std::collections::HashMap;
 use ytsched_common::names::TreePoolName;
@@ -219,23 +219,23 @@ pub fn update(
 pub fn starving_order(
     statuses: &TreeStarvation,
     shares: &TreeShares,
-    operations: &[OperationInput],
+    operations: &crate::trees::share_inputs::TreeInputs,
 ) -> Vec<(OperationId, StarvationStatus)> {
     let mut out: Vec<(StarvationStatus, f64, u64, OperationId)> = operations
         .iter()
-        .filter(|o| o.pending_job_count > 0)
-        .filter_map(|o| {
-            let s = statuses.get(&ElementKey::Operation(o.id.clone()))?;
+        .filter(|(_, o)| o.pending_job_count() > 0)
+        .filter_map(|(id, o)| {
+            let s = statuses.get(&ElementKey::Operation(id.clone()))?;
             if s.starvation == StarvationStatus::NonStarving {
                 return None;
             }
-            let e = &shares.elements[*shares.operation_index.get(&o.id)?];
+            let e = &shares.elements[*shares.operation_index.get(id)?];
             let sat = crate::trees::pool_lines::satisfaction(
                 &o.usage.share_of(&shares.total),
                 &e.fair_share.total,
                 &e.demand_share,
             );
-            Some((s.starvation, sat, o.seq, o.id.clone()))
+            Some((s.starvation, sat, o.seq(), id.clone()))
         })
         .collect();
     out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));

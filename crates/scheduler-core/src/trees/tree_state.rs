@@ -37,6 +37,8 @@ pub(crate) struct TreeSnapshot {
     /// Some pool or operation used more than its `resource_limits` at the update (a
     /// limit was lowered): only such trees' heartbeats look for jobs to take back.
     pub over_limit: bool,
+    /// What the shares were computed from, where that is all they depend on.
+    pub computed_from: Option<crate::trees::share_update::UpdateKey>,
 }
 
 #[derive(Clone, Debug, Default)]

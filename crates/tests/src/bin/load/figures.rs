@@ -75,6 +75,12 @@ pub(crate) struct Summary {
     pub(crate) scheduler_rss_mib: Option<f64>,
     pub(crate) scheduler_rss_peak_mib: Option<f64>,
     pub(crate) scheduler_cpu_pct: Option<f64>,
+    /// The scheduler's own CPU time (user + system) over the run: unlike rates and
+    /// latencies, it does not depend on what else shares the machine's cores.
+    pub(crate) scheduler_cpu_s: Option<f64>,
+    /// That CPU time per heartbeat answered, and per job placed, in microseconds.
+    pub(crate) scheduler_cpu_us_per_heartbeat: Option<f64>,
+    pub(crate) scheduler_cpu_us_per_placed_job: Option<f64>,
     pub(crate) load_tool_cpu_pct: Option<f64>,
     /// With --list-pages: operations the archive lists (its list stream's messages).
     pub(crate) archived_operations: Option<u64>,

@@ -171,6 +171,11 @@ pub(crate) async fn summarize(
     let cpu_pct = |a: Option<(u64, u64, u64)>, b: Option<(u64, u64, u64)>| {
         Some((b?.0 - a?.0) as f64 / hz / elapsed * 100.0)
     };
+    let cpu_s = match (first_sched, sched) {
+        (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0) as f64 / hz),
+        _ => None,
+    };
+    let per = |n: u64| cpu_s.filter(|_| n > 0).map(|s| s * 1e6 / n as f64);
     Summary {
         nodes: args.nodes,
         ops: args.ops,
@@ -197,6 +202,9 @@ pub(crate) async fn summarize(
         scheduler_rss_mib: sched.map(|s| s.1 as f64 / 1024.0),
         scheduler_rss_peak_mib: sched.map(|s| s.2 as f64 / 1024.0),
         scheduler_cpu_pct: cpu_pct(first_sched, sched),
+        scheduler_cpu_s: cpu_s,
+        scheduler_cpu_us_per_heartbeat: per(heartbeats),
+        scheduler_cpu_us_per_placed_job: per(placed),
         load_tool_cpu_pct: cpu_pct(first_me, mine),
         archived_operations: list.archived,
         list_page_p50_ms: list.p50_ms,

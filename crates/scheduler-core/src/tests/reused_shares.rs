@@ -1,0 +1,125 @@
+//! An update of a tree at rest takes over its snapshot's shares (`share_update.rs`,
+//! `UpdateKey`): every input it could read is as it was, so computing again would give
+//! the same numbers. Each thing an update reads, changed, makes it compute again.
+
+use crate::harness::{spec, Harness};
+use crate::trees::fair_share::TreeShares;
+use serde_json::json;
+use std::sync::Arc;
+use ytsched_common::states::AbortReason;
+
+fn shares(h: &mut Harness) -> Arc<TreeShares> {
+    h.run(|c| c.trees.shares("default"))
+        .expect("the tree has shares")
+}
+
+/// Recomputes the tree now and returns its shares, with whether they are the ones it
+/// had (taken over, not computed).
+fn update(h: &mut Harness) -> (Arc<TreeShares>, bool) {
+    let before = shares(h);
+    let now = h.now;
+    h.run(|c| c.update_all_shares(now));
+    let after = shares(h);
+    let reused = Arc::ptr_eq(&before, &after);
+    (after, reused)
+}
+
+#[test]
+fn a_tree_at_rest_takes_over_its_shares_until_something_it_reads_changes() {
+    let mut h = Harness::new();
+    h.node("n1", 4.0, &[]);
+    let first = h.submit("u", spec(8, 1.0));
+    h.advance(1).heartbeat("n1");
+    assert_eq!(h.running_of(&first), 4);
+    update(&mut h);
+    // At rest: the jobs run, the node reports them, time passes.
+    for _ in 0..3 {
+        h.advance(1_000).heartbeat("n1");
+        let (_, reused) = update(&mut h);
+        assert!(reused, "nothing an update reads has changed");
+    }
+    // An operation arrives: the inputs changed.
+    let second = h.submit("v", spec(2, 1.0));
+    let (after, reused) = update(&mut h);
+    assert!(!reused);
+    assert!(after.operation_index.contains_key(&second));
+    assert!(update(&mut h).1, "at rest again");
+    // A job finishes: its operation's usage and demand changed.
+    let job = h.running_on("n1")[0].job_id.clone();
+    h.advance(1_000)
+        .finish_job("n1", &job, ytsched_common::states::JobState::Completed);
+    h.heartbeat("n1");
+    assert!(!update(&mut h).1, "a job finished");
+    assert!(update(&mut h).1);
+    // A node joins: the tree's total changed.
+    h.add_node("n2", 4.0, &[]);
+    h.advance(1).heartbeat("n2");
+    assert!(!update(&mut h).1, "the tree grew");
+    // The configuration changed.
+    h.pool("research", None, json!({"weight": 2.0}));
+    let (after, reused) = update(&mut h);
+    assert!(!reused, "a pool was created");
+    assert!(after.pool_index.keys().any(|p| p.as_str() == "research"));
+}
+
+/// A burst or relaxed pool's volume moves with the clock, and its tree's shares with it:
+/// such a tree computes every update.
+#[test]
+fn a_tree_with_an_integral_guarantee_computes_every_update() {
+    let mut h = Harness::new();
+    h.node("n1", 4.0, &[]);
+    h.pool(
+        "bursty",
+        None,
+        json!({"integral_guarantees": {"guarantee_type": "relaxed", "resource_flow": {"cpu": 1}}}),
+    );
+    let mut s = spec(8, 1.0);
+    s.pool = Some(ytsched_common::names::PoolName::parse("bursty").unwrap());
+    h.submit("u", s);
+    h.advance(1).heartbeat("n1");
+    update(&mut h);
+    for _ in 0..3 {
+        h.advance(1_000).heartbeat("n1");
+        assert!(!update(&mut h).1, "the pool's volume moved on");
+    }
+}
+
+/// Starvation moves on with the clock while the shares are taken over: an operation kept
+/// below its fair share starves after the tree's timeout and preempts, at rest.
+#[test]
+fn starvation_moves_on_while_shares_are_taken_over() {
+    let mut h = Harness::new();
+    for (attr, value) in [
+        ("fair_share_starvation_timeout", json!("1s")),
+        ("preemptive_scheduling_backoff", json!("0s")),
+    ] {
+        h.run(|c| c.admin_set(&format!("//sys/pool_trees/default/@config/{attr}"), value))
+            .unwrap();
+    }
+    h.node("n1", 4.0, &[]);
+    let victim = h.submit("u", spec(4, 1.0));
+    h.advance(1).heartbeat("n1");
+    assert_eq!(h.running_of(&victim), 4);
+    let starving = h.submit("v", spec(4, 1.0));
+    update(&mut h);
+    let (mut reused_once, mut preempted) = (false, false);
+    for _ in 0..10 {
+        h.advance(300);
+        let now = h.now;
+        h.run(|c| c.tick(now));
+        reused_once |= update(&mut h).1;
+        h.heartbeat("n1");
+        preempted |= h.last_effects().events.iter().any(|e| {
+            matches!(e, crate::CoreEvent::JobAborted {
+                reason: AbortReason::Preempted,
+                preempted_by: Some(by),
+                ..
+            } if by == &starving)
+        });
+        if preempted {
+            break;
+        }
+    }
+    assert!(reused_once, "the shares were taken over while it waited");
+    assert!(preempted, "the starving operation preempts");
+}
