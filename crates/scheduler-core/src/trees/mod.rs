@@ -16,4 +16,5 @@ pub(crate) mod share_update;
 pub(crate) mod share_updater;
 pub mod starvation;
 pub(crate) mod tree_state;
+pub(crate) mod update_key;
 pub(crate) mod victims;

@@ -8,10 +8,11 @@ use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, UpdateContext};
 use crate::trees::limits_enforcement::exceeds_limits;
 use crate::trees::live_usage::{build_live, LiveTree};
-use crate::trees::share_inputs::{InputsVersion, TreeInputs};
+use crate::trees::share_inputs::TreeInputs;
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
 use crate::trees::tree_state::TreeStates;
+use crate::trees::update_key::{moves_with_time, UpdateKey};
 use crate::{ClusterConfig, Node};
 use crate::{PoolTree, SchedulerCore};
 use std::collections::BTreeMap;
@@ -41,30 +42,6 @@ pub struct ShareUpdate {
     key: Option<UpdateKey>,
     /// The previous snapshot's shares and limit check, when its key is this update's.
     reuse: Option<(Arc<fair_share::TreeShares>, bool)>,
-}
-
-/// What a tree's fair share is a function of when nothing in it moves with time (no
-/// pool accrues integral volume): an update whose key is its snapshot's would give the
-/// same shares, number for number, so it takes them over rather than computing them
-/// again. A cluster at rest (jobs running, nothing submitted or finishing) then costs
-/// its heartbeats' work, not a full update of every operation each period. Starvation
-/// still moves on with the clock: it is worked out every update.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct UpdateKey {
-    inputs: InputsVersion,
-    config_revision: u64,
-    total: ResourceVector,
-    filter_resources: HashMap<TreePoolName, ResourceVector>,
-}
-
-/// Whether some pool of `tree` has an integral guarantee: its volume, and so the
-/// tree's shares, move with time.
-fn moves_with_time(tree: &PoolTree) -> bool {
-    tree.pools.values().any(|p| {
-        p.config.integral_guarantees.as_ref().is_some_and(|ig| {
-            ig.guarantee_type != ytsched_common::pool_config::IntegralGuaranteeType::None
-        })
-    })
 }
 
 /// What a tree held before an update replaced it: 100,000 operations' shares take

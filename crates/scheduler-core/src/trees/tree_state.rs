@@ -38,7 +38,7 @@ pub(crate) struct TreeSnapshot {
     /// limit was lowered): only such trees' heartbeats look for jobs to take back.
     pub over_limit: bool,
     /// What the shares were computed from, where that is all they depend on.
-    pub computed_from: Option<crate::trees::share_update::UpdateKey>,
+    pub computed_from: Option<crate::trees::update_key::UpdateKey>,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -171,11 +171,7 @@ pub(crate) async fn summarize(
     let cpu_pct = |a: Option<(u64, u64, u64)>, b: Option<(u64, u64, u64)>| {
         Some((b?.0 - a?.0) as f64 / hz / elapsed * 100.0)
     };
-    let cpu_s = match (first_sched, sched) {
-        (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0) as f64 / hz),
-        _ => None,
-    };
-    let per = |n: u64| cpu_s.filter(|_| n > 0).map(|s| s * 1e6 / n as f64);
+    let (cpu_s, per) = cpu_figures(first_sched, sched, hz);
     Summary {
         nodes: args.nodes,
         ops: args.ops,
@@ -220,6 +216,22 @@ pub(crate) async fn summarize(
             .map(|w| w.1 as f64 / args.ops as f64),
         audit,
     }
+}
+
+/// The scheduler's CPU seconds between two /proc readings, and a function giving them
+/// in microseconds per unit of work.
+fn cpu_figures(
+    first: Option<(u64, u64, u64)>,
+    last: Option<(u64, u64, u64)>,
+    hz: f64,
+) -> (Option<f64>, impl Fn(u64) -> Option<f64>) {
+    let cpu_s = match (first, last) {
+        (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0) as f64 / hz),
+        _ => None,
+    };
+    (cpu_s, move |n: u64| {
+        cpu_s.filter(|_| n > 0).map(|s| s * 1e6 / n as f64)
+    })
 }
 
 /// `--idle-http N`: N idle web connections held through the run, with reads timed.
