@@ -201,7 +201,7 @@ fn check_invariants(s: &TreeShares) -> Result<(), TestCaseError> {
     for (i, e) in s.elements.iter().enumerate() {
         let fs = e.fair_share.total;
         let children: ResourceVector = e
-            .children
+            .children()
             .iter()
             .map(|&c| s.elements[c].fair_share.total)
             .sum();
@@ -262,7 +262,7 @@ proptest! {
                 continue;
             }
             // Explicit and implicit components (SPEC 5.1), as the update settled them.
-            let configured = e.strong_guarantee_share;
+            let configured = e.pool.as_ref().expect("a pool").strong_guarantee_share;
             // A pool moves along its path until the first resource reaches its bound
             // (SPEC 5.1), so a guarantee is a promise about the path: when the whole
             // path (its limited demand) fits inside the guarantee, all of it is given.

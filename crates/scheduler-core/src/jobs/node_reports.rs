@@ -166,9 +166,9 @@ impl JobLife<'_> {
         running_jobs: &[RunningJob],
     ) {
         let (node_id, now) = (&ctx.node.clone(), ctx.now);
-        let mut reported = HashSet::with_capacity(running_jobs.len());
+        let mut reported: HashSet<&JobId> = HashSet::with_capacity(running_jobs.len());
         for running in running_jobs {
-            reported.insert(running.job_id.clone());
+            reported.insert(&running.job_id);
             if self.jobs.owner(&running.job_id).is_none()
                 && self.adopt_attempt(
                     node_id,
@@ -260,7 +260,7 @@ impl JobLife<'_> {
     pub(crate) fn resend_or_lose(
         &mut self,
         ctx: &HeartbeatContext,
-        reported: &HashSet<JobId>,
+        reported: &HashSet<&JobId>,
     ) -> Vec<JobStartSpec> {
         let (node_id, now) = (&ctx.node, ctx.now);
         let mut resent = Vec::new();

@@ -52,7 +52,7 @@ fn bound_by(shares: &TreeShares, idx: usize) -> String {
     let shared = shares.path(idx).into_iter().find(|&i| {
         shares.elements[i]
             .parent
-            .is_some_and(|p| shares.elements[p].children.len() > 1)
+            .is_some_and(|p| shares.elements[p].children().len() > 1)
     });
     match shared {
         Some(i) => {
@@ -66,7 +66,7 @@ fn bound_by(shares: &TreeShares, idx: usize) -> String {
             format!(
                 "sharing: {who} has weight {} among {} children of '{}'",
                 x.weight,
-                parent.children.len(),
+                parent.children().len(),
                 parent.name()
             )
         }

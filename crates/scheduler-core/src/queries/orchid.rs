@@ -232,7 +232,7 @@ impl TreeFacts {
         let (tree, shares) = (&self.tree, &*self.shares);
         let mut m = common_fields(e, shares);
         let sat = e
-            .children
+            .children()
             .iter()
             .map(|&c| element_satisfaction(&shares.elements[c]))
             .fold(f64::INFINITY, f64::min);
@@ -272,21 +272,24 @@ impl TreeFacts {
             "max_running_operation_count".into(),
             json!(tree.max_running_operation_count(name)),
         );
-        m.insert(
-            "strong_guarantee_share".into(),
-            share_vector(&e.strong_guarantee_share),
-        );
-        m.insert(
-            "effective_strong_guarantee_resources".into(),
-            resource_vector(&e.effective_strong_guarantee),
-        );
-        m.insert("total_burst_ratio".into(), json!(e.total_burst_ratio));
-        m.insert(
-            "total_resource_flow_ratio".into(),
-            json!(e.total_resource_flow_ratio),
-        );
-        if let Some(ig) = &e.integral {
-            insert_integral(&mut m, tree, ig, shares);
+        // (A pool's element always has them.)
+        if let Some(own) = e.pool.as_deref() {
+            m.insert(
+                "strong_guarantee_share".into(),
+                share_vector(&own.strong_guarantee_share),
+            );
+            m.insert(
+                "effective_strong_guarantee_resources".into(),
+                resource_vector(&own.effective_strong_guarantee),
+            );
+            m.insert("total_burst_ratio".into(), json!(own.total_burst_ratio));
+            m.insert(
+                "total_resource_flow_ratio".into(),
+                json!(own.total_resource_flow_ratio),
+            );
+            if let Some(ig) = &own.integral {
+                insert_integral(&mut m, tree, ig, shares);
+            }
         }
         if let Some(p) = pool {
             if let Some(l) = &p.config.resource_limits {

@@ -61,31 +61,40 @@ impl IntegralView {
     }
 }
 
-/// One pool or operation after an update: every share the orchid shows.
+/// One pool or operation after an update: every share the orchid shows. A snapshot
+/// holds one per operation, so what only pools have is boxed apart (`PoolFigures`):
+/// an operation's element is the shares placement, preemption and starvation read.
 #[derive(Clone, Debug)]
 pub struct Element {
     pub kind: ElementKind,
     pub parent: Option<usize>,
-    pub children: Vec<usize>,
     pub weight: f64,
     pub demand_share: ResourceVector,
     pub usage_share: ResourceVector,
     pub limits_share: ResourceVector,
     /// The end of the element's path (SPEC 5.1): what it would take offered everything.
     pub limited_demand_share: ResourceVector,
+    pub fair_share: DetailedShare,
+    pub dominant_resource: Resource,
+    /// Position in a FIFO pool's order (operations in FIFO pools only).
+    pub fifo_index: Option<usize>,
+    /// A pool's own figures; `None` for an operation.
+    pub pool: Option<Box<PoolFigures>>,
+}
+
+/// What only a pool's element has.
+#[derive(Clone, Debug, Default)]
+pub struct PoolFigures {
+    pub children: Vec<usize>,
     /// After the overcommit factor and limits.
     pub strong_guarantee_share: ResourceVector,
     /// Explicit plus implicit guarantee, absolute, unscaled.
     pub effective_strong_guarantee: ResourceVector,
-    pub fair_share: DetailedShare,
     pub total_burst_ratio: f64,
     pub total_resource_flow_ratio: f64,
     pub integral: Option<IntegralView>,
-    /// A pool's own `scheduling_tag_filter`: its subtree runs only on matching nodes.
+    /// The pool's own `scheduling_tag_filter`: its subtree runs only on matching nodes.
     pub tag_filter: Option<TagFilter>,
-    pub dominant_resource: Resource,
-    /// Position in a FIFO pool's order (operations in FIFO pools only).
-    pub fifo_index: Option<usize>,
 }
 
 impl Element {
@@ -101,6 +110,21 @@ impl Element {
             ElementKind::Pool { name, .. } => Some(name),
             ElementKind::Operation { .. } => None,
         }
+    }
+
+    /// A pool's children (none for an operation).
+    pub fn children(&self) -> &[usize] {
+        self.pool.as_ref().map_or(&[], |p| &p.children)
+    }
+
+    /// A pool's `scheduling_tag_filter`, if it has one.
+    pub fn tag_filter(&self) -> Option<&TagFilter> {
+        self.pool.as_ref()?.tag_filter.as_ref()
+    }
+
+    /// A pool's integral guarantee figures, if it has an integral guarantee.
+    pub fn integral(&self) -> Option<&IntegralView> {
+        self.pool.as_ref()?.integral.as_ref()
     }
 }
 
@@ -135,7 +159,7 @@ impl TreeShares {
     pub fn admits(&self, idx: usize, tags: &std::collections::BTreeSet<String>) -> bool {
         let mut cur = Some(idx);
         while let Some(i) = cur {
-            if let Some(f) = &self.elements[i].tag_filter {
+            if let Some(f) = self.elements[i].tag_filter() {
                 if !f.matches(tags) {
                     return false;
                 }
@@ -441,24 +465,30 @@ impl<'a> Joiner<'a> {
             volume_ratio: fs::vector::min_ratio(&ig.volume, &input.total),
             last_share_ratio: ig.last_share_ratio,
         });
+        let e = &input.elements[i];
+        let pool = matches!(e.kind, fs::ElementKind::Pool { .. }).then(|| {
+            Box::new(PoolFigures {
+                children: std::mem::take(&mut self.children[i]),
+                strong_guarantee_share: r.strong_guarantee_share,
+                effective_strong_guarantee: r.effective_strong_guarantee_resources,
+                total_burst_ratio: r.total_burst_ratio,
+                total_resource_flow_ratio: r.total_resource_flow_ratio,
+                integral,
+                tag_filter: filter,
+            })
+        });
         self.out.push(Element {
             kind,
-            parent: input.elements[i].parent,
-            children: std::mem::take(&mut self.children[i]),
-            weight: input.elements[i].weight,
+            parent: e.parent,
+            weight: e.weight,
             demand_share: r.demand_share,
             usage_share: r.usage_share,
             limits_share: r.limits_share,
             limited_demand_share: r.limited_demand_share,
-            strong_guarantee_share: r.strong_guarantee_share,
-            effective_strong_guarantee: r.effective_strong_guarantee_resources,
             fair_share: r.fair_share,
-            total_burst_ratio: r.total_burst_ratio,
-            total_resource_flow_ratio: r.total_resource_flow_ratio,
-            integral,
-            tag_filter: filter,
             dominant_resource: r.dominant_resource,
             fifo_index: r.fifo_index,
+            pool,
         });
     }
 }
@@ -492,26 +522,21 @@ fn fifo_order(
 #[cfg(test)]
 pub(crate) fn element(kind: ElementKind, usage: f64, fair: f64, demand: f64) -> Element {
     let v = |x: f64| ResourceVector::new(x, x / 2.0, 0.0, x / 4.0);
+    let pool = matches!(kind, ElementKind::Pool { .. }).then(Box::<PoolFigures>::default);
     Element {
         kind,
         parent: None,
-        children: vec![],
         weight: 1.0,
         demand_share: v(demand),
         usage_share: v(usage),
         limits_share: v(1.0),
         limited_demand_share: v(demand.min(fair)),
-        strong_guarantee_share: ResourceVector::ZERO,
-        effective_strong_guarantee: ResourceVector::ZERO,
         fair_share: DetailedShare {
             total: v(fair),
             ..Default::default()
         },
-        total_burst_ratio: 0.0,
-        total_resource_flow_ratio: 0.0,
-        integral: None,
-        tag_filter: None,
         dominant_resource: Resource::Cpu,
         fifo_index: None,
+        pool,
     }
 }

@@ -164,6 +164,22 @@ impl Preemptor<'_> {
         let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
             return;
         };
+        // Almost every heartbeat has nothing to give back: only a node whose limits were
+        // lowered below what its jobs hold, or a tree over a lowered limit, has. Its jobs
+        // are listed and sorted only then.
+        let over_limit = self
+            .trees
+            .get(&tree_name)
+            .and_then(|t| t.snapshot.as_ref())
+            .is_some_and(|s| s.over_limit);
+        if !over_limit
+            && self
+                .jobs
+                .running_on(node_id, self.operations)
+                .fits_in(&node.resource_limits)
+        {
+            return;
+        }
         let jobs = jobs_newest_first(self.jobs, self.operations, node_id);
         job_life!(self).take_back_overcommit(node_id, &jobs, now, &mut taken);
         self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);

@@ -62,7 +62,7 @@ pub(crate) fn pick(
 ) -> Option<(usize, OperationId, usize)> {
     let e = &shares.elements[idx];
     // A pool's `scheduling_tag_filter` keeps its whole subtree off other nodes.
-    if e.tag_filter.as_ref().is_some_and(|f| !f.matches(tags)) {
+    if e.tag_filter().is_some_and(|f| !f.matches(tags)) {
         return None;
     }
     let room = element_room(operations, shares, &live.usage, idx, room);

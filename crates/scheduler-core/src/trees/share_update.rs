@@ -199,10 +199,7 @@ impl SharePrep<'_> {
                     p.elements
                         .iter()
                         .filter_map(|e| {
-                            Some((
-                                e.pool_name()?.clone(),
-                                e.integral.as_ref()?.last_share_ratio,
-                            ))
+                            Some((e.pool_name()?.clone(), e.integral()?.last_share_ratio))
                         })
                         .collect()
                 })

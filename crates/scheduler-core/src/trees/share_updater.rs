@@ -141,7 +141,7 @@ impl ShareUpdater<'_> {
                 .elements
                 .iter()
                 .filter_map(|e| {
-                    let ig = e.integral.as_ref().filter(|ig| ig.accrues())?;
+                    let ig = e.integral().filter(|ig| ig.accrues())?;
                     Some((e.pool_name()?.clone(), ig.volume_ratio))
                 })
                 .collect();
