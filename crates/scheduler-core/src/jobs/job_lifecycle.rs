@@ -112,7 +112,11 @@ impl Operation {
         if seq >= self.next_job_seq || self.attempt_state(seq) != JobState::Waiting {
             return None;
         }
-        let task = self.tasks.iter().position(|t| t.name == of.task_name)?;
+        let task = self
+            .spec
+            .tasks
+            .keys()
+            .position(|name| *name == of.task_name)?;
         let at = self.tasks[task]
             .waiting
             .iter()
@@ -142,8 +146,7 @@ impl Operation {
         tree: &TreeName,
         now: UnixMillis,
     ) -> JobId {
-        let t = &self.tasks[task];
-        let resources = t.spec.job_resources();
+        let resources = self.task_spec(task).job_resources();
         let id = self.attempt_id(seq);
         self.reserve_through(seq);
         self.next_job_seq = self.next_job_seq.max(seq + 1);
@@ -179,23 +182,23 @@ impl Operation {
     /// reply that carried the start went unread.
     pub fn start_spec(&self, id: &JobId) -> Option<JobStartSpec> {
         let job = self.jobs.get(id)?;
-        let t = &self.tasks[job.task];
+        let (name, t) = self.spec.tasks.get_indexed(job.task)?;
         Some(JobStartSpec {
             job_id: id.clone(),
             operation_id: self.id.clone(),
-            task_name: t.name.clone(),
+            task_name: name.clone(),
             job_index: job.index,
-            job_count: t.spec.job_count,
-            command: t.spec.command.clone(),
-            environment: t.spec.environment.clone(),
-            stdin: t.spec.stdin.clone(),
+            job_count: t.job_count,
+            command: t.command.clone(),
+            environment: t.environment.clone(),
+            stdin: t.stdin.clone(),
             resources: job.resources,
-            disk_space: t.spec.disk_request.map(|d| d.disk_space.0),
-            interruption_signal: t.spec.interruption_signal,
+            disk_space: t.disk_request.map(|d| d.disk_space.0),
+            interruption_signal: t.interruption_signal,
             // Stamped for its node as the reply is made (`stamp_starts`).
             start_token: None,
-            files: t.spec.file_paths.clone(),
-            layers: t.spec.layer_paths.clone(),
+            files: t.file_paths.clone(),
+            layers: t.layer_paths.clone(),
         })
     }
 
@@ -276,7 +279,8 @@ impl Operation {
         }
         self.changed_jobs.push(result.job_id.clone());
         let task = job.task;
-        let restart_code = self.tasks[task].spec.restart_exit_code;
+        let restart_code =
+            (self.spec.tasks.get_indexed(task)).and_then(|(_, t)| t.restart_exit_code);
         // A gracefully preempted job its node stopped (it checkpointed and exited, or was
         // killed at its timeout) was preempted: it runs again, no failure (one that
         // completed or failed on its own before its node got the word counts as such).
@@ -302,7 +306,8 @@ impl Operation {
             return ResultEffect::Ignored;
         };
         let task = job.task;
-        let restart_code = self.tasks[task].spec.restart_exit_code;
+        let restart_code =
+            (self.spec.tasks.get_indexed(task)).and_then(|(_, t)| t.restart_exit_code);
         job.state = JobState::Aborted;
         set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
         job.abort_reason = Some(reason);
@@ -316,7 +321,7 @@ impl Operation {
                     restart_code.unwrap_or_default(),
                     self.requested_restarts,
                     result.job_id,
-                    self.tasks[task].name,
+                    self.task_name(task),
                 ));
             }
             // Back to waiting after a back-off (`restart_backoff_ms`), behind the
@@ -366,7 +371,7 @@ impl Operation {
                         self.failed_job_count,
                         self.spec.max_failed_job_count,
                         result.job_id,
-                        self.tasks[task].name,
+                        self.task_name(task),
                         result.error.as_deref().unwrap_or("unknown error"),
                     ));
                 }

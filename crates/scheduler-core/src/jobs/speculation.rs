@@ -41,7 +41,7 @@ impl JobLife<'_> {
                 continue;
             }
             for job in op.jobs.values() {
-                let Some(timeout) = op.tasks[job.task].spec.job_speculation_timeout else {
+                let Some(timeout) = op.task_spec(job.task).job_speculation_timeout else {
                     continue;
                 };
                 if job.state == JobState::Running

@@ -16,10 +16,11 @@ impl Operation {
     pub(crate) fn gang_jobs(&self) -> Vec<(usize, ytsched_common::resources::ResourceVector)> {
         let op = self;
         let mut jobs: Vec<(usize, ytsched_common::resources::ResourceVector)> = op
-            .tasks
-            .iter()
+            .with_specs()
             .enumerate()
-            .flat_map(|(i, t)| std::iter::repeat_n((i, t.spec.job_resources()), t.waiting.len()))
+            .flat_map(|(i, (t, spec))| {
+                std::iter::repeat_n((i, spec.job_resources()), t.waiting.len())
+            })
             .collect();
         jobs.sort_by(|a, b| {
             let key = |r: &ytsched_common::resources::ResourceVector| (r.cpu, r.memory, r.gpu);

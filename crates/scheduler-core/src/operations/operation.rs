@@ -39,10 +39,10 @@ pub const MAX_HISTORY_ENTRIES: usize = 64;
 /// Bytes of one history entry kept (a longer one is cut, saying how long it was).
 pub const MAX_HISTORY_EVENT_BYTES: usize = 1024;
 
+/// One task's progress. Its name and spec are the operation's spec's
+/// (`Operation::task_spec`): a copy in each task was about 250 bytes of every operation.
 #[derive(Clone, Debug)]
 pub struct Task {
-    pub name: String,
-    pub spec: TaskSpec,
     /// Job indices not yet running, in the order they will start.
     pub waiting: VecDeque<u32>,
     pub completed: u32,
@@ -237,7 +237,7 @@ pub enum ResultEffect {
 
 impl Operation {
     pub(crate) fn task_names(&self) -> Vec<String> {
-        self.tasks.iter().map(|t| t.name.clone()).collect()
+        self.spec.tasks.keys().cloned().collect()
     }
 
     /// A new operation, running in the trees and pools of `placement`.
@@ -251,10 +251,8 @@ impl Operation {
     ) -> Self {
         let tasks = spec
             .tasks
-            .iter()
-            .map(|(name, t)| Task {
-                name: name.clone(),
-                spec: t.clone(),
+            .values()
+            .map(|t| Task {
                 waiting: (0..t.job_count).collect(),
                 completed: 0,
             })
@@ -332,14 +330,13 @@ impl Operation {
             }
         }
         let finished = self.state.is_finished();
-        for (i, task) in self.tasks.iter_mut().enumerate() {
+        let counts = self.spec.tasks.values().map(|t| t.job_count);
+        for ((i, task), count) in self.tasks.iter_mut().enumerate().zip(counts) {
             task.completed = done[i].len() as u32;
             task.waiting = if finished {
                 VecDeque::new()
             } else {
-                (0..task.spec.job_count)
-                    .filter(|x| !taken[i].contains(x))
-                    .collect()
+                (0..count).filter(|x| !taken[i].contains(x)).collect()
             };
         }
     }
@@ -347,13 +344,15 @@ impl Operation {
     /// Whether a task of it has `job_speculation_timeout` (SPEC 5.8): only such
     /// operations are looked at by the speculative stage.
     pub fn uses_speculation(&self) -> bool {
-        self.tasks
-            .iter()
-            .any(|t| t.spec.job_speculation_timeout.is_some())
+        self.spec
+            .tasks
+            .values()
+            .any(|t| t.job_speculation_timeout.is_some())
     }
 
     pub fn all_jobs_completed(&self) -> bool {
-        self.tasks.iter().all(|t| t.completed == t.spec.job_count)
+        self.with_specs()
+            .all(|(t, spec)| t.completed == spec.job_count)
     }
 
     /// A pending operation got its running slot.
@@ -482,9 +481,8 @@ impl Operation {
         }
         usage
             + self
-                .tasks
-                .iter()
-                .map(|t| t.spec.job_resources().scale(t.waiting.len() as f64))
+                .with_specs()
+                .map(|(t, spec)| spec.job_resources().scale(t.waiting.len() as f64))
                 .sum()
     }
 
@@ -515,10 +513,9 @@ impl Operation {
         if self.suspended || self.spec.is_gang {
             return None;
         }
-        self.tasks
-            .iter()
-            .filter(|t| !t.waiting.is_empty())
-            .map(|t| t.spec.job_resources())
+        self.with_specs()
+            .filter(|(t, _)| !t.waiting.is_empty())
+            .map(|(_, spec)| spec.job_resources())
             .reduce(|a, b| a.component_min(&b))
     }
 
@@ -527,9 +524,31 @@ impl Operation {
         if self.suspended || self.spec.is_gang {
             return None;
         }
-        self.tasks
-            .iter()
-            .position(|t| !t.waiting.is_empty() && t.spec.job_resources().fits_in(free))
+        self.with_specs()
+            .position(|(t, spec)| !t.waiting.is_empty() && spec.job_resources().fits_in(free))
+    }
+
+    /// Task `i`'s spec, held once, in the operation's spec. (Tasks are made from the
+    /// spec's and a spec's tasks never change, so every task index has one.)
+    pub fn task_spec(&self, i: usize) -> &TaskSpec {
+        self.spec
+            .tasks
+            .get_indexed(i)
+            .map(|(_, t)| t)
+            .expect("a task of the spec")
+    }
+
+    /// Task `i`'s name.
+    pub fn task_name(&self, i: usize) -> &str {
+        self.spec
+            .tasks
+            .get_indexed(i)
+            .map_or("", |(n, _)| n.as_str())
+    }
+
+    /// Each task's progress with its spec.
+    pub fn with_specs(&self) -> impl Iterator<Item = (&Task, &TaskSpec)> {
+        self.tasks.iter().zip(self.spec.tasks.values())
     }
 
     pub fn finish(&mut self, state: OperationState, error: Option<String>, now: UnixMillis) {

@@ -133,8 +133,9 @@ impl Placeability<'_> {
             let largest = limits
                 .iter()
                 .fold(ResourceVector::ZERO, |a, b| a.component_max(b));
-            for task in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
-                let need = task.spec.job_resources();
+            let waiting = op.with_specs().zip(op.spec.tasks.keys());
+            for ((_, spec), name) in waiting.filter(|((t, _), _)| !t.waiting.is_empty()) {
+                let need = spec.job_resources();
                 if limits.iter().any(|l| need.fits_in(l)) {
                     continue;
                 }
@@ -151,7 +152,7 @@ impl Placeability<'_> {
                     op.id.clone(),
                     format!(
                         "a job of task '{}' needs {resource} = {} but no node{filter} of pool tree(s) {} has that much (largest node: {resource} = {})",
-                        task.name,
+                        name,
                         need.get(resource),
                         op.tree_names().collect::<Vec<_>>().join(", "),
                         largest.get(resource),

@@ -221,13 +221,12 @@ impl<'a> CoreReads<'a> {
             .map(|n| n.resource_limits)
             .fold(ResourceVector::ZERO, |a, b| a.component_max(&b));
         let mut out = Vec::new();
-        for task in op.tasks.iter().filter(|t| !t.waiting.is_empty()) {
-            if let Some((resource, need, has)) =
-                first_shortfall(&task.spec.job_resources(), &largest)
-            {
+        let waiting = op.with_specs().zip(op.spec.tasks.keys());
+        for ((_, spec), name) in waiting.filter(|((t, _), _)| !t.waiting.is_empty()) {
+            if let Some((resource, need, has)) = first_shortfall(&spec.job_resources(), &largest) {
                 out.push(Reason::NoNodeFits {
                     tree: tree.into(),
-                    task: task.name.clone(),
+                    task: name.clone(),
                     resource,
                     need,
                     largest: has,

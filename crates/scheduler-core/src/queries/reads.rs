@@ -61,7 +61,7 @@ impl<'a> CoreReads<'a> {
         self.operations
             .values()
             .filter(|op| !op.state.is_finished())
-            .flat_map(|op| op.tasks.iter().flat_map(|t| t.spec.stored_files()))
+            .flat_map(|op| op.spec.tasks.values().flat_map(|t| t.stored_files()))
             .cloned()
             .collect()
     }

@@ -143,7 +143,7 @@ impl Preemptor<'_> {
             let Some(task) = op.next_fitting_task(&room) else {
                 continue;
             };
-            let need = op.tasks[task].spec.job_resources();
+            let need = op.task_spec(task).job_resources();
             // Jobs already told to exit gracefully free their room soon: wait for them
             // rather than preempt more for the same need.
             if coming != ResourceVector::ZERO && need.fits_in(&(free + coming)) {
