@@ -159,7 +159,7 @@ pub struct Operation {
     /// Gang members `break_gang` aborted whose nodes the core has yet to hear of.
     pub(crate) gang_lost: Vec<(JobId, NodeId)>,
     /// Why a gang waits whole, as its last placement attempt found (`gang.rs`).
-    pub gang_shortfall: Option<crate::operations::gang_shortfall::GangShortfall>,
+    pub gang_shortfall: Option<Box<crate::operations::gang_shortfall::GangShortfall>>,
 }
 
 /// How many attempts are in each state.

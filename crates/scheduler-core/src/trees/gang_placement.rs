@@ -133,9 +133,11 @@ impl Preemptor<'_> {
             }
         }
         if let Some(mut op) = self.operations.edit(id) {
+            // Boxed: only a gang that waits whole has one, and every operation holds room
+            // for it.
             op.gang_shortfall = shortfall.map(|mut s: GangShortfall| {
                 s.at = now;
-                s
+                Box::new(s)
             });
         }
     }
