@@ -62,8 +62,9 @@ pub struct ComputedShares {
     pub(crate) starvation: TreeStarvation,
     pub(crate) starving_order: Vec<(OperationId, StarvationStatus)>,
     /// Live arrays as of the inputs (`live_usage.rs`); the core re-reads only the
-    /// operations changed since.
-    pub(crate) live: LiveTree,
+    /// operations changed since. `None` for shares taken over: the core's own arrays,
+    /// kept for those very elements, stay.
+    pub(crate) live: Option<LiveTree>,
     /// Some element uses more than its `resource_limits`.
     pub(crate) over_limit: bool,
     /// Operations in this update and not in the previous one.
@@ -105,12 +106,14 @@ impl ShareUpdate {
         let starving_order = starvation::starving_order(&starvation, &shares, &self.inputs);
         // What the core used to work out under its lock, O(operations) each: here
         // from the inputs, off the lock.
-        let live = build_live(&shares, |id| {
-            self.inputs
-                .get(id)
-                .map_or((ResourceVector::ZERO, None), |s| {
-                    (s.usage, s.smallest_waiting)
-                })
+        let live = (!reused).then(|| {
+            build_live(&shares, |id| {
+                self.inputs
+                    .get(id)
+                    .map_or((ResourceVector::ZERO, None), |s| {
+                        (s.usage, s.smallest_waiting)
+                    })
+            })
         });
         // Reused shares are the previous snapshot's: no operation is new to them.
         let arrived = match (&self.previous, reused) {

@@ -160,12 +160,13 @@ impl ShareUpdater<'_> {
         } else {
             vec![]
         };
-        let live =
-            crate::trees::live_usage::live_after_update(self.operations, &shares, live, changed);
+        let live = live.map(|live| {
+            crate::trees::live_usage::live_after_update(self.operations, &shares, live, changed)
+        });
         let mut superseded = Superseded::default();
         if let Some(state) = self.trees.get_mut(&tree_name) {
             superseded = Superseded {
-                _live: Some(std::mem::replace(&mut state.live, live)),
+                _live: live.map(|live| std::mem::replace(&mut state.live, live)),
                 _starvation: Some(std::mem::replace(
                     &mut state.starvation,
                     Arc::new(starvation),
