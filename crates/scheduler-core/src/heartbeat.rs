@@ -14,6 +14,7 @@ use crate::trees::preemption::preemptor;
 use crate::trees::share_updater::share_updater;
 use crate::{Node, SchedulerCore};
 use ytsched_common::protocol::{FinishedJob, HeartbeatReply, HeartbeatRequest, UnixMillis};
+use ytsched_common::resources::ResourceVector;
 
 impl SchedulerCore {
     /// A node's heartbeat, as a pipeline over one context made first: refusal →
@@ -50,8 +51,13 @@ impl SchedulerCore {
             // Whether a lowered limit is exceeded is the update's to say: it runs first if due.
             share_updater!(self).update_if_stale(tree, now);
         }
-        preemptor!(self).enforce_limits(&mut ctx);
-        self.schedule_on(&mut ctx);
+        // What the node's jobs hold, summed once (a look at each job's operation): again
+        // only if limits just took some back.
+        let mut running = self.jobs.running_on(&ctx.node, &self.operations);
+        if preemptor!(self).enforce_limits(&mut ctx, running) {
+            running = self.jobs.running_on(&ctx.node, &self.operations);
+        }
+        self.schedule_on(&mut ctx, running);
         let (period, timeout) = (
             self.config.heartbeat_period_ms,
             self.config.node_heartbeat_timeout_ms,
@@ -113,9 +119,8 @@ impl SchedulerCore {
     /// maintenance, or in no tree) also preempts and speculates nothing for one; nor does
     /// any while a revived scheduler holds starts (`adoption.rs`), the store is behind, or
     /// the leader lease is not surely held.
-    fn schedule_on(&mut self, ctx: &mut HeartbeatContext) {
+    fn schedule_on(&mut self, ctx: &mut HeartbeatContext, running: ResourceVector) {
         let node = &self.nodes[&ctx.node];
-        let running = self.jobs.running_on(&ctx.node, &self.operations);
         ctx.begin_placement(node.resource_limits, running);
         let schedulable = node.is_schedulable();
         if schedulable

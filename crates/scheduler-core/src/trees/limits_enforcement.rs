@@ -154,15 +154,20 @@ pub(crate) fn limits_of_elements(
 }
 
 impl Preemptor<'_> {
-    /// Aborts what must go from this node now; returns the aborts and what they held.
-    pub(crate) fn enforce_limits(&mut self, ctx: &mut HeartbeatContext) {
+    /// Aborts what must go from this node now, given what its jobs hold (`running`);
+    /// says whether it took any back.
+    pub(crate) fn enforce_limits(
+        &mut self,
+        ctx: &mut HeartbeatContext,
+        running: ResourceVector,
+    ) -> bool {
         let (node_id, now) = (&ctx.node, ctx.now);
         let mut taken = Taken::default();
         let Some(node) = self.nodes.get(node_id) else {
-            return;
+            return false;
         };
         let Some(tree_name) = self.cluster.tree_of(node).cloned() else {
-            return;
+            return false;
         };
         // Almost every heartbeat has nothing to give back: only a node whose limits were
         // lowered below what its jobs hold, or a tree over a lowered limit, has. Its jobs
@@ -172,23 +177,20 @@ impl Preemptor<'_> {
             .get(&tree_name)
             .and_then(|t| t.snapshot.as_ref())
             .is_some_and(|s| s.over_limit);
-        if !over_limit
-            && self
-                .jobs
-                .running_on(node_id, self.operations)
-                .fits_in(&node.resource_limits)
-        {
-            return;
+        if !over_limit && running.fits_in(&node.resource_limits) {
+            return false;
         }
         let jobs = jobs_newest_first(self.jobs, self.operations, node_id);
         job_life!(self).take_back_overcommit(node_id, &jobs, now, &mut taken);
         self.take_back_over_limits(node_id, &tree_name, &jobs, now, &mut taken);
         // Jobs being killed hold their resources until the node reports them gone.
         let Taken { aborts, freed, .. } = taken;
+        let took_back = !aborts.is_empty();
         for a in aborts {
             ctx.abort(a);
         }
         ctx.abort_dying_resources(freed);
+        took_back
     }
 
     /// An operation or pool whose `resource_limits` were lowered below its usage: its

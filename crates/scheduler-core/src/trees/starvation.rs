@@ -221,14 +221,19 @@ pub fn starving_order(
     shares: &TreeShares,
     operations: &crate::trees::share_inputs::TreeInputs,
 ) -> Vec<(OperationId, StarvationStatus)> {
-    let mut out: Vec<(StarvationStatus, f64, u64, OperationId)> = operations
+    // From the statuses, most of which say "not starving", rather than from every
+    // operation: no key is made per operation to look one up. (Submission order breaks
+    // ties, so the hash map's order does not show.)
+    let mut out: Vec<(StarvationStatus, f64, u64, OperationId)> = statuses
         .iter()
-        .filter(|(_, o)| o.pending_job_count() > 0)
-        .filter_map(|(id, o)| {
-            let s = statuses.get(&ElementKey::Operation(id.clone()))?;
+        .filter_map(|(key, s)| {
+            let ElementKey::Operation(id) = key else {
+                return None;
+            };
             if s.starvation == StarvationStatus::NonStarving {
                 return None;
             }
+            let o = operations.get(id).filter(|o| o.pending_job_count() > 0)?;
             let e = &shares.elements[*shares.operation_index.get(id)?];
             let sat = crate::trees::pool_lines::satisfaction(
                 &o.usage.share_of(&shares.total),
