@@ -123,3 +123,73 @@ fn starvation_moves_on_while_shares_are_taken_over() {
     assert!(reused_once, "the shares were taken over while it waited");
     assert!(preempted, "the starving operation preempts");
 }
+
+/// The shares a fresh computation gives from the tree's inputs as they are now.
+fn fresh(h: &mut Harness) -> TreeShares {
+    h.run(|c| {
+        let (inputs, _) = c.operations.share_inputs("default");
+        let ops: Vec<_> = inputs.iter().map(|(id, s)| s.input(id)).collect();
+        let tree = c.cluster.trees.get("default").expect("the default tree");
+        crate::trees::fair_share::compute(tree, c.trees.resources("default"), &ops)
+    })
+}
+
+/// Through a random run of submissions, finished jobs, aborts, a node joining and time
+/// passing, every snapshot an update leaves (taken over or computed) is, element for
+/// element, what a fresh computation from the inputs of that moment gives.
+#[test]
+fn shares_taken_over_are_those_a_fresh_computation_gives() {
+    let mut h = Harness::new();
+    h.node("n1", 8.0, &[]);
+    h.node("n2", 8.0, &[]);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut ops, mut reused, mut computed) = (vec![], 0, 0);
+    for step in 0..300 {
+        match next() % 6 {
+            0 => ops.push(h.submit(
+                &format!("u{}", next() % 3),
+                spec(1 + (next() % 4) as u32, 1.0),
+            )),
+            1 => {
+                let node = if next() % 2 == 0 { "n1" } else { "n2" };
+                if let Some(job) = h.running_on(node).first().map(|s| s.job_id.clone()) {
+                    h.finish_job(node, &job, ytsched_common::states::JobState::Completed);
+                }
+                h.heartbeat(node);
+            }
+            2 if !ops.is_empty() => {
+                let id = ops.swap_remove((next() % ops.len() as u64) as usize);
+                let now = h.now;
+                let _ = h.run(|c| c.abort_operation(&id, now));
+            }
+            3 if step == 150 => {
+                h.add_node("n3", 8.0, &[]);
+                h.heartbeat("n3");
+            }
+            _ => h.heartbeat_all(),
+        }
+        h.advance(100 + next() % 900);
+        let (now_shares, was_reused) = update(&mut h);
+        if was_reused {
+            reused += 1;
+        } else {
+            computed += 1;
+        }
+        let expected = fresh(&mut h);
+        assert_eq!(
+            format!("{:?}", now_shares.elements),
+            format!("{:?}", expected.elements),
+            "step {step}: the snapshot is not what its inputs give"
+        );
+    }
+    assert!(
+        reused > 20 && computed > 20,
+        "{reused} taken over, {computed} computed"
+    );
+}
