@@ -279,8 +279,7 @@ impl Operation {
         }
         self.changed_jobs.push(result.job_id.clone());
         let task = job.task;
-        let restart_code =
-            (self.spec.tasks.get_indexed(task)).and_then(|(_, t)| t.restart_exit_code);
+        let restart_code = restart_exit_code(&self.spec, task);
         // A gracefully preempted job its node stopped (it checkpointed and exited, or was
         // killed at its timeout) was preempted: it runs again, no failure (one that
         // completed or failed on its own before its node got the word counts as such).
@@ -306,8 +305,7 @@ impl Operation {
             return ResultEffect::Ignored;
         };
         let task = job.task;
-        let restart_code =
-            (self.spec.tasks.get_indexed(task)).and_then(|(_, t)| t.restart_exit_code);
+        let restart_code = restart_exit_code(&self.spec, task);
         job.state = JobState::Aborted;
         set_attempt(&mut self.attempts, &mut self.tally, job.seq, job.state);
         job.abort_reason = Some(reason);
@@ -421,4 +419,12 @@ fn requeue_reason(
     } else {
         None
     }
+}
+
+/// Task `task`'s `restart_exit_code`, read from the spec alone (the caller holds one of
+/// the operation's jobs).
+fn restart_exit_code(spec: &ytsched_common::spec::VanillaSpec, task: usize) -> Option<u8> {
+    spec.tasks
+        .get_indexed(task)
+        .and_then(|(_, t)| t.restart_exit_code)
 }

@@ -551,6 +551,15 @@ impl Operation {
         self.tasks.iter().zip(self.spec.tasks.values())
     }
 
+    /// The name and spec of each task with a job waiting.
+    pub fn waiting_tasks(&self) -> impl Iterator<Item = (&String, &TaskSpec)> {
+        self.tasks
+            .iter()
+            .zip(self.spec.tasks.iter())
+            .filter(|(t, _)| !t.waiting.is_empty())
+            .map(|(_, named)| named)
+    }
+
     pub fn finish(&mut self, state: OperationState, error: Option<String>, now: UnixMillis) {
         self.state = state;
         self.finish_time = Some(now);

@@ -133,8 +133,7 @@ impl Placeability<'_> {
             let largest = limits
                 .iter()
                 .fold(ResourceVector::ZERO, |a, b| a.component_max(b));
-            let waiting = op.with_specs().zip(op.spec.tasks.keys());
-            for ((_, spec), name) in waiting.filter(|((t, _), _)| !t.waiting.is_empty()) {
+            for (name, spec) in op.waiting_tasks() {
                 let need = spec.job_resources();
                 if limits.iter().any(|l| need.fits_in(l)) {
                     continue;

@@ -221,8 +221,7 @@ impl<'a> CoreReads<'a> {
             .map(|n| n.resource_limits)
             .fold(ResourceVector::ZERO, |a, b| a.component_max(&b));
         let mut out = Vec::new();
-        let waiting = op.with_specs().zip(op.spec.tasks.keys());
-        for ((_, spec), name) in waiting.filter(|((t, _), _)| !t.waiting.is_empty()) {
+        for (name, spec) in op.waiting_tasks() {
             if let Some((resource, need, has)) = first_shortfall(&spec.job_resources(), &largest) {
                 out.push(Reason::NoNodeFits {
                     tree: tree.into(),
