@@ -260,7 +260,7 @@ mod tests {
         let op = OperationId::random();
         let jobs: Vec<JobInfo> = (0..3)
             .map(|i| JobInfo {
-                id: JobId(format!("{op}-{i}")),
+                id: JobId(format!("{op}-{i}").into()),
                 operation_id: op.clone(),
                 task_name: "main".into(),
                 job_index: i,

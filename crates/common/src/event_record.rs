@@ -406,7 +406,7 @@ pub(crate) mod tests {
 
     fn finished(seq: u64, at: UnixMillis, o: OperationRef) -> EventRecord {
         let job = JobRef {
-            id: JobId(format!("{}-0-0", o.id)),
+            id: JobId(format!("{}-0-0", o.id).into()),
             node: NodeId("n1".into()),
             tree: "physical".into(),
             resources: ResourceVector::new(1.0, 1024.0, 0.0, 1.0),

@@ -57,13 +57,13 @@ validated_string!(
 );
 validated_string!(
     /// An operation, e.g. `7f2c1a9e-…`; always made by the scheduler at submission.
-    OperationId(pub String),
+    OperationId(pub Arc<str>),
     check_operation_id,
     BadId
 );
 validated_string!(
     /// One run of one job of a task; a retried job gets a new id.
-    JobId(pub String),
+    JobId(pub Arc<str>),
     check_job_id,
     BadId
 );
@@ -88,7 +88,7 @@ impl IdempotencyToken {
 
 impl OperationId {
     pub fn random() -> Self {
-        OperationId(uuid::Uuid::new_v4().to_string())
+        OperationId(uuid::Uuid::new_v4().to_string().into())
     }
 }
 
@@ -96,7 +96,7 @@ impl JobId {
     /// Attempt `seq` of operation `op`: job ids are `<op>-<seq>`, so an attempt's id,
     /// its sequence number and its store keys derive from each other.
     pub fn attempt(op: &OperationId, seq: u64) -> Self {
-        JobId(format!("{op}-{seq}"))
+        JobId(format!("{op}-{seq}").into())
     }
 
     /// The sequence number of this id as an attempt of `op` (`None`: not one of its ids).
@@ -167,5 +167,27 @@ mod tests {
         assert_eq!(ok.as_str(), "abc-1");
         assert!(OperationId::parse("a/b").is_err());
         assert!(OperationId::parse(&"x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn shared_ids_are_written_as_the_text_they_hold_and_checked_as_they_are_read() {
+        let op = OperationId::parse("op-7").unwrap();
+        let copy = op.clone();
+        assert!(
+            std::sync::Arc::ptr_eq(&op.0, &copy.0),
+            "a copy shares the text"
+        );
+        assert_eq!(
+            rmp_serde::to_vec(&op).unwrap(),
+            rmp_serde::to_vec("op-7").unwrap()
+        );
+        assert_eq!(serde_json::to_string(&copy).unwrap(), "\"op-7\"");
+        let back: OperationId = rmp_serde::from_slice(&rmp_serde::to_vec("op-7").unwrap()).unwrap();
+        assert_eq!(back, op);
+        let bad = rmp_serde::from_slice::<OperationId>(&rmp_serde::to_vec("a.b").unwrap());
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("operation id 'a.b' is invalid"));
     }
 }

@@ -43,7 +43,7 @@ fn check_tree_name(s: &str) -> Result<(), String> {
 
 validated_string!(
     /// A pool's name: letters, digits, '-', '_' and ':' (at most 100 bytes), or `<Root>`.
-    PoolName(String),
+    PoolName(Arc<str>),
     check_pool_name,
     String
 );
@@ -70,7 +70,7 @@ validated_string!(
     /// A pool as a tree holds it: a configured name, `<Root>`, or an ephemeral
     /// `<parent>$<user>` pool the scheduler made. Wider than `PoolName`, which is what a
     /// user or admin may ask for: no request names a `$` pool directly.
-    TreePoolName(String),
+    TreePoolName(Arc<str>),
     check_tree_pool,
     String
 );
@@ -78,7 +78,7 @@ validated_string!(
 impl TreePoolName {
     /// `<Root>`, the top of every tree.
     pub fn root() -> Self {
-        TreePoolName(ROOT_POOL.to_string())
+        TreePoolName(ROOT_POOL.into())
     }
 
     /// `<Root>` borrowed for as long as the program runs: chains of pools up to the root
@@ -90,14 +90,14 @@ impl TreePoolName {
     }
 
     pub fn is_root(&self) -> bool {
-        self.0 == ROOT_POOL
+        &*self.0 == ROOT_POOL
     }
 }
 
 impl PoolName {
     /// `<Root>`, the top of every tree.
     pub fn root() -> Self {
-        PoolName(ROOT_POOL.to_string())
+        PoolName(ROOT_POOL.into())
     }
 }
 

@@ -14,7 +14,7 @@ fn loaded_core() -> SchedulerCore {
     add_pools(&mut core, 100, 1000);
     for i in 0..10_000u64 {
         core.start_operation(
-            OperationId(format!("old{i}")),
+            OperationId(format!("old{i}").into()),
             "u",
             one_job_spec(&format!("p{}", i % 100)),
             i,
@@ -33,7 +33,7 @@ fn bench(c: &mut Criterion) {
             |mut core| {
                 for i in 0..1_000u64 {
                     core.start_operation(
-                        OperationId(format!("new{i}")),
+                        OperationId(format!("new{i}").into()),
                         "u",
                         one_job_spec(&format!("p{}", i % 100)),
                         20_000 + i,

@@ -57,7 +57,7 @@ fn operations(leaves: &[String], count: usize) -> Vec<OperationInput> {
             let jobs = 1.0 + (i % 50) as f64;
             let job = ResourceVector::new(cpu, mem, 0.0, 1.0);
             OperationInput {
-                id: OperationId(format!("op{i}")),
+                id: OperationId(format!("op{i}").into()),
                 pool: TreePoolName::parse(&leaves[(i * 7919) % leaves.len()]).unwrap(),
                 weight: 1.0 + (i % 3) as f64,
                 demand: job.scale(jobs),

@@ -86,7 +86,7 @@ fn main() {
     let with_nodes = LIVE.load(Relaxed);
     for i in 0..OPERATIONS {
         // Ids in no particular order, as the scheduler's random ones arrive.
-        let id = OperationId(format!("{:032x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+        let id = OperationId(format!("{:032x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).into());
         let (r, _) = core
             .run(|c| c.start_operation(id, "u", spec(&format!("p{}", i as usize % POOLS), 1), 2));
         r.expect("submit");

@@ -35,7 +35,7 @@ fn loaded_core(operations: u64) -> SchedulerCore {
     }
     for i in 0..operations {
         core.start_operation(
-            OperationId(format!("{i:032x}")),
+            OperationId(format!("{i:032x}").into()),
             "u",
             one_job_spec(&format!("p{}", i % 100)),
             2,
@@ -61,10 +61,13 @@ fn bench(c: &mut Criterion) {
                     for _ in 0..iterations {
                         now += 200;
                         for _ in 0..operations / 100 {
-                            core.abort_operation(&OperationId(format!("{oldest:032x}")), now)
-                                .expect("abort");
+                            core.abort_operation(
+                                &OperationId(format!("{oldest:032x}").into()),
+                                now,
+                            )
+                            .expect("abort");
                             core.start_operation(
-                                OperationId(format!("{next:032x}")),
+                                OperationId(format!("{next:032x}").into()),
                                 "u",
                                 one_job_spec(&format!("p{}", next % 100)),
                                 now,

@@ -171,7 +171,7 @@ fn build(pools: &[PoolGen], ops: &[OpGen]) -> (PoolTree, Vec<OperationInput>) {
                 limits.cpu = l;
             }
             OperationInput {
-                id: OperationId(format!("op{k}")),
+                id: OperationId(format!("op{k}").into()),
                 pool: ytsched_common::names::TreePoolName::parse(&pool)
                     .expect("a pool the tree holds"),
                 weight: o.weight,
@@ -191,8 +191,13 @@ fn build(pools: &[PoolGen], ops: &[OpGen]) -> (PoolTree, Vec<OperationInput>) {
 fn root_used(tree: &PoolTree, names: &[String], _pools: &[PoolGen]) -> f64 {
     names
         .iter()
-        .filter(|n| tree.pools[*n].parent == ROOT_POOL)
-        .filter_map(|n| tree.pools[n].config.strong_guarantee_resources.as_ref())
+        .filter(|n| tree.pools[n.as_str()].parent == ROOT_POOL)
+        .filter_map(|n| {
+            tree.pools[n.as_str()]
+                .config
+                .strong_guarantee_resources
+                .as_ref()
+        })
         .filter_map(|g| g.cpu)
         .sum()
 }

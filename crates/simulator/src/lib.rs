@@ -182,7 +182,7 @@ impl Simulation {
             durations: plan
                 .operations
                 .iter()
-                .map(|o| (OperationId(o.id.clone()), o.durations.clone()))
+                .map(|o| (OperationId(o.id.as_str().into()), o.durations.clone()))
                 .collect(),
             tick_period,
             out_snapshots: Vec::new(),
@@ -211,7 +211,12 @@ impl Simulation {
                 *next_op += 1;
                 let result = match &op.spec {
                     Ok(spec) => core
-                        .start_operation(OperationId(op.id.clone()), &op.user, spec.clone(), t)
+                        .start_operation(
+                            OperationId(op.id.as_str().into()),
+                            &op.user,
+                            spec.clone(),
+                            t,
+                        )
                         .map(|_| ())
                         .map_err(|e| e.message),
                     Err(message) => Err(message.clone()),
@@ -347,7 +352,7 @@ fn apply_event(
         return (
             format!("update_operation_parameters {}", u.operation),
             core.update_operation_parameters(
-                &OperationId(u.operation.clone()),
+                &OperationId(u.operation.as_str().into()),
                 None,
                 &u.parameters,
                 t,
@@ -359,7 +364,7 @@ fn apply_event(
         return (
             format!("suspend_operation {}", s.operation()),
             core.suspend_operation(
-                &OperationId(s.operation().to_string()),
+                &OperationId(s.operation().into()),
                 s.abort_running_jobs(),
                 t,
             )
@@ -369,14 +374,14 @@ fn apply_event(
     if let Some(id) = &e.resume_operation {
         return (
             format!("resume_operation {id}"),
-            core.resume_operation(&OperationId(id.clone()), t)
+            core.resume_operation(&OperationId(id.as_str().into()), t)
                 .map_err(|e| e.message),
         );
     }
     let id = e.abort_operation.clone().unwrap_or_default();
     (
         format!("abort_operation {id}"),
-        core.abort_operation(&OperationId(id.clone()), t)
+        core.abort_operation(&OperationId(id.as_str().into()), t)
             .map_err(|e| e.message),
     )
 }

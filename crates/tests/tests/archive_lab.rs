@@ -335,7 +335,7 @@ fn finished_attempts_of_a_live_operation_answer_from_the_store() {
             &lab,
             "carol",
             ytsched_common::api::ListJobs {
-                operation_id: ytsched_common::OperationId(id.clone()),
+                operation_id: ytsched_common::OperationId(id.as_str().into()),
                 limit: Some(1),
                 cursor: cursor.clone(),
                 state: None,
@@ -374,7 +374,7 @@ fn a_retired_operation_answers_at_every_moment_while_the_archive_takes_it_over()
     let id = lab
         .submit_spec("tasks:\n  t:\n    command: 'true'\n    job_count: 400\n    cpu_limit: 0.02\n    memory_limit: 16M\n")
         .unwrap();
-    let operation_id = ytsched_common::OperationId(id.clone());
+    let operation_id = ytsched_common::OperationId(id.as_str().into());
     let (answers, finished_answers) = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let client = lab.client_as("admin").await.unwrap();
         let subjects = ytsched_common::subjects::Subjects::new(&lab.prefix);

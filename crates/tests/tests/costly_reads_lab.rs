@@ -82,7 +82,7 @@ fn large_answers_are_brief_in_lists_and_held_to_a_byte_budget_per_user() {
 
     // Whole operations, ~250 KB each, until her byte budget (256 KiB/s, 4 s of it at
     // once) is spent: then "busy", naming it.
-    let id = OperationId(ops[0].clone());
+    let id = OperationId(ops[0].as_str().into());
     let refusal = rt.block_on(async {
         for _ in 0..40 {
             let bytes = call(

@@ -390,7 +390,7 @@ impl<'a> CoreReads<'a> {
             ["scheduler", "operations", op, ..] => {
                 let tree = self
                     .operations
-                    .get(&ytsched_common::OperationId(op.to_string()))
+                    .get(&ytsched_common::OperationId((*op).into()))
                     .map(|o| o.main_tree().to_string())
                     .ok_or_else(missing)?;
                 let orchid = self.tree_orchid(&tree).ok_or_else(missing)?;

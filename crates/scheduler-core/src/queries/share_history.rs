@@ -97,7 +97,7 @@ mod tests {
             .iter()
             .map(|id| {
                 let kind = ElementKind::Operation {
-                    id: OperationId(id.to_string()),
+                    id: OperationId((*id).into()),
                 };
                 element(kind, 0.25, 0.5, 0.5)
             })

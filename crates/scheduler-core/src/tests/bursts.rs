@@ -14,8 +14,13 @@ fn nodes_of_one_size_joining_check_waiting_operations_once() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     for i in 0..200 {
         let user = format!("u{}", i % 10);
-        core.start_operation(OperationId(format!("op{i}")), &user, spec(1, 64.0), 0)
-            .unwrap();
+        core.start_operation(
+            OperationId(format!("op{i}").into()),
+            &user,
+            spec(1, 64.0),
+            0,
+        )
+        .unwrap();
     }
     let huge = OperationId("huge".into());
     core.start_operation(huge.clone(), "u", spec(1, 1_000.0), 0)
@@ -66,7 +71,7 @@ fn a_burst_of_finished_operations_leaves_memory_a_bounded_number_per_tick() {
     }
     let total = MAX_RETIRED_PER_CALL * 2 + 5;
     for i in 0..total {
-        let id = OperationId(format!("op{i:05}"));
+        let id = OperationId(format!("op{i:05}").into());
         let user = format!("u{}", i % 50);
         core.start_operation(id.clone(), &user, spec(1, 1.0), 0)
             .unwrap();
@@ -147,8 +152,13 @@ fn a_share_update_reads_only_the_operations_changed_since_the_last() {
     for i in 0..1_000 {
         // Five to a user's pool: all of them run (none is held pending).
         let user = format!("u{}", i % 200);
-        core.start_operation(OperationId(format!("op{i:04}")), &user, spec(2, 1.0), 0)
-            .unwrap();
+        core.start_operation(
+            OperationId(format!("op{i:04}").into()),
+            &user,
+            spec(2, 1.0),
+            0,
+        )
+        .unwrap();
     }
     let mut now = 1_000;
     let update = |core: &mut SchedulerCore, now: u64| {
@@ -197,8 +207,13 @@ fn the_orchid_taken_in_parts_is_the_orchid_taken_at_once() {
     for i in 0..30 {
         // Three users' pools of ten: eight run in each, two wait as pending.
         let user = format!("u{}", i % 3);
-        core.start_operation(OperationId(format!("op{i:02}")), &user, spec(2, 1.0), 0)
-            .unwrap();
+        core.start_operation(
+            OperationId(format!("op{i:02}").into()),
+            &user,
+            spec(2, 1.0),
+            0,
+        )
+        .unwrap();
     }
     core.process_heartbeat(heartbeat("n1", 4.0, &[], vec![]), 1);
     core.update_all_shares(2);

@@ -395,8 +395,13 @@ fn a_node_without_a_free_user_slot_is_not_walked() {
     };
     core.process_heartbeat(two_slots(&[]), 0);
     for i in 0..50 {
-        core.start_operation(OperationId(format!("op{i}")), "alice", spec(3, 1.0), 0)
-            .unwrap();
+        core.start_operation(
+            OperationId(format!("op{i}").into()),
+            "alice",
+            spec(3, 1.0),
+            0,
+        )
+        .unwrap();
     }
     let r = core.process_heartbeat(two_slots(&[]), 10);
     assert_eq!(r.jobs_to_start.len(), 2, "two slots, two jobs");
@@ -451,8 +456,13 @@ fn operations_are_listed_newest_first_in_pages_with_filters() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     for i in 0..25u64 {
         let user = if i % 2 == 0 { "alice" } else { "bob" };
-        core.start_operation(OperationId(format!("op{i:02}")), user, spec(1, 1.0), i * 10)
-            .unwrap();
+        core.start_operation(
+            OperationId(format!("op{i:02}").into()),
+            user,
+            spec(1, 1.0),
+            i * 10,
+        )
+        .unwrap();
     }
     core.abort_operation(&OperationId("op03".into()), 500)
         .unwrap();
@@ -624,7 +634,7 @@ fn job_attempts_are_listed_in_pages_with_a_state_filter() {
     core.reads()
         .job_output_ready(&op, &started[0].job_id)
         .unwrap();
-    let made_up = JobId(format!("{}-99", op));
+    let made_up = JobId(format!("{}-99", op).into());
     assert_eq!(
         core.reads()
             .job_output_ready(&op, &made_up)
@@ -717,8 +727,13 @@ fn a_node_that_cannot_fit_the_smallest_waiting_job_is_not_walked() {
     let mut core = SchedulerCore::new(CoreConfig::default());
     core.process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 0);
     for i in 0..49 {
-        core.start_operation(OperationId(format!("op{i}")), "alice", spec(3, 1.0), 0)
-            .unwrap();
+        core.start_operation(
+            OperationId(format!("op{i}").into()),
+            "alice",
+            spec(3, 1.0),
+            0,
+        )
+        .unwrap();
     }
     let running = core
         .process_heartbeat(heartbeat("n1", 2.0, &[], vec![]), 10)
@@ -802,7 +817,7 @@ fn finished_operations_leave_memory_by_count_and_age() {
     assert_eq!(retired[0].inline.len(), 1);
     assert_eq!(
         retired[0].job_ids().collect::<Vec<_>>(),
-        vec![JobId(format!("{a}-0"))]
+        vec![JobId(format!("{a}-0").into())]
     );
     let err = core.reads().operation_info(&a).unwrap_err();
     assert_eq!(err.kind, ytsched_common::api::ErrorKind::NotFound);

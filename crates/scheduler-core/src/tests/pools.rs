@@ -625,7 +625,11 @@ fn a_node_whose_limits_drop_gives_back_its_newest_jobs() {
     assert_eq!(h.at(1).heartbeat("n1").jobs_to_start.len(), 4);
     h.set_cpu("n1", 2.0);
     let r = h.at(2).heartbeat("n1");
-    let ids: Vec<String> = r.jobs_to_abort.iter().map(|a| a.job_id.0.clone()).collect();
+    let ids: Vec<String> = r
+        .jobs_to_abort
+        .iter()
+        .map(|a| a.job_id.to_string())
+        .collect();
     assert_eq!(ids, [format!("{a}-3"), format!("{a}-2")]);
     assert!(r
         .jobs_to_abort

@@ -302,7 +302,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 (
-                    JobId(format!("j{i:02}")),
+                    JobId(format!("j{i:02}").into()),
                     (0, i as u64),
                     ResourceVector::new(1.0, 0.0, 0.0, 1.0),
                 )

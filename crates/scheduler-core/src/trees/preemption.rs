@@ -235,7 +235,12 @@ mod tests {
     #[test]
     fn the_stage_tries_a_bounded_share_of_the_starving_and_reaches_every_one_in_turn() {
         let order: Vec<(OperationId, StarvationStatus)> = (0..100)
-            .map(|i| (OperationId(format!("op{i:03}")), StarvationStatus::Starving))
+            .map(|i| {
+                (
+                    OperationId(format!("op{i:03}").into()),
+                    StarvationStatus::Starving,
+                )
+            })
             .collect();
         let tried = |cursor| -> Vec<usize> {
             starving_to_try(&order, cursor)

@@ -86,7 +86,7 @@ impl LogText {
         how: Option<AbortReason>,
     ) -> &mut Self {
         let job = JobRef {
-            id: JobId(format!("{op}-{index}-{attempt}")),
+            id: JobId(format!("{op}-{index}-{attempt}").into()),
             node: NodeId("n1".into()),
             tree: "default".into(),
             resources: ResourceVector::new(1.0, 512e6, 0.0, 1.0),
