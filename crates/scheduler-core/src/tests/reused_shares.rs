@@ -193,3 +193,61 @@ fn shares_taken_over_are_those_a_fresh_computation_gives() {
         "{reused} taken over, {computed} computed"
     );
 }
+
+/// Each operation's own starvation settings reach its own element, whether the shares
+/// were computed or taken over: of two operations held alike below their shares, the one
+/// whose spec sets a longer timeout than the tree's starves only after it.
+#[test]
+fn each_operation_starves_after_its_own_timeout() {
+    use crate::trees::starvation::{ElementKey, StarvationStatus};
+    let mut h = Harness::new();
+    h.run(|c| {
+        c.admin_set(
+            "//sys/pool_trees/default/@config/fair_share_starvation_timeout",
+            json!("2s"),
+        )
+    })
+    .unwrap();
+    h.node("n1", 6.0, &[]);
+    let big = h.submit("u", spec(5, 1.0));
+    h.advance(1).heartbeat("n1");
+    let mut patient = spec(3, 1.0);
+    patient.fair_share_starvation_timeout = Some(ytsched_common::DurationMs(5_000));
+    // Ids in both orders around the other's, so no pairing by position could pass.
+    let ops = [
+        h.submit("v", spec(3, 1.0)),
+        h.submit("w", patient),
+        h.submit("x", spec(3, 1.0)),
+    ];
+    h.advance(1).heartbeat("n1");
+    let status = |h: &mut Harness, op: &ytsched_common::OperationId| {
+        let key = ElementKey::Operation(op.clone());
+        h.run(|c| {
+            c.reads()
+                .starvation_of("default", &key)
+                .map(|s| s.starvation)
+        })
+    };
+    let mut starved_at = [None; 3];
+    for step in 1..=16u64 {
+        h.advance(500);
+        let now = h.now;
+        h.run(|c| c.tick(now));
+        update(&mut h);
+        for (k, op) in ops.iter().enumerate() {
+            if starved_at[k].is_none() && status(&mut h, op) == Some(StarvationStatus::Starving) {
+                starved_at[k] = Some(step * 500);
+            }
+        }
+    }
+    assert_eq!(
+        h.running_of(&big),
+        5,
+        "nothing preempts here: no backoff passed"
+    );
+    let [Some(v), Some(w), Some(x)] = starved_at else {
+        panic!("every operation starves within 8 s: {starved_at:?}");
+    };
+    assert!(v <= 2_500 && x <= 2_500, "the tree's 2 s: {starved_at:?}");
+    assert!(w >= 5_000, "its own 5 s: {starved_at:?}");
+}

@@ -107,7 +107,7 @@ pub(crate) fn live_leaf(
 
 /// The live arrays of a snapshot, computed from every operation in it.
 pub(crate) fn compute_live(operations: &OperationTable, shares: &TreeShares) -> LiveTree {
-    build_live(shares, |id| live_leaf(operations, id, &shares.tree))
+    build_live(shares, |_, id| live_leaf(operations, id, &shares.tree))
 }
 
 /// The live arrays of a fresh update: as computed with it from its inputs, with the
@@ -134,7 +134,7 @@ pub(crate) fn live_after_update(
 /// The live arrays of a snapshot, each operation's own values from `leaf`.
 pub(crate) fn build_live(
     shares: &TreeShares,
-    leaf: impl Fn(&OperationId) -> (ResourceVector, Option<ResourceVector>),
+    leaf: impl Fn(usize, &OperationId) -> (ResourceVector, Option<ResourceVector>),
 ) -> LiveTree {
     let n = shares.elements.len();
     let mut live = LiveTree {
@@ -146,7 +146,7 @@ pub(crate) fn build_live(
     for i in (0..n).rev() {
         let e = &shares.elements[i];
         if let ElementKind::Operation { id } = &e.kind {
-            (live.usage[i], live.waiting[i]) = leaf(id);
+            (live.usage[i], live.waiting[i]) = leaf(i, id);
         }
         if let Some(p) = e.parent {
             let u = live.usage[i];

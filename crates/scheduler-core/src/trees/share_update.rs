@@ -6,9 +6,10 @@ use crate::membership::reassign_node;
 use crate::operations::operation_life::operation_life;
 use crate::operations::table::OperationTable;
 use crate::trees::fair_share::{self, OperationInput, UpdateContext};
+use crate::trees::fair_share::{ElementKind, TreeShares};
 use crate::trees::limits_enforcement::exceeds_limits;
 use crate::trees::live_usage::{build_live, LiveTree};
-use crate::trees::share_inputs::TreeInputs;
+use crate::trees::share_inputs::{ShareInput, TreeInputs};
 use crate::trees::starvation::{self, StarvationStatus, TreeStarvation};
 use crate::trees::tree_state::TreeSnapshot;
 use crate::trees::tree_state::TreeStates;
@@ -94,8 +95,9 @@ impl ShareUpdate {
                 (Arc::new(shares), over_limit)
             }
         };
+        let by_element = inputs_by_element(&shares, &self.inputs);
         let overrides =
-            |id: &OperationId| self.inputs.get(id).map_or((None, None), |s| s.starvation());
+            |i: usize, _: &OperationId| by_element[i].map_or((None, None), |s| s.starvation());
         let starvation = starvation::update(
             &self.tree,
             &shares,
@@ -107,12 +109,10 @@ impl ShareUpdate {
         // What the core used to work out under its lock, O(operations) each: here
         // from the inputs, off the lock.
         let live = (!reused).then(|| {
-            build_live(&shares, |id| {
-                self.inputs
-                    .get(id)
-                    .map_or((ResourceVector::ZERO, None), |s| {
-                        (s.usage, s.smallest_waiting)
-                    })
+            build_live(&shares, |i, _| {
+                by_element[i].map_or((ResourceVector::ZERO, None), |s| {
+                    (s.usage, s.smallest_waiting)
+                })
             })
         });
         // Reused shares are the previous snapshot's: no operation is new to them.
@@ -311,4 +311,34 @@ impl SchedulerCore {
         self.outbox
             .nudge_all(crate::nodes::node::online_ids(&self.nodes));
     }
+}
+
+/// Each element's kept input, by element index. `compute_in` adds a tree's operations in
+/// its inputs' order, so one walk over both pairs them, each step an id compared with the
+/// next input's (the same `Arc`, so a pointer compare); an element out of that order (none
+/// today) is looked up.
+fn inputs_by_element<'a>(
+    shares: &TreeShares,
+    inputs: &'a TreeInputs,
+) -> Vec<Option<&'a ShareInput>> {
+    let mut next = inputs.iter().peekable();
+    shares
+        .elements
+        .iter()
+        .map(|e| {
+            let ElementKind::Operation { id } = &e.kind else {
+                return None;
+            };
+            while let Some((k, s)) = next.peek() {
+                if *k == id {
+                    return Some(&***s);
+                }
+                if *k > id {
+                    break;
+                }
+                next.next();
+            }
+            inputs.get(id).map(|s| &**s)
+        })
+        .collect()
 }

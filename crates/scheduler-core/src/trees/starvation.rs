@@ -171,7 +171,7 @@ fn advance(
 pub fn update(
     tree: &PoolTree,
     shares: &TreeShares,
-    operation_overrides: impl Fn(&OperationId) -> (Option<u64>, Option<f64>),
+    operation_overrides: impl Fn(usize, &OperationId) -> (Option<u64>, Option<f64>),
     previous: &TreeStarvation,
     now: UnixMillis,
 ) -> TreeStarvation {
@@ -191,7 +191,7 @@ pub fn update(
                     continue;
                 };
                 // An operation may only be more conservative than its pool.
-                let (timeout, tolerance) = operation_overrides(id);
+                let (timeout, tolerance) = operation_overrides(i, id);
                 let timeout_ms = timeout.map_or(parent.timeout_ms, |t| t.max(parent.timeout_ms));
                 let s = StarvationSettings {
                     timeout_ms,
