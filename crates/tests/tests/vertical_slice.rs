@@ -459,3 +459,17 @@ fn list_operations_pages_transparently_newest_first_with_filters() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("sleeping"));
 }
+
+/// The scheduler runs without transparent huge pages: an update's arrays, freed and
+/// purged at once, would otherwise come back as whole 2 MiB pages (docs/performance.md).
+#[test]
+fn the_scheduler_runs_without_transparent_huge_pages() {
+    let lab = Lab::start(vec![]).unwrap();
+    let pid = lab.scheduler_pid(0).expect("scheduler running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) else {
+        eprintln!("skipped: this kernel does not show THP_enabled (before Linux 5.0)");
+        return;
+    };
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
