@@ -21,7 +21,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// libmimalloc-sys does not name.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-fn purge_freed_memory_at_once() {
+/// What a burst frees goes back to the system, and comes back in small pages.
+fn keep_memory_lean() {
     // SAFETY: sets a plain integer option of the allocator, which mimalloc allows at
     // any time from any thread; no memory is touched.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
@@ -156,7 +157,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     ytsched_common::logging::init("info");
-    purge_freed_memory_at_once();
+    keep_memory_lean();
     let parsed = ytsched_common::settings_file::parse_or_exit::<Args>();
     if let Some(settings) = parsed.printed {
         print!("{settings}");
