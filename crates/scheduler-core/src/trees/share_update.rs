@@ -329,16 +329,14 @@ fn inputs_by_element<'a>(
             let ElementKind::Operation { id } = &e.kind else {
                 return None;
             };
-            while let Some((k, s)) = next.peek() {
-                if *k == id {
-                    return Some(&***s);
-                }
-                if *k > id {
-                    break;
-                }
-                next.next();
+            if let Some((_, s)) = next.next_if(|(k, _)| *k == id) {
+                return Some(&**s);
             }
-            inputs.get(id).map(|s| &**s)
+            // Inputs with no element (their pool is not in the tree) are passed over.
+            while next.next_if(|(k, _)| *k < id).is_some() {}
+            next.next_if(|(k, _)| *k == id)
+                .or_else(|| inputs.get_key_value(id))
+                .map(|(_, s)| &**s)
         })
         .collect()
 }
