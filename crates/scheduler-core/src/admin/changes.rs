@@ -393,9 +393,8 @@ impl<'a> CoreReads<'a> {
                     .get(&ytsched_common::OperationId((*op).into()))
                     .map(|o| o.main_tree().to_string())
                     .ok_or_else(missing)?;
-                let orchid = self.tree_orchid(&tree).ok_or_else(missing)?;
-                let operation = orchid["operations"].get(*op).ok_or_else(missing)?;
-                navigate(operation, &sub[3..], path).cloned()
+                let operation = self.operation_orchid(&tree, op).ok_or_else(missing)?;
+                navigate(&operation, &sub[3..], path).cloned()
             }
             _ => navigate(&self.orchid(), sub, path).cloned(),
         }

@@ -1036,6 +1036,7 @@ mod hostile;
 mod inline_attempts;
 mod lifecycle;
 mod observers;
+mod orchid_fields;
 mod pools;
 mod reused_shares;
 mod revival;

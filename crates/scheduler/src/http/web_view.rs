@@ -251,7 +251,7 @@ impl Publisher {
         }
         // The maps and their text are made outside the lock, off the async workers.
         let json = tokio::task::spawn_blocking(move || {
-            serde_json::to_vec(&crate::core::orchid::orchid_of(facts))
+            serde_json::to_vec(&crate::core::orchid::orchid_of(&facts))
         })
         .await
         .ok()?
