@@ -5,7 +5,7 @@
 
 use crate::trees::fair_share::{Element, ElementKind, TreeShares};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::sync::Arc;
 use ytsched_common::names::TreePoolName;
 use ytsched_common::pool_config::ROOT_POOL;
 use ytsched_common::pool_tree::PoolTree;
@@ -66,7 +66,46 @@ pub enum ElementKey {
     Operation(OperationId),
 }
 
-pub type TreeStarvation = HashMap<ElementKey, ElementStarvation>;
+/// Each element's statuses as of one update, by the element's place in that update's
+/// snapshot, which it holds: an update makes no key and hashes nothing per element, and
+/// an update that took its snapshot over reads each element's previous status at the
+/// same place.
+#[derive(Clone, Debug, Default)]
+pub struct TreeStarvation {
+    /// `None` before the tree's first update.
+    shares: Option<Arc<TreeShares>>,
+    statuses: Vec<Option<ElementStarvation>>,
+}
+
+impl TreeStarvation {
+    pub fn get(&self, key: &ElementKey) -> Option<&ElementStarvation> {
+        let shares = self.shares.as_ref()?;
+        let i = match key {
+            ElementKey::Pool(name) => shares.pool_index.get(name),
+            ElementKey::Operation(id) => shares.operation_index.get(id),
+        }?;
+        self.at(*i)
+    }
+
+    /// The statuses of element `i` of the snapshot they were worked out with.
+    fn at(&self, i: usize) -> Option<&ElementStarvation> {
+        self.statuses.get(i)?.as_ref()
+    }
+
+    /// Element `i` of `shares`: at its place if these statuses are of that snapshot,
+    /// else by its pool's name or operation's id.
+    fn previous_of(&self, shares: &Arc<TreeShares>, i: usize) -> Option<&ElementStarvation> {
+        let mine = self.shares.as_ref()?;
+        if Arc::ptr_eq(mine, shares) {
+            return self.at(i);
+        }
+        let j = match &shares.elements[i].kind {
+            ElementKind::Pool { name, .. } => mine.pool_index.get(name),
+            ElementKind::Operation { id } => mine.operation_index.get(id),
+        }?;
+        self.at(*j)
+    }
+}
 
 /// `usage < min(fair_share × tolerance, demand)`, judged at the dominant resource of the
 /// fair share (the scalar "fair share ratio" of SPEC 1) if the element still needs it.
@@ -170,47 +209,43 @@ fn advance(
 /// Statuses after an update at `now`, continuing the clocks in `previous`.
 pub fn update(
     tree: &PoolTree,
-    shares: &TreeShares,
+    shares: &Arc<TreeShares>,
     operation_overrides: impl Fn(usize, &OperationId) -> (Option<u64>, Option<f64>),
     previous: &TreeStarvation,
     now: UnixMillis,
 ) -> TreeStarvation {
     let settings = pool_settings(tree, shares);
-    let mut out = TreeStarvation::with_capacity(shares.elements.len());
+    let mut statuses = Vec::with_capacity(shares.elements.len());
     for (i, e) in shares.elements.iter().enumerate() {
-        let (key, s) = match &e.kind {
-            ElementKind::Pool { name, .. } => {
-                if name == ROOT_POOL {
-                    continue;
-                }
-                let Some(s) = settings[i] else { continue };
-                (ElementKey::Pool(name.clone()), s)
-            }
-            ElementKind::Operation { id } => {
-                let Some(parent) = e.parent.and_then(|p| settings[p]) else {
-                    continue;
-                };
+        let s = match &e.kind {
+            ElementKind::Pool { name, .. } if name == ROOT_POOL => None,
+            ElementKind::Pool { .. } => settings[i],
+            ElementKind::Operation { id } => e.parent.and_then(|p| settings[p]).map(|parent| {
                 // An operation may only be more conservative than its pool.
                 let (timeout, tolerance) = operation_overrides(i, id);
                 let timeout_ms = timeout.map_or(parent.timeout_ms, |t| t.max(parent.timeout_ms));
-                let s = StarvationSettings {
+                StarvationSettings {
                     timeout_ms,
                     aggressive_timeout_ms: parent.aggressive_timeout_ms.max(timeout_ms),
                     tolerance: tolerance.map_or(parent.tolerance, |t| t.min(parent.tolerance)),
                     enabled: true,
                     ..parent
-                };
-                (ElementKey::Operation(id.clone()), s)
-            }
+                }
+            }),
         };
-        let scheduling = scheduling_status(e, s.tolerance);
-        let mut state = advance(previous.get(&key), scheduling, &s, now);
-        if !s.enabled {
-            state.starvation = StarvationStatus::NonStarving;
-        }
-        out.insert(key, state);
+        statuses.push(s.map(|s| {
+            let scheduling = scheduling_status(e, s.tolerance);
+            let mut state = advance(previous.previous_of(shares, i), scheduling, &s, now);
+            if !s.enabled {
+                state.starvation = StarvationStatus::NonStarving;
+            }
+            state
+        }));
     }
-    out
+    TreeStarvation {
+        shares: Some(shares.clone()),
+        statuses,
+    }
 }
 
 /// Starving operations with waiting jobs, aggressively starving first, then the least
@@ -221,20 +256,21 @@ pub fn starving_order(
     shares: &TreeShares,
     operations: &crate::trees::share_inputs::TreeInputs,
 ) -> Vec<(OperationId, StarvationStatus)> {
-    // From the statuses, most of which say "not starving", rather than from every
-    // operation: no key is made per operation to look one up. (Submission order breaks
-    // ties, so the hash map's order does not show.)
+    // From the statuses, most of which say "not starving": no id is looked up for
+    // those. (Submission order breaks ties.)
     let mut out: Vec<(StarvationStatus, f64, u64, OperationId)> = statuses
+        .statuses
         .iter()
-        .filter_map(|(key, s)| {
-            let ElementKey::Operation(id) = key else {
+        .zip(&shares.elements)
+        .filter_map(|(s, e)| {
+            let s = s.as_ref()?;
+            let ElementKind::Operation { id } = &e.kind else {
                 return None;
             };
             if s.starvation == StarvationStatus::NonStarving {
                 return None;
             }
             let o = operations.get(id).filter(|o| o.pending_job_count() > 0)?;
-            let e = &shares.elements[*shares.operation_index.get(id)?];
             let sat = crate::trees::pool_lines::satisfaction(
                 &o.usage.share_of(&shares.total),
                 &e.fair_share.total,
