@@ -5,6 +5,7 @@
 pub(crate) mod access;
 pub(crate) mod admission;
 pub(crate) mod attempt_reservation;
+pub(crate) mod by_id;
 pub(crate) mod control;
 pub(crate) mod core_indexes;
 pub mod gang;

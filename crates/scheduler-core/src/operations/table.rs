@@ -4,19 +4,18 @@
 //! no caller can change an operation and forget either (before, three call sites inlined
 //! the marking by hand to get around the borrow of the operation).
 
+use super::by_id::ById;
 use super::core_indexes::Indexes;
 use super::operation::Operation;
 use super::time_limits::Deadlines;
 use std::cell::{RefCell, RefMut};
-use std::collections::{btree_map, BTreeMap, BTreeSet};
+use std::collections::{btree_set, BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut, Index};
 use ytsched_common::OperationId;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OperationTable {
-    /// Boxed: an operation is ~700 bytes, and a B-tree's nodes are between half and
-    /// fully used, so held inline every operation cost up to twice its size.
-    by_id: BTreeMap<OperationId, Box<Operation>>,
+    by_id: ById,
     marks: ChangeMarks,
     /// Every operation enters and leaves through `insert` and `remove`: its time limit
     /// is kept with it there (`time_limits.rs`).
@@ -110,7 +109,7 @@ impl OperationTable {
     }
 
     pub(crate) fn get(&self, id: &OperationId) -> Option<&Operation> {
-        self.by_id.get(id).map(|op| &**op)
+        self.by_id.get(id)
     }
 
     pub(crate) fn contains_key(&self, id: &OperationId) -> bool {
@@ -121,12 +120,12 @@ impl OperationTable {
         self.by_id.len()
     }
 
-    pub(crate) fn keys(&self) -> btree_map::Keys<'_, OperationId, Box<Operation>> {
+    pub(crate) fn keys(&self) -> btree_set::Iter<'_, OperationId> {
         self.by_id.keys()
     }
 
     pub(crate) fn values(&self) -> impl DoubleEndedIterator<Item = &Operation> + Clone {
-        self.by_id.values().map(|op| &**op)
+        self.by_id.values()
     }
 
     /// The operations after `after` in id order (all of them without it).
@@ -134,11 +133,7 @@ impl OperationTable {
         &self,
         after: Option<&OperationId>,
     ) -> impl Iterator<Item = &Operation> {
-        use std::ops::Bound;
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-        self.by_id
-            .range::<OperationId, _>((from, Bound::Unbounded))
-            .map(|(_, op)| &**op)
+        self.by_id.values_after(after)
     }
 
     /// The operation, open for change (marked changed when the guard drops).
@@ -232,7 +227,7 @@ impl OperationTable {
             self.deadlines.remove(old);
         }
         self.deadlines.add(&op);
-        self.by_id.insert(id, Box::new(op));
+        self.by_id.insert(op);
     }
 
     /// Retires an operation from memory: the indexes forget it.
@@ -318,7 +313,7 @@ impl OperationTable {
 impl Index<&OperationId> for OperationTable {
     type Output = Operation;
     fn index(&self, id: &OperationId) -> &Operation {
-        &self.by_id[id]
+        self.by_id.get(id).expect("no operation with this id")
     }
 }
 

@@ -9,6 +9,7 @@
 //! through `OperationTable`'s marks, is rebuilt after a configuration change or a
 //! revival, and checks itself against a scan in debug builds.
 
+use crate::operations::by_id::ById;
 use crate::operations::operation::{Operation, TreeSlot};
 use crate::trees::fair_share::OperationInput;
 use std::collections::{BTreeMap, BTreeSet};
@@ -151,11 +152,7 @@ impl ShareInputs {
 
     /// A tree's inputs brought up to date with `operations` (the core's table), and
     /// their version.
-    pub(crate) fn tree(
-        &mut self,
-        tree: &str,
-        operations: &BTreeMap<OperationId, Box<Operation>>,
-    ) -> (TreeInputs, InputsVersion) {
+    pub(crate) fn tree(&mut self, tree: &str, operations: &ById) -> (TreeInputs, InputsVersion) {
         self.refresh(operations);
         #[cfg(debug_assertions)]
         {
@@ -173,7 +170,7 @@ impl ShareInputs {
         )
     }
 
-    fn refresh(&mut self, operations: &BTreeMap<OperationId, Box<Operation>>) {
+    fn refresh(&mut self, operations: &ById) {
         if std::mem::take(&mut self.stale) {
             self.by_tree.clear();
             self.dirty.clear();
@@ -194,7 +191,7 @@ impl ShareInputs {
             return;
         }
         for id in std::mem::take(&mut self.dirty) {
-            self.reread(&id, operations.get(&id).map(|op| &**op));
+            self.reread(&id, operations.get(&id));
             self.reads += 1;
         }
         self.by_tree.retain(|_, inputs| !inputs.is_empty());
