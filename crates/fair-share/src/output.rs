@@ -11,6 +11,15 @@ pub struct DetailedShare {
     pub weight_proportional: ResourceVector,
 }
 
+impl DetailedShare {
+    /// An operation's share split into parts: it holds no guarantee, so its share is
+    /// all weight-proportional. The update splits every operation's share so (a
+    /// property test says so), which lets a caller keep an operation's total alone.
+    pub fn unguaranteed(total: ResourceVector) -> Self {
+        crate::update::detailed(total, ResourceVector::ZERO, ResourceVector::ZERO)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct IntegralOutput {
     pub specified_burst_ratio: f64,

@@ -204,11 +204,11 @@ fn root_used(tree: &PoolTree, names: &[String], _pools: &[PoolGen]) -> f64 {
 
 fn check_invariants(s: &TreeShares) -> Result<(), TestCaseError> {
     for (i, e) in s.elements.iter().enumerate() {
-        let fs = e.fair_share.total;
+        let fs = e.fair_share;
         let children: ResourceVector = e
             .children()
             .iter()
-            .map(|&c| s.elements[c].fair_share.total)
+            .map(|&c| s.elements[c].fair_share)
             .sum();
         for r in Resource::ALL {
             prop_assert!(
@@ -232,7 +232,7 @@ fn check_invariants(s: &TreeShares) -> Result<(), TestCaseError> {
         }
     }
     for r in Resource::ALL {
-        prop_assert!(s.elements[0].fair_share.total.get(r) <= 1.0 + EPS);
+        prop_assert!(s.elements[0].fair_share.get(r) <= 1.0 + EPS);
     }
     Ok(())
 }
@@ -271,7 +271,7 @@ proptest! {
             // A pool moves along its path until the first resource reaches its bound
             // (SPEC 5.1), so a guarantee is a promise about the path: when the whole
             // path (its limited demand) fits inside the guarantee, all of it is given.
-            let fs = &e.fair_share.total;
+            let fs = &e.fair_share;
             let ld = &e.limited_demand_share;
             if Resource::ALL.iter().all(|&r| ld.get(r) <= configured.get(r) + EPS) {
                 prop_assert!(
@@ -297,7 +297,7 @@ proptest! {
         heavier[k].weight *= factor;
         let after = compute(&tree, TOTAL, &heavier);
         let id = &inputs[k].id;
-        let share = |s: &TreeShares| s.operation_index.get(id).map(|&i| s.elements[i].fair_share.total.dominant().1);
+        let share = |s: &TreeShares| s.operation_index.get(id).map(|&i| s.elements[i].fair_share.dominant().1);
         if let (Some(b), Some(a)) = (share(&before), share(&after)) {
             prop_assert!(a >= b - EPS, "weight ×{factor}: share fell from {b} to {a}");
         }

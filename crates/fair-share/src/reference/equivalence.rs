@@ -1,10 +1,12 @@
 //! The flat layout computes the very numbers the per-element layout did, on random
 //! trees with every feature the update has (FIFO and fair-share pools, partial
 //! guarantees, limits, weights over many orders of magnitude, burst and relaxed
-//! integral pools with volumes, gangs and their truncation), and a reused solver
-//! answers as a fresh one does.
+//! integral pools with volumes, gangs and their truncation), a reused solver answers
+//! as a fresh one does, and an operation's share is split as `DetailedShare::unguaranteed`
+//! splits it.
 
 use crate::input::*;
+use crate::output::DetailedShare;
 use crate::update::{compute, Solver};
 use proptest::prelude::*;
 use ytsched_common::resources::ResourceVector;
@@ -181,5 +183,20 @@ proptest! {
         let input = tree(&second, since, true);
         let reused = solver.compute(&input).expect("valid").clone();
         prop_assert_eq!(reused, compute(&input).expect("valid"));
+    }
+
+    #[test]
+    fn an_operation_share_is_all_weight_proportional(
+        draws in prop::collection::vec(draw(), 0..40),
+        since in prop::option::of(0u8..100),
+        truncate in any::<bool>(),
+    ) {
+        let input = tree(&draws, since, truncate);
+        let out = compute(&input).expect("valid");
+        for (e, o) in input.elements.iter().zip(&out.elements) {
+            if matches!(e.kind, ElementKind::Operation { .. }) {
+                prop_assert_eq!(DetailedShare::unguaranteed(o.fair_share.total), o.fair_share);
+            }
+        }
     }
 }

@@ -25,7 +25,7 @@ const VICTIMS_NAMED: usize = 5;
 fn bound_by(shares: &TreeShares, idx: usize) -> String {
     let e = &shares.elements[idx];
     let at = |v: &ResourceVector| v.get(e.dominant_resource);
-    if at(&e.fair_share.total) + EPSILON >= at(&e.demand_share) {
+    if at(&e.fair_share) + EPSILON >= at(&e.demand_share) {
         return "its demand: it is offered all it asks for".to_string();
     }
     let limiting = shares
@@ -35,7 +35,7 @@ fn bound_by(shares: &TreeShares, idx: usize) -> String {
         .filter(|&i| shares.elements[i].parent.is_some())
         .find(|&i| {
             let x = &shares.elements[i];
-            at(&x.fair_share.total) + EPSILON >= at(&x.limits_share)
+            at(&x.fair_share) + EPSILON >= at(&x.limits_share)
         });
     if let Some(limiting) = limiting {
         return if limiting == idx {
@@ -274,13 +274,13 @@ impl<'a> CoreReads<'a> {
             pool: slot.pool.to_string(),
             weight: slot.weight,
             dominant_resource: d.name().into(),
-            share: parts(&e.fair_share),
+            share: parts(&e.detailed_fair_share()),
             usage: at(&e.usage_share),
             demand: at(&e.demand_share),
             pool_share: shares
                 .pool_index
                 .get(slot.pool.as_str())
-                .map(|&p| parts(&shares.elements[p].fair_share)),
+                .map(|&p| parts(&shares.elements[p].detailed_fair_share())),
             bound_by,
             starvation_status: starvation
                 .map_or("non_starving", |s| s.starvation.name())
@@ -351,13 +351,14 @@ impl<'a> CoreReads<'a> {
         };
         if let Some((shares, idx)) = element {
             let e = &shares.elements[idx];
+            let detailed = e.detailed_fair_share();
             let at = |v: &ResourceVector| v.get(e.dominant_resource);
             out.dominant_resource = e.dominant_resource.name().into();
             out.share = ShareParts {
-                fair_share: at(&e.fair_share.total),
-                strong_guarantee: at(&e.fair_share.strong_guarantee),
-                integral_guarantee: at(&e.fair_share.integral_guarantee),
-                weight_proportional: at(&e.fair_share.weight_proportional),
+                fair_share: at(&e.fair_share),
+                strong_guarantee: at(&detailed.strong_guarantee),
+                integral_guarantee: at(&detailed.integral_guarantee),
+                weight_proportional: at(&detailed.weight_proportional),
             };
             out.usage = at(&e.usage_share);
             out.demand = at(&e.demand_share);

@@ -318,7 +318,7 @@ impl<'a> CoreReads<'a> {
                         tree.to_string(),
                         name.to_string(),
                         [
-                            e.fair_share.total.max_component(),
+                            e.fair_share.max_component(),
                             e.usage_share.max_component(),
                             e.demand_share.max_component(),
                         ],

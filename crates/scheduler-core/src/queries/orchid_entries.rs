@@ -79,7 +79,7 @@ pub(crate) fn finite(x: f64) -> f64 {
 }
 
 pub(crate) fn element_satisfaction(e: &Element) -> f64 {
-    satisfaction(&e.usage_share, &e.fair_share.total, &e.demand_share)
+    satisfaction(&e.usage_share, &e.fair_share, &e.demand_share)
 }
 
 /// The shares every pool and running operation shows.
@@ -104,12 +104,12 @@ impl ShareFields {
     pub(crate) fn of(e: &Element, total: &ResourceVector) -> Self {
         let abs = |s: &ResourceVector| Amounts::from(&s.map(|r, v| v * total.get(r)));
         Self {
-            fair_share_ratio: e.fair_share.total.max_component(),
+            fair_share_ratio: e.fair_share.max_component(),
             usage_ratio: e.usage_share.max_component(),
             demand_ratio: e.demand_share.max_component(),
             dominant_resource: e.dominant_resource.name(),
             weight: e.weight,
-            detailed_fair_share: (&e.fair_share).into(),
+            detailed_fair_share: (&e.detailed_fair_share()).into(),
             usage_share: (&e.usage_share).into(),
             demand_share: (&e.demand_share).into(),
             limits_share: (&e.limits_share).into(),

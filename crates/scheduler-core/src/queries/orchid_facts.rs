@@ -98,7 +98,7 @@ impl TreeFacts {
                     .contains_key(id)
                     .then(|| ("operation", id.to_string())),
             }
-            .map(|(kind, name)| (kind, name, e.fair_share.total.max_component()))
+            .map(|(kind, name)| (kind, name, e.fair_share.max_component()))
         });
         let pending = self
             .pending

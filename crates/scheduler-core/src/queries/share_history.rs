@@ -68,7 +68,7 @@ impl ShareHistory {
             samples.push_back(ShareSample {
                 at: now,
                 usage: e.usage_share.max_component() as f32,
-                fair_share: e.fair_share.total.max_component() as f32,
+                fair_share: e.fair_share.max_component() as f32,
                 demand: e.demand_share.max_component() as f32,
             });
         }

@@ -74,7 +74,8 @@ pub struct Element {
     pub limits_share: ResourceVector,
     /// The end of the element's path (SPEC 5.1): what it would take offered everything.
     pub limited_demand_share: ResourceVector,
-    pub fair_share: DetailedShare,
+    /// The element's fair share; its split into parts is `detailed_fair_share`.
+    pub fair_share: ResourceVector,
     pub dominant_resource: Resource,
     /// Position in a FIFO pool's order (operations in FIFO pools only).
     pub fifo_index: Option<usize>,
@@ -86,6 +87,9 @@ pub struct Element {
 #[derive(Clone, Debug, Default)]
 pub struct PoolFigures {
     pub children: Vec<usize>,
+    /// The pool's fair share split into its strong guarantee, integral guarantee and
+    /// weight-proportional parts (an operation's is all weight-proportional).
+    pub detailed_fair_share: DetailedShare,
     /// After the overcommit factor and limits.
     pub strong_guarantee_share: ResourceVector,
     /// Explicit plus implicit guarantee, absolute, unscaled.
@@ -120,6 +124,16 @@ impl Element {
     /// A pool's `scheduling_tag_filter`, if it has one.
     pub fn tag_filter(&self) -> Option<&TagFilter> {
         self.pool.as_ref()?.tag_filter.as_ref()
+    }
+
+    /// The fair share split into parts. Only a pool's is kept split: an operation's is
+    /// all weight-proportional (`DetailedShare::unguaranteed`), so each of 100,000
+    /// operation elements holds one vector, not four.
+    pub fn detailed_fair_share(&self) -> DetailedShare {
+        self.pool.as_ref().map_or_else(
+            || DetailedShare::unguaranteed(self.fair_share),
+            |p| p.detailed_fair_share,
+        )
     }
 
     /// A pool's integral guarantee figures, if it has an integral guarantee.
@@ -469,6 +483,7 @@ impl<'a> Joiner<'a> {
         let pool = matches!(e.kind, fs::ElementKind::Pool { .. }).then(|| {
             Box::new(PoolFigures {
                 children: std::mem::take(&mut self.children[i]),
+                detailed_fair_share: r.fair_share,
                 strong_guarantee_share: r.strong_guarantee_share,
                 effective_strong_guarantee: r.effective_strong_guarantee_resources,
                 total_burst_ratio: r.total_burst_ratio,
@@ -485,7 +500,7 @@ impl<'a> Joiner<'a> {
             usage_share: r.usage_share,
             limits_share: r.limits_share,
             limited_demand_share: r.limited_demand_share,
-            fair_share: r.fair_share,
+            fair_share: r.fair_share.total,
             dominant_resource: r.dominant_resource,
             fifo_index: r.fifo_index,
             pool,
@@ -531,10 +546,7 @@ pub(crate) fn element(kind: ElementKind, usage: f64, fair: f64, demand: f64) -> 
         usage_share: v(usage),
         limits_share: v(1.0),
         limited_demand_share: v(demand.min(fair)),
-        fair_share: DetailedShare {
-            total: v(fair),
-            ..Default::default()
-        },
+        fair_share: v(fair),
         dominant_resource: Resource::Cpu,
         fifo_index: None,
         pool,

@@ -163,7 +163,7 @@ fn key_of(shares: &TreeShares, usage: &[ResourceVector], e: usize) -> LineKey {
     LineKey {
         satisfaction: satisfaction(
             &usage[e].share_of(&shares.total),
-            &element.fair_share.total,
+            &element.fair_share,
             &element.demand_share,
         ),
         fifo: element.fifo_index.unwrap_or(0),

@@ -128,7 +128,7 @@ impl Victims<'_> {
         let fs = shares
             .operation_index
             .get(op_id)
-            .map(|&i| shares.elements[i].fair_share.total)
+            .map(|&i| shares.elements[i].fair_share)
             .unwrap_or_default();
         let mut jobs: Vec<(JobId, StartKey, ResourceVector)> = op
             .jobs

@@ -215,7 +215,7 @@ impl ShareUpdater<'_> {
             .filter_map(|e| match &e.kind {
                 ElementKind::Pool { name, .. } => Some(PoolShareSample {
                     pool: name.clone(),
-                    fair_share_ratio: e.fair_share.total.max_component(),
+                    fair_share_ratio: e.fair_share.max_component(),
                     usage_ratio: e.usage_share.max_component(),
                     demand_ratio: e.demand_share.max_component(),
                 }),

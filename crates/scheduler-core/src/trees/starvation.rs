@@ -114,7 +114,7 @@ impl TreeStarvation {
 /// *operation* whose fair share covers its whole, uncapped demand uses tolerance 1; one
 /// held back by limits, and every pool, keeps its configured tolerance.
 pub fn scheduling_status(e: &Element, tolerance: f64) -> SchedulingStatus {
-    let fs = &e.fair_share.total;
+    let fs = &e.fair_share;
     let covers_demand = matches!(e.kind, ElementKind::Operation { .. })
         && Resource::ALL
             .iter()
@@ -273,7 +273,7 @@ pub fn starving_order(
             let o = operations.get(id).filter(|o| o.pending_job_count() > 0)?;
             let sat = crate::trees::pool_lines::satisfaction(
                 &o.usage.share_of(&shares.total),
-                &e.fair_share.total,
+                &e.fair_share,
                 &e.demand_share,
             );
             Some((s.starvation, sat, o.seq(), id.clone()))
