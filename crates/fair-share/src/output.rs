@@ -1,5 +1,6 @@
 //! What one update yields for every element: the values the orchid shows.
 
+use crate::vector;
 use ytsched_common::resources::{Resource, ResourceVector};
 
 /// A fair share split into where it comes from.
@@ -16,7 +17,23 @@ impl DetailedShare {
     /// all weight-proportional. The update splits every operation's share so (a
     /// property test says so), which lets a caller keep an operation's total alone.
     pub fn unguaranteed(total: ResourceVector) -> Self {
-        crate::update::detailed(total, ResourceVector::ZERO, ResourceVector::ZERO)
+        detailed(total, ResourceVector::ZERO, ResourceVector::ZERO)
+    }
+}
+
+/// Splits a share into its strong part, then its integral part, then the rest.
+pub(crate) fn detailed(
+    total: ResourceVector,
+    strong_guarantee: ResourceVector,
+    integral_share: ResourceVector,
+) -> DetailedShare {
+    let strong = vector::min(&total, &strong_guarantee);
+    let integral = vector::min(&vector::non_negative(&(total - strong)), &integral_share);
+    DetailedShare {
+        total,
+        strong_guarantee: strong,
+        integral_guarantee: integral,
+        weight_proportional: vector::non_negative(&(total - strong - integral)),
     }
 }
 

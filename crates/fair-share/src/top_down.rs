@@ -2,8 +2,9 @@
 //! and each pool hands its children the largest level whose total fits what it took.
 
 use crate::input::Mode;
+use crate::output::detailed;
 use crate::piecewise::value_at;
-use crate::update::{detailed, Update};
+use crate::update::Update;
 use crate::vector::{self, EPSILON};
 use ytsched_common::resources::ResourceVector;
 

@@ -230,22 +230,6 @@ impl Update<'_> {
     }
 }
 
-/// Splits a share into its strong part, then its integral part, then the rest.
-pub(crate) fn detailed(
-    total: ResourceVector,
-    strong_guarantee: ResourceVector,
-    integral_share: ResourceVector,
-) -> DetailedShare {
-    let strong = vector::min(&total, &strong_guarantee);
-    let integral = vector::min(&vector::non_negative(&(total - strong)), &integral_share);
-    DetailedShare {
-        total,
-        strong_guarantee: strong,
-        integral_guarantee: integral,
-        weight_proportional: vector::non_negative(&(total - strong - integral)),
-    }
-}
-
 /// Cuts an integral share so that strong plus integral stays within limits.
 pub(crate) fn fit_integral(
     limits: &ResourceVector,
