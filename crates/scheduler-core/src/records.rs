@@ -326,7 +326,7 @@ impl Operation {
                 .collect(),
         );
         for job in record.settled_jobs {
-            op.jobs.insert(job.id.clone(), Box::new(job));
+            op.jobs.insert(Box::new(job));
         }
         op.inline_outputs = record.outputs;
         // Nothing here is new to the store.
@@ -371,7 +371,7 @@ pub(crate) fn take_changes(
             if let Some(job) = op.jobs.get(j).filter(|j| j.state != JobState::Running) {
                 records.push(StateChange::Job(Box::new(JobRecord {
                     operation: id.clone(),
-                    job: (**job).clone(),
+                    job: job.clone(),
                 })));
             }
         }

@@ -205,11 +205,7 @@ fn root_used(tree: &PoolTree, names: &[String], _pools: &[PoolGen]) -> f64 {
 fn check_invariants(s: &TreeShares) -> Result<(), TestCaseError> {
     for (i, e) in s.elements.iter().enumerate() {
         let fs = e.fair_share;
-        let children: ResourceVector = e
-            .children()
-            .iter()
-            .map(|&c| s.elements[c].fair_share)
-            .sum();
+        let children: ResourceVector = e.children().iter().map(|&c| s.elements[c].fair_share).sum();
         for r in Resource::ALL {
             prop_assert!(
                 children.get(r) <= fs.get(r) + EPS,

@@ -262,7 +262,7 @@ impl JobLife<'_> {
         if let Some(j) = op.jobs.get_mut(job_id) {
             j.error = Some(message.to_string());
         }
-        let attempt = op.jobs.get(job_id).map(|j| crate::AttemptFacts::of(j));
+        let attempt = op.jobs.get(job_id).map(crate::AttemptFacts::of);
         drop(op);
         self.jobs.ended(node_id, job_id);
         self.outbox.event(CoreEvent::JobAborted {
@@ -311,7 +311,7 @@ impl JobLife<'_> {
                         .on(node_id)
                         .filter(|j| self.jobs.owner(j) == Some(&owner))
                         .filter(|j| {
-                            self.operations[&owner].jobs.get(*j).is_some_and(|x| {
+                            self.operations[&owner].jobs.get(j).is_some_and(|x| {
                                 x.state == JobState::Running && x.interrupting.is_none()
                             })
                         })

@@ -55,10 +55,7 @@ impl Operation {
     /// The running other attempt of a job, if any.
     pub fn running_copy(&self, id: &JobId) -> Option<&Job> {
         let copy = self.jobs.get(id)?.copy.as_ref()?;
-        self.jobs
-            .get(copy)
-            .map(|c| &**c)
-            .filter(|c| c.state == JobState::Running)
+        self.jobs.get(copy).filter(|c| c.state == JobState::Running)
     }
 
     fn launch(
@@ -173,7 +170,7 @@ impl Operation {
             interrupting: None,
             preparing: false,
         };
-        self.jobs.insert(id.clone(), Box::new(job));
+        self.jobs.insert(Box::new(job));
         self.changed_jobs.push(id.clone());
         id
     }

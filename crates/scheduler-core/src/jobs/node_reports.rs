@@ -199,7 +199,7 @@ impl JobLife<'_> {
                 }
                 j => {
                     let reported_aborted = j.is_some_and(|j| &j.node == node_id);
-                    let abort = stale_job_abort(&running.job_id, j.map(|j| &**j));
+                    let abort = stale_job_abort(&running.job_id, j);
                     if reported_aborted {
                         self.hold_while_reported(&running.job_id, now);
                     }

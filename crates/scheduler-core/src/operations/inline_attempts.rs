@@ -42,7 +42,7 @@ impl Operation {
         }
         let taken: Vec<JobId> = changed
             .iter()
-            .filter(|j| self.jobs.get(*j).is_some_and(|j| j.settled()))
+            .filter(|j| self.jobs.get(j).is_some_and(|j| j.settled()))
             .cloned()
             .collect();
         let held_bytes: usize = self.inline_outputs.iter().map(output_bytes).sum();
@@ -66,7 +66,7 @@ impl Operation {
     pub fn inline_jobs(&self) -> impl Iterator<Item = &Job> + '_ {
         self.state
             .is_finished()
-            .then(|| self.jobs.values().map(|j| &**j).filter(|j| j.settled()))
+            .then(|| self.jobs.values().filter(|j| j.settled()))
             .into_iter()
             .flatten()
     }

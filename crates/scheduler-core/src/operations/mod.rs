@@ -12,6 +12,8 @@ pub mod gang;
 pub mod gang_shortfall;
 pub(crate) mod index_reads;
 pub(crate) mod inline_attempts;
+pub mod job;
+pub mod job_map;
 pub(crate) mod new_pool;
 pub(crate) mod operation;
 pub(crate) mod operation_counts;

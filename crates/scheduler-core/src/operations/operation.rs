@@ -7,15 +7,16 @@
 //! attempt, for counts and `list-jobs` filters. Memory per finished job is that byte,
 //! whatever the operation's size.
 
+pub use super::job::Job;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use ytsched_common::api::HistoryEntry;
 use ytsched_common::names::TreeName;
 use ytsched_common::names::TreePoolName;
-use ytsched_common::protocol::{JobStatistics, UnixMillis};
+use ytsched_common::protocol::UnixMillis;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::spec::{TaskSpec, VanillaSpec};
-use ytsched_common::states::{AbortReason, JobState, OperationState};
+use ytsched_common::states::{JobState, OperationState};
 use ytsched_common::tag_filter::TagFilter;
 use ytsched_common::{JobId, NodeId, OperationId};
 
@@ -46,38 +47,6 @@ pub struct Task {
     /// Job indices not yet running, in the order they will start.
     pub waiting: VecDeque<u32>,
     pub completed: u32,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Job {
-    pub id: JobId,
-    pub task: usize,
-    pub index: u32,
-    pub state: JobState,
-    pub node: NodeId,
-    /// The pool tree of the node it was started on: whose usage it counts in.
-    pub tree: TreeName,
-    pub resources: ResourceVector,
-    pub start_time: UnixMillis,
-    /// Start order within the operation: tells apart jobs started in the same instant.
-    pub seq: u64,
-    pub finish_time: Option<UnixMillis>,
-    pub error: Option<String>,
-    pub abort_reason: Option<AbortReason>,
-    pub statistics: Option<JobStatistics>,
-    /// The other attempt of the same job index running alongside (SPEC 5.8): set on
-    /// both the original and its speculative copy.
-    pub copy: Option<JobId>,
-    /// This attempt is the speculative copy.
-    pub speculative: bool,
-    /// Gracefully preempted (SPEC 5.3) at this time: still running and counted on its
-    /// node until it exits, when it goes back to waiting as `preempted`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interrupting: Option<UnixMillis>,
-    /// Its node still fetches its files or unpacks its layers (SPEC 5.17): running as
-    /// the scheduler counts, `preparing` as it is shown.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub preparing: bool,
 }
 
 /// How an operation runs in one of its pool trees (SPEC 5.9): its pool there (after
@@ -122,7 +91,7 @@ pub struct Operation {
     /// The attempts held in memory: running ones, finished ones not yet settled (see the
     /// module comment), and settled ones kept in the operation's record
     /// (`inline_attempts.rs`).
-    pub jobs: BTreeMap<JobId, Box<Job>>,
+    pub jobs: super::job_map::JobMap,
     /// The state of every attempt by its sequence number (`Waiting`: not recorded).
     pub(crate) attempts: Vec<JobState>,
     /// Attempts per state, kept with `attempts`.
@@ -206,15 +175,6 @@ pub(crate) fn set_attempt(
     }
 }
 
-impl Job {
-    /// Finished, recorded as such, and nothing more to come from its node: the store
-    /// holds all there is of it.
-    pub fn settled(&self) -> bool {
-        self.state.is_finished()
-            && (self.statistics.is_some() || self.abort_reason == Some(AbortReason::NodeLost))
-    }
-}
-
 /// An operation's slot in `tree`, taking only the slots (not the whole operation), so
 /// that its jobs and tasks can be borrowed alongside.
 pub(crate) fn slot_mut<'a>(
@@ -274,7 +234,7 @@ impl Operation {
             finish_time: None,
             error: None,
             tasks,
-            jobs: BTreeMap::new(),
+            jobs: Default::default(),
             attempts: Vec::new(),
             tally: AttemptTally::default(),
             failed_job_count: 0,
@@ -326,7 +286,7 @@ impl Operation {
                 _ => {}
             }
             if !job.settled() {
-                self.jobs.insert(job.id.clone(), Box::new(job));
+                self.jobs.insert(Box::new(job));
             }
         }
         let finished = self.state.is_finished();

@@ -91,10 +91,7 @@ impl OperationTable {
         op: &OperationId,
         job: &ytsched_common::JobId,
     ) -> Option<crate::AttemptFacts> {
-        self.get(op)?
-            .jobs
-            .get(job)
-            .map(|j| crate::AttemptFacts::of(j))
+        self.get(op)?.jobs.get(job).map(crate::AttemptFacts::of)
     }
 
     /// Unfinished operations in a tree, or in one pool of it.

@@ -33,7 +33,7 @@ impl SchedulerCore {
     pub fn held_jobs(&self, id: &OperationId) -> Result<Vec<JobInfo>, ApiError> {
         let op = self.reads().operation(id)?;
         let names = op.task_names();
-        let mut jobs: Vec<&Job> = op.jobs.values().map(|j| &**j).collect();
+        let mut jobs: Vec<&Job> = op.jobs.values().collect();
         jobs.sort_by_key(|j| j.seq);
         Ok(jobs
             .into_iter()

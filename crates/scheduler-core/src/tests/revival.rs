@@ -71,7 +71,7 @@ fn running_two() -> (Store, Vec<JobStartSpec>) {
         .map(|j| {
             let r = JobRecord {
                 operation: op(),
-                job: (**j).clone(),
+                job: j.clone(),
             };
             (j.id.clone(), encode(&r).unwrap())
         })

@@ -177,10 +177,7 @@ impl Placer<'_> {
                 let spec = op.start_job(task, node_id, tree, now);
                 let usage = op.slot(tree).map_or(ResourceVector::ZERO, |s| s.usage);
                 live.set_leaf(&shares, elem, usage, op.smallest_waiting());
-                let attempt = op
-                    .jobs
-                    .get(&spec.job_id)
-                    .map(|j| crate::AttemptFacts::of(j));
+                let attempt = op.jobs.get(&spec.job_id).map(crate::AttemptFacts::of);
                 (spec, attempt)
             };
             free -= spec.resources;
