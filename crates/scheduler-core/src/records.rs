@@ -241,7 +241,7 @@ impl SchedulerCore {
         }
         summary.operations += 1;
         self.operations.next_seq = self.operations.next_seq.max(op.seq + 1);
-        for (job_id, job) in &op.jobs {
+        for (job_id, job) in op.jobs.iter() {
             self.jobs.owned(job_id, &id);
             if job.state == JobState::Running {
                 summary.running_jobs += 1;

@@ -94,14 +94,6 @@ impl Index<&JobId> for JobMap {
     }
 }
 
-impl<'a> IntoIterator for &'a JobMap {
-    type Item = (&'a JobId, &'a Job);
-    type IntoIter = Box<dyn Iterator<Item = (&'a JobId, &'a Job)> + 'a>;
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
