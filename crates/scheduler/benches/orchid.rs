@@ -8,10 +8,10 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
-use support::{add_pools, lift_tree_limits, one_job_spec};
+use support::{add_pools, lift_tree_limits, submit_one_job_operations};
 use ytsched_common::protocol::HeartbeatRequest;
 use ytsched_common::resources::ResourceVector;
-use ytsched_common::{IncarnationId, NodeId, OperationId};
+use ytsched_common::{IncarnationId, NodeId};
 use ytsched_scheduler::core::orchid::{orchid_of, TreeFacts};
 use ytsched_scheduler::core::{CoreConfig, SchedulerCore};
 
@@ -30,15 +30,7 @@ fn loaded_core(operations: u64) -> SchedulerCore {
     for n in 0..100 {
         let _ = core.run(|c| c.process_heartbeat(heartbeat(n), 1));
     }
-    for i in 0..operations {
-        core.start_operation(
-            OperationId(format!("{i:032x}").into()),
-            "u",
-            one_job_spec(&format!("p{}", i % 100)),
-            2,
-        )
-        .expect("submit");
-    }
+    submit_one_job_operations(&mut core, operations, 2);
     core.update_all_shares(3);
     for n in 0..100 {
         let _ = core.run(|c| c.process_heartbeat(heartbeat(n), 4));

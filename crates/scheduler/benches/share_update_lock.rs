@@ -12,7 +12,7 @@ mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::time::{Duration, Instant};
-use support::{add_pools, lift_tree_limits, one_job_spec};
+use support::{add_pools, lift_tree_limits, one_job_spec, submit_one_job_operations};
 use ytsched_common::protocol::HeartbeatRequest;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::{IncarnationId, NodeId, OperationId};
@@ -33,15 +33,7 @@ fn loaded_core(operations: u64) -> SchedulerCore {
         );
         let _ = core.run(|c| c.process_heartbeat(req, 1));
     }
-    for i in 0..operations {
-        core.start_operation(
-            OperationId(format!("{i:032x}").into()),
-            "u",
-            one_job_spec(&format!("p{}", i % 100)),
-            2,
-        )
-        .expect("submit");
-    }
+    submit_one_job_operations(&mut core, operations, 2);
     core
 }
 

@@ -6,6 +6,7 @@
 
 use ytsched_common::names::PoolName;
 use ytsched_common::spec::VanillaSpec;
+use ytsched_common::OperationId;
 use ytsched_scheduler::core::SchedulerCore;
 
 /// Pools `p0`..`p<count>` in the default tree, each taking up to `limit` operations,
@@ -39,4 +40,18 @@ pub fn one_job_spec(pool: &str) -> VanillaSpec {
         serde_yaml_ng::from_str("tasks: {t: {command: 'true', job_count: 1}}").expect("spec");
     s.pool = Some(PoolName::parse(pool).expect("pool"));
     s
+}
+
+/// `count` one-job operations of user `u`, with ids `{i:032x}`, spread over the pools
+/// `p0`..`p99` of `add_pools`.
+pub fn submit_one_job_operations(core: &mut SchedulerCore, count: u64, now: u64) {
+    for i in 0..count {
+        core.start_operation(
+            OperationId(format!("{i:032x}").into()),
+            "u",
+            one_job_spec(&format!("p{}", i % 100)),
+            now,
+        )
+        .expect("submit");
+    }
 }
