@@ -388,12 +388,13 @@ impl<'a> CoreReads<'a> {
                 navigate(&orchid, &sub[3..], path).cloned()
             }
             ["scheduler", "operations", op, ..] => {
+                let id = ytsched_common::OperationId((*op).into());
                 let tree = self
                     .operations
-                    .get(&ytsched_common::OperationId((*op).into()))
+                    .get(&id)
                     .map(|o| o.main_tree().to_string())
                     .ok_or_else(missing)?;
-                let operation = self.operation_orchid(&tree, op).ok_or_else(missing)?;
+                let operation = self.operation_orchid(&tree, &id).ok_or_else(missing)?;
                 navigate(&operation, &sub[3..], path).cloned()
             }
             _ => navigate(&self.orchid(), sub, path).cloned(),

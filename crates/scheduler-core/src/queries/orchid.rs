@@ -23,6 +23,7 @@ use ytsched_common::pool_config::PoolMode;
 use ytsched_common::pool_config::TreeConfig;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::states::OperationState;
+use ytsched_common::OperationId;
 
 /// `//sys/scheduler/orchid/scheduler` from its facts: every tree, and operations by id.
 pub struct Orchid<'a> {
@@ -294,8 +295,8 @@ impl<'a> CoreReads<'a> {
     }
 
     /// One operation's entry in a tree's orchid, made alone.
-    pub fn operation_orchid(&self, tree_name: &str, id: &str) -> Option<Value> {
-        let facts = self.tree_facts(tree_name)?;
+    pub fn operation_orchid(&self, tree_name: &str, id: &OperationId) -> Option<Value> {
+        let facts = self.one_operation_facts(tree_name, id)?;
         TreeOrchid::new(&facts).operation_value(id)
     }
 

@@ -116,6 +116,19 @@ impl<'a> CoreReads<'a> {
         Some(facts)
     }
 
+    /// A tree's facts with those of one operation only: what its own orchid entry is
+    /// made from, without the facts of every other operation of the tree.
+    pub fn one_operation_facts(&self, tree_name: &str, id: &OperationId) -> Option<TreeFacts> {
+        let mut facts = self.tree_facts_head(tree_name)?;
+        let op = self.operations.get(id)?;
+        if let Some(f) = self.operation_facts(id, tree_name) {
+            facts.ops.insert(id.clone(), f);
+        }
+        facts.pending.extend(pending_facts(op, tree_name));
+        facts.progress = FactsProgress::Done;
+        Some(facts)
+    }
+
     /// A tree's facts without those of its operations, which `add_facts` adds a part
     /// at a time, so that a caller holding the core behind a lock can let go of it
     /// between parts (O(operations) in all).

@@ -156,6 +156,11 @@ fn every_orchid_entry_has_its_fields_under_their_yt_names() {
     assert_eq!(ops[waiting.as_str()]["state"], "pending");
     assert_eq!(ops.as_object().unwrap().len(), 3, "{ops:#}");
 
+    // An operation's own path answers its entry, made from its facts alone.
+    for id in [&fifo, &waiting] {
+        let path = format!("//sys/scheduler/orchid/scheduler/operations/{id}");
+        assert_eq!(h.core.reads().admin_get(&path).unwrap(), ops[id.as_str()]);
+    }
     let whole = h.core.reads().orchid();
     assert_eq!(whole["scheduler"]["pool_trees"]["default"], tree);
     assert_eq!(whole["scheduler"]["operations"], tree["operations"]);
