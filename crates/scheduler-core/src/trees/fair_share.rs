@@ -537,7 +537,15 @@ fn fifo_order(
 #[cfg(test)]
 pub(crate) fn element(kind: ElementKind, usage: f64, fair: f64, demand: f64) -> Element {
     let v = |x: f64| ResourceVector::new(x, x / 2.0, 0.0, x / 4.0);
-    let pool = matches!(kind, ElementKind::Pool { .. }).then(Box::<PoolFigures>::default);
+    let pool = matches!(kind, ElementKind::Pool { .. }).then(|| {
+        Box::new(PoolFigures {
+            detailed_fair_share: DetailedShare {
+                total: v(fair),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    });
     Element {
         kind,
         parent: None,
