@@ -117,6 +117,7 @@ mod plf_value;
 #[cfg(test)]
 mod reference;
 mod share_functions;
+mod sum_scaled;
 mod top_down;
 mod update;
 pub mod vector;
