@@ -1,8 +1,8 @@
 //! Where an update keeps its working state: flat arrays indexed by element, reused from
 //! one update to the next, and a small record per pool. Operations are most of a tree's
 //! elements and hold no guarantee, children or integral state, so they take no record of
-//! their own: only their row of the arrays, and their function's points in one shared
-//! buffer.
+//! their own: only their row of the arrays, and their function's points while their
+//! pool's path is made.
 
 use crate::input::{IntegralKind, Mode};
 use crate::output::DetailedShare;
@@ -76,13 +76,17 @@ pub(crate) struct Elements {
     pub usage_share: Vec<ResourceVector>,
     pub fair_share: Vec<DetailedShare>,
     pub fifo_index: Vec<usize>,
-    /// The element's fair share by suggestion: `points[start..end]`, empty until built.
+    /// The element's fair share by suggestion: a pool's `points[start..end]`, an
+    /// operation's `operation_points[start..end]` while its pool's path is made; empty
+    /// otherwise.
     pub function: Vec<(usize, usize)>,
     /// The end of each element's function, kept apart: read per element in the input's
     /// order, which is not the order functions are built in.
     pub limited_demand_share: Vec<ResourceVector>,
-    /// Every function's points, one after another.
+    /// Every pool's function's points, one after another.
     pub points: Vec<(f64, ResourceVector)>,
+    /// The functions of one pool's operations, while that pool's is made.
+    pub operation_points: Vec<(f64, ResourceVector)>,
     /// Storage an operation's function is built in before it joins `points`.
     pub scratch: Vec<(f64, ResourceVector)>,
 }

@@ -99,9 +99,13 @@
 //! `O(B · d)` while it runs.
 //!
 //! The working state is flat (`layout.rs`): a row per element in arrays, a record per
-//! pool only, and every function's points one after another in one buffer. A
-//! [`Solver`] keeps those buffers and its output from one update to the next, so once a
-//! tree has reached its size an update allocates nothing per operation.
+//! pool only, and every pool function's points one after another in one buffer. An
+//! operation's function is built only while its pool's path is summed from it, in a
+//! buffer of one pool's operations; the top-down pass reads an operation's share in
+//! closed form (`operation_share::share_at`, equal to its function's value to within
+//! rounding), so 100,000 operations' points are never all held. A [`Solver`] keeps those
+//! buffers and its output from one update to the next, so once a tree has reached its
+//! size an update allocates nothing per operation.
 
 mod attributes;
 mod fifo_truncation;

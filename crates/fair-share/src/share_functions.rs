@@ -1,11 +1,12 @@
 //! Bottom-up (steps 4 and 5 of the crate documentation): each element's fair share by
-//! suggestion, built from its children's. Operations' functions have a closed form and
-//! are built in one reused buffer; every function's points go into the update's shared
-//! buffer, so reading a child's function is reading a slice.
+//! suggestion, built from its children's. Operations' functions have a closed form: a
+//! pool's are built into one reused buffer just before its path is summed from them, and
+//! dropped after. Every pool's function's points go into the update's shared buffer, so
+//! reading a child's function is reading a slice.
 
 use crate::fit_factor::max_fit_factor;
 use crate::input::Mode;
-use crate::piecewise::{Builder, Plf, COMPRESS_EPSILON};
+use crate::piecewise::{value_at, Builder, Plf, COMPRESS_EPSILON};
 use crate::update::Update;
 use crate::vector::{self, EPSILON};
 use ytsched_common::resources::ResourceVector;
@@ -14,20 +15,27 @@ use ytsched_common::resources::ResourceVector;
 const MAX_WEIGHT_RATIO: f64 = 1e6;
 
 impl Update<'_> {
-    /// Builds an element's function (and its descendants' that are not built yet).
+    /// Builds a pool's function (and its descendants' that are not built yet). Its
+    /// operations' functions are built for it alone, in the operations' buffer, and
+    /// dropped once its own is made: the top-down pass reads an operation's share
+    /// without its function (`share_at`), so 100,000 operations' points are never all
+    /// held.
     pub(crate) fn prepare(&mut self, i: usize) {
         let (start, end) = self.el.function[i];
         if end > start {
             return;
         }
-        if self.is_operation(i) {
-            self.prepare_operation(i);
-            return;
-        }
+        debug_assert!(
+            !self.is_operation(i),
+            "an operation's function is its pool's to build"
+        );
         let children = std::mem::take(&mut self.pool_mut(i).children);
         for &c in &children {
-            self.prepare(c);
+            if !self.is_operation(c) {
+                self.prepare(c);
+            }
         }
+        self.prepare_operations(&children);
         let by_ff = if children.is_empty() {
             Plf::constant(0.0, 1.0, ResourceVector::ZERO)
         } else if self.mode(i) == Some(Mode::Fifo) {
@@ -35,6 +43,11 @@ impl Update<'_> {
         } else {
             self.fair_share_path(&children)
         };
+        for &c in &children {
+            if self.is_operation(c) {
+                self.el.function[c] = (0, 0);
+            }
+        }
         self.pool_mut(i).children = children;
         // Sums of many pieces may dip by rounding where they should be flat; a dip would
         // read as the end of the path coming early.
@@ -43,29 +56,50 @@ impl Update<'_> {
         let mff = max_fit_factor(&by_ff, guarantee, self.el.limits_share[i]);
         let by_s = by_ff.compose(&mff).compress(COMPRESS_EPSILON);
         self.pool_mut(i).max_fit_factor = Some(mff);
-        self.store_function(i, by_s.points());
+        let start = self.el.points.len();
+        self.el.points.extend_from_slice(by_s.points());
+        self.el.function[i] = (start, self.el.points.len());
+        self.el.limited_demand_share[i] = by_s.right_value();
     }
 
+    /// The functions of a pool's operations, in the operations' buffer (emptied first).
     /// Operations never hold a guarantee (strong or integral): their function has a
     /// closed form.
-    fn prepare_operation(&mut self, i: usize) {
-        let buffer = std::mem::take(&mut self.el.scratch);
-        let by_s = crate::operation_share::by_suggestion_in(
-            buffer,
-            self.el.usage_share[i],
-            self.el.demand_share[i],
-            self.el.limits_share[i],
-        )
-        .compress(COMPRESS_EPSILON);
-        self.store_function(i, by_s.points());
-        self.el.scratch = by_s.into_points();
+    fn prepare_operations(&mut self, children: &[usize]) {
+        self.el.operation_points.clear();
+        let mut buffer = std::mem::take(&mut self.el.scratch);
+        for &c in children {
+            if !self.is_operation(c) {
+                continue;
+            }
+            let by_s = crate::operation_share::by_suggestion_in(
+                buffer,
+                self.el.usage_share[c],
+                self.el.demand_share[c],
+                self.el.limits_share[c],
+            )
+            .compress(COMPRESS_EPSILON);
+            let start = self.el.operation_points.len();
+            self.el.operation_points.extend_from_slice(by_s.points());
+            self.el.function[c] = (start, self.el.operation_points.len());
+            self.el.limited_demand_share[c] = by_s.right_value();
+            buffer = by_s.into_points();
+        }
+        self.el.scratch = buffer;
     }
 
-    fn store_function(&mut self, i: usize, points: &[(f64, ResourceVector)]) {
-        let start = self.el.points.len();
-        self.el.points.extend_from_slice(points);
-        self.el.function[i] = (start, self.el.points.len());
-        self.el.limited_demand_share[i] = points[points.len() - 1].1;
+    /// Element `i`'s share offered `suggestion`.
+    pub(crate) fn share_at(&self, i: usize, suggestion: f64) -> ResourceVector {
+        if self.is_operation(i) {
+            let el = &self.el;
+            return crate::operation_share::share_at(
+                el.usage_share[i],
+                el.demand_share[i],
+                el.limits_share[i],
+                suggestion,
+            );
+        }
+        value_at(self.by_suggestion(i), suggestion)
     }
 
     /// Forgets the functions of an element and of its whole subtree, to be built again
@@ -87,10 +121,15 @@ impl Update<'_> {
         self.pool_mut(i).children = children;
     }
 
+    /// Element `i`'s function: a pool's, or an operation's while its pool's is made.
     pub(crate) fn by_suggestion(&self, i: usize) -> &[(f64, ResourceVector)] {
         let (start, end) = self.el.function[i];
         assert!(end > start, "functions are prepared before they are read");
-        &self.el.points[start..end]
+        if self.is_operation(i) {
+            &self.el.operation_points[start..end]
+        } else {
+            &self.el.points[start..end]
+        }
     }
 
     /// The weight a pool's slowest children go at: the lightest child's, but never below

@@ -29,7 +29,7 @@ impl Update<'_> {
         let fifo = self.mode(i) == Some(Mode::Fifo);
         for (k, &c) in self.children(i).iter().enumerate() {
             let s = self.child_suggestion(fifo, c, k, fit_factor, min_w);
-            sum += value_at(self.by_suggestion(c), s);
+            sum += self.share_at(c, s);
         }
         sum
     }
@@ -37,7 +37,7 @@ impl Update<'_> {
     /// An element offered `suggestion` takes its path's value there and hands its
     /// children the largest level whose total fits it.
     pub(crate) fn set_fair_share(&mut self, i: usize, suggestion: f64) {
-        let total = value_at(self.by_suggestion(i), suggestion);
+        let total = self.share_at(i, suggestion);
         let Some(pool) = self.pool(i) else {
             self.el.fair_share[i] = detailed(total, ResourceVector::ZERO, ResourceVector::ZERO);
             return;
