@@ -267,10 +267,11 @@ pub fn compute_in(
 }
 
 /// The fair-share crate's input for one tree, built with what placement keeps per
-/// element (kind, tag filter) at the same indices.
+/// element (kind, and a pool's tag filter) at the same indices.
 struct InputBuilder<'t> {
     elements: Vec<fs::ElementInput>,
     kinds: Vec<ElementKind>,
+    /// Per pool element (pools come first): its tag filter.
     filters: Vec<Option<TagFilter>>,
     /// Per pool element: its FIFO sort keys, if it is a FIFO pool.
     fifo_keys: Vec<Option<&'t [FifoSortParameter]>>,
@@ -384,7 +385,6 @@ impl<'t> InputBuilder<'t> {
             }
             self.kinds
                 .push(ElementKind::Operation { id: op.id.clone() });
-            self.filters.push(None);
             self.operation_index.insert(op.id.clone(), ci);
         }
         for (parent, mut members) in fifo_members {
@@ -430,8 +430,10 @@ fn integral_input(
 /// one element at a time as the crate hands them over.
 struct Joiner<'a> {
     input: &'a fs::TreeInput,
+    /// Per pool element.
     children: Vec<Vec<usize>>,
     kinds: std::vec::IntoIter<ElementKind>,
+    /// Per pool element, in order.
     filters: std::vec::IntoIter<Option<TagFilter>>,
     out: Vec<Element>,
 }
@@ -442,7 +444,8 @@ impl<'a> Joiner<'a> {
         kinds: Vec<ElementKind>,
         filters: Vec<Option<TagFilter>>,
     ) -> Self {
-        let mut children: Vec<Vec<usize>> = vec![vec![]; input.elements.len()];
+        // Pools come first, and only they have children or a filter.
+        let mut children: Vec<Vec<usize>> = vec![vec![]; filters.len()];
         for (i, e) in input.elements.iter().enumerate() {
             if let Some(p) = e.parent {
                 children[p].push(i);
@@ -459,7 +462,7 @@ impl<'a> Joiner<'a> {
 
     /// Element `i`'s result; they come in the input's order.
     fn push(&mut self, i: usize, r: fs::ElementOutput) {
-        let (Some(kind), Some(filter)) = (self.kinds.next(), self.filters.next()) else {
+        let Some(kind) = self.kinds.next() else {
             return;
         };
         let input = self.input;
@@ -489,7 +492,7 @@ impl<'a> Joiner<'a> {
                 total_burst_ratio: r.total_burst_ratio,
                 total_resource_flow_ratio: r.total_resource_flow_ratio,
                 integral,
-                tag_filter: filter,
+                tag_filter: self.filters.next().flatten(),
             })
         });
         self.out.push(Element {
