@@ -68,7 +68,9 @@ pub enum ElementKind {
     Pool {
         mode: Mode,
         strong_guarantee: Guarantee,
-        integral: Option<IntegralInput>,
+        /// Boxed: few pools have one, and every element of a tree's input (100,000
+        /// operations' included) is as large as the largest kind.
+        integral: Option<Box<IntegralInput>>,
     },
     Operation {
         demand: ResourceVector,

@@ -81,7 +81,7 @@ impl Tree {
 
     pub fn integral(&mut self, p: usize, i: IntegralInput) {
         if let ElementKind::Pool { integral, .. } = &mut self.input.elements[p].kind {
-            *integral = Some(i);
+            *integral = Some(Box::new(i));
         }
     }
 

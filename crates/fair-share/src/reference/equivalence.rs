@@ -138,17 +138,24 @@ fn tree(draws: &[(Draw, u8, Option<[u8; 4]>, u8)], since: Option<u8>, truncate: 
                 e.parent = Some(pools[parent % pools.len()]);
                 let mode = if *fifo { Mode::Fifo } else { Mode::FairShare };
                 let g = guarantee.map(|x| x.map(|v| v as f64 * 2.0));
-                let integral = integral.map(|(burst, flow, guarantee, volume)| IntegralInput {
-                    kind: if burst {
-                        IntegralKind::Burst
-                    } else {
-                        IntegralKind::Relaxed
-                    },
-                    resource_flow: ResourceVector::new(flow as f64, flow as f64 * 4.0, 0.0, 0.0),
-                    burst_guarantee: ResourceVector::new(guarantee as f64 * 2.0, 0.0, 0.0, 0.0),
-                    relaxed_share_multiplier_limit: 3.0,
-                    volume: total.scale(volume as f64),
-                    last_share_ratio: volume as f64 / 100.0,
+                let integral = integral.map(|(burst, flow, guarantee, volume)| {
+                    Box::new(IntegralInput {
+                        kind: if burst {
+                            IntegralKind::Burst
+                        } else {
+                            IntegralKind::Relaxed
+                        },
+                        resource_flow: ResourceVector::new(
+                            flow as f64,
+                            flow as f64 * 4.0,
+                            0.0,
+                            0.0,
+                        ),
+                        burst_guarantee: ResourceVector::new(guarantee as f64 * 2.0, 0.0, 0.0, 0.0),
+                        relaxed_share_multiplier_limit: 3.0,
+                        volume: total.scale(volume as f64),
+                        last_share_ratio: volume as f64 / 100.0,
+                    })
                 });
                 e.kind = ElementKind::Pool {
                     mode,

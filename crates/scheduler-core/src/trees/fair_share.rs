@@ -342,7 +342,7 @@ impl<'t> InputBuilder<'t> {
                             .as_ref()
                             .map(|g| fs::Guarantee::from_vector(g.to_vector(0.0), g.specified()))
                             .unwrap_or_default(),
-                        integral: integral_input(tree, child_name, total, ctx),
+                        integral: integral_input(tree, child_name, total, ctx).map(Box::new),
                     },
                 });
                 self.kinds.push(ElementKind::Pool {
