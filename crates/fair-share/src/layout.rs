@@ -87,7 +87,7 @@ pub(crate) struct Elements {
     pub points: Vec<(f64, ResourceVector)>,
     /// The functions of one pool's operations, while that pool's is made.
     pub operation_points: Vec<(f64, ResourceVector)>,
-    /// Storage an operation's function is built in before it joins `points`.
+    /// Storage an operation's function is built in before it joins `operation_points`.
     pub scratch: Vec<(f64, ResourceVector)>,
 }
 
