@@ -12,7 +12,7 @@ mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::time::{Duration, Instant};
-use support::{add_pools, lift_tree_limits, one_job_spec, submit_one_job_operations};
+use support::{add_pools, lift_tree_limits, submit_one_job_operation, submit_one_job_operations};
 use ytsched_common::protocol::HeartbeatRequest;
 use ytsched_common::resources::ResourceVector;
 use ytsched_common::{IncarnationId, NodeId, OperationId};
@@ -58,13 +58,7 @@ fn bench(c: &mut Criterion) {
                                 now,
                             )
                             .expect("abort");
-                            core.start_operation(
-                                OperationId(format!("{next:032x}").into()),
-                                "u",
-                                one_job_spec(&format!("p{}", next % 100)),
-                                now,
-                            )
-                            .expect("submit");
+                            submit_one_job_operation(&mut core, next, now);
                             oldest += 1;
                             next += 1;
                         }

@@ -46,12 +46,17 @@ pub fn one_job_spec(pool: &str) -> VanillaSpec {
 /// `p0`..`p99` of `add_pools`.
 pub fn submit_one_job_operations(core: &mut SchedulerCore, count: u64, now: u64) {
     for i in 0..count {
-        core.start_operation(
-            OperationId(format!("{i:032x}").into()),
-            "u",
-            one_job_spec(&format!("p{}", i % 100)),
-            now,
-        )
-        .expect("submit");
+        submit_one_job_operation(core, i, now);
     }
+}
+
+/// One-job operation number `i` of user `u` (id `{i:032x}`), in pool `p{i % 100}`.
+pub fn submit_one_job_operation(core: &mut SchedulerCore, i: u64, now: u64) {
+    core.start_operation(
+        OperationId(format!("{i:032x}").into()),
+        "u",
+        one_job_spec(&format!("p{}", i % 100)),
+        now,
+    )
+    .expect("submit");
 }
